@@ -1,0 +1,205 @@
+"""What a workload declares: buffers, launches, inputs, reference, tolerance.
+
+A workload (vector_add, l2norm, ...) has variants; a variant is a pipeline of launches. Each
+launch names the buffers it reads and writes, so the bytes it must move through DRAM are
+derived from the buffer sizes (STREAM's way: every array read once and written once per
+launch, a buffer read twice is listed twice). FLOPs are declared per launch. A multi-kernel
+pipeline is one point: its FLOPs and bytes are the sums over its launches.
+
+Implementations are tables keyed by backend name ("cpu", "cupy", "numba_cuda", ...), each
+mapping a launch's ``kernel`` name to whatever that backend needs. This module knows nothing of
+how a backend runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Size = tuple[int, ...]
+
+try:  # ml_dtypes gives numpy host types for bf16 and fp8 (e4m3)
+    import ml_dtypes
+
+    _BF16 = np.dtype(ml_dtypes.bfloat16)
+    _FP8 = np.dtype(ml_dtypes.float8_e4m3fn)
+except ImportError:  # pragma: no cover - ml_dtypes is a hard dependency
+    _BF16 = _FP8 = None
+
+# dtype name -> (numpy host dtype, bytes per value)
+DTYPES: dict[str, np.dtype] = {
+    "fp64": np.dtype(np.float64),
+    "fp32": np.dtype(np.float32),
+    "fp16": np.dtype(np.float16),
+}
+if _BF16 is not None:
+    DTYPES["bf16"] = _BF16
+    DTYPES["fp8"] = _FP8
+
+
+def itemsize(dtype: str) -> int:
+    return DTYPES[dtype].itemsize
+
+
+def np_dtype(dtype: str) -> np.dtype:
+    return DTYPES[dtype]
+
+
+@dataclass(frozen=True)
+class Buf:
+    """A buffer of a case. ``dtype`` is a dtype name; ``role`` is input, output or temp."""
+
+    shape: Size
+    dtype: str
+    role: str = "temp"
+
+    @property
+    def count(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * itemsize(self.dtype)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a pipeline.
+
+    ``args`` is the argument list as the kernel takes it: a string names a buffer, a number is
+    passed as a scalar. ``reads``/``writes`` name the buffers whose every element the launch must
+    move (a buffer read twice appears twice). ``extra_bytes`` adds traffic through other levels
+    (e.g. {"l2": ...}) where the accounting knows it.
+    """
+
+    kernel: str
+    flops: int
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    args: tuple[str | int | float, ...] = ()
+    extra_bytes: dict[str, int] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    dtypes: tuple[str, ...]
+    plan: Callable[[Size, str], list[Launch]]
+    temps: Callable[[Size, str], dict[str, Buf]] = lambda size, dtype: {}
+    impls: dict[str, Any] = field(default_factory=dict)  # backend -> {kernel: impl}
+    unit: str = "simt"  # "simt" (CUDA cores / SIMD lanes) or "tensor" (matrix units)
+    # What a backend cannot run and why, e.g. {"cpu": "tensor cores are GPU-only"}
+    unsupported: dict[str, str] = field(default_factory=dict)
+    arrow_from: str | None = None  # plot an arrow from that variant to this one (fusion)
+    # A plain-language check a backend may apply before allocating, returning a reason to refuse.
+    refuse: Callable[[Size, str, str], str | None] = lambda size, dtype, backend: None
+
+    def backends(self) -> list[str]:
+        return sorted(self.impls)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    size_names: tuple[str, ...]
+    inputs: Callable[[Size, str], dict[str, Buf]]
+    outputs: Callable[[Size, str], dict[str, Buf]]
+    reference: Callable[[dict[str, np.ndarray], Size], dict[str, np.ndarray]]
+    tolerance: dict[str, float]
+    variants: dict[str, Variant]
+    # Size that moves about `nbytes` bytes of DRAM per launch for `dtype` (default size rule).
+    size_for_bytes: Callable[[int, str], Size]
+    quick_size: Size
+    flop_convention: str = ""
+    # Magnitude range of random inputs (signs are random too).
+    input_range: tuple[float, float] = (0.25, 1.0)
+
+    def dtypes(self) -> list[str]:
+        seen: list[str] = []
+        for v in self.variants.values():
+            seen += [d for d in v.dtypes if d not in seen]
+        return seen
+
+    def check_size(self, size: Size) -> None:
+        if len(size) != len(self.size_names):
+            raise ValueError(f"{self.name} takes a size of {len(self.size_names)} dimension(s) "
+                             f"({'x'.join(self.size_names)}), got {'x'.join(map(str, size))}")
+        if any(int(s) <= 0 for s in size):
+            raise ValueError(f"{self.name}: every size dimension must be positive, "
+                             f"got {'x'.join(map(str, size))}")
+
+    def make_inputs(self, size: Size, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Fresh random inputs (never zeros), rounded to the storage dtype."""
+        lo, hi = self.input_range
+        out = {}
+        for name, buf in self.inputs(size, dtype).items():
+            # Magnitudes in [lo, hi] with random signs: no zeros, and every dtype (fp8 included)
+            # represents them without flushing to zero.
+            mag = rng.uniform(lo, hi, size=buf.shape)
+            sign = np.where(rng.random(size=buf.shape) < 0.5, -1.0, 1.0)
+            out[name] = (mag * sign).astype(np_dtype(buf.dtype))
+        return out
+
+
+@dataclass(frozen=True)
+class Case:
+    """One concrete thing to measure: workload x variant x dtype x size."""
+
+    workload: Workload
+    variant: Variant
+    dtype: str
+    size: Size
+
+    @property
+    def key(self) -> str:
+        return (f"{self.workload.name}/{self.variant.name}/{self.dtype}/"
+                f"{'x'.join(map(str, self.size))}")
+
+    def buffers(self) -> dict[str, Buf]:
+        b = dict(self.workload.inputs(self.size, self.dtype))
+        b.update(self.workload.outputs(self.size, self.dtype))
+        b.update(self.variant.temps(self.size, self.dtype))
+        return b
+
+    def launches(self) -> list[Launch]:
+        return self.variant.plan(self.size, self.dtype)
+
+    def launch_bytes(self, launch: Launch) -> dict[str, int]:
+        bufs = self.buffers()
+        dram = sum(bufs[n].nbytes for n in launch.reads + launch.writes)
+        out = {"dram": dram}
+        out.update(launch.extra_bytes)
+        return out
+
+    @property
+    def flops(self) -> int:
+        return sum(launch.flops for launch in self.launches())
+
+    def bytes(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for launch in self.launches():
+            for level, b in self.launch_bytes(launch).items():
+                total[level] = total.get(level, 0) + b
+        return total
+
+    def intensity(self) -> dict[str, float]:
+        f = self.flops
+        return {level: f / b for level, b in self.bytes().items() if b > 0}
+
+    def footprint(self) -> int:
+        """Bytes of memory the case allocates (every buffer once)."""
+        return sum(b.nbytes for b in self.buffers().values())
+
+    @property
+    def precision(self) -> str:
+        """The compute roof this case is held against."""
+        if self.variant.unit == "tensor":
+            return f"{self.dtype}_tc"
+        # fp8 storage variants compute in fp32 on CUDA cores; fp16/bf16 use packed x2 math.
+        return "fp32" if self.dtype == "fp8" else self.dtype

@@ -1,0 +1,164 @@
+"""The Roofline model: roofs, a device's set of roofs, and where a point sits under them.
+
+A roof is either a bandwidth ceiling of one memory level (bytes/s) or a compute ceiling of one
+precision on one unit (FLOP/s). Attainable performance of a kernel with arithmetic intensity
+``ai`` (FLOP per byte of one level) is ``min(compute, bandwidth * ai)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+RoofKind = Literal["memory", "compute", "interconnect"]
+Source = Literal["measured", "datasheet", "theoretical", "user"]
+
+# Memory levels, outermost first. "dram" is the off-chip memory (HBM on a GPU, DDR on a CPU):
+# the same key everywhere so that kernel accounting does not depend on the device.
+LEVELS = ("dram", "l2", "l1", "smem")
+LEVEL_LABELS = {"dram": "DRAM/HBM", "l2": "L2", "l1": "L1", "smem": "shared mem"}
+
+# Compute precisions. A "_tc" suffix is the tensor-core (matrix unit) roof of that precision.
+PRECISIONS = (
+    "fp64", "fp32", "fp16", "bf16", "fp8",
+    "fp64_tc", "tf32_tc", "fp16_tc", "bf16_tc", "fp8_tc",
+)
+
+
+@dataclass
+class Roof:
+    """One ceiling of a device.
+
+    ``value`` is in FLOP/s for compute roofs and bytes/s for memory and interconnect roofs.
+    ``evidence`` holds how a measured roof was obtained (probe, size, samples, clocks) or where
+    a datasheet figure comes from.
+    """
+
+    name: str
+    kind: RoofKind
+    value: float
+    source: Source
+    level: str | None = None  # memory/interconnect roofs
+    precision: str | None = None  # compute roofs
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.value, (int, float)) and math.isfinite(self.value)
+                and self.value > 0):
+            raise ValueError(f"roof {self.name!r}: value must be a positive finite number, "
+                             f"got {self.value!r}")
+        if self.kind == "compute" and not self.precision:
+            raise ValueError(f"compute roof {self.name!r} needs a precision")
+        if self.kind in ("memory", "interconnect") and not self.level:
+            raise ValueError(f"{self.kind} roof {self.name!r} needs a level")
+
+    @property
+    def unit(self) -> str:
+        return "FLOP/s" if self.kind == "compute" else "B/s"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["unit"] = self.unit
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Roof:
+        known = {"name", "kind", "value", "source", "level", "precision", "evidence"}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Where a point sits: the roof that limits it and the attainable performance there."""
+
+    attainable: float  # FLOP/s
+    limiter: Literal["memory", "compute", "interconnect"]
+    roof: str  # name of the limiting roof
+
+
+@dataclass
+class RoofSet:
+    """All roofs of one device, measured and datasheet side by side."""
+
+    device: str
+    roofs: list[Roof] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, roof: Roof) -> None:
+        self.roofs.append(roof)
+
+    def _pick(self, kind: str, key: str, attr: str, source: str | None) -> Roof | None:
+        cands = [r for r in self.roofs if r.kind == kind and getattr(r, attr) == key]
+        if source is not None:
+            cands = [r for r in cands if r.source == source]
+        if not cands:
+            return None
+        # Measured beats user-given beats theoretical beats datasheet: a roof is a statement
+        # about what this device did, and a datasheet is only a lead. Within one source the
+        # highest value is the ceiling (several probes may measure one level).
+        order = {"measured": 0, "user": 1, "theoretical": 2, "datasheet": 3}
+        best_src = min(order[r.source] for r in cands)
+        return max((r for r in cands if order[r.source] == best_src), key=lambda r: r.value)
+
+    def compute(self, precision: str, source: str | None = None) -> Roof | None:
+        return self._pick("compute", precision, "precision", source)
+
+    def memory(self, level: str = "dram", source: str | None = None) -> Roof | None:
+        return self._pick("memory", level, "level", source)
+
+    def interconnect(self, level: str, source: str | None = None) -> Roof | None:
+        return self._pick("interconnect", level, "level", source)
+
+    def sources(self) -> list[str]:
+        return sorted({r.source for r in self.roofs})
+
+    def ridge(self, precision: str, level: str = "dram", source: str | None = None) -> float:
+        """Intensity (FLOP/byte) where the bandwidth roof meets the compute roof."""
+        c, m = self.compute(precision, source), self.memory(level, source)
+        if c is None or m is None:
+            raise KeyError(f"{self.device}: no {precision} compute roof or {level} memory roof"
+                           + (f" from source {source}" if source else ""))
+        return c.value / m.value
+
+    def bound(self, intensities: dict[str, float], precision: str,
+              link_intensities: dict[str, float] | None = None,
+              source: str | None = None) -> Bound:
+        """Attainable FLOP/s for a point with one intensity per memory level.
+
+        ``intensities`` maps level -> FLOP per byte moved through that level; every level that
+        has a roof bounds the point. ``link_intensities`` does the same for interconnect roofs
+        (FLOP per byte communicated): attainable = min(compute, B_l x AI_l for every level/link).
+        """
+        c = self.compute(precision, source)
+        if c is None:
+            raise KeyError(f"{self.device}: no {precision} compute roof")
+        best = Bound(c.value, "compute", c.name)
+        for level, ai in intensities.items():
+            m = self.memory(level, source)
+            if m is None or ai is None or not math.isfinite(ai):
+                continue
+            if m.value * ai < best.attainable:
+                best = Bound(m.value * ai, "memory", m.name)
+        for link, ai in (link_intensities or {}).items():
+            r = self.interconnect(link, source)
+            if r is None or ai is None or not math.isfinite(ai):
+                continue
+            if r.value * ai < best.attainable:
+                best = Bound(r.value * ai, "interconnect", r.name)
+        return best
+
+    def attainable(self, ai: float, precision: str, level: str = "dram",
+                   source: str | None = None) -> float:
+        return self.bound({level: ai}, precision, source=source).attainable
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "info": self.info,
+                "roofs": [r.to_dict() for r in self.roofs]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RoofSet:
+        if not isinstance(d, dict) or "device" not in d or not isinstance(d.get("roofs"), list):
+            raise ValueError("not a roof set: needs 'device' and a 'roofs' list")
+        return cls(device=str(d["device"]), info=dict(d.get("info") or {}),
+                   roofs=[Roof.from_dict(r) for r in d["roofs"]])
