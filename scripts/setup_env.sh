@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Make a Python environment that can run roofbench, and print the python to use.
+#
+#   scripts/setup_env.sh [dev]     -> prints the path of the python to run
+#
+# - Creates .venv (if missing) and installs roofbench editable with the right extras:
+#   the CUDA wheel set (cuda12 / cuda13) that matches the driver `nvidia-smi` reports, none
+#   without a GPU; `dev` adds the test tools and the pinned CUDA compile toolchain.
+# - ROOFBENCH_NO_INSTALL=1 (or a box that cannot reach a package index): install nothing; use
+#   the interpreter ($PYTHON, default python3) whose packages are already importable, with the
+#   source tree on PYTHONPATH through an offline editable install when possible.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want=${1:-}
+PY=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+log() { echo "setup: $*" >&2; }
+
+cuda_extra() {
+  command -v nvidia-smi >/dev/null 2>&1 || return 0
+  local v
+  v=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9]*\)\..*/\1/p' | head -n1)
+  case "$v" in
+    12) echo cuda12 ;;
+    13|14|15) echo cuda13 ;;
+    *) ;;
+  esac
+}
+
+offline() {
+  [ "${ROOFBENCH_NO_INSTALL:-0}" = 1 ] && return 0
+  # No index reachable in 5 s: treat as an offline box.
+  timeout 5 "$PY" -m pip download --no-deps --quiet -d "$(mktemp -d)" pip==24.0 \
+    >/dev/null 2>&1 && return 1
+  return 0
+}
+
+if offline; then
+  log "no install (ROOFBENCH_NO_INSTALL=1 or no package index): using $PY as it is"
+  if ! "$PY" -c "import roofbench.bench" >/dev/null 2>&1; then
+    # Offline editable install of the source tree only (no dependencies fetched).
+    "$PY" -m pip install --quiet --no-deps --no-build-isolation -e . >&2 2>/dev/null \
+      || log "could not install roofbench itself; put it on PYTHONPATH or pip install -e ."
+  fi
+  command -v "$PY"
+  exit 0
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+extras=$(cuda_extra)
+[ "$want" = dev ] && extras="${extras:+$extras,}dev,cudatools,mpi"
+stamp="$VENV/.roofbench-installed-${extras:-base}"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  log "installing roofbench${extras:+[$extras]} into $VENV"
+  "$VENV/bin/python" -m pip install --quiet --upgrade "pip>=23" "setuptools>=68" wheel >&2
+  "$VENV/bin/python" -m pip install --quiet -e ".${extras:+[$extras]}" >&2
+  touch "$stamp"
+fi
+echo "$VENV/bin/python"
