@@ -52,6 +52,10 @@ class Prepared(ABC):
     def outputs(self) -> dict[str, np.ndarray]:
         """Copy the outputs back to host numpy arrays."""
 
+    def extra(self) -> dict[str, Any]:
+        """Backend facts recorded with the case (occupancy, registers, clocks...)."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Free device memory."""
 

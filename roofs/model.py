@@ -8,6 +8,7 @@ precision on one unit (FLOP/s). Attainable performance of a kernel with arithmet
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -24,6 +25,12 @@ PRECISIONS = (
     "fp64", "fp32", "fp16", "bf16", "fp8",
     "fp64_tc", "tf32_tc", "fp16_tc", "bf16_tc", "fp8_tc",
 )
+
+
+def device_slug(name: str) -> str:
+    """A file-name-safe key for a device: 'NVIDIA H200' -> 'nvidia-h200'."""
+    s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return s or "unknown-device"
 
 
 @dataclass
