@@ -48,6 +48,32 @@ def np_dtype(dtype: str) -> np.dtype:
     return DTYPES[dtype]
 
 
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class SizeContext:
+    """What a default size is chosen from.
+
+    The stated rule for memory-bound workloads: each main array is ``mult`` x the last-level
+    cache (4x on a CPU, as STREAM asks; 8x the L2 on a GPU) and at least 64 MiB, capped by the
+    memory budget shared among the case's arrays, so that a small machine scales down.
+    """
+
+    kind: str  # "cpu" or "gpu"
+    llc_bytes: int
+    budget_bytes: int
+    dtype: str
+    quick: bool = False
+
+    def array_bytes(self, n_arrays: int = 3) -> int:
+        mult = 8 if self.kind == "gpu" else 4
+        floor = max(mult * self.llc_bytes, 64 * MiB)
+        if self.quick:
+            return max(self.llc_bytes * 2, 4 * MiB) if self.kind == "gpu" else 8 * MiB
+        return min(floor, self.budget_bytes // max(n_arrays, 1))
+
+
 @dataclass(frozen=True)
 class Buf:
     """A buffer of a case. ``dtype`` is a dtype name; ``role`` is input, output or temp."""
@@ -113,8 +139,8 @@ class Workload:
     reference: Callable[[dict[str, np.ndarray], Size], dict[str, np.ndarray]]
     tolerance: dict[str, float]
     variants: dict[str, Variant]
-    # Size that moves about `nbytes` bytes of DRAM per launch for `dtype` (default size rule).
-    size_for_bytes: Callable[[int, str], Size]
+    # Default size on a device (see SizeContext for the rule).
+    default_size: Callable[[SizeContext], Size]
     quick_size: Size
     flop_convention: str = ""
     # Magnitude range of random inputs (signs are random too).

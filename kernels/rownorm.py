@@ -1,0 +1,176 @@
+"""rownorm, the book's row-wise fusion example: y = x / sqrt(sum(x^2) + eps) per row of
+x[batch, hidden].
+
+FLOP convention: per element 3 FLOPs (square, accumulate, scale); per row 1 FLOP (+eps), the
+(r)sqrt is not counted. Bytes per element (FP32), the per-row terms stated apart:
+- naive (square, row-reduce, rsqrt, scale; 4 launches): 20 B/elt (+16 B/row) -> 0.15 FLOP/B
+- fused (one pass per row to reduce, x read again to scale): 12 B/elt -> 0.25 FLOP/B
+- onepass (row kept on chip, x read once): 8 B/elt -> 0.375 FLOP/B
+The row sums and scales are kept in fp32 (fp64 for fp64 inputs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .spec import Buf, Launch, Size, SizeContext, Variant, Workload, itemsize
+
+EPS = 1e-6
+FLOP_CONVENTION = ("3 FLOPs per element (square, accumulate, scale) + 1 per row (+eps); "
+                   "rsqrt/sqrt not counted; per-row bytes (row sums, scales) counted")
+
+
+@njit(parallel=True, cache=True)
+def _square(x, sq, batch, hidden):
+    for i in prange(batch):
+        for j in range(hidden):
+            sq[i, j] = x[i, j] * x[i, j]
+
+
+@njit(parallel=True, cache=True)
+def _rowsum(sq, sums, batch, hidden):
+    for i in prange(batch):
+        s = sums.dtype.type(0)
+        for j in range(hidden):
+            s += sq[i, j]
+        sums[i] = s
+
+
+@njit(parallel=True, cache=True)
+def _rsqrt(sums, scale, batch, eps):
+    for i in prange(batch):
+        scale[i] = 1.0 / math.sqrt(sums[i] + eps)
+
+
+@njit(parallel=True, cache=True)
+def _scale(x, scale, y, batch, hidden):
+    for i in prange(batch):
+        r = scale[i]
+        for j in range(hidden):
+            y[i, j] = x[i, j] * r
+
+
+@njit(parallel=True, cache=True)
+def _fused(x, y, batch, hidden, eps):
+    for i in prange(batch):
+        s = 0.0
+        for j in range(hidden):
+            s += x[i, j] * x[i, j]
+        r = 1.0 / math.sqrt(s + eps)
+        for j in range(hidden):
+            y[i, j] = x[i, j] * r
+
+
+@njit(parallel=True, cache=True)
+def _onepass(x, y, batch, hidden, eps):
+    # The row is streamed from memory once: copied into y (which stays in cache for a row of
+    # a realistic hidden size) while reducing, then scaled in place.
+    for i in prange(batch):
+        s = 0.0
+        for j in range(hidden):
+            v = x[i, j]
+            y[i, j] = v
+            s += v * v
+        r = 1.0 / math.sqrt(s + eps)
+        for j in range(hidden):
+            y[i, j] = y[i, j] * r
+
+
+def _acc(dtype: str) -> str:
+    return "fp64" if dtype == "fp64" else "fp32"
+
+
+def _inputs(size: Size, dtype: str) -> dict[str, Buf]:
+    return {"x": Buf(size, dtype, "input")}
+
+
+def _outputs(size: Size, dtype: str) -> dict[str, Buf]:
+    return {"y": Buf(size, dtype, "output")}
+
+
+def _naive_temps(size: Size, dtype: str) -> dict[str, Buf]:
+    batch, _ = size
+    return {"sq": Buf(size, dtype), "sums": Buf((batch,), _acc(dtype)),
+            "scale": Buf((batch,), _acc(dtype))}
+
+
+def _naive_plan(size: Size, dtype: str) -> list[Launch]:
+    b, h = size
+    return [
+        Launch("square", b * h, ("x",), ("sq",), ("x", "sq", b, h), note="sq = x*x"),
+        Launch("rowsum", b * h, ("sq",), ("sums",), ("sq", "sums", b, h),
+               note="sums = row-sum(sq)"),
+        Launch("rsqrt", b, ("sums",), ("scale",), ("sums", "scale", b, EPS),
+               note="scale = 1/sqrt(sums + eps)"),
+        Launch("scale", b * h, ("x", "scale"), ("y",), ("x", "scale", "y", b, h),
+               note="y = x * scale"),
+    ]
+
+
+def _fused_plan(size: Size, dtype: str) -> list[Launch]:
+    b, h = size
+    return [Launch("fused", 3 * b * h + b, ("x", "x"), ("y",), ("x", "y", b, h, EPS),
+                   note="reduce the row, then read x again to scale")]
+
+
+def _onepass_plan(size: Size, dtype: str) -> list[Launch]:
+    b, h = size
+    return [Launch("onepass", 3 * b * h + b, ("x",), ("y",), ("x", "y", b, h, EPS),
+                   note="row kept on chip: x read once")]
+
+
+def _reference(x: dict[str, np.ndarray], size: Size) -> dict[str, np.ndarray]:
+    v = x["x"].astype(np.float64)
+    return {"y": v / np.sqrt((v * v).sum(axis=1, keepdims=True) + EPS)}
+
+
+def _default_size(ctx: SizeContext) -> Size:
+    hidden = 4096
+    # naive holds x, sq and y: three arrays of batch x hidden.
+    batch = max(ctx.array_bytes(3) // (hidden * itemsize(ctx.dtype)), 1)
+    return (int(batch), hidden)
+
+
+CPU = {"square": _square, "rowsum": _rowsum, "rsqrt": _rsqrt, "scale": _scale}
+
+WORKLOAD = Workload(
+    name="rownorm",
+    description="y = x / sqrt(sum(x^2) + eps) per row of x[batch, hidden]",
+    size_names=("batch", "hidden"),
+    inputs=_inputs,
+    outputs=_outputs,
+    reference=_reference,
+    tolerance={"fp64": 1e-12, "fp32": 1e-5, "fp16": 2e-3, "bf16": 1.5e-2, "fp8": 0.1},
+    variants={
+        "naive": Variant(
+            name="naive",
+            description="square, row-reduce, rsqrt, scale: 4 launches through memory",
+            dtypes=("fp32", "fp64"),
+            plan=_naive_plan,
+            temps=_naive_temps,
+            impls={"cpu": CPU},
+        ),
+        "fused": Variant(
+            name="fused",
+            description="one pass per row to reduce, x read again to scale (the book's)",
+            dtypes=("fp32", "fp64"),
+            plan=_fused_plan,
+            impls={"cpu": {"fused": _fused}},
+            arrow_from="naive",
+        ),
+        "onepass": Variant(
+            name="onepass",
+            description="row kept on chip, x read once",
+            dtypes=("fp32", "fp64"),
+            plan=_onepass_plan,
+            impls={"cpu": {"onepass": _onepass}},
+            arrow_from="fused",
+        ),
+    },
+    default_size=_default_size,
+    quick_size=(512, 1024),
+    flop_convention=FLOP_CONVENTION,
+)

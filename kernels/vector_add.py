@@ -1,0 +1,59 @@
+"""vector_add: c = a + b. 1 FLOP per element against 3 values moved (1/12 FLOP/byte in FP32)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .spec import Buf, Launch, Size, SizeContext, Variant, Workload, itemsize
+
+
+@njit(parallel=True, cache=True)
+def _add(a, b, c, n):
+    for i in prange(n):
+        c[i] = a[i] + b[i]
+
+
+def _io(size: Size, dtype: str) -> dict[str, Buf]:
+    return {"a": Buf(size, dtype, "input"), "b": Buf(size, dtype, "input")}
+
+
+def _out(size: Size, dtype: str) -> dict[str, Buf]:
+    return {"c": Buf(size, dtype, "output")}
+
+
+def _plan_add(kernel: str):
+    def plan(size: Size, dtype: str) -> list[Launch]:
+        (n,) = size
+        return [Launch(kernel, flops=n, reads=("a", "b"), writes=("c",), args=("a", "b", "c", n))]
+    return plan
+
+
+def _reference(x: dict[str, np.ndarray], size: Size) -> dict[str, np.ndarray]:
+    return {"c": x["a"].astype(np.float64) + x["b"].astype(np.float64)}
+
+
+def _default_size(ctx: SizeContext) -> Size:
+    return (ctx.array_bytes(3) // itemsize(ctx.dtype),)
+
+
+WORKLOAD = Workload(
+    name="vector_add",
+    description="c = a + b, elementwise (1 FLOP per 3 values moved)",
+    size_names=("n",),
+    inputs=_io,
+    outputs=_out,
+    reference=_reference,
+    tolerance={"fp64": 1e-12, "fp32": 1e-6, "fp16": 1e-3, "bf16": 8e-3, "fp8": 0.07},
+    variants={
+        "scalar": Variant(
+            name="scalar",
+            description="one element per thread per iteration, grid-stride",
+            dtypes=("fp32", "fp64"),
+            plan=_plan_add("add"),
+            impls={"cpu": {"add": _add}},
+        ),
+    },
+    default_size=_default_size,
+    quick_size=(1 << 20,),
+)
