@@ -1,0 +1,174 @@
+"""The CPU backend: Numba-parallel kernels on every core, host-clock timing, real CPU roofs.
+
+Not a mock: the same cases as on a GPU run here with the "cpu" implementations, are validated
+the same way and placed under roofs measured on this CPU (STREAM, FMA, BLAS probes).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from roofbench.kernels.spec import Case, np_dtype
+from roofbench.roofs.model import RoofSet
+
+from .backend import Backend, Prepared
+from .timer import Timing, TimerConfig, host_timer
+
+GiB = 1 << 30
+
+
+@cache
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+@cache
+def cache_sizes() -> dict[str, int]:
+    """Cache sizes in bytes by level name (L1d, L2, L3), from sysfs; per instance."""
+    out: dict[str, int] = {}
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for idx in sorted(base.glob("index*")):
+        try:
+            level = (idx / "level").read_text().strip()
+            ctype = (idx / "type").read_text().strip()
+            size = (idx / "size").read_text().strip()
+        except OSError:
+            continue
+        if ctype == "Instruction":
+            continue
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1], 1)
+        num = int(size[:-1]) if size[-1] in "KMG" else int(size)
+        out[f"L{level}" + ("d" if ctype == "Data" else "")] = num * mult
+    return out
+
+
+def mem_available() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 4 * GiB
+
+
+class CpuPrepared(Prepared):
+    def __init__(self, case: Case, inputs: dict[str, np.ndarray]) -> None:
+        self.case = case
+        self.arrays: dict[str, np.ndarray] = {}
+        for name, buf in case.buffers().items():
+            if buf.role == "input":
+                self.arrays[name] = np.ascontiguousarray(inputs[name])
+            else:
+                self.arrays[name] = np.empty(buf.shape, dtype=np_dtype(buf.dtype))
+        table = case.variant.impls["cpu"]
+        self._calls: list[Callable[[], None]] = []
+        for launch in case.launches():
+            fn = table[launch.kernel]
+            args = tuple(self.arrays[a] if isinstance(a, str) else a for a in launch.args)
+            self._calls.append(lambda fn=fn, args=args: fn(*args))
+
+    def run(self) -> None:
+        for call in self._calls:
+            call()
+
+    def launch_fns(self) -> list[Callable[[], None]]:
+        return list(self._calls)
+
+    def poison(self) -> None:
+        for name, buf in self.case.buffers().items():
+            if buf.role != "input":
+                self.arrays[name].fill(np.nan)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        return {n: self.arrays[n].copy() for n, b in self.case.buffers().items()
+                if b.role == "output"}
+
+    def close(self) -> None:
+        self.arrays.clear()
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+    family = "cpu"
+    kind = "cpu"
+
+    def __init__(self) -> None:
+        self._flush: np.ndarray | None = None
+
+    def device_name(self) -> str:
+        return cpu_model()
+
+    def info(self) -> dict[str, Any]:
+        import numba
+
+        return {
+            "kind": "cpu",
+            "name": cpu_model(),
+            "machine": platform.machine(),
+            "cores": os.cpu_count(),
+            "numba_threads": numba.config.NUMBA_NUM_THREADS,
+            "caches": cache_sizes(),
+            "mem_total": _mem_total(),
+            "mem_available": mem_available(),
+        }
+
+    def memory_budget(self) -> int:
+        # A third of what is free, at most 2 GiB per case: make bench stays well under 8 GB
+        # on a 24 GB machine (the float64 reference and the inputs sit beside the buffers).
+        return int(min(mem_available() // 3, 2 * GiB))
+
+    def last_level_cache(self) -> int:
+        sizes = cache_sizes()
+        for level in ("L3", "L2", "L1d"):
+            if level in sizes:
+                return sizes[level]
+        return 32 << 20
+
+    def dtypes(self) -> tuple[str, ...]:
+        return ("fp64", "fp32")  # numba has no CPU fp16/bf16/fp8 arithmetic
+
+    def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> Prepared:
+        return CpuPrepared(case, inputs)
+
+    def _flush_cache(self) -> None:
+        if self._flush is None:  # allocated once, outside every timed window
+            self._flush = np.ones(2 * self.last_level_cache() // 8, dtype=np.float64)
+        self._flush += 1.0
+
+    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+        return host_timer(fn, cfg, before=self._flush_cache if cfg.cold else None)
+
+    def measure_roofs(self, quick: bool = False,
+                      progress: Callable[[str], None] | None = None) -> RoofSet:
+        from roofbench.roofs.cpu_probes import measure_cpu_roofs
+
+        cfg = TimerConfig.quick() if quick else TimerConfig(budget_s=1.0)
+        roofs = measure_cpu_roofs(lambda fn: host_timer(fn, cfg), quick=quick,
+                                  progress=progress)
+        rs = RoofSet(device=self.device_name(), roofs=list(roofs), info=self.info())
+        rs.info["datasheet"] = "unknown for CPUs: no datasheet roofs are drawn"
+        return rs
+
+
+def _mem_total() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
