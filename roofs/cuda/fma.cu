@@ -1,0 +1,69 @@
+// CUDA-core FMA peak probes: FP64 DFMA, FP32 FFMA, FP16 HFMA2 and BF16 HFMA2.
+// Each thread runs FMA_CHAINS independent chains y = y * a + b (a, b kernel arguments, so
+// nothing is constant-folded) for `iters` x FMA_UNROLL steps, then writes the sum of its chains:
+// every FMA feeds the store, so none is dead code. FLOPs per launch =
+//   threads x iters x FMA_UNROLL x FMA_CHAINS x 2 (x 2 more for the packed half2 / bf162 forms).
+// Header-free: half2/bfloat162 FMAs are PTX (fma.rn.f16x2 / fma.rn.bf16x2, sm_80+ for bf16).
+#define FMA_CHAINS 8
+#define FMA_UNROLL 16
+
+extern "C" __global__ void fma_fp32(float a, float b, int iters, float* __restrict__ out) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    float y[FMA_CHAINS];
+#pragma unroll
+    for (int j = 0; j < FMA_CHAINS; ++j) y[j] = (float)(t + j) * 1e-7f;
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int u = 0; u < FMA_UNROLL; ++u) {
+#pragma unroll
+            for (int j = 0; j < FMA_CHAINS; ++j) y[j] = fmaf(y[j], a, b);
+        }
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < FMA_CHAINS; ++j) s += y[j];
+    out[t] = s;
+}
+
+extern "C" __global__ void fma_fp64(double a, double b, int iters, double* __restrict__ out) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    double y[FMA_CHAINS];
+#pragma unroll
+    for (int j = 0; j < FMA_CHAINS; ++j) y[j] = (double)(t + j) * 1e-7;
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int u = 0; u < FMA_UNROLL; ++u) {
+#pragma unroll
+            for (int j = 0; j < FMA_CHAINS; ++j) y[j] = fma(y[j], a, b);
+        }
+    }
+    double s = 0.0;
+#pragma unroll
+    for (int j = 0; j < FMA_CHAINS; ++j) s += y[j];
+    out[t] = s;
+}
+
+// Packed 16-bit forms: a and b arrive as 32-bit words holding two halves (two bf16s).
+// The chains are folded with XOR (an integer op on every arch; add.bf16x2 would need sm_90).
+#define PACKED_FMA_KERNEL(NAME, PTXOP)                                                  \
+extern "C" __global__ void NAME(unsigned int a, unsigned int b, int iters,                    \
+                                unsigned int* __restrict__ out) {                              \
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;                                       \
+    unsigned int y[FMA_CHAINS];                                                                \
+    _Pragma("unroll") for (int j = 0; j < FMA_CHAINS; ++j) y[j] = b ^ (unsigned int)((t + j) & 0xff); \
+    for (int i = 0; i < iters; ++i) {                                                          \
+        _Pragma("unroll") for (int u = 0; u < FMA_UNROLL; ++u) {                               \
+            _Pragma("unroll") for (int j = 0; j < FMA_CHAINS; ++j)                             \
+                asm(PTXOP " %0, %1, %2, %3;" : "=r"(y[j]) : "r"(y[j]), "r"(a), "r"(b));       \
+        }                                                                                      \
+    }                                                                                          \
+    unsigned int s = y[0];                                                                     \
+    _Pragma("unroll") for (int j = 1; j < FMA_CHAINS; ++j)                                     \
+        s ^= y[j];                                                                             \
+    out[t] = s;                                                                                \
+}
+
+PACKED_FMA_KERNEL(fma_fp16x2, "fma.rn.f16x2")
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+PACKED_FMA_KERNEL(fma_bf16x2, "fma.rn.bf16x2")
+#endif
