@@ -18,11 +18,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-
 from roofbench.kernels.spec import Case
 from roofbench.roofs.model import RoofSet
 
-from .timer import Timing, TimerConfig
+from .timer import TimerConfig, Timing
 
 
 class BackendUnavailable(RuntimeError):

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from roofbench.kernels.spec import Case, np_dtype
 from roofbench.roofs.model import RoofSet
 
 from .backend import Backend, Prepared
-from .timer import Timing, TimerConfig, host_timer
+from .timer import TimerConfig, Timing, host_timer
 
 GiB = 1 << 30
 

@@ -15,6 +15,8 @@ from .errors import UserError
 
 COMMANDS = [
     "roofbench.bench.cmd_run",
+    "roofbench.bench.cmd_fleet",
+    "roofbench.bench.cmd_distributed",
 ]
 
 

@@ -9,7 +9,7 @@ empirical (ERT) curves when the roofs carry them. Invalid cases are never drawn.
 
 from __future__ import annotations
 
-import math
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +17,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-
 from roofbench.kernels.spec import itemsize  # noqa: E402
 from roofbench.roofs.model import LEVEL_LABELS, Roof, RoofSet  # noqa: E402
 
@@ -178,8 +177,6 @@ def plot_roofline(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]],
     paths = []
     for ext in ("png", "svg"):
         path = out_base.with_suffix(f".{ext}")
-        import io
-
         buf = io.BytesIO()
         fig.savefig(buf, format=ext)
         atomic_write_bytes(path, buf.getvalue())
@@ -221,6 +218,3 @@ def plot_run(run: RunResult, out_base: Path) -> list[Path]:
     title = f"{run.device} — {run.backend} backend — {run.created}"
     return plot_roofline(rs, [run.cases], out_base, title)
 
-
-def nice_ratio(a: float | None, b: float | None) -> float:
-    return a / b if a and b else math.nan

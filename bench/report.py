@@ -11,7 +11,6 @@ import math
 from typing import Any
 
 import pandas as pd
-
 from roofbench.kernels.registry import workloads
 from roofbench.roofs.model import RoofSet
 
@@ -194,7 +193,8 @@ def render(run: RunResult) -> str:
                               for c in bad]).to_markdown(index=False), ""]
 
     env = run.environment or {}
-    out += ["## Environment", "", f"- host: {env.get('host')}", f"- platform: {env.get('platform')}"]
+    out += ["## Environment", "", f"- host: {env.get('host')}",
+            f"- platform: {env.get('platform')}"]
     dev = env.get("device") or {}
     for k in ("name", "cores", "numba_threads", "caches", "mem_total", "compute_capability",
               "sm_count", "driver", "cuda"):

@@ -7,6 +7,7 @@ leaves no half-written file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -21,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from roofbench.roofs.model import RoofSet, device_slug
 
 from roofbench import __version__
-from roofbench.roofs.model import RoofSet, device_slug
 
 from .errors import UserError
 from .runner import CaseResult
@@ -89,10 +90,8 @@ def library_versions() -> dict[str, str]:
     for pkg in ("numpy", "numba", "llvmlite", "pandas", "matplotlib", "ml_dtypes", "cupy",
                 "cupy-cuda12x", "cupy-cuda13x", "numba-cuda", "pycuda", "nvidia-ml-py",
                 "torch", "mpi4py"):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            pass
     return out
 
 
@@ -133,8 +132,8 @@ def check_writable(path: Path) -> None:
         raise UserError(f"output folder {path} is not writable")
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".write-test.", delete=True)
-        probe.close()
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test."):
+            pass
     except OSError as e:
         raise UserError(f"output folder {path} is not writable ({e.strerror})") from None
 

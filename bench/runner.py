@@ -13,14 +13,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case, Size, SizeContext, Workload
 from roofbench.roofs.model import RoofSet
 
 from .backend import Backend
 from .errors import UserError
-from .timer import Timing, TimerConfig
+from .timer import TimerConfig, Timing
 
 
 @dataclass

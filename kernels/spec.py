@@ -160,7 +160,8 @@ class Workload:
             raise ValueError(f"{self.name}: every size dimension must be positive, "
                              f"got {'x'.join(map(str, size))}")
 
-    def make_inputs(self, size: Size, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, size: Size, dtype: str,
+                    rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Fresh random inputs (never zeros), rounded to the storage dtype."""
         lo, hi = self.input_range
         out = {}

@@ -1,0 +1,313 @@
+"""How a launch of a workload runs as hand-written CUDA C: one description for CuPy and PyCUDA.
+
+The ``.cu`` sources in ``kernels/cuda/`` follow three conventions (see ``cuda/common.cuh``):
+every kernel is an ``extern "C"`` wrapper named ``<prefix>_<dtype>`` around a template (so NVRTC
+and nvcc users look up the same plain names, no name mangling); integer scalars are ``long
+long`` and floating scalars ``float``; math is FP32 (FP64 for fp64) whatever the storage type.
+
+A :class:`CudaKernel` says which source and function run a launch, its grid/block/shared memory
+as a function of the case and the device, and the compute capability it needs. A
+:class:`CudaLibrary` is a vendor-library call (cuBLAS through ``cupy.matmul``) in the same table.
+This module imports nothing from CuPy or PyCUDA: the workload modules use it at import time.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from .spec import Size, itemsize
+
+CUDA_DIR = Path(__file__).resolve().parent / "cuda"
+ALL_DTYPES = ("fp64", "fp32", "fp16", "bf16", "fp8")
+THREADS = 256  # default block size of the elementwise and row-wise kernels
+
+
+@dataclass(frozen=True)
+class DeviceProps:
+    """The device facts a launch configuration depends on."""
+
+    cc: tuple[int, int]
+    sm_count: int
+    max_threads_per_sm: int = 2048
+    regs_per_sm: int = 65536
+    smem_per_sm: int = 228 * 1024
+    smem_per_block_optin: int = 227 * 1024
+    l2_bytes: int = 50 << 20
+    name: str = ""
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.cc[0]}{self.cc[1]}"
+
+
+@dataclass(frozen=True)
+class LaunchCtx:
+    size: Size
+    dtype: str
+    dev: DeviceProps
+
+
+Dim3 = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class CudaKernel:
+    """One launch as a CUDA C kernel of ``kernels/cuda/<source>``."""
+
+    source: str
+    prefix: str  # function name is f"{prefix}_{dtype}"
+    grid: Callable[[LaunchCtx], Dim3]
+    block: Callable[[LaunchCtx], Dim3]
+    smem: Callable[[LaunchCtx], int] = lambda ctx: 0  # dynamic shared memory (bytes)
+    dtypes: tuple[str, ...] = ALL_DTYPES
+    min_cc: dict[str, tuple[int, int]] = field(default_factory=dict)  # per dtype, default 8.0
+    note: str = ""
+
+    def name(self, dtype: str) -> str:
+        return f"{self.prefix}_{dtype}"
+
+    def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
+        """Why this kernel cannot run ``dtype`` on a device of compute capability ``cc``."""
+        if dtype not in self.dtypes:
+            return f"{self.name(dtype)}: no {dtype} kernel (has {', '.join(self.dtypes)})"
+        need = self.min_cc.get(dtype, (8, 0))
+        if tuple(cc) < need:
+            return (f"{self.name(dtype)} needs compute capability {need[0]}.{need[1]}+, "
+                    f"device has {cc[0]}.{cc[1]}")
+        return None
+
+
+@dataclass(frozen=True)
+class CudaLibrary:
+    """A vendor-library call standing in for a launch (the baseline in the same table)."""
+
+    op: str  # "matmul"
+    dtypes: tuple[str, ...] = ("fp64", "fp32", "fp16")
+    note: str = ""
+
+    def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
+        if dtype not in self.dtypes:
+            return f"library {self.op} is not run for {dtype} (runs {', '.join(self.dtypes)})"
+        return None
+
+
+# ------------------------------------------------------------------------------ sources
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
+
+
+@cache
+def load_source(name: str) -> str:
+    """The source text with local ``#include "..."`` expanded inline, so that a compiler cache
+    keyed on the text (CuPy's) sees header changes, and no include path to our folder is needed.
+    """
+    seen: set[str] = set()
+
+    def expand(fname: str) -> str:
+        if fname in seen:  # headers use #pragma once
+            return ""
+        seen.add(fname)
+        text = (CUDA_DIR / fname).read_text()
+        return _INCLUDE.sub(lambda m: expand(m.group(1)), text)
+
+    return expand(name)
+
+
+def sources() -> list[str]:
+    return sorted(p.name for p in CUDA_DIR.glob("*.cu"))
+
+
+def compile_options() -> tuple[str, ...]:
+    """Options both NVRTC and nvcc accept (plus an -I for the CUDA headers, added by callers)."""
+    return ("-std=c++17",)
+
+
+def cuda_include_dirs() -> list[str]:
+    """Directories holding cuda_fp16.h / cuda_fp8.h: NVRTC does not bundle them.
+
+    The CUDA pip wheels (found with cuda-pathfinder), then CUDA_PATH / CUDA_HOME, then
+    /usr/local/cuda.
+    """
+    import os
+
+    found: list[str] = []
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        d = find_nvidia_header_directory("cudart")
+        if d:
+            found.append(str(d))
+    except Exception:  # cuda-pathfinder absent or no wheel headers
+        pass
+    for env in ("CUDA_PATH", "CUDA_HOME"):
+        if os.environ.get(env):
+            found.append(str(Path(os.environ[env]) / "include"))
+    found.append("/usr/local/cuda/include")
+    out: list[str] = []
+    for d in found:
+        if (Path(d) / "cuda_fp16.h").is_file() and d not in out:
+            out.append(d)
+    return out
+
+
+def scalar_arg(value: int | float) -> np.generic:
+    """The device type of a scalar argument (see the conventions above)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError("boolean kernel arguments are not part of the convention")
+    if isinstance(value, (int, np.integer)):
+        return np.int64(value)
+    return np.float32(value)
+
+
+# ------------------------------------------------------------------------ launch configs
+
+def _ceil(a: int, b: int) -> int:
+    return -(-int(a) // int(b))
+
+
+def _pack(dtype: str) -> int:
+    """Values per 16-byte pack."""
+    return 16 // itemsize(dtype)
+
+
+def one_wave(ctx: LaunchCtx, threads: int = THREADS) -> int:
+    """Blocks of ``threads`` that fit on the device at once: a grid-stride kernel's grid."""
+    return ctx.dev.sm_count * max(ctx.dev.max_threads_per_sm // threads, 1)
+
+
+def grid_stride(elems: Callable[[Size], int], vector: bool) -> Callable[[LaunchCtx], Dim3]:
+    """Enough blocks to give every thread one item, at most one full wave of the device."""
+
+    def grid(ctx: LaunchCtx) -> Dim3:
+        items = _ceil(elems(ctx.size), _pack(ctx.dtype) if vector else 1)
+        return (max(1, min(_ceil(items, THREADS), one_wave(ctx))), 1, 1)
+
+    return grid
+
+
+def block1d(threads: int = THREADS) -> Callable[[LaunchCtx], Dim3]:
+    return lambda ctx: (threads, 1, 1)
+
+
+def per_row(ctx: LaunchCtx) -> Dim3:
+    return (int(ctx.size[0]), 1, 1)
+
+
+def n_elems(size: Size) -> int:
+    return int(math.prod(size))
+
+
+def n_rows(size: Size) -> int:
+    return int(size[0])
+
+
+# Row kept on chip by rn_onepass (kernels/cuda/rownorm.cu: RN_PACKS, RN_ELEMS).
+RN_PACKS, RN_ELEMS, RN_MAX_THREADS = 8, 16, 1024
+
+
+def onepass_threads(hidden: int, dtype: str) -> int | None:
+    """Block size for rn_onepass, or None when a row does not fit in the block's registers.
+
+    Aim for ~4 packs (16 B each) per thread, so the register file holds the row with room to
+    spare; a row whose hidden size is not a multiple of the pack uses scalar registers.
+    """
+    v = _pack(dtype)
+    if hidden % v == 0:
+        items, per_thread_max, aim = hidden // v, RN_PACKS, 4
+    else:
+        items, per_thread_max, aim = hidden, RN_ELEMS, 8
+    threads = min(RN_MAX_THREADS, max(64, _ceil(_ceil(items, aim), 32) * 32))
+    return threads if _ceil(items, threads) <= per_thread_max else None
+
+
+def onepass_capacity(dtype: str) -> tuple[int, int]:
+    """Largest hidden size rn_onepass holds: (multiple of the 16-byte pack, other)."""
+    return RN_MAX_THREADS * RN_PACKS * _pack(dtype), RN_MAX_THREADS * RN_ELEMS
+
+
+def onepass_refuse(size: Size, dtype: str, backend: str) -> str | None:
+    """The Variant.refuse hook of rownorm/onepass for the CUDA C backends."""
+    if backend not in ("cuda", "pycuda") or dtype not in ALL_DTYPES:
+        return None
+    _, hidden = size
+    if onepass_threads(int(hidden), dtype) is None:
+        vec, other = onepass_capacity(dtype)
+        return (f"onepass keeps a row in one block's registers: hidden {hidden} {dtype} does "
+                f"not fit (at most {vec} when hidden is a multiple of {_pack(dtype)}, else "
+                f"{other}); use the fused variant")
+    return None
+
+
+def _onepass_block(ctx: LaunchCtx) -> Dim3:
+    t = onepass_threads(int(ctx.size[1]), ctx.dtype)
+    if t is None:
+        raise ValueError(onepass_refuse(ctx.size, ctx.dtype, "cuda"))
+    return (t, 1, 1)
+
+
+def _gemm_grid(tile_m: int, tile_n: int) -> Callable[[LaunchCtx], Dim3]:
+    def grid(ctx: LaunchCtx) -> Dim3:
+        m, n, _ = ctx.size
+        gy = _ceil(m, tile_m)
+        if gy > 65535:
+            raise ValueError(f"M = {m} needs {gy} row blocks, more than gridDim.y allows")
+        return (_ceil(n, tile_n), gy, 1)
+
+    return grid
+
+
+# ------------------------------------------------------------------------- kernel tables
+
+def _ew(source: str, prefix: str, elems: Callable[[Size], int] = n_elems,
+        vector: bool = True, note: str = "") -> CudaKernel:
+    return CudaKernel(source, prefix, grid=grid_stride(elems, vector), block=block1d(),
+                      note=note)
+
+
+VECTOR_ADD = {
+    "scalar": {"add": _ew("vector_add.cu", "vadd_scalar", vector=False)},
+    "vec4": {"add": _ew("vector_add.cu", "vadd_vec4",
+                        note="16-byte packs: float4 / 8 x half2 / 16 x fp8")},
+}
+
+L2NORM = {
+    "naive": {"square": _ew("l2norm.cu", "l2_square"), "add": _ew("l2norm.cu", "l2_add"),
+              "sqrt": _ew("l2norm.cu", "l2_sqrt")},
+    "fused": {"fused": _ew("l2norm.cu", "l2_fused")},
+}
+
+_row = dict(grid=per_row, block=block1d())
+ROWNORM = {
+    "naive": {
+        "square": _ew("rownorm.cu", "rn_square"),
+        "rowsum": CudaKernel("rownorm.cu", "rn_rowsum", **_row),
+        "rsqrt": CudaKernel("rownorm.cu", "rn_rsqrt", grid=grid_stride(n_rows, False),
+                            block=block1d()),
+        "scale": CudaKernel("rownorm.cu", "rn_scale", **_row),
+    },
+    "fused": {"fused": CudaKernel("rownorm.cu", "rn_fused", **_row)},
+    "onepass": {"onepass": CudaKernel("rownorm.cu", "rn_onepass", grid=per_row,
+                                      block=_onepass_block)},
+}
+
+_TC_MIN_CC = {"fp16": (8, 0), "bf16": (8, 0), "fp8": (8, 9)}
+GEMM = {
+    "naive": {"naive": CudaKernel("gemm.cu", "gemm_naive", grid=_gemm_grid(16, 16),
+                                  block=lambda ctx: (16, 16, 1))},
+    "tiled": {"tiled": CudaKernel("gemm.cu", "gemm_tiled", grid=_gemm_grid(32, 32),
+                                  block=lambda ctx: (32, 8, 1))},
+    "regblock": {"regblock": CudaKernel("gemm.cu", "gemm_regblock", grid=_gemm_grid(128, 128),
+                                        block=block1d(256))},
+    "tensor": {"tensor": CudaKernel("gemm.cu", "gemm_tensor", grid=_gemm_grid(128, 128),
+                                    block=block1d(256), dtypes=("fp16", "bf16", "fp8"),
+                                    min_cc=_TC_MIN_CC,
+                                    note="mma.sync m16n8k16 (fp16/bf16), m16n8k32 e4m3 (fp8)")},
+    "library": {"library": CudaLibrary("matmul", note="cuBLAS through cupy.matmul")},
+}

@@ -1,0 +1,77 @@
+"""Roof math: attainable, ridge, bound, source preference, JSON round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from roofbench.roofs.model import Roof, RoofSet, device_slug
+
+
+def roofset() -> RoofSet:
+    return RoofSet("gpu", [
+        Roof("hbm", "memory", 4e12, "measured", level="dram"),
+        Roof("hbm ds", "memory", 4.8e12, "datasheet", level="dram"),
+        Roof("l2", "memory", 1.2e13, "measured", level="l2"),
+        Roof("fp32", "compute", 6e13, "measured", precision="fp32"),
+        Roof("fp32 ds", "compute", 6.69e13, "datasheet", precision="fp32"),
+        Roof("nvlink", "interconnect", 6e11, "user", level="link"),
+    ])
+
+
+def test_attainable_is_min_of_compute_and_bandwidth_times_ai():
+    rs = roofset()
+    assert rs.attainable(1 / 12, "fp32") == pytest.approx(4e12 / 12)
+    assert rs.attainable(1000, "fp32") == pytest.approx(6e13)
+    assert rs.attainable(1000, "fp32", source="datasheet") == pytest.approx(6.69e13)
+
+
+def test_ridge_point():
+    rs = roofset()
+    assert rs.ridge("fp32") == pytest.approx(15.0)
+    assert rs.ridge("fp32", source="datasheet") == pytest.approx(6.69e13 / 4.8e12)
+    with pytest.raises(KeyError):
+        rs.ridge("fp8")
+
+
+def test_bound_names_the_limiting_roof_per_level_and_link():
+    rs = roofset()
+    b = rs.bound({"dram": 0.25}, "fp32")
+    assert (b.limiter, b.roof) == ("memory", "hbm")
+    b = rs.bound({"dram": 100.0, "l2": 1.0}, "fp32")
+    assert (b.limiter, b.roof) == ("memory", "l2")
+    assert b.attainable == pytest.approx(1.2e13)
+    b = rs.bound({"dram": 100.0}, "fp32")
+    assert b.limiter == "compute"
+    b = rs.bound({"dram": 100.0}, "fp32", link_intensities={"link": 10.0})
+    assert (b.limiter, b.attainable) == ("interconnect", pytest.approx(6e12))
+
+
+def test_measured_beats_datasheet_and_highest_wins_within_a_source():
+    rs = roofset()
+    rs.add(Roof("hbm copy", "memory", 3.9e12, "measured", level="dram"))
+    assert rs.memory("dram").name == "hbm"
+    assert rs.memory("dram", "datasheet").name == "hbm ds"
+
+
+def test_invalid_roofs_are_refused():
+    with pytest.raises(ValueError):
+        Roof("x", "memory", -1, "measured", level="dram")
+    with pytest.raises(ValueError):
+        Roof("x", "compute", 1e12, "measured")
+    with pytest.raises(ValueError):
+        Roof("x", "memory", float("nan"), "measured", level="dram")
+
+
+def test_json_round_trip():
+    rs = roofset()
+    rs.roofs[0].evidence = {"probe": "triad", "samples": [1e-3, 1.1e-3]}
+    back = RoofSet.from_dict(json.loads(json.dumps(rs.to_dict())))
+    assert back.to_dict() == rs.to_dict()
+    assert back.roofs[0].evidence["samples"] == [1e-3, 1.1e-3]
+
+
+def test_device_slug():
+    assert device_slug("NVIDIA H200") == "nvidia-h200"
+    assert device_slug("AMD EPYC 9654 96-Core Processor") == "amd-epyc-9654-96-core-processor"
+    assert device_slug("???") == "unknown-device"

@@ -1,0 +1,145 @@
+"""The runner: validation catches wrong and incomplete kernels; failures are never valid
+points; metrics derive from counted work and measured time; the timer keeps raw samples."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from numba import njit, prange
+from roofbench.bench.backend_cpu import CpuBackend
+from roofbench.bench.errors import UserError
+from roofbench.bench.plot import valid_points
+from roofbench.bench.report import render
+from roofbench.bench.results import RunResult
+from roofbench.bench.runner import parse_size, run_case, select_cases
+from roofbench.bench.timer import TimerConfig, sample_loop
+from roofbench.kernels.registry import workloads
+from roofbench.kernels.spec import Case
+from roofbench.roofs.model import Roof, RoofSet
+
+FAST = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=3, max_samples=5,
+                   budget_s=0.05)
+
+
+@njit(parallel=True)
+def _wrong_add(a, b, c, n):
+    for i in prange(n):
+        c[i] = a[i] - b[i]
+
+
+@njit
+def _half_add(a, b, c, n):
+    for i in range(n // 2):
+        c[i] = a[i] + b[i]
+
+
+def planted(kernel_fn, name: str) -> Case:
+    w = workloads()["vector_add"]
+    base = w.variants["scalar"]
+    v = dataclasses.replace(base, name=name, impls={"cpu": {"add": kernel_fn}})
+    return Case(dataclasses.replace(w, variants={name: v}), v, "fp32", (1001,))
+
+
+def roofs() -> RoofSet:
+    return RoofSet("test", [Roof("dram", "memory", 1e10, "measured", level="dram"),
+                            Roof("fp32", "compute", 1e11, "measured", precision="fp32")])
+
+
+@pytest.mark.parametrize("fn,name,why", [(_wrong_add, "wrong", "relative error"),
+                                         (_half_add, "half", "not written")])
+def test_planted_wrong_kernel_is_caught_and_never_plotted(fn, name, why):
+    rec = run_case(planted(fn, name), CpuBackend(), roofs(), FAST, np.random.default_rng(1))
+    assert rec.status == "invalid" and not rec.valid
+    assert why in rec.error
+    assert rec.median_s is None and rec.flop_per_s is None  # its time never counts
+    assert valid_points([rec]) == []
+    run = RunResult(backend="cpu", device="test", roofs=roofs(), cases=[rec])
+    assert "validation failed" in render(run)
+
+
+def test_valid_case_gets_metrics_from_counted_work_and_measured_time():
+    w = workloads()["l2norm"]
+    case = Case(w, w.variants["naive"], "fp32", (4099,))
+    rec = run_case(case, CpuBackend(), roofs(), FAST, np.random.default_rng(2))
+    assert rec.status == "ok" and rec.valid
+    assert rec.flops == 3 * 4099 and rec.bytes["dram"] == 36 * 4099
+    assert rec.flop_per_s == pytest.approx(rec.flops / rec.median_s)
+    assert rec.attainable == pytest.approx(1e10 * 3 / 36)
+    assert rec.efficiency == pytest.approx(rec.flop_per_s / rec.attainable)
+    assert rec.bound == "memory"
+    assert len(rec.timing["samples_s"]) == rec.timing["n"] >= 3
+    # each launch of the pipeline is timed too
+    assert all(la.timing and la.timing["n"] >= 3 for la in rec.launches)
+
+
+def test_a_kernel_that_raises_is_recorded_and_the_run_goes_on():
+    def boom(*args):
+        raise RuntimeError("launch failed: too many resources requested")
+
+    rec = run_case(planted(boom, "boom"), CpuBackend(), roofs(), FAST,
+                   np.random.default_rng(3))
+    assert rec.status == "error" and "too many resources" in rec.error
+
+
+def test_timer_keeps_raw_samples_and_stops_on_noise():
+    vals = iter([1.0] * 100)
+    t = sample_loop(lambda: next(vals), TimerConfig(warmup_s=0, warmup_min_runs=2,
+                                                    min_samples=10, target_cv=0.01))
+    assert t.stopped_by == "noise" and t.n == 10 and t.warmup_runs == 2
+    assert t.samples == [1.0] * 10 and t.cv == 0.0
+
+
+def test_timer_flags_noisy_results():
+    seq = iter([1.0, 3.0] * 100)
+    t = sample_loop(lambda: next(seq), TimerConfig(warmup_s=0, warmup_min_runs=0,
+                                                   min_samples=4, max_samples=8,
+                                                   budget_s=100))
+    assert t.stopped_by == "max_samples" and t.n == 8
+    assert any(f.startswith("noisy") for f in t.flags)
+    assert t.samples[:2] == [1.0, 3.0]  # never rounded, never reordered
+
+
+@pytest.mark.parametrize("text,size", [("1048576", (1048576,)), ("16M", (16 << 20,)),
+                                       ("2^10", (1024,)), ("4096x1024", (4096, 1024)),
+                                       ("7x5x3", (7, 5, 3))])
+def test_parse_size(text, size):
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["0", "-5", "abc", "4096x", "1.5"])
+def test_parse_size_rejects_bad_input(text):
+    with pytest.raises(UserError):
+        parse_size(text)
+
+
+def test_select_rejects_unknown_names_and_wrong_dimensions():
+    be = CpuBackend()
+    with pytest.raises(UserError, match="choose from"):
+        select_cases(be, kernels=["nope"])
+    with pytest.raises(UserError, match="choose from"):
+        select_cases(be, kernels=["l2norm"], variant="nope")
+    with pytest.raises(UserError, match="choose from"):
+        select_cases(be, dtypes=["fp7"])
+    with pytest.raises(UserError, match="dimension"):
+        select_cases(be, kernels=["gemm"], size=(100,))
+
+
+def test_too_large_size_is_refused_before_allocating():
+    with pytest.raises(UserError, match="more than"):
+        select_cases(CpuBackend(), kernels=["vector_add"], size=(1 << 40,))
+
+
+def test_default_sizes_are_at_least_four_times_the_last_level_cache():
+    be = CpuBackend()
+    cases, _ = select_cases(be, kernels=["vector_add", "l2norm"])
+    for c in cases:
+        main = c.buffers()["a"].nbytes
+        assert main >= min(4 * be.last_level_cache(), be.memory_budget() // 6), c.key
+        assert c.footprint() <= be.memory_budget()
+
+
+def test_cpu_backend_runs_only_fp32_and_fp64():
+    cases, skipped = select_cases(CpuBackend(), kernels=["vector_add"], quick=True)
+    assert {c.dtype for c in cases} <= {"fp32", "fp64"}
