@@ -1,0 +1,166 @@
+"""Test helpers for the CUDA sources: the pip CUDA toolchain, compiles cached per session,
+ptxas resource reports and SASS listings.
+
+Only the pip wheels of the ``cudatools`` extra are used (one pinned CUDA version across nvcc,
+ptxas, nvrtc, cuobjdump and nvdisasm), never a system toolkit, so the resource reports and SASS
+the tests check are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import site
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from roofbench.kernels.cuda_impl import CUDA_DIR, cuda_include_dirs, load_source
+
+__all__ = ["cuda_include_dirs"]
+
+ARCHS = ("sm_80", "sm_89", "sm_90")
+_TMP = Path(tempfile.mkdtemp(prefix="roofbench-cubin-"))
+
+
+def _site_dirs() -> list[Path]:
+    dirs = [Path(p) for p in sys.path if p.endswith("site-packages")]
+    with contextlib.suppress(AttributeError):  # old virtualenvs lack getsitepackages
+        dirs += [Path(p) for p in site.getsitepackages()]
+    return list(dict.fromkeys(dirs))
+
+
+@cache
+def pip_tool(name: str) -> Path | None:
+    """A binary from the CUDA pip wheels (CUDA 13 layout nvidia/cu13/bin, CUDA 12 layout
+    nvidia/cuda_<pkg>/bin), or None."""
+    for sp in _site_dirs():
+        for cand in (sp / "nvidia" / "cu13" / "bin" / name,
+                     *sorted((sp / "nvidia").glob(f"cuda_*/bin/{name}"))):
+            if cand.is_file():
+                return cand
+    return None
+
+
+def missing_tools(*names: str) -> str | None:
+    """A skip reason when a pip tool is missing."""
+    absent = [n for n in names if pip_tool(n) is None]
+    if absent:
+        return (f"pip CUDA toolchain missing ({', '.join(absent)}): "
+                "pip install -e '.[cudatools]'")
+    return None
+
+
+@dataclass
+class Resources:
+    registers: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack: int = 0
+    smem: int = 0
+
+
+@dataclass
+class Compiled:
+    source: str
+    arch: str
+    cubin: Path
+    log: str
+    resources: dict[str, Resources] = field(default_factory=dict)
+
+
+_FUNC = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+)'")
+_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+
+
+def parse_ptxas(log: str) -> dict[str, Resources]:
+    """Per-kernel resources from ``ptxas -v`` output."""
+    out: dict[str, Resources] = {}
+    cur: Resources | None = None
+    for line in log.splitlines():
+        if m := _FUNC.search(line):
+            cur = out.setdefault(m.group(1), Resources())
+        elif cur is not None and (m := _STACK.search(line)):
+            cur.stack, cur.spill_stores, cur.spill_loads = map(int, m.groups())
+        elif cur is not None and (m := _USED.search(line)):
+            cur.registers = int(m.group(1))
+            cur.smem = int(m.group(2) or 0)
+    return out
+
+
+@cache
+def compile_cu(source: str, arch: str) -> Compiled:
+    """nvcc (pip) -> cubin for one arch, with the ptxas resource report. Cached per session."""
+    nvcc = pip_tool("nvcc")
+    assert nvcc is not None, missing_tools("nvcc")
+    out = _TMP / f"{Path(source).stem}.{arch}.cubin"
+    cmd = [str(nvcc), "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
+           "-I", str(CUDA_DIR), str(CUDA_DIR / source), "-o", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    log = p.stdout + p.stderr
+    if p.returncode != 0:
+        raise AssertionError(f"nvcc failed for {source} {arch}:\n{log}")
+    return Compiled(source, arch, out, log, parse_ptxas(log))
+
+
+def compile_all(sources: list[str], archs: tuple[str, ...] = ARCHS) -> list[Compiled]:
+    """Every (source, arch), two compiles at a time (CI has 2 cores)."""
+    jobs = [(s, a) for s in sources for a in archs]
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        return list(ex.map(lambda j: compile_cu(*j), jobs))
+
+
+@cache
+def sass(source: str, arch: str) -> dict[str, str]:
+    """SASS text per kernel of a compiled source (cuobjdump -sass, pip)."""
+    cuobjdump = pip_tool("cuobjdump")
+    assert cuobjdump is not None, missing_tools("cuobjdump")
+    c = compile_cu(source, arch)
+    p = subprocess.run([str(cuobjdump), "-sass", str(c.cubin)], capture_output=True, text=True,
+                       timeout=120, check=True)
+    out: dict[str, str] = {}
+    name = None
+    for line in p.stdout.splitlines():
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            name = m.group(1)
+            out[name] = ""
+        elif name is not None:
+            out[name] += line + "\n"
+    return out
+
+
+_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
+
+
+def opcodes(sass_text: str) -> list[str]:
+    """Full opcodes (with modifiers) of a SASS listing, in order."""
+    return _OPCODE.findall(sass_text)
+
+
+def nvrtc_compile(source: str, arch: str) -> tuple[bool, str, int]:
+    """Compile the expanded source with NVRTC (the library CuPy's RawModule uses) through
+    cuda-bindings: (ok, log, cubin size)."""
+    from cuda.bindings import nvrtc
+
+    text = load_source(source).encode()
+    err, prog = nvrtc.nvrtcCreateProgram(text, source.encode(), 0, [], [])
+    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
+    opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17"]
+    opts += [f"-I{d}".encode() for d in cuda_include_dirs()]
+    try:
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * n
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        size = 0
+        if err == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, size = nvrtc.nvrtcGetCUBINSize(prog)
+        return err == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace"), int(size)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
