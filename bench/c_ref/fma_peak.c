@@ -1,0 +1,142 @@
+/* Peak FMA throughput probe, C intrinsics, OpenMP over all cores.
+ *
+ * Each thread keeps NACC independent vector accumulators and updates every one with
+ * acc = acc * m + c per step; NACC must cover FMA latency x FMA issue rate (Zen 4: 4 cycles x
+ * 2 pipes = 8 chains) so that the FMA pipes never wait on a result. Widest vectors the compiler
+ * targets: AVX-512 (__AVX512F__) else AVX2+FMA (__FMA__). FLOPs = 2 per FMA per lane.
+ *
+ *   build: gcc -O3 -march=native -fopenmp fma_peak.c -o fma_peak
+ *   run:   OMP_NUM_THREADS=<cores> OMP_PROC_BIND=close OMP_PLACES=cores ./fma_peak [steps] [reps]
+ * The last stdout line is one JSON object (parsed by roofbench.bench.cpu_reference).
+ */
+#include <immintrin.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define NACC 12 /* > 8 needed on Zen 4; 12 leaves margin for latency 5 parts */
+
+#if defined(__AVX512F__)
+#define VBITS 512
+typedef __m512d vd;
+typedef __m512 vs;
+#define SET1_PD _mm512_set1_pd
+#define SET1_PS _mm512_set1_ps
+#define FMA_PD _mm512_fmadd_pd
+#define FMA_PS _mm512_fmadd_ps
+#define ADD_PD _mm512_add_pd
+#define ADD_PS _mm512_add_ps
+#define STORE_PD _mm512_storeu_pd
+#define STORE_PS _mm512_storeu_ps
+#elif defined(__FMA__)
+#define VBITS 256
+typedef __m256d vd;
+typedef __m256 vs;
+#define SET1_PD _mm256_set1_pd
+#define SET1_PS _mm256_set1_ps
+#define FMA_PD _mm256_fmadd_pd
+#define FMA_PS _mm256_fmadd_ps
+#define ADD_PD _mm256_add_pd
+#define ADD_PS _mm256_add_ps
+#define STORE_PD _mm256_storeu_pd
+#define STORE_PS _mm256_storeu_ps
+#else
+#error "needs FMA (AVX2) or AVX-512; build with -march=native on an x86-64 CPU that has them"
+#endif
+
+#define LANES_PD (VBITS / 64)
+#define LANES_PS (VBITS / 32)
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One timed run of `steps` x NACC vector FMAs on every thread; returns seconds. */
+static double run_fp64(long steps, double *sink) {
+    double t0 = omp_get_wtime();
+#pragma omp parallel
+    {
+        vd acc[NACC];
+        const vd m = SET1_PD(0.999999), c = SET1_PD(1e-6);
+        for (int k = 0; k < NACC; k++) acc[k] = SET1_PD(1.0 + 0.01 * k + omp_get_thread_num());
+        for (long s = 0; s < steps; s++) {
+#pragma GCC unroll 16
+            for (int k = 0; k < NACC; k++) acc[k] = FMA_PD(acc[k], m, c);
+        }
+        vd sum = acc[0];
+        for (int k = 1; k < NACC; k++) sum = ADD_PD(sum, acc[k]);
+        double out[LANES_PD];
+        STORE_PD(out, sum); /* every chain feeds the stored result: no dead code */
+#pragma omp atomic
+        sink[0] += out[0];
+    }
+    return omp_get_wtime() - t0;
+}
+
+static double run_fp32(long steps, double *sink) {
+    double t0 = omp_get_wtime();
+#pragma omp parallel
+    {
+        vs acc[NACC];
+        const vs m = SET1_PS(0.9999f), c = SET1_PS(1e-4f);
+        for (int k = 0; k < NACC; k++) acc[k] = SET1_PS(1.0f + 0.01f * k + omp_get_thread_num());
+        for (long s = 0; s < steps; s++) {
+#pragma GCC unroll 16
+            for (int k = 0; k < NACC; k++) acc[k] = FMA_PS(acc[k], m, c);
+        }
+        vs sum = acc[0];
+        for (int k = 1; k < NACC; k++) sum = ADD_PS(sum, acc[k]);
+        float out[LANES_PS];
+        STORE_PS(out, sum);
+#pragma omp atomic
+        sink[0] += out[0];
+    }
+    return omp_get_wtime() - t0;
+}
+
+static void report(const char *name, double flops_per_run, const double *sec, int reps,
+                   int last) {
+    double *sorted = malloc(sizeof(double) * reps);
+    for (int r = 0; r < reps; r++) sorted[r] = sec[r];
+    qsort(sorted, reps, sizeof(double), cmp_dbl);
+    double best = flops_per_run / sorted[0] / 1e9;
+    double med = flops_per_run /
+                 (reps % 2 ? sorted[reps / 2] : 0.5 * (sorted[reps / 2 - 1] + sorted[reps / 2])) /
+                 1e9;
+    printf("\"%s\": {\"best_gflops\": %.4f, \"median_gflops\": %.4f, \"flops_per_run\": %.0f, "
+           "\"seconds\": [",
+           name, best, med, flops_per_run);
+    for (int r = 0; r < reps; r++) printf("%s%.9g", r ? ", " : "", sec[r]);
+    printf("]}%s", last ? "" : ", ");
+    free(sorted);
+}
+
+int main(int argc, char **argv) {
+    long steps = argc > 1 ? atol(argv[1]) : 20000000L;
+    int reps = argc > 2 ? atoi(argv[2]) : 5;
+    if (steps <= 0 || reps <= 0) {
+        fprintf(stderr, "usage: %s [steps>0] [reps>0]\n", argv[0]);
+        return 2;
+    }
+    int nt = omp_get_max_threads();
+    double sink = 0.0;
+    double *s64 = malloc(sizeof(double) * reps), *s32 = malloc(sizeof(double) * reps);
+    run_fp64(steps / 10 + 1, &sink); /* warm-up: thread start, clocks ramp */
+    run_fp32(steps / 10 + 1, &sink);
+    for (int r = 0; r < reps; r++) { /* interleaved so both see the same conditions */
+        s64[r] = run_fp64(steps, &sink);
+        s32[r] = run_fp32(steps, &sink);
+    }
+    double f64 = 2.0 * LANES_PD * NACC * (double)steps * nt;
+    double f32 = 2.0 * LANES_PS * NACC * (double)steps * nt;
+    printf("{\"program\": \"fma_peak\", \"vector_bits\": %d, \"accumulators\": %d, "
+           "\"threads\": %d, \"steps\": %ld, \"reps\": %d, \"sink\": %.6g, ",
+           VBITS, NACC, nt, steps, reps, sink);
+    report("fp64", f64, s64, reps, 0);
+    report("fp32", f32, s32, reps, 1);
+    printf("}\n");
+    free(s64);
+    free(s32);
+    return 0;
+}

@@ -1,0 +1,493 @@
+"""CPU roofs measured for real: STREAM bandwidth, peak FMA throughput, a BLAS GEMM ceiling.
+
+Everything runs numba ``@njit(parallel=True)`` code on every core (numba's default thread
+count), except the BLAS probe, which is numpy.matmul (OpenBLAS/MKL threads). Timing is injected:
+``time_fn(fn) -> Timing`` comes from the caller (roofs/ never imports bench/); a Timing is only
+duck-typed here (``.median``, ``.samples``, ``.summary()``, ``.to_dict()``).
+
+Roofs produced (all ``source="measured"``; CPU datasheet roofs are unknown and never invented):
+
+- memory, level "dram": ``dram stream-copy|scale|add|triad``. FP64 arrays at least 4x the
+  last-level cache each (``stream_elements``); bytes = reads + writes as STREAM counts them
+  (copy 16 B/elt, scale 16, add 24, triad 24; write-allocate traffic not counted).
+  ``RoofSet.memory("dram")`` takes the highest of the four.
+- compute, precision "fp64"/"fp32": ``fp64 FMA peak`` (the CUDA-core-style peak: independent
+  FMA chains, widest vectors) and ``fp64 BLAS dgemm`` / ``fp32 BLAS sgemm`` (a library
+  ceiling, evidence probe "blas-gemm"). Both are kept; ``RoofSet.compute`` picks the max within
+  the measured source, which is the FMA peak unless BLAS beats it (it should not: GEMM is FMAs
+  plus loads). The BLAS roof is still recorded so a report can show how close a library gets.
+
+Vector width and the FMA probe (findings on the 2-core AMD EPYC Zen 4 / AVX-512 dev box,
+numba 0.68.1, llvmlite on LLVM 22, host CPU name "znver4"):
+
+- With no setting at all, numba/LLVM emits 512-bit ``vfmadd...pd/ps %zmm`` for the probe:
+  LLVM 22's znver4 tuning does not prefer 256-bit vectors. With
+  ``NUMBA_CPU_NAME=skylake-avx512`` (whose tuning sets prefer-256-bit) the same code comes out
+  as ``%ymm``; adding ``-prefer-256-bit`` to ``NUMBA_CPU_FEATURES`` (full host feature string)
+  brings zmm back. The probe reads the width it actually got from ``inspect_asm`` and records
+  it in the roof's evidence; it sizes its accumulators from that width.
+- Zen 4 runs a 512-bit FMA as two 256-bit halves on its two 256-bit FMA pipes, so zmm and ymm
+  have the same peak there (16 FP64 / 32 FP32 FLOP per cycle per core); zmm only halves the
+  instruction count.
+- The kernel shape that reaches the C intrinsics peak: a row of ``ACCUMULATORS x lanes``
+  elements per thread (12 vector accumulators, > latency 4 x 2 pipes = 8 needed), ``STEPS`` = 8
+  dependent FMA sweeps over the row per outer iteration. LLVM vectorises the row loop and fully
+  unrolls the 8 x 12 vector FMAs, keeping the row in registers (one load and one store per
+  accumulator per 96 FMAs). Two traps found on the way: (1) more than ~100 vector FMAs per
+  outer iteration (e.g. 16 accumulators x 8 steps) is above LLVM's full-unroll threshold, the
+  row then goes through memory on every step and FP64 drops to ~40% of peak; (2) rows of
+  different threads sharing a cache line (false sharing) halve the rate at random depending on
+  where numpy put the buffer, so every thread's row starts on its own 4 KiB page.
+- Measured on that box (numba vs C intrinsics ``bench/c_ref/fma_peak.c``, zmm, 12 accumulators,
+  2 threads, standalone runs, best of 5): FP64 ~115 vs ~115 GFLOP/s, FP32 ~230 vs ~232 GFLOP/s.
+  ``python -m roofbench.bench.cpu_reference`` re-measures this interleaved with the C programs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from .model import Roof
+
+MiB = 1 << 20
+GiB = 1 << 30
+DEFAULT_LLC = 32 * MiB  # used only when sysfs and lscpu both fail
+
+# STREAM accounting: bytes read + written per element (FP64), and FLOPs per element.
+STREAM_BYTES_PER_ELEMENT: dict[str, int] = {"copy": 16, "scale": 16, "add": 24, "triad": 24}
+STREAM_FLOPS_PER_ELEMENT: dict[str, int] = {"copy": 0, "scale": 1, "add": 1, "triad": 2}
+STREAM_KERNELS = tuple(STREAM_BYTES_PER_ELEMENT)
+STREAM_SCALAR = 3.0  # STREAM's own scalar
+
+# FMA probe shape (see the module docstring for why these numbers).
+ACCUMULATORS = 12  # independent vector chains per thread
+STEPS = 8  # dependent FMA sweeps per outer iteration
+FMA_CONSTANTS = {"fp64": (0.999999, 1e-6), "fp32": (0.9999, 1e-4)}  # v -> v*a + b, fixed point 1
+
+TimeFn = Callable[[Callable[[], None]], Any]
+Progress = Callable[[str], None] | None
+
+
+class _TimingLike(Protocol):
+    median: float
+    samples: list[float]
+
+    def summary(self) -> dict[str, Any]: ...
+
+
+# --------------------------------------------------------------------------- machine facts
+
+
+def _parse_size(text: str) -> int:
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    return int(float(text.rstrip("KMG").strip()) * mult)
+
+
+@cache
+def last_level_cache_bytes() -> int:
+    """Total bytes of the last-level cache over all its instances (e.g. every CCD's L3).
+
+    sysfs first (cpu*/cache/index*: highest level, data or unified; instances told apart by
+    shared_cpu_list), then ``lscpu``'s total, then 32 MiB. The total, not one instance: a
+    STREAM array must not fit in the caches of all cores together.
+    """
+    instances: dict[tuple[int, str], int] = {}
+    for idx in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cache/index[0-9]*"):
+        try:
+            if (idx / "type").read_text().strip() == "Instruction":
+                continue
+            level = int((idx / "level").read_text())
+            shared = (idx / "shared_cpu_list").read_text().strip()
+            instances[(level, shared)] = _parse_size((idx / "size").read_text())
+        except (OSError, ValueError):
+            continue
+    if instances:
+        top = max(level for level, _ in instances)
+        return sum(size for (level, _), size in instances.items() if level == top)
+    try:
+        out = subprocess.run(["lscpu", "-B"], capture_output=True, text=True, timeout=5).stdout
+        for line in out.splitlines():
+            m = re.match(r"L3 cache:\s*(\d+)", line)
+            if m:
+                return int(m.group(1))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return DEFAULT_LLC
+
+
+def available_memory_bytes() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 4 * GiB
+
+
+def default_stream_budget() -> int:
+    """Bytes the three STREAM arrays may take: a quarter of free memory, at most 2 GiB."""
+    return int(min(available_memory_bytes() // 4, 2 * GiB))
+
+
+def stream_elements(llc_bytes: int, mem_budget: int, factor: float = 4.0, arrays: int = 3,
+                    itemsize: int = 8, align: int = 1024) -> int:
+    """Elements per STREAM array.
+
+    Rule: each array holds ``factor`` x the last-level cache (factor >= 4, STREAM's own rule),
+    capped so that all ``arrays`` arrays fit in ``mem_budget`` bytes; rounded down to a multiple
+    of ``align`` elements. When the cap bites the array is smaller than 4x LLC and the result
+    says so in its evidence (``llc_multiple``); it never goes below ``align`` elements.
+    """
+    if llc_bytes <= 0 or mem_budget <= 0 or factor <= 0:
+        raise ValueError("llc_bytes, mem_budget and factor must be positive")
+    want = int(factor * llc_bytes) // itemsize
+    cap = mem_budget // (arrays * itemsize)
+    return max(align, min(want, cap) // align * align)
+
+
+def _threads() -> int:
+    return int(numba.get_num_threads())
+
+
+def _env() -> dict[str, Any]:
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel region has run yet
+        layer = None
+    return {"numba": numba.__version__, "numba_threading_layer": layer,
+            "numba_cpu_name": numba.config.CPU_NAME,
+            "numba_cpu_features": numba.config.CPU_FEATURES}
+
+
+def _timing_evidence(timing: _TimingLike) -> dict[str, Any]:
+    to_dict = getattr(timing, "to_dict", None)
+    d = dict(to_dict()) if callable(to_dict) else dict(timing.summary())
+    d.pop("config", None)
+    return d
+
+
+# --------------------------------------------------------------------------- STREAM
+
+
+@njit(parallel=True, cache=True)
+def _stream_init(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    # First touch in parallel with the same static split as the kernels: pages live where used.
+    for i in prange(a.shape[0]):
+        a[i] = 1.0 + (i % 1013) * 1e-3
+        b[i] = 2.0 - (i % 977) * 1e-3
+        c[i] = 0.5 + (i % 1019) * 1e-4
+
+
+@njit(parallel=True, cache=True)
+def stream_copy(c: np.ndarray, a: np.ndarray) -> None:
+    for i in prange(a.shape[0]):
+        c[i] = a[i]
+
+
+@njit(parallel=True, cache=True)
+def stream_scale(b: np.ndarray, c: np.ndarray, s: float) -> None:
+    for i in prange(c.shape[0]):
+        b[i] = s * c[i]
+
+
+@njit(parallel=True, cache=True)
+def stream_add(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    for i in prange(a.shape[0]):
+        c[i] = a[i] + b[i]
+
+
+@njit(parallel=True, cache=True)
+def stream_triad(a: np.ndarray, b: np.ndarray, c: np.ndarray, s: float) -> None:
+    for i in prange(b.shape[0]):
+        a[i] = b[i] + s * c[i]
+
+
+class StreamArrays:
+    """The three STREAM arrays a, b, c (FP64), first-touched in parallel, allocated once."""
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+        self.a = np.empty(self.n)
+        self.b = np.empty(self.n)
+        self.c = np.empty(self.n)
+        _stream_init(self.a, self.b, self.c)
+
+    def call(self, kernel: str) -> Callable[[], None]:
+        """The STREAM kernel as a no-argument call (STREAM's own operands and order)."""
+        a, b, c, s = self.a, self.b, self.c, STREAM_SCALAR
+        calls: dict[str, Callable[[], None]] = {
+            "copy": lambda: stream_copy(c, a),
+            "scale": lambda: stream_scale(b, c, s),
+            "add": lambda: stream_add(c, a, b),
+            "triad": lambda: stream_triad(a, b, c, s),
+        }
+        return calls[kernel]
+
+    def check(self, kernel: str) -> None:
+        """Run ``kernel`` once on poisoned output and check every element against numpy."""
+        out = {"copy": self.c, "scale": self.b, "add": self.c, "triad": self.a}[kernel]
+        out.fill(np.nan)
+        self.call(kernel)()
+        ref = {"copy": lambda: self.a, "scale": lambda: STREAM_SCALAR * self.c,
+               "add": lambda: self.a + self.b,
+               "triad": lambda: self.b + STREAM_SCALAR * self.c}[kernel]()
+        if not np.array_equal(out, ref):
+            raise RuntimeError(f"stream-{kernel}: numba result differs from numpy")
+
+
+def stream_roof(kernel: str, arrays: StreamArrays, timing: _TimingLike,
+                llc_bytes: int | None = None) -> Roof:
+    """A "dram" memory Roof from one STREAM kernel's timing (bytes/s at the median time)."""
+    bpe = STREAM_BYTES_PER_ELEMENT[kernel]
+    nbytes = bpe * arrays.n
+    best = min(timing.samples)
+    ev: dict[str, Any] = {
+        "probe": f"stream-{kernel}", "implementation": "numba njit(parallel=True), prange",
+        "dtype": "fp64", "array_elements": arrays.n, "array_bytes": 8 * arrays.n, "arrays": 3,
+        "bytes_per_element": bpe, "bytes_per_run": nbytes,
+        "flops_per_element": STREAM_FLOPS_PER_ELEMENT[kernel],
+        "counting": "reads + writes as STREAM counts them (no write-allocate)",
+        "threads": _threads(), "value_from": "median time",
+        "best_bytes_per_s": nbytes / best, "timing": _timing_evidence(timing), **_env(),
+    }
+    if llc_bytes:
+        ev["llc_bytes"] = llc_bytes
+        ev["llc_multiple"] = 8 * arrays.n / llc_bytes
+    return Roof(name=f"dram stream-{kernel}", kind="memory", level="dram",
+                value=nbytes / timing.median, source="measured", evidence=ev)
+
+
+def measure_stream(time_fn: TimeFn, n: int, kernels: tuple[str, ...] = STREAM_KERNELS,
+                   progress: Progress = None, llc_bytes: int | None = None) -> list[Roof]:
+    """STREAM copy/scale/add/triad on arrays of ``n`` FP64 elements, each validated first."""
+    arrays = StreamArrays(n)
+    roofs = []
+    for k in kernels:
+        if progress:
+            progress(f"cpu roofs: stream-{k} ({8 * n / MiB:.0f} MiB per array)")
+        arrays.check(k)
+        roofs.append(stream_roof(k, arrays, time_fn(arrays.call(k)), llc_bytes))
+    return roofs
+
+
+# --------------------------------------------------------------------------- FMA peak
+
+
+def fma_flops(threads: int, row: int, steps: int, iters: int) -> int:
+    """FLOPs of one FMA-probe call: 2 per FMA per lane; each thread updates ``row`` elements
+    ``steps`` times per iteration."""
+    return 2 * threads * row * steps * iters
+
+
+@cache
+def _fma_kernel(row: int, steps: int) -> Callable[..., None]:
+    """The probe, compiled for a compile-time row length and step count (LLVM must see both
+    constants to fully unroll and keep the row in registers)."""
+
+    @njit(parallel=True, fastmath={"contract"})  # contract only: a*b+c -> fma, no reassociation
+    def fma_probe(x: np.ndarray, a: float, b: float, iters: int) -> None:
+        for t in prange(x.shape[0]):
+            r = x[t]
+            for _ in range(iters):
+                for _s in range(steps):
+                    for j in range(row):  # independent chains, vectorised by LLVM
+                        r[j] = r[j] * a + b
+        # results stay in x: every chain ends in a store the caller can read (no dead code)
+
+    return fma_probe
+
+
+def _vector_lanes_guess(itemsize: int) -> int:
+    """Lanes of the widest vector the host CPU has (what LLVM should use)."""
+    try:
+        import llvmlite.binding as ll
+
+        feats = ll.get_host_cpu_features()
+        bits = 512 if feats.get("avx512f") else 256 if feats.get("avx2") else 128
+    except Exception:  # noqa: BLE001 - any failure: assume AVX2 and let the asm tell
+        bits = 256
+    return bits // (8 * itemsize)
+
+
+def fma_asm_facts(asm: str) -> dict[str, Any]:
+    """Count vector FMA instructions per register width in x86 assembly."""
+    counts = {"xmm": 0, "ymm": 0, "zmm": 0}
+    for m in re.finditer(r"\bv?fn?m(?:add|sub)\d{3}[ps][sd]\b[^\n]*", asm):
+        w = re.search(r"%(xmm|ymm|zmm)", m.group(0))
+        if w:
+            counts[w.group(1)] += 1
+    widest = next((w for w in ("zmm", "ymm", "xmm") if counts[w]), None)
+    bits = {"zmm": 512, "ymm": 256, "xmm": 128, None: None}[widest]
+    return {"fma_instructions": counts, "vector_bits": bits}
+
+
+def _aligned_rows(threads: int, row: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    # One 4 KiB page per thread: rows sharing a cache line would ping-pong between cores.
+    item = dtype.itemsize
+    stride = -(-row * item // 4096) * 4096 // item
+    buf = np.empty(threads * stride + 4096 // item, dtype=dtype)
+    off = (-buf.ctypes.data % 4096) // item
+    x = buf[off:off + threads * stride].reshape(threads, stride)
+    x[:] = rng.uniform(0.5, 1.5, size=x.shape).astype(dtype)
+    return x
+
+
+class FmaProbe:
+    """The peak-FMA probe for one precision, ready to call; compiles and inspects on init."""
+
+    def __init__(self, precision: str, target_s: float = 0.05) -> None:
+        if precision not in FMA_CONSTANTS:
+            raise ValueError(f"FMA probe precision must be one of {sorted(FMA_CONSTANTS)}")
+        self.precision = precision
+        self.dtype = np.dtype(np.float64 if precision == "fp64" else np.float32)
+        self.threads = _threads()
+        lanes = _vector_lanes_guess(self.dtype.itemsize)
+        for _ in range(2):  # once more if LLVM picked another width than the CPU's widest
+            self.row = ACCUMULATORS * lanes
+            self.kernel = _fma_kernel(self.row, STEPS)
+            a, b = FMA_CONSTANTS[precision]
+            self.a, self.b = self.dtype.type(a), self.dtype.type(b)
+            self.x = _aligned_rows(self.threads, self.row, self.dtype, np.random.default_rng())
+            self.kernel(self.x, self.a, self.b, 1)
+            self.asm = fma_asm_facts(self.kernel.inspect_asm(self.kernel.signatures[-1]))
+            bits = self.asm["vector_bits"]
+            if bits is None or bits // (8 * self.dtype.itemsize) == lanes:
+                break
+            lanes = bits // (8 * self.dtype.itemsize)
+        self.lanes = lanes
+        self.iters = self._calibrate(target_s)
+
+    def _calibrate(self, target_s: float) -> int:
+        # Grow the work until the best of 3 calls lasts target_s. Not extrapolated from a
+        # short call: a parallel launch can cost 4-20 ms while the other cores' threads wake
+        # (seen on a 2-vCPU KVM guest), which would make the calls far too short to time.
+        iters = 1000
+        while iters < 1 << 32:
+            dt = math.inf
+            for _ in range(3):
+                t0 = time.perf_counter()
+                self.kernel(self.x, self.a, self.b, iters)
+                dt = min(dt, time.perf_counter() - t0)
+            if dt >= target_s:
+                break
+            iters *= 4 if dt < target_s / 8 else 2
+        return iters
+
+    @property
+    def flops(self) -> int:
+        return fma_flops(self.threads, self.row, STEPS, self.iters)
+
+    def __call__(self) -> None:
+        self.kernel(self.x, self.a, self.b, self.iters)
+
+    def check(self) -> None:
+        if not np.all(np.isfinite(self.x[:, :self.row])):
+            raise RuntimeError(f"{self.precision} FMA probe produced non-finite values")
+
+    def roof(self, timing: _TimingLike) -> Roof:
+        self.check()
+        bits = self.asm["vector_bits"]
+        ev = {
+            "probe": "fma-peak", "implementation": "numba njit(parallel=True, "
+            "fastmath={'contract'}), prange over threads", "dtype": self.precision,
+            "threads": self.threads, "vector_bits": bits, "lanes": self.lanes,
+            "accumulators": ACCUMULATORS, "independent_chains_per_thread": self.row,
+            "steps_per_iteration": STEPS, "iterations": self.iters,
+            "flops_per_run": self.flops, "counting": "2 FLOPs per FMA per lane",
+            "asm": self.asm, "value_from": "median time",
+            "best_flop_per_s": self.flops / min(timing.samples),
+            "timing": _timing_evidence(timing), **_env(),
+        }
+        width = f"{bits}-bit" if bits else "scalar/unknown width"
+        return Roof(name=f"{self.precision} FMA peak ({width})", kind="compute",
+                    precision=self.precision, value=self.flops / timing.median,
+                    source="measured", evidence=ev)
+
+
+# --------------------------------------------------------------------------- BLAS GEMM
+
+
+def gemm_flops(n: int) -> int:
+    return 2 * n ** 3
+
+
+def blas_gemm_roof(precision: str, n: int, time_fn: TimeFn) -> Roof:
+    """numpy.matmul on square n x n matrices of random data: a library ceiling."""
+    dt = np.float64 if precision == "fp64" else np.float32
+    rng = np.random.default_rng()
+    a = rng.standard_normal((n, n)).astype(dt)
+    b = rng.standard_normal((n, n)).astype(dt)
+    c = np.full((n, n), np.nan, dtype=dt)
+    np.matmul(a, b, out=c)
+    rows = rng.choice(n, size=min(n, 8), replace=False)  # spot-check against float64
+    ref = a[rows].astype(np.float64) @ b.astype(np.float64)
+    err = np.linalg.norm(c[rows] - ref) / np.linalg.norm(ref)
+    if not err < (1e-12 if precision == "fp64" else 1e-5):
+        raise RuntimeError(f"BLAS {precision} GEMM relative error {err:.2e}")
+    timing = time_fn(lambda: np.matmul(a, b, out=c))
+    flops = gemm_flops(n)
+    blas = "dgemm" if precision == "fp64" else "sgemm"
+    ev = {"probe": "blas-gemm", "implementation": f"numpy {np.__version__} matmul ({blas})",
+          "blas": _blas_name(), "dtype": precision, "n": n, "flops_per_run": flops,
+          "counting": "2 n^3", "relative_error": float(err), "value_from": "median time",
+          "best_flop_per_s": flops / min(timing.samples), "timing": _timing_evidence(timing)}
+    return Roof(name=f"{precision} BLAS {blas}", kind="compute", precision=precision,
+                value=flops / timing.median, source="measured", evidence=ev)
+
+
+def _blas_name() -> str:
+    try:
+        cfg = np.show_config(mode="dicts")
+        return str(cfg["Build Dependencies"]["blas"]["name"])
+    except Exception:  # noqa: BLE001 - informational only
+        return "unknown"
+
+
+# --------------------------------------------------------------------------- all together
+
+
+def measure_cpu_roofs(time_fn: TimeFn, quick: bool = False,
+                      progress: Progress = None) -> list[Roof]:
+    """Measure this CPU's roofs: STREAM x4 (dram), FMA peak and BLAS GEMM (fp64, fp32).
+
+    ``time_fn(fn)`` times a no-argument call and returns a Timing. ``quick`` keeps arrays at
+    the 4x-LLC minimum (memory permitting), shortens FMA calls and uses n=1024 for GEMM;
+    the full run uses 8x LLC and n=2048.
+    """
+    llc = last_level_cache_bytes()
+    n = stream_elements(llc, default_stream_budget(), factor=4.0 if quick else 8.0)
+    roofs = measure_stream(time_fn, n, progress=progress, llc_bytes=llc)
+    for prec in ("fp64", "fp32"):
+        if progress:
+            progress(f"cpu roofs: {prec} FMA peak")
+        probe = FmaProbe(prec, target_s=0.03 if quick else 0.05)
+        roofs.append(probe.roof(time_fn(probe)))
+    gemm_n = 1024 if quick else 2048
+    for prec in ("fp64", "fp32"):
+        if progress:
+            progress(f"cpu roofs: {prec} BLAS GEMM n={gemm_n}")
+        roofs.append(blas_gemm_roof(prec, gemm_n, time_fn))
+    return roofs
+
+
+__all__ = [
+    "ACCUMULATORS", "STEPS", "STREAM_BYTES_PER_ELEMENT", "STREAM_KERNELS", "FmaProbe",
+    "StreamArrays", "available_memory_bytes", "blas_gemm_roof", "default_stream_budget",
+    "fma_asm_facts", "fma_flops", "gemm_flops", "last_level_cache_bytes", "measure_cpu_roofs",
+    "measure_stream", "stream_elements", "stream_roof", "stream_add", "stream_copy",
+    "stream_scale", "stream_triad",
+]
+

@@ -1,0 +1,295 @@
+"""CPU roof probes and their C references: behaviour, not speed."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from roofbench.bench import cpu_reference as cr
+from roofbench.roofs import cpu_probes as cp
+from roofbench.roofs.model import Roof, RoofSet
+
+MiB = 1 << 20
+
+
+class FakeTiming:
+    """Duck-typed Timing: what the probes may use of roofbench.bench.timer.Timing."""
+
+    def __init__(self, samples: list[float]) -> None:
+        self.samples = samples
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    def summary(self) -> dict:
+        return {"n": len(self.samples), "median_s": self.median}
+
+    def to_dict(self) -> dict:
+        return {**self.summary(), "samples_s": list(self.samples)}
+
+
+def run_three_times(fn) -> FakeTiming:
+    """A minimal time_fn: really runs ``fn`` and times it, three samples, no warm-up."""
+    samples = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return FakeTiming(samples)
+
+
+# ----------------------------------------------------------------------------- STREAM
+
+
+@pytest.mark.parametrize("n", [1, 7, 1001, 4099])
+def test_stream_kernels_match_numpy(n: int) -> None:
+    rng = np.random.default_rng(n)
+    a, b, c = (rng.standard_normal(n) for _ in range(3))
+    s = 3.0
+    out = np.full(n, np.nan)
+    cp.stream_copy(out, a)
+    assert np.array_equal(out, a)
+    cp.stream_scale(out, c, s)
+    assert np.array_equal(out, s * c)
+    cp.stream_add(out, a, b)
+    assert np.array_equal(out, a + b)
+    cp.stream_triad(out, b, c, s)  # a = b + s * c
+    np.testing.assert_allclose(out, b + s * c, rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("kernel", cp.STREAM_KERNELS)
+def test_stream_arrays_check_every_element(kernel: str) -> None:
+    arrays = cp.StreamArrays(3001)
+    assert np.all(np.isfinite(arrays.b)) and np.any(arrays.b != 0)  # never timed on zeros
+    arrays.check(kernel)  # poisons the output, runs, compares every element
+
+
+def test_stream_accounting_is_streams() -> None:
+    assert cp.STREAM_BYTES_PER_ELEMENT == {"copy": 16, "scale": 16, "add": 24, "triad": 24}
+    assert cp.STREAM_FLOPS_PER_ELEMENT["triad"] == 2
+
+
+def test_stream_roof_is_well_formed() -> None:
+    arrays = cp.StreamArrays(4096)
+    timing = FakeTiming([2e-6, 1e-6, 3e-6])
+    roof = cp.stream_roof("triad", arrays, timing, llc_bytes=1 * MiB)
+    assert isinstance(roof, Roof)
+    assert (roof.kind, roof.level, roof.source) == ("memory", "dram", "measured")
+    assert roof.name == "dram stream-triad"
+    assert roof.value == pytest.approx(24 * 4096 / 2e-6)  # bytes at the median time
+    ev = roof.evidence
+    assert ev["probe"] == "stream-triad" and ev["bytes_per_run"] == 24 * 4096
+    assert ev["array_bytes"] == 8 * 4096 and ev["threads"] >= 1
+    assert ev["llc_multiple"] == pytest.approx(8 * 4096 / MiB)
+    assert ev["timing"]["samples_s"] == [2e-6, 1e-6, 3e-6]
+    assert ev["best_bytes_per_s"] == pytest.approx(24 * 4096 / 1e-6)
+    json.dumps(roof.to_dict())  # evidence is JSON-serialisable
+
+
+# ----------------------------------------------------------------------------- sizing
+
+
+def test_stream_elements_at_least_4x_llc_when_memory_allows() -> None:
+    llc = 32 * MiB
+    n = cp.stream_elements(llc, mem_budget=4 << 30)
+    assert 8 * n >= 4 * llc
+    assert n % 1024 == 0
+    assert 8 * cp.stream_elements(llc, 4 << 30, factor=8) >= 8 * llc
+
+
+def test_stream_elements_capped_by_budget() -> None:
+    llc = 32 * MiB
+    budget = 96 * MiB  # three arrays of 4 x 32 MiB would need 384 MiB
+    n = cp.stream_elements(llc, budget)
+    assert 3 * 8 * n <= budget
+    assert n == budget // 24 // 1024 * 1024
+    assert cp.stream_elements(llc, 1) == 1024  # never below one block
+
+
+def test_stream_elements_rejects_nonsense() -> None:
+    with pytest.raises(ValueError):
+        cp.stream_elements(0, 1 << 30)
+    with pytest.raises(ValueError):
+        cp.stream_elements(32 * MiB, -1)
+
+
+@pytest.mark.parametrize("text,size", [("32768K", 32 * MiB), ("1024KiB", MiB), ("2M", 2 * MiB),
+                                       ("4096", 4096)])
+def test_cache_size_parsing(text: str, size: int) -> None:
+    assert cp._parse_size(text) == size
+
+
+def test_machine_facts_are_positive() -> None:
+    assert cp.last_level_cache_bytes() > 0
+    assert cp.available_memory_bytes() > 0
+    assert 0 < cp.default_stream_budget() <= 2 << 30
+
+
+# ----------------------------------------------------------------------------- FMA
+
+
+def test_fma_flop_count_formula() -> None:
+    # 2 FLOPs per FMA per lane: threads x row elements x steps x iterations FMAs.
+    assert cp.fma_flops(threads=2, row=96, steps=8, iters=10) == 2 * 2 * 96 * 8 * 10
+    assert cp.fma_flops(1, 1, 1, 1) == 2
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fma_kernel_computes_the_chains(dtype) -> None:
+    row, steps, iters = 16, 8, 5
+    kernel = cp._fma_kernel(row, steps)
+    x = np.random.default_rng(0).uniform(0.5, 1.5, size=(2, 32)).astype(dtype)
+    a, b = dtype(0.75), dtype(0.125)
+    ref = x.astype(np.float64)
+    for _ in range(steps * iters):
+        ref[:, :row] = ref[:, :row] * 0.75 + 0.125
+    kernel(x, a, b, iters)
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(x[:, :row], ref[:, :row], rtol=rtol)
+    np.testing.assert_array_equal(x[:, row:], ref[:, row:])  # padding untouched
+
+
+@pytest.mark.parametrize("precision", ["fp64", "fp32"])
+def test_fma_probe_gives_finite_positive_flops(precision: str) -> None:
+    probe = cp.FmaProbe(precision, target_s=0.002)
+    assert probe.flops == cp.fma_flops(probe.threads, probe.row, cp.STEPS, probe.iters)
+    assert probe.row == cp.ACCUMULATORS * probe.lanes
+    roof = probe.roof(run_three_times(probe))
+    assert (roof.kind, roof.precision, roof.source) == ("compute", precision, "measured")
+    assert math.isfinite(roof.value) and roof.value > 0
+    ev = roof.evidence
+    assert ev["probe"] == "fma-peak" and ev["flops_per_run"] == probe.flops
+    assert ev["accumulators"] >= 8  # covers FMA latency x pipes on current x86 cores
+    bits = ev["vector_bits"]
+    assert bits in (128, 256, 512)
+    assert probe.lanes == bits // (8 * probe.dtype.itemsize)
+    assert str(bits) in roof.name
+
+
+def test_fma_asm_facts_counts_widths() -> None:
+    asm = ("\tvfmadd213pd\t%zmm1, %zmm0, %zmm13\n\tvfmadd231ps\t%ymm2, %ymm3, %ymm4\n"
+           "\tvfmadd213pd\t%zmm1, %zmm0, %zmm12\n\tvmovupd\t%zmm1, (%rax)\n")
+    facts = cp.fma_asm_facts(asm)
+    assert facts["fma_instructions"] == {"xmm": 0, "ymm": 1, "zmm": 2}
+    assert facts["vector_bits"] == 512
+    assert cp.fma_asm_facts("\taddsd\t%xmm0, %xmm1\n")["vector_bits"] is None
+
+
+def test_fma_probe_rejects_unknown_precision() -> None:
+    with pytest.raises(ValueError):
+        cp.FmaProbe("fp16")
+
+
+# ----------------------------------------------------------------------------- all roofs
+
+
+def test_measure_cpu_roofs_well_formed(monkeypatch) -> None:
+    # Small LLC and GEMM so the whole pipeline runs in seconds; the shapes are what is tested.
+    monkeypatch.setattr(cp, "last_level_cache_bytes", lambda: 1 * MiB)
+    monkeypatch.setattr(cp.FmaProbe, "_calibrate", lambda self, target_s: 200)
+    real_gemm = cp.blas_gemm_roof
+    monkeypatch.setattr(cp, "blas_gemm_roof", lambda prec, n, tf: real_gemm(prec, 128, tf))
+    seen: list[str] = []
+    roofs = cp.measure_cpu_roofs(run_three_times, quick=True, progress=seen.append)
+    names = [r.name for r in roofs]
+    assert names[:4] == [f"dram stream-{k}" for k in cp.STREAM_KERNELS]
+    assert any(n.startswith("fp64 FMA peak") for n in names)
+    assert any(n.startswith("fp32 FMA peak") for n in names)
+    assert "fp64 BLAS dgemm" in names and "fp32 BLAS sgemm" in names
+    for r in roofs:
+        assert isinstance(r, Roof) and r.source == "measured"
+        assert math.isfinite(r.value) and r.value > 0
+        assert r.evidence["probe"] and "timing" in r.evidence
+        json.dumps(r.to_dict())
+    mem = [r for r in roofs if r.kind == "memory"]
+    assert all(r.level == "dram" and 8 * r.evidence["array_elements"] >= 4 * MiB for r in mem)
+    blas = [r for r in roofs if r.evidence["probe"] == "blas-gemm"]
+    assert {r.precision for r in blas} == {"fp64", "fp32"}
+    assert all(r.evidence["flops_per_run"] == 2 * 128 ** 3 for r in blas)
+    assert len(seen) == 8  # one progress line per probe
+    rs = RoofSet("cpu", roofs)
+    assert rs.memory("dram").value == max(r.value for r in mem)
+    assert rs.compute("fp64").value == max(r.value for r in roofs if r.precision == "fp64")
+    assert not [r for r in roofs if r.source == "datasheet"]  # never invented for a CPU
+
+
+def test_cpu_probes_do_not_import_bench() -> None:
+    import ast
+
+    tree = ast.parse(Path(cp.__file__).read_text())
+    mods = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    mods += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in mods if "bench" in m], mods  # roofs/ never knows bench/
+
+
+# ----------------------------------------------------------------------------- C references
+
+
+needs_gcc = pytest.mark.skipif(cr.find_cc() is None,
+                               reason="no C compiler (gcc or $CC) to build bench/c_ref")
+
+
+@needs_gcc
+def test_c_triad_compiles_and_reports(tmp_path) -> None:
+    exe, cmd = cr.compile_program("triad", tmp_path)
+    assert "-fopenmp" in cmd and "-O3" in cmd
+    d = cr.run_program(exe, ["100003", "3"], threads=2)
+    assert d["program"] == "triad" and d["valid"] is True
+    assert d["n"] == 100003 and d["bytes_per_rep"] == 24 * 100003
+    assert len(d["seconds"]) == 3 and d["best_gbs"] >= d["median_gbs"] > 0
+
+
+@needs_gcc
+def test_c_fma_peak_compiles_and_reports(tmp_path) -> None:
+    exe, _ = cr.compile_program("fma_peak", tmp_path)
+    d = cr.run_program(exe, ["20000", "2"], threads=2)
+    assert d["vector_bits"] in (256, 512) and d["accumulators"] >= 8
+    for prec, lanes in (("fp64", d["vector_bits"] // 64), ("fp32", d["vector_bits"] // 32)):
+        assert d[prec]["flops_per_run"] == 2 * lanes * d["accumulators"] * 20000 * d["threads"]
+        assert d[prec]["best_gflops"] >= d[prec]["median_gflops"] > 0
+
+
+@needs_gcc
+def test_c_programs_reject_bad_arguments(tmp_path) -> None:
+    exe, _ = cr.compile_program("triad", tmp_path)
+    with pytest.raises(cr.ReferenceError, match="exit 2"):
+        cr.run_program(exe, ["0"], threads=1)
+
+
+def test_missing_compiler_is_one_line_error(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(cr.ReferenceError):
+        cr.compile_program("triad", tmp_path)
+    monkeypatch.delenv("CC")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(cr.ReferenceError, match="no C compiler"):
+        cr.compile_program("triad", tmp_path)
+
+
+def test_reference_table_verdicts() -> None:
+    row = cr.Row("triad", "GB/s", numba_best=[19.0, 20.0, 21.0], numba_median=[18.0] * 3,
+                 c_best=[20.0, 20.0, 20.0], c_median=[19.0] * 3)
+    assert row.ratio == pytest.approx(1.0) and row.passed is True
+    low = cr.Row("fp64 FMA", "GFLOP/s", numba_best=[80.0], numba_median=[80.0],
+                 c_best=[100.0], c_median=[100.0])
+    assert low.passed is False
+    info = cr.Row("fp32 FMA", "GFLOP/s", numba_best=[1.0], numba_median=[1.0], c_best=[1.0],
+                  c_median=[1.0])
+    assert info.passed is None
+    result = {"rows": [r.to_dict() for r in (row, low, info)], "estimator": "e", "rounds": 1,
+              "reps_per_round": 1, "threads": 2, "triad_array_bytes": 128 * MiB,
+              "numba": {"fp64_fma": {"vector_bits": 512}}, "c": {"fma_vector_bits": 512}}
+    table = cr.format_table(result)
+    assert "pass" in table and "FAIL" in table and "info" in table
+
+
+def test_reference_cli_rejects_bad_rounds(capsys) -> None:
+    assert cr.main(["--rounds", "0"]) == 2
+    assert "error:" in capsys.readouterr().err
