@@ -17,6 +17,9 @@ COMMANDS = [
     "roofbench.bench.cmd_run",
     "roofbench.bench.cmd_fleet",
     "roofbench.bench.cmd_distributed",
+    "roofbench.bench.cmd_calibrate",
+    "roofbench.bench.cmd_roofs",
+    "roofbench.bench.cmd_specs",
 ]
 
 

@@ -71,6 +71,17 @@ def available() -> bool:
         return False
 
 
+def device_count() -> int:
+    """NVML devices on this machine (0 without NVML)."""
+    nv = _nvml()
+    if nv is None:
+        return 0
+    try:
+        return int(nv.nvmlDeviceGetCount())
+    except Exception:
+        return 0
+
+
 def _try(fn: Callable[[], Any]) -> Any:
     """One query, None if NVML says it is unsupported or fails."""
     try:
