@@ -120,8 +120,9 @@ def summary_table(run: RunResult) -> Table:
     from .report import fusion_rows
 
     t = Table(title=f"{run.device} ({run.backend})", show_lines=False)
-    for col in ("case", "AI", "time", "GFLOP/s", "GB/s", "eff.", "bound", "status"):
-        t.add_column(col, justify="right" if col not in ("case", "status", "bound") else "left")
+    t.add_column("case", no_wrap=True)
+    for col in ("AI", "time", "GFLOP/s", "GB/s", "eff.", "bound", "status"):
+        t.add_column(col, justify="left" if col in ("status", "bound") else "right")
     for c in run.cases:
         t.add_row(c.key, f"{c.ai.get('dram', 0):.3g}",
                   f"{c.median_s * 1e3:.3f} ms" if c.median_s else "-",
@@ -166,7 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     roofs = obtain_roofs(be, args.roofs, args.quick)
     run, out = execute(args, be, roofs, out_root)
     paths = render_outputs(run, out)
-    Console().print(summary_table(run))
+    Console(width=max(Console().width, 140)).print(summary_table(run))
     print(f"results: {out / 'results.json'}")
     print(f"report:  {paths[-1]}")
     return 0 if all(c.status in ("ok", "unsupported") for c in run.cases) else 1

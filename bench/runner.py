@@ -142,7 +142,8 @@ def select_cases(backend: Backend, *, kernels: Iterable[str] | None = None,
                         continue
                 elif d not in want_dtypes:
                     continue
-                sz = size if size is not None else default_size(w, backend, d, quick, budget)
+                sz = size if size is not None else default_size(w, backend, d, quick, budget,
+                                                                v.name)
                 case = Case(w, v, d, sz)
                 why = backend.supports(case)
                 if why is None and case.footprint() > budget:
@@ -168,9 +169,10 @@ def w_check(w: Workload, size: Size) -> None:
         raise UserError(str(e)) from None
 
 
-def default_size(w: Workload, backend: Backend, dtype: str, quick: bool, budget: int) -> Size:
+def default_size(w: Workload, backend: Backend, dtype: str, quick: bool, budget: int,
+                 variant: str = "") -> Size:
     ctx = SizeContext(kind=backend.kind, llc_bytes=backend.last_level_cache(),
-                      budget_bytes=budget, dtype=dtype, quick=quick)
+                      budget_bytes=budget, dtype=dtype, quick=quick, variant=variant)
     if quick and backend.kind == "cpu":
         return w.quick_size
     return w.default_size(ctx)

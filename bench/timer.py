@@ -19,7 +19,7 @@ from typing import Any
 @dataclass(frozen=True)
 class TimerConfig:
     warmup_s: float = 0.1
-    warmup_min_runs: int = 2
+    warmup_min_runs: int = 1
     min_samples: int = 10
     max_samples: int = 1000
     budget_s: float = 2.0  # sampling time budget per case (excluding warm-up)

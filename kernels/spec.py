@@ -65,6 +65,7 @@ class SizeContext:
     budget_bytes: int
     dtype: str
     quick: bool = False
+    variant: str = ""
 
     def array_bytes(self, n_arrays: int = 3) -> int:
         mult = 8 if self.kind == "gpu" else 4
