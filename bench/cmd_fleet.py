@@ -1,9 +1,11 @@
-"""`roofbench fleet calibrate|links`: calibrate many devices over MPI into one report.
+"""`roofbench fleet calibrate|links|gpu-links`: calibrate many devices into one report.
 
 Start it with an MPI launcher, one rank per GPU (or one per node on CPU-only hosts):
 
     mpirun -n 8 roofbench fleet calibrate --backend cuda --out results/fleet/run1
     srun --mpi=pmix -N 4 --ntasks-per-node=8 --gpus-per-task=1 roofbench fleet calibrate
+    mpirun -n 2 roofbench fleet links        # MPI interconnect roofs only
+    roofbench fleet gpu-links                # one node, no MPI: NCCL + P2P over its GPUs
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("fleet", help="calibrate every device of an MPI job into one report",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    fsub = p.add_subparsers(dest="fleet_command", metavar="{calibrate,links}",
+    fsub = p.add_subparsers(dest="fleet_command", metavar="{calibrate,links,gpu-links}",
                             parser_class=type(p))
     fsub.required = True
 
@@ -84,6 +86,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     common(ln)
     ln.set_defaults(func=_links)
 
+    g = fsub.add_parser("gpu-links", help="no MPI: NCCL all-reduce/all-gather/reduce-scatter "
+                        "bus bandwidth and the P2P copy matrix over this node's GPUs")
+    g.add_argument("--quick", action="store_true", help="sizes up to 64 MiB, fewer samples")
+    g.add_argument("--out", metavar="FILE", default="gpu-links.json",
+                   help="roofs file to write (default gpu-links.json); usable as "
+                        "`roofbench tp --roofs FILE`")
+    g.set_defaults(func=_gpu_links)
+
 
 def _cfg(args: argparse.Namespace, **kw: object) -> object:
     from .fleet import FleetConfig
@@ -105,4 +115,43 @@ def _links(args: argparse.Namespace) -> int:
     code = run_fleet(_cfg(args, calibrate=False))  # type: ignore[arg-type]
     if code:
         raise UserError("link measurement failed; see the report")
+    return 0
+
+
+def _gpu_links(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from roofbench.roofs import interconnect as ic
+    from roofbench.roofs.model import RoofSet
+
+    from .fleet import _si, write_atomic
+
+    try:
+        sizes = ic.QUICK_NCCL_SIZES if args.quick else ic.DEFAULT_NCCL_SIZES
+        samples = 3 if args.quick else 5
+        p2p = ic.p2p_matrix(size=(64 if args.quick else 256) * ic.MiB, samples=samples)
+        colls = ic.nccl_collectives(sizes=sizes, samples=samples)
+    except ic.GpuUnavailable as e:
+        raise UserError(str(e)) from None
+    rs = RoofSet(device="gpu-links", info={"p2p": p2p.to_dict(),
+                                           "nccl": [m.to_dict() for m in colls]})
+    print(f"P2P copy over {p2p.devices} device(s): {p2p.note or ''}")
+    for i, row in enumerate(p2p.bandwidth):
+        if p2p.devices > 1:
+            print(f"  {i}: " + "  ".join(_si(v, "B/s") if i != j else "-"
+                                         for j, v in enumerate(row)))
+    for m in [p2p, *colls]:
+        roof = m.to_roof()
+        if roof is not None:
+            rs.add(roof)
+    for m in colls:
+        best = m.best_point()
+        print(f"NCCL {m.op} over {m.ranks} GPU(s): algbw {_si(m.peak_algbw, 'B/s')}, busbw "
+              f"{_si(m.peak_busbw, 'B/s')} at {best.bytes if best else '-'} B {m.note}".rstrip())
+    try:
+        write_atomic(Path(args.out), json.dumps(rs.to_dict(), indent=1, default=str) + "\n")
+    except OSError as e:
+        raise UserError(f"cannot write {args.out}: {e.strerror or e}") from None
+    print(f"roofs: {args.out} ({len(rs.roofs)} interconnect roof(s))")
     return 0

@@ -123,3 +123,25 @@ def test_unwritable_out_dir_is_user_error(tmp_path):
     f.write_text("")
     with pytest.raises(fleet.UserError, match="cannot write the fleet report"):
         fleet._prepare_out(str(f / "sub"))
+
+
+def test_gpu_links_without_gpu(tmp_path, capsys):
+    from roofbench.roofs import interconnect as ic
+
+    if ic.gpu_count() > 0:
+        pytest.skip("a GPU is present: see test_gpu_links_on_this_node")
+    assert main(["fleet", "gpu-links", "--out", str(tmp_path / "g.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("roofbench: error: no GPU") and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.gpu
+def test_gpu_links_on_this_node(tmp_path, capsys):
+    out = tmp_path / "g.json"
+    assert main(["fleet", "gpu-links", "--quick", "--out", str(out)]) == 0
+    rs = RoofSet.from_dict(json.loads(out.read_text()))
+    text = capsys.readouterr().out
+    if rs.info["p2p"]["devices"] == 1:
+        assert "one device" in text and rs.roofs == []  # nothing crosses a link
+    else:
+        assert rs.interconnect("nccl_allreduce").value > 0

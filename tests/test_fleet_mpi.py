@@ -132,3 +132,21 @@ def test_cuda_backend_without_gpu(tmp_path):
     assert "no rank could calibrate" in p.stderr and "cannot see a GPU" in p.stderr
     d = json.loads((out / "fleet.json").read_text())
     assert all(r["status"] == "error" and "cannot see a GPU" in r["error"] for r in d["ranks"])
+
+
+def test_watchdog_aborts_a_hung_collective(tmp_path):
+    script = tmp_path / "wd.py"
+    script.write_text(
+        "import time\n"
+        "from mpi4py import MPI\n"
+        "from roofbench.bench.fleet import watchdog\n"
+        "c = MPI.COMM_WORLD\n"
+        "if c.Get_rank() == 1:\n"
+        "    time.sleep(120)  # never joins the barrier\n"
+        "with watchdog(c, 2, 'test barrier'):\n"
+        "    c.Barrier()\n")
+    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    p = subprocess.run([MPIRUN, "-n", "2", "--oversubscribe", sys.executable, str(script)],
+                       env=e, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "rank 0: test barrier did not finish within 2 s" in p.stderr
