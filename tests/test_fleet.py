@@ -145,3 +145,17 @@ def test_gpu_links_on_this_node(tmp_path, capsys):
         assert "one device" in text and rs.roofs == []  # nothing crosses a link
     else:
         assert rs.interconnect("nccl_allreduce").value > 0
+
+
+@pytest.mark.parametrize("env, want", [
+    ({"OMPI_COMM_WORLD_SIZE": "4"}, "mpirun (Open MPI)"),
+    ({"SLURM_STEP_ID": "0", "SLURM_PROCID": "3"}, "srun (Slurm)"),
+    ({"PMI_RANK": "1"}, "PMI (MPICH hydra or similar)"),
+    ({}, "none (singleton: started without mpirun/srun)"),
+])
+def test_launcher_detection(monkeypatch, env, want):
+    for v in ("OMPI_COMM_WORLD_SIZE", "SLURM_STEP_ID", "SLURM_PROCID", "PMI_RANK", "PMI_SIZE"):
+        monkeypatch.delenv(v, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert fleet.launcher() == want

@@ -150,3 +150,13 @@ def test_watchdog_aborts_a_hung_collective(tmp_path):
                        env=e, capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
     assert "rank 0: test barrier did not finish within 2 s" in p.stderr
+
+
+def test_unwritable_out_dir_stops_every_rank(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    p = mpirun(2, ["fleet", "calibrate", "--backend", "fake", *FAST, "--timeout", "30",
+                   "--out", str(blocker / "sub")])
+    assert p.returncode == 2
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("roofbench")]
+    assert len(lines) == 1 and "cannot write the fleet report" in lines[0]
