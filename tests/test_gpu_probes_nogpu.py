@@ -1,0 +1,650 @@
+"""The GPU roof probes, proven without a GPU.
+
+- Every probe source compiles for sm_80/89/90 with nvcc (pip) with no spills, and with NVRTC
+  (the library CuPy's RawModule uses) without any include path.
+- SASS shows intent: FMA probe loops are FFMA/DFMA/HFMA2 dominated, mma probes are HMMA (QMMA
+  FP8 on sm_89; none on sm_90, where ptxas lowers FP8 mma.sync to FP16 HMMA), bandwidth probes
+  use 128-bit accesses, and every kernel the probes launch exists under its name.
+- Config search, roof extraction and the ERT knee are tested as pure functions, and the whole
+  measure_gpu_roofs orchestration runs against a fake GPU and a fake timer with planted rates.
+- Calibrated files round-trip; corrupt ones are refused by name; calibrate without a GPU is
+  one line and exit 2; specs of an unknown device is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from roofbench.roofs import gpu_probes as gp
+from roofbench.roofs.calibrated import (
+    SCHEMA,
+    CalibrationError,
+    load_calibrated,
+    save_calibrated,
+    side_by_side,
+)
+from roofbench.roofs.model import Roof, RoofSet
+
+CUDA_DIR = gp.CUDA_DIR
+SOURCES = ("stream.cu", "cache.cu", "fma.cu", "mma.cu", "ert.cu")
+ARCHS = ((8, 0), (8, 9), (9, 0))
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ---- the pip CUDA toolchain (own small finder: nvidia/cu13/bin or nvidia/cuda_*/bin) -------
+
+def _tool(name: str) -> Path | None:
+    for sp in [Path(p) for p in sys.path if p.endswith("site-packages")]:
+        for cand in (sp / "nvidia" / "cu13" / "bin" / name,
+                     *sorted((sp / "nvidia").glob(f"cuda_*/bin/{name}"))):
+            if cand.is_file():
+                return cand
+    w = shutil.which(name)
+    return Path(w) if w else None
+
+
+def _nvrtc_lib() -> Path | None:
+    for sp in [Path(p) for p in sys.path if p.endswith("site-packages")]:
+        for cand in sorted((sp / "nvidia").glob("cu*/lib/libnvrtc.so*")) + sorted(
+                (sp / "nvidia").glob("cuda_nvrtc/lib/libnvrtc.so*")):
+            if cand.is_file() and "builtins" not in cand.name:
+                return cand
+    return None
+
+
+NVCC, CUOBJDUMP = _tool("nvcc"), _tool("cuobjdump")
+needs_toolchain = pytest.mark.skipif(
+    NVCC is None or CUOBJDUMP is None,
+    reason="pip CUDA toolchain missing (nvcc, cuobjdump): pip install -e '.[cudatools]'")
+
+_FUNC = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+)'")
+_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)"
+                   r"([^;]*);")
+
+
+def _compile(src: str, cc: tuple[int, int], tmp: Path, defines: tuple[str, ...] = ()
+             ) -> dict[str, Any]:
+    arch = f"sm_{cc[0]}{cc[1]}"
+    out = tmp / f"{src}.{arch}{''.join(defines)}.cubin"
+    cmd = [str(NVCC), "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
+           *[f"-D{d}" for d in defines], str(CUDA_DIR / src), "-o", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    log = p.stdout + p.stderr
+    assert p.returncode == 0, f"nvcc {src} {arch} failed:\n{log}"
+    res: dict[str, dict[str, int]] = {}
+    cur = None
+    for line in log.splitlines():
+        if m := _FUNC.search(line):
+            cur = res.setdefault(m.group(1), {})
+        elif cur is not None and (m := _STACK.search(line)):
+            cur["stack"], cur["spill_stores"], cur["spill_loads"] = map(int, m.groups())
+        elif cur is not None and (m := _USED.search(line)):
+            cur["registers"] = int(m.group(1))
+    d = subprocess.run([str(CUOBJDUMP), "-sass", str(out)], capture_output=True, text=True,
+                       timeout=120, check=True).stdout
+    sass: dict[str, list[tuple[int, str, str]]] = {}
+    name = None
+    for line in d.splitlines():
+        if m := re.search(r"Function : (\S+)", line):
+            name = m.group(1)
+            sass[name] = []
+        elif name is not None and (m := _INSN.search(line)):
+            sass[name].append((int(m.group(1), 16), m.group(2), m.group(3)))
+    return {"resources": res, "sass": sass, "log": log}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[tuple[str, tuple[int, int]], dict[str, Any]]:
+    """Every probe source for every arch, compiled once (two at a time: CI has 2 cores)."""
+    if NVCC is None or CUOBJDUMP is None:
+        pytest.skip("pip CUDA toolchain missing")
+    tmp = tmp_path_factory.mktemp("probe-cubins")
+    jobs = [(s, cc) for s in SOURCES for cc in ARCHS]
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        outs = list(ex.map(lambda j: _compile(j[0], j[1], tmp), jobs))
+    return dict(zip(jobs, outs, strict=True))
+
+
+def _loop_bodies(insns: list[tuple[int, str, str]]) -> list[list[str]]:
+    """Opcode lists of every loop: from a backward branch's target up to the branch."""
+    bodies = []
+    for addr, op, rest in insns:
+        if op.startswith("BRA") and (m := re.search(r"0x([0-9a-f]+)", rest)):
+            target = int(m.group(1), 16)
+            if target < addr:
+                bodies.append([o for a, o, _ in insns if target <= a <= addr])
+    return bodies
+
+
+def _hot_loop(insns: list[tuple[int, str, str]], family: str) -> tuple[list[str], float]:
+    """Of the loops holding at least 16 ``family`` instructions, the one where they take the
+    largest share of the non-NOP ops (the innermost hot loop), with that share."""
+    best: tuple[list[str], float] = ([], 0.0)
+    for body in _loop_bodies(insns):
+        real = [o for o in body if o != "NOP"]
+        n = sum(1 for o in real if o.split(".")[0] == family)
+        share = n / max(1, len(real))
+        if n >= 16 and share > best[1]:
+            best = (real, share)
+    return best
+
+
+@needs_toolchain
+@pytest.mark.parametrize("cc", ARCHS, ids=lambda c: f"sm_{c[0]}{c[1]}")
+@pytest.mark.parametrize("src", SOURCES)
+def test_compiles_without_spills(built, src, cc):
+    res = built[(src, cc)]["resources"]
+    assert res, f"no ptxas report for {src}"
+    for fn, r in res.items():
+        assert r.get("spill_stores", 0) == 0 and r.get("spill_loads", 0) == 0, (fn, r)
+        assert r.get("stack", 0) == 0, (fn, r)  # no local memory at all
+        assert 0 < r["registers"] <= 64, (fn, r)  # leaves room for full occupancy
+
+
+@needs_toolchain
+@pytest.mark.parametrize("cc", ARCHS, ids=lambda c: f"sm_{c[0]}{c[1]}")
+def test_every_launched_kernel_exists(built, cc):
+    for src, names in gp.kernel_names(cc).items():
+        have = set(built[(src, cc)]["sass"])
+        missing = [n for n in names if n not in have]
+        assert not missing, f"{src} sm_{cc[0]}{cc[1]} lacks {missing}"
+
+
+@needs_toolchain
+@pytest.mark.parametrize("cc", ARCHS, ids=lambda c: f"sm_{c[0]}{c[1]}")
+@pytest.mark.parametrize("kernel,family", [("fma_fp32", "FFMA"), ("fma_fp64", "DFMA"),
+                                           ("fma_fp16x2", "HFMA2"), ("fma_bf16x2", "HFMA2")])
+def test_fma_loop_is_fma_dominated(built, cc, kernel, family):
+    insns = built[("fma.cu", cc)]["sass"][kernel]
+    body, share = _hot_loop(insns, family)
+    n = sum(1 for o in body if o.split(".")[0] == family)
+    # FMA_UNROLL x FMA_CHAINS FMAs per trip, and nothing much else in the loop.
+    assert n >= gp.FMA_UNROLL * gp.FMA_CHAINS, (kernel, Counter(body))
+    assert share >= 0.9, (kernel, share, Counter(body))
+    if kernel == "fma_bf16x2":
+        assert all(".BF16" in o for o in body if o.startswith("HFMA2")), Counter(body)
+
+
+@needs_toolchain
+@pytest.mark.parametrize("cc", ARCHS, ids=lambda c: f"sm_{c[0]}{c[1]}")
+@pytest.mark.parametrize("kernel,op", [("mma_fp16", "HMMA.16816.F32"),
+                                       ("mma_bf16", "HMMA.16816.F32.BF16"),
+                                       ("mma_tf32", "HMMA.1688.F32.TF32")])
+def test_mma_probes_run_on_tensor_cores(built, cc, kernel, op):
+    insns = built[("mma.cu", cc)]["sass"][kernel]
+    body, share = _hot_loop(insns, "HMMA")
+    assert sum(1 for o in body if o == op) >= gp.MMA_ACC, Counter(body)
+    assert share >= 0.8, (share, Counter(body))  # operands stay in registers: no loads
+    assert not any(o.startswith(("LDG", "LDS", "LDL")) for o in body)
+
+
+@needs_toolchain
+def test_fp8_mma_native_on_sm89_only(built, tmp_path):
+    ops89 = [o for _, o, _ in built[("mma.cu", (8, 9))]["sass"]["mma_fp8e4m3"]]
+    body, _ = _hot_loop(built[("mma.cu", (8, 9))]["sass"]["mma_fp8e4m3"], "QMMA")
+    assert sum(1 for o in body if o == "QMMA.16832.F32.E4M3.E4M3") >= gp.MMA_ACC, Counter(ops89)
+    # Not built for sm_80 (no FP8) nor sm_90 (no native FP8 mma.sync on Hopper)...
+    assert "mma_fp8e4m3" not in built[("mma.cu", (8, 0))]["sass"]
+    assert "mma_fp8e4m3" not in built[("mma.cu", (9, 0))]["sass"]
+    # ...and the reason, proven: forced onto sm_90 it becomes FP8->FP16 unpacks and FP16 HMMA.
+    forced = _compile("mma.cu", (9, 0), tmp_path, ("ROOFBENCH_FP8_MMA_ON_SM90",))
+    ops90 = Counter(o for _, o, _ in forced["sass"]["mma_fp8e4m3"])
+    assert not any(o.startswith("QMMA") for o in ops90), ops90
+    assert any("F2FP" in o and "E4M3" in o for o in ops90), ops90
+
+
+@needs_toolchain
+@pytest.mark.parametrize("cc", ARCHS, ids=lambda c: f"sm_{c[0]}{c[1]}")
+def test_bandwidth_probes_are_vectorized(built, cc):
+    sass = built[("stream.cu", cc)]["sass"]
+    for k, (r, w) in gp.STREAM_RW.items():
+        for suf in ("f32", "f64"):
+            ops = Counter(o for _, o, _ in sass[f"stream_{k}_{suf}"])
+            if r:
+                assert any(o.startswith("LDG.E.128") for o in ops), (k, suf, ops)
+            if w:
+                assert any(o.startswith("STG.E.128") for o in ops), (k, suf, ops)
+    cache = built[("cache.cu", cc)]["sass"]
+    l2 = Counter(o for _, o, _ in cache["l2_read"])
+    assert any(o.startswith("LDG.E.128") and "STRONG.GPU" in o for o in l2), l2  # ld.cg
+    smem_body, _ = _hot_loop(cache["smem_read"], "LDS")
+    assert sum(1 for o in smem_body if o == "LDS.128") >= gp.SMEM_UNROLL, Counter(smem_body)
+
+
+@needs_toolchain
+@pytest.mark.parametrize("cc", ARCHS, ids=lambda c: f"sm_{c[0]}{c[1]}")
+def test_ert_keeps_its_fmas(built, cc):
+    sass = built[("ert.cu", cc)]["sass"]
+    assert not any(o.startswith("FFMA") for _, o, _ in sass["ert_fp32_k0"])
+    for kernel, fam in (("ert_fp32_k1024", "FFMA"), ("ert_fp64_k1024", "DFMA"),
+                        ("ert_fp16x2_k1024", "HFMA2"), ("ert_bf16x2_k1024", "HFMA2")):
+        body, share = _hot_loop(sass[kernel], fam)
+        assert share >= 0.9, (kernel, share, Counter(body))
+    # K FMAs per element survive: k8 (4 lanes/thread, 2x unrolled grid loop) has >= 8x4 FFMA.
+    ffma8 = sum(1 for _, o, _ in sass["ert_fp32_k8"] if o.startswith("FFMA"))
+    assert ffma8 >= 8 * 4, ffma8
+
+
+def test_nvrtc_compiles_every_probe_without_includes():
+    """CuPy compiles these with NVRTC: they must need no header and no include path."""
+    lib = _nvrtc_lib()
+    if lib is None:
+        pytest.skip("pip NVRTC missing: pip install -e '.[cudatools]'")
+    nv = ctypes.CDLL(str(lib))
+    for src in SOURCES:
+        prog = ctypes.c_void_p()
+        text = (CUDA_DIR / src).read_bytes()
+        assert nv.nvrtcCreateProgram(ctypes.byref(prog), text, src.encode(), 0, None, None) == 0
+        opts = [b"--gpu-architecture=sm_90", b"-std=c++17"]
+        rc = nv.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+        size = ctypes.c_size_t()
+        nv.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        nv.nvrtcGetProgramLog(prog, log)
+        nv.nvrtcDestroyProgram(ctypes.byref(prog))
+        assert rc == 0, f"NVRTC {src}: {log.value.decode(errors='replace')}"
+
+
+# ---- pure functions ------------------------------------------------------------------------
+
+def _cr(block, bps, rate, cv=0.01):
+    return gp.ConfigResult(block, bps, 132 * bps, 1.0 / rate, rate, cv, 10)
+
+
+def test_pick_best_config():
+    rs = [_cr(256, 8, 3.0e12), _cr(512, 4, 4.2e12), _cr(1024, 2, 4.0e12)]
+    assert gp.pick_best_config(rs).block == 512
+    # Within 0.5%: the steadier wins, then the smaller launch.
+    tie = [_cr(256, 8, 4.2e12, cv=0.03), _cr(512, 4, 4.19e12, cv=0.002)]
+    assert gp.pick_best_config(tie).block == 512
+    same = [_cr(1024, 4, 4.2e12), _cr(256, 4, 4.2e12)]
+    assert gp.pick_best_config(same).block == 256
+    with pytest.raises(ValueError):
+        gp.pick_best_config([])
+
+
+def test_roof_from_samples_uses_the_median():
+    v, st = gp.roof_from_samples([2.0, 1.0, 4.0, 1.0, 1.0], work=8.0)
+    assert v == 8.0 and st["median_s"] == 1.0 and st["rate_at_best_sample"] == 8.0
+    assert st["n"] == 5 and st["cv"] > 0
+    with pytest.raises(ValueError):
+        gp.roof_from_samples([], 1.0)
+    with pytest.raises(ValueError):
+        gp.roof_from_samples([0.0, float("nan")], 1.0)
+
+
+def test_knee_from_curve():
+    bw, peak = 4e12, 60e12
+    curve = [[ai, min(peak, bw * ai) * 0.95] for ai in (0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128)]
+    k = gp.knee_from_curve(curve)
+    assert k["knee_ai"] == pytest.approx(peak / bw)
+    assert k["bandwidth"] == pytest.approx(0.95 * bw)
+    assert k["ai_at_90pct_peak"] == 16
+    assert gp.knee_from_curve([[1, 1e12]]) is None
+
+
+def test_accounting_helpers():
+    assert gp.stream_bytes("triad", 10, 4) == 120 and gp.stream_bytes("read", 10, 8) == 80
+    assert gp.ert_ai(1, 4) == 0.25 and gp.ert_ai(1024, 2) == 512 and gp.ert_ai(0, 8) == 0
+    assert gp.fma_flops(100, 2, packed=False) == 100 * 2 * gp.FMA_UNROLL * gp.FMA_CHAINS * 2
+    assert gp.mma_flops(1, 1, 16) == gp.MMA_ACC * 4096
+    assert gp.scale_iters(64, 0.001, 0.01) == 640
+    assert gp.scale_iters(64, 0.0, 0.01) == 64 * 16
+    assert gp.pack2(1.0, "fp16") == 0x3C003C00 and gp.pack2(1.0, "bf16") == 0x3F803F80
+    assert len(gp.bandwidth_configs(True)) < len(gp.bandwidth_configs(False))
+    assert tuple([0] + [2 ** i for i in range(11)]) == gp.ERT_FMAS
+    ert = (CUDA_DIR / "ert.cu").read_text()
+    assert tuple(int(k) for k in re.findall(r"^ERT_KERNELS\((\d+)\)", ert, re.M)) == gp.ERT_FMAS
+
+
+# ---- the whole orchestration on a fake GPU with planted rates ---------------------------------
+
+PLANT = {"hbm": 4.0e12, "l2": 10.0e12, "smem": 30.0e12, "fp64": 33.0e12, "fp32": 66.0e12,
+         "fp16": 130.0e12, "bf16": 128.0e12, "mma": 600.0e12, "gemm": 790.0e12,
+         "copy": 3.9e12}
+
+
+class _Arr:
+    def __init__(self, n: int, kind: str) -> None:
+        self.n, self.kind = n, kind
+
+
+class FakeGpu:
+    """Records launches; a planted model turns each launch into seconds."""
+
+    name, sm_count, cc, l2_bytes, free_bytes, index = "NVIDIA H200", 132, (9, 0), \
+        50 * gp.MiB, 100 * gp.GiB, 0
+
+    def __init__(self, no_torch: bool = True) -> None:
+        self.launches: list[tuple] = []
+        self.no_torch = no_torch
+        self.compiled: list[str] = []
+
+    def compile(self, source: str, name: str) -> str:
+        assert "extern \"C\"" in source
+        self.compiled.append(name)
+        return name
+
+    def kernel(self, module: str, name: str):
+        def launch(grid, block, args):
+            self.launches.append((name, grid[0], block[0], args))
+        return launch
+
+    def random(self, n, kind):
+        return _Arr(n, kind)
+
+    def empty(self, n, kind):
+        return _Arr(n, kind)
+
+    def upload(self, arr):
+        assert arr.dtype == np.uint32 and arr.size == 32 * 6
+        return _Arr(arr.size, "u32")
+
+    def to_host(self, arr, count):
+        return None
+
+    def memcpy(self, dst, src, nbytes):
+        self.launches.append(("memcpy", 0, 0, (nbytes,)))
+
+    def seconds(self, launch: tuple) -> float:
+        name, grid, block, args = launch
+        if name == "memcpy":
+            return 2 * args[0] / PLANT["copy"]
+        if name == "gemm":
+            return 2 * args[1] ** 3 / PLANT["gemm"]
+        if name.startswith("stream_"):
+            k, suf = name.split("_")[1:]
+            eff = 1.0 if (block, grid // self.sm_count) == (512, 4) else 0.9
+            return gp.stream_bytes(k, args[-1], 4 if suf == "f32" else 8) / (PLANT["hbm"] * eff)
+        if name == "l2_read":
+            nv, reps = int(args[1]), int(args[2])
+            bw = PLANT["l2"] if nv * 16 <= self.l2_bytes else PLANT["hbm"]
+            return nv * 16 * reps / bw
+        if name == "smem_read":
+            return grid * block * int(args[0]) * gp.SMEM_UNROLL * 16 / PLANT["smem"]
+        if name.startswith("fma_"):
+            prec = {"fma_fp64": "fp64", "fma_fp32": "fp32", "fma_fp16x2": "fp16",
+                    "fma_bf16x2": "bf16"}[name]
+            return gp.fma_flops(grid * block, int(args[2]), "x2" in name) / PLANT[prec]
+        if name.startswith("mma_"):
+            kdim = {"mma_fp16": 16, "mma_bf16": 16, "mma_tf32": 8}[name]
+            return gp.mma_flops(grid * block // 32, int(args[1]), kdim) / PLANT["mma"]
+        if name.startswith("ert_"):
+            _, suf, k = name.split("_")
+            fmas = int(k[1:])
+            esz = {"fp64": 8, "fp32": 4, "fp16x2": 2, "bf16x2": 2}[suf]
+            n = int(args[2])
+            elems = n * 2 if esz == 2 else n
+            prec = {"fp64": "fp64", "fp32": "fp32", "fp16x2": "fp16", "bf16x2": "bf16"}[suf]
+            return max(2 * elems * esz / PLANT["hbm"], 2 * fmas * elems / PLANT[prec])
+        raise AssertionError(name)
+
+    def trial_seconds(self, fn):
+        fn()
+        return self.seconds(self.launches[-1])
+
+    def busy_snapshot(self, fn, repeats):
+        fn()
+        return {"sm_clock_mhz": 1980, "throttled": False}
+
+    def library_gemm(self, precision, n):
+        if precision == "fp8_tc":
+            raise gp.ProbeUnavailable("PyTorch is not importable (ModuleNotFoundError)")
+        return (lambda: self.launches.append(("gemm", 0, 0, (precision, n)))), {
+            "library": "fake.matmul (cuBLAS)"}
+
+    def library_copy(self, lib, nbytes):
+        if lib == "torch" and self.no_torch:
+            raise gp.ProbeUnavailable("PyTorch is not importable (ModuleNotFoundError)")
+        return lambda: self.memcpy(None, None, nbytes)
+
+    def release(self):
+        pass
+
+
+def _fake_time_fn(gpu: FakeGpu):
+    def time_fn(fn):
+        fn()
+        t = gpu.seconds(gpu.launches[-1])
+        samples = [t * 1.01, t, t * 0.99, t, t]
+        return SimpleNamespace(samples=samples, summary=lambda: {"stopped_by": "noise",
+                                                                 "flags": []})
+    return time_fn
+
+
+@pytest.fixture(scope="module")
+def fake_run() -> tuple[RoofSet, FakeGpu]:
+    gpu = FakeGpu()
+    seen: list[str] = []
+    rs = gp.measure_gpu_roofs(_fake_time_fn(gpu), quick=True, progress=seen.append, gpu=gpu)
+    assert seen, "progress was never reported"
+    return rs, gpu
+
+
+def test_fake_run_roofs_equal_planted_rates(fake_run):
+    rs, gpu = fake_run
+    assert rs.device == "NVIDIA H200"
+    # HBM: the best STREAM config (512 x 4 blocks/SM) reaches the planted rate, and it beats
+    # the library copy (else the copy would be the roof); the ratio to the copy is recorded.
+    hbm = rs.memory("dram", "measured")
+    assert hbm.value == pytest.approx(PLANT["hbm"])
+    assert hbm.evidence["config"] == {"block": 512, "blocks_per_sm": 4, "grid": 132 * 4}
+    assert rs.info["stream"]["triad_fp32"]["config"]["block"] == 512
+    assert rs.info["probe_library_ratio"]["triad_fp32/cupy_copy"] == pytest.approx(4.0 / 3.9)
+    assert rs.info["reference_copies"]["torch"]["unavailable"].startswith("PyTorch")
+    assert rs.memory("l2", "measured").value == pytest.approx(PLANT["l2"])
+    assert rs.memory("smem", "measured").value == pytest.approx(PLANT["smem"])
+    for prec in ("fp64", "fp32", "fp16", "bf16"):
+        r = rs.compute(prec, "measured")
+        assert r.value == pytest.approx(PLANT[prec]), prec
+        # Beside SMs x lanes x 2 x the clock read during the probe.
+        lanes = {"fp64": 64, "fp32": 128, "fp16": 256, "bf16": 256}[prec]
+        assert r.evidence["sm_x_lanes_x2_x_clock"] == pytest.approx(132 * lanes * 2 * 1980e6)
+    fp32 = rs.compute("fp32", "measured").evidence
+    assert fp32["fraction_of_clock_peak"] == pytest.approx(66.0e12 / (132 * 128 * 2 * 1.98e9))
+
+
+def test_fake_run_tensor_ceilings_kept_apart(fake_run):
+    rs, _ = fake_run
+    by = {(r.precision, r.evidence.get("ceiling")): r for r in rs.roofs if r.source == "measured"
+          and r.kind == "compute"}
+    assert by[("bf16_tc", "mma.sync")].value == pytest.approx(PLANT["mma"])
+    assert "wgmma" in by[("bf16_tc", "mma.sync")].evidence["note"]  # Hopper: says so
+    assert by[("bf16_tc", "library")].value == pytest.approx(PLANT["gemm"])
+    assert rs.compute("bf16_tc").value == pytest.approx(PLANT["gemm"])  # the higher ceiling
+    assert ("fp8_tc", "mma.sync") not in by  # no native FP8 mma.sync on sm_90
+    assert ("fp8_tc", "library") not in by
+    failed = {f["probe"]: f["reason"] for f in rs.info["failed_probes"]}
+    assert "wgmma" in failed["mma_fp8_tc"]
+    assert "PyTorch" in failed["gemm_fp8_tc"]
+    assert set(failed) == {"mma_fp8_tc", "gemm_fp8_tc"}  # everything else was measured
+
+
+def test_fake_run_ert_curves_and_knee(fake_run):
+    rs, _ = fake_run
+    curves = rs.info["ert_curves"]
+    assert set(curves) == {"fp64", "fp32", "fp16", "bf16"}
+    assert len(curves["fp32"]) == len(gp.ERT_FMAS) - 1  # K = 0 has no FLOPs: kept apart
+    for prec in curves:
+        e = rs.info["ert"][prec]
+        assert e["measured_ridge"] == pytest.approx(PLANT[prec] / PLANT["hbm"], rel=1e-6)
+        assert e["computed_ridge"] == pytest.approx(PLANT[prec] / PLANT["hbm"], rel=1e-6)
+        assert e["bandwidth_at_0_fma"] == pytest.approx(PLANT["hbm"])
+        for ai, f in curves[prec]:
+            assert f <= min(PLANT[prec], PLANT["hbm"] * ai) * (1 + 1e-9)
+
+
+def test_fake_run_datasheet_and_theoretical_beside(fake_run):
+    rs, gpu = fake_run
+    assert rs.info["datasheet_match"]["entry"] == "h200-sxm"
+    assert rs.memory("dram", "datasheet").value == pytest.approx(4.8e12)
+    assert rs.compute("bf16_tc", "datasheet").value == pytest.approx(989e12)
+    assert set(gpu.compiled) == set(SOURCES)  # each source compiled once
+    assert rs.info["elapsed_s"] >= 0
+    rows = {(r["kind"], r["key"]): r for r in side_by_side(rs)}
+    assert rows[("memory", "dram")]["measured_over_datasheet"] == pytest.approx(4.0 / 4.8)
+
+
+def test_failing_probe_is_recorded_and_others_go_on():
+    gpu = FakeGpu()
+
+    def broken(module, name):
+        if name.startswith("smem"):
+            raise MemoryError("out of memory allocating 1 GiB")
+        return FakeGpu.kernel(gpu, module, name)
+    gpu.kernel = broken  # type: ignore[method-assign]
+    gpu.cc, gpu.sm_count = (8, 0), 108  # A100: no FP8 at all
+    gpu.name = "NVIDIA A100-SXM4-80GB"
+    rs = gp.measure_gpu_roofs(_fake_time_fn(gpu), quick=True, gpu=gpu)
+    failed = {f["probe"]: f["reason"] for f in rs.info["failed_probes"]}
+    assert failed["smem"].startswith("MemoryError: out of memory")
+    assert "sm_89" in failed["mma_fp8_tc"] and "sm_89" in failed["gemm_fp8_tc"]
+    assert rs.memory("smem", "measured") is None
+    assert rs.memory("dram", "measured") is not None
+    assert rs.compute("fp32", "measured").evidence["lanes_per_sm"] == 64  # GA100
+    assert rs.info["datasheet_match"]["entry"] == "a100-sxm-80gb"
+
+
+# ---- calibrated files -------------------------------------------------------------------------
+
+def _small_set() -> RoofSet:
+    return RoofSet("NVIDIA H200", [
+        Roof("HBM (stream triad fp32)", "memory", 4.3e12, "measured", level="dram",
+             evidence={"probe": "stream triad", "samples": [np.float64(1e-3)]}),
+        Roof("FP32 FMA", "compute", 6.3e13, "measured", precision="fp32"),
+        Roof("HBM (H200 SXM datasheet)", "memory", 4.8e12, "datasheet", level="dram"),
+    ], info={"ert_curves": {"fp32": [[0.25, 1e12], [256.0, 6e13]]}})
+
+
+def test_calibrated_round_trip(tmp_path):
+    p = save_calibrated(_small_set(), tmp_path / "nvidia-h200.json")
+    d = json.loads(p.read_text())
+    assert d["schema"] == SCHEMA and d["slug"] == "nvidia-h200"
+    assert d["table"][0]["measured_over_datasheet"] == pytest.approx(4.3 / 4.8)
+    rs = load_calibrated(p)
+    assert rs.memory("dram").value == 4.3e12  # measured picked over datasheet
+    assert rs.memory("dram", "datasheet").value == 4.8e12
+    assert rs.info["ert_curves"]["fp32"][1] == [256.0, 6e13]
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic: no temp file left behind
+    # The same file is a plain RoofSet for any reader (the runner's --roofs loader too).
+    assert RoofSet.from_dict(d).device == "NVIDIA H200"
+
+
+@pytest.mark.parametrize("content,what", [
+    ("{not json", "corrupt"),
+    ('{"schema": "other/9", "device": "x", "roofs": []}', "wrong schema"),
+    ('{"device": "x", "roofs": [{"name": "a"}]}', "wrong schema"),  # no schema tag
+    (f'{{"schema": "{SCHEMA}", "device": "x", "roofs": [{{"name": "a", "kind": "memory", '
+     '"value": -1, "source": "measured", "level": "dram"}]}', "invalid roofs"),
+    (f'{{"schema": "{SCHEMA}", "device": "x", "roofs": []}}', "no roofs"),
+    ("[1, 2]", "not a calibrated"),
+])
+def test_corrupt_calibrated_file_is_refused_by_name(tmp_path, content, what):
+    p = tmp_path / "nvidia-h200.json"
+    p.write_text(content)
+    with pytest.raises(CalibrationError) as ei:
+        load_calibrated(p)
+    msg = str(ei.value)
+    assert str(p) in msg and what in msg and "--recalibrate" in msg
+
+
+def test_obtain_roofs_reuses_and_refuses(tmp_path):
+    from roofbench.bench.calibrate import obtain_roofs
+    from roofbench.bench.errors import UserError
+
+    calls = []
+
+    class Gpu:
+        kind = "gpu"
+
+        def device_name(self):
+            return "NVIDIA H200"
+
+        def measure_roofs(self, quick=False, progress=None):
+            calls.append(quick)
+            return _small_set()
+
+    f = tmp_path / "h200.json"
+    rs = obtain_roofs(Gpu(), roofs_file=f, quick=True)  # absent: measured and saved
+    assert calls == [True] and f.exists() and rs.info["calibrated_file"] == str(f)
+    obtain_roofs(Gpu(), roofs_file=f)  # present: reused
+    assert calls == [True]
+    obtain_roofs(Gpu(), roofs_file=f, recalibrate=True)
+    assert calls == [True, False]
+    f.write_text("{truncated")
+    with pytest.raises(UserError, match="--recalibrate"):
+        obtain_roofs(Gpu(), roofs_file=f)
+    other = tmp_path / "a100.json"
+    save_calibrated(RoofSet("NVIDIA A100-SXM4-80GB", _small_set().roofs), other)
+    with pytest.raises(UserError, match="A100"):
+        obtain_roofs(Gpu(), roofs_file=other)
+
+    class Cpu(Gpu):
+        kind = "cpu"
+    obtain_roofs(Cpu(), quick=True)
+    obtain_roofs(Cpu(), quick=True)
+    assert calls == [True, False, True, True]  # the CPU measures every time
+
+
+# ---- the command line -------------------------------------------------------------------------
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "roofbench.bench.cli", *args],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+def _has_gpu() -> bool:
+    from roofbench.bench import backend as backends
+    return backends.unavailable_reason("cuda") is None
+
+
+def test_calibrate_without_gpu_is_one_line_exit_2():
+    if _has_gpu():
+        pytest.skip("a CUDA GPU is present")
+    p = _cli("calibrate", "--quick")
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no CUDA GPU" in lines[0], p.stderr
+    assert "Traceback" not in p.stderr and p.stdout == ""
+
+
+def test_specs(tmp_path):
+    p = _cli("specs", "h100-pcie")
+    assert p.returncode == 0 and "H100 PCIe" in p.stdout and "1513" in p.stdout
+    assert "H200" not in p.stdout
+    p = _cli("specs")
+    assert p.returncode == 0 and all(n in p.stdout for n in ("MI300X", "L40S", "RTX 4090"))
+    p = _cli("specs", "V100")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "unknown GPU 'V100'" in p.stderr and "H100 PCIe" in p.stderr
+
+
+def test_roofs_compare_draws_two_devices(tmp_path):
+    a = save_calibrated(_small_set(), tmp_path / "a.json")
+    other = RoofSet("NVIDIA A100-SXM4-80GB", [
+        Roof("HBM", "memory", 1.9e12, "measured", level="dram"),
+        Roof("FP32", "compute", 1.9e13, "measured", precision="fp32")])
+    b = save_calibrated(other, tmp_path / "b.json")
+    out = tmp_path / "cmp.png"
+    p = _cli("roofs", "--compare", str(a), str(b), "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "NVIDIA H200" in p.stdout and "A100" in p.stdout
+    assert out.exists() and out.with_suffix(".svg").exists()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    p = _cli("roofs", "--compare", str(a), str(bad))
+    assert p.returncode == 2 and str(bad) in p.stderr and "Traceback" not in p.stderr
