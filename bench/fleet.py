@@ -415,7 +415,13 @@ def _run(MPI: Any, comm: Any, cfg: FleetConfig, opener: Callable[[str], Any] | N
 
     rep = build_report(cfg, places, results, links, link_note)
     assert out_dir is not None
-    write_report(rep, out_dir)
+    try:
+        write_report(rep, out_dir)
+    except OSError as e:  # disk full, directory removed: tell the peers, then the user
+        for r in range(1, size):
+            msg.send(2, r, TAG_DONE, T, "final status")
+        raise UserError(f"cannot write the fleet report to {out_dir}: {e.strerror or e}") \
+            from None
     code = _exit_code(rep)
     print(summary_text(rep, out_dir))
     if not alive:
