@@ -306,15 +306,20 @@ class CupyGpu:
         return self._torch
 
     def _on_cupy_stream(self, fn: Callable[[], None]) -> Callable[[], None]:
-        """Run a PyTorch op on CuPy's current stream, where the CUDA events of time_fn are."""
+        """Run a PyTorch op on CuPy's stream current at call time, where time_fn records its
+        CUDA events (the backend may time on a stream of its own)."""
         torch = self._torch_mod()
-        ptr = self.cp.cuda.get_current_stream().ptr
-        if not ptr:
-            return fn  # both on the legacy default stream
-        ext = torch.cuda.ExternalStream(ptr, device=torch.device("cuda", self.index))
+        dev = torch.device("cuda", self.index)
+        streams: dict[int, Any] = {}
 
         def run() -> None:
-            with torch.cuda.stream(ext):
+            ptr = self.cp.cuda.get_current_stream().ptr
+            if not ptr:  # both on the legacy default stream
+                fn()
+                return
+            if ptr not in streams:
+                streams[ptr] = torch.cuda.ExternalStream(ptr, device=dev)
+            with torch.cuda.stream(streams[ptr]):
                 fn()
         return run
 
@@ -476,8 +481,9 @@ def _stream(run: _Run) -> dict[str, Any]:
         a, b, c = gpu.random(n, kind), gpu.random(n, kind), gpu.random(n, kind)
         out = gpu.empty(1, kind)
         s = np.float32(0.5) if isz == 4 else np.float64(0.5)
-        args = {"copy": (a, c, n), "scale": (c, b, s, n), "add": (a, b, c, n),
-                "triad": (a, b, c, s, n), "read": (a, out, n), "fill": (a, s, n)}
+        nn = np.int64(n)  # `long long n` in the kernels: never leave the width to the launcher
+        args = {"copy": (a, c, nn), "scale": (c, b, s, nn), "add": (a, b, c, nn),
+                "triad": (a, b, c, s, nn), "read": (a, out, nn), "fill": (a, s, nn)}
         order = ["triad"] + [k for k in STREAM_RW if k != "triad"]
         for kname in order:
             run.progress(f"HBM stream {kname} {prec}")

@@ -329,7 +329,8 @@ class FakeGpu:
     name, sm_count, cc, l2_bytes, free_bytes, index = "NVIDIA H200", 132, (9, 0), \
         50 * gp.MiB, 100 * gp.GiB, 0
 
-    def __init__(self, no_torch: bool = True) -> None:
+    def __init__(self, no_torch: bool = True, copy_rate: float = PLANT["copy"]) -> None:
+        self.copy_rate = copy_rate
         self.launches: list[tuple] = []
         self.no_torch = no_torch
         self.compiled: list[str] = []
@@ -363,7 +364,7 @@ class FakeGpu:
     def seconds(self, launch: tuple) -> float:
         name, grid, block, args = launch
         if name == "memcpy":
-            return 2 * args[0] / PLANT["copy"]
+            return 2 * args[0] / self.copy_rate
         if name == "gemm":
             return 2 * args[1] ** 3 / PLANT["gemm"]
         if name.startswith("stream_"):
@@ -497,6 +498,14 @@ def test_fake_run_datasheet_and_theoretical_beside(fake_run):
     assert rs.info["elapsed_s"] >= 0
     rows = {(r["kind"], r["key"]): r for r in side_by_side(rs)}
     assert rows[("memory", "dram")]["measured_over_datasheet"] == pytest.approx(4.0 / 4.8)
+
+
+def test_library_copy_faster_than_probes_becomes_the_roof():
+    gpu = FakeGpu(no_torch=False, copy_rate=4.4e12)
+    rs = gp.measure_gpu_roofs(_fake_time_fn(gpu), quick=True, gpu=gpu)
+    hbm = rs.memory("dram", "measured")
+    assert hbm.value == pytest.approx(4.4e12) and hbm.evidence["probe"] == "cupy copy"
+    assert rs.info["probe_library_ratio"]["triad_fp32/torch_copy"] == pytest.approx(4.0 / 4.4)
 
 
 def test_failing_probe_is_recorded_and_others_go_on():
