@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from . import cuda_impl as cu
+from . import numba_cuda_twins as nb
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
 
 TILE_I, TILE_K, TILE_J = 64, 128, 256  # CPU cache blocking (L1/L2 sized for FP32/FP64)
@@ -118,8 +120,24 @@ def _default_size(ctx: SizeContext) -> Size:
 
 
 def _variant(name: str, description: str, fn, arrow_from: str | None = None) -> Variant:
-    return Variant(name=name, description=description, dtypes=("fp32", "fp64"),
-                   plan=_plan(name), impls={"cpu": {name: fn}}, arrow_from=arrow_from)
+    # GPU implementations: CUDA C for every variant (fp16/bf16 stored, FP32 math on CUDA
+    # cores), a Numba CUDA twin of the tiled kernel; cuBLAS (cupy.matmul) as the library.
+    gpu_dtypes = ("fp16",) if name == "library" else ("fp16", "bf16")
+    impls = {"cpu": {name: fn}, "cuda": cu.GEMM[name]}
+    if name in nb.GEMM:
+        impls["numba_cuda"] = nb.GEMM[name]
+    return Variant(name=name, description=description, dtypes=("fp32", "fp64", *gpu_dtypes),
+                   plan=_plan(name), impls=impls, arrow_from=arrow_from)
+
+
+def _tensor_variant() -> Variant:
+    return Variant(name="tensor", dtypes=("fp16", "bf16", "fp8"), plan=_plan("tensor"),
+                   description="tensor cores: mma.sync m16n8k16 fp16/bf16, m16n8k32 fp8 e4m3 "
+                               "(sm_89+), FP32 accumulate; 128x128 tiles, double-buffered",
+                   impls={"cuda": cu.GEMM["tensor"]}, unit="tensor",
+                   unsupported={"cpu": "tensor cores are GPU-only",
+                                "numba_cuda": "Numba CUDA exposes no mma instructions"},
+                   arrow_from="regblock")
 
 
 WORKLOAD = Workload(
@@ -135,6 +153,7 @@ WORKLOAD = Workload(
         "tiled": _variant("tiled", "cache/shared-memory tiles of A and B reused", _tiled),
         "regblock": _variant("regblock", "register blocking: each B load feeds 4 FMAs",
                              _regblock),
+        "tensor": _tensor_variant(),
         "library": _variant("library", "the vendor BLAS (numpy.matmul / cuBLAS)", _library),
     },
     default_size=_default_size,

@@ -16,6 +16,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from . import cuda_impl as cu
+from . import numba_cuda_twins as nb
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload, itemsize
 
 FLOP_CONVENTION = "mul and add = 1 FLOP each; sqrt not counted (special-function op)"
@@ -97,17 +99,19 @@ WORKLOAD = Workload(
         "naive": Variant(
             name="naive",
             description="4 launches, intermediates t1, t2, t3 round-trip through memory",
-            dtypes=("fp32", "fp64"),
+            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_naive_plan,
             temps=_naive_temps,
-            impls={"cpu": {k: CPU[k] for k in ("square", "add", "sqrt")}},
+            impls={"cpu": {k: CPU[k] for k in ("square", "add", "sqrt")},
+                   "cuda": cu.L2NORM["naive"], "numba_cuda": nb.L2NORM["naive"]},
         ),
         "fused": Variant(
             name="fused",
             description="1 launch: read a and b once, write out once",
-            dtypes=("fp32", "fp64"),
+            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_fused_plan,
-            impls={"cpu": {"fused": _fused}},
+            impls={"cpu": {"fused": _fused}, "cuda": cu.L2NORM["fused"],
+                   "numba_cuda": nb.L2NORM["fused"]},
             arrow_from="naive",
         ),
     },

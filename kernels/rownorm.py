@@ -16,6 +16,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from . import cuda_impl as cu
+from . import numba_cuda_twins as nb
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload, itemsize
 
 EPS = 1e-6
@@ -155,25 +157,29 @@ WORKLOAD = Workload(
         "naive": Variant(
             name="naive",
             description="square, row-reduce, rsqrt, scale: 4 launches through memory",
-            dtypes=("fp32", "fp64"),
+            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_naive_plan,
             temps=_naive_temps,
-            impls={"cpu": CPU},
+            impls={"cpu": CPU, "cuda": cu.ROWNORM["naive"], "numba_cuda": nb.ROWNORM["naive"]},
         ),
         "fused": Variant(
             name="fused",
             description="one pass per row to reduce, x read again to scale (the book's)",
-            dtypes=("fp32", "fp64"),
+            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_fused_plan,
-            impls={"cpu": {"fused": _fused}},
+            impls={"cpu": {"fused": _fused}, "cuda": cu.ROWNORM["fused"],
+                   "numba_cuda": nb.ROWNORM["fused"]},
             arrow_from="naive",
         ),
         "onepass": Variant(
             name="onepass",
             description="row kept on chip, x read once",
-            dtypes=("fp32", "fp64"),
+            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_onepass_plan,
-            impls={"cpu": {"onepass": _onepass}},
+            impls={"cpu": {"onepass": _onepass}, "cuda": cu.ROWNORM["onepass"]},
+            unsupported={"numba_cuda": "no Numba CUDA twin of the register-resident row"},
+            # CUDA C keeps a row in one block's registers: larger rows are refused.
+            refuse=cu.onepass_refuse,
             arrow_from="fused",
         ),
     },

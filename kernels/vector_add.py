@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from . import cuda_impl as cu
+from . import numba_cuda_twins as nb
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload, itemsize
 
 
@@ -49,9 +51,23 @@ WORKLOAD = Workload(
         "scalar": Variant(
             name="scalar",
             description="one element per thread per iteration, grid-stride",
-            dtypes=("fp32", "fp64"),
+            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_plan_add("add"),
-            impls={"cpu": {"add": _add}},
+            impls={"cpu": {"add": _add}, "cuda": cu.VECTOR_ADD["scalar"],
+                   "numba_cuda": nb.VECTOR_ADD["scalar"]},
+        ),
+        # GPU-only: 16-byte packs per thread (float4 / 8 x half2 / 16 x fp8).
+        "vec4": Variant(
+            name="vec4",
+            description="one 16-byte pack per thread per iteration (float4, half2 x 4, "
+                        "fp8 x 16), grid-stride",
+            dtypes=("fp32", "fp16", "bf16", "fp8"),
+            plan=_plan_add("add"),
+            impls={"cuda": cu.VECTOR_ADD["vec4"]},
+            unsupported={"cpu": "16-byte vector packs are a GPU variant (the CPU loop is "
+                                "vectorised by the compiler)",
+                         "numba_cuda": "no Numba CUDA twin of the 16-byte pack kernel"},
+            arrow_from="scalar",
         ),
     },
     default_size=_default_size,
