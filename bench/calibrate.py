@@ -90,16 +90,22 @@ def fmt_value(v: float | None, unit: str) -> str:
 
 def roofs_table(rs: RoofSet, title: str | None = None) -> Table:
     t = Table(title=title or f"roofs of {rs.device}")
-    for col in ("roof", "measured", "by", "datasheet", "measured/datasheet", "theoretical",
-                "measured/theoretical"):
+    rows = side_by_side(rs)
+    with_mma = any(r.get("mma_sync") for r in rows)
+    cols = ["roof", "measured", "by", "datasheet", "measured/datasheet", "theoretical",
+            "measured/theoretical"] + (["mma.sync ceiling"] if with_mma else [])
+    for col in cols:
         t.add_column(col, overflow="fold")
-    for row in side_by_side(rs):
+    for row in rows:
         unit = "B/s" if row["kind"] == "memory" else "FLOP/s"
         r1 = row["measured_over_datasheet"]
         r2 = row["measured_over_theoretical"]
-        t.add_row(row["key"], fmt_value(row["measured"], unit), row["measured_by"] or "-",
-                  fmt_value(row["datasheet"], unit), f"{r1:.1%}" if r1 else "-",
-                  fmt_value(row["theoretical"], unit), f"{r2:.1%}" if r2 else "-")
+        cells = [row["key"], fmt_value(row["measured"], unit), row["measured_by"] or "-",
+                 fmt_value(row["datasheet"], unit), f"{r1:.1%}" if r1 else "-",
+                 fmt_value(row["theoretical"], unit), f"{r2:.1%}" if r2 else "-"]
+        if with_mma:
+            cells.append(fmt_value(row.get("mma_sync"), unit))
+        t.add_row(*cells)
     return t
 
 

@@ -43,10 +43,13 @@ def side_by_side(rs: RoofSet) -> list[dict[str, Any]]:
         if not (m or d or t):
             continue
         ceiling = (m.evidence.get("ceiling") if m else None) or ""
+        # The hand-written mma.sync ceiling, kept beside the library one (max of the two wins).
+        mma = [r.value for r in rs.roofs if r.kind == "compute" and r.precision == key
+               and r.source == "measured" and r.evidence.get("ceiling") == "mma.sync"]
         rows.append({
             "kind": kind, "key": key, "unit": "B/s" if kind == "memory" else "FLOP/s",
             "measured": m.value if m else None, "measured_by": m.name if m else None,
-            "ceiling": ceiling,
+            "ceiling": ceiling, "mma_sync": max(mma) if mma else None,
             "datasheet": d.value if d else None,
             "theoretical": t.value if t else None,
             "measured_over_datasheet": (m.value / d.value) if (m and d) else None,
