@@ -84,8 +84,10 @@ def open_cuda(device: int = 0) -> backends.Backend:
 def fmt_value(v: float | None, unit: str) -> str:
     if v is None:
         return "-"
-    scale = 1e12
-    return f"{v / scale:.3f} T{unit}"
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
+        if v >= scale:
+            return f"{v / scale:.3f} {prefix}{unit}"
+    return f"{v:.3g} {unit}"
 
 
 def roofs_table(rs: RoofSet, title: str | None = None) -> Table:
