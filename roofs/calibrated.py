@@ -96,9 +96,9 @@ def _jsonable(o: Any) -> Any:
 
 
 def load_calibrated(path: Path, *, require_schema: bool = True) -> RoofSet:
-    """Read a calibrated file. With ``require_schema=False`` a bare RoofSet dict (what
-    ``roofbench roofs --out`` of another version or a hand-written file holds) is accepted too;
-    a different schema tag is always refused."""
+    """Read a calibrated file. With ``require_schema=False`` a bare RoofSet dict (a
+    hand-written file) or a run's results.json (its ``roofs``) is accepted too; a different
+    schema tag on the roof set itself is always refused."""
     path = Path(path)
     try:
         d = json.loads(path.read_text())
@@ -110,6 +110,8 @@ def load_calibrated(path: Path, *, require_schema: bool = True) -> RoofSet:
     if not isinstance(d, dict):
         raise CalibrationError(f"{path}: not a calibrated roofs file (top level is "
                                f"{type(d).__name__}); {ADVICE}")
+    if not require_schema and isinstance(d.get("roofs"), dict):
+        d = d["roofs"]  # a run's results.json carries the roof set it was placed under
     schema = d.get("schema")
     if schema != SCHEMA and (require_schema or schema is not None):
         raise CalibrationError(f"{path}: wrong schema {schema!r} (expected {SCHEMA!r}); {ADVICE}")

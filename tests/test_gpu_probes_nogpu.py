@@ -571,6 +571,18 @@ def test_corrupt_calibrated_file_is_refused_by_name(tmp_path, content, what):
     assert str(p) in msg and what in msg and "--recalibrate" in msg
 
 
+def test_lenient_load_takes_bare_roof_sets_and_results(tmp_path):
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(_small_set().to_dict(), default=float))
+    assert load_calibrated(bare, require_schema=False).device == "NVIDIA H200"
+    with pytest.raises(CalibrationError, match="wrong schema"):
+        load_calibrated(bare)  # the calibrated cache itself must carry its schema
+    run = tmp_path / "results.json"
+    run.write_text(json.dumps({"schema": "roofbench.results/1", "cases": [],
+                               "roofs": _small_set().to_dict()}, default=float))
+    assert load_calibrated(run, require_schema=False).memory("dram").value == 4.3e12
+
+
 def test_obtain_roofs_reuses_and_refuses(tmp_path):
     from roofbench.bench.calibrate import obtain_roofs
     from roofbench.bench.errors import UserError
