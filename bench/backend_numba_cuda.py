@@ -54,6 +54,24 @@ def enable_simulator() -> None:
     config.reload_config()  # numba read its environment at import; numba.cuda reads this one
 
 
+def roofs_through_cupy(quick: bool, progress: Callable[[str], None] | None) -> RoofSet:
+    """The GPU probes run through CuPy: measure with the CuPy backend when it is available."""
+    from .backend import unavailable_reason
+    from .errors import UserError
+
+    why = unavailable_reason("cuda")
+    if why is not None:
+        raise UserError(f"GPU roofs are measured through CuPy, which is unavailable ({why}); "
+                        "pass --roofs FILE with calibrated roofs")
+    from .backend_cupy import CupyBackend
+
+    be = CupyBackend()
+    try:
+        return be.measure_roofs(quick=quick, progress=progress)
+    finally:
+        be.close()
+
+
 class NumbaPrepared(Prepared):
     def __init__(self, backend: _NumbaBase, case: Case, inputs: dict[str, np.ndarray]) -> None:
         from numba import cuda
@@ -199,8 +217,7 @@ class NumbaCudaBackend(_NumbaBase):
 
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None) -> RoofSet:
-        raise BackendUnavailable("GPU roofs are measured through CuPy: run `roofbench "
-                                 "calibrate` (or --backend cuda) and pass --roofs FILE")
+        return roofs_through_cupy(quick, progress)
 
 
 class SimBackend(_NumbaBase):
@@ -253,4 +270,6 @@ class SimBackend(_NumbaBase):
 
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None) -> RoofSet:
-        raise BackendUnavailable("the CUDA simulator has no roofs (it measures Python)")
+        # No roofs: the simulator measures Python. Cases are validated, never placed.
+        return RoofSet(device=self.device_name(), roofs=[],
+                       info={"note": "CUDA simulator: no roofs (times are Python's)"})

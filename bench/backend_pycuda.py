@@ -211,8 +211,9 @@ class PycudaBackend(Backend):
 
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None) -> RoofSet:
-        raise BackendUnavailable("GPU roofs are measured through CuPy: run `roofbench "
-                                 "calibrate` (or --backend cuda) and pass --roofs FILE")
+        from .backend_numba_cuda import roofs_through_cupy
+
+        return roofs_through_cupy(quick, progress)
 
     def close(self) -> None:
         self.stream.synchronize()

@@ -76,10 +76,16 @@ def build(name: str, dtype: str) -> Any:
     return _kernels(dtype)[name]
 
 
+cuda: Any = None  # numba.cuda, bound on first build (the simulator swaps module globals)
+
+
 @cache
 def _kernels(dtype: str) -> dict[str, Any]:
+    global cuda
     import numba
-    from numba import cuda
+    from numba import cuda as _cuda
+
+    cuda = _cuda
 
     acc = numba.float64 if dtype == "fp64" else numba.float32
     threads, tile = THREADS, TILE
