@@ -692,18 +692,24 @@ def fleet_markdown(rep: dict[str, Any]) -> str:
         for m in ic_["measurements"]:
             out += [f"### MPI {m['op']} over {m['ranks']} ranks "
                     f"({', '.join(m['info'].get('hosts', []))})", "", md_table(
-                        ["bytes", "median time", "algbw", "busbw"],
+                        ["bytes", "median time", "cv", "algbw", "busbw"],
                         [[p["bytes"], f"{statistics.median(p['samples_s']) * 1e6:.1f} us",
-                          _si(p["algbw"], "B/s"), _si(p["busbw"], "B/s")]
-                         for p in m["points"]]), ""]
+                          f"{_cv(p['samples_s']):.1%}", _si(p["algbw"], "B/s"),
+                          _si(p["busbw"], "B/s")] for p in m["points"]]), ""]
         for roof in ic_["roofs"]:
+            ev = roof["evidence"]
             out.append(f"- roof **{roof['name']}** ({roof['level']}): {_si(roof['value'], 'B/s')}"
-                       f" at {roof['evidence']['best_size_bytes']} B")
+                       f" at {ev['best_size_bytes']} B, cv {ev.get('cv_at_best', 0):.1%}"
+                       + ("".join(f"; {f}" for f in ev.get("flags", []))))
         out.append("- busbw = algbw x 2(n-1)/n for all-reduce (nccl-tests); p2p = bytes / "
                    "(round trip / 2)")
     if ic_["note"]:
         out.append(f"- {ic_['note']}")
     return "\n".join(out) + "\n"
+
+
+def _cv(xs: list[float]) -> float:
+    return statistics.stdev(xs) / statistics.fmean(xs) if len(xs) > 1 else 0.0
 
 
 def fleet_plot(rep: dict[str, Any]) -> bytes | None:
@@ -767,7 +773,9 @@ def summary_text(rep: dict[str, Any], out: Path) -> str:
         lines.append(f"  rank {r['rank']} {r['host']}: {r['status']} {r['device'] or ''} "
                      f"{r['error'] or ''}".rstrip())
     for roof in rep["interconnect"]["roofs"]:
-        lines.append(f"  link {roof['name']}: {_si(roof['value'], 'B/s')}")
+        flags = roof["evidence"].get("flags", [])
+        lines.append(f"  link {roof['name']}: {_si(roof['value'], 'B/s')}"
+                     + (f" ({'; '.join(flags)})" if flags else ""))
     if rep["interconnect"]["note"]:
         lines.append(f"  {rep['interconnect']['note']}")
     for o in rep["outliers"]:

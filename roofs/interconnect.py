@@ -51,6 +51,8 @@ QUICK_MPI_SIZES = tuple(s for s in P2P_SIZES if s <= 16 * MiB)
 DEFAULT_NCCL_SIZES = tuple(MiB * 4**i for i in range(6))  # 1 MiB .. 1 GiB
 QUICK_NCCL_SIZES = tuple(MiB * 4**i for i in range(4))  # 1 MiB .. 64 MiB
 
+NOISY_CV = 0.05  # same threshold as the timer's noisy flag
+
 BUS_FACTOR_DOC = "nccl-tests: all-reduce busbw = algbw x 2(n-1)/n; all-gather, " \
                  "reduce-scatter busbw = algbw x (n-1)/n"
 
@@ -81,6 +83,13 @@ class SizePoint:
     @property
     def median_s(self) -> float:
         return statistics.median(self.samples_s)
+
+    @property
+    def cv(self) -> float:
+        """Spread of the samples (stdev / mean): a busy host shows up here."""
+        if len(self.samples_s) < 2:
+            return 0.0
+        return statistics.stdev(self.samples_s) / statistics.fmean(self.samples_s)
 
 
 @dataclass
@@ -133,6 +142,9 @@ class LinkMeasurement:
                 "median_s": [p.median_s for p in self.points],
                 "iters": [p.iters for p in self.points],
                 "samples": len(best.samples_s),
+                "cv_at_best": best.cv,
+                "flags": [f"noisy: cv {best.cv:.1%} > {NOISY_CV:.0%} at the best size"]
+                if best.cv > NOISY_CV else [],
                 **self.info,
             })
 
