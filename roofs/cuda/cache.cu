@@ -5,18 +5,31 @@
 // is the L2 bandwidth; sweeping it past the L2 size shows the knee down to HBM.
 // Bytes per launch = reps x nv x 16. The XOR of all loaded words is written once per thread so
 // no load is dead.
+#define LDCG(v, p) asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" \
+                              : "=r"((v).x), "=r"((v).y), "=r"((v).z), "=r"((v).w) : "l"(p))
+#define XOR4(v) ((v).x ^ (v).y ^ (v).z ^ (v).w)
+
 extern "C" __global__ void l2_read(const uint4* __restrict__ buf, long long nv, int reps,
                                    unsigned int* __restrict__ out) {
     unsigned int acc = 0;
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     for (int r = 0; r < reps; ++r) {
-#pragma unroll 4
-        for (long long i = t0; i < nv; i += stride) {
+        long long i = t0;
+        // Four independent 16-byte loads issued before any result is used: several requests
+        // in flight per thread, so the sweep measures L2 bandwidth rather than its latency.
+        for (; i + 3 * stride < nv; i += 4 * stride) {
+            uint4 v0, v1, v2, v3;
+            LDCG(v0, buf + i);
+            LDCG(v1, buf + i + stride);
+            LDCG(v2, buf + i + 2 * stride);
+            LDCG(v3, buf + i + 3 * stride);
+            acc ^= XOR4(v0) ^ XOR4(v1) ^ XOR4(v2) ^ XOR4(v3);
+        }
+        for (; i < nv; i += stride) {
             uint4 v;
-            asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
-                         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(buf + i));
-            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+            LDCG(v, buf + i);
+            acc ^= XOR4(v);
         }
     }
     out[t0] = acc;
