@@ -88,8 +88,9 @@ def occupancy(threads_per_block: int, registers_per_thread: int, smem_per_block:
     smem = _round_up(int(smem_per_block) + lim.smem_reserved_per_block, lim.smem_alloc_unit)
     by["shared_memory"] = lim.smem_per_sm // smem if smem > 0 else lim.max_blocks_per_sm
     blocks = min(by.values())
-    # Name the tightest limit; ties go to the resource (registers/smem) over the fixed caps.
-    order = ("registers", "shared_memory", "warps", "blocks")
+    # Name the tightest limit; on a tie the fixed caps win (a resource that allows exactly as
+    # many blocks is not what holds the kernel back).
+    order = ("warps", "blocks", "registers", "shared_memory")
     limiter = next(k for k in order if by[k] == blocks)
     active = blocks * warps
     return Occupancy(threads_per_block, regs, int(smem_per_block), blocks, active,
