@@ -196,21 +196,29 @@ template <typename T> struct Mma;
 template <> struct Mma<__half> {
     static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4],
                                                const unsigned (&b)[2]) {
+#ifdef RB_HOST_EMU  // tests/cuda_emu: CPU emulation of the warp-wide mma
+        rb_emu_mma<__half>(d, a, b);
+#else
         asm volatile(
             "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
             "{%8,%9}, {%0,%1,%2,%3};\n"
             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
     }
 };
 template <> struct Mma<__nv_bfloat16> {
     static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4],
                                                const unsigned (&b)[2]) {
+#ifdef RB_HOST_EMU
+        rb_emu_mma<__nv_bfloat16>(d, a, b);
+#else
         asm volatile(
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
             "{%8,%9}, {%0,%1,%2,%3};\n"
             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
     }
 };
 template <> struct Mma<fp8_t> {
@@ -222,6 +230,8 @@ template <> struct Mma<fp8_t> {
             "{%8,%9}, {%0,%1,%2,%3};\n"
             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(RB_HOST_EMU)
+        rb_emu_mma<fp8_t>(d, a, b);
 #else
         __trap();  // FP8 tensor cores need sm_89+; the host never launches this (min_cc)
 #endif

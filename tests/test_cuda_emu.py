@@ -1,0 +1,124 @@
+"""The CUDA C kernels run on the CPU under a host emulation of the CUDA execution model
+(tests/cuda_emu/emu.h: a thread per CUDA thread, barriers, warp shuffles, and mma.sync
+reconstructed from the PTX fragment layouts), with the launch geometry, storage types,
+poisoning and validation of the real backends. Not a timing, a correctness proof without a
+GPU: odd sizes, every tail and guard path, every dtype, the tensor-core fragment mapping."""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import cuda_tools as ct  # noqa: E402
+from roofbench.bench.gpu_common import (  # noqa: E402
+    POISON,
+    STORAGE,
+    from_storage,
+    plan_launches,
+    to_storage,
+)
+from roofbench.bench.runner import validate  # noqa: E402
+from roofbench.kernels.cuda_impl import CUDA_DIR, DeviceProps  # noqa: E402
+from roofbench.kernels.registry import workloads  # noqa: E402
+from roofbench.kernels.spec import Case  # noqa: E402
+
+GXX = shutil.which("g++")
+INCLUDES = ct.cuda_include_dirs()
+pytestmark = pytest.mark.skipif(
+    GXX is None or platform.machine() not in ("x86_64", "AMD64") or not INCLUDES,
+    reason="needs g++ on x86-64 and the CUDA headers (cudatools extra)")
+
+# A tiny device: grid-stride grids of at most 2 blocks of 256 threads.
+DEV = DeviceProps(cc=(9, 0), sm_count=1, max_threads_per_sm=512, name="host emulation")
+SOURCES = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu")
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory) -> dict[str, ctypes.CDLL]:
+    out = tmp_path_factory.mktemp("emu")
+    emu = Path(__file__).parent / "cuda_emu" / "emu.h"
+
+    def build(src: str) -> tuple[str, Path]:
+        so = out / (Path(src).stem + ".so")
+        cmd = [GXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
+               "-include", str(emu), *(f"-I{d}" for d in INCLUDES), f"-I{CUDA_DIR}",
+               "-x", "c++", str(CUDA_DIR / src), "-o", str(so)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-4000:]
+        return src, so
+
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        built = dict(ex.map(build, SOURCES))
+    libs = {}
+    for src, so in built.items():
+        lib = ctypes.CDLL(str(so))
+        lib.rb_launch.restype = ctypes.c_int
+        libs[src] = lib
+    return libs
+
+
+def run_emulated(libs, case: Case, rng: np.random.Generator):
+    """prepare -> poison -> run -> outputs, as a GPU backend does, on host memory."""
+    inputs = case.workload.make_inputs(case.size, case.dtype, rng)
+    bufs = case.buffers()
+    arrays = {}
+    for name, buf in bufs.items():
+        if buf.role == "input":
+            arrays[name] = to_storage(inputs[name], buf).copy()
+        else:
+            arrays[name] = np.full(buf.shape, POISON[buf.dtype], dtype=STORAGE[buf.dtype])
+    for pl in plan_launches(case, DEV):
+        lib = libs[pl.impl.source]
+        ints, floats = [], []
+        for a in pl.args:
+            if isinstance(a, str):
+                ints.append(arrays[a].ctypes.data)
+            elif isinstance(a, np.integer):
+                ints.append(int(a))
+            else:
+                floats.append(float(a))
+        assert len(ints) <= 6 and len(floats) <= 2
+        ia = (ctypes.c_longlong * 6)(*ints, *[0] * (6 - len(ints)))
+        fa = (ctypes.c_float * 2)(*floats, *[0.0] * (2 - len(floats)))
+        fn = ctypes.cast(getattr(lib, pl.function), ctypes.c_void_p)
+        rc = lib.rb_launch(fn, *pl.grid, *pl.block, ia, fa)
+        assert rc == 0, f"{pl.function}: block of {pl.block} is not whole warps"
+    outs = {n: from_storage(arrays[n], b) for n, b in bufs.items() if b.role == "output"}
+    return inputs, outs
+
+
+ALL = ("fp32", "fp64", "fp16", "bf16", "fp8")
+CASES = (
+    [("vector_add", "scalar", d, (1003,)) for d in ALL]
+    + [("vector_add", "vec4", d, (1003,)) for d in ("fp32", "fp16", "bf16", "fp8")]
+    + [("l2norm", v, d, (2051,)) for v in ("naive", "fused") for d in ALL]
+    + [("rownorm", v, d, s) for v in ("naive", "fused", "onepass") for d in ALL
+       for s in ((3, 1024), (2, 1001))]
+    + [("rownorm", "onepass", "fp32", (2, 16384)), ("rownorm", "onepass", "fp16", (2, 2056))]
+    + [("gemm", v, d, (67, 45, 33)) for v in ("naive", "tiled", "regblock")
+       for d in ("fp32", "fp64", "fp16", "bf16")]
+    + [("gemm", "regblock", "fp32", (130, 132, 20)), ("gemm", "regblock", "fp32", (128, 128, 16))]
+    + [("gemm", "tensor", d, s) for d in ("fp16", "bf16", "fp8")
+       for s in ((130, 136, 97), (128, 128, 128), (17, 9, 40))]
+)
+
+
+@pytest.mark.parametrize("case", CASES,
+                         ids=[f"{w}-{v}-{d}-{'x'.join(map(str, s))}" for w, v, d, s in CASES])
+def test_kernel_correct_under_emulation(libs, case):
+    name, variant, dtype, size = case
+    w = workloads()[name]
+    c = Case(w, w.variants[variant], dtype, size)
+    assert c.variant.refuse(size, dtype, "cuda") is None
+    inputs, outs = run_emulated(libs, c, np.random.default_rng(2024))
+    ok, err, why = validate(c, outs, w.reference(inputs, size))
+    assert ok, f"{c.key}: {why}"
