@@ -113,7 +113,7 @@ def test_version_mismatch_is_one_message(tmp_path):
 
 def test_hung_rank_times_out_and_report_is_kept(tmp_path):
     out = tmp_path / "h"
-    p = mpirun(2, ["fleet", "calibrate", "--backend", "fake", *FAST, "--timeout", "3",
+    p = mpirun(2, ["fleet", "calibrate", "--backend", "fake", *FAST, "--timeout", "2",
                    "--out", str(out)], env={"FLEET_FAKE_HANG_RANK": "1"}, timeout=60)
     assert p.returncode != 0
     assert "a rank did not answer; aborting the job" in p.stderr
