@@ -164,3 +164,44 @@ def nvrtc_compile(source: str, arch: str) -> tuple[bool, str, int]:
         return err == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace"), int(size)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+EMU_HEADER = Path(__file__).parent / "cuda_emu" / "emu.h"
+EMU_SOURCES = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu")
+
+
+def emulation_missing() -> str | None:
+    """A skip reason when the host emulation cannot be built here."""
+    import platform
+    import shutil
+
+    if shutil.which("g++") is None:
+        return "g++ not found (the CUDA host emulation is built with it)"
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return "the emulated launcher assumes the x86-64 calling convention"
+    if not cuda_include_dirs():
+        return "CUDA headers (cuda_fp16.h) not found: pip install -e '.[cudatools]'"
+    return None
+
+
+@cache
+def build_emulation() -> Path:
+    """The CUDA C sources compiled by g++ against tests/cuda_emu/emu.h, one shared library per
+    source, in a session temp dir (cached). Returns the directory."""
+    import shutil
+
+    out = _TMP / "emu"
+    out.mkdir(exist_ok=True)
+
+    def build(src: str) -> None:
+        so = out / (Path(src).stem + ".so")
+        cmd = [shutil.which("g++") or "g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
+               "-w", "-include", str(EMU_HEADER), *(f"-I{d}" for d in cuda_include_dirs()),
+               f"-I{CUDA_DIR}", "-x", "c++", str(CUDA_DIR / src), "-o", str(so)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            raise AssertionError(f"emulation build of {src} failed:\n{p.stderr[-4000:]}")
+
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        list(ex.map(build, EMU_SOURCES))
+    return out

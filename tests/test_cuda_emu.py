@@ -7,11 +7,7 @@ GPU: odd sizes, every tail and guard path, every dtype, the tensor-core fragment
 from __future__ import annotations
 
 import ctypes
-import platform
-import shutil
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -27,40 +23,23 @@ from roofbench.bench.gpu_common import (  # noqa: E402
     to_storage,
 )
 from roofbench.bench.runner import validate  # noqa: E402
-from roofbench.kernels.cuda_impl import CUDA_DIR, DeviceProps  # noqa: E402
+from roofbench.kernels.cuda_impl import DeviceProps  # noqa: E402
 from roofbench.kernels.registry import workloads  # noqa: E402
 from roofbench.kernels.spec import Case  # noqa: E402
 
-GXX = shutil.which("g++")
-INCLUDES = ct.cuda_include_dirs()
-pytestmark = pytest.mark.skipif(
-    GXX is None or platform.machine() not in ("x86_64", "AMD64") or not INCLUDES,
-    reason="needs g++ on x86-64 and the CUDA headers (cudatools extra)")
+pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,
+                                reason=ct.emulation_missing() or "")
 
 # A tiny device: grid-stride grids of at most 2 blocks of 256 threads.
 DEV = DeviceProps(cc=(9, 0), sm_count=1, max_threads_per_sm=512, name="host emulation")
-SOURCES = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu")
 
 
 @pytest.fixture(scope="module")
-def libs(tmp_path_factory) -> dict[str, ctypes.CDLL]:
-    out = tmp_path_factory.mktemp("emu")
-    emu = Path(__file__).parent / "cuda_emu" / "emu.h"
-
-    def build(src: str) -> tuple[str, Path]:
-        so = out / (Path(src).stem + ".so")
-        cmd = [GXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
-               "-include", str(emu), *(f"-I{d}" for d in INCLUDES), f"-I{CUDA_DIR}",
-               "-x", "c++", str(CUDA_DIR / src), "-o", str(so)]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        assert p.returncode == 0, p.stderr[-4000:]
-        return src, so
-
-    with ThreadPoolExecutor(max_workers=2) as ex:
-        built = dict(ex.map(build, SOURCES))
+def libs() -> dict[str, ctypes.CDLL]:
+    out = ct.build_emulation()
     libs = {}
-    for src, so in built.items():
-        lib = ctypes.CDLL(str(so))
+    for src in ct.EMU_SOURCES:
+        lib = ctypes.CDLL(str(out / (Path(src).stem + ".so")))
         lib.rb_launch.restype = ctypes.c_int
         libs[src] = lib
     return libs
