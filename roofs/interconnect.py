@@ -23,6 +23,7 @@ CuPy and mpi4py are imported lazily: this module imports on any machine. It must
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -168,8 +169,11 @@ def _mpi() -> Any:
 def _mpi_info(comm: Any) -> dict[str, Any]:
     MPI = _mpi()
     hosts = comm.allgather(MPI.Get_processor_name())
+    # MCA settings change the transport (e.g. single-copy off in containers): keep them.
+    mca = {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_")}
     return {"hosts": sorted(set(hosts)), "clock": "MPI.Wtime",
-            "mpi_library": MPI.Get_library_version().strip().splitlines()[0]}
+            "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
+            "mpi_settings": mca}
 
 
 def mpi_pingpong(comm: Any, sizes: Sequence[int] = DEFAULT_MPI_SIZES, samples: int = 5,

@@ -35,6 +35,9 @@ def mpirun(n: int, args: list[str], env: dict[str, str] | None = None,
     # CI runs as root: Open MPI refuses to start as root without both of these.
     e.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
              OMPI_MCA_rmaps_base_oversubscribe="1", PYTHONUNBUFFERED="1")
+    # Containers often forbid the cross-memory-attach single copy (ptrace): Open MPI then
+    # prints "Read -1, expected ..." (open-mpi/ompi#4948). Copy-in/copy-out works everywhere.
+    e.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
     e.update(env or {})
     entry = [str(HERE / "fleet_rank_main.py")] if fixture else ["-m", "roofbench.bench.cli"]
     cmd = [MPIRUN, "-n", str(n), "--oversubscribe", sys.executable, *entry, *args]
@@ -146,6 +149,7 @@ def test_watchdog_aborts_a_hung_collective(tmp_path):
         "with watchdog(c, 2, 'test barrier'):\n"
         "    c.Barrier()\n")
     e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    e.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
     p = subprocess.run([MPIRUN, "-n", "2", "--oversubscribe", sys.executable, str(script)],
                        env=e, capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
