@@ -146,6 +146,12 @@ def cuda_include_dirs() -> list[str]:
             found.append(str(d))
     except Exception:  # cuda-pathfinder absent or no wheel headers
         pass
+    import sys
+
+    for sp in (p for p in sys.path if p.endswith("site-packages")):
+        # CUDA 13 wheels (nvidia/cu13/include) and CUDA 12 wheels (nvidia/cuda_runtime/include)
+        found += [str(Path(sp) / "nvidia" / "cu13" / "include"),
+                  str(Path(sp) / "nvidia" / "cuda_runtime" / "include")]
     for env in ("CUDA_PATH", "CUDA_HOME"):
         if os.environ.get(env):
             found.append(str(Path(os.environ[env]) / "include"))
