@@ -208,6 +208,16 @@ class CupyBackend(Backend):
         return ("fp64", "fp32", "fp16", "bf16", "fp8")
 
     # -- running ------------------------------------------------------------------------
+    def supports(self, case: Case) -> str | None:
+        """Also refuse, before allocating, what this device cannot run (dtype, arch)."""
+        why = super().supports(case)
+        if why is None:
+            try:
+                plan_launches(case, self.props)
+            except CaseUnsupported as e:
+                return str(e)
+        return why
+
     def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> Prepared:
         return CupyPrepared(self, case, inputs)
 

@@ -194,6 +194,17 @@ class PycudaBackend(Backend):
     def last_level_cache(self) -> int:
         return self.props.l2_bytes or (40 << 20)
 
+    def supports(self, case: Case) -> str | None:
+        why = super().supports(case)
+        if why is None:
+            try:
+                plans = plan_launches(case, self.props)
+            except CaseUnsupported as e:
+                return str(e)
+            if any(isinstance(pl.impl, CudaLibrary) for pl in plans):
+                return "PyCUDA has no cuBLAS binding: the library baseline runs on --backend cuda"
+        return why
+
     def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> Prepared:
         return PycudaPrepared(self, case, inputs)
 

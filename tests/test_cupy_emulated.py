@@ -37,11 +37,10 @@ RUNS = [
 ]
 
 
-@pytest.mark.parametrize("args", RUNS, ids=[r[1] + "-" + r[3] for r in RUNS])
-def test_cli_run_backend_cuda_emulated(tmp_path, args):
+def run_cli(tmp_path: Path, args: list[str], cc: str = "9.0") -> list[dict]:
     roofs = tmp_path / "roofs.json"
     roofs.write_text(json.dumps(ROOFS))
-    env = dict(os.environ, RB_EMU_LIBDIR=str(ct.build_emulation()),
+    env = dict(os.environ, RB_EMU_LIBDIR=str(ct.build_emulation()), RB_FAKE_CC=cc,
                PYTHONPATH=os.pathsep.join([str(HERE / "fake_cupy"),
                                            os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "roofbench.bench.cli", "run", "--backend", "cuda", "--quick",
@@ -49,9 +48,20 @@ def test_cli_run_backend_cuda_emulated(tmp_path, args):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     (res,) = list((tmp_path / "out").glob("*/*/results.json"))
-    data = json.loads(res.read_text())
-    cases = data["cases"] if isinstance(data, dict) and "cases" in data else data
-    assert cases, data
+    cases = json.loads(res.read_text())["cases"]
+    assert cases
+    return cases
+
+
+def test_fp8_tensor_refused_before_sm89(tmp_path):
+    (c,) = run_cli(tmp_path, ["--kernel", "gemm", "--variant", "tensor", "--dtype", "fp8",
+                              "--size", "64x64x64"], cc="8.0")
+    assert c["status"] == "unsupported" and "8.9" in c["error"]
+
+
+@pytest.mark.parametrize("args", RUNS, ids=[r[1] + "-" + r[3] for r in RUNS])
+def test_cli_run_backend_cuda_emulated(tmp_path, args):
+    cases = run_cli(tmp_path, args)
     for c in cases:
         assert c["status"] == "ok" and c["valid"], (c["workload"], c["variant"], c["error"])
         assert c["backend"] == "cuda"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
-PROPS = {"name": b"Fake Emulated GPU", "major": 9, "minor": 0, "multiProcessorCount": 1,
+# RB_FAKE_CC="8.0" pretends to be an older arch (to test refusals).
+_MAJOR, _MINOR = (int(x) for x in os.environ.get("RB_FAKE_CC", "9.0").split("."))
+PROPS = {"name": b"Fake Emulated GPU", "major": _MAJOR, "minor": _MINOR, "multiProcessorCount": 1,
          "maxThreadsPerMultiProcessor": 512, "regsPerMultiprocessor": 65536,
          "sharedMemPerMultiprocessor": 233472, "sharedMemPerBlockOptin": 232448,
          "l2CacheSize": 1 << 20, "warpSize": 32}
