@@ -1,8 +1,8 @@
-"""The real CuPy backend, runner and CLI end to end without a GPU: a stand-in `cupy`
-(tests/fake_cupy: host memory, CUDA events on the host clock) launches the CUDA C kernels
-through the CPU emulation of tests/cuda_emu. Proves the backend's plumbing (launch geometry,
-storage types, poisoning, per-launch timing, occupancy facts, results files); the times it
-records are emulation times and mean nothing."""
+"""The real CuPy (and PyCUDA) backends, runner and CLI end to end without a GPU: stand-ins
+`cupy` / `pycuda` (tests/fake_cupy: host memory, CUDA events on the host clock) launch the
+CUDA C kernels through the CPU emulation of tests/cuda_emu. Proves the backends' plumbing
+(launch geometry, storage types, poisoning, per-launch timing, occupancy facts, results
+files); the times they record are emulation times and mean nothing."""
 
 from __future__ import annotations
 
@@ -37,13 +37,17 @@ RUNS = [
 ]
 
 
-def run_cli(tmp_path: Path, args: list[str], cc: str = "9.0") -> list[dict]:
+def run_cli(tmp_path: Path, args: list[str], cc: str = "9.0",
+            backend: str = "cuda") -> list[dict]:
     roofs = tmp_path / "roofs.json"
     roofs.write_text(json.dumps(ROOFS))
     env = dict(os.environ, RB_EMU_LIBDIR=str(ct.build_emulation()), RB_FAKE_CC=cc,
                PYTHONPATH=os.pathsep.join([str(HERE / "fake_cupy"),
                                            os.environ.get("PYTHONPATH", "")]))
-    cmd = [sys.executable, "-m", "roofbench.bench.cli", "run", "--backend", "cuda", "--quick",
+    nvcc = ct.pip_tool("nvcc")  # the PyCUDA backend wants an nvcc (the fake never calls it)
+    if nvcc is not None:
+        env["PATH"] = os.pathsep.join([str(nvcc.parent), env.get("PATH", "")])
+    cmd = [sys.executable, "-m", "roofbench.bench.cli", "run", "--backend", backend, "--quick",
            "--roofs", str(roofs), "--out", str(tmp_path / "out"), *args]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -72,3 +76,19 @@ def test_cli_run_backend_cuda_emulated(tmp_path, args):
                 assert 0 < la["occupancy"]["occupancy"] <= 1
         if len(c["launches"]) > 1:
             assert all(lr["timing"]["n"] >= 1 for lr in c["launches"])
+
+
+def test_cli_run_backend_pycuda_emulated(tmp_path):
+    """The PyCUDA backend through the same emulation (tests/fake_cupy/pycuda)."""
+    cases = run_cli(tmp_path, ["--kernel", "l2norm", "--dtype", "bf16", "--size", "2051"],
+                    backend="pycuda")
+    assert {c["variant"] for c in cases} == {"naive", "fused"}
+    for c in cases:
+        assert c["status"] == "ok" and c["valid"], c["error"]
+        assert c["backend"] == "pycuda" and c["extra"]["compiler"].startswith("nvcc")
+
+
+def test_pycuda_library_gemm_is_unsupported(tmp_path):
+    (c,) = run_cli(tmp_path, ["--kernel", "gemm", "--variant", "library", "--dtype", "fp32",
+                              "--size", "32x32x32"], backend="pycuda")
+    assert c["status"] == "unsupported" and "cuBLAS" in c["error"]
