@@ -130,8 +130,12 @@ class CupyPrepared(Prepared):
                 "launches": self.facts}
 
     def close(self) -> None:
+        import cupy
+
         self.backend.stream.synchronize()
         self.arrays.clear()
+        # Give the pool's blocks back, so that memGetInfo (the next case's budget) sees them.
+        cupy.get_default_memory_pool().free_all_blocks()
 
 
 class CupyBackend(Backend):
