@@ -30,9 +30,17 @@ export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
 trap 'rm -rf "$SHIM"' EXIT
 
 # step NAME SECONDS CMD...: run with a time limit, log to $OUT_DIR/NAME.log, never abort.
+# The limits add up to 7m45s; a step that would start past TOTAL_S is skipped.
+TOTAL_S=${GPU_CHECK_TOTAL_S:-470}
 step() {
   local name=$1 limit=$2
   shift 2
+  local left=$(( TOTAL_S - ($(date +%s) - T0) ))
+  if [ "$left" -le 10 ]; then
+    printf '%-16s %-18s\n' "$name" "SKIPPED (time)" | tee -a "$SUMMARY"
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
   local t=$(date +%s)
   echo "== $name (limit ${limit}s): $*" | tee -a "$OUT_DIR/gpu_check.log"
   timeout --kill-after=10 "$limit" "$@" >"$OUT_DIR/$name.log" 2>&1
@@ -49,16 +57,17 @@ step() {
 
 cli() { "$PY" -m roofbench.bench.cli "$@"; }
 
-step facts 30 bash -c "nvidia-smi; $PY --version; $PY -c 'import roofbench, sys; \
+step facts 15 bash -c "nvidia-smi; $PY --version; $PY -c 'import roofbench, sys; \
 print(roofbench.__file__)'; $PY -m pip list 2>/dev/null | grep -i -E \
 'cupy|numba|nvidia|pycuda|torch|pandas|matplotlib|pytest|ml.dtypes'"
 
-step gpu-tests 170 "$PY" -m pytest -m gpu -q -p no:cacheprovider --maxfail=20 \
+step gpu-tests 120 "$PY" -m pytest -m gpu -q -p no:cacheprovider --maxfail=20 \
   -o addopts="--import-mode=importlib" tests/ --junitxml="$OUT_DIR/gpu-tests.xml"
 
 ROOFS="$OUT_DIR/roofs.json"
 if cli calibrate --help >/dev/null 2>&1; then
-  step calibrate 100 "$PY" -m roofbench.bench.cli calibrate --quick --recalibrate \
+  # Full probes (the issue's target is under 60 s on an H100/H200-class GPU).
+  step calibrate 90 "$PY" -m roofbench.bench.cli calibrate --recalibrate --no-plot \
     --out "$ROOFS"
 else
   echo "calibrate: no such command (GPU probes not installed)" | tee -a "$SUMMARY"
@@ -66,14 +75,14 @@ fi
 ROOFS_ARG=()
 [ -s "$ROOFS" ] && ROOFS_ARG=(--roofs "$ROOFS")
 
-step bench-cuda 150 "$PY" -m roofbench.bench.cli run --backend cuda --quick \
+step bench-cuda 120 "$PY" -m roofbench.bench.cli run --backend cuda --quick \
   "${ROOFS_ARG[@]}" --out "$OUT_DIR/results"
-step bench-numba 60 "$PY" -m roofbench.bench.cli run --backend numba --quick \
+step bench-numba 45 "$PY" -m roofbench.bench.cli run --backend numba --quick \
   "${ROOFS_ARG[@]}" --out "$OUT_DIR/results-numba"
-step launch-overhead 50 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" \
+step launch-overhead 35 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" \
   tests/bench_launch_overhead.py --benchmark-json="$OUT_DIR/launch_overhead.json"
 if "$PY" -c "import pycuda" >/dev/null 2>&1; then
-  step bench-pycuda 60 "$PY" -m roofbench.bench.cli run --backend pycuda --quick \
+  step bench-pycuda 40 "$PY" -m roofbench.bench.cli run --backend pycuda --quick \
     --kernel l2norm --kernel vector_add "${ROOFS_ARG[@]}" --out "$OUT_DIR/results-pycuda"
 else
   echo "bench-pycuda     skipped (PyCUDA not importable)" | tee -a "$SUMMARY"
