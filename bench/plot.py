@@ -172,6 +172,9 @@ def plot_roofline(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]],
     ax.set_ylabel("performance (FLOP/s)")
     ax.set_title(title, fontsize=11)
     ax.grid(True, which="both", alpha=0.25)
+    # Marker shapes say which workload a point is; colours say its precision.
+    for wl in sorted({p.workload for p in all_points}):
+        ax.plot([], [], MARKERS.get(wl, "o"), color="white", mec="black", label=wl)
     ax.legend(fontsize=7, loc="lower right", ncol=2, framealpha=0.9)
     fig.tight_layout()
     paths = []
