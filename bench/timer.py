@@ -112,7 +112,7 @@ def sample_loop(one: Callable[[], float], cfg: TimerConfig,
     stopped = "max_samples"
     while len(samples) < cfg.max_samples:
         samples.append(float(one()))
-        if len(samples) >= cfg.min_samples:
+        if len(samples) >= max(cfg.min_samples, 2):
             mean = statistics.fmean(samples)
             cv = statistics.stdev(samples) / mean if mean > 0 else 0.0
             if cv <= cfg.target_cv:

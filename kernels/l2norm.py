@@ -20,7 +20,7 @@ from . import cuda_impl as cu
 from . import numba_cuda_twins as nb
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload, itemsize
 
-FLOP_CONVENTION = "mul and add = 1 FLOP each; sqrt not counted (special-function op)"
+FLOP_CONVENTION = "l2norm: mul and add = 1 FLOP each; sqrt not counted (special-function op)"
 
 
 @njit(parallel=True, cache=True)

@@ -123,6 +123,9 @@ class Variant:
     # What a backend cannot run and why, e.g. {"cpu": "tensor cores are GPU-only"}
     unsupported: dict[str, str] = field(default_factory=dict)
     arrow_from: str | None = None  # plot an arrow from that variant to this one (fusion)
+    # Storage dtypes whose arithmetic runs natively (packed half2/bfloat162); any other
+    # fp16/bf16/fp8 storage is computed in fp32 and held against the fp32 roof.
+    native_math: tuple[str, ...] = ("fp64", "fp32")
     # A plain-language check a backend may apply before allocating, returning a reason to refuse.
     refuse: Callable[[Size, str, str], str | None] = lambda size, dtype, backend: None
 
@@ -229,5 +232,6 @@ class Case:
         """The compute roof this case is held against."""
         if self.variant.unit == "tensor":
             return f"{self.dtype}_tc"
-        # fp8 storage variants compute in fp32 on CUDA cores; fp16/bf16 use packed x2 math.
-        return "fp32" if self.dtype == "fp8" else self.dtype
+        # Low-precision storage computed in fp32 on CUDA cores is held against the fp32 roof;
+        # only kernels doing packed half2/bfloat162 math meet the fp16/bf16 roof.
+        return self.dtype if self.dtype in self.variant.native_math else "fp32"

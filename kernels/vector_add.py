@@ -64,6 +64,7 @@ WORKLOAD = Workload(
             dtypes=("fp32", "fp16", "bf16", "fp8"),
             plan=_plan_add("add"),
             impls={"cuda": cu.VECTOR_ADD["vec4"]},
+            native_math=("fp32", "fp16", "bf16"),  # half2 / bfloat162 adds
             unsupported={"cpu": "16-byte vector packs are a GPU variant (the CPU loop is "
                                 "vectorised by the compiler)",
                          "numba_cuda": "no Numba CUDA twin of the 16-byte pack kernel"},
@@ -72,4 +73,5 @@ WORKLOAD = Workload(
     },
     default_size=_default_size,
     quick_size=(1 << 20,),
+    flop_convention="vector_add: 1 FLOP (the add) per element",
 )

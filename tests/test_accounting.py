@@ -78,6 +78,11 @@ def test_gemm_square_intensity_is_2n_over_3_itemsize():
 def test_precision_and_unit_of_cases():
     assert case("vector_add", "scalar", "fp32", (4,)).precision == "fp32"
     assert case("gemm", "naive", "fp64", (4, 4, 4)).precision == "fp64"
+    # Storage dtypes computed in fp32 meet the fp32 roof; packed half2 math meets fp16's.
+    assert case("l2norm", "fused", "fp16", (4,)).precision == "fp32"
+    assert case("vector_add", "scalar", "fp8", (4,)).precision == "fp32"
+    assert case("vector_add", "vec4", "fp16", (4,)).precision == "fp16"
+    assert case("gemm", "tensor", "bf16", (4, 4, 4)).precision == "bf16_tc"
 
 
 def test_every_variant_declares_flops_and_bytes_for_every_dtype():
