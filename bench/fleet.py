@@ -700,6 +700,8 @@ def fleet_markdown(rep: dict[str, Any]) -> str:
             ev = roof["evidence"]
             out.append(f"- roof **{roof['name']}** ({roof['level']}): {_si(roof['value'], 'B/s')}"
                        f" at {ev['best_size_bytes']} B, cv {ev.get('cv_at_best', 0):.1%}"
+                       f" ({_si(ev.get('busbw_at_largest_Bps'), 'B/s')} at the largest size,"
+                       f" {ev.get('largest_size_bytes')} B)"
                        + ("".join(f"; {f}" for f in ev.get("flags", []))))
         out.append("- busbw = algbw x 2(n-1)/n for all-reduce (nccl-tests); p2p = bytes / "
                    "(round trip / 2)")

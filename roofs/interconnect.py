@@ -144,6 +144,9 @@ class LinkMeasurement:
                 "iters": [p.iters for p in self.points],
                 "samples": len(best.samples_s),
                 "cv_at_best": best.cv,
+                # The best size may sit in a cache; the largest shows the sustained figure.
+                "largest_size_bytes": self.points[-1].bytes,
+                "busbw_at_largest_Bps": self.points[-1].busbw,
                 "flags": [f"noisy: cv {best.cv:.1%} > {NOISY_CV:.0%} at the best size"]
                 if best.cv > NOISY_CV else [],
                 **self.info,
