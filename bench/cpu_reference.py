@@ -272,7 +272,7 @@ def format_table(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m roofbench.bench.cpu_reference",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
     ap.add_argument("--reps", type=int, default=10, help="samples per side per round")
     ap.add_argument("--quick", action="store_true", help="4x LLC arrays, shorter FMA calls")
     ap.add_argument("--out", type=Path, help="also write every number to this JSON file")

@@ -25,22 +25,35 @@ numba 0.68.1, llvmlite on LLVM 22, host CPU name "znver4"):
   ``NUMBA_CPU_NAME=skylake-avx512`` (whose tuning sets prefer-256-bit) the same code comes out
   as ``%ymm``; adding ``-prefer-256-bit`` to ``NUMBA_CPU_FEATURES`` (full host feature string)
   brings zmm back. The probe reads the width it actually got from ``inspect_asm`` and records
-  it in the roof's evidence; it sizes its accumulators from that width.
+  it in the roof's evidence. When that is not the CPU's widest, it measures a few row shapes
+  briefly and keeps the fastest (evidence "shape_candidates"). Under the skylake-avx512 tuning
+  on this box that finds FP32 at peak (12 ymm accumulators, 233 GFLOP/s) but FP64 only at
+  ~43-54 GFLOP/s: a 48-element row (12 ymm) is fully unrolled before the loop vectoriser sees
+  it and comes out as xmm code, and 16/24 ymm rows run at half rate. So on Intel CPUs whose
+  LLVM tuning prefers 256-bit vectors, expect the FP64 FMA roof below the C probe's unless
+  ``NUMBA_CPU_FEATURES`` (host features plus ``,-prefer-256-bit``) is set.
 - Zen 4 runs a 512-bit FMA as two 256-bit halves on its two 256-bit FMA pipes, so zmm and ymm
-  have the same peak there (16 FP64 / 32 FP32 FLOP per cycle per core); zmm only halves the
-  instruction count.
+  have the same peak there (16 FP64 / 32 FP32 FLOP per cycle per core; FP32 with 12 ymm
+  accumulators measured the same 233 GFLOP/s as zmm); zmm only halves the instruction count.
 - The kernel shape that reaches the C intrinsics peak: a row of ``ACCUMULATORS x lanes``
   elements per thread (12 vector accumulators, > latency 4 x 2 pipes = 8 needed), ``STEPS`` = 8
-  dependent FMA sweeps over the row per outer iteration. LLVM vectorises the row loop and fully
-  unrolls the 8 x 12 vector FMAs, keeping the row in registers (one load and one store per
-  accumulator per 96 FMAs). Two traps found on the way: (1) more than ~100 vector FMAs per
-  outer iteration (e.g. 16 accumulators x 8 steps) is above LLVM's full-unroll threshold, the
-  row then goes through memory on every step and FP64 drops to ~40% of peak; (2) rows of
-  different threads sharing a cache line (false sharing) halve the rate at random depending on
-  where numpy put the buffer, so every thread's row starts on its own 4 KiB page.
-- Measured on that box (numba vs C intrinsics ``bench/c_ref/fma_peak.c``, zmm, 12 accumulators,
-  2 threads, standalone runs, best of 5): FP64 ~115 vs ~115 GFLOP/s, FP32 ~230 vs ~232 GFLOP/s.
-  ``python -m roofbench.bench.cpu_reference`` re-measures this interleaved with the C programs.
+  dependent FMA sweeps over the row per outer iteration, ``fastmath={"contract"}`` only (fuses
+  a*x+b into one FMA, no reassociation). LLVM vectorises the row loop, unrolls the 8 x 12
+  vector FMAs and hoists the row into registers for the whole call (12 loads before, 12
+  stores after; the loop body is 96 ``vfmadd213pd %zmm`` and a counter). Found by measuring,
+  cause not pinned down: 16 accumulators (row 128) gives the same register-resident loop in
+  the asm but ran at 24-45 GFLOP/s instead of ~117 (the C probe ran 8, 12 and 16 accumulators
+  at peak and dropped to ~84 at 24), so 12 it is. Every thread's row starts on its own 4 KiB
+  page so two threads never write one cache line.
+- Measured on that box, 2026-11-30 11:50-12:04 UTC, in quiet windows (other engineers share
+  the 2 cores; ``python -m roofbench.bench.cpu_reference``, 7-15 interleaved rounds, each
+  side's best sample per round, median over rounds; five runs):
+  FP64 FMA numba 114.8-116.4 vs C intrinsics 116.4-116.6 GFLOP/s (paired ratio 98.2-99.9%);
+  FP32 FMA numba 230.5-232.8 vs C 232.7-233.8 GFLOP/s (99-100%);
+  triad numba 32.0-36.9 vs C/OpenMP 32.6-45.7 GB/s (paired ratio 94.3-101.5%, median 97.7%:
+  the VM's bandwidth flips between ~33 and ~47 GB/s within seconds, for both programs).
+  BLAS (OpenBLAS 0.3.31 "SkylakeX" kernels, 2 threads), n=2048: dgemm ~103, sgemm ~199
+  GFLOP/s (89% / 86% of the FMA peak).
 """
 
 from __future__ import annotations
@@ -354,21 +367,42 @@ class FmaProbe:
         self.precision = precision
         self.dtype = np.dtype(np.float64 if precision == "fp64" else np.float32)
         self.threads = _threads()
-        lanes = _vector_lanes_guess(self.dtype.itemsize)
-        for _ in range(2):  # once more if LLVM picked another width than the CPU's widest
-            self.row = ACCUMULATORS * lanes
-            self.kernel = _fma_kernel(self.row, STEPS)
-            a, b = FMA_CONSTANTS[precision]
-            self.a, self.b = self.dtype.type(a), self.dtype.type(b)
-            self.x = _aligned_rows(self.threads, self.row, self.dtype, np.random.default_rng())
-            self.kernel(self.x, self.a, self.b, 1)
-            self.asm = fma_asm_facts(self.kernel.inspect_asm(self.kernel.signatures[-1]))
-            bits = self.asm["vector_bits"]
-            if bits is None or bits // (8 * self.dtype.itemsize) == lanes:
-                break
-            lanes = bits // (8 * self.dtype.itemsize)
-        self.lanes = lanes
+        a, b = FMA_CONSTANTS[precision]
+        self.a, self.b = self.dtype.type(a), self.dtype.type(b)
+        item_bits = 8 * self.dtype.itemsize
+        host_lanes = _vector_lanes_guess(self.dtype.itemsize)
+        self._use(ACCUMULATORS * host_lanes)
+        self.candidates: list[dict[str, Any]] = []
+        got = self.asm["vector_bits"]
+        if got != host_lanes * item_bits:
+            # LLVM picked another width than the CPU's widest (e.g. a prefer-256-bit tuning):
+            # the row shape that keeps everything in registers is then a guess, so measure a
+            # few shapes briefly and keep the fastest. Each is a real FMA count.
+            rows = [ACCUMULATORS * host_lanes]
+            if got:
+                rows += [ACCUMULATORS * got // item_bits, 16 * got // item_bits]
+            for row in dict.fromkeys(rows):
+                self._use(row)
+                self.iters = self._calibrate(0.01)
+                rate = max(self.flops / self._time_one() for _ in range(3))
+                self.candidates.append({"row": row, "asm": self.asm, "flop_per_s": rate})
+            self._use(max(self.candidates, key=lambda c: c["flop_per_s"])["row"])
+        self.lanes = (self.asm["vector_bits"] or item_bits) // item_bits
+        self.accumulators = max(1, self.row // self.lanes)  # vector chains per thread
         self.iters = self._calibrate(target_s)
+
+    def _use(self, row: int) -> None:
+        """Compile (cached) the kernel for ``row`` elements per thread and read its asm."""
+        self.row = row
+        self.kernel = _fma_kernel(row, STEPS)
+        self.x = _aligned_rows(self.threads, row, self.dtype, np.random.default_rng())
+        self.kernel(self.x, self.a, self.b, 1)
+        self.asm = fma_asm_facts(self.kernel.inspect_asm(self.kernel.signatures[-1]))
+
+    def _time_one(self) -> float:
+        t0 = time.perf_counter()
+        self()
+        return time.perf_counter() - t0
 
     def _calibrate(self, target_s: float) -> int:
         # Grow the work until the best of 3 calls lasts target_s. Not extrapolated from a
@@ -404,7 +438,8 @@ class FmaProbe:
             "probe": "fma-peak", "implementation": "numba njit(parallel=True, "
             "fastmath={'contract'}), prange over threads", "dtype": self.precision,
             "threads": self.threads, "vector_bits": bits, "lanes": self.lanes,
-            "accumulators": ACCUMULATORS, "independent_chains_per_thread": self.row,
+            "accumulators": self.accumulators, "independent_chains_per_thread": self.row,
+            "shape_candidates": self.candidates,
             "steps_per_iteration": STEPS, "iterations": self.iters,
             "flops_per_run": self.flops, "counting": "2 FLOPs per FMA per lane",
             "asm": self.asm, "value_from": "median time",
@@ -441,7 +476,8 @@ def blas_gemm_roof(precision: str, n: int, time_fn: TimeFn) -> Roof:
     flops = gemm_flops(n)
     blas = "dgemm" if precision == "fp64" else "sgemm"
     ev = {"probe": "blas-gemm", "implementation": f"numpy {np.__version__} matmul ({blas})",
-          "blas": _blas_name(), "dtype": precision, "n": n, "flops_per_run": flops,
+          "blas": _blas_name(), "blas_runtime": _openblas_runtime(), "dtype": precision,
+          "n": n, "flops_per_run": flops,
           "counting": "2 n^3", "relative_error": float(err), "value_from": "median time",
           "best_flop_per_s": flops / min(timing.samples), "timing": _timing_evidence(timing)}
     return Roof(name=f"{precision} BLAS {blas}", kind="compute", precision=precision,
@@ -454,6 +490,37 @@ def _blas_name() -> str:
         return str(cfg["Build Dependencies"]["blas"]["name"])
     except Exception:  # noqa: BLE001 - informational only
         return "unknown"
+
+
+def _openblas_runtime() -> dict[str, Any]:
+    """OpenBLAS's chosen kernel set ("SkylakeX", "Zen"...) and threads, when numpy bundles it.
+
+    Best effort: the library numpy loaded is opened again by path (same handle) and asked.
+    """
+    import ctypes
+    import glob
+
+    libs_dir = Path(np.__file__).resolve().parent.parent / "numpy.libs"
+    for path in sorted(glob.glob(str(libs_dir / "lib*openblas*.so*"))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        out: dict[str, Any] = {}
+        for prefix in ("scipy_openblas_", "openblas_"):
+            for suffix in ("64_", ""):
+                for key in ("config", "corename"):
+                    fn = getattr(lib, f"{prefix}get_{key}{suffix}", None)
+                    if fn is not None and key not in out:
+                        fn.restype = ctypes.c_char_p
+                        out[key] = fn().decode(errors="replace")
+                nt = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+                if nt is not None and "threads" not in out:
+                    nt.restype = ctypes.c_int
+                    out["threads"] = int(nt())
+        if out:
+            return out
+    return {}
 
 
 # --------------------------------------------------------------------------- all together

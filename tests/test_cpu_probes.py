@@ -160,7 +160,7 @@ def test_fma_kernel_computes_the_chains(dtype) -> None:
 def test_fma_probe_gives_finite_positive_flops(precision: str) -> None:
     probe = cp.FmaProbe(precision, target_s=0.002)
     assert probe.flops == cp.fma_flops(probe.threads, probe.row, cp.STEPS, probe.iters)
-    assert probe.row == cp.ACCUMULATORS * probe.lanes
+    assert probe.row == probe.accumulators * probe.lanes
     roof = probe.roof(run_three_times(probe))
     assert (roof.kind, roof.precision, roof.source) == ("compute", precision, "measured")
     assert math.isfinite(roof.value) and roof.value > 0
