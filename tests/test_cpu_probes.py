@@ -71,6 +71,13 @@ def test_stream_arrays_check_every_element(kernel: str) -> None:
     arrays.check(kernel)  # poisons the output, runs, compares every element
 
 
+def test_stream_arrays_are_aligned() -> None:
+    arr = cp.aligned_empty(1001)
+    assert arr.ctypes.data % (2 * MiB) == 0 and arr.shape == (1001,) and arr.dtype == np.float64
+    arrays = cp.StreamArrays(2048)
+    assert all(x.ctypes.data % 64 == 0 for x in (arrays.a, arrays.b, arrays.c))
+
+
 def test_stream_accounting_is_streams() -> None:
     assert cp.STREAM_BYTES_PER_ELEMENT == {"copy": 16, "scale": 16, "add": 24, "triad": 24}
     assert cp.STREAM_FLOPS_PER_ELEMENT["triad"] == 2
