@@ -88,10 +88,21 @@ def omp_env(threads: int) -> dict[str, str]:
                 OMP_PLACES="cores")
 
 
+_ALL_CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def _unpin() -> None:
+    # A child inherits the affinity of the thread that forks it; if OpenMP pinned this
+    # process's main thread to one core (OMP_PROC_BIND set for numba), the C program would
+    # otherwise get that single core for all its threads.
+    if _ALL_CPUS:
+        os.sched_setaffinity(0, _ALL_CPUS)
+
+
 def run_program(exe: Path, args: list[str], threads: int, timeout: float = 300) -> dict[str, Any]:
     """Run a reference program and parse the JSON object on its last stdout line."""
     r = subprocess.run([str(exe), *args], capture_output=True, text=True, env=omp_env(threads),
-                       timeout=timeout)
+                       timeout=timeout, preexec_fn=_unpin)
     lines = r.stdout.strip().splitlines()
     if r.returncode != 0 or not lines:
         why = (r.stderr.strip().splitlines() or lines or ["no output"])[-1]
