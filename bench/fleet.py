@@ -40,6 +40,8 @@ from typing import Any
 from roofbench.roofs import interconnect as ic
 from roofbench.roofs.model import Roof, RoofSet, device_slug
 
+from roofbench.fileio import atomic_write_bytes
+
 from .errors import UserError
 
 SCHEMA = "roofbench.fleet/1"
@@ -597,18 +599,7 @@ def _exit_code(rep: dict[str, Any]) -> int:
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write to a temporary file in the same directory, then rename over the target: a
-    reader never sees a half-written file, an interrupted run leaves the old one."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    atomic_write_bytes(path, data.encode() if isinstance(data, str) else data)
 
 
 def write_report(rep: dict[str, Any], out: Path) -> None:

@@ -25,6 +25,7 @@ import pandas as pd
 from roofbench.roofs.model import RoofSet, device_slug
 
 from roofbench import __version__
+from roofbench.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401 (re-export)
 
 from .errors import UserError
 from .runner import CaseResult
@@ -102,24 +103,6 @@ def environment(device_info: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- atomic files ---------------------------------------------------------------------------
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
 
 def check_writable(path: Path) -> None:
     """Fail early, with one line, when an output folder cannot be written."""

@@ -10,11 +10,11 @@ the way out (``--recalibrate``); it is never silently used.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from roofbench.fileio import atomic_write_text
 
 from .model import LEVELS, PRECISIONS, Roof, RoofSet, device_slug
 
@@ -68,18 +68,8 @@ def to_payload(rs: RoofSet) -> dict[str, Any]:
 def save_calibrated(rs: RoofSet, path: Path) -> Path:
     """Write atomically: a temp file in the same folder, then os.replace."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(to_payload(rs), indent=1, default=_jsonable) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, text)
     return path
 
 
