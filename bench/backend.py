@@ -160,3 +160,15 @@ def open_backend(name: str) -> Backend:
     if why is not None:
         raise BackendUnavailable(f"backend {name!r} is unavailable: {why}")
     return backend_class(name)()
+
+
+def open_for_user(name: str) -> Backend:
+    """open_backend for the CLI: an unknown or unavailable backend is a one-line UserError."""
+    from .errors import UserError
+
+    if name != "auto" and name not in REGISTRY:
+        raise UserError(f"unknown backend {name!r}; choose from: auto, {', '.join(REGISTRY)}")
+    try:
+        return open_backend(name)
+    except BackendUnavailable as e:
+        raise UserError(str(e).strip().splitlines()[0]) from None

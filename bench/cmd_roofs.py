@@ -25,18 +25,8 @@ from .calibrate import fmt_value, plot_device, print_summary, wide_console
 from .errors import UserError
 
 
-def _open(name: str) -> backends.Backend:
-    if name != "auto" and name not in backends.REGISTRY:
-        raise UserError(f"unknown backend {name!r}; choose from: auto, "
-                        f"{', '.join(backends.REGISTRY)}")
-    try:
-        return backends.open_backend(name)
-    except backends.BackendUnavailable as e:
-        raise UserError(str(e).strip().splitlines()[0]) from None
-
-
 def _measure(args: argparse.Namespace) -> int:
-    be = _open(args.backend)
+    be = backends.open_for_user(args.backend)
     err = Console(stderr=True)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=err, transient=True, disable=not sys.stderr.isatty()) as prog:

@@ -14,7 +14,6 @@ from roofbench.kernels.registry import workloads
 from roofbench.roofs.model import RoofSet
 
 from . import backend as backends
-from .errors import UserError
 from .results import (
     REPO_ROOT,
     RunResult,
@@ -37,16 +36,6 @@ console = Console(stderr=True)
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-def open_backend(name: str) -> backends.Backend:
-    if name != "auto" and name not in backends.REGISTRY:
-        raise UserError(f"unknown backend {name!r}; choose from: auto, "
-                        f"{', '.join(backends.REGISTRY)}")
-    try:
-        return backends.open_backend(name)
-    except backends.BackendUnavailable as e:
-        raise UserError(str(e)) from None
-
 
 def obtain_roofs(be: backends.Backend, roofs_file: str | None, quick: bool,
                  recalibrate: bool = False) -> RoofSet:
@@ -161,7 +150,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    be = open_backend(args.backend)
+    be = backends.open_for_user(args.backend)
     out_root = Path(args.out) if args.out else DEFAULT_RESULTS
     check_writable(out_root)
     roofs = obtain_roofs(be, args.roofs, args.quick)
