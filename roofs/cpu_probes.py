@@ -228,17 +228,19 @@ def stream_triad(a: np.ndarray, b: np.ndarray, c: np.ndarray, s: float) -> None:
         a[i] = b[i] + s * c[i]
 
 
-def aligned_empty(n: int, dtype: Any = np.float64, align: int = 2 * MiB) -> np.ndarray:
-    """An uninitialised array whose data starts on an ``align`` boundary.
-
-    numpy's large arrays start 16 bytes past a page, so every 64-byte zmm load and store
-    straddles two cache lines; the C triad's arrays are 2 MiB aligned (whole huge pages), so
-    these are too, for a like-for-like comparison.
-    """
+def aligned_empty(n: int, dtype: Any = np.float64, align: int = 2 * MiB,
+                  offset: int = 0) -> np.ndarray:
+    """An uninitialised array whose data starts ``offset`` bytes past an ``align`` boundary."""
     dt = np.dtype(dtype)
-    buf = np.empty(n * dt.itemsize + align, dtype=np.uint8)
-    off = -buf.ctypes.data % align
+    buf = np.empty(n * dt.itemsize + align + offset, dtype=np.uint8)
+    off = -buf.ctypes.data % align + offset
     return buf[off:off + n * dt.itemsize].view(dt)
+
+
+# Where a, b, c start: on cache lines (numpy's large arrays start 16 B past a page, so every
+# 64-byte zmm access would straddle two lines) but at different offsets within a 4 KiB page,
+# STREAM's OFFSET idea: a[i], b[i], c[i] never share a cache set or alias by their low 12 bits.
+STREAM_OFFSETS = (0, 1344, 2688)
 
 
 class StreamArrays:
@@ -246,7 +248,7 @@ class StreamArrays:
 
     def __init__(self, n: int) -> None:
         self.n = int(n)
-        self.a, self.b, self.c = (aligned_empty(self.n) for _ in range(3))
+        self.a, self.b, self.c = (aligned_empty(self.n, offset=o) for o in STREAM_OFFSETS)
         _stream_init(self.a, self.b, self.c)
 
     def call(self, kernel: str) -> Callable[[], None]:

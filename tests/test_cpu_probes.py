@@ -74,8 +74,11 @@ def test_stream_arrays_check_every_element(kernel: str) -> None:
 def test_stream_arrays_are_aligned() -> None:
     arr = cp.aligned_empty(1001)
     assert arr.ctypes.data % (2 * MiB) == 0 and arr.shape == (1001,) and arr.dtype == np.float64
+    assert cp.aligned_empty(10, offset=128).ctypes.data % (2 * MiB) == 128
     arrays = cp.StreamArrays(2048)
-    assert all(x.ctypes.data % 64 == 0 for x in (arrays.a, arrays.b, arrays.c))
+    starts = [x.ctypes.data for x in (arrays.a, arrays.b, arrays.c)]
+    assert all(s % 64 == 0 for s in starts)
+    assert len({s % 4096 for s in starts}) == 3  # no 4K aliasing between a[i], b[i], c[i]
 
 
 def test_stream_accounting_is_streams() -> None:
