@@ -64,11 +64,23 @@ def ridges(rs: RoofSet) -> list[tuple[str, str, float]]:
     return out
 
 
+def occupancy_text(c: CaseResult) -> str:
+    """Theoretical occupancy of each launch (GPU backends record it per launch), with the
+    registers that set it: shown beside efficiency because the two axes are independent."""
+    parts = []
+    for la in (c.extra or {}).get("launches") or []:
+        occ = (la.get("occupancy") or {}).get("occupancy")
+        if isinstance(occ, (int, float)):
+            regs = la.get("registers")
+            parts.append(f"{occ:.0%}" + (f" ({regs} regs)" if regs else ""))
+    return ", ".join(parts) if parts else "-"
+
+
 def cases_table(cases: list[CaseResult]) -> pd.DataFrame:
     rows = []
     for c in cases:
         t = c.timing or {}
-        occ = c.extra.get("occupancy") if c.extra else None
+        occ = occupancy_text(c)
         rows.append({
             "kernel": c.workload, "variant": c.variant, "dtype": c.dtype,
             "size": "x".join(map(str, c.size)), "AI": f"{c.ai.get('dram', 0):.3g}",
@@ -77,7 +89,7 @@ def cases_table(cases: list[CaseResult]) -> pd.DataFrame:
             "attainable": _si(c.attainable),
             "efficiency": f"{c.efficiency:.1%}" if c.efficiency else "-",
             "bound": c.bound or "-",
-            "occupancy": f"{occ:.0%}" if isinstance(occ, (int, float)) else "-",
+            "occupancy": occ,
             "status": c.status + (" (" + "; ".join(t.get("flags")) + ")"
                                   if t.get("flags") else ""),
         })
