@@ -122,6 +122,19 @@ def fusion_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
     return rows
 
 
+def fusion_bound(c: CaseResult) -> float | None:
+    """The end-to-end speedup fusion can at most give a memory-bound pipeline: its bytes over
+    the bytes of its inputs and outputs alone (what one fused launch must still move)."""
+    w = workloads().get(c.workload)
+    if w is None or c.variant not in w.variants:
+        return None
+    from roofbench.kernels.spec import Case
+
+    case = Case(w, w.variants[c.variant], c.dtype, tuple(c.size))
+    io = sum(b.nbytes for b in case.buffers().values() if b.role in ("input", "output"))
+    return c.bytes["dram"] / io if io else None
+
+
 def pipeline_rows(c: CaseResult) -> list[dict[str, Any]]:
     times = [(la.timing or {}).get("median_s") for la in c.launches]
     total = sum(t for t in times if t) or None
@@ -193,8 +206,12 @@ def render(run: RunResult) -> str:
         for c in pipes:
             e2e = c.median_s or 0
             s = sum((la.timing or {}).get("median_s") or 0 for la in c.launches)
+            bound = fusion_bound(c)
             out += [f"### {c.workload}/{c.variant} {c.dtype} {'x'.join(map(str, c.size))}", "",
-                    f"End to end {_t(e2e)}; sum of launches timed alone {_t(s)}.", "",
+                    f"End to end {_t(e2e)}; sum of launches timed alone {_t(s)}."
+                    + (f" Fused into one launch that moves only the inputs and outputs at the "
+                       f"same bandwidth, it would be at most {bound:.2f}x faster."
+                       if bound else ""), "",
                     pd.DataFrame(pipeline_rows(c)).to_markdown(index=False), ""]
 
     bad = [c for c in run.cases if c.status != "ok"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from roofbench.bench.report import fusion_rows, occupancy_text
+from roofbench.bench.report import fusion_bound, fusion_rows, occupancy_text
 from roofbench.bench.runner import CaseResult
 
 
@@ -30,3 +30,7 @@ def test_fusion_row_gives_speedup_and_bytes_ratio():
 def test_fusion_row_with_an_invalid_side_has_no_speedup():
     rows = fusion_rows([rec("naive", None, 36000, valid=False), rec("fused", 1e-3, 12000)])
     assert rows[0]["speedup"] is None and not rows[0]["valid"]
+
+
+def test_fusion_bound_is_pipeline_bytes_over_input_output_bytes():
+    assert fusion_bound(rec("naive", 3e-3, 36000)) == 3.0
