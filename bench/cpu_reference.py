@@ -173,6 +173,9 @@ def compare(rounds: int = 5, reps: int = 10, quick: bool = False,
     arrays = cp.StreamArrays(n)
     arrays.check("triad")
     triad_call = arrays.call("triad")
+    settle_s = 1.0 if quick else 3.0  # as cp.measure_stream does before timing
+    progress(f"settling the numba arrays for {settle_s:.0f} s")
+    cp.settle(arrays, settle_s)
     probes = {p: cp.FmaProbe(p, target_s=0.03 if quick else 0.05) for p in ("fp64", "fp32")}
     for p in probes.values():
         p()
@@ -229,6 +232,7 @@ def compare(rounds: int = 5, reps: int = 10, quick: bool = False,
         "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": platform.node(), "cpu": _cpu_model(), "threads": threads,
         "llc_bytes": llc, "triad_elements": n, "triad_array_bytes": 8 * n,
+        "numba_settle_s": settle_s,
         "rounds": rounds, "reps_per_round": reps,
         "estimator": "per round: each side's best sample; value: median over rounds; "
                      "ratio: median over rounds of the paired numba/C ratios",

@@ -45,15 +45,19 @@ numba 0.68.1, llvmlite on LLVM 22, host CPU name "znver4"):
   the asm but ran at 24-45 GFLOP/s instead of ~117 (the C probe ran 8, 12 and 16 accumulators
   at peak and dropped to ~84 at 24), so 12 it is. Every thread's row starts on its own 4 KiB
   page so two threads never write one cache line.
-- Measured on that box, 2026-11-30 11:50-12:04 UTC, in quiet windows (other engineers share
+- Measured on that box, 2026-11-30 11:50-12:25 UTC, in quiet windows (other engineers share
   the 2 cores; ``python -m roofbench.bench.cpu_reference``, 7-15 interleaved rounds, each
-  side's best sample per round, median over rounds; five runs):
-  FP64 FMA numba 114.8-116.4 vs C intrinsics 116.4-116.6 GFLOP/s (paired ratio 98.2-99.9%);
-  FP32 FMA numba 230.5-232.8 vs C 232.7-233.8 GFLOP/s (99-100%);
-  triad numba 32.0-36.9 vs C/OpenMP 32.6-45.7 GB/s (paired ratio 94.3-101.5%, median 97.7%:
-  the VM's bandwidth flips between ~33 and ~47 GB/s within seconds, for both programs).
-  BLAS (OpenBLAS 0.3.31 "SkylakeX" kernels, 2 threads), n=2048: dgemm ~103, sgemm ~199
-  GFLOP/s (89% / 86% of the FMA peak).
+  side's best sample per round, median over rounds; 15 runs):
+  FP64 FMA numba 113-117 vs C intrinsics 115-117 GFLOP/s (paired ratio 98-101% every run);
+  FP32 FMA numba 227-233 vs C 229-234 GFLOP/s (99-100%).
+  Triad numba 27-45 vs C/OpenMP 32-48 GB/s, paired ratio 85-102% (median of the 15 runs
+  ~94%; >= 95% in 7 of them): the VM's bandwidth flips between ~30 and ~50 GB/s states
+  that last seconds and hit the two programs unequally; in rounds where both were in the
+  fast state they were within a few % (e.g. 49.9 vs 51.5, 49.1 vs 50.8). The generated
+  loops are alike (numba: 4 x zmm mul+add per iteration; gcc: zmm fmadd), both use huge
+  pages.
+  BLAS (OpenBLAS 0.3.31 "SkylakeX" kernels, 2 threads), n=2048: dgemm ~101-104, sgemm
+  ~186-199 GFLOP/s (about 89% / 85% of the FMA peak).
 """
 
 from __future__ import annotations
@@ -274,6 +278,14 @@ class StreamArrays:
             raise RuntimeError(f"stream-{kernel}: numba result differs from numpy")
 
 
+def settle(arrays: StreamArrays, seconds: float) -> None:
+    """Run the triad untimed for ``seconds`` so first-touch and page backing settle."""
+    triad = arrays.call("triad")
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        triad()
+
+
 def stream_roof(kernel: str, arrays: StreamArrays, timing: _TimingLike,
                 llc_bytes: int | None = None) -> Roof:
     """A "dram" memory Roof from one STREAM kernel's timing (bytes/s at the median time)."""
@@ -297,15 +309,26 @@ def stream_roof(kernel: str, arrays: StreamArrays, timing: _TimingLike,
 
 
 def measure_stream(time_fn: TimeFn, n: int, kernels: tuple[str, ...] = STREAM_KERNELS,
-                   progress: Progress = None, llc_bytes: int | None = None) -> list[Roof]:
-    """STREAM copy/scale/add/triad on arrays of ``n`` FP64 elements, each validated first."""
+                   progress: Progress = None, llc_bytes: int | None = None,
+                   settle_s: float = 1.0) -> list[Roof]:
+    """STREAM copy/scale/add/triad on arrays of ``n`` FP64 elements, each validated first.
+
+    The triad runs untimed for ``settle_s`` first (``settle``), longer than a timer warm-up:
+    on the KVM dev box freshly allocated arrays were once seen streaming at ~30 GB/s for
+    ~7 s and then at ~45 (host-side page backing, by all appearances). Whether settling
+    helps there is not established (the VM's bandwidth also flips between ~30 and ~50 GB/s
+    on its own); it costs a few seconds and is recorded in the evidence.
+    """
     arrays = StreamArrays(n)
+    settle(arrays, settle_s)
     roofs = []
     for k in kernels:
         if progress:
             progress(f"cpu roofs: stream-{k} ({8 * n / MiB:.0f} MiB per array)")
         arrays.check(k)
-        roofs.append(stream_roof(k, arrays, time_fn(arrays.call(k)), llc_bytes))
+        roof = stream_roof(k, arrays, time_fn(arrays.call(k)), llc_bytes)
+        roof.evidence["settle_s"] = settle_s
+        roofs.append(roof)
     return roofs
 
 
@@ -549,7 +572,8 @@ def measure_cpu_roofs(time_fn: TimeFn, quick: bool = False,
     """
     llc = last_level_cache_bytes()
     n = stream_elements(llc, default_stream_budget(), factor=4.0 if quick else 8.0)
-    roofs = measure_stream(time_fn, n, progress=progress, llc_bytes=llc)
+    roofs = measure_stream(time_fn, n, progress=progress, llc_bytes=llc,
+                           settle_s=0.5 if quick else 3.0)
     for prec in ("fp64", "fp32"):
         if progress:
             progress(f"cpu roofs: {prec} FMA peak")
@@ -567,6 +591,6 @@ __all__ = [
     "ACCUMULATORS", "STEPS", "STREAM_BYTES_PER_ELEMENT", "STREAM_KERNELS", "FmaProbe",
     "StreamArrays", "aligned_empty", "available_memory_bytes", "blas_gemm_roof",
     "default_stream_budget", "fma_asm_facts", "fma_flops", "gemm_flops",
-    "last_level_cache_bytes", "measure_cpu_roofs", "measure_stream", "stream_add",
+    "last_level_cache_bytes", "measure_cpu_roofs", "measure_stream", "settle", "stream_add",
     "stream_copy", "stream_elements", "stream_roof", "stream_scale", "stream_triad",
 ]
