@@ -47,11 +47,11 @@ numba 0.68.1, llvmlite on LLVM 22, host CPU name "znver4"):
   page so two threads never write one cache line.
 - Measured on that box, 2026-11-30 11:50-12:25 UTC, in quiet windows (other engineers share
   the 2 cores; ``python -m roofbench.bench.cpu_reference``, 7-15 interleaved rounds, each
-  side's best sample per round, median over rounds; 15 runs):
-  FP64 FMA numba 113-117 vs C intrinsics 115-117 GFLOP/s (paired ratio 98-101% every run);
+  side's best sample per round, median over rounds; 16 runs):
+  FP64 FMA numba 108-117 vs C intrinsics 115-117 GFLOP/s (paired ratio 97.7-101%, every run);
   FP32 FMA numba 227-233 vs C 229-234 GFLOP/s (99-100%).
-  Triad numba 27-45 vs C/OpenMP 32-48 GB/s, paired ratio 85-102% (median of the 15 runs
-  ~94%; >= 95% in 7 of them): the VM's bandwidth flips between ~30 and ~50 GB/s states
+  Triad numba 27-45 vs C/OpenMP 32-48 GB/s, paired ratio 85-104% (median of the 16 runs
+  ~95%; >= 95% in 8 of them): the VM's bandwidth flips between ~30 and ~50 GB/s states
   that last seconds and hit the two programs unequally; in rounds where both were in the
   fast state they were within a few % (e.g. 49.9 vs 51.5, 49.1 vs 50.8). The generated
   loops are alike (numba: 4 x zmm mul+add per iteration; gcc: zmm fmadd), both use huge
