@@ -87,7 +87,8 @@ def cases_table(cases: list[CaseResult]) -> pd.DataFrame:
             "time": _t(c.median_s), "cv": f"{t['cv']:.1%}" if t.get("cv") is not None else "-",
             "FLOP/s": _si(c.flop_per_s), "B/s": _si(c.bytes_per_s.get("dram")),
             "attainable": _si(c.attainable),
-            "efficiency": f"{c.efficiency:.1%}" if c.efficiency else "-",
+            "efficiency": (f"{c.efficiency:.1%}" + (" (above roof)" if c.efficiency > 1 else ""))
+            if c.efficiency else "-",
             "bound": c.bound or "-",
             "occupancy": occ,
             "status": c.status + (" (" + "; ".join(t.get("flags")) + ")"
@@ -193,6 +194,12 @@ def render(run: RunResult) -> str:
     out += ["## Cases", ""]
     if ok:
         out += [cases_table(ok).to_markdown(index=False), ""]
+        above = [c.key for c in ok if c.efficiency and c.efficiency > 1]
+        if above:
+            out += [f"Above their roof: {', '.join(above)}. No point can beat a true roof: "
+                    "either the roof underestimates the device (a slow or noisy probe; see "
+                    "its samples in results.json) or the case moved fewer bytes than counted "
+                    "(a re-read served by a cache).", ""]
     else:
         out += ["No case ran to completion.", ""]
     conventions = sorted({ws[c.workload].flop_convention for c in run.cases
