@@ -40,6 +40,7 @@ class Point:
     precision: str
     workload: str
     key: str
+    efficiency: float | None = None
 
 
 def valid_points(cases: list[CaseResult], level: str = "dram") -> list[Point]:
@@ -49,7 +50,8 @@ def valid_points(cases: list[CaseResult], level: str = "dram") -> list[Point]:
             continue
         pts.append(Point(label=f"{c.workload}/{c.variant} {c.dtype}", ai=c.ai[level],
                          flops=c.flop_per_s, precision=c.precision, workload=c.workload,
-                         key=f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}"))
+                         key=f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
+                         efficiency=c.efficiency))
     return pts
 
 
@@ -148,7 +150,12 @@ def plot_roofline(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]],
     all_points = [p for pts in points_by_run for p in pts]
     precisions = {p.precision for p in all_points}
     xlim, ylim = _axes_limits(all_points, roofsets)
-    fig, ax = plt.subplots(figsize=(11, 7.5), dpi=110)
+    # Points are numbered on the plot and named in a key beside it: memory-bound cases sit
+    # close together and their full labels would overlap.
+    fig, (ax, key_ax) = plt.subplots(1, 2, figsize=(14, 7.5), dpi=110,
+                                     gridspec_kw={"width_ratios": [3.2, 1]})
+    key_ax.axis("off")
+    key_lines: list[str] = []
     ax.set_xscale("log")
     ax.set_yscale("log")
     for i, rs in enumerate(roofsets):
@@ -158,12 +165,15 @@ def plot_roofline(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]],
     for i, (cases, pts) in enumerate(zip(cases_by_run, points_by_run, strict=True)):
         by_key = {p.key: p for p in pts}
         for p in pts:
+            num = len(key_lines) + 1
             ax.plot(p.ai, p.flops, MARKERS.get(p.workload, "o"),
                     color=PREC_COLORS.get(p.precision, "gray"), ms=8, mec="black", mew=0.6,
                     alpha=1.0 if i == 0 else 0.6)
-            ax.annotate(f"{tags[i]}{p.label}" if len(cases_by_run) > 1 else p.label,
-                        (p.ai, p.flops), textcoords="offset points", xytext=(6, 4),
-                        fontsize=7)
+            ax.annotate(str(num), (p.ai, p.flops), textcoords="offset points",
+                        xytext=(5, 3 if num % 2 else -9), fontsize=7)
+            tag = tags[i] if len(cases_by_run) > 1 else ""
+            eff = f"  {p.efficiency:.0%}" if p.efficiency else ""
+            key_lines.append(f"{num:>2}  {tag}{p.label}{eff}")
         _draw_fusion_arrows(ax, cases, by_key)
         _draw_precision_ladders(ax, pts)
     ax.set_xlim(*xlim)
@@ -176,6 +186,9 @@ def plot_roofline(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]],
     for wl in sorted({p.workload for p in all_points}):
         ax.plot([], [], MARKERS.get(wl, "o"), color="white", mec="black", label=wl)
     ax.legend(fontsize=7, loc="lower right", ncol=2, framealpha=0.9)
+    key_ax.text(0.0, 1.0, "valid points (efficiency vs roof)\n" + "\n".join(key_lines),
+                va="top", ha="left", family="monospace", fontsize=7,
+                transform=key_ax.transAxes)
     fig.tight_layout()
     paths = []
     for ext in ("png", "svg"):
