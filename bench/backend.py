@@ -59,6 +59,26 @@ class Prepared(ABC):
         """Free device memory."""
 
 
+class LaunchListPrepared(Prepared):
+    """A prepared case whose pipeline is a list of ready-to-call launches (``self._calls``,
+    filled by the backend in launch order): run() calls them all, launch_fns() gives them."""
+
+    _calls: list[Callable[[], None]]
+
+    def run(self) -> None:
+        for call in self._calls:
+            call()
+
+    def launch_fns(self) -> list[Callable[[], None]]:
+        return list(self._calls)
+
+
+def first_line(e: BaseException) -> str:
+    """'Type: first line of the message', for one-line reasons."""
+    s = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {s[0]}" if s else type(e).__name__
+
+
 class Backend(ABC):
     name: str = ""
     family: str = ""  # which entry of Variant.impls this backend runs

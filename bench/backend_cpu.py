@@ -17,7 +17,7 @@ import numpy as np
 from roofbench.kernels.spec import Case, np_dtype
 from roofbench.roofs.model import RoofSet
 
-from .backend import Backend, Prepared
+from .backend import Backend, LaunchListPrepared
 from .timer import TimerConfig, Timing, host_timer
 
 GiB = 1 << 30
@@ -64,7 +64,7 @@ def mem_available() -> int:
     return 4 * GiB
 
 
-class CpuPrepared(Prepared):
+class CpuPrepared(LaunchListPrepared):
     def __init__(self, case: Case, inputs: dict[str, np.ndarray]) -> None:
         self.case = case
         self.arrays: dict[str, np.ndarray] = {}
@@ -79,13 +79,6 @@ class CpuPrepared(Prepared):
             fn = table[launch.kernel]
             args = tuple(self.arrays[a] if isinstance(a, str) else a for a in launch.args)
             self._calls.append(lambda fn=fn, args=args: fn(*args))
-
-    def run(self) -> None:
-        for call in self._calls:
-            call()
-
-    def launch_fns(self) -> list[Callable[[], None]]:
-        return list(self._calls)
 
     def poison(self) -> None:
         for name, buf in self.case.buffers().items():
@@ -140,7 +133,7 @@ class CpuBackend(Backend):
     def dtypes(self) -> tuple[str, ...]:
         return ("fp64", "fp32")  # numba has no CPU fp16/bf16/fp8 arithmetic
 
-    def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> Prepared:
+    def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> LaunchListPrepared:
         return CpuPrepared(case, inputs)
 
     def _flush_cache(self) -> None:

@@ -24,15 +24,10 @@ from roofbench.kernels.cuda_impl import (
 from roofbench.kernels.spec import Case
 from roofbench.roofs.model import RoofSet
 
-from .backend import Backend, BackendUnavailable, CaseUnsupported, Prepared
+from .backend import Backend, BackendUnavailable, CaseUnsupported, Prepared, first_line
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import POISON, STORAGE, from_storage, launch_facts, plan_launches, to_storage
 from .timer import TimerConfig, Timing
-
-
-def _first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {s[0]}" if s else type(e).__name__
 
 
 @cache
@@ -40,11 +35,11 @@ def _cupy_reason() -> str | None:
     try:
         import cupy
     except Exception as e:
-        return f"CuPy is not importable ({_first_line(e)}); install roofbench[cuda13] or [cuda12]"
+        return f"CuPy is not importable ({first_line(e)}); install roofbench[cuda13] or [cuda12]"
     try:
         n = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:
-        return f"no CUDA device ({_first_line(e)})"
+        return f"no CUDA device ({first_line(e)})"
     return None if n > 0 else "no CUDA device (CUDA reports 0 devices)"
 
 

@@ -21,7 +21,13 @@ from roofbench.kernels.numba_cuda_twins import DTYPES, NumbaTwin, build
 from roofbench.kernels.spec import Case, np_dtype
 from roofbench.roofs.model import RoofSet
 
-from .backend import Backend, BackendUnavailable, CaseUnsupported, Prepared
+from .backend import (
+    Backend,
+    BackendUnavailable,
+    CaseUnsupported,
+    LaunchListPrepared,
+    first_line,
+)
 from .cuda_timer import EventOps, cuda_time
 from .timer import TimerConfig, Timing, host_timer
 
@@ -31,11 +37,6 @@ SIM_MAX_BLOCKS = 2  # simulator grid-stride grids: each simulated thread is a Py
 
 def _sim_enabled_env() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
-
-
-def _first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {s[0]}" if s else type(e).__name__
 
 
 def enable_simulator() -> None:
@@ -72,7 +73,7 @@ def roofs_through_cupy(quick: bool, progress: Callable[[str], None] | None) -> R
         be.close()
 
 
-class NumbaPrepared(Prepared):
+class NumbaPrepared(LaunchListPrepared):
     def __init__(self, backend: _NumbaBase, case: Case, inputs: dict[str, np.ndarray]) -> None:
         from numba import cuda
 
@@ -103,13 +104,6 @@ class NumbaPrepared(Prepared):
             self._calls.append(lambda launch=launch, args=args: launch(*args))
             self.facts.append({"kernel": la.kernel, "function": twin.name, "grid": list(grid),
                                "block": list(block)})
-
-    def run(self) -> None:
-        for call in self._calls:
-            call()
-
-    def launch_fns(self) -> list[Callable[[], None]]:
-        return list(self._calls)
 
     def poison(self) -> None:
         for name, buf in self.bufs.items():
@@ -146,7 +140,7 @@ class _NumbaBase(Backend):
     def dtypes(self) -> tuple[str, ...]:
         return DTYPES
 
-    def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> Prepared:
+    def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> LaunchListPrepared:
         return NumbaPrepared(self, case, inputs)
 
 
@@ -160,12 +154,12 @@ class NumbaCudaBackend(_NumbaBase):
         try:
             from numba import cuda
         except Exception as e:
-            return f"numba-cuda is not importable ({_first_line(e)})"
+            return f"numba-cuda is not importable ({first_line(e)})"
         try:
             if not cuda.is_available():
                 return "no CUDA device (numba.cuda.is_available() is False)"
         except Exception as e:
-            return f"no CUDA device ({_first_line(e)})"
+            return f"no CUDA device ({first_line(e)})"
         return None
 
     def __init__(self) -> None:

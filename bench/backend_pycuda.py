@@ -25,15 +25,16 @@ from roofbench.kernels.cuda_impl import (
 from roofbench.kernels.spec import Case
 from roofbench.roofs.model import RoofSet
 
-from .backend import Backend, BackendUnavailable, CaseUnsupported, Prepared
+from .backend import (
+    Backend,
+    BackendUnavailable,
+    CaseUnsupported,
+    LaunchListPrepared,
+    first_line,
+)
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import POISON, STORAGE, from_storage, launch_facts, plan_launches, to_storage
 from .timer import TimerConfig, Timing
-
-
-def _first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {s[0]}" if s else type(e).__name__
 
 
 @cache
@@ -41,12 +42,12 @@ def _pycuda_reason() -> str | None:
     try:
         import pycuda.driver as drv
     except Exception as e:
-        return f"PyCUDA is not importable ({_first_line(e)}); pip install roofbench[pycuda]"
+        return f"PyCUDA is not importable ({first_line(e)}); pip install roofbench[pycuda]"
     try:
         drv.init()
         n = drv.Device.count()
     except Exception as e:
-        return f"no CUDA device ({_first_line(e)})"
+        return f"no CUDA device ({first_line(e)})"
     if n < 1:
         return "no CUDA device (CUDA reports 0 devices)"
     if _nvcc() is None:
@@ -68,7 +69,7 @@ def _nvcc() -> str | None:
         return None
 
 
-class PycudaPrepared(Prepared):
+class PycudaPrepared(LaunchListPrepared):
     def __init__(self, backend: PycudaBackend, case: Case, inputs: dict[str, np.ndarray]) -> None:
         import pycuda.gpuarray as gpuarray
 
@@ -95,13 +96,6 @@ class PycudaPrepared(Prepared):
                 *args, grid=pl.grid, block=pl.block, shared=pl.smem, stream=stream))
             self.facts.append(launch_facts(pl, fn.num_regs, fn.shared_size_bytes,
                                            fn.local_size_bytes, backend.props.cc))
-
-    def run(self) -> None:
-        for call in self._calls:
-            call()
-
-    def launch_fns(self) -> list[Callable[[], None]]:
-        return list(self._calls)
 
     def poison(self) -> None:
         for name, buf in self.bufs.items():
@@ -205,7 +199,7 @@ class PycudaBackend(Backend):
                 return "PyCUDA has no cuBLAS binding: the library baseline runs on --backend cuda"
         return why
 
-    def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> Prepared:
+    def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> LaunchListPrepared:
         return PycudaPrepared(self, case, inputs)
 
     def _flush_l2(self) -> None:
