@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from roofbench.kernels.spec import Case, np_dtype
+from roofbench.roofs.cpu_probes import available_memory_bytes, last_level_cache_bytes
 from roofbench.roofs.model import RoofSet
 
 from .backend import Backend, LaunchListPrepared
@@ -52,16 +53,6 @@ def cache_sizes() -> dict[str, int]:
         num = int(size[:-1]) if size[-1] in "KMG" else int(size)
         out[f"L{level}" + ("d" if ctype == "Data" else "")] = num * mult
     return out
-
-
-def mem_available() -> int:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 4 * GiB
 
 
 class CpuPrepared(LaunchListPrepared):
@@ -115,20 +106,17 @@ class CpuBackend(Backend):
             "numba_threads": numba.config.NUMBA_NUM_THREADS,
             "caches": cache_sizes(),
             "mem_total": _mem_total(),
-            "mem_available": mem_available(),
+            "mem_available": available_memory_bytes(),
         }
 
     def memory_budget(self) -> int:
         # A third of what is free, at most 2 GiB per case: make bench stays well under 8 GB
         # on a 24 GB machine (the float64 reference and the inputs sit beside the buffers).
-        return int(min(mem_available() // 3, 2 * GiB))
+        return int(min(available_memory_bytes() // 3, 2 * GiB))
 
     def last_level_cache(self) -> int:
-        sizes = cache_sizes()
-        for level in ("L3", "L2", "L1d"):
-            if level in sizes:
-                return sizes[level]
-        return 32 << 20
+        # The total over all instances (every CCD's L3): an array must outgrow them all.
+        return last_level_cache_bytes()
 
     def dtypes(self) -> tuple[str, ...]:
         return ("fp64", "fp32")  # numba has no CPU fp16/bf16/fp8 arithmetic

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numba
+from roofbench.bench.backend_cpu import cpu_model
 from roofbench.roofs import cpu_probes as cp
 
 from .timer import TimerConfig, host_timer
@@ -230,7 +231,7 @@ def compare(rounds: int = 5, reps: int = 10, quick: bool = False,
     return {
         "schema": "roofbench.cpu_reference/1",
         "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "host": platform.node(), "cpu": _cpu_model(), "threads": threads,
+        "host": platform.node(), "cpu": cpu_model(), "threads": threads,
         "llc_bytes": llc, "triad_elements": n, "triad_array_bytes": 8 * n,
         "numba_settle_s": settle_s,
         "rounds": rounds, "reps_per_round": reps,
@@ -255,16 +256,6 @@ def _layer() -> str | None:
         return numba.threading_layer()
     except ValueError:
         return None
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def format_table(result: dict[str, Any]) -> str:
