@@ -61,7 +61,7 @@ step facts 15 bash -c "nvidia-smi; $PY --version; $PY -c 'import roofbench, sys;
 print(roofbench.__file__)'; $PY -m pip list 2>/dev/null | grep -i -E \
 'cupy|numba|nvidia|pycuda|torch|pandas|matplotlib|pytest|ml.dtypes'"
 
-step gpu-tests 120 "$PY" -m pytest -m gpu -q -p no:cacheprovider --maxfail=20 \
+step gpu-tests 100 "$PY" -m pytest -m gpu -q -p no:cacheprovider --maxfail=20 \
   -o addopts="--import-mode=importlib" tests/ --junitxml="$OUT_DIR/gpu-tests.xml"
 
 ROOFS="$OUT_DIR/roofs.json"
@@ -75,9 +75,15 @@ fi
 ROOFS_ARG=()
 [ -s "$ROOFS" ] && ROOFS_ARG=(--roofs "$ROOFS")
 
-step bench-cuda 120 "$PY" -m roofbench.bench.cli run --backend cuda --quick \
+step bench-cuda 100 "$PY" -m roofbench.bench.cli run --backend cuda --quick \
   "${ROOFS_ARG[@]}" --out "$OUT_DIR/results"
-step bench-numba 45 "$PY" -m roofbench.bench.cli run --backend numba --quick \
+# The issue's targets need default (device-filling) sizes: memory kernels at 8x L2 in fp32,
+# and the GEMMs at 4096^3 in fp32 and fp16 (regblock vs cuBLAS SGEMM, tensor vs HGEMM).
+step targets-mem 45 "$PY" -m roofbench.bench.cli run --backend cuda --kernel vector_add \
+  --kernel l2norm --kernel rownorm --dtype fp32 "${ROOFS_ARG[@]}" --out "$OUT_DIR/results-targets"
+step targets-gemm 45 "$PY" -m roofbench.bench.cli run --backend cuda --kernel gemm \
+  --dtype fp32 --dtype fp16 "${ROOFS_ARG[@]}" --out "$OUT_DIR/results-targets"
+step bench-numba 40 "$PY" -m roofbench.bench.cli run --backend numba --quick \
   "${ROOFS_ARG[@]}" --out "$OUT_DIR/results-numba"
 step launch-overhead 35 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" \
   tests/bench_launch_overhead.py --benchmark-json="$OUT_DIR/launch_overhead.json"
@@ -91,5 +97,14 @@ fi
 echo
 echo "gpu-check finished in $(( $(date +%s) - T0 ))s; everything is under $OUT_DIR"
 cat "$SUMMARY"
+# One archive of everything, for transports that bring back only a few files (the device
+# tool returns 8). GPU_CHECK_PACK_ONLY=1 leaves just the archive and summary.txt.
+PACK=$(mktemp)
+tar czf "$PACK" -C "$OUT_DIR" --exclude=gpu-check.tar.gz . && chmod 644 "$PACK" &&
+  mv "$PACK" "$OUT_DIR/gpu-check.tar.gz"
+if [ "${GPU_CHECK_PACK_ONLY:-0}" = 1 ] && [ -s "$OUT_DIR/gpu-check.tar.gz" ]; then
+  find "$OUT_DIR" -mindepth 1 -maxdepth 1 ! -name gpu-check.tar.gz ! -name summary.txt \
+    -exec rm -rf {} +
+fi
 # Exit non-zero when any step failed, after every step ran.
 ! grep -q -E 'FAILED|TIMEOUT' "$SUMMARY"
