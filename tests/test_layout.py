@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +55,16 @@ def test_code_folders_install_under_one_name():
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_offline_setup_installs_nothing_and_names_the_interpreter():
+    """ROOFBENCH_NO_INSTALL=1: make bench on an offline GPU box uses the interpreter as is."""
+    env = {**os.environ, "ROOFBENCH_NO_INSTALL": "1", "PYTHON": sys.executable,
+           "VENV": "/nonexistent-venv"}
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "setup_env.sh")], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == shutil.which(sys.executable) or \
+        Path(out.stdout.strip()).resolve() == Path(sys.executable).resolve()
+    assert "no install" in out.stderr
+    assert not Path("/nonexistent-venv").exists()
