@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from roofbench.kernels.registry import workloads
@@ -118,7 +119,7 @@ def summary_table(run: RunResult) -> Table:
                   f"{c.flop_per_s / 1e9:.3g}" if c.flop_per_s else "-",
                   f"{c.bytes_per_s.get('dram', 0) / 1e9:.3g}" if c.median_s else "-",
                   f"{c.efficiency:.0%}" if c.efficiency else "-", c.bound or "-",
-                  c.status if c.status == "ok" else f"{c.status}: {c.error}")
+                  c.status if c.status == "ok" else escape(f"{c.status}: {c.error}"))
     for r in fusion_rows(run.cases):
         if r["valid"]:
             t.caption = (t.caption + "\n" if t.caption else "") + (
@@ -140,12 +141,13 @@ def cmd_list(args: argparse.Namespace) -> int:
             n_launch = len(v.plan(case_size, v.dtypes[0]))
             t.add_row(w.name, v.name, ",".join(v.dtypes), ",".join(v.backends()),
                       str(n_launch), v.description)
-    Console().print(t)
-    avail = []
+    console = Console(width=max(Console().width, 140))
+    console.print(t)
+    console.print("backends:")
     for name in backends.REGISTRY:
         why = backends.unavailable_reason(name)
-        avail.append(f"{name}: {'available' if why is None else why}")
-    Console().print("backends: " + "; ".join(avail))
+        # markup=False: reasons name pip extras in square brackets, e.g. roofbench[cuda13]
+        console.print(f"  {name}: {'available' if why is None else why}", markup=False)
     return 0
 
 
