@@ -96,6 +96,8 @@ def test_list_names_kernels_variants_and_backends(capsys):
     assert rc == 0
     for word in ("vector_add", "l2norm", "rownorm", "gemm", "naive", "fused", "onepass", "cpu"):
         assert word in out
+    if "cuda: available" not in out:  # the reason names the pip extra, brackets intact
+        assert "roofbench[cuda13]" in out
 
 
 @pytest.mark.parametrize("args,needle", [
