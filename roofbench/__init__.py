@@ -5,4 +5,15 @@ The code lives in three folders installed under this one import name:
 ``roofbench.bench`` (how it is measured and shown).
 """
 
+from pathlib import Path as _Path
+
 __version__ = "0.1.0"
+
+# Source tree without an install (a GPU box with no network, `python -m` from a checkout):
+# kernels/, bench/ and roofs/ sit beside this folder, so the checkout root joins the package
+# path and `roofbench.bench` resolves to ./bench. An installed copy holds them inside this
+# folder (setuptools' package-dir mapping) and needs nothing.
+_root = _Path(__file__).resolve().parent.parent
+if not (_Path(__file__).resolve().parent / "kernels").is_dir() and all(
+        (_root / d / "__init__.py").is_file() for d in ("kernels", "bench", "roofs")):
+    __path__.append(str(_root))  # noqa: F821 (the package's own __path__)
