@@ -18,7 +18,7 @@ from numba import njit, prange
 
 from . import cuda_impl as cu
 from . import numba_cuda_twins as nb
-from .spec import Buf, Launch, Size, SizeContext, Variant, Workload, itemsize
+from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
 
 FLOP_CONVENTION = "l2norm: mul and add = 1 FLOP each; sqrt not counted (special-function op)"
 
@@ -82,7 +82,7 @@ def _reference(x: dict[str, np.ndarray], size: Size) -> dict[str, np.ndarray]:
 
 def _default_size(ctx: SizeContext) -> Size:
     # naive holds 6 arrays of n (a, b, t1, t2, t3, out).
-    return (ctx.array_bytes(6) // itemsize(ctx.dtype),)
+    return (ctx.elements(6),)
 
 
 CPU = {"square": _square, "add": _add, "sqrt": _sqrt, "fused": _fused}

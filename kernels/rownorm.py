@@ -140,11 +140,19 @@ def _reference(x: dict[str, np.ndarray], size: Size) -> dict[str, np.ndarray]:
     return {"y": v / np.sqrt((v * v).sum(axis=1, keepdims=True) + EPS)}
 
 
+def _row_footprint(hidden: int, dtype: str) -> int:
+    """Bytes one row costs the largest variant (naive: x, sq, y and its row sum and scale),
+    from the buffer declarations themselves, so the default size can never outgrow the budget
+    the runner checks it against."""
+    bufs = {**_inputs((1, hidden), dtype), **_outputs((1, hidden), dtype),
+            **_naive_temps((1, hidden), dtype)}
+    return sum(b.nbytes for b in bufs.values())
+
+
 def _default_size(ctx: SizeContext) -> Size:
     hidden = 4096
-    # naive holds x, sq and y: three arrays of batch x hidden.
-    batch = max(ctx.array_bytes(3) // (hidden * itemsize(ctx.dtype)), 1)
-    return (int(batch), hidden)
+    batch = ctx.count(hidden * itemsize(ctx.dtype), _row_footprint(hidden, ctx.dtype))
+    return (batch, hidden)
 
 
 CPU = {"square": _square, "rowsum": _rowsum, "rsqrt": _rsqrt, "scale": _scale}

@@ -55,9 +55,11 @@ MiB = 1 << 20
 class SizeContext:
     """What a default size is chosen from.
 
-    The stated rule for memory-bound workloads: each main array is ``mult`` x the last-level
-    cache (4x on a CPU, as STREAM asks; 8x the L2 on a GPU) and at least 64 MiB, capped by the
-    memory budget shared among the case's arrays, so that a small machine scales down.
+    The stated rule for memory-bound workloads: each main array is at least ``mult`` x the
+    last-level cache (4x on a CPU, as STREAM asks; 8x the L2 on a GPU) and at least 64 MiB,
+    capped by the memory budget shared among the case's arrays, so that a small machine scales
+    down. ``count`` is the one function that applies it; the test checks the same property in
+    whole bytes, so rule and test cannot round differently.
     """
 
     kind: str  # "cpu" or "gpu"
@@ -67,12 +69,32 @@ class SizeContext:
     quick: bool = False
     variant: str = ""
 
-    def array_bytes(self, n_arrays: int = 3) -> int:
-        mult = 8 if self.kind == "gpu" else 4
-        floor = max(mult * self.llc_bytes, 64 * MiB)
+    def target_bytes(self) -> int:
+        """Bytes one main array should reach before the budget cap."""
         if self.quick:
             return max(self.llc_bytes * 2, 4 * MiB) if self.kind == "gpu" else 8 * MiB
-        return min(floor, self.budget_bytes // max(n_arrays, 1))
+        mult = 8 if self.kind == "gpu" else 4
+        return max(mult * self.llc_bytes, 64 * MiB)
+
+    def count(self, unit_bytes: int, footprint_per_unit: int) -> int:
+        """Units (elements, rows) of a main array: the fewest whose ``unit_bytes`` each reach
+        ``target_bytes`` (rounded up: "at least 4x" holds exactly), unless the largest variant's
+        whole footprint (``footprint_per_unit`` bytes per unit, every buffer counted) would
+        outgrow the budget; then the most units that fit it. Never below one unit."""
+        if unit_bytes <= 0 or footprint_per_unit < unit_bytes:
+            raise ValueError("unit_bytes must be positive and within footprint_per_unit")
+        want = -(-self.target_bytes() // unit_bytes)
+        cap = self.budget_bytes // footprint_per_unit
+        return max(1, min(want, cap))
+
+    def elements(self, n_arrays: int = 3) -> int:
+        """Elements of each of ``n_arrays`` same-size arrays of ``dtype`` (the elementwise
+        workloads' rule)."""
+        item = itemsize(self.dtype)
+        return self.count(item, n_arrays * item)
+
+    def array_bytes(self, n_arrays: int = 3) -> int:
+        return self.elements(n_arrays) * itemsize(self.dtype)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from numba import njit, prange
 
 from . import cuda_impl as cu
 from . import numba_cuda_twins as nb
-from .spec import Buf, Launch, Size, SizeContext, Variant, Workload, itemsize
+from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
 
 
 @njit(parallel=True, cache=True)
@@ -36,7 +36,7 @@ def _reference(x: dict[str, np.ndarray], size: Size) -> dict[str, np.ndarray]:
 
 
 def _default_size(ctx: SizeContext) -> Size:
-    return (ctx.array_bytes(3) // itemsize(ctx.dtype),)
+    return (ctx.elements(3),)  # a, b, c
 
 
 WORKLOAD = Workload(

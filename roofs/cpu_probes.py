@@ -63,6 +63,7 @@ numba 0.68.1, llvmlite on LLVM 22, host CPU name "znver4"):
 from __future__ import annotations
 
 import math
+import os
 import re
 import subprocess
 import time
@@ -112,16 +113,14 @@ def _parse_size(text: str) -> int:
     return int(float(text.rstrip("KMG").strip()) * mult)
 
 
-@cache
-def last_level_cache_bytes() -> int:
-    """Total bytes of the last-level cache over all its instances (e.g. every CCD's L3).
+def llc_from_sysfs(cpu_root: Path = Path("/sys/devices/system/cpu")) -> int | None:
+    """Total last-level cache bytes from sysfs (``cpu*/cache/index*``), or None.
 
-    sysfs first (cpu*/cache/index*: highest level, data or unified; instances told apart by
-    shared_cpu_list), then ``lscpu``'s total, then 32 MiB. The total, not one instance: a
-    STREAM array must not fit in the caches of all cores together.
+    Highest level, data or unified; instances told apart by ``shared_cpu_list`` (Intel: one
+    L3 shared by every core; AMD: one L3 per CCD/CCX, each listed by the cores sharing it).
     """
     instances: dict[tuple[int, str], int] = {}
-    for idx in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cache/index[0-9]*"):
+    for idx in cpu_root.glob("cpu[0-9]*/cache/index[0-9]*"):
         try:
             if (idx / "type").read_text().strip() == "Instruction":
                 continue
@@ -130,23 +129,53 @@ def last_level_cache_bytes() -> int:
             instances[(level, shared)] = _parse_size((idx / "size").read_text())
         except (OSError, ValueError):
             continue
-    if instances:
-        top = max(level for level, _ in instances)
-        return sum(size for (level, _), size in instances.items() if level == top)
+    if not instances:
+        return None
+    top = max(level for level, _ in instances)
+    return sum(size for (level, _), size in instances.items() if level == top)
+
+
+def llc_from_lscpu(text: str) -> int | None:
+    """Total last-level cache bytes from ``lscpu`` or ``lscpu -B`` output, or None.
+
+    lscpu prints the total over all instances ("L3 cache: 256 MiB (8 instances)", or bytes
+    with -B); the highest level listed wins (a CPU without L3 reports its L2).
+    """
+    best: tuple[int, int] | None = None
+    for line in text.splitlines():
+        m = re.match(r"\s*L(\d)d? cache:\s*([\d.]+\s*[KMG]?i?B?)", line)
+        if m and not line.lstrip().startswith("L1i"):
+            level, size = int(m.group(1)), _parse_size(m.group(2))
+            if best is None or level > best[0]:
+                best = (level, size)
+    return best[1] if best else None
+
+
+@cache
+def last_level_cache_bytes() -> int:
+    """Total bytes of the last-level cache over all its instances (e.g. every CCD's L3).
+
+    sysfs first, then ``lscpu -B``, then 32 MiB. The total, not one instance: a STREAM array
+    must not fit in the caches of all cores together.
+    """
+    found = llc_from_sysfs()
+    if found:
+        return found
     try:
         out = subprocess.run(["lscpu", "-B"], capture_output=True, text=True, timeout=5).stdout
-        for line in out.splitlines():
-            m = re.match(r"L3 cache:\s*(\d+)", line)
-            if m:
-                return int(m.group(1))
+        found = llc_from_lscpu(out)
+        if found:
+            return found
     except (OSError, subprocess.SubprocessError):
         pass
     return DEFAULT_LLC
 
 
-def available_memory_bytes() -> int:
+def available_memory_bytes(meminfo: str | None = None) -> int:
+    """MemAvailable from /proc/meminfo (or the given text), else 4 GiB."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        text = Path("/proc/meminfo").read_text() if meminfo is None else meminfo
+        for line in text.splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
@@ -154,9 +183,17 @@ def available_memory_bytes() -> int:
     return 4 * GiB
 
 
-def default_stream_budget() -> int:
+def case_memory_budget(available: int) -> int:
+    """Bytes one benchmark case may allocate on a CPU: a third of what is free, at most
+    2 GiB (make bench stays well under 8 GB on a 24 GB machine: the float64 reference and the
+    inputs sit beside the case's buffers)."""
+    return int(min(max(available, 0) // 3, 2 * GiB))
+
+
+def default_stream_budget(available: int | None = None) -> int:
     """Bytes the three STREAM arrays may take: a quarter of free memory, at most 2 GiB."""
-    return int(min(available_memory_bytes() // 4, 2 * GiB))
+    avail = available_memory_bytes() if available is None else available
+    return int(min(avail // 4, 2 * GiB))
 
 
 def stream_elements(llc_bytes: int, mem_budget: int, factor: float = 4.0, arrays: int = 3,
@@ -361,15 +398,58 @@ def _fma_kernel(row: int, steps: int) -> Callable[..., None]:
     return fma_probe
 
 
-def _vector_lanes_guess(itemsize: int) -> int:
-    """Lanes of the widest vector the host CPU has (what LLVM should use)."""
+def host_cpu_features() -> str:
+    """llvmlite's feature string of the host CPU ("+avx2,+avx512f,-amx-tile,..."), or ""."""
     try:
         import llvmlite.binding as ll
 
-        feats = ll.get_host_cpu_features()
-        bits = 512 if feats.get("avx512f") else 256 if feats.get("avx2") else 128
-    except Exception:  # noqa: BLE001 - any failure: assume AVX2 and let the asm tell
-        bits = 256
+        return str(ll.get_host_cpu_features().flatten())
+    except Exception:  # noqa: BLE001 - any failure: no features known, let the asm tell
+        return ""
+
+
+def parse_features(flat: str) -> dict[str, bool]:
+    """'+avx2,-avx512f' -> {'avx2': True, 'avx512f': False}."""
+    out: dict[str, bool] = {}
+    for item in flat.split(","):
+        item = item.strip()
+        if len(item) > 1 and item[0] in "+-":
+            out[item[1:]] = item[0] == "+"
+    return out
+
+
+def widest_vector_bits(features: dict[str, bool]) -> int:
+    """Bits of the widest vector registers the CPU has: AVX-512 512, AVX/AVX2 256, else 128."""
+    if features.get("avx512f"):
+        return 512
+    if features.get("avx2") or features.get("avx"):
+        return 256
+    return 128
+
+
+def widest_vector_env(flat: str | None = None,
+                      environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment that makes a fresh numba process emit the CPU's widest vectors.
+
+    LLVM's tuning for Intel AVX-512 cores (skylake-avx512 .. emeraldrapids) sets
+    ``prefer-256-bit``: auto-vectorised loops use ymm and an FMA probe reaches half the peak.
+    Numba reads ``NUMBA_CPU_FEATURES`` once, at import, so the setting only works for a new
+    process: the host's full feature string plus ``,-prefer-256-bit``. Empty when nothing is
+    needed (no AVX-512: 256-bit is already the widest) or when the user chose
+    ``NUMBA_CPU_FEATURES``/``NUMBA_CPU_NAME`` (theirs stands).
+    """
+    env = os.environ if environ is None else environ
+    if env.get("NUMBA_CPU_FEATURES") or env.get("NUMBA_CPU_NAME"):
+        return {}
+    flat = host_cpu_features() if flat is None else flat
+    if widest_vector_bits(parse_features(flat)) < 512:
+        return {}
+    return {"NUMBA_CPU_FEATURES": flat + ",-prefer-256-bit"}
+
+
+def _vector_lanes_guess(itemsize: int) -> int:
+    """Lanes of the widest vector the host CPU has (what LLVM should use)."""
+    bits = widest_vector_bits(parse_features(host_cpu_features())) if host_cpu_features() else 256
     return bits // (8 * itemsize)
 
 
@@ -564,23 +644,59 @@ def _openblas_runtime() -> dict[str, Any]:
 # --------------------------------------------------------------------------- all together
 
 
-def measure_cpu_roofs(time_fn: TimeFn, quick: bool = False,
-                      progress: Progress = None) -> list[Roof]:
+def compute_roof_notes(roofs: list[Roof]) -> list[str]:
+    """Notes for the report when the FMA probe of a precision came out below the measured BLAS
+    GEMM of that precision. A compute roof below a GEMM that ran is impossible (GEMM is FMAs
+    plus loads): the probe missed the peak, and the higher ceiling, the BLAS one, is the roof
+    used (``RoofSet.compute`` takes the highest measured roof of a precision)."""
+    notes = []
+    for prec in ("fp64", "fp32"):
+        fma = [r for r in roofs if r.precision == prec and r.evidence.get("probe") == "fma-peak"]
+        blas = [r for r in roofs if r.precision == prec and r.evidence.get("probe") == "blas-gemm"]
+        if not fma or not blas:
+            continue
+        f, b = max(fma, key=lambda r: r.value), max(blas, key=lambda r: r.value)
+        if b.value > f.value:
+            notes.append(
+                f"{prec}: the FMA probe ({f.name}, {f.value / 1e9:.1f} GFLOP/s) measured below "
+                f"the BLAS GEMM ({b.name}, {b.value / 1e9:.1f} GFLOP/s); a compute roof cannot "
+                f"be below a GEMM that ran, so the {prec} roof used is the higher ceiling, "
+                f"{b.name}")
+    return notes
+
+
+FmaRoofFn = Callable[[str, bool], Roof]
+
+
+def fma_roof_in_process(time_fn: TimeFn) -> FmaRoofFn:
+    """The FMA probe run in this process, with whatever vector width numba was started with."""
+    def measure(precision: str, quick: bool) -> Roof:
+        probe = FmaProbe(precision, target_s=0.03 if quick else 0.05)
+        roof = probe.roof(time_fn(probe))
+        roof.evidence["process"] = "in process"
+        return roof
+    return measure
+
+
+def measure_cpu_roofs(time_fn: TimeFn, quick: bool = False, progress: Progress = None,
+                      fma_roof: FmaRoofFn | None = None) -> list[Roof]:
     """Measure this CPU's roofs: STREAM x4 (dram), FMA peak and BLAS GEMM (fp64, fp32).
 
-    ``time_fn(fn)`` times a no-argument call and returns a Timing. ``quick`` keeps arrays at
-    the 4x-LLC minimum (memory permitting), shortens FMA calls and uses n=1024 for GEMM;
-    the full run uses 8x LLC and n=2048.
+    ``time_fn(fn)`` times a no-argument call and returns a Timing. ``fma_roof(precision,
+    quick)`` measures one FMA roof (default: in this process; the CPU backend runs it in a
+    process started with the widest vectors). ``quick`` keeps arrays at the 4x-LLC minimum
+    (memory permitting), shortens FMA calls and uses n=1024 for GEMM; the full run uses 8x LLC
+    and n=2048.
     """
     llc = last_level_cache_bytes()
     n = stream_elements(llc, default_stream_budget(), factor=4.0 if quick else 8.0)
     roofs = measure_stream(time_fn, n, progress=progress, llc_bytes=llc,
                            settle_s=0.5 if quick else 3.0)
+    fma_roof = fma_roof or fma_roof_in_process(time_fn)
     for prec in ("fp64", "fp32"):
         if progress:
             progress(f"cpu roofs: {prec} FMA peak")
-        probe = FmaProbe(prec, target_s=0.03 if quick else 0.05)
-        roofs.append(probe.roof(time_fn(probe)))
+        roofs.append(fma_roof(prec, quick))
     gemm_n = 1024 if quick else 2048
     for prec in ("fp64", "fp32"):
         if progress:
@@ -592,7 +708,9 @@ def measure_cpu_roofs(time_fn: TimeFn, quick: bool = False,
 __all__ = [
     "ACCUMULATORS", "STEPS", "STREAM_BYTES_PER_ELEMENT", "STREAM_KERNELS", "FmaProbe",
     "StreamArrays", "aligned_empty", "available_memory_bytes", "blas_gemm_roof",
-    "default_stream_budget", "fma_asm_facts", "fma_flops", "gemm_flops",
-    "last_level_cache_bytes", "measure_cpu_roofs", "measure_stream", "settle", "stream_add",
+    "case_memory_budget", "compute_roof_notes", "default_stream_budget", "fma_asm_facts",
+    "fma_flops", "fma_roof_in_process", "gemm_flops", "host_cpu_features", "last_level_cache_bytes",
+    "llc_from_lscpu", "llc_from_sysfs", "parse_features", "widest_vector_bits",
+    "widest_vector_env", "measure_cpu_roofs", "measure_stream", "settle", "stream_add",
     "stream_copy", "stream_elements", "stream_roof", "stream_scale", "stream_triad",
 ]
