@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from roofbench.kernels import numba_compat  # noqa: F401  (numpy 2.5 vs numba-cuda 0.30)
 from roofbench.kernels.numba_cuda_twins import DTYPES, NumbaTwin, build
 from roofbench.kernels.spec import Case, np_dtype
 from roofbench.roofs.model import RoofSet

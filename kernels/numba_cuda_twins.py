@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from . import numba_compat  # noqa: F401  (numpy 2.5 vs numba-cuda 0.30: before any compile)
 from .spec import Size
 
 THREADS = 256

@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+from roofbench.kernels import numba_compat  # noqa: F401  (numpy 2.5 vs numba-cuda 0.30)
 
 from .gpu_probes import STREAM_RW
 

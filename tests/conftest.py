@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import roofbench.kernels.numba_compat  # noqa: F401  (numpy 2.5 vs numba-cuda 0.30)
 
 
 def _gpu_reason() -> str | None:

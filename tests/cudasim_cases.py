@@ -16,6 +16,7 @@ from numba import cuda  # noqa: E402  (module global: the simulator swaps it in 
 from roofbench.bench.backend import open_backend  # noqa: E402
 from roofbench.bench.runner import run_case  # noqa: E402
 from roofbench.bench.timer import TimerConfig  # noqa: E402
+from roofbench.kernels import numba_compat  # noqa: E402, F401  (numpy 2.5 vs numba-cuda 0.30)
 from roofbench.kernels.numba_cuda_twins import NumbaTwin, build  # noqa: E402
 from roofbench.kernels.registry import workloads  # noqa: E402
 from roofbench.kernels.spec import Case  # noqa: E402
