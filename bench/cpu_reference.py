@@ -242,6 +242,7 @@ def compare(rounds: int = 5, reps: int = 10, quick: bool = False,
                                                      "OMP_PLACES")},
         "c": c_info,
         "numba": {"version": numba.__version__, "threading_layer": _layer(),
+                  "cpu_features_env": os.environ.get("NUMBA_CPU_FEATURES"),
                   **{f"{p}_fma": {"vector_bits": pr.asm["vector_bits"], "row": pr.row,
                                   "steps": cp.STEPS, "iters": pr.iters,
                                   "flops_per_run": pr.flops, "asm": pr.asm}
@@ -307,5 +308,16 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if args.strict and not result["passed"] else 0
 
 
+def _restart_with_widest_vectors() -> None:
+    """Numba reads NUMBA_CPU_FEATURES only at import: when the CPU needs it for its widest
+    vectors (AVX-512 on Intel, see cpu_probes.widest_vector_env), start this program again
+    with it, once (the variable is then set, so the new process does not restart)."""
+    extra = cp.widest_vector_env()
+    if extra:
+        os.execve(sys.executable, [sys.executable, "-m", "roofbench.bench.cpu_reference",
+                                   *sys.argv[1:]], {**os.environ, **extra})
+
+
 if __name__ == "__main__":
+    _restart_with_widest_vectors()
     sys.exit(main())
