@@ -15,8 +15,12 @@ from typing import Any
 
 import numpy as np
 from roofbench.kernels.spec import Case, np_dtype
-from roofbench.roofs.cpu_probes import available_memory_bytes, last_level_cache_bytes
-from roofbench.roofs.model import RoofSet
+from roofbench.roofs.cpu_probes import (
+    available_memory_bytes,
+    case_memory_budget,
+    last_level_cache_bytes,
+)
+from roofbench.roofs.model import DatasheetMatch, RoofSet
 
 from .backend import Backend, LaunchListPrepared
 from .timer import TimerConfig, Timing, host_timer
@@ -110,9 +114,7 @@ class CpuBackend(Backend):
         }
 
     def memory_budget(self) -> int:
-        # A third of what is free, at most 2 GiB per case: make bench stays well under 8 GB
-        # on a 24 GB machine (the float64 reference and the inputs sit beside the buffers).
-        return int(min(available_memory_bytes() // 3, 2 * GiB))
+        return case_memory_budget(available_memory_bytes())
 
     def last_level_cache(self) -> int:
         # The total over all instances (every CCD's L3): an array must outgrow them all.
@@ -134,13 +136,32 @@ class CpuBackend(Backend):
 
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None) -> RoofSet:
-        from roofbench.roofs.cpu_probes import measure_cpu_roofs
+        from roofbench.roofs.cpu_probes import (
+            compute_roof_notes,
+            fma_roof_in_process,
+            measure_cpu_roofs,
+        )
 
-        cfg = TimerConfig.quick() if quick else TimerConfig(budget_s=1.0)
-        roofs = measure_cpu_roofs(lambda fn: host_timer(fn, cfg), quick=quick,
-                                  progress=progress)
+        from .cpu_fma_probe import isolated_fma_roof, timer_config
+
+        cfg = timer_config(quick)
+        time_fn = lambda fn: host_timer(fn, cfg)  # noqa: E731
+        notes: list[str] = []
+
+        def fma_roof(precision: str, q: bool):
+            # In a child process numba starts with the widest vectors (AVX-512 on Intel
+            # needs -prefer-256-bit); if that fails, in this process and say so.
+            try:
+                return isolated_fma_roof(precision, q)
+            except RuntimeError as e:
+                notes.append(f"{precision} FMA probe measured in the bench process, at the "
+                             f"vector width numba started with: {e}")
+                return fma_roof_in_process(time_fn)(precision, q)
+
+        roofs = measure_cpu_roofs(time_fn, quick=quick, progress=progress, fma_roof=fma_roof)
         rs = RoofSet(device=self.device_name(), roofs=list(roofs), info=self.info())
-        rs.info["datasheet"] = "unknown for CPUs: no datasheet roofs are drawn"
+        rs.datasheet = DatasheetMatch(None, "unknown for CPUs: no datasheet roofs are drawn")
+        rs.notes.extend(notes + compute_roof_notes(rs.roofs))
         return rs
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from roofbench.roofs.calibrated import (
     CalibrationError,
@@ -144,10 +145,12 @@ def print_summary(rs: RoofSet, console: Console | None = None) -> None:
         con.print(f", computed ridge {comp:.3g} FLOP/B" if comp else "")
     for k, v in (rs.info.get("probe_library_ratio") or {}).items():
         con.print(f"probe/library {k}: {v:.3f}")
-    for f in rs.info.get("failed_probes") or []:
-        con.print(f"[yellow]not measured[/yellow] {f['probe']}: {f['reason']}")
-    if rs.info.get("elapsed_s") is not None:
-        con.print(f"probes took {rs.info['elapsed_s']} s")
+    for f in rs.failed_probes:
+        con.print(f"[yellow]not measured[/yellow] {escape(f.probe)}: {escape(f.reason)}")
+    for note in rs.notes:
+        con.print(f"note: {escape(note)}")
+    if rs.elapsed_s is not None:
+        con.print(f"probes took {rs.elapsed_s:.1f} s")
 
 
 def plot_device(roofsets: list[RoofSet], out_base: Path, title: str,

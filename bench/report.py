@@ -8,6 +8,7 @@ cases with their reasons, and the environment.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -149,7 +150,8 @@ def pipeline_rows(c: CaseResult) -> list[dict[str, Any]]:
 
 
 def render(run: RunResult) -> str:
-    ws = workloads()
+    """report.md. Each section renders on its own: one that fails is named with the reason
+    and the others are still written (a report of a partial or older file is still a report)."""
     out = [f"# roofbench report: {run.device}", ""]
     out += [f"- backend: `{run.backend}`", f"- created: {run.created}",
             f"- command: `{' '.join(run.command)}`", f"- git commit: `{run.git_commit}`", ""]
@@ -157,80 +159,145 @@ def render(run: RunResult) -> str:
         out.append(f"> {note}")
     if run.notes:
         out.append("")
-    out += ["## Roofs", ""]
-    if run.roofs:
-        out.append(roofs_frame(run.roofs).to_markdown(index=False))
-        out.append("")
-        rl = ridges(run.roofs)
-        if rl:
-            out.append("Ridge points (compute / DRAM bandwidth): " + ", ".join(
-                f"{p} {x:.3g} FLOP/B ({s})" for s, p, x in rl))
-            out.append("")
-        if run.roofs.info.get("datasheet"):
-            out += [f"Datasheet: {run.roofs.info['datasheet']}", ""]
-        failed = run.roofs.info.get("failed_probes")
-        if failed:
-            out += ["Probes that failed: " + "; ".join(f"{k}: {v}" for k, v in failed.items()
-                                                      if isinstance(failed, dict)), ""]
-    else:
-        out += ["No roofs: points are shown without attainable performance.", ""]
+    for title, section in SECTIONS:
+        try:
+            out += section(run)
+        except Exception as e:  # one broken section must not cost the whole report
+            msg = str(e).splitlines()[0] if str(e) else ""
+            out += [f"## {title}", "", f"_This section could not be rendered: "
+                    f"{type(e).__name__}: {msg}_", ""]
+    return "\n".join(out)
 
+
+def _roofs_section(run: RunResult) -> list[str]:
+    out = ["## Roofs", ""]
+    rs = run.roofs
+    if rs is None:
+        return out + ["No roofs: points are shown without attainable performance.", ""]
+    out += [roofs_frame(rs).to_markdown(index=False), ""]
+    rl = ridges(rs)
+    if rl:
+        out += ["Ridge points (compute / DRAM bandwidth): " + ", ".join(
+            f"{p} {x:.3g} FLOP/B ({s})" for s, p, x in rl), ""]
+    if rs.datasheet is not None:
+        entry = f"`{rs.datasheet.entry}` " if rs.datasheet.entry else ""
+        out += [f"Datasheet: {entry}({rs.datasheet.reason})", ""]
+    if rs.failed_probes:
+        out += ["Probes that failed: " + "; ".join(f"{f.probe}: {f.reason}"
+                                                   for f in rs.failed_probes), ""]
+    out += [f"Note: {n}" for n in rs.notes] + ([""] if rs.notes else [])
+    if rs.elapsed_s is not None:
+        out += [f"The probes took {rs.elapsed_s:.1f} s.", ""]
+    return out
+
+
+def _fusion_section(run: RunResult) -> list[str]:
     fus = fusion_rows(run.cases)
-    if fus:
-        out += ["## Fusion", "",
-                "Fusing keeps intermediates out of memory: the bytes ratio is what a "
-                "memory-bound device can gain at most; the speedup is what it did.", ""]
-        df = pd.DataFrame([{
-            "workload": r["workload"], "dtype": r["dtype"], "size": r["size"],
-            "from -> to": f"{r['from']} -> {r['to']}",
-            "AI": f"{r['AI from']:.3g} -> {r['AI to']:.3g}",
-            "time": f"{_t(r['time from'])} -> {_t(r['time to'])}",
-            "speedup": f"{r['speedup']:.2f}x" if r["speedup"] else "- (not valid)",
-            "bytes ratio": f"{r['bytes ratio']:.2f}x",
-        } for r in fus])
-        out += [df.to_markdown(index=False), ""]
+    if not fus:
+        return []
+    df = pd.DataFrame([{
+        "workload": r["workload"], "dtype": r["dtype"], "size": r["size"],
+        "from -> to": f"{r['from']} -> {r['to']}",
+        "AI": f"{r['AI from']:.3g} -> {r['AI to']:.3g}",
+        "time": f"{_t(r['time from'])} -> {_t(r['time to'])}",
+        "speedup": f"{r['speedup']:.2f}x" if r["speedup"] else "- (not valid)",
+        "bytes ratio": f"{r['bytes ratio']:.2f}x",
+    } for r in fus])
+    return ["## Fusion", "",
+            "Fusing keeps intermediates out of memory: the bytes ratio is what a "
+            "memory-bound device can gain at most; the speedup is what it did.", "",
+            df.to_markdown(index=False), ""]
 
+
+def above_roof_cause(c: CaseResult, roofs: RoofSet | None) -> str:
+    """The likely reason a point sits above its roof (no point can beat a true roof)."""
+    if c.bound == "memory":
+        bound = fusion_bound(c)
+        if bound is not None and bound > 1.0001:
+            return ("counted bytes include re-reads or temporaries that a cache served "
+                    "(the model counts minimum DRAM traffic per launch)")
+        return "the bandwidth roof underestimates the device (its probe is slower than this kernel)"
+    roof = next((r for r in (roofs.roofs if roofs else []) if r.name == c.limiting_roof), None)
+    if roof is not None and not roof.precision.endswith("_tc") and c.unit == "tensor":
+        return "held against a CUDA-core roof while it runs on tensor cores"
+    if roof is not None and roof.evidence.get("ceiling") == "mma.sync":
+        return "the roof is a hand-written mma.sync probe; a library reaches more"
+    return "the compute roof underestimates the device (its probe is slower than this kernel)"
+
+
+def _cases_section(run: RunResult) -> list[str]:
+    ws = workloads()
     ok = [c for c in run.cases if c.status == "ok"]
-    out += ["## Cases", ""]
-    if ok:
-        out += [cases_table(ok).to_markdown(index=False), ""]
-        above = [c.key for c in ok if c.efficiency and c.efficiency > 1]
-        if above:
-            out += [f"Above their roof: {', '.join(above)}. No point can beat a true roof: "
-                    "either the roof underestimates the device (a slow or noisy probe; see "
-                    "its samples in results.json) or the case moved fewer bytes than counted "
-                    "(a re-read served by a cache).", ""]
-    else:
+    out = ["## Cases", ""]
+    if not ok:
         out += ["No case ran to completion.", ""]
+    else:
+        out += [cases_table(ok).to_markdown(index=False), ""]
+        above = [c for c in ok if c.efficiency and c.efficiency > 1]
+        if above:
+            out += ["Above their roof (no point can beat a true roof):", ""]
+            out += [f"- {c.key}: {c.efficiency:.0%} of {c.limiting_roof}; likely cause: "
+                    f"{above_roof_cause(c, run.roofs)}" for c in above]
+            out.append("")
     conventions = sorted({ws[c.workload].flop_convention for c in run.cases
                           if c.workload in ws and ws[c.workload].flop_convention})
     if conventions:
         out += ["FLOP conventions: " + " | ".join(conventions), ""]
+    return out
 
-    pipes = [c for c in ok if len(c.launches) > 1]
-    if pipes:
-        out += ["## Where the time goes in multi-launch pipelines", ""]
-        for c in pipes:
-            e2e = c.median_s or 0
-            s = sum((la.timing or {}).get("median_s") or 0 for la in c.launches)
-            bound = fusion_bound(c)
-            out += [f"### {c.workload}/{c.variant} {c.dtype} {'x'.join(map(str, c.size))}", "",
-                    f"End to end {_t(e2e)}; sum of launches timed alone {_t(s)}."
-                    + (f" Fused into one launch that moves only the inputs and outputs at the "
-                       f"same bandwidth, it would be at most {bound:.2f}x faster."
-                       if bound else ""), "",
-                    pd.DataFrame(pipeline_rows(c)).to_markdown(index=False), ""]
 
+def _pipelines_section(run: RunResult) -> list[str]:
+    pipes = [c for c in run.cases if c.status == "ok" and len(c.launches) > 1]
+    if not pipes:
+        return []
+    out = ["## Where the time goes in multi-launch pipelines", ""]
+    for c in pipes:
+        e2e = c.median_s or 0
+        s = sum((la.timing or {}).get("median_s") or 0 for la in c.launches)
+        bound = fusion_bound(c)
+        out += [f"### {c.workload}/{c.variant} {c.dtype} {'x'.join(map(str, c.size))}", "",
+                f"End to end {_t(e2e)}; sum of launches timed alone {_t(s)}."
+                + (f" Fused into one launch that moves only the inputs and outputs at the "
+                   f"same bandwidth, it would be at most {bound:.2f}x faster."
+                   if bound else ""), "",
+                pd.DataFrame(pipeline_rows(c)).to_markdown(index=False), ""]
+    return out
+
+
+PHASES = ("inputs", "prepare", "validate", "time", "time_launches")
+
+
+def _phases_section(run: RunResult) -> list[str]:
+    """Where the run spent its wall time: per phase in total, and the slowest cases."""
+    timed = [c for c in run.cases if c.phases]
+    if not timed:
+        return []
+    total = {p: sum(c.phases.get(p, 0.0) for c in timed) for p in PHASES}
+    grand = sum(total.values()) or 1.0
+    out = ["## Where the run spent its time", "",
+           f"{len(timed)} cases, {sum(total.values()):.1f} s in all: " + ", ".join(
+               f"{p} {v:.1f} s ({v / grand:.0%})" for p, v in total.items() if v), ""]
+    slow = sorted(timed, key=lambda c: -sum(c.phases.values()))[:5]
+    out += [pd.DataFrame([{"case": c.key, "seconds": f"{sum(c.phases.values()):.2f}",
+                           **{p: f"{c.phases.get(p, 0):.2f}" for p in PHASES}}
+                          for c in slow]).to_markdown(index=False), ""]
+    return out
+
+
+def _not_measured_section(run: RunResult) -> list[str]:
     bad = [c for c in run.cases if c.status != "ok"]
-    if bad:
-        out += ["## Not measured", "", "Cases that failed validation or could not run "
-                "(never plotted as valid points):", ""]
-        out += [pd.DataFrame([{"case": c.key, "status": c.status, "reason": c.error}
-                              for c in bad]).to_markdown(index=False), ""]
+    if not bad:
+        return []
+    return ["## Not measured", "", "Cases that failed validation or could not run "
+            "(never plotted as valid points):", "",
+            pd.DataFrame([{"case": c.key, "status": c.status, "reason": c.error}
+                          for c in bad]).to_markdown(index=False), ""]
 
+
+def _environment_section(run: RunResult) -> list[str]:
     env = run.environment or {}
-    out += ["## Environment", "", f"- host: {env.get('host')}",
-            f"- platform: {env.get('platform')}"]
+    out = ["## Environment", "", f"- host: {env.get('host')}",
+           f"- platform: {env.get('platform')}"]
     dev = env.get("device") or {}
     for k in ("name", "cores", "numba_threads", "caches", "mem_total", "compute_capability",
               "sm_count", "driver", "cuda"):
@@ -243,4 +310,15 @@ def render(run: RunResult) -> str:
     if timer:
         out.append("- timer: " + ", ".join(f"{k}={v}" for k, v in timer.items()))
     out.append("")
-    return "\n".join(out)
+    return out
+
+
+SECTIONS: list[tuple[str, Callable[[RunResult], list[str]]]] = [
+    ("Roofs", _roofs_section),
+    ("Fusion", _fusion_section),
+    ("Cases", _cases_section),
+    ("Where the time goes in multi-launch pipelines", _pipelines_section),
+    ("Where the run spent its time", _phases_section),
+    ("Not measured", _not_measured_section),
+    ("Environment", _environment_section),
+]

@@ -31,7 +31,10 @@ from .errors import UserError
 from .runner import CaseResult
 
 SCHEMA = "roofbench.results"
-SCHEMA_VERSION = 1
+# 1: first release. 2: cases carry ``phases``, runs ``interrupted``, the roof set its typed
+# fields (roofs/model.py); version 1 files are read and migrated.
+SCHEMA_VERSION = 2
+READS_VERSIONS = (1, 2)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -47,6 +50,7 @@ class RunResult:
     git_commit: str | None = None
     timer: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    interrupted: bool = False  # stopped (SIGTERM, Ctrl-C) before every case ran
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +59,7 @@ class RunResult:
             "created": self.created, "command": self.command, "git_commit": self.git_commit,
             "backend": self.backend, "device": self.device,
             "environment": self.environment, "timer": self.timer, "notes": self.notes,
+            "interrupted": self.interrupted,
             "roofs": self.roofs.to_dict() if self.roofs else None,
             "cases": [c.to_dict() for c in self.cases],
         }
@@ -66,7 +71,8 @@ class RunResult:
                    cases=[CaseResult.from_dict(c) for c in d["cases"]],
                    environment=d.get("environment") or {}, command=d.get("command") or [],
                    created=d.get("created", ""), git_commit=d.get("git_commit"),
-                   timer=d.get("timer") or {}, notes=d.get("notes") or [])
+                   timer=d.get("timer") or {}, notes=d.get("notes") or [],
+                   interrupted=bool(d.get("interrupted", False)))
 
 
 def utc_stamp() -> str:
@@ -175,13 +181,49 @@ def load_run(path: str | Path) -> RunResult:
                         f"{str(e).splitlines()[0]})") from None
     if not isinstance(d, dict) or d.get("schema") != SCHEMA:
         raise UserError(f"{p}: not a roofbench results file (schema missing or wrong)")
-    if d.get("schema_version") != SCHEMA_VERSION:
+    if d.get("schema_version") not in READS_VERSIONS:
         raise UserError(f"{p}: results schema version {d.get('schema_version')!r}, this "
-                        f"roofbench reads version {SCHEMA_VERSION}")
+                        f"roofbench reads versions {', '.join(map(str, READS_VERSIONS))}")
     try:
-        return RunResult.from_dict(d)
+        run = RunResult.from_dict(d)
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(f"{p}: malformed results file ({type(e).__name__}: {e})") from None
+    if d.get("schema_version") == 1:
+        migrate_v1_units(run)
+    return run
+
+
+def migrate_v1_units(run: RunResult) -> None:
+    """Version 1 held every case against the roof of its variant's declared unit, so a
+    library GEMM on tensor cores (cuBLAS HGEMM) met the FP32 CUDA-core roof. Re-derive the
+    unit from the workload declaration and the derived metrics (attainable, efficiency, bound)
+    under the stored roofs; measured samples and times are untouched."""
+    from roofbench.kernels.registry import workloads
+    from roofbench.kernels.spec import Case
+
+    from .runner import apply_roofs
+
+    ws = workloads()
+    kind = "cpu" if run.backend == "cpu" else "gpu"
+    fixed = []
+    for c in run.cases:
+        w = ws.get(c.workload)
+        v = w.variants.get(c.variant) if w else None
+        if v is None or c.dtype not in v.dtypes:
+            continue
+        case = Case(w, v, c.dtype, tuple(c.size))
+        precision = case.precision_on(kind)
+        if precision == c.precision:
+            continue
+        c.precision, c.unit = precision, case.unit(kind)
+        if run.roofs is not None and c.median_s:
+            c.attainable = c.efficiency = c.bound = c.limiting_roof = None
+            apply_roofs(c, run.roofs)
+        fixed.append(c.key)
+    if fixed:
+        run.notes.append(f"read from schema version 1: {', '.join(fixed)} re-held against "
+                         "the roof of the unit that runs them (derived metrics recomputed; "
+                         "measured times unchanged)")
 
 
 def load_roofs(path: str | Path) -> RoofSet:

@@ -7,8 +7,10 @@ reason and is never a valid point.
 
 from __future__ import annotations
 
+import contextlib
+import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -58,6 +60,9 @@ class CaseResult:
     limiting_roof: str | None = None
     launches: list[LaunchResult] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    # Wall seconds of each phase of this case (inputs, prepare, validate, time,
+    # time_launches): where a slow run spent its time.
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -182,8 +187,8 @@ def _record(case: Case, backend: Backend, **kw: Any) -> CaseResult:
     ai = case.intensity()
     return CaseResult(
         workload=case.workload.name, variant=case.variant.name, backend=backend.name,
-        dtype=case.dtype, size=list(case.size), precision=case.precision,
-        unit=case.variant.unit, flops=case.flops, bytes=case.bytes(), ai=ai,
+        dtype=case.dtype, size=list(case.size), precision=case.precision_on(backend.kind),
+        unit=case.unit(backend.kind), flops=case.flops, bytes=case.bytes(), ai=ai,
         valid=kw.pop("valid", False),
         launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la))
                   for la in case.launches()],
@@ -216,40 +221,88 @@ def validate(case: Case, outputs: dict[str, np.ndarray],
     return True, worst, None
 
 
-def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConfig,
-             rng: np.random.Generator, per_launch: bool = True) -> CaseResult:
-    prepared = None
-    try:
+class InputCache:
+    """The inputs and float64 reference of the last (workload, dtype, size), shared by the
+    variants that follow it. On a GPU the reference of a 4096^3 GEMM takes seconds on the host
+    and every variant validates against the same one; a CPU backend keeps nothing (its inputs
+    are its arrays, and the budget counts them once)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._key: tuple[Any, ...] | None = None
+        self._value: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None
+
+    def get(self, case: Case, rng: np.random.Generator
+            ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        key = (case.workload.name, case.dtype, case.size)
+        if self.enabled and key == self._key and self._value is not None:
+            return self._value
+        self._key, self._value = None, None  # free the previous arrays first
         inputs = case.workload.make_inputs(case.size, case.dtype, rng)
-        reference = case.workload.reference(inputs, case.size)
-        prepared = backend.prepare(case, inputs)
-        prepared.poison()
-        prepared.run()
-        ok, err, why = validate(case, prepared.outputs(), reference)
+        value = (inputs, case.workload.reference(inputs, case.size))
+        if self.enabled:
+            self._key, self._value = key, value
+        return value
+
+
+def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConfig,
+             rng: np.random.Generator, per_launch: bool = True,
+             cache: InputCache | None = None,
+             launch_cfg: TimerConfig | None = None) -> CaseResult:
+    prepared = None
+    phases: dict[str, float] = {}
+    clock = _PhaseClock(phases)
+    try:
+        with clock("inputs"):
+            inputs, reference = (cache or InputCache(False)).get(case, rng)
+        with clock("prepare"):  # compile (or cache hit), allocate, copy inputs
+            prepared = backend.prepare(case, inputs)
+        del inputs
+        with clock("validate"):
+            prepared.poison()
+            prepared.run()
+            ok, err, why = validate(case, prepared.outputs(), reference)
         del reference
         if not ok:
             return _record(case, backend, status="invalid", error=f"validation failed: {why}",
-                           rel_error=err, extra=prepared.extra())
-        timing = backend.time(prepared.run, cfg)
+                           rel_error=err, extra=prepared.extra(), phases=phases)
+        with clock("time"):
+            timing = backend.time(prepared.run, cfg)
         rec = _record(case, backend, status="ok", valid=True, rel_error=err,
-                      extra=prepared.extra())
+                      extra=prepared.extra(), phases=phases)
         _fill_metrics(rec, timing, roofs)
         fns = prepared.launch_fns()
         if per_launch and len(fns) > 1:
-            for lr, fn in zip(rec.launches, fns, strict=True):
-                lr.timing = backend.time(fn, cfg).to_dict()
+            with clock("time_launches"):
+                for lr, fn in zip(rec.launches, fns, strict=True):
+                    lr.timing = backend.time(fn, launch_cfg or cfg).to_dict()
         return rec
     except MemoryError:
-        return _record(case, backend, status="error", error="out of memory")
+        return _record(case, backend, status="error", error="out of memory", phases=phases)
     except Exception as e:  # a kernel that fails to compile or launch must not stop the run
         tb = traceback.extract_tb(e.__traceback__)
         where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
         return _record(case, backend, status="error",
                        error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                             f"{where}")
+                             f"{where}", phases=phases)
     finally:
         if prepared is not None:
             prepared.close()
+
+
+class _PhaseClock:
+    """``with clock("name"):`` adds the block's wall seconds to ``phases[name]``."""
+
+    def __init__(self, phases: dict[str, float]) -> None:
+        self.phases = phases
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - t0
 
 
 def _fill_metrics(rec: CaseResult, timing: Timing, roofs: RoofSet | None) -> None:
@@ -261,10 +314,21 @@ def _fill_metrics(rec: CaseResult, timing: Timing, roofs: RoofSet | None) -> Non
         apply_roofs(rec, roofs)
 
 
+def roof_precision(precision: str, roofs: RoofSet) -> str:
+    """The compute roof a case of ``precision`` meets on this device: a tensor precision
+    falls back to the CUDA-core roof of its dtype where the device has no such tensor roof
+    (cuBLAS DGEMM on sm_89 runs on CUDA cores)."""
+    if roofs.compute(precision) is None and precision.endswith("_tc"):
+        base = precision.removesuffix("_tc")
+        if roofs.compute(base) is not None:
+            return base
+    return precision
+
+
 def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
     """Attainable performance, efficiency and bound of a measured case under ``roofs``."""
     try:
-        b = roofs.bound(rec.ai, rec.precision)
+        b = roofs.bound(rec.ai, roof_precision(rec.precision, roofs))
     except KeyError:
         # No compute roof of this precision: fall back to the memory roof alone.
         m = roofs.memory("dram")
@@ -279,11 +343,28 @@ def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
 
 def run_cases(cases: list[Case], backend: Backend, roofs: RoofSet | None, cfg: TimerConfig,
               seed: int | None = None,
-              progress: Callable[[str], None] | None = None) -> list[CaseResult]:
+              progress: Callable[[str], None] | None = None,
+              done: Callable[[CaseResult], None] | None = None,
+              launch_cfg: TimerConfig | None = None) -> list[CaseResult]:
+    """Run every case; ``progress`` hears a case's key before it starts and ``done`` its
+    result as soon as it ends (a caller saves and prints there)."""
     rng = np.random.default_rng(seed)
+    cache = InputCache(enabled=backend.kind == "gpu")
     out = []
-    for case in cases:
+    for case in order_for_sharing(cases):
         if progress is not None:
             progress(case.key)
-        out.append(run_case(case, backend, roofs, cfg, rng))
+        rec = run_case(case, backend, roofs, cfg, rng, cache=cache, launch_cfg=launch_cfg)
+        out.append(rec)
+        if done is not None:
+            done(rec)
     return out
+
+
+def order_for_sharing(cases: list[Case]) -> list[Case]:
+    """Cases grouped by (workload, dtype, size), keeping the first-seen order of groups and
+    of variants inside a group, so variants sharing inputs run back to back."""
+    groups: dict[tuple[Any, ...], list[Case]] = {}
+    for c in cases:
+        groups.setdefault((c.workload.name, c.dtype, c.size), []).append(c)
+    return [c for g in groups.values() for c in g]

@@ -125,17 +125,34 @@ def _variant(name: str, description: str, fn, arrow_from: str | None = None) -> 
     if name in nb.GEMM:
         impls["numba_cuda"] = nb.GEMM[name]
     return Variant(name=name, description=description, dtypes=("fp32", "fp64", *gpu_dtypes),
-                   plan=_plan(name), impls=impls, arrow_from=arrow_from)
+                   plan=_plan(name), impls=impls, arrow_from=arrow_from,
+                   unit_on=_library_unit if name == "library" else None)
 
 
-def _tensor_variant() -> Variant:
-    return Variant(name="tensor", dtypes=("fp16", "bf16", "fp8"), plan=_plan("tensor"),
-                   description="tensor cores: mma.sync m16n8k16 fp16/bf16, m16n8k32 fp8 e4m3 "
-                               "(sm_89+), FP32 accumulate; 128x128 tiles, double-buffered",
-                   impls={"cuda": cu.GEMM["tensor"]}, unit="tensor",
+def _library_unit(kind: str, dtype: str) -> str:
+    """cuBLAS runs HGEMM/BF16 and, from sm_80, DGEMM on tensor cores (an H200 measured
+    63 TFLOP/s FP64 against a 33.5 CUDA-core datasheet peak), and SGEMM on CUDA cores unless
+    TF32 is enabled; a CPU BLAS runs on the SIMD lanes. A device without the tensor roof of a
+    precision falls back to its CUDA-core roof (runner.apply_roofs)."""
+    return "tensor" if kind == "gpu" and dtype in ("fp16", "bf16", "fp64") else "simt"
+
+
+def _tensor_variant(name: str = "tensor") -> Variant:
+    """`tensor`: the device's native tensor-core path (wgmma + TMA on sm_90, mma.sync on
+    sm_80/89); `tensor_mma`: the legacy mma.sync kernel on Hopper, plotted beside it."""
+    if name == "tensor":
+        description = ("tensor cores, FP32 accumulate: sm_90 wgmma m64n256 (fp16/bf16 k16, fp8 "
+                       "e4m3 k32) fed by TMA through a 3-4 stage mbarrier ring, producer + 2 "
+                       "consumer warpgroups, 128x256 tiles; sm_80/89 mma.sync m16n8k16, "
+                       "m16n8k32 e4m3 (sm_89), 128x128 tiles")
+    else:
+        description = ("legacy tensor-core path on Hopper: mma.sync m16n8k16 fp16/bf16 (fp8 is "
+                       "lowered to FP16 HMMA there), 128x128 tiles, double-buffered")
+    return Variant(name=name, dtypes=("fp16", "bf16", "fp8"), plan=_plan("tensor"),
+                   description=description, impls={"cuda": cu.GEMM[name]}, unit="tensor",
                    unsupported={"cpu": "tensor cores are GPU-only",
                                 "numba_cuda": "Numba CUDA exposes no mma instructions"},
-                   arrow_from="regblock")
+                   arrow_from="regblock" if name == "tensor" else None)
 
 
 WORKLOAD = Workload(
@@ -152,6 +169,7 @@ WORKLOAD = Workload(
         "regblock": _variant("regblock", "register blocking: each B load feeds 4 FMAs",
                              _regblock),
         "tensor": _tensor_variant(),
+        "tensor_mma": _tensor_variant("tensor_mma"),
         "library": _variant("library", "the vendor BLAS (numpy.matmul / cuBLAS)", _library),
     },
     default_size=_default_size,

@@ -142,6 +142,9 @@ class Variant:
     temps: Callable[[Size, str], dict[str, Buf]] = lambda size, dtype: {}
     impls: dict[str, Any] = field(default_factory=dict)  # backend -> {kernel: impl}
     unit: str = "simt"  # "simt" (CUDA cores / SIMD lanes) or "tensor" (matrix units)
+    # When the unit depends on where it runs (a vendor library picks its own: cuBLAS HGEMM
+    # runs on tensor cores, numpy's BLAS on SIMD lanes): (backend kind, dtype) -> unit.
+    unit_on: Callable[[str, str], str] | None = None
     # What a backend cannot run and why, e.g. {"cpu": "tensor cores are GPU-only"}
     unsupported: dict[str, str] = field(default_factory=dict)
     arrow_from: str | None = None  # plot an arrow from that variant to this one (fusion)
@@ -249,9 +252,20 @@ class Case:
         """Bytes of memory the case allocates (every buffer once)."""
         return sum(b.nbytes for b in self.buffers().values())
 
+    def unit(self, kind: str = "gpu") -> str:
+        """The unit that runs this case on a backend of ``kind`` ("cpu" or "gpu")."""
+        v = self.variant
+        return v.unit_on(kind, self.dtype) if v.unit_on is not None else v.unit
+
+    def precision_on(self, kind: str) -> str:
+        """The compute roof this case is held against on a backend of ``kind``."""
+        if self.unit(kind) == "tensor":
+            return f"{self.dtype}_tc"
+        return self.precision
+
     @property
     def precision(self) -> str:
-        """The compute roof this case is held against."""
+        """The compute roof this case is held against (declared unit)."""
         if self.variant.unit == "tensor":
             return f"{self.dtype}_tc"
         # Low-precision storage computed in fp32 on CUDA cores is held against the fp32 roof;

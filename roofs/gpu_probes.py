@@ -8,7 +8,7 @@ extraction run in the tests with a fake GPU and a fake timer. The pure functions
 (``pick_best_config``, ``roof_from_samples``, ``knee_from_curve``, ...) hold the arithmetic.
 
 A probe that fails (precision unsupported on this arch, out of memory, library missing) is
-recorded with its reason in ``RoofSet.info["failed_probes"]``; the others are still measured.
+recorded with its reason in ``RoofSet.failed_probes``; the others are still measured.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import datasheet, nvml
-from .model import Roof, RoofSet
+from .model import DatasheetMatch, ProbeFailure, Roof, RoofSet
 
 CUDA_DIR = Path(__file__).with_name("cuda")
 MiB = 1 << 20
@@ -846,10 +846,10 @@ def measure_gpu_roofs(time_fn: TimeFn, quick: bool = False,
         rs.add(r)
     m = datasheet.match(facts.get("name") or gpu.name, gpu.sm_count,
                         facts.get("memory_total_bytes"))
-    rs.info["datasheet_match"] = {"entry": m.spec.key if m.spec else None, "reason": why}
-    rs.info["failed_probes"] = run.failed
+    rs.datasheet = DatasheetMatch(entry=m.spec.key if m.spec else None, reason=why)
+    rs.failed_probes = [ProbeFailure(f["probe"], f["reason"]) for f in run.failed]
     rs.info["probes"] = run.rows
-    rs.info["elapsed_s"] = round(time.perf_counter() - t_start, 2)
+    rs.elapsed_s = time.perf_counter() - t_start
     rs.info["ceilings_note"] = ("tensor-core roofs come in two kinds: 'library' (cuBLAS through "
                                 "CuPy/PyTorch: wgmma on Hopper) and 'mma.sync' (hand-written "
                                 "legacy warp MMA); evidence.ceiling says which")

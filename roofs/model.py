@@ -84,13 +84,44 @@ class Bound:
     roof: str  # name of the limiting roof
 
 
+@dataclass(frozen=True)
+class ProbeFailure:
+    """A probe that could not measure its roof, and why (the others are still measured)."""
+
+    probe: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class DatasheetMatch:
+    """Which datasheet entry the device matched (None: no datasheet roofs), and why."""
+
+    entry: str | None
+    reason: str
+
+
+# Version of the roof-set layout below. 1: free-form ``info`` (failed probes as a list or a
+# dict, the datasheet as ``info["datasheet"]`` on CPUs or ``info["datasheet_match"]`` on GPUs);
+# 2: those facts are typed fields and ``info`` holds only raw probe evidence.
+ROOFSET_SCHEMA_VERSION = 2
+
+
 @dataclass
 class RoofSet:
-    """All roofs of one device, measured and datasheet side by side."""
+    """All roofs of one device, measured and datasheet side by side.
+
+    ``datasheet``, ``failed_probes``, ``notes`` and ``elapsed_s`` are what reports read;
+    ``info`` keeps the raw evidence of the probes (sweeps, configurations, per-probe seconds),
+    stored as measured and shown only as evidence.
+    """
 
     device: str
     roofs: list[Roof] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    datasheet: DatasheetMatch | None = None
+    failed_probes: list[ProbeFailure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # caveats a report must print
+    elapsed_s: float | None = None  # seconds the probes took
 
     def add(self, roof: Roof) -> None:
         self.roofs.append(roof)
@@ -160,12 +191,53 @@ class RoofSet:
         return self.bound({level: ai}, precision, source=source).attainable
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "info": self.info,
-                "roofs": [r.to_dict() for r in self.roofs]}
+        return {"schema_version": ROOFSET_SCHEMA_VERSION, "device": self.device,
+                "datasheet": asdict(self.datasheet) if self.datasheet else None,
+                "failed_probes": [asdict(f) for f in self.failed_probes],
+                "notes": list(self.notes), "elapsed_s": self.elapsed_s,
+                "info": self.info, "roofs": [r.to_dict() for r in self.roofs]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RoofSet:
+        """Read any stored version (files written before version 2 are migrated)."""
         if not isinstance(d, dict) or "device" not in d or not isinstance(d.get("roofs"), list):
             raise ValueError("not a roof set: needs 'device' and a 'roofs' list")
-        return cls(device=str(d["device"]), info=dict(d.get("info") or {}),
+        version = d.get("schema_version", 1)
+        if version not in (1, ROOFSET_SCHEMA_VERSION):
+            raise ValueError(f"roof set schema version {version!r}; this roofbench reads "
+                             f"1 and {ROOFSET_SCHEMA_VERSION}")
+        info = dict(d.get("info") or {})
+        if version == 1:
+            failed = _failures(info.pop("failed_probes", None))
+            ds = _datasheet_v1(info.pop("datasheet_match", None), info.pop("datasheet", None))
+            elapsed = info.pop("elapsed_s", None)
+            notes: list[str] = []
+        else:
+            failed = _failures(d.get("failed_probes"))
+            ds = DatasheetMatch(**d["datasheet"]) if d.get("datasheet") else None
+            elapsed = d.get("elapsed_s")
+            notes = [str(n) for n in d.get("notes") or []]
+        return cls(device=str(d["device"]), info=info, datasheet=ds, failed_probes=failed,
+                   notes=notes, elapsed_s=float(elapsed) if elapsed is not None else None,
                    roofs=[Roof.from_dict(r) for r in d["roofs"]])
+
+
+def _failures(raw: Any) -> list[ProbeFailure]:
+    """Failed probes as stored: a list of {probe, reason} (calibrate) or a {probe: reason}
+    dict (an older writer)."""
+    if not raw:
+        return []
+    if isinstance(raw, dict):
+        return [ProbeFailure(str(k), str(v)) for k, v in raw.items()]
+    if isinstance(raw, list):
+        return [ProbeFailure(str(f.get("probe")), str(f.get("reason"))) if isinstance(f, dict)
+                else ProbeFailure(str(f), "") for f in raw]
+    raise ValueError(f"failed_probes must be a list or a dict, not {type(raw).__name__}")
+
+
+def _datasheet_v1(match: Any, text: Any) -> DatasheetMatch | None:
+    if isinstance(match, dict):
+        return DatasheetMatch(entry=match.get("entry"), reason=str(match.get("reason") or ""))
+    if text:
+        return DatasheetMatch(entry=None, reason=str(text))
+    return None

@@ -47,7 +47,8 @@ def test_run_writes_every_file(one_run: Path):
 
 def test_results_json_holds_what_reports_need(one_run: Path):
     d = json.loads((one_run / "results.json").read_text())
-    assert d["schema"] == "roofbench.results" and d["schema_version"] == 1
+    assert d["schema"] == "roofbench.results" and d["schema_version"] == 2
+    assert d["interrupted"] is False and d["roofs"]["schema_version"] == 2
     assert d["command"][0] == "roofbench" and "environment" in d and d["roofs"]["roofs"]
     by_variant = {c["variant"]: c for c in d["cases"]}
     naive, fused = by_variant["naive"], by_variant["fused"]
@@ -58,6 +59,10 @@ def test_results_json_holds_what_reports_need(one_run: Path):
         assert len(c["timing"]["samples_s"]) == c["timing"]["n"]
         assert c["median_s"] > 0 and c["efficiency"] > 0 and c["bound"] == "memory"
     assert len(naive["launches"]) == 4 and all(la["timing"] for la in naive["launches"])
+    for c in (naive, fused):  # where the case spent its time, phase by phase
+        assert {"inputs", "prepare", "validate", "time"} <= set(c["phases"])
+        assert all(v >= 0 for v in c["phases"].values())
+    assert "time_launches" in naive["phases"] and "time_launches" not in fused["phases"]
 
 
 def test_report_states_fusion_result_and_convention(one_run: Path):

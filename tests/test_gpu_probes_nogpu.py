@@ -469,7 +469,7 @@ def test_fake_run_tensor_ceilings_kept_apart(fake_run):
     assert rs.compute("bf16_tc").value == pytest.approx(PLANT["gemm"])  # the higher ceiling
     assert ("fp8_tc", "mma.sync") not in by  # no native FP8 mma.sync on sm_90
     assert ("fp8_tc", "library") not in by
-    failed = {f["probe"]: f["reason"] for f in rs.info["failed_probes"]}
+    failed = {f.probe: f.reason for f in rs.failed_probes}
     assert "wgmma" in failed["mma_fp8_tc"]
     assert "PyTorch" in failed["gemm_fp8_tc"]
     assert set(failed) == {"mma_fp8_tc", "gemm_fp8_tc"}  # everything else was measured
@@ -491,11 +491,11 @@ def test_fake_run_ert_curves_and_knee(fake_run):
 
 def test_fake_run_datasheet_and_theoretical_beside(fake_run):
     rs, gpu = fake_run
-    assert rs.info["datasheet_match"]["entry"] == "h200-sxm"
+    assert rs.datasheet.entry == "h200-sxm"
     assert rs.memory("dram", "datasheet").value == pytest.approx(4.8e12)
     assert rs.compute("bf16_tc", "datasheet").value == pytest.approx(989e12)
     assert set(gpu.compiled) == set(SOURCES)  # each source compiled once
-    assert rs.info["elapsed_s"] >= 0
+    assert rs.elapsed_s >= 0
     rows = {(r["kind"], r["key"]): r for r in side_by_side(rs)}
     assert rows[("memory", "dram")]["measured_over_datasheet"] == pytest.approx(4.0 / 4.8)
 
@@ -519,13 +519,13 @@ def test_failing_probe_is_recorded_and_others_go_on():
     gpu.cc, gpu.sm_count = (8, 0), 108  # A100: no FP8 at all
     gpu.name = "NVIDIA A100-SXM4-80GB"
     rs = gp.measure_gpu_roofs(_fake_time_fn(gpu), quick=True, gpu=gpu)
-    failed = {f["probe"]: f["reason"] for f in rs.info["failed_probes"]}
+    failed = {f.probe: f.reason for f in rs.failed_probes}
     assert failed["smem"].startswith("MemoryError: out of memory")
     assert "sm_89" in failed["mma_fp8_tc"] and "sm_89" in failed["gemm_fp8_tc"]
     assert rs.memory("smem", "measured") is None
     assert rs.memory("dram", "measured") is not None
     assert rs.compute("fp32", "measured").evidence["lanes_per_sm"] == 64  # GA100
-    assert rs.info["datasheet_match"]["entry"] == "a100-sxm-80gb"
+    assert rs.datasheet.entry == "a100-sxm-80gb"
 
 
 # ---- calibrated files -------------------------------------------------------------------------
