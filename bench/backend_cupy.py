@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from roofbench.kernels.cuda_impl import (
     CudaLibrary,
+    CudaTmaGemm,
     DeviceProps,
     compile_options,
     cuda_include_dirs,
@@ -65,7 +66,7 @@ class CupyPrepared(Prepared):
         import cupy
 
         self.case, self.backend = case, backend
-        plans = plan_launches(case, backend.props)  # CaseUnsupported before allocating
+        plans = backend.plan(case)  # CaseUnsupported before allocating
         self.bufs = case.buffers()
         self.arrays: dict[str, Any] = {}
         with backend.stream:
@@ -82,11 +83,30 @@ class CupyPrepared(Prepared):
                 self._calls.append(self._library(pl.impl, args))
                 self.facts.append(launch_facts(pl, None, None, None, backend.props.cc))
                 continue
+            if isinstance(pl.impl, CudaTmaGemm):
+                self._calls.append(self._tma(pl))
+                continue
             fn = backend.function(pl.impl.source, pl.function)
             self._calls.append(lambda fn=fn, pl=pl, args=args: fn(pl.grid, pl.block, args,
                                                                   shared_mem=pl.smem))
             self.facts.append(launch_facts(pl, fn.num_regs, fn.shared_size_bytes,
                                            fn.local_size_bytes, backend.props.cc))
+
+    def _tma(self, pl: Any) -> Callable[[], None]:
+        """A tensor-map kernel (the sm_90a wgmma GEMM) through cuda-python: maps encoded once
+        over this case's arrays, parameters packed once, launched on the backend's stream."""
+        from .tma_launch import KernelParams, encode_tensor_map, param_bytes
+
+        fn = self.backend.tma.function(pl.impl.source, pl.function, pl.smem)
+        maps = {m.buffer: encode_tensor_map(m, self.arrays[m.buffer].data.ptr)
+                for m in pl.tensor_maps}
+        params = KernelParams(param_bytes(pl.args, lambda b: self.arrays[b].data.ptr, maps))
+        stream = self.backend.stream
+        facts = launch_facts(pl, fn.num_regs, fn.shared_size_bytes, fn.local_size_bytes,
+                             self.backend.props.cc)
+        facts["compiler"] = f"nvrtc {pl.impl.arch} (cuda-python driver launch)"
+        self.facts.append(facts)
+        return lambda: fn.launch(pl.grid, pl.block, pl.smem, stream.ptr, params)
 
     def _library(self, impl: CudaLibrary, args: tuple[Any, ...]) -> Callable[[], None]:
         import cupy
@@ -154,6 +174,27 @@ class CupyBackend(Backend):
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._modules: dict[str, Any] = {}
         self._flush_buf: Any = None
+        self._tma: Any = None
+
+    @property
+    def tma(self) -> Any:
+        """Loader of the tensor-map (sm_90a) kernels, made on first use."""
+        if self._tma is None:
+            from .tma_launch import TmaModules
+
+            self._tma = TmaModules()
+        return self._tma
+
+    def plan(self, case: Case) -> list[Any]:
+        """plan_launches with tensor-map kernels allowed when cuda-python is importable."""
+        from .tma_launch import tma_unavailable
+
+        plans = plan_launches(case, self.props, tma=True)
+        if any(isinstance(pl.impl, CudaTmaGemm) for pl in plans):
+            why = tma_unavailable()
+            if why:
+                raise CaseUnsupported(why)
+        return plans
 
     # -- compilation ------------------------------------------------------------------
     def module(self, source: str) -> Any:
@@ -212,7 +253,7 @@ class CupyBackend(Backend):
         why = super().supports(case)
         if why is None:
             try:
-                plan_launches(case, self.props)
+                self.plan(case)
             except CaseUnsupported as e:
                 return str(e)
         return why

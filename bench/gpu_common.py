@@ -8,10 +8,13 @@ from typing import Any
 
 import numpy as np
 from roofbench.kernels.cuda_impl import (
+    ByArch,
     CudaKernel,
     CudaLibrary,
+    CudaTmaGemm,
     DeviceProps,
     LaunchCtx,
+    TensorMapSpec,
     scalar_arg,
 )
 from roofbench.kernels.spec import Buf, Case, np_dtype
@@ -51,24 +54,36 @@ class PlannedLaunch:
     """One launch resolved for a device: the implementation, its function and geometry."""
 
     kernel: str  # the launch's kernel name in the workload
-    impl: CudaKernel | CudaLibrary
+    impl: CudaKernel | CudaLibrary | CudaTmaGemm
     function: str | None
     grid: tuple[int, int, int] | None
     block: tuple[int, int, int] | None
     smem: int
     args: tuple[Any, ...]  # buffer names (str) and device-typed scalars
+    # CudaTmaGemm only: tensor maps passed before ``args`` (encoded by the launcher).
+    tensor_maps: tuple[TensorMapSpec, ...] = ()
 
 
-def plan_launches(case: Case, dev: DeviceProps, family: str = "cuda") -> list[PlannedLaunch]:
-    """Resolve every launch of ``case`` against its CUDA table; CaseUnsupported with the reason
-    when a kernel lacks the dtype or the device lacks the compute capability."""
+def plan_launches(case: Case, dev: DeviceProps, family: str = "cuda",
+                  tma: bool = False) -> list[PlannedLaunch]:
+    """Resolve every launch of ``case`` against its CUDA table (a per-arch choice resolved for
+    this device); CaseUnsupported with the reason when a kernel lacks the dtype or the device
+    lacks the compute capability. ``tma``: the caller can launch tensor-map kernels (the CuPy
+    backend, through cuda-python)."""
     table = case.variant.impls.get(family) or {}
     ctx = LaunchCtx(case.size, case.dtype, dev)
     out = []
     for la in case.launches():
         impl = table.get(la.kernel)
+        if isinstance(impl, ByArch):
+            impl = impl.pick(dev.cc)
+            if isinstance(impl, str):
+                raise CaseUnsupported(impl)
         if impl is None:
             raise CaseUnsupported(f"no {family} kernel for launch {la.kernel}")
+        if isinstance(impl, CudaTmaGemm) and not tma:
+            raise CaseUnsupported(f"{impl.name(case.dtype)} (TMA tensor maps) launches through "
+                                  "the cuda backend (CuPy + cuda-python) only")
         why = impl.unsupported(case.dtype, dev.cc)
         if why:
             raise CaseUnsupported(why)
@@ -80,8 +95,9 @@ def plan_launches(case: Case, dev: DeviceProps, family: str = "cuda") -> list[Pl
             grid, block, smem = impl.grid(ctx), impl.block(ctx), impl.smem(ctx)
         except ValueError as e:
             raise CaseUnsupported(str(e)) from None
+        maps = impl.tensor_maps(ctx) if isinstance(impl, CudaTmaGemm) else ()
         out.append(PlannedLaunch(la.kernel, impl, impl.name(case.dtype), grid, block, smem,
-                                 args))
+                                 args, maps))
     return out
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -303,7 +304,189 @@ ROWNORM = {
                                       block=_onepass_block)},
 }
 
+# ------------------------------------------------------- Hopper wgmma + TMA GEMM (sm_90a)
+# kernels/cuda/gemm_wgmma.cu. Its tile constants are read from the source (#define WG_*), so
+# the host (grid, shared memory, tensor-map boxes) and the CPU model of the tile schedule
+# cannot drift from the kernel.
+WGMMA_SOURCE = "gemm_wgmma.cu"
+_WG_DEFINE = re.compile(r"^#define\s+(WG_[A-Z0-9_]+)\s+(\d+)\b", re.M)
+
+
+@cache
+def wgmma_constants() -> dict[str, int]:
+    """The integer ``#define WG_*`` of the wgmma kernel (WG_BM, WG_BN, WG_STAGES_16, ...)."""
+    return {k: int(v) for k, v in _WG_DEFINE.findall((CUDA_DIR / WGMMA_SOURCE).read_text())}
+
+
+def wgmma_stages(dtype: str) -> int:
+    c = wgmma_constants()
+    return c["WG_STAGES_8"] if itemsize(dtype) == 1 else c["WG_STAGES_16"]
+
+
+def wgmma_smem(dtype: str) -> int:
+    """Dynamic shared memory of one CTA: the ring, fp8's two staging tiles, the mbarriers
+    (full + empty per stage, 2 staging), and the slack to align the base to 1024 bytes."""
+    c = wgmma_constants()
+    stage = (c["WG_BM"] + c["WG_BN"]) * c["WG_BK_BYTES"]
+    staging = 2 * c["WG_BN"] * c["WG_BK_BYTES"] if itemsize(dtype) == 1 else 0
+    stages = wgmma_stages(dtype)
+    return stages * stage + staging + 8 * (2 * stages + 2) + c["WG_SMEM_ALIGN"]
+
+
+def wgmma_tiles(m: int, n: int) -> tuple[int, int]:
+    c = wgmma_constants()
+    return _ceil(m, c["WG_BM"]), _ceil(n, c["WG_BN"])
+
+
+def wgmma_tile(bid: int, tiles_m: int, tiles_n: int) -> tuple[int, int]:
+    """(tile row, tile column) that CTA ``bid`` computes: the kernel's grouped raster
+    (gemm_wgmma.cu: wgmma_tile), WG_GROUP_M tile rows per group, integer maths as in C."""
+    g = wgmma_constants()["WG_GROUP_M"]
+    per_group = g * tiles_n
+    group = bid // per_group
+    first_m = group * g
+    rows = min(tiles_m - first_m, g)
+    in_group = bid - group * per_group
+    return first_m + in_group % rows, in_group // rows
+
+
+def wgmma_refuse(size: Size, dtype: str) -> str | None:
+    """Why the wgmma kernel cannot run this size (None when it can). TMA reads rows whose
+    stride is a multiple of 16 bytes, and the kernel indexes with 32-bit ints."""
+    m, n, k = (int(x) for x in size)
+    v = 16 // itemsize(dtype)
+    if n % v or k % v:
+        return (f"the wgmma/TMA GEMM needs N and K multiples of {v} for {dtype} (TMA row "
+                f"strides are multiples of 16 bytes); got N = {n}, K = {k}: use the "
+                "tensor_mma variant for such sizes")
+    if max(m, n, k) >= 2**31 or m * n >= 2**62:
+        return f"the wgmma GEMM indexes with 32-bit ints: {m}x{n}x{k} is too large"
+    return None
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """The arguments of cuTensorMapEncodeTiled for one operand, as plain data (tested without a
+    GPU; the backend passes them to the driver). Dimensions and boxes innermost first."""
+
+    buffer: str  # the workload buffer it describes
+    data_type: str  # CUtensorMapDataType member suffix: FLOAT16, BFLOAT16, UINT8
+    dims: tuple[int, int]
+    strides: tuple[int]  # bytes between rows (rank - 1 strides)
+    box: tuple[int, int]
+    swizzle: str  # CUtensorMapSwizzle member suffix: 128B, NONE
+
+    @property
+    def box_bytes(self) -> int:
+        return self.box[0] * self.box[1] * (1 if self.data_type == "UINT8" else 2)
+
+
+_TMA_TYPE = {"fp16": "FLOAT16", "bf16": "BFLOAT16", "fp8": "UINT8"}
+
+
+def wgmma_tensor_maps(size: Size, dtype: str) -> tuple[TensorMapSpec, TensorMapSpec]:
+    """Tensor maps of A (K-major, [BK][BM] boxes, 128-byte swizzle) and B (N-major: fp16/bf16
+    [BK][64] boxes with the 128-byte swizzle, read transposed by wgmma; fp8 one [BK][BN]
+    unswizzled box per stage that the producer transposes)."""
+    c = wgmma_constants()
+    m, n, k = (int(x) for x in size)
+    e = itemsize(dtype)
+    bk = c["WG_BK_BYTES"] // e
+    t = _TMA_TYPE[dtype]
+    a = TensorMapSpec("A", t, (k, m), (k * e,), (bk, c["WG_BM"]), "128B")
+    if e == 1:
+        b = TensorMapSpec("B", t, (n, k), (n * e,), (c["WG_BN"], bk), "NONE")
+    else:
+        b = TensorMapSpec("B", t, (n, k), (n * e,), (128 // e, bk), "128B")
+    return a, b
+
+
+@dataclass(frozen=True)
+class CudaTmaGemm:
+    """The wgmma GEMM: compiled for sm_90a, two tensor maps (A, B) as ``__grid_constant__``
+    parameters then C, M, N, K. Launched through cuda-python's driver API (the CuPy backend):
+    CuPy picks the compile arch itself (sm_90, not sm_90a) and passes 128-byte structs only as
+    NumPy records, so compile, load and launch go through cuda.bindings directly."""
+
+    source: str
+    prefix: str
+    dtypes: tuple[str, ...] = ("fp16", "bf16", "fp8")
+    arch: str = "sm_90a"
+    cc: tuple[int, int] = (9, 0)
+    note: str = ""
+
+    def name(self, dtype: str) -> str:
+        return f"{self.prefix}_{dtype}"
+
+    def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
+        if dtype not in self.dtypes:
+            return f"{self.name(dtype)}: no {dtype} kernel (has {', '.join(self.dtypes)})"
+        if tuple(cc) != self.cc:
+            return (f"{self.name(dtype)} is built for {self.arch} (wgmma, TMA, setmaxnreg): "
+                    f"compute capability {self.cc[0]}.{self.cc[1]} only, device has "
+                    f"{cc[0]}.{cc[1]}")
+        return None
+
+    def grid(self, ctx: LaunchCtx) -> Dim3:
+        why = wgmma_refuse(ctx.size, ctx.dtype)
+        if why:
+            raise ValueError(why)
+        tm, tn = wgmma_tiles(ctx.size[0], ctx.size[1])
+        return (tm * tn, 1, 1)
+
+    def block(self, ctx: LaunchCtx) -> Dim3:
+        return (wgmma_constants()["WG_THREADS"], 1, 1)
+
+    def smem(self, ctx: LaunchCtx) -> int:
+        need = wgmma_smem(ctx.dtype)
+        if need > ctx.dev.smem_per_block_optin:
+            raise ValueError(f"{self.name(ctx.dtype)} needs {need} bytes of shared memory per "
+                             f"block, the device allows {ctx.dev.smem_per_block_optin}")
+        return need
+
+    def tensor_maps(self, ctx: LaunchCtx) -> tuple[TensorMapSpec, TensorMapSpec]:
+        return wgmma_tensor_maps(ctx.size, ctx.dtype)
+
+
+@dataclass(frozen=True)
+class ByArch:
+    """One launch implemented per compute capability: ``exact`` maps a capability to its
+    implementation; any other device gets ``default`` (an implementation, or the reason it is
+    not run there)."""
+
+    exact: tuple[tuple[tuple[int, int], Any], ...]
+    default: Any
+
+    def pick(self, cc: tuple[int, int]) -> Any:
+        for want, impl in self.exact:
+            if tuple(cc) == want:
+                return impl
+        return self.default
+
+    def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
+        """Why ``dtype`` cannot run on a device of capability ``cc`` (as CudaKernel's)."""
+        impl = self.pick(cc)
+        return impl if isinstance(impl, str) else impl.unsupported(dtype, cc)
+
+    def choices(self) -> list[Any]:
+        """Every implementation it may resolve to (reasons left out)."""
+        out = [impl for _, impl in self.exact] + [self.default]
+        return [i for i in out if not isinstance(i, str)]
+
+
+# (workload, variant, arch) whose kernel has not yet run on hardware: compiled and inspected
+# (SASS, registers, CPU model of the schedule) only. The report marks these cases.
+NOT_VALIDATED_ON_HARDWARE: frozenset[tuple[str, str, str]] = frozenset({
+    ("gemm", "tensor", "sm_90"),
+})
+
 _TC_MIN_CC = {"fp16": (8, 0), "bf16": (8, 0), "fp8": (8, 9)}
+_MMA_SYNC = CudaKernel("gemm.cu", "gemm_tensor", grid=_gemm_grid(128, 128), block=block1d(256),
+                       dtypes=("fp16", "bf16", "fp8"), min_cc=_TC_MIN_CC,
+                       note="mma.sync m16n8k16 (fp16/bf16), m16n8k32 e4m3 (fp8)")
+_WGMMA = CudaTmaGemm(WGMMA_SOURCE, "gemm_wgmma",
+                     note="wgmma m64n256 + TMA ring + mbarriers, producer/consumer "
+                          "warpgroups (sm_90a)")
 GEMM = {
     "naive": {"naive": CudaKernel("gemm.cu", "gemm_naive", grid=_gemm_grid(16, 16),
                                   block=lambda ctx: (16, 16, 1))},
@@ -311,9 +494,12 @@ GEMM = {
                                   block=lambda ctx: (32, 8, 1))},
     "regblock": {"regblock": CudaKernel("gemm.cu", "gemm_regblock", grid=_gemm_grid(128, 128),
                                         block=block1d(256))},
-    "tensor": {"tensor": CudaKernel("gemm.cu", "gemm_tensor", grid=_gemm_grid(128, 128),
-                                    block=block1d(256), dtypes=("fp16", "bf16", "fp8"),
-                                    min_cc=_TC_MIN_CC,
-                                    note="mma.sync m16n8k16 (fp16/bf16), m16n8k32 e4m3 (fp8)")},
+    # Hopper runs the native wgmma kernel; sm_80/89 the mma.sync one.
+    "tensor": {"tensor": ByArch(exact=(((9, 0), _WGMMA),), default=_MMA_SYNC)},
+    # The legacy mma.sync path as a second Hopper point, beside the native one on the plot.
+    "tensor_mma": {"tensor": ByArch(
+        exact=(((9, 0), _MMA_SYNC),),
+        default="tensor_mma is the Hopper-only legacy point: elsewhere the tensor variant "
+                "already runs this mma.sync kernel")},
     "library": {"library": CudaLibrary("matmul", note="cuBLAS through cupy.matmul")},
 }

@@ -59,7 +59,7 @@ def test_grid_stride_caps_at_one_wave():
 
 def test_gemm_geometry_covers_odd_sizes():
     w = workloads()["gemm"]
-    for variant, tile in (("naive", 16), ("tiled", 32), ("regblock", 128), ("tensor", 128)):
+    for variant, tile in (("naive", 16), ("tiled", 32), ("regblock", 128), ("tensor_mma", 128)):
         (pl,) = plan_launches(Case(w, w.variants[variant], "fp16", (1000, 130, 77)), H200)
         assert pl.grid[0] * tile >= 130 and pl.grid[1] * tile >= 1000
         assert (pl.grid[0] - 1) * tile < 130 and (pl.grid[1] - 1) * tile < 1000
@@ -70,7 +70,7 @@ def test_fp8_tensor_needs_sm89():
     case = Case(w, w.variants["tensor"], "fp8", (256, 256, 256))
     with pytest.raises(CaseUnsupported, match="8.9"):
         plan_launches(case, A100)
-    assert plan_launches(case, H200)[0].function == "gemm_tensor_fp8"
+    assert plan_launches(case, H200, tma=True)[0].function == "gemm_wgmma_fp8"  # native
 
 
 def test_tensor_has_no_fp32_kernel():

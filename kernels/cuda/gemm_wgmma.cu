@@ -1,0 +1,390 @@
+// gemm_wgmma_<dt>: Hopper (sm_90a) tensor-core GEMM, C[M,N] = A[M,K] B[K,N], all row-major,
+// FP32 accumulation, C stored in the input dtype (fp16, bf16, fp8 e4m3 as gemm.cu's tensor
+// variant). NOT YET VALIDATED ON HARDWARE (see kernels/cuda_impl.py NOT_VALIDATED_ON_HARDWARE).
+//
+// Design (read from public descriptions: fast.cu's Hopper GEMM worklog, DeepGEMM, the CUTLASS
+// and PTX docs; no code copied):
+//   * One CTA per 128 x 256 output tile (WG_BM x WG_BN), 3 warpgroups (384 threads):
+//     warpgroup 0 is the producer (setmaxnreg.dec), warpgroups 1-2 are consumers
+//     (setmaxnreg.inc), each owning 64 rows x 256 columns: 128 FP32 accumulators per thread.
+//   * The producer fills a WG_STAGES-deep shared-memory ring with TMA (cp.async.bulk.tensor,
+//     tensor maps encoded on the host, passed as __grid_constant__ parameters). Raw mbarriers:
+//     full[s] (data landed: TMA transaction bytes) and empty[s] (both consumers done reading).
+//   * Consumers run wgmma.mma_async m64n256k16 (fp16/bf16) or m64n256k32 (e4m3) straight from
+//     shared memory, keeping one wgmma group in flight (wait_group 1) and releasing the stage
+//     the finished group read.
+//   * A: K-major tile [128 rows][128 bytes of k], 128-byte swizzle (TMA and wgmma agree).
+//     B fp16/bf16: B is N-major in memory; TMA loads it as 4 boxes [k][64 n] with the 128-byte
+//     swizzle and wgmma reads it transposed (imm-trans-b = 1; MN-major descriptor).
+//     B fp8: wgmma has no transpose for 8-bit types, so TMA lands a [128 k][256 n] tile in a
+//     double-buffered staging area and the producer warpgroup's 128 threads transpose it into
+//     the K-major swizzled layout (4x4 byte transposes with PRMT), then fence.proxy.async.
+//   * Edges: TMA zero-fills out-of-bounds boxes (odd M, partial tiles, K tail); stores of C
+//     are guarded per element. TMA needs every row stride to be a multiple of 16 bytes, so
+//     K and N must be multiples of 16 / sizeof(T): the host refuses other sizes.
+//   * Tile order: grouped raster (WG_GROUP_M tile rows per group) for L2 reuse; the Python
+//     model kernels/cuda_impl.py:wgmma_tile reproduces it and the tests check it covers every
+//     output element exactly once.
+#include "common.cuh"
+
+#define WG_BM 128        // tile rows (2 consumer warpgroups x 64)
+#define WG_BN 256        // tile columns (wgmma N)
+#define WG_BK_BYTES 128  // k per stage in bytes: 64 fp16/bf16 or 128 fp8 (one 128-byte row)
+#define WG_STAGES_16 4   // ring depth, fp16/bf16: 4 x 48 KiB
+#define WG_STAGES_8 3    // ring depth, fp8: 3 x 48 KiB + 2 x 32 KiB staging
+#define WG_GROUP_M 8     // tile rows per raster group
+#define WG_THREADS 384   // 1 producer + 2 consumer warpgroups
+#define WG_PRODUCER_REGS 56
+#define WG_CONSUMER_REGS 224
+#define WG_SMEM_ALIGN 1024  // the 128-byte swizzle pattern repeats every 1024 bytes
+
+// Shared-memory map (bytes from the 1024-aligned base): stage s at s * WG_STAGE_BYTES holds
+// A [WG_BM][128 B] then B [WG_BN][128 B]; fp8 staging buffers follow the ring; the mbarriers
+// sit after everything.
+#define WG_A_BYTES (WG_BM * WG_BK_BYTES)
+#define WG_B_BYTES (WG_BN * WG_BK_BYTES)
+#define WG_STAGE_BYTES (WG_A_BYTES + WG_B_BYTES)
+#define WG_STAGING_BYTES (WG_BN * WG_BK_BYTES)
+
+// A CUtensorMap as the driver encodes it: 128 opaque bytes, 64-byte aligned (cuda.h is not
+// needed: NVRTC has no default include path).
+struct __align__(64) TmaDesc { unsigned long long v[16]; };
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// ----------------------------------------------------------------------------- mbarriers
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// Wait until the phase of parity `parity` has completed (raw try_wait loop).
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    do {
+        asm volatile(
+            "{\n .reg .pred p;\n"
+            " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            " selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// ---------------------------------------------------------------------------------- TMA
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDesc* map, int c0, int c1,
+                                            unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];"
+        ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
+}
+
+// -------------------------------------------------------------------------------- wgmma
+// Shared-memory matrix descriptor: start, leading and stride byte offsets (>> 4, 14 bits
+// each), 128-byte swizzle (mode 1 in bits 62-63).
+__device__ __forceinline__ unsigned long long gmma_desc(unsigned addr, unsigned lbo,
+                                                        unsigned sbo) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) |
+           ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+#define WG_D_OPERANDS                                                                        \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "       \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "       \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "       \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "       \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "       \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, " \
+    "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, "   \
+    "%125, %126, %127}"
+#define WG_D8(i)                                                                             \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]),              \
+        "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WG_D128                                                                              \
+    WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56),      \
+        WG_D8(64), WG_D8(72), WG_D8(80), WG_D8(88), WG_D8(96), WG_D8(104), WG_D8(112),        \
+        WG_D8(120)
+
+// D[64x256] += A[64xK] B[Kx256], one k step (16 values for 16-bit types, 32 for fp8).
+template <typename T> struct Wgmma;
+template <> struct Wgmma<__half> {
+    static __device__ __forceinline__ void run(float (&d)[128], unsigned long long da,
+                                               unsigned long long db) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " WG_D_OPERANDS
+                     ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+                     : WG_D128
+                     : "l"(da), "l"(db), "r"(1));
+    }
+};
+template <> struct Wgmma<__nv_bfloat16> {
+    static __device__ __forceinline__ void run(float (&d)[128], unsigned long long da,
+                                               unsigned long long db) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " WG_D_OPERANDS
+                     ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+                     : WG_D128
+                     : "l"(da), "l"(db), "r"(1));
+    }
+};
+template <> struct Wgmma<fp8_t> {
+    static __device__ __forceinline__ void run(float (&d)[128], unsigned long long da,
+                                               unsigned long long db) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 " WG_D_OPERANDS
+                     ", %128, %129, p, 1, 1;\n}\n"
+                     : WG_D128
+                     : "l"(da), "l"(db), "r"(1));
+    }
+};
+
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// ------------------------------------------------------------------------- tile schedule
+// Grouped raster: WG_GROUP_M consecutive tile rows share each group of CTAs, so the B columns
+// they read stay in L2. Mirrored by kernels/cuda_impl.py:wgmma_tile.
+__device__ __forceinline__ void wgmma_tile(int bid, int tiles_m, int tiles_n, int& tm,
+                                           int& tn) {
+    const int per_group = WG_GROUP_M * tiles_n;
+    const int group = bid / per_group;
+    const int first_m = group * WG_GROUP_M;
+    const int rows = min(tiles_m - first_m, WG_GROUP_M);
+    const int in_group = bid - group * per_group;
+    tm = first_m + in_group % rows;
+    tn = in_group / rows;
+}
+
+// ---------------------------------------------------------------------- output stores
+template <typename T> struct Store2;
+template <> struct Store2<__half> {
+    static __device__ __forceinline__ void run(__half* p, float a, float b) {
+        *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b);
+    }
+};
+template <> struct Store2<__nv_bfloat16> {
+    static __device__ __forceinline__ void run(__nv_bfloat16* p, float a, float b) {
+        *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+    }
+};
+template <> struct Store2<fp8_t> {
+    static __device__ __forceinline__ void run(fp8_t* p, float a, float b) {
+        *reinterpret_cast<unsigned short*>(p) =
+            __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+    }
+};
+
+// ----------------------------------------------------------- fp8 B transpose (producer)
+// Staging tile: [128 k][256 n] bytes, rows of 64 words. Output: B K-major [256 n][128 k],
+// 16-byte chunk c of row n stored at chunk c ^ (n & 7) (the 128-byte swizzle). Thread t owns
+// columns 4*(t & 63) .. +3 and k chunks (t >> 6), +2, +4, +6. A 4x4 byte transpose per word
+// quad; the four rows' stores are rotated by column group so a warp's 16-byte stores spread
+// over all eight chunk positions (no bank conflicts beyond the 4 wavefronts a warp needs).
+__device__ __forceinline__ void transpose_fp8_tile(const unsigned* __restrict__ stg,
+                                                   unsigned char* __restrict__ bs, int t) {
+    const int n4 = t & 63;
+#pragma unroll 1
+    for (int kc = t >> 6; kc < 8; kc += 2) {
+        unsigned w[16];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) w[j] = stg[(kc * 16 + j) * 64 + n4];
+        uint4 c[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            unsigned q[4];
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const unsigned sel = (unsigned)i | ((unsigned)(4 + i) << 4);
+                const unsigned lo = __byte_perm(w[4 * h], w[4 * h + 1], sel);
+                const unsigned hi = __byte_perm(w[4 * h + 2], w[4 * h + 3], sel);
+                q[h] = __byte_perm(lo, hi, 0x5410);
+            }
+            c[i] = make_uint4(q[0], q[1], q[2], q[3]);
+        }
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const int i = (s + n4) & 3;
+            const uint4 v = i == 0 ? c[0] : i == 1 ? c[1] : i == 2 ? c[2] : c[3];
+            const int n = 4 * n4 + i;
+            *reinterpret_cast<uint4*>(bs + n * WG_BK_BYTES + ((kc ^ (n & 7)) << 4)) = v;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------- the kernel
+template <typename T>
+__device__ __forceinline__ void gemm_wgmma(const TmaDesc* tmA, const TmaDesc* tmB, T* C,
+                                           int M, int N, int K) {
+    constexpr bool FP8 = sizeof(T) == 1;
+    constexpr int STAGES = FP8 ? WG_STAGES_8 : WG_STAGES_16;
+    constexpr int BK = WG_BK_BYTES / (int)sizeof(T);
+    extern __shared__ unsigned char smem_raw[];
+    // Offset (not an integer cast) keeps the pointer in the shared window: LDS/STS, not LD/ST.
+    unsigned char* smem =
+        smem_raw + ((WG_SMEM_ALIGN - (smem_u32(smem_raw) & (WG_SMEM_ALIGN - 1))) &
+                    (WG_SMEM_ALIGN - 1));
+    unsigned char* staging = smem + STAGES * WG_STAGE_BYTES;
+    unsigned long long* bars = reinterpret_cast<unsigned long long*>(
+        staging + (FP8 ? 2 * WG_STAGING_BYTES : 0));
+    const unsigned base = smem_u32(smem);
+    const unsigned full0 = smem_u32(bars), empty0 = full0 + 8 * STAGES;
+    const unsigned sfull0 = empty0 + 8 * STAGES;  // fp8 staging barriers
+
+    const int tid = threadIdx.x, wg = tid >> 7, t = tid & 127;
+    const int tiles_m = (M + WG_BM - 1) / WG_BM, tiles_n = (N + WG_BN - 1) / WG_BN;
+    int tm, tn;
+    wgmma_tile(blockIdx.x, tiles_m, tiles_n, tm, tn);
+    const int m0 = tm * WG_BM, n0 = tn * WG_BN;
+    const int ktiles = (K + BK - 1) / BK;
+
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            // fp8: TMA's transaction (A) plus the producer's arrival after the transpose (B).
+            mbar_init(full0 + 8 * s, FP8 ? 2 : 1);
+            mbar_init(empty0 + 8 * s, 2 * 128);  // every consumer thread arrives
+        }
+        if constexpr (FP8) {
+            mbar_init(sfull0, 1);
+            mbar_init(sfull0 + 8, 1);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ------------------------------------------------------------------ producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(WG_PRODUCER_REGS));
+        if constexpr (!FP8) {
+            if (t == 0) {
+                for (int kt = 0; kt < ktiles; ++kt) {
+                    const int s = kt % STAGES;
+                    const unsigned full = full0 + 8 * s, sa = base + s * WG_STAGE_BYTES;
+                    if (kt >= STAGES) mbar_wait(empty0 + 8 * s, ((kt / STAGES) & 1) ^ 1);
+                    mbar_expect_tx(full, WG_STAGE_BYTES);
+                    tma_load_2d(sa, tmA, kt * BK, m0, full);
+#pragma unroll
+                    for (int j = 0; j < WG_BN / 64; ++j)  // 4 boxes of [BK][64 n]
+                        tma_load_2d(sa + WG_A_BYTES + j * (BK * 128), tmB, n0 + 64 * j,
+                                    kt * BK, full);
+                }
+            }
+        } else {
+            if (t == 0 && ktiles > 0) {
+                mbar_expect_tx(sfull0, WG_STAGING_BYTES);
+                tma_load_2d(smem_u32(staging), tmB, n0, 0, sfull0);
+            }
+            for (int kt = 0; kt < ktiles; ++kt) {
+                const int s = kt % STAGES, sb = kt & 1;
+                const unsigned full = full0 + 8 * s, sa = base + s * WG_STAGE_BYTES;
+                if (kt >= STAGES) mbar_wait(empty0 + 8 * s, ((kt / STAGES) & 1) ^ 1);
+                if (t == 0) {
+                    mbar_expect_tx(full, WG_A_BYTES);
+                    tma_load_2d(sa, tmA, kt * BK, m0, full);
+                    if (kt + 1 < ktiles) {  // next B tile lands while this one is transposed
+                        const unsigned nb = sfull0 + 8 * (sb ^ 1);
+                        mbar_expect_tx(nb, WG_STAGING_BYTES);
+                        tma_load_2d(smem_u32(staging + (sb ^ 1) * WG_STAGING_BYTES), tmB, n0,
+                                    (kt + 1) * BK, nb);
+                    }
+                }
+                mbar_wait(sfull0 + 8 * sb, (kt >> 1) & 1);
+                transpose_fp8_tile(
+                    reinterpret_cast<const unsigned*>(staging + sb * WG_STAGING_BYTES),
+                    smem + s * WG_STAGE_BYTES + WG_A_BYTES, t);
+                // Generic-proxy writes -> visible to wgmma (async proxy); staging reads done
+                // before the next TMA overwrites it.
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                asm volatile("bar.sync 1, 128;" ::: "memory");
+                if (t == 0) mbar_arrive(full);
+            }
+        }
+        return;
+    }
+
+    // ---------------------------------------------------------------------- consumers
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(WG_CONSUMER_REGS));
+    const int cw = wg - 1;  // rows cw*64 .. +63 of the tile
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.f;
+
+    for (int kt = 0; kt < ktiles; ++kt) {
+        const int s = kt % STAGES;
+        mbar_wait(full0 + 8 * s, (kt / STAGES) & 1);
+        const unsigned sa = base + s * WG_STAGE_BYTES + cw * 64 * WG_BK_BYTES;
+        const unsigned sb = base + s * WG_STAGE_BYTES + WG_A_BYTES;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {  // 4 k steps of 32 bytes
+            // A K-major: 8-row groups 1024 B apart; a k step moves 32 B inside the swizzled
+            // row. B fp16/bf16 N-major: 64-column atoms BK*128 B apart (LBO), 8-k groups
+            // 1024 B apart (SBO), a k step of 16 rows = 2048 B. B fp8 K-major like A.
+            const unsigned long long da = gmma_desc(sa + 32 * kk, 16, 1024);
+            const unsigned long long db = FP8 ? gmma_desc(sb + 32 * kk, 16, 1024)
+                                              : gmma_desc(sb + 2048 * kk, BK * 128, 1024);
+            Wgmma<T>::run(d, da, db);
+        }
+        wgmma_commit();
+        wgmma_wait<1>();  // the previous k tile's group is done: release its stage
+        if (kt > 0) mbar_arrive(empty0 + 8 * ((kt - 1) % STAGES));
+    }
+    wgmma_wait<0>();
+
+    // Accumulator layout (per warp w of the warpgroup, lane l): for column block j (8 wide),
+    // d[4j], d[4j+1] at row 16w + l/4, columns 8j + 2(l%4) + {0,1}; d[4j+2], d[4j+3] 8 rows
+    // below. N is a multiple of the pair width (host check), so a pair is in or out whole.
+    const int warp = t >> 5, lane = t & 31;
+    const int r0 = m0 + cw * 64 + warp * 16 + (lane >> 2);
+    const int c0 = n0 + 2 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        const int col = c0 + 8 * j;
+        if (col >= N) continue;
+        if (r0 < M) Store2<T>::run(C + (i64)r0 * N + col, d[4 * j], d[4 * j + 1]);
+        if (r0 + 8 < M) Store2<T>::run(C + (i64)(r0 + 8) * N + col, d[4 * j + 2], d[4 * j + 3]);
+    }
+}
+
+#define RB_GEMM_WG(SUF, T)                                                                   \
+    extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)                              \
+        gemm_wgmma_##SUF(const __grid_constant__ TmaDesc tmA,                                \
+                         const __grid_constant__ TmaDesc tmB, T* C, i64 M, i64 N, i64 K) {   \
+        gemm_wgmma<T>(&tmA, &tmB, C, (int)M, (int)N, (int)K);                                \
+    }
+
+#else  // not sm_90a: wgmma, setmaxnreg and the arch-specific TMA forms do not exist
+
+#define RB_GEMM_WG(SUF, T)                                                                   \
+    extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)                              \
+        gemm_wgmma_##SUF(const __grid_constant__ TmaDesc tmA,                                \
+                         const __grid_constant__ TmaDesc tmB, T* C, i64 M, i64 N, i64 K) {   \
+        __trap(); /* the host launches it only on compute capability 9.0, built sm_90a */    \
+    }
+
+#endif
+
+RB_GEMM_WG(fp16, __half)
+RB_GEMM_WG(bf16, __nv_bfloat16)
+RB_GEMM_WG(fp8, fp8_t)
