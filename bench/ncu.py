@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # runner imports this module for LaunchResult.counters
     from .runner import CaseResult
 
 NCU_ENV = "ROOFBENCH_NCU"  # path of the ncu executable, when it is not on PATH
+FALLBACK_PATHS = ("/usr/local/cuda/bin/ncu",)  # where the CUDA toolkit puts it
 # The oldest Nsight Compute tried: 2022.3 (CUDA 11.8) is the first release that profiles Hopper.
 MIN_VERSION = (2022, 3)
 CLOCK_CONTROL = "base"  # ncu's own default, passed explicitly and recorded
@@ -303,12 +304,12 @@ def find_ncu(explicit: str | None = None) -> str:
     if cand:
         if Path(cand).is_file() and os.access(cand, os.X_OK):
             return cand
-        raise NcuUnavailable(f"ncu not found at {cand} (from {NCU_ENV} or --ncu-path): point "
-                             "it at the Nsight Compute CLI executable")
+        raise NcuUnavailable(f"ncu not found at {cand} ({NCU_ENV}): point {NCU_ENV} at the "
+                             "Nsight Compute CLI executable")
     found = shutil.which("ncu")
     if found:
         return found
-    for p in ("/usr/local/cuda/bin/ncu",):
+    for p in FALLBACK_PATHS:
         if os.access(p, os.X_OK):
             return p
     raise NcuUnavailable("ncu (Nsight Compute CLI) not found: install Nsight Compute (it ships "
