@@ -21,6 +21,7 @@ from roofbench.roofs.model import RoofSet
 
 from .backend import Backend
 from .errors import UserError
+from .ncu import LaunchCounters
 from .timer import TimerConfig, Timing
 
 
@@ -31,6 +32,14 @@ class LaunchResult:
     flops: int
     bytes: dict[str, int]
     timing: dict[str, Any] | None = None  # Timing.to_dict() of this launch alone
+    counters: LaunchCounters | None = None  # Nsight Compute's reading (run --ncu)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LaunchResult:
+        d = dict(d)
+        if d.get("counters") is not None:
+            d["counters"] = LaunchCounters.from_dict(d["counters"])
+        return cls(**d)
 
 
 @dataclass
@@ -74,7 +83,7 @@ class CaseResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CaseResult:
         d = dict(d)
-        d["launches"] = [LaunchResult(**x) for x in d.get("launches") or []]
+        d["launches"] = [LaunchResult.from_dict(x) for x in d.get("launches") or []]
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in known})
 
