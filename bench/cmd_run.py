@@ -128,6 +128,15 @@ def execute(args: argparse.Namespace, be: backends.Backend, roofs: RoofSet | Non
     try:
         with _sigterm_as_interrupt():
             run_cases(cases, be, roofs, cfg, seed=args.seed, done=done, launch_cfg=launch_cfg)
+            if getattr(args, "ncu", False):  # counters of each valid case, after all are timed
+                from .ncu import collect
+
+                notes = collect(finished, seed=args.seed,
+                                progress=lambda m: print(m, file=sys.stderr, flush=True))
+                for note in notes:  # each a one-line reason: the run still goes on
+                    print(note, file=sys.stderr, flush=True)
+                run.notes += notes
+                save_run(run, out)
     except KeyboardInterrupt:
         run.notes.append(f"interrupted: {len(finished)} of {len(cases)} cases finished")
         run.interrupted = True
@@ -299,6 +308,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="flush the last-level cache before every sample (outside the window)")
     p.add_argument("--seed", type=int, default=None, help="input generator seed")
     p.add_argument("--out", metavar="DIR", help="results root (default: results/)")
+    p.add_argument("--ncu", action="store_true",
+                   help="after timing, run each valid case once more under Nsight Compute "
+                        "(ncu on PATH or $ROOFBENCH_NCU) and compare its counters with the model")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
