@@ -15,6 +15,7 @@ import pandas as pd
 from roofbench.kernels.registry import workloads
 from roofbench.roofs.model import RoofSet
 
+from .ncu import ncu_section
 from .results import RunResult
 from .runner import CaseResult
 
@@ -318,6 +319,7 @@ SECTIONS: list[tuple[str, Callable[[RunResult], list[str]]]] = [
     ("Fusion", _fusion_section),
     ("Cases", _cases_section),
     ("Where the time goes in multi-launch pipelines", _pipelines_section),
+    ("Model vs hardware (Nsight Compute)", ncu_section),  # only when run --ncu collected
     ("Where the run spent its time", _phases_section),
     ("Not measured", _not_measured_section),
     ("Environment", _environment_section),
