@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -16,9 +17,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=err, transient=True, disable=not sys.stderr.isatty()) as prog:
         task = prog.add_task("calibrating", total=None)
-        rs, path, measured = calibrate(
-            args.device, quick=args.quick, recalibrate=args.recalibrate, out=args.out,
-            progress=lambda m: prog.update(task, description=f"calibrate: {m}"))
+        t0 = time.perf_counter()
+
+        def say(msg: str) -> None:
+            prog.update(task, description=f"calibrate: {msg}")
+            if prog.disable:  # a log or a CI job: one line per probe, never minutes of silence
+                print(f"calibrate [{time.perf_counter() - t0:5.1f} s]: {msg}", file=sys.stderr,
+                      flush=True)
+
+        rs, path, measured = calibrate(args.device, quick=args.quick,
+                                       recalibrate=args.recalibrate, out=args.out, progress=say)
     if measured:
         print(f"calibrated {rs.device}: {path}")
     else:
