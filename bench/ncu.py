@@ -642,7 +642,9 @@ def ncu_section(run: RunResult) -> list[str]:
             desc += f"; not on this device: {', '.join(s['missing'])}"
         if desc not in seen:
             seen.append(desc)
-    out += [f"Counters: {d}." for d in seen] + [""]
+    out += [f"Counters: {d}." for d in seen]
+    out += ["Each case ran once more under ncu, alone; its durations are under ncu's clock and "
+            "cache control, not the timed medians above.", ""]
     out += [f"Tolerances: {TOLERANCES.text()}. A ratio is hardware / model; `!` marks one "
             "outside its tolerance. FLOPs are counted as Nsight Compute's roofline counts them "
             "(FMA = 2; a half-precision instruction = 2 lanes; tensor ops as reported), so "

@@ -5,7 +5,11 @@ copied unedited from the evidence of 2026-11-30)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -300,6 +304,9 @@ def test_report_section_from_stored_results(tmp_path):
     assert all(row.endswith("| ok |") for row in table[:-1])
     assert ncu.ncu_section(RunResult(backend="cpu", device="x", roofs=None,
                                      cases=[plain])) == []
+    from roofbench.bench.report import render
+
+    assert "\n".join(lines) in render(load_run(tmp_path))  # report.md carries the section
 
 
 # -- the hook and its failure paths ---------------------------------------------------------
@@ -391,12 +398,75 @@ def test_planted_disagreement_is_flagged(monkeypatch):
 
 
 def test_case_runner_bad_input_is_one_line():
-    import subprocess
-    import sys
-
     p = subprocess.run([sys.executable, "-m", "roofbench.bench.ncu_case", "--backend", "cpu",
                         "--kernel", "nope", "--variant", "x", "--dtype", "fp32", "--size", "8"],
                        capture_output=True, text=True, cwd=HERE.parent, timeout=120)
     assert p.returncode == 2
     assert p.stderr.strip().startswith("ncu_case: error: unknown kernel 'nope'")
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+# -- the command line, end to end on the CUDA simulator -------------------------------------
+
+def _sim_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONUNBUFFERED="1",
+               ROOFBENCH_NCU=str(FAKE), FAKE_NCU_ARGV_LOG=str(tmp_path / "argv.jsonl"), **extra)
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
+def _roofbench(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "roofbench.bench.cli", *args],
+                          capture_output=True, text=True, env=env, cwd=HERE.parent, timeout=600)
+
+
+needs_sim = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
+                               reason="numba-cuda is not installed")
+
+
+@pytest.mark.cudasim
+@needs_sim
+def test_cli_run_sim_with_ncu_stores_counters_and_report_rebuilds(tmp_path):
+    out = tmp_path / "out"
+    env = _sim_env(tmp_path)
+    p = _roofbench(["run", "--backend", "sim", "--ncu", "--kernel", "l2norm", "--variant",
+                    "naive", "--dtype", "fp32", "--size", "257", "--quick", "--out", str(out)],
+                   env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    [res] = out.glob("*/*/results.json")
+    d = json.loads(res.read_text())
+    [case] = d["cases"]
+    assert [la["counters"]["kernel"] for la in case["launches"]] == ["square", "square", "add",
+                                                                     "sqrt"]
+    assert [la["counters"]["dram_read"] for la in case["launches"]] == [1028, 1028, 2056, 1028]
+    assert case["extra"]["ncu"]["clock_control"] == "base"
+    [call] = profile_calls(tmp_path / "argv.jsonl")
+    assert call[call.index("--launch-count") + 1] == "4"
+    assert call[call.index("roofbench.bench.ncu_case") + 1:][:2] == ["--backend", "sim"]
+    report = res.parent / "report.md"
+    section = report.read_text().split("## Model vs hardware (Nsight Compute)")[1]
+    assert "| l2norm/naive/fp32/257 | pipeline | 771 | 771 | 1.000 | 5,140 | 5,140 |" in section
+    report.unlink()  # `roofbench report` rebuilds it from results.json alone
+    p = _roofbench(["report", str(res.parent)], env)
+    assert p.returncode == 0, p.stderr
+    assert report.read_text().split("## Model vs hardware (Nsight Compute)")[1] == section
+
+
+@pytest.mark.cudasim
+@needs_sim
+def test_cli_run_sim_without_counter_permission_keeps_the_timings(tmp_path):
+    out = tmp_path / "out"
+    p = _roofbench(["run", "--backend", "sim", "--ncu", "--kernel", "vector_add", "--variant",
+                    "scalar", "--dtype", "fp32", "--size", "257", "--quick", "--out", str(out)],
+                   _sim_env(tmp_path, FAKE_NCU_MODE="perm"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    reasons = [ln for ln in p.stderr.splitlines() if "ERR_NVGPUCTRPERM" in ln]
+    assert len(reasons) == 1 and reasons[0].startswith("ncu: ncu may not read")
+    [res] = out.glob("*/*/results.json")
+    d = json.loads(res.read_text())
+    [case] = d["cases"]
+    assert case["status"] == "ok" and case["median_s"] > 0
+    assert case["launches"][0]["counters"] is None
+    assert any("ERR_NVGPUCTRPERM" in n for n in d["notes"])
+    report = (res.parent / "report.md").read_text()
+    assert "> ncu: ncu may not read" in report and "Model vs hardware" not in report
