@@ -195,11 +195,15 @@ class Workload:
         lo, hi = self.input_range
         out = {}
         for name, buf in self.inputs(size, dtype).items():
-            # Magnitudes in [lo, hi] with random signs: no zeros, and every dtype (fp8 included)
-            # represents them without flushing to zero.
-            mag = rng.uniform(lo, hi, size=buf.shape)
-            sign = np.where(rng.random(size=buf.shape) < 0.5, -1.0, 1.0)
-            out[name] = (mag * sign).astype(np_dtype(buf.dtype))
+            # Magnitudes in [lo, hi) with random signs: no zeros, and every dtype (fp8 included)
+            # represents them without flushing to zero. Drawn in float32 unless stored in
+            # float64: a GPU case's arrays hold ~10^8 values, and float64 draws cost seconds.
+            work = np.float64 if buf.dtype == "fp64" else np.float32
+            x = rng.random(size=buf.shape, dtype=work)
+            x *= work(hi - lo)
+            x += work(lo)
+            np.negative(x, out=x, where=rng.integers(0, 2, size=buf.shape, dtype=np.int8) == 1)
+            out[name] = x if x.dtype == np_dtype(buf.dtype) else x.astype(np_dtype(buf.dtype))
         return out
 
 
