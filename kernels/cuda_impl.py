@@ -350,6 +350,58 @@ def wgmma_tile(bid: int, tiles_m: int, tiles_n: int) -> tuple[int, int]:
     return first_m + in_group % rows, in_group // rows
 
 
+@dataclass(frozen=True)
+class WgmmaCta:
+    """What one CTA of the wgmma GEMM computes: its tile and the output ranges it stores."""
+
+    bid: int
+    tile: tuple[int, int]
+    rows: range
+    cols: range
+    ktiles: int
+
+
+def wgmma_schedule(m: int, n: int, k: int, dtype: str) -> list[WgmmaCta]:
+    """Every CTA of the grid in launch order (the CPU model of the kernel's schedule)."""
+    c = wgmma_constants()
+    tiles_m, tiles_n = wgmma_tiles(m, n)
+    bk = c["WG_BK_BYTES"] // itemsize(dtype)
+    out = []
+    for bid in range(tiles_m * tiles_n):
+        tm, tn = wgmma_tile(bid, tiles_m, tiles_n)
+        r0, c0 = tm * c["WG_BM"], tn * c["WG_BN"]
+        out.append(WgmmaCta(bid, (tm, tn), range(r0, min(r0 + c["WG_BM"], m)),
+                            range(c0, min(c0 + c["WG_BN"], n)), _ceil(k, bk)))
+    return out
+
+
+def wgmma_model(a: np.ndarray, b: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's dataflow on the CPU in float64: per CTA, per k tile, the TMA boxes of A and
+    B (zero-filled out of bounds) are multiplied and accumulated; the store is guarded.
+    Returns (C, how many times each element was written)."""
+    c = wgmma_constants()
+    m, k = a.shape
+    n = b.shape[1]
+    bm, bn, bk = c["WG_BM"], c["WG_BN"], c["WG_BK_BYTES"] // itemsize(dtype)
+    out = np.full((m, n), np.nan)
+    writes = np.zeros((m, n), dtype=np.int64)
+    for cta in wgmma_schedule(m, n, k, dtype):
+        r0, c0 = cta.tile[0] * bm, cta.tile[1] * bn
+        acc = np.zeros((bm, bn))
+        for kt in range(cta.ktiles):
+            box_a = np.zeros((bm, bk))
+            box_b = np.zeros((bk, bn))
+            blk_a = a[r0:r0 + bm, kt * bk:(kt + 1) * bk]
+            blk_b = b[kt * bk:(kt + 1) * bk, c0:c0 + bn]
+            box_a[:blk_a.shape[0], :blk_a.shape[1]] = blk_a
+            box_b[:blk_b.shape[0], :blk_b.shape[1]] = blk_b
+            acc += box_a @ box_b
+        rows, cols = cta.rows, cta.cols
+        out[rows.start:rows.stop, cols.start:cols.stop] = acc[:len(rows), :len(cols)]
+        writes[rows.start:rows.stop, cols.start:cols.stop] += 1
+    return out, writes
+
+
 def wgmma_refuse(size: Size, dtype: str) -> str | None:
     """Why the wgmma kernel cannot run this size (None when it can). TMA reads rows whose
     stride is a multiple of 16 bytes, and the kernel indexes with 32-bit ints."""

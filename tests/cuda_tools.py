@@ -73,7 +73,7 @@ class Compiled:
     resources: dict[str, Resources] = field(default_factory=dict)
 
 
-_FUNC = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+)'")
+_FUNC = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+a?)'")  # sm_90a too
 _STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
 

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cuda_tools as ct  # noqa: E402
-from roofbench.kernels.cuda_impl import CudaKernel, sources  # noqa: E402
+from roofbench.kernels.cuda_impl import ByArch, CudaKernel, CudaTmaGemm, sources  # noqa: E402
 from roofbench.kernels.registry import workloads  # noqa: E402
 
 pytestmark = pytest.mark.skipif(ct.missing_tools("nvcc", "ptxas") is not None,
@@ -59,16 +59,20 @@ def test_tables_name_existing_kernels(compiled):
     checked = 0
     for w in workloads().values():
         for v in w.variants.values():
-            for launch_name, impl in (v.impls.get("cuda") or {}).items():
-                if not isinstance(impl, CudaKernel):
-                    continue
-                for dt in v.dtypes:
-                    if dt not in impl.dtypes:
+            for launch_name, entry in (v.impls.get("cuda") or {}).items():
+                # a per-arch choice: every kernel it may pick (the sm_90a one has stubs for
+                # the plain archs, so its names exist there too)
+                impls = entry.choices() if isinstance(entry, ByArch) else [entry]
+                for impl in impls:
+                    if not isinstance(impl, (CudaKernel, CudaTmaGemm)):
                         continue
-                    for arch in ct.ARCHS:
-                        res = compiled[(impl.source, arch)].resources
-                        assert impl.name(dt) in res, (w.name, v.name, launch_name, dt, arch)
-                        checked += 1
+                    for dt in v.dtypes:
+                        if dt not in impl.dtypes:
+                            continue
+                        for arch in ct.ARCHS:
+                            res = compiled[(impl.source, arch)].resources
+                            assert impl.name(dt) in res, (w.name, v.name, launch_name, dt, arch)
+                            checked += 1
     if checked == 0:
         pytest.skip("no workload declares CUDA implementations yet")
 

@@ -1,0 +1,361 @@
+"""The Hopper wgmma + TMA GEMM (kernels/cuda/gemm_wgmma.cu), proven without a GPU.
+
+* It compiles for sm_90a through NVRTC exactly as the CuPy backend's launcher does
+  (bench/tma_launch.compile_cubin), and through nvcc (pip toolchain).
+* Its SASS holds the native Hopper forms: HGMMA 64x256x16 (fp16, bf16; B read transposed),
+  QGMMA 64x256x32 E4M3 (fp8), UTMALDG (TMA loads), SYNCS (mbarriers), the setmaxnreg pair with
+  the budgets of the source, and no local memory.
+* Registers fit: the launch budget of 384 threads, the producer/consumer setmaxnreg budgets,
+  and every register the SASS names sits under the budget of its warpgroup's code.
+* A CPU model of the schedule (same constants, read from the .cu) covers every output element
+  exactly once for odd M, N, K and reproduces A @ B with zero-filled boxes; a model of the
+  mbarrier ring (the kernel's parity formulas) never deadlocks nor overwrites a stage in use.
+* Host plumbing: tensor-map arguments, kernel parameter packing, per-arch dispatch, refusals.
+The kernel has not run on a GPU yet: NOT_VALIDATED_ON_HARDWARE says so until it has.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import cuda_tools as ct  # noqa: E402
+from roofbench.bench.backend import CaseUnsupported  # noqa: E402
+from roofbench.bench.gpu_common import plan_launches  # noqa: E402
+from roofbench.bench.tma_launch import (  # noqa: E402
+    KernelParams,
+    param_bytes,
+    pointer_bytes,
+)
+from roofbench.kernels import cuda_impl as cu  # noqa: E402
+from roofbench.kernels.registry import workloads  # noqa: E402
+from roofbench.kernels.spec import Case  # noqa: E402
+
+SRC = cu.WGMMA_SOURCE
+DTYPES = ("fp16", "bf16", "fp8")
+C = cu.wgmma_constants()
+H200 = cu.DeviceProps(cc=(9, 0), sm_count=132, l2_bytes=60 << 20,
+                      smem_per_block_optin=227 * 1024, name="fake H200")
+A100 = cu.DeviceProps(cc=(8, 0), sm_count=108, l2_bytes=40 << 20, name="fake A100")
+REGS_PER_SM = 65536
+
+
+def has(ops: Counter, prefix: str) -> int:
+    return sum(n for op, n in ops.items() if op.startswith(prefix))
+
+
+# --------------------------------------------------------------------------- compiling
+needs_nvcc = pytest.mark.skipif(ct.missing_tools("nvcc", "cuobjdump") is not None,
+                                reason=ct.missing_tools("nvcc", "cuobjdump") or "")
+
+
+@pytest.fixture(scope="module")
+def nvrtc_sass() -> dict[str, str]:
+    """SASS per kernel of the cubin NVRTC builds on the backend's path (sm_90a)."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings not installed")
+    if ct.missing_tools("cuobjdump") or not ct.cuda_include_dirs():
+        pytest.skip("pip CUDA toolchain / headers missing: pip install -e '.[cudatools]'")
+    from roofbench.bench.tma_launch import compile_cubin
+
+    cubin = ct._TMP / "gemm_wgmma.nvrtc.sm_90a.cubin"
+    cubin.write_bytes(compile_cubin(SRC, "sm_90a"))
+    p = subprocess.run([str(ct.pip_tool("cuobjdump")), "-sass", str(cubin)],
+                       capture_output=True, text=True, timeout=120, check=True)
+    out: dict[str, str] = {}
+    name = None
+    for line in p.stdout.splitlines():
+        if m := re.search(r"Function : (\S+)", line):
+            name = m.group(1)
+            out[name] = ""
+        elif name is not None:
+            out[name] += line + "\n"
+    return out
+
+
+@pytest.fixture(scope="module")
+def nvcc_sm90a() -> ct.Compiled:
+    if ct.missing_tools("nvcc", "cuobjdump"):
+        pytest.skip(ct.missing_tools("nvcc", "cuobjdump") or "")
+    return ct.compile_cu(SRC, "sm_90a")
+
+
+def test_nvrtc_builds_every_dtype_for_sm90a(nvrtc_sass):
+    assert set(nvrtc_sass) == {f"gemm_wgmma_{d}" for d in DTYPES}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sass_is_native_hopper(nvrtc_sass, dtype):
+    text = nvrtc_sass[f"gemm_wgmma_{dtype}"]
+    ops = Counter(ct.opcodes(text))
+    steps = C["WG_BK_BYTES"] // 32  # one wgmma per 32 bytes of k per stage
+    # (the opcode parser stops at the lower-case shape: count the full forms in the text)
+    if dtype == "fp8":
+        assert len(re.findall(r"QGMMA\.64x256x32\.F32\.E4M3\.E4M3 ", text)) == steps, ops
+        assert not has(ops, "HGMMA") and not has(ops, "HMMA")
+        # the producer's transpose: shared loads/stores, byte permutes
+        assert has(ops, "LDS") and has(ops, "STS.128") and has(ops, "PRMT")
+    else:
+        bf = r"\.BF16" if dtype == "bf16" else ""
+        assert len(re.findall(rf"HGMMA\.64x256x16\.F32{bf} ", text)) == steps, ops
+        assert not has(ops, "HMMA") and not has(ops, "QGMMA")
+        assert text.count(".tnspB") == steps, "B must be read N-major (transposed)"
+    assert has(ops, "UTMALDG.2D"), "no TMA load"
+    assert has(ops, "SYNCS.ARRIVE.TRANS64"), "no mbarrier arrive(.expect_tx)"
+    assert has(ops, "SYNCS.PHASECHK.TRANS64.TRYWAIT"), "no mbarrier parity wait"
+    assert has(ops, "WARPGROUP.ARRIVE") and has(ops, "WARPGROUP.DEPBAR"), ops
+    assert not has(ops, "LDL") and not has(ops, "STL"), "local memory"
+    # No generic loads/stores to shared memory: the aligned base stays in the shared window.
+    assert not has(ops, "LD.E") and not has(ops, "ST.E"), ops
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_setmaxnreg_budgets(nvrtc_sass, dtype):
+    """The SASS carries the source's budgets; they fit the register file; every register a
+    warpgroup's code names is under its budget (consumers hold 128 FP32 accumulators)."""
+    text = nvrtc_sass[f"gemm_wgmma_{dtype}"]
+    prod, cons = C["WG_PRODUCER_REGS"], C["WG_CONSUMER_REGS"]
+    assert re.search(rf"USETMAXREG\.DEALLOC\.CTAPOOL 0x{prod:x}\b", text)
+    assert re.search(rf"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, 0x{cons:x}\b", text)
+    wgs = C["WG_THREADS"] // 128
+    assert 128 * prod + 128 * (wgs - 1) * cons <= REGS_PER_SM
+    assert prod % 8 == 0 and cons % 8 == 0 and 24 <= prod < cons <= 256
+
+    def max_reg(lines: list[str]) -> int:
+        regs = [int(r) for ln in lines for r in re.findall(r"\bR(\d+)\b", ln.split(";")[0])]
+        return max(regs, default=-1)
+
+    lines = text.splitlines()
+    launch_budget = REGS_PER_SM // C["WG_THREADS"] // 8 * 8
+    assert max_reg(lines) < min(cons, launch_budget)
+    # The producer branch is laid out after its USETMAXREG.DEALLOC up to its final EXIT.
+    start = next(i for i, ln in enumerate(lines) if "USETMAXREG.DEALLOC" in ln)
+    assert 0 <= max_reg(lines[start:]) < prod
+
+
+def test_ptxas_resources(nvcc_sm90a):
+    launch_budget = REGS_PER_SM // C["WG_THREADS"] // 8 * 8
+    for d in DTYPES:
+        r = nvcc_sm90a.resources[f"gemm_wgmma_{d}"]
+        assert r.spill_stores == r.spill_loads == r.stack == 0, r
+        assert 128 < r.registers <= launch_budget, r  # holds the accumulators, fits 384 threads
+    assert "warning" not in nvcc_sm90a.log.lower(), nvcc_sm90a.log
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ct.ARCHS)
+def test_other_archs_get_a_trap_stub(arch):
+    """Non-sm_90a builds (CuPy's default arch) contain no wgmma: the host never launches it."""
+    ops = {k: Counter(ct.opcodes(t)) for k, t in ct.sass(SRC, arch).items()}
+    for d in DTYPES:
+        k = ops[f"gemm_wgmma_{d}"]
+        assert not has(k, "HGMMA") and not has(k, "QGMMA") and has(k, "BPT.TRAP"), k
+
+
+# ------------------------------------------------------------------- shared memory, TMA
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_shared_memory_fits_and_matches_tma_boxes(dtype):
+    smem = cu.wgmma_smem(dtype)
+    assert smem <= 227 * 1024
+    a, b = cu.wgmma_tensor_maps((4096, 4096, 4096), dtype)
+    a_bytes, b_bytes = C["WG_BM"] * C["WG_BK_BYTES"], C["WG_BN"] * C["WG_BK_BYTES"]
+    assert a.box_bytes == a_bytes
+    if dtype == "fp8":  # one staging box per stage, transposed on chip
+        assert b.box_bytes == b_bytes and b.swizzle == "NONE"
+        assert b.box[0] * 1 % 16 == 0 and max(b.box) <= 256
+    else:  # 4 boxes of 64 columns: the kernel's expect_tx is the whole stage
+        assert b.box_bytes * (C["WG_BN"] // b.box[0]) == b_bytes
+        assert b.box[0] * 2 == 128  # the 128-byte swizzle span
+    assert a.box[0] * cu.itemsize(dtype) == 128 and a.swizzle == "128B"
+    assert a.dims == (4096, 4096) and a.strides == (4096 * cu.itemsize(dtype),)
+
+
+def test_tensor_map_names_exist_in_the_driver_bindings():
+    pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings not installed")
+    from roofbench.bench.tma_launch import tensor_map_enums
+
+    for d in DTYPES:
+        for spec in cu.wgmma_tensor_maps((256, 256, 256), d):
+            dt, sw = tensor_map_enums(spec)
+            assert dt.name.endswith(spec.data_type) and sw.name.endswith(spec.swizzle)
+
+
+def test_kernel_params_pack_maps_pointers_and_scalars():
+    maps = {"A": bytes(range(128)), "B": bytes(range(128, 256))}
+    ptrs = {"C": 0x7F00_1234_5600}
+    args = ("A", "B", "C", np.int64(1000), np.int64(256), np.int64(-1))
+    values = param_bytes(args, ptrs.__getitem__, maps)
+    params = KernelParams(values)
+    back = params.read_back([128, 128, 8, 8, 8, 8])
+    assert back[0] == maps["A"] and back[1] == maps["B"]
+    assert back[2] == pointer_bytes(0x7F00_1234_5600)
+    assert [int.from_bytes(x, "little", signed=True) for x in back[3:]] == [1000, 256, -1]
+
+
+# ---------------------------------------------------------------- schedule (CPU model)
+@pytest.mark.parametrize("m,n", [(1, 1), (127, 255), (129, 257), (1000, 130), (2049, 777),
+                                 (128 * 9 + 5, 256 * 3 + 1), (4096, 4096)])
+def test_tile_schedule_is_a_bijection(m, n):
+    tiles_m, tiles_n = cu.wgmma_tiles(m, n)
+    seen = [cu.wgmma_tile(b, tiles_m, tiles_n) for b in range(tiles_m * tiles_n)]
+    assert sorted(seen) == [(i, j) for i in range(tiles_m) for j in range(tiles_n)]
+
+
+def test_schedule_groups_tile_rows_for_l2_reuse():
+    tiles_m, tiles_n = cu.wgmma_tiles(4096, 4096)
+    g = C["WG_GROUP_M"]
+    first = [cu.wgmma_tile(b, tiles_m, tiles_n) for b in range(g)]
+    assert first == [(i, 0) for i in range(g)]  # consecutive CTAs share a B column block
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n,k", [(131, 259, 67), (1, 300, 129), (257, 1, 1), (129, 513, 300)])
+def test_cpu_model_writes_every_element_once(dtype, m, n, k):
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-1, 1, (m, k))
+    b = rng.uniform(-1, 1, (k, n))
+    c, writes = cu.wgmma_model(a, b, dtype)
+    assert writes.min() == 1 and writes.max() == 1
+    np.testing.assert_allclose(c, a @ b, rtol=1e-12, atol=1e-12)
+
+
+class _Bar:
+    """An mbarrier: `count` arrivals complete a phase; try_wait.parity(p) passes once the
+    phase of parity p has completed (a fresh barrier passes parity 1 at once)."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.pending, self.phase = count, count, 0
+
+    def arrive(self) -> None:
+        self.pending -= 1
+        if self.pending == 0:
+            self.phase, self.pending = self.phase + 1, self.count
+
+    def passed(self, parity: int) -> bool:
+        return (self.phase & 1) != parity
+
+
+def _run_ring(stages: int, ktiles: int, seed: int) -> bool:
+    """One random interleaving of the producer and two consumers; True when all finished."""
+    full = [_Bar(1) for _ in range(stages)]
+    empty = [_Bar(2) for _ in range(stages)]
+    slot = [-1] * stages
+    reading: list[set[int]] = [set() for _ in range(stages)]
+
+    def producer():
+        for kt in range(ktiles):
+            s = kt % stages
+            if kt >= stages:
+                while not empty[s].passed(((kt // stages) & 1) ^ 1):
+                    yield
+            assert not reading[s], f"stage {s} overwritten while read"
+            slot[s] = kt
+            full[s].arrive()
+            yield
+
+    def consumer(cid: int):
+        for kt in range(ktiles):
+            s = kt % stages
+            while not full[s].passed((kt // stages) & 1):
+                yield
+            assert slot[s] == kt
+            reading[s].add(cid)  # wgmma in flight until the next wait_group(1)
+            yield
+            if kt > 0:
+                p = (kt - 1) % stages
+                reading[p].discard(cid)
+                empty[p].arrive()
+            yield
+
+    rnd = random.Random(seed)
+    actors = [producer(), consumer(0), consumer(1)]
+    for _ in range(100000):
+        if not actors:
+            return True
+        a = rnd.choice(actors)
+        try:
+            next(a)
+        except StopIteration:
+            actors.remove(a)
+    return not actors
+
+
+def test_mbarrier_ring_protocol():
+    """The kernel's ring as a model: full[s] (one expect_tx arrival) and empty[s] (every
+    consumer thread; one arrival per consumer here) with the parity formulas of
+    gemm_wgmma.cu; random interleavings finish without deadlock, deliver tiles in order and
+    never overwrite a stage whose wgmma may still read it."""
+    for stages in (C["WG_STAGES_16"], C["WG_STAGES_8"]):
+        for ktiles in (1, 2, stages, stages + 1, 3 * stages + 2):
+            for seed in range(20):
+                assert _run_ring(stages, ktiles, seed), f"deadlock: {stages} stages, {ktiles}"
+
+
+def test_mbarrier_model_parity_semantics():
+    """The model's barrier follows try_wait.parity: a fresh barrier passes parity 1 at once
+    (so the producer's first lap never blocks), parity 0 after the first completed phase."""
+    full = _Bar(1)
+    assert full.passed(1) and not full.passed(0)
+    full.arrive()
+    assert full.passed(0) and not full.passed(1)
+
+
+# ------------------------------------------------------------------------ host plumbing
+def _case(variant: str, dtype: str, size: tuple[int, int, int]) -> Case:
+    w = workloads()["gemm"]
+    return Case(w, w.variants[variant], dtype, size)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tensor_is_wgmma_on_hopper_and_mma_sync_elsewhere(dtype):
+    (pl,) = plan_launches(_case("tensor", dtype, (1000, 512, 256)), H200, tma=True)
+    assert pl.function == f"gemm_wgmma_{dtype}" and pl.block == (C["WG_THREADS"], 1, 1)
+    assert pl.grid == (cu.wgmma_tiles(1000, 512)[0] * cu.wgmma_tiles(1000, 512)[1], 1, 1)
+    assert pl.smem == cu.wgmma_smem(dtype)
+    assert [m.buffer for m in pl.tensor_maps] == ["A", "B"]
+    if dtype != "fp8":  # sm_80 has no FP8 mma
+        (old,) = plan_launches(_case("tensor", dtype, (1000, 512, 256)), A100)
+        assert old.function == f"gemm_tensor_{dtype}" and not old.tensor_maps
+
+
+def test_tensor_mma_is_the_legacy_hopper_point():
+    (pl,) = plan_launches(_case("tensor_mma", "fp16", (512, 512, 512)), H200)
+    assert pl.function == "gemm_tensor_fp16"
+    with pytest.raises(CaseUnsupported, match="Hopper-only"):
+        plan_launches(_case("tensor_mma", "fp16", (512, 512, 512)), A100)
+
+
+def test_backends_without_tensor_map_launches_refuse():
+    with pytest.raises(CaseUnsupported, match="cuda backend"):
+        plan_launches(_case("tensor", "fp16", (512, 512, 512)), H200)  # e.g. PyCUDA
+
+
+@pytest.mark.parametrize("dtype,size,ok", [
+    ("fp16", (1001, 8, 8), True), ("fp16", (64, 7, 64), False), ("fp16", (64, 64, 12), False),
+    ("bf16", (3, 24, 40), True), ("fp8", (5, 16, 32), True), ("fp8", (5, 24, 32), False),
+    ("fp8", (5, 32, 8), False)])
+def test_refuses_sizes_tma_cannot_read(dtype, size, ok):
+    case = _case("tensor", dtype, size)
+    if ok:
+        assert plan_launches(case, H200, tma=True)
+    else:
+        with pytest.raises(CaseUnsupported, match="multiples of"):
+            plan_launches(case, H200, tma=True)
+
+
+def test_wgmma_needs_exactly_sm90():
+    k = cu.GEMM["tensor"]["tensor"].pick((9, 0))
+    assert isinstance(k, cu.CudaTmaGemm)
+    assert k.unsupported("fp16", (10, 0)) and k.unsupported("fp32", (9, 0))
+    assert k.unsupported("fp16", (9, 0)) is None
+
+
+def test_marked_not_validated_on_hardware():
+    assert ("gemm", "tensor", "sm_90") in cu.NOT_VALIDATED_ON_HARDWARE
