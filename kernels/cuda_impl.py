@@ -309,13 +309,14 @@ ROWNORM = {
 # the host (grid, shared memory, tensor-map boxes) and the CPU model of the tile schedule
 # cannot drift from the kernel.
 WGMMA_SOURCE = "gemm_wgmma.cu"
+WGMMA_LAYOUT = "wgmma_layout.cuh"  # its constants, schedule and fp8 transpose (host-testable)
 _WG_DEFINE = re.compile(r"^#define\s+(WG_[A-Z0-9_]+)\s+(\d+)\b", re.M)
 
 
 @cache
 def wgmma_constants() -> dict[str, int]:
     """The integer ``#define WG_*`` of the wgmma kernel (WG_BM, WG_BN, WG_STAGES_16, ...)."""
-    return {k: int(v) for k, v in _WG_DEFINE.findall((CUDA_DIR / WGMMA_SOURCE).read_text())}
+    return {k: int(v) for k, v in _WG_DEFINE.findall((CUDA_DIR / WGMMA_LAYOUT).read_text())}
 
 
 def wgmma_stages(dtype: str) -> int:
@@ -340,7 +341,7 @@ def wgmma_tiles(m: int, n: int) -> tuple[int, int]:
 
 def wgmma_tile(bid: int, tiles_m: int, tiles_n: int) -> tuple[int, int]:
     """(tile row, tile column) that CTA ``bid`` computes: the kernel's grouped raster
-    (gemm_wgmma.cu: wgmma_tile), WG_GROUP_M tile rows per group, integer maths as in C."""
+    (wgmma_layout.cuh: wgmma_tile), WG_GROUP_M tile rows per group, integer maths as in C."""
     g = wgmma_constants()["WG_GROUP_M"]
     per_group = g * tiles_n
     group = bid // per_group

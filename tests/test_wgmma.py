@@ -307,6 +307,81 @@ def test_mbarrier_model_parity_semantics():
     assert full.passed(0) and not full.passed(1)
 
 
+# ------------------------------------------- the kernel's own C code, compiled by g++
+_HARNESS = r"""
+#define __device__
+#define __forceinline__ inline
+#define __restrict__ __restrict
+struct uint4 { unsigned x, y, z, w; };
+static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
+    return uint4{a, b, c, d};
+}
+// CUDA's __byte_perm: result byte i = byte ((s >> 4i) & 7) of the 8 bytes {y:x}.
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long b = ((unsigned long long)y << 32) | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; ++i)
+        r |= (unsigned)((b >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+    return r;
+}
+#include "wgmma_layout.cuh"
+extern "C" void rb_transpose(const unsigned* stg, unsigned char* bs) {
+    for (int t = 0; t < 128; ++t) transpose_fp8_tile(stg, bs, t);  // the producer warpgroup
+}
+extern "C" void rb_tile(int bid, int tiles_m, int tiles_n, int* out) {
+    wgmma_tile(bid, tiles_m, tiles_n, out[0], out[1]);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def layout_lib():
+    """wgmma_layout.cuh (the text the kernel includes) built for the host with g++."""
+    import ctypes
+    import shutil
+
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ not found (the host build of wgmma_layout.cuh needs it)")
+    src = ct._TMP / "wgmma_layout_host.cpp"
+    so = ct._TMP / "wgmma_layout_host.so"
+    src.write_text(_HARNESS)
+    p = subprocess.run([gxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-w",
+                        f"-I{cu.CUDA_DIR}", str(src), "-o", str(so)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return ctypes.CDLL(str(so))
+
+
+def test_fp8_transpose_lands_in_the_swizzled_k_major_layout(layout_lib):
+    """The producer's transpose, run on the host: staging [128 k][256 n] -> B[n][k] with the
+    16-byte chunk c of row n at chunk c ^ (n % 8), every byte of the tile written once."""
+    import ctypes
+
+    bk, bn = C["WG_BK_BYTES"], C["WG_BN"]
+    stg = np.random.default_rng(3).integers(0, 256, (bk, bn), dtype=np.uint8)
+    out = np.zeros(bn * bk, dtype=np.uint8)
+    layout_lib.rb_transpose(stg.ctypes.data_as(ctypes.c_void_p),
+                            out.ctypes.data_as(ctypes.c_void_p))
+    n = np.arange(bn)[:, None]
+    k = np.arange(bk)[None, :]
+    addr = n * bk + (((k >> 4) ^ (n & 7)) << 4) + (k & 15)
+    assert sorted(addr.ravel().tolist()) == list(range(bn * bk))  # a permutation
+    np.testing.assert_array_equal(out[addr], stg.T)
+
+
+@pytest.mark.parametrize("m,n", [(1, 1), (129, 257), (1000, 130), (128 * 9 + 5, 256 * 3 + 1),
+                                 (4096, 4096), (8192, 8192)])
+def test_c_schedule_matches_the_python_model(layout_lib, m, n):
+    import ctypes
+
+    tiles_m, tiles_n = cu.wgmma_tiles(m, n)
+    out = (ctypes.c_int * 2)()
+    for bid in range(tiles_m * tiles_n):
+        layout_lib.rb_tile(bid, tiles_m, tiles_n, out)
+        assert (out[0], out[1]) == cu.wgmma_tile(bid, tiles_m, tiles_n), bid
+
+
 # ------------------------------------------------------------------------ host plumbing
 def _case(variant: str, dtype: str, size: tuple[int, int, int]) -> Case:
     w = workloads()["gemm"]
