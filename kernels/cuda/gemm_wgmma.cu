@@ -26,7 +26,8 @@
 //     model kernels/cuda_impl.py:wgmma_tile reproduces it and the tests check it covers every
 //     output element exactly once.
 #include "common.cuh"
-#include "wgmma_layout.cuh"  // constants, tile schedule, fp8 transpose (host-testable)
+// constants, tile schedule, fp8 transpose (host-testable):
+#include "wgmma_layout.cuh"
 
 // A CUtensorMap as the driver encodes it: 128 opaque bytes, 64-byte aligned (cuda.h is not
 // needed: NVRTC has no default include path).
