@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 export PYTHON
 
-.PHONY: bench test lint gpu-check cpu-ref clean
+.PHONY: bench test lint gpu-check wheelhouse cpu-ref clean
 
 # Sets itself up (.venv + the CUDA wheel set matching the driver, none without a GPU), then
 # measures roofs, runs every kernel on the best backend, plots and writes the report.
@@ -16,10 +16,16 @@ test:
 lint:
 	@py=$$(scripts/setup_env.sh dev) && $$py -m ruff check .
 
-# One prepared script for a GPU machine: GPU tests + a short bench of every kernel + calibrate,
-# everything under $${OUT:-results/_scratch/gpu-check}. Uses installed packages, installs nothing.
+# One prepared script for a GPU machine, from a plain clone: GPU tests, calibrate, make bench,
+# Numba and PyCUDA runs, launch overhead; everything under $${OUT:-results/_scratch/gpu-check}.
+# Uses the packages already there; installs only PyCUDA, offline from wheelhouse/ into build/.
 gpu-check:
 	@bash scripts/gpu_check.sh
+
+# On a machine with network: PyCUDA's sdist and small dependencies into wheelhouse/ (git-ignored)
+# for gpu-check on a GPU machine without one.
+wheelhouse:
+	@bash scripts/fill_wheelhouse.sh
 
 # The C reference programs (triad, FMA) the CPU probes are compared against.
 cpu-ref:

@@ -7,8 +7,9 @@
 #   the CUDA wheel set (cuda12 / cuda13) that matches the driver `nvidia-smi` reports, none
 #   without a GPU; `dev` adds the test tools and the pinned CUDA compile toolchain.
 # - ROOFBENCH_NO_INSTALL=1 (or a box that cannot reach a package index): install nothing; use
-#   the interpreter ($PYTHON, default python3) whose packages are already importable, with the
-#   source tree on PYTHONPATH through an offline editable install when possible.
+#   the interpreter ($PYTHON, default python3) whose packages are already importable. roofbench
+#   itself is the source tree: `python -m roofbench...` from the checkout root imports it as it
+#   is (roofbench/__init__.py adds kernels/, bench/, roofs/), which is how make runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want=${1:-}
@@ -37,10 +38,10 @@ offline() {
 
 if offline; then
   log "no install (ROOFBENCH_NO_INSTALL=1 or no package index): using $PY as it is"
-  if ! "$PY" -c "import roofbench.bench" >/dev/null 2>&1; then
-    # Offline editable install of the source tree only (no dependencies fetched).
-    "$PY" -m pip install --quiet --no-deps --no-build-isolation -e . >&2 2>/dev/null \
-      || log "could not install roofbench itself; put it on PYTHONPATH or pip install -e ."
+  # The source tree from this folder: a missing dependency is one line now, not a traceback.
+  if ! err=$("$PY" scripts/check_source_tree.py 2>&1); then
+    log "$PY cannot run roofbench from $(pwd): $(printf '%s\n' "$err" | tail -n 1)"
+    exit 1
   fi
   command -v "$PY"
   exit 0
