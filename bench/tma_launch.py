@@ -1,62 +1,42 @@
-"""Compile, load and launch tensor-map kernels (the sm_90a wgmma GEMM) through cuda-python.
+"""Launch tensor-map kernels (the sm_90a wgmma GEMM) from the CuPy backend.
 
 Why not CuPy's RawModule: CuPy compiles for the device's plain arch (sm_90), while wgmma,
 setmaxnreg and the TMA forms the kernel uses exist only in the arch-specific target sm_90a; and
 a ``CUtensorMap`` is a 128-byte struct passed by value (``__grid_constant__``), which CuPy takes
-only as a NumPy record. Here NVRTC (cuda.bindings.nvrtc) builds a cubin for sm_90a, the driver
-API (cuda.bindings.driver) loads it into the context CuPy made current, encodes the tensor maps
-(cuTensorMapEncodeTiled) with the device pointers of the CuPy arrays, and cuLaunchKernel runs it
-on the backend's stream, so CUDA events time it like every other launch.
+only as a NumPy record. So the kernel is built by NVRTC for sm_90a and launched through
+cuda-python's driver API (roofs.cuda_driver) on the backend's stream; the tensor maps are
+encoded here (cuTensorMapEncodeTiled) over the device pointers of the CuPy arrays.
 
-Kernel parameters are built here as bytes (the tensor map's 128 bytes, a pointer's 8, an int64
-scalar's 8) and handed to the driver as a ``void*[]`` of their addresses: that packing is plain
-Python and tested without a GPU (tests/test_wgmma.py).
+Kernel parameters are bytes (the tensor map's 128, a pointer's 8, an int64 scalar's 8) handed
+to the driver as a ``void*[]`` of their addresses: plain Python, tested without a GPU.
 """
 
 from __future__ import annotations
 
 import ctypes
-import struct
 from collections.abc import Callable, Sequence
-from functools import cache
 from typing import Any
 
-import numpy as np
 from roofbench.kernels.cuda_impl import (
     TensorMapSpec,
     compile_options,
     cuda_include_dirs,
     load_source,
 )
+from roofbench.roofs.cuda_driver import (
+    DriverFunction,
+    KernelParams,
+    _drv,
+    check,
+    driver_unavailable,
+    load_module,
+    pointer_bytes,
+    scalar_bytes,
+)
+from roofbench.roofs.cuda_driver import compile_cubin as _compile_text
 
-
-class KernelParams:
-    """A ``void*[]`` of argument slots for cuLaunchKernel, each slot a private copy of the
-    argument's bytes. Keep the object alive while launches that use it may be enqueued
-    (cuLaunchKernel copies the values at the call, so once the call returns is enough)."""
-
-    def __init__(self, values: Sequence[bytes]) -> None:
-        self._slots = [ctypes.create_string_buffer(bytes(v), len(v)) for v in values]
-        self._array = (ctypes.c_void_p * len(values))(
-            *(ctypes.addressof(s) for s in self._slots))
-
-    @property
-    def address(self) -> int:
-        return ctypes.addressof(self._array)
-
-    def read_back(self, sizes: Sequence[int]) -> list[bytes]:
-        """The bytes the driver will read: slot i, ``sizes[i]`` bytes, through the pointer
-        array (what a launch sees; used by the tests)."""
-        ptrs = ctypes.cast(self.address, ctypes.POINTER(ctypes.c_void_p))
-        return [ctypes.string_at(ptrs[i], n) for i, n in enumerate(sizes)]
-
-
-def pointer_bytes(ptr: int) -> bytes:
-    return struct.pack("<Q", int(ptr))
-
-
-def scalar_bytes(value: np.generic) -> bytes:
-    return np.asarray(value).tobytes()
+__all__ = ["KernelParams", "TmaModules", "compile_cubin", "encode_tensor_map", "param_bytes",
+           "pointer_bytes", "tensor_map_enums", "tma_unavailable"]
 
 
 def param_bytes(args: Sequence[Any], pointer: Callable[[str], int],
@@ -72,24 +52,6 @@ def param_bytes(args: Sequence[Any], pointer: Callable[[str], int],
     return out
 
 
-# ------------------------------------------------------------------------------ driver
-
-def _drv() -> Any:
-    from cuda.bindings import driver
-
-    return driver
-
-
-def check(result: Any) -> Any:
-    """Unwrap a cuda-python (err, *values) result; RuntimeError naming the error otherwise."""
-    drv = _drv()
-    err, *rest = result if isinstance(result, tuple) else (result,)
-    if err != drv.CUresult.CUDA_SUCCESS:
-        _, name = drv.cuGetErrorName(err)
-        raise RuntimeError(f"CUDA driver error {name.decode() if name else err}")
-    return rest[0] if len(rest) == 1 else tuple(rest)
-
-
 def tensor_map_enums(spec: TensorMapSpec) -> tuple[Any, Any]:
     """The driver enum members a spec names (data type, swizzle): AttributeError if none."""
     drv = _drv()
@@ -100,7 +62,7 @@ def tensor_map_enums(spec: TensorMapSpec) -> tuple[Any, Any]:
 def encode_tensor_map(spec: TensorMapSpec, ptr: int) -> bytes:
     """cuTensorMapEncodeTiled for ``spec`` over the device buffer at ``ptr``: the 128 bytes of
     the CUtensorMap. Out-of-bounds box elements are zero-filled by TMA (FLOAT_OOB_FILL_NONE
-    means zeros, not NaN), which is what the kernel's edge handling relies on."""
+    means zeros, not NaN), which the kernel's edge handling relies on."""
     drv = _drv()
     dtype, swizzle = tensor_map_enums(spec)
     rank = len(spec.dims)
@@ -117,64 +79,10 @@ def encode_tensor_map(spec: TensorMapSpec, ptr: int) -> bytes:
     return ctypes.string_at(tmap.getPtr(), 128)
 
 
-def nvrtc_options(arch: str) -> list[bytes]:
-    opts = [f"--gpu-architecture={arch}", *compile_options()]
-    opts += [f"-I{d}" for d in cuda_include_dirs()]
-    return [o.encode() for o in opts]
-
-
-@cache
 def compile_cubin(source: str, arch: str = "sm_90a") -> bytes:
-    """NVRTC (cuda.bindings) -> cubin for ``arch``; RuntimeError with the log on failure."""
-    from cuda.bindings import nvrtc
-
-    text = load_source(source).encode()
-    err, prog = nvrtc.nvrtcCreateProgram(text, source.encode(), 0, [], [])
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        raise RuntimeError(f"nvrtcCreateProgram failed for {source}: {err}")
-    try:
-        opts = nvrtc_options(arch)
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-            log = b" " * n
-            nvrtc.nvrtcGetProgramLog(prog, log)
-            raise RuntimeError(f"NVRTC failed for {source} ({arch}):\n"
-                               f"{log.decode(errors='replace')}")
-        _, size = nvrtc.nvrtcGetCUBINSize(prog)
-        cubin = b" " * size
-        (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise RuntimeError(f"nvrtcGetCUBIN failed for {source}: {err}")
-        return cubin
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-
-
-class DriverFunction:
-    """One kernel of a cubin loaded into the current context, with the resource facts the
-    CuPy functions expose (num_regs, shared_size_bytes, local_size_bytes)."""
-
-    def __init__(self, module: Any, name: str, dynamic_smem: int) -> None:
-        drv = _drv()
-        self.name = name
-        self.fn = check(drv.cuModuleGetFunction(module, name.encode()))
-        attr = drv.CUfunction_attribute
-        if dynamic_smem > 48 * 1024:
-            check(drv.cuFuncSetAttribute(
-                self.fn, attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_smem))
-        self.num_regs = int(check(drv.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_NUM_REGS,
-                                                         self.fn)))
-        self.shared_size_bytes = int(check(drv.cuFuncGetAttribute(
-            attr.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, self.fn)))
-        self.local_size_bytes = int(check(drv.cuFuncGetAttribute(
-            attr.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, self.fn)))
-
-    def launch(self, grid: Sequence[int], block: Sequence[int], smem: int, stream_ptr: int,
-               params: KernelParams) -> None:
-        drv = _drv()
-        check(drv.cuLaunchKernel(self.fn, *(int(g) for g in grid), *(int(b) for b in block),
-                                 int(smem), drv.CUstream(int(stream_ptr)), params.address, 0))
+    """NVRTC -> cubin of a kernels/cuda source (includes inlined) for ``arch``."""
+    opts = (*compile_options(), *(f"-I{d}" for d in cuda_include_dirs()))
+    return _compile_text(load_source(source), source, arch, opts)
 
 
 class TmaModules:
@@ -186,11 +94,8 @@ class TmaModules:
         self._functions: dict[tuple[str, str, int], DriverFunction] = {}
 
     def function(self, source: str, name: str, dynamic_smem: int) -> DriverFunction:
-        drv = _drv()
         if source not in self._modules:
-            check(drv.cuInit(0))
-            self._modules[source] = check(drv.cuModuleLoadData(compile_cubin(source,
-                                                                             self.arch)))
+            self._modules[source] = load_module(compile_cubin(source, self.arch))
         key = (source, name, dynamic_smem)
         if key not in self._functions:
             self._functions[key] = DriverFunction(self._modules[source], name, dynamic_smem)
@@ -199,9 +104,5 @@ class TmaModules:
 
 def tma_unavailable() -> str | None:
     """Why tensor-map kernels cannot be launched here (cuda-python missing), or None."""
-    try:
-        from cuda.bindings import driver, nvrtc  # noqa: F401
-    except Exception as e:  # ImportError, or a broken install
-        return (f"the wgmma kernel launches through cuda-python, which is not importable "
-                f"({type(e).__name__}: {e}); pip install cuda-bindings")
-    return None
+    why = driver_unavailable()
+    return f"the wgmma kernel launches through cuda-python: {why}" if why else None
