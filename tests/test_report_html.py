@@ -1,0 +1,112 @@
+"""report.html without a browser: self-contained, every section from the run's data, the
+interactive plot's content, the compare page, and the page without Bokeh."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from roofbench.bench import report_html
+from roofbench.bench.compare import compare
+from roofbench.bench.results import load_run
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = sorted((ROOT / "tests" / "fixtures" / "h200-2026-11-30").glob("results-*.json"))
+CPU = sorted((ROOT / "results" / "amd-epyc").glob("*/results.json"))
+bokeh = pytest.importorskip("bokeh", reason="bokeh is the report extra: pip install "
+                            "roofbench[report]")
+
+
+def _id(p: Path) -> str:
+    return p.stem if p.stem != "results" else p.parent.name
+
+
+def _no_remote(page: str) -> None:
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", page, re.I)
+    assert "@import" not in page
+
+
+@pytest.mark.parametrize("path", H200 + CPU, ids=_id)
+def test_page_is_self_contained_and_has_every_section(path: Path):
+    run = load_run(path)
+    page = report_html.render_html(run)
+    _no_remote(page)
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "Bokeh.embed.embed_items" in page and '"roofline"' in page  # BokehJS inlined
+    for h in ("Roofline", "Roofs", "Fusion", "Cases", "Where the time goes", "Not measured",
+              "Environment"):
+        assert f"<h2>{h}" in page
+    # Every roof is a row, with its evidence folded under it.
+    for r in run.roofs.roofs:
+        assert report_html._e(r.name) in page
+    assert page.count("<details>") == sum(1 for r in run.roofs.roofs if r.evidence)
+    for c in run.cases:
+        if c.status != "ok":
+            assert report_html._e(c.error)[:60] in page
+    for c in run.cases:
+        if c.status == "ok" and len(c.launches) > 1:
+            assert f"<h3>{report_html._e(c.key)}</h3>" in page
+    assert report_html._e(run.environment["host"]) in page
+
+
+def _renderers(plot, prefix: str):
+    return [r for r in plot.renderers if (r.name or "").startswith(prefix)]
+
+
+def test_plot_has_one_point_per_valid_case_and_every_roof_in_the_legend():
+    run = load_run(H200[0])
+    plot = report_html.bokeh_roofline([run.roofs], [run.cases], "t")
+    pts = _renderers(plot, "points:")
+    assert sum(len(r.data_source.data["x"]) for r in pts) == sum(c.valid for c in run.cases)
+    roofs = _renderers(plot, "roof:")
+    assert len(roofs) == 24  # one line per (source, level/precision), theoretical included
+    shown = {r.name for r in roofs if r.visible}
+    used = {c.precision for c in run.cases if c.valid}
+    assert shown == {f"roof:{s}:{k}" for s in ("measured", "datasheet")
+                     for k in ["dram", *used]}
+    legend = plot.select_one({"name": "legend"})
+    assert legend.click_policy == "hide"
+    in_legend = {r.name for item in legend.items for r in item.renderers if r.name}
+    assert {r.name for r in roofs + pts} <= in_legend
+    hover = [t for t in plot.tools if t.__class__.__name__ == "HoverTool"]
+    fields = " ".join(f for f, _ in hover[0].tooltips)
+    for f in ("case", "size", "time", "FLOP/s", "B/s", "AI", "efficiency", "bound", "roof"):
+        assert f in fields
+    assert plot.x_scale.__class__.__name__ == "LogScale"
+    assert plot.y_scale.__class__.__name__ == "LogScale"
+
+
+def test_compare_page_has_speedups_and_joins():
+    a, b = load_run(CPU[0]), load_run(CPU[1])
+    deltas = compare(a, b)
+    page = report_html.render_compare_html(a, b, deltas)
+    _no_remote(page)
+    for d in deltas:
+        assert report_html._e(d.key) in page
+        if d.speedup:
+            assert f"{d.speedup:.3f}x" in page
+    plot = report_html.bokeh_roofline([a.roofs, b.roofs], [a.cases, b.cases], "t",
+                                      tags=["A: ", "B: "])
+    joins = plot.select_one({"name": "joins"}).data_source.data
+    both = {c.key for c in a.cases if c.valid} & {c.key for c in b.cases if c.valid}
+    assert len(joins["x0"]) == len(both) == 20
+    names = {r.name for r in _renderers(plot, "points:")}
+    assert any(n.startswith("points:A: ") for n in names)
+    assert any(n.startswith("points:B: ") for n in names)
+
+
+def test_without_bokeh_the_page_has_the_static_plot_and_says_so(monkeypatch):
+    monkeypatch.setattr(report_html, "bokeh_available", lambda: False)
+    page = report_html.render_html(load_run(CPU[0]))
+    _no_remote(page)
+    assert "<svg" in page and "Bokeh.embed" not in page
+    assert report_html.MISSING_NOTE.split(":")[0] in page
+    assert report_html.missing_note() == report_html.MISSING_NOTE
+    monkeypatch.undo()
+    assert report_html.missing_note() is None
+
+
+def test_page_size_stays_near_bokehjs_alone():
+    page = report_html.render_html(load_run(CPU[0]))
+    assert 0.5e6 < len(page.encode()) < 2.5e6  # BokehJS core inlined, not every bundle
