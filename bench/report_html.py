@@ -156,6 +156,17 @@ def bokeh_roofline(roofsets: list[RoofSet], runs: list[list[CaseResult]], title:
                           fill_alpha=1.0 if i == 0 else 0.6, name=f"points:{tag}{wl}")
             point_renderers.append(r)
             items.append(LegendItem(label=f"{tag}{wl} ({len(rows)})", renderers=[r]))
+        hw = {pt.key: pt.hw_ai for pt in pts[i] if pt.hw_ai}
+        hw_rows = [{**_case_row(c, tag), "x": hw[k], "ai": f"{hw[k]:.4g} FLOP/B (ncu)"}
+                   for c in cs if (k := f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}")
+                   in hw]
+        if hw_rows:
+            src = ColumnDataSource({k: [r[k] for r in hw_rows] for k in hw_rows[0]})
+            r = p.scatter("x", "y", source=src, marker="circle", size=11, fill_alpha=0,
+                          line_color="color", line_width=2, name=f"hw:{tag}")
+            point_renderers.append(r)
+            items.append(LegendItem(label=f"{tag}hardware-measured DRAM AI (ncu)",
+                                    renderers=[r]))
         arrows = _fusion_segments(cs)
         if arrows:
             r = p.segment("x0", "y0", "x1", "y1", source=ColumnDataSource(arrows),

@@ -171,3 +171,26 @@ def test_plot_run_writes_png_and_svg(tmp_path: Path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     text = svg.read_text()
     assert "<svg" in text and "FP32" in text
+
+
+def test_hardware_intensity_is_a_hollow_twin_of_the_point():
+    """A case with Nsight Compute counters (issue 11) gets a hollow marker at the intensity
+    the hardware moved. The counters here are made up for the test (5% fewer bytes than the
+    model, as the H200 evidence shows for writes), attached to a real H200 rownorm run."""
+    from roofbench.bench.ncu import LaunchCounters, hw_dram_ai
+
+    run = load_run(H200[[p.stem for p in H200].index("results-rownorm-default")])
+    case = next(c for c in run.cases if c.variant == "naive" and c.valid)
+    for la in case.launches:
+        b = la.bytes["dram"] * 0.95
+        la.counters = LaunchCounters(kernel=la.kernel, dram_read=b * 0.6, dram_write=b * 0.4)
+    hw = hw_dram_ai(case)
+    assert hw == pytest.approx(case.ai["dram"] / 0.95)
+    rf = build_figure([run.roofs], [run.cases], "t")
+    hollow = [ln for ln in rf.points if ln.get_markerfacecolor() == "none"]
+    assert len(hollow) == 1 and hollow[0].get_xdata()[0] == pytest.approx(hw)
+    assert len(rf.points) == sum(c.valid for c in run.cases) + 1
+    _, points, labels = _boxes(rf)
+    for _, box in labels:
+        assert not any(box.overlaps(p) for p in points)
+    assert "hardware-measured DRAM AI (ncu)" in [t.get_text() for t in rf.legend.get_texts()]

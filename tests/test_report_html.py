@@ -110,3 +110,18 @@ def test_without_bokeh_the_page_has_the_static_plot_and_says_so(monkeypatch):
 def test_page_size_stays_near_bokehjs_alone():
     page = report_html.render_html(load_run(CPU[0]))
     assert 0.5e6 < len(page.encode()) < 2.5e6  # BokehJS core inlined, not every bundle
+
+
+def test_hardware_intensity_has_its_own_hollow_group():
+    from roofbench.bench.ncu import LaunchCounters
+
+    run = load_run(H200[[p.stem for p in H200].index("results-rownorm-default")])
+    case = next(c for c in run.cases if c.variant == "naive" and c.valid)
+    for la in case.launches:  # made-up counters for the test: 5% under the model's bytes
+        la.counters = LaunchCounters(kernel=la.kernel, dram_read=la.bytes["dram"] * 0.95,
+                                     dram_write=0.0)
+    plot = report_html.bokeh_roofline([run.roofs], [run.cases], "t")
+    hw = _renderers(plot, "hw:")
+    assert len(hw) == 1 and hw[0].data_source.data["x"] == [pytest.approx(case.ai["dram"]
+                                                                          / 0.95)]
+    assert "(ncu)" in hw[0].data_source.data["ai"][0]
