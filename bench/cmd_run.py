@@ -165,11 +165,16 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def render_outputs(run: RunResult, out: Path) -> list[Path]:
     from .plot import plot_run
     from .report import render
+    from .report_html import missing_note as html_missing_note
+    from .report_html import render_html
 
     paths = plot_run(run, out / "roofline")
     report = out / "report.md"
-    atomic_write_text(report, render(run))
-    return paths + [report]
+    note = html_missing_note()
+    atomic_write_text(report, render(run) + (f"\n> {note}\n" if note else ""))
+    page = out / "report.html"  # after report.md: a failing page never costs the report
+    atomic_write_text(page, render_html(run))
+    return paths + [page, report]
 
 
 def summary_table(run: RunResult) -> Table:
@@ -227,6 +232,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     Console(width=max(Console().width, 140)).print(summary_table(run))
     print(f"results: {out / 'results.json'}")
     print(f"report:  {paths[-1]}")
+    print(f"html:    {paths[-2]}")
     if run.interrupted:
         print("interrupted: the finished cases are saved", file=sys.stderr)
         return 130
@@ -247,19 +253,24 @@ def cmd_plot(args: argparse.Namespace) -> int:
     run = load_run(args.run)
     base = Path(args.out) if args.out else resolve_run(args.run).parent / "roofline"
     check_writable(base.parent)
-    for p in plot_run(run, base.with_suffix("")):
+    for p in plot_run(run, base.with_suffix(""), all_roofs=args.all_roofs):
         print(p)
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import render
+    from .report_html import missing_note, render_html
 
     run = load_run(args.run)
     path = Path(args.out) if args.out else resolve_run(args.run).parent / "report.md"
     check_writable(path.parent)
-    atomic_write_text(path, render(run))
+    note = missing_note()
+    atomic_write_text(path, render(run) + (f"\n> {note}\n" if note else ""))
     print(path)
+    page = path.with_suffix(".html")  # report.html beside it
+    atomic_write_text(page, render_html(run))
+    print(page)
     return 0
 
 
@@ -284,6 +295,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
                           f"A: {a.device} ({a.backend})  vs  B: {b.device} ({b.backend})",
                           tags=["A: ", "B: "])
     print(f"plot: {paths[0]}")
+    from .report_html import render_compare_html
+
+    page = base.with_suffix(".html")
+    atomic_write_text(page, render_compare_html(a, b, deltas))
+    print(f"html: {page}")
     regressions = [d for d in deltas if d.verdict.startswith("regression")]
     if regressions:
         print(f"{len(regressions)} regression(s)")
@@ -328,6 +344,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plot", help="redraw the roofline of a stored run")
     p.add_argument("run", help="run folder or its results.json")
     p.add_argument("--out", help="output path without extension (default: in the run folder)")
+    p.add_argument("--all-roofs", action="store_true",
+                   help="draw every roof, not only those the plotted points use")
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("report", help="rewrite report.md of a stored run")

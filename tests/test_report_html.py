@@ -125,3 +125,49 @@ def test_hardware_intensity_has_its_own_hollow_group():
     assert len(hw) == 1 and hw[0].data_source.data["x"] == [pytest.approx(case.ai["dram"]
                                                                           / 0.95)]
     assert "(ncu)" in hw[0].data_source.data["ai"][0]
+
+
+def test_cli_run_report_compare_and_plot_write_the_pages(tmp_path: Path, capsys):
+    """`run` writes report.html beside report.md; `report` rebuilds both; `compare` writes its
+    page beside its plot; `plot --all-roofs` draws every roof."""
+    import json
+
+    from roofbench.bench.cli import main
+
+    roofs = tmp_path / "roofs.json"
+    roofs.write_text(json.dumps({"device": "test cpu", "roofs": [
+        {"name": "dram", "kind": "memory", "level": "dram", "value": 2e10, "source": "measured"},
+        {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 2e11,
+         "source": "measured"}]}))
+    assert main(["run", "--backend", "cpu", "--quick", "--kernel", "l2norm", "--dtype", "fp32",
+                 "--size", "100003", "--roofs", str(roofs), "--out", str(tmp_path)]) == 0
+    (run_dir,) = [p.parent for p in tmp_path.glob("*/*/results.json")]
+    out = capsys.readouterr().out
+    page = (run_dir / "report.html").read_text()
+    assert f"html:    {run_dir / 'report.html'}" in out
+    assert "Bokeh.embed.embed_items" in page and "l2norm/naive/fp32/100003" in page
+    _no_remote(page)
+    assert "pip install roofbench[report]" not in (run_dir / "report.md").read_text()
+
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "again.md")]) == 0
+    assert (tmp_path / "again.html").read_text().count("<h2>") == page.count("<h2>")
+
+    assert main(["compare", str(run_dir), str(run_dir), "--out", str(tmp_path / "cmp")]) == 0
+    cmp = (tmp_path / "cmp.html").read_text()
+    assert "Speedup of B over A" in cmp and "1.000x" in cmp and '"joins"' in cmp
+
+    gemm = H200[[p.stem for p in H200].index("results-gemm-4096")]
+    assert main(["plot", str(gemm), "--out", str(tmp_path / "used")]) == 0
+    assert main(["plot", str(gemm), "--out", str(tmp_path / "all"), "--all-roofs"]) == 0
+    assert "shared mem" in (tmp_path / "all.svg").read_text()
+    assert "shared mem" not in (tmp_path / "used.svg").read_text()
+
+
+def test_report_md_says_when_the_interactive_plot_is_missing(tmp_path: Path, monkeypatch):
+    from roofbench.bench.cli import main
+
+    monkeypatch.setattr(report_html, "bokeh_available", lambda: False)
+    assert main(["report", str(CPU[0]), "--out", str(tmp_path / "r.md")]) == 0
+    md = (tmp_path / "r.md").read_text()
+    assert md.rstrip().endswith(report_html.MISSING_NOTE)
+    assert "<svg" in (tmp_path / "r.html").read_text()
