@@ -1,5 +1,6 @@
 """Measure a GPU's real roofs: HBM/L2/shared-memory bandwidth, CUDA-core FMA peaks, tensor-core
-ceilings (library GEMM and hand-written mma.sync), and the empirical roofline curve (ERT).
+ceilings (library GEMMs, hand-written mma.sync and, on Hopper, hand-written wgmma), and the
+empirical roofline curve (ERT).
 
 Dependencies point one way: this module never imports roofbench.bench. It takes an injected
 ``time_fn(fn) -> Timing`` (the backend's CUDA-event timer) and talks to the GPU through a small
@@ -56,6 +57,18 @@ MMA_ACC = 8
 MMA_KERNELS = {"fp16_tc": ("mma_fp16", 16, (8, 0)), "bf16_tc": ("mma_bf16", 16, (8, 0)),
                "tf32_tc": ("mma_tf32", 8, (8, 0)), "fp8_tc": ("mma_fp8e4m3", 32, (8, 9))}
 SMEM_UNROLL, SMEM_VEC_BYTES = 16, 16
+# wgmma probes (cuda/wgmma.cu, sm_90a only): precision -> (kernel, K of the m64n256kK shape).
+# They replace the FP8 mma.sync probe on Hopper, which has no native FP8 mma.sync.
+WGMMA_KERNELS = {"fp16_tc": ("wgmma_fp16", 16), "bf16_tc": ("wgmma_bf16", 16),
+                 "fp8_tc": ("wgmma_fp8e4m3", 32)}
+WGMMA_STEPS, WGMMA_IN_WORDS, WGMMA_ARCH = 4, (64 * 128 + 256 * 128) // 4, "sm_90a"
+# Library GEMMs tried per tensor precision (the roof is the best sustained of them).
+GEMM_LIBS = {"fp64_tc": ("cupy", "torch"), "tf32_tc": ("cupy", "torch"),
+             "fp16_tc": ("cupy", "torch"), "bf16_tc": ("torch",), "fp8_tc": ("torch",)}
+# Library bandwidth references (in the same process as the probes): (library, kernel).
+LIBRARY_STREAMS = (("cupy", "copy"), ("cupy", "add"), ("torch", "copy"), ("torch", "add"),
+                   ("torch", "triad"))
+SUSTAIN_WINDOW = 5  # consecutive samples a "sustained" rate must hold
 
 LABEL = {"fp64": "FP64", "fp32": "FP32", "fp16": "FP16x2", "bf16": "BF16x2",
          "fp64_tc": "FP64 tensor", "tf32_tc": "TF32 tensor", "fp16_tc": "FP16 tensor",
@@ -80,6 +93,11 @@ def mma_flops(warps: int, iters: int, k: int) -> float:
     return float(warps) * iters * MMA_ACC * 2 * 16 * 8 * k
 
 
+def wgmma_flops(blocks: int, threads: int, iters: int, k: int) -> float:
+    """Every warpgroup: iters x WGMMA_STEPS wgmma of m64 n256 kK, 2 FLOPs per MAC."""
+    return float(blocks) * (threads // 128) * iters * WGMMA_STEPS * 2 * 64 * 256 * k
+
+
 def kernel_names(cc: tuple[int, int]) -> dict[str, list[str]]:
     """Every kernel the probes launch on a device of compute capability ``cc``, per source
     file (the tests check that each one exists in the compiled cubin)."""
@@ -89,6 +107,8 @@ def kernel_names(cc: tuple[int, int]) -> dict[str, list[str]]:
         "fma.cu": [k for p, k in FMA_KERNELS.items() if p != "bf16" or cc >= (8, 0)],
         "mma.cu": [k for p, (k, _, mcc) in MMA_KERNELS.items()
                    if cc >= mcc and not (p == "fp8_tc" and cc == (9, 0))],
+        # built for sm_90a through cuda-python; the plain archs hold trapping stubs
+        "wgmma.cu": [k for k, _ in WGMMA_KERNELS.values()] if cc == (9, 0) else [],
         "ert.cu": [f"ert_{suf}_k{k}" for p, (suf, _) in ERT_PRECISIONS.items()
                    if p != "bf16" or cc >= (8, 0) for k in ERT_FMAS],
     }
@@ -149,7 +169,21 @@ def roof_from_samples(samples: Sequence[float], work: float) -> tuple[float, dic
     med = statistics.median(s)
     cv = statistics.stdev(s) / statistics.fmean(s) if len(s) > 1 else 0.0
     return work / med, {"median_s": med, "min_s": min(s), "max_s": max(s), "n": len(s),
-                        "cv": cv, "rate_at_best_sample": work / min(s)}
+                        "cv": cv, "rate_at_best_sample": work / min(s),
+                        "rate_sustained": sustained_rate(s, work)}
+
+
+def sustained_rate(samples: Sequence[float], work: float,
+                   window: int = SUSTAIN_WINDOW) -> float:
+    """The best rate the device held over ``window`` consecutive samples: the highest median of
+    any run of ``window`` samples (all of them when fewer). Not one lucky launch (a median
+    covers it), not the median of a whole series that a noisy neighbour or a clock dip drags
+    down: what the hardware demonstrably sustains, the figure a roof must not fall below."""
+    s = [float(x) for x in samples]
+    if not s or work <= 0 or any(not (x > 0 and math.isfinite(x)) for x in s):
+        raise ValueError("no valid samples")
+    w = min(window, len(s))
+    return max(work / statistics.median(s[i:i + w]) for i in range(len(s) - w + 1))
 
 
 def knee_from_curve(curve: Sequence[Sequence[float]]) -> dict[str, float] | None:
@@ -203,6 +237,7 @@ class Gpu(Protocol):
     index: int
 
     def compile(self, source: str, name: str) -> Any: ...
+    def compile_native(self, source: str, name: str, arch: str) -> Any: ...
     def kernel(self, module: Any, name: str) -> Callable[..., None]: ...
     def random(self, n: int, kind: str) -> Any: ...
     def empty(self, n: int, kind: str) -> Any: ...
@@ -211,8 +246,9 @@ class Gpu(Protocol):
     def memcpy(self, dst: Any, src: Any, nbytes: int) -> None: ...
     def trial_seconds(self, fn: Callable[[], None]) -> float: ...
     def busy_snapshot(self, fn: Callable[[], None], repeats: int) -> dict[str, Any]: ...
-    def library_gemm(self, precision: str, n: int) -> tuple[Callable[[], None], dict]: ...
-    def library_copy(self, lib: str, nbytes: int) -> Callable[[], None]: ...
+    def library_gemm(self, precision: str, n: int, lib: str
+                     ) -> tuple[Callable[[], None], dict]: ...
+    def library_stream(self, lib: str, op: str, nbytes: int) -> Callable[[], None]: ...
     def release(self) -> None: ...
 
 
@@ -243,7 +279,20 @@ class CupyGpu:
         mod.compile()  # compile now, so a failure is this probe's, not the first launch's
         return mod
 
+    def compile_native(self, source: str, name: str, arch: str) -> Any:
+        """Build for an arch-specific target (sm_90a) and load through cuda-python: CuPy
+        compiles for the plain arch only (roofs/cuda_driver.py says why)."""
+        from . import cuda_driver as cd
+
+        why = cd.driver_unavailable()
+        if why:
+            raise ProbeUnavailable(why)
+        return _DriverModule(cd.load_module(cd.compile_cubin(source, name, arch,
+                                                             ("-std=c++17",))))
+
     def kernel(self, module: Any, name: str) -> Callable[..., None]:
+        if isinstance(module, _DriverModule):
+            return module.launcher(name, self.cp)
         return module.get_function(name)
 
     def empty(self, n: int, kind: str) -> Any:
@@ -323,22 +372,37 @@ class CupyGpu:
                 fn()
         return run
 
-    def library_copy(self, lib: str, nbytes: int) -> Callable[[], None]:
+    def library_stream(self, lib: str, op: str, nbytes: int) -> Callable[[], None]:
+        """A library's own copy / add / triad over FP32 arrays of ``nbytes`` each (bytes moved
+        as STREAM counts them: stream_bytes(op, ...))."""
+        n = nbytes // 4
         if lib == "cupy":
-            a = self.random(nbytes // 4, "f32")
-            b = self.cp.empty_like(a)
-            return lambda: self.memcpy(b, a, a.nbytes)
+            cp = self.cp
+            a, b, c = self.random(n, "f32"), self.random(n, "f32"), self.cp.empty(n, cp.float32)
+            if op == "copy":
+                return lambda: self.memcpy(c, a, a.nbytes)
+            if op == "add":
+                return lambda: cp.add(a, b, out=c)
+            raise ProbeUnavailable(f"no CuPy {op} reference (one kernel, no temporaries)")
         if lib == "torch":
             torch = self._torch_mod()
             dev = torch.device("cuda", self.index)
-            a = torch.rand(nbytes // 4, device=dev, dtype=torch.float32)
-            b = torch.empty_like(a)
-            return self._on_cupy_stream(lambda: b.copy_(a))
+            a = torch.rand(n, device=dev, dtype=torch.float32) * 0.5 + 0.25
+            b = torch.rand(n, device=dev, dtype=torch.float32) * 0.5 + 0.25
+            c = torch.empty_like(a)
+            fns = {"copy": lambda: c.copy_(a), "add": lambda: torch.add(a, b, out=c),
+                   "triad": lambda: torch.add(a, b, alpha=0.5, out=c)}  # c = a + 0.5 b
+            return self._on_cupy_stream(fns[op])
         raise ValueError(lib)
 
-    def library_gemm(self, precision: str, n: int) -> tuple[Callable[[], None], dict]:
-        """A square n GEMM of one precision through a library; (launch, what it is)."""
+    def library_gemm(self, precision: str, n: int, lib: str = "cupy"
+                     ) -> tuple[Callable[[], None], dict]:
+        """A square n GEMM of one precision through one library; (launch, what it is)."""
         cp = self.cp
+        if lib == "torch":
+            return self._torch_gemm(precision, n)
+        if precision not in ("fp64_tc", "tf32_tc", "fp16_tc"):
+            raise ProbeUnavailable(f"CuPy has no {precision} GEMM (no bf16/fp8 arrays)")
         if precision in ("fp64_tc", "tf32_tc", "fp16_tc"):
             dt = {"fp64_tc": cp.float64, "tf32_tc": cp.float32, "fp16_tc": cp.float16}[precision]
             a = cp.random.standard_normal((n, n), dtype=cp.float32).astype(dt)
@@ -360,8 +424,29 @@ class CupyGpu:
                 finally:
                     lin.set_compute_type(np.float32, old)
             return tf32_mm, meta
+        raise ProbeUnavailable(f"no CuPy GEMM for {precision}")
+
+    def _torch_gemm(self, precision: str, n: int) -> tuple[Callable[[], None], dict]:
         torch = self._torch_mod()
         dev = torch.device("cuda", self.index)
+        plain = {"fp64_tc": torch.float64, "tf32_tc": torch.float32, "fp16_tc": torch.float16}
+        if precision in plain:
+            dt = plain[precision]
+            a = torch.randn(n, n, device=dev, dtype=dt)
+            b = torch.randn(n, n, device=dev, dtype=dt)
+            c = torch.empty(n, n, device=dev, dtype=dt)
+            tf32 = precision == "tf32_tc"
+
+            def mm() -> None:
+                old = torch.backends.cuda.matmul.allow_tf32
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                try:
+                    torch.matmul(a, b, out=c)
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = old
+            return self._on_cupy_stream(mm), {
+                "library": f"torch.matmul {torch.__version__} (cuBLAS)", "dtype": str(dt),
+                **({"allow_tf32": True} if tf32 else {})}
         if precision == "bf16_tc":
             a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
             b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
@@ -388,6 +473,24 @@ class CupyGpu:
         self.cp.get_default_memory_pool().free_all_blocks()
         if self._torch is not None:
             self._torch.cuda.empty_cache()
+
+
+class _DriverModule:
+    """A cubin loaded through cuda-python; its kernels launch on CuPy's current stream with the
+    (grid, block, args) call of CuPy's RawKernel (args: CuPy arrays, NumPy scalars)."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def launcher(self, name: str, cp: Any) -> Callable[..., None]:
+        from . import cuda_driver as cd
+
+        fn = cd.DriverFunction(self.module, name)
+
+        def launch(grid: Sequence[int], block: Sequence[int], args: Sequence[Any]) -> None:
+            params = cd.KernelParams([cd.arg_bytes(a) for a in args])
+            fn.launch(grid, block, 0, cp.cuda.get_current_stream().ptr, params)
+        return launch
 
 
 def _nvml_index_for(cp: Any, index: int) -> int | None:
@@ -424,11 +527,15 @@ class _Run:
     def cc_str(self) -> str:
         return f"{self.gpu.cc[0]}.{self.gpu.cc[1]}"
 
-    def module(self, fname: str) -> Any:
-        if fname not in self.modules:
+    def module(self, fname: str, arch: str | None = None) -> Any:
+        """A probe source compiled once: by CuPy for the device, or for an arch-specific
+        target (``arch``, e.g. sm_90a) through cuda-python."""
+        key = f"{fname}@{arch}" if arch else fname
+        if key not in self.modules:
             src = (CUDA_DIR / fname).read_text()
-            self.modules[fname] = self.gpu.compile(src, fname)
-        return self.modules[fname]
+            self.modules[key] = (self.gpu.compile_native(src, fname, arch) if arch
+                                 else self.gpu.compile(src, fname))
+        return self.modules[key]
 
     def attempt(self, probe: str, fn: Callable[[], None]) -> None:
         """Run one probe; a failure is recorded with its reason and the run goes on."""
@@ -528,19 +635,29 @@ def _check_triad(gpu: Gpu, a: Any, b: Any, c: Any, s: float, n: int) -> bool | N
     return bool(np.allclose(ha, hb + s * hc, rtol=1e-6, atol=0))
 
 
-def _library_copies(run: _Run, nbytes: int) -> dict[str, Any]:
+_LIBRARY_WHAT = {("cupy", "copy"): "cudaMemcpyAsync device-to-device",
+                 ("cupy", "add"): "cupy.add(a, b, out=c)",
+                 ("torch", "copy"): "torch.Tensor.copy_", ("torch", "add"): "torch.add",
+                 ("torch", "triad"): "torch.add(a, b, alpha=0.5, out=c)"}
+
+
+def _library_streams(run: _Run, nbytes: int) -> dict[str, Any]:
+    """The libraries' own copy/add/triad in this process, FP32 arrays of ``nbytes`` each:
+    the figures the HBM roof must not fall below. Keyed "<lib>_<op>"."""
     out: dict[str, Any] = {}
-    for lib in ("cupy", "torch"):
-        run.progress(f"reference copy {lib}")
+    for lib, op in LIBRARY_STREAMS:
+        run.progress(f"reference {lib} {op}")
+        key = f"{lib}_{op}"
         try:
-            fn = run.gpu.library_copy(lib, nbytes)
+            fn = run.gpu.library_stream(lib, op, nbytes)
         except ProbeUnavailable as e:
-            out[lib] = {"unavailable": str(e)}
+            out[key] = {"unavailable": str(e)}
             continue
-        value, stats = run.timed(fn, 2 * nbytes)  # read + write
-        out[lib] = {"bytes_per_s": value, "bytes": nbytes, "timing": stats,
-                    "what": "cudaMemcpyAsync device-to-device" if lib == "cupy"
-                    else "torch.Tensor.copy_"}
+        work = stream_bytes(op, nbytes // 4, 4)
+        median_rate, stats = run.timed(fn, work)
+        out[key] = {"bytes_per_s": stats["rate_sustained"], "median_bytes_per_s": median_rate,
+                    "bytes": nbytes, "bytes_per_launch": work, "timing": stats,
+                    "what": _LIBRARY_WHAT[(lib, op)]}
     return out
 
 
@@ -548,34 +665,40 @@ def _hbm(run: _Run) -> None:
     stream = _stream(run)
     run.rs.info["stream"] = stream
     nbytes = next(iter(stream.values()))["array_bytes"]
-    refs = _library_copies(run, nbytes)
+    refs = _library_streams(run, nbytes)
     run.rs.info["reference_copies"] = refs
-    cands = [(v["bytes_per_s"], f"stream {v['kernel']} {v['dtype']}", v) for v in
-             stream.values()]
-    cands += [(v["bytes_per_s"], f"{lib} copy", v) for lib, v in refs.items()
+    # Every figure at its sustained rate (best run of SUSTAIN_WINDOW samples); the roof is
+    # the best of the probes and the libraries, so no library in this run moves more.
+    cands = [(v["timing"]["rate_sustained"], f"stream {v['kernel']} {v['dtype']}", v)
+             for v in stream.values()]
+    cands += [(v["bytes_per_s"], f"{key.replace('_', ' ')}", v) for key, v in refs.items()
               if "bytes_per_s" in v]
     best_rate, best_name, best = max(cands, key=lambda t: t[0])
-    triad = stream.get("triad_fp32")
-    copy = stream.get("copy_fp32")
+    lib_best = max((v["bytes_per_s"] for v in refs.values() if "bytes_per_s" in v),
+                   default=None)
     ratios = {}
-    for lib, v in refs.items():
+    for key, v in refs.items():
         if "bytes_per_s" in v:
-            if triad:
-                ratios[f"triad_fp32/{lib}_copy"] = triad["bytes_per_s"] / v["bytes_per_s"]
-            if copy:
-                ratios[f"copy_fp32/{lib}_copy"] = copy["bytes_per_s"] / v["bytes_per_s"]
+            for probe in ("triad_fp32", "copy_fp32"):
+                if probe in stream:
+                    ratios[f"{probe}/{key}"] = (stream[probe]["timing"]["rate_sustained"]
+                                                / v["bytes_per_s"])
+    if lib_best:
+        ratios["hbm_roof/best_library"] = best_rate / lib_best
     run.rs.info["probe_library_ratio"] = ratios
     run.rs.add(Roof(name=f"HBM ({best_name})", kind="memory", level="dram", value=best_rate,
                     source="measured",
                     evidence={"probe": best_name, "config": best.get("config"),
                               "array_bytes": nbytes, "timing": best.get("timing"),
                               "all_probes": {k: v["bytes_per_s"] for k, v in stream.items()},
-                              "library_copies": {k: v.get("bytes_per_s") for k, v in
-                                                 refs.items()},
+                              "library_references": {k: v.get("bytes_per_s") for k, v in
+                                                     refs.items()},
+                              "rate": "sustained: best median of "
+                                      f"{SUSTAIN_WINDOW} consecutive samples",
                               "ratios": ratios}))
-    for lib, v in refs.items():
+    for key, v in refs.items():
         if "bytes_per_s" in v:
-            run.rows.append({"probe": f"{lib} copy (library)", "kind": "memory",
+            run.rows.append({"probe": f"{key.replace('_', ' ')} (library)", "kind": "memory",
                              "key": "dram", "value": v["bytes_per_s"]})
 
 
@@ -745,17 +868,90 @@ def _gemm(run: _Run, prec: str) -> None:
     n = 8192 if not (prec == "fp64_tc" and slow_fp64) else 4096
     if run.quick and prec == "fp64_tc":
         n = 4096 if slow_fp64 else 8192
-    fn, meta = gpu.library_gemm(prec, n)
-    run.progress(f"library GEMM {prec} n={n}")
     flops = 2.0 * n ** 3
-    value, stats = run.timed(fn, flops)
+    tried: dict[str, Any] = {}
+    best: tuple[float, dict[str, Any], dict[str, Any]] | None = None
+    for lib in GEMM_LIBS[prec]:
+        try:
+            fn, meta = gpu.library_gemm(prec, n, lib)
+        except ProbeUnavailable as e:
+            tried[lib] = {"unavailable": str(e)}
+            continue
+        run.progress(f"library GEMM {prec} n={n} ({lib})")
+        median_rate, stats = run.timed(fn, flops)
+        value = stats["rate_sustained"]
+        tried[lib] = {**meta, "flop_per_s": value, "median_flop_per_s": median_rate,
+                      "timing": stats}
+        run.rows.append({"probe": f"{meta['library']} {prec} n={n}", "kind": "compute",
+                         "key": prec, "value": value})
+        if best is None or value > best[0]:
+            best = (value, meta, stats)
+        gpu.release()  # one library's operands at a time
+    if best is None:
+        raise ProbeUnavailable("; ".join(f"{k}: {v['unavailable']}" for k, v in tried.items()))
+    value, meta, stats = best
     run.rs.add(Roof(name=f"{LABEL[prec]} ({meta['library'].split()[0]} GEMM)", kind="compute",
                     precision=prec, value=value, source="measured",
                     evidence={"probe": "library GEMM", "ceiling": "library", "n": n,
                               "flops_per_launch": flops, **meta, "timing": stats,
-                              "data": "random normal (not zeros)"}))
-    run.rows.append({"probe": f"{meta['library']} {prec} n={n}", "kind": "compute",
-                     "key": prec, "value": value})
+                              "rate": "sustained: best median of "
+                                      f"{SUSTAIN_WINDOW} consecutive samples",
+                              "libraries": tried, "data": "random normal (not zeros)"}))
+
+
+def _wgmma_words(prec: str, rng: np.random.Generator) -> np.ndarray:
+    """Operand tiles of the wgmma probe as 32-bit words: finite values of the input type."""
+    n = WGMMA_IN_WORDS
+    if prec == "fp16_tc":
+        return rng.uniform(0.25, 0.75, 2 * n).astype(np.float16).view(np.uint32)
+    if prec == "bf16_tc":
+        hi = rng.uniform(0.25, 0.75, 2 * n).astype(np.float32).view(np.uint32) >> 16
+        return (hi[0::2] | (hi[1::2] << 16)).astype(np.uint32)
+    # e4m3 bytes with the top exponent bit clear: finite, positive, never NaN
+    return ((rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+             & np.uint32(0x3F3F3F3F)) | np.uint32(0x08080808))
+
+
+def _wgmma(run: _Run, prec: str) -> None:
+    """Hopper's native tensor-core ceiling, hand-written: wgmma m64n256 from shared memory
+    (cuda/wgmma.cu), built for sm_90a. On Hopper it replaces the FP8 mma.sync probe."""
+    gpu = run.gpu
+    if gpu.cc != (9, 0):
+        raise ProbeUnavailable(f"wgmma is sm_90a only, this is sm_{gpu.cc[0]}{gpu.cc[1]}")
+    kname, kdim = WGMMA_KERNELS[prec]
+    k = gpu.kernel(run.module("wgmma.cu", WGMMA_ARCH), kname)
+    inp = gpu.upload(np.ascontiguousarray(_wgmma_words(prec, np.random.default_rng(7))))
+    grid = gpu.sm_count  # one block per SM (about 154 registers x 128 per warpgroup)
+    tried: list[ConfigResult] = []
+    by: dict[int, tuple[int, dict[str, Any]]] = {}
+    for block in (256, 384):  # 2 or 3 warpgroups per SM
+        out = gpu.empty(grid * block, "f32")
+
+        def launch(it: int, block: int = block, out: Any = out) -> Callable[[], None]:
+            return lambda: k((grid,), (block,), (inp, np.int32(it), out))
+        iters = scale_iters(64, gpu.trial_seconds(launch(64)), 0.005 if run.quick else 0.02,
+                            hi=1 << 22)
+        run.progress(f"wgmma {prec} {block // 128} warpgroups")
+        flops = wgmma_flops(grid, block, iters, kdim)
+        median_rate, stats = run.timed(launch(iters), flops)
+        tried.append(ConfigResult(block, 1, grid, stats["median_s"], stats["rate_sustained"],
+                                  stats["cv"], stats["n"]))
+        by[block] = (iters, stats)
+    best = pick_best_config(tried)
+    iters, stats = by[best.block]
+    run.rs.add(Roof(name=f"{LABEL[prec]} (wgmma)", kind="compute", precision=prec,
+                    value=best.rate, source="measured",
+                    evidence={"probe": kname, "ceiling": "wgmma",
+                              "note": "hand-written Hopper-native path: wgmma.mma_async "
+                                      "m64n256 from shared memory, built for sm_90a",
+                              "shape": f"m64n256k{kdim}", "k_steps_per_iter": WGMMA_STEPS,
+                              "config": best.config(), "iters": iters,
+                              "flops_per_launch": wgmma_flops(grid, best.block, iters, kdim),
+                              "timing": stats, "searched": [asdict(r) for r in tried],
+                              "rate": "sustained: best median of "
+                                      f"{SUSTAIN_WINDOW} consecutive samples"}))
+    run.rows.append({"probe": f"{kname} (wgmma ceiling)", "kind": "compute", "key": prec,
+                     "value": best.rate, "config": best.config()})
 
 
 def _ert(run: _Run, prec: str) -> None:
@@ -833,7 +1029,12 @@ def measure_gpu_roofs(time_fn: TimeFn, quick: bool = False,
     for prec in ("fp64", "fp32", "fp16", "bf16"):
         run.attempt(f"fma_{prec}", lambda p=prec: _fma(run, p))
     for prec in MMA_KERNELS:
+        if prec == "fp8_tc" and gpu.cc == (9, 0):
+            continue  # Hopper has no native FP8 mma.sync: the wgmma FP8 probe replaces it
         run.attempt(f"mma_{prec}", lambda p=prec: _mma(run, p))
+    if gpu.cc == (9, 0):  # the wgmma probes need sm_90a exactly
+        for prec in WGMMA_KERNELS:
+            run.attempt(f"wgmma_{prec}", lambda p=prec: _wgmma(run, p))
     for prec in ("fp64_tc", "tf32_tc", "fp16_tc", "bf16_tc", "fp8_tc"):
         run.attempt(f"gemm_{prec}", lambda p=prec: _gemm(run, p))
     for prec in ERT_PRECISIONS:

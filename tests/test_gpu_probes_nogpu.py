@@ -38,7 +38,7 @@ from roofbench.roofs.calibrated import (
 from roofbench.roofs.model import Roof, RoofSet
 
 CUDA_DIR = gp.CUDA_DIR
-SOURCES = ("stream.cu", "cache.cu", "fma.cu", "mma.cu", "ert.cu")
+SOURCES = ("stream.cu", "cache.cu", "fma.cu", "mma.cu", "ert.cu", "wgmma.cu")
 ARCHS = ((8, 0), (8, 9), (9, 0))
 REPO = Path(__file__).resolve().parents[1]
 
@@ -315,7 +315,7 @@ def test_accounting_helpers():
 
 PLANT = {"hbm": 4.0e12, "l2": 10.0e12, "smem": 30.0e12, "fp64": 33.0e12, "fp32": 66.0e12,
          "fp16": 130.0e12, "bf16": 128.0e12, "mma": 600.0e12, "gemm": 790.0e12,
-         "copy": 3.9e12}
+         "torch_gemm": 800.0e12, "copy": 3.9e12, "wgmma": 700.0e12, "wgmma_fp8": 1300.0e12}
 
 
 class _Arr:
@@ -329,14 +329,22 @@ class FakeGpu:
     name, sm_count, cc, l2_bytes, free_bytes, index = "NVIDIA H200", 132, (9, 0), \
         50 * gp.MiB, 100 * gp.GiB, 0
 
-    def __init__(self, no_torch: bool = True, copy_rate: float = PLANT["copy"]) -> None:
+    def __init__(self, no_torch: bool = True, copy_rate: float = PLANT["copy"],
+                 torch_gemm: bool = True, torch_triad_rate: float | None = None) -> None:
         self.copy_rate = copy_rate
         self.launches: list[tuple] = []
-        self.no_torch = no_torch
+        self.no_torch = no_torch  # no torch copy/add/triad references
+        self.torch_gemm = torch_gemm  # torch.matmul present (never torch._scaled_mm)
+        self.torch_triad_rate = torch_triad_rate
         self.compiled: list[str] = []
 
     def compile(self, source: str, name: str) -> str:
         assert "extern \"C\"" in source
+        self.compiled.append(name)
+        return name
+
+    def compile_native(self, source: str, name: str, arch: str) -> str:
+        assert "extern \"C\"" in source and arch == "sm_90a" and self.cc == (9, 0)
         self.compiled.append(name)
         return name
 
@@ -352,7 +360,9 @@ class FakeGpu:
         return _Arr(n, kind)
 
     def upload(self, arr):
-        assert arr.dtype == np.uint32 and arr.size == 32 * 6
+        assert arr.dtype == np.uint32 and arr.size in (32 * 6, gp.WGMMA_IN_WORDS)
+        if arr.size == gp.WGMMA_IN_WORDS:  # operand tiles hold data, no zero words
+            assert arr.all()
         return _Arr(arr.size, "u32")
 
     def to_host(self, arr, count):
@@ -365,8 +375,19 @@ class FakeGpu:
         name, grid, block, args = launch
         if name == "memcpy":
             return 2 * args[0] / self.copy_rate
+        if name.startswith("lib_"):  # a library's add / triad: 3 arrays moved
+            _, lib, op, nbytes = name.split("_")
+            rate = self.torch_triad_rate if op == "triad" and self.torch_triad_rate \
+                else self.copy_rate
+            return 3 * int(nbytes) / rate
         if name == "gemm":
-            return 2 * args[1] ** 3 / PLANT["gemm"]
+            rate = PLANT["torch_gemm"] if args[2] == "torch" else PLANT["gemm"]
+            return 2 * args[1] ** 3 / rate
+        if name.startswith("wgmma_"):
+            kdim = 32 if name.endswith("e4m3") else 16
+            rate = PLANT["wgmma_fp8"] if kdim == 32 else PLANT["wgmma"]
+            eff = 1.0 if block == 384 else 0.95  # 3 warpgroups per SM win
+            return gp.wgmma_flops(grid, block, int(args[1]), kdim) / (rate * eff)
         if name.startswith("stream_"):
             k, suf = name.split("_")[1:]
             eff = 1.0 if (block, grid // self.sm_count) == (512, 4) else 0.9
@@ -402,16 +423,21 @@ class FakeGpu:
         fn()
         return {"sm_clock_mhz": 1980, "throttled": False}
 
-    def library_gemm(self, precision, n):
-        if precision == "fp8_tc":
+    def library_gemm(self, precision, n, lib):
+        if lib == "torch" and (precision == "fp8_tc" or not self.torch_gemm):
             raise gp.ProbeUnavailable("PyTorch is not importable (ModuleNotFoundError)")
-        return (lambda: self.launches.append(("gemm", 0, 0, (precision, n)))), {
-            "library": "fake.matmul (cuBLAS)"}
+        assert lib in gp.GEMM_LIBS[precision]
+        return (lambda: self.launches.append(("gemm", 0, 0, (precision, n, lib)))), {
+            "library": f"fake.{lib}.matmul (cuBLAS)"}
 
-    def library_copy(self, lib, nbytes):
+    def library_stream(self, lib, op, nbytes):
         if lib == "torch" and self.no_torch:
             raise gp.ProbeUnavailable("PyTorch is not importable (ModuleNotFoundError)")
-        return lambda: self.memcpy(None, None, nbytes)
+        if op == "copy":
+            return lambda: self.memcpy(None, None, nbytes)
+        if lib == "cupy" and op == "triad":
+            raise gp.ProbeUnavailable("no CuPy triad")
+        return lambda: self.launches.append((f"lib_{lib}_{op}_{nbytes}", 0, 0, ()))
 
     def release(self):
         pass
@@ -446,7 +472,9 @@ def test_fake_run_roofs_equal_planted_rates(fake_run):
     assert hbm.evidence["config"] == {"block": 512, "blocks_per_sm": 4, "grid": 132 * 4}
     assert rs.info["stream"]["triad_fp32"]["config"]["block"] == 512
     assert rs.info["probe_library_ratio"]["triad_fp32/cupy_copy"] == pytest.approx(4.0 / 3.9)
-    assert rs.info["reference_copies"]["torch"]["unavailable"].startswith("PyTorch")
+    assert rs.info["probe_library_ratio"]["hbm_roof/best_library"] == pytest.approx(4.0 / 3.9)
+    assert rs.info["reference_copies"]["torch_copy"]["unavailable"].startswith("PyTorch")
+    assert rs.info["reference_copies"]["cupy_add"]["bytes_per_s"] == pytest.approx(3.9e12)
     assert rs.memory("l2", "measured").value == pytest.approx(PLANT["l2"])
     assert rs.memory("smem", "measured").value == pytest.approx(PLANT["smem"])
     for prec in ("fp64", "fp32", "fp16", "bf16"):
@@ -465,14 +493,24 @@ def test_fake_run_tensor_ceilings_kept_apart(fake_run):
           and r.kind == "compute"}
     assert by[("bf16_tc", "mma.sync")].value == pytest.approx(PLANT["mma"])
     assert "wgmma" in by[("bf16_tc", "mma.sync")].evidence["note"]  # Hopper: says so
-    assert by[("bf16_tc", "library")].value == pytest.approx(PLANT["gemm"])
-    assert rs.compute("bf16_tc").value == pytest.approx(PLANT["gemm"])  # the higher ceiling
+    assert by[("bf16_tc", "library")].value == pytest.approx(PLANT["torch_gemm"])
+    assert rs.compute("bf16_tc").value == pytest.approx(PLANT["torch_gemm"])  # the highest
+    # fp16: the best of cuBLAS through CuPy and torch.matmul, both kept as evidence
+    fp16 = by[("fp16_tc", "library")]
+    assert fp16.value == pytest.approx(PLANT["torch_gemm"])
+    assert fp16.evidence["libraries"]["cupy"]["flop_per_s"] == pytest.approx(PLANT["gemm"])
+    # Hopper: the hand-written wgmma ceilings, FP8 included (it replaces FP8 mma.sync)
+    for prec, plant in (("fp16_tc", "wgmma"), ("bf16_tc", "wgmma"), ("fp8_tc", "wgmma_fp8")):
+        w = by[(prec, "wgmma")]
+        assert w.value == pytest.approx(PLANT[plant]), prec
+        assert w.evidence["config"]["block"] == 384  # the config search picked 3 warpgroups
+    assert rs.compute("fp8_tc").value == pytest.approx(PLANT["wgmma_fp8"])
     assert ("fp8_tc", "mma.sync") not in by  # no native FP8 mma.sync on sm_90
     assert ("fp8_tc", "library") not in by
     failed = {f.probe: f.reason for f in rs.failed_probes}
-    assert "wgmma" in failed["mma_fp8_tc"]
+    assert "mma_fp8_tc" not in failed  # not attempted on Hopper: replaced, not failed
     assert "PyTorch" in failed["gemm_fp8_tc"]
-    assert set(failed) == {"mma_fp8_tc", "gemm_fp8_tc"}  # everything else was measured
+    assert set(failed) == {"gemm_fp8_tc"}  # everything else was measured
 
 
 def test_fake_run_ert_curves_and_knee(fake_run):
@@ -506,6 +544,44 @@ def test_library_copy_faster_than_probes_becomes_the_roof():
     hbm = rs.memory("dram", "measured")
     assert hbm.value == pytest.approx(4.4e12) and hbm.evidence["probe"] == "cupy copy"
     assert rs.info["probe_library_ratio"]["triad_fp32/torch_copy"] == pytest.approx(4.0 / 4.4)
+    assert rs.info["probe_library_ratio"]["hbm_roof/best_library"] == pytest.approx(1.0)
+
+
+def test_torch_triad_faster_than_everything_becomes_the_roof():
+    gpu = FakeGpu(no_torch=False, torch_triad_rate=4.25e12)
+    rs = gp.measure_gpu_roofs(_fake_time_fn(gpu), quick=True, gpu=gpu)
+    hbm = rs.memory("dram", "measured")
+    assert hbm.value == pytest.approx(4.25e12) and hbm.evidence["probe"] == "torch triad"
+    refs = rs.info["reference_copies"]
+    assert set(refs) == {f"{lib}_{op}" for lib, op in gp.LIBRARY_STREAMS}
+    assert hbm.evidence["library_references"]["torch_triad"] == pytest.approx(4.25e12)
+    assert rs.info["probe_library_ratio"]["triad_fp32/torch_triad"] == pytest.approx(4.0 / 4.25)
+
+
+def test_no_torch_no_bf16_library_roof_but_wgmma_still_measured():
+    gpu = FakeGpu(torch_gemm=False)
+    rs = gp.measure_gpu_roofs(_fake_time_fn(gpu), quick=True, gpu=gpu)
+    failed = {f.probe: f.reason for f in rs.failed_probes}
+    assert "PyTorch" in failed["gemm_bf16_tc"]  # CuPy has no bf16 GEMM: torch only
+    fp16 = rs.compute("fp16_tc", "measured")
+    assert fp16.value == pytest.approx(PLANT["gemm"])  # cuBLAS via CuPy alone
+    assert fp16.evidence["libraries"]["torch"]["unavailable"].startswith("PyTorch")
+    assert rs.compute("bf16_tc").value == pytest.approx(PLANT["wgmma"])
+
+
+def test_sustained_rate():
+    # a run of 5 samples at 0.5 s is sustained; one lucky 0.1 s sample is not
+    assert gp.sustained_rate([1, 1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.5, 2], 1.0) == 2.0
+    assert gp.sustained_rate([1, 1, 0.1, 1, 1, 1], 1.0) == 1.0
+    assert gp.sustained_rate([2.0, 4.0], 8.0) == pytest.approx(8.0 / 3.0)  # fewer: median
+    # a slow tail (throttling, a neighbour) does not drag the roof down as a median would
+    slow_tail = [1.0] * 6 + [3.0] * 10
+    assert gp.sustained_rate(slow_tail, 1.0) == 1.0
+    assert gp.roof_from_samples(slow_tail, 1.0)[0] == pytest.approx(1 / 3.0)
+    with pytest.raises(ValueError):
+        gp.sustained_rate([], 1.0)
+    with pytest.raises(ValueError):
+        gp.sustained_rate([1.0, float("nan")], 1.0)
 
 
 def test_failing_probe_is_recorded_and_others_go_on():
@@ -669,3 +745,43 @@ def test_roofs_compare_draws_two_devices(tmp_path):
     bad.write_text("{")
     p = _cli("roofs", "--compare", str(a), str(bad))
     assert p.returncode == 2 and str(bad) in p.stderr and "Traceback" not in p.stderr
+
+
+def test_wgmma_operand_words_are_finite_and_nonzero():
+    rng = np.random.default_rng(1)
+    f16 = gp._wgmma_words("fp16_tc", rng).view(np.float16)
+    assert f16.size == 2 * gp.WGMMA_IN_WORDS and ((f16 >= 0.25) & (f16 <= 0.75)).all()
+    bf = gp._wgmma_words("bf16_tc", rng)
+    hi = (bf >> 16).astype(np.uint32) << 16
+    lo = (bf & 0xFFFF).astype(np.uint32) << 16
+    for half in (hi, lo):
+        v = half.view(np.float32)
+        assert ((v >= 0.24) & (v <= 0.76)).all()
+    import ml_dtypes
+
+    e4m3 = gp._wgmma_words("fp8_tc", rng).view(np.uint8).view(ml_dtypes.float8_e4m3fn)
+    vals = e4m3.astype(np.float32)
+    assert np.isfinite(vals).all() and (vals > 0).all()
+
+
+@needs_toolchain
+def test_wgmma_probe_is_native_hopper(tmp_path):
+    """Built for sm_90a (the target the probe uses): the loop is HGMMA / QGMMA from shared
+    memory descriptors, one block of up to 3 warpgroups fits the register file, no spills."""
+    arch_out = tmp_path / "wgmma.sm_90a.cubin"
+    p = subprocess.run([str(NVCC), "-cubin", "-arch=sm_90a", "-std=c++17", "-Xptxas", "-v",
+                        str(CUDA_DIR / "wgmma.cu"), "-o", str(arch_out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "spill" in p.stderr and "0 bytes spill stores" in p.stderr
+    regs = [int(r) for r in re.findall(r"Used (\d+) registers", p.stderr)]
+    assert len(regs) == 3 and all(128 < r <= 65536 // 384 for r in regs), regs
+    sass = subprocess.run([str(CUOBJDUMP), "-sass", str(arch_out)], capture_output=True,
+                          text=True, timeout=120, check=True).stdout
+    funcs = dict(re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S))
+    want = {"wgmma_fp16": r"HGMMA\.64x256x16\.F32 ", "wgmma_bf16": r"HGMMA\.64x256x16\.F32\.BF16 ",
+            "wgmma_fp8e4m3": r"QGMMA\.64x256x32\.F32\.E4M3\.E4M3 "}
+    for name, pat in want.items():
+        text = funcs[name]
+        assert len(re.findall(pat, text)) >= gp.WGMMA_STEPS, name
+        assert "LDL" not in text and "STL" not in text and "HMMA" not in text, name
