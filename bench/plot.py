@@ -6,7 +6,7 @@ Log-log, drawn to be read at a glance:
 - by default only the roofs the plotted points use: the compute roofs of their precisions and
   the memory levels they are bound by (DRAM always: the x axis is DRAM intensity);
   ``all_roofs`` draws every roof (theoretical ones and ERT curves included). With no valid
-  point at all every roof is drawn: there is nothing to select by;
+  point at all every measured and datasheet roof is drawn: there is nothing to select by;
 - each roof is labelled on its line (name, value, ridge); labels are placed where they overlap
   no other label, no point and no ridge marker; a label that fits nowhere goes to the legend;
 - the legend and the key of numbered points sit outside the axes;
@@ -306,7 +306,7 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
     for i, rs in enumerate(roofsets):
         if i > 0 and rs.device == roofsets[0].device:
             continue
-        tag = tags[i] if len(roofsets) > 1 and i > 0 else ""
+        tag = tags[i] if len({r.device for r in roofsets}) > 1 else ""
         pts_i = [p for j, pts in enumerate(points_by_run) if rs_for[j] is rs for p in pts]
         compute, memory = select_roofs(rs, pts_i or all_points, all_roofs)
         roof_lines += _draw_roofs(ax, rs, compute, memory, xlim, ylim, tag,

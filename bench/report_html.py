@@ -114,7 +114,7 @@ def bokeh_roofline(roofsets: list[RoofSet], runs: list[list[CaseResult]], title:
     for i, rs in enumerate(roofsets):
         if i > 0 and rs.device == roofsets[0].device:
             continue
-        tag = tags[i] if len(roofsets) > 1 and i > 0 else ""
+        tag = tags[i] if len({r.device for r in roofsets}) > 1 else ""
         own = [pt for j, ps in enumerate(pts) if rs_for[j] is rs for pt in ps]
         shown_c, shown_m = select_roofs(rs, own, all_roofs=False)
         shown = {id(r) for r in shown_c + shown_m}
