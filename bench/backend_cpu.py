@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba import njit, prange
 from roofbench.kernels.spec import Case, np_dtype
 from roofbench.roofs.cpu_probes import (
     available_memory_bytes,
@@ -23,6 +24,7 @@ from roofbench.roofs.cpu_probes import (
 from roofbench.roofs.model import DatasheetMatch, RoofSet
 
 from .backend import Backend, LaunchListPrepared
+from .cpu_noise import NoiseProbe, NoiseReport, noise_cause
 from .timer import TimerConfig, Timing, host_timer
 
 GiB = 1 << 30
@@ -59,9 +61,19 @@ def cache_sizes() -> dict[str, int]:
     return out
 
 
+@njit(parallel=True, cache=True)
+def _parallel_fill(flat, value):
+    # First touch from every core with the kernels' static split: on a multi-socket machine
+    # the pages of a written buffer then sit on the node of the thread that writes them.
+    for i in prange(flat.shape[0]):
+        flat[i] = value
+
+
 class CpuPrepared(LaunchListPrepared):
-    def __init__(self, case: Case, inputs: dict[str, np.ndarray]) -> None:
+    def __init__(self, case: Case, inputs: dict[str, np.ndarray],
+                 backend: CpuBackend | None = None) -> None:
         self.case = case
+        self.backend = backend
         self.arrays: dict[str, np.ndarray] = {}
         for name, buf in case.buffers().items():
             if buf.role == "input":
@@ -78,7 +90,14 @@ class CpuPrepared(LaunchListPrepared):
     def poison(self) -> None:
         for name, buf in self.case.buffers().items():
             if buf.role != "input":
-                self.arrays[name].fill(np.nan)
+                _parallel_fill(self.arrays[name].reshape(-1), np.nan)
+
+    def extra(self) -> dict[str, Any]:
+        # What the machine did while the whole pipeline was timed (see bench/cpu_noise.py).
+        noise = self.backend.last_noise if self.backend is not None else None
+        if noise is None:
+            return {}
+        return {"timing_environment": noise.to_dict(), "noise_cause": noise_cause(noise)}
 
     def outputs(self) -> dict[str, np.ndarray]:
         return {n: self.arrays[n].copy() for n, b in self.case.buffers().items()
@@ -95,6 +114,7 @@ class CpuBackend(Backend):
 
     def __init__(self) -> None:
         self._flush: np.ndarray | None = None
+        self.last_noise: NoiseReport | None = None
 
     def device_name(self) -> str:
         return cpu_model()
@@ -108,6 +128,9 @@ class CpuBackend(Backend):
             "machine": platform.machine(),
             "cores": os.cpu_count(),
             "numba_threads": numba.config.NUMBA_NUM_THREADS,
+            # Set by the CLI on CPUs that need it for their widest vectors (AVX-512 on Intel):
+            # the kernels were compiled with these features (None: numba's default tuning).
+            "numba_cpu_features": numba.config.CPU_FEATURES,
             "caches": cache_sizes(),
             "mem_total": _mem_total(),
             "mem_available": available_memory_bytes(),
@@ -124,7 +147,7 @@ class CpuBackend(Backend):
         return ("fp64", "fp32")  # numba has no CPU fp16/bf16/fp8 arithmetic
 
     def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> LaunchListPrepared:
-        return CpuPrepared(case, inputs)
+        return CpuPrepared(case, inputs, self)
 
     def _flush_cache(self) -> None:
         if self._flush is None:  # allocated once, outside every timed window
@@ -132,7 +155,12 @@ class CpuBackend(Backend):
         self._flush += 1.0
 
     def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
-        return host_timer(fn, cfg, before=self._flush_cache if cfg.cold else None)
+        probe = NoiseProbe()
+        t = host_timer(fn, cfg, before=self._flush_cache if cfg.cold else None)
+        self.last_noise = probe.report()
+        if any(f.startswith("noisy") for f in t.flags):  # say why, from the counters
+            t.flags.append(f"noise cause: {noise_cause(self.last_noise)}")
+        return t
 
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None) -> RoofSet:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
+import numba
 import numpy as np
 import pytest
 from roofbench.bench.backend_cpu import CpuBackend
 from roofbench.bench.runner import validate
+from roofbench.kernels import gemm, rownorm
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
@@ -13,8 +17,9 @@ SIZES = {
     "vector_add": [(1,), (17,), (1001,)],
     "l2norm": [(1,), (17,), (1001,)],
     "rownorm": [(1, 1), (3, 17), (5, 1000)],
-    # Crosses every CPU tile edge (64 rows, 128 k, 256 columns) and the 4-row register block.
-    "gemm": [(1, 1, 1), (17, 5, 33), (70, 300, 140)],
+    # Crosses every CPU tile edge (64 x 64 blocks of C, 4 KiB k segments: 1024 FP32 or 512
+    # FP64 values) and the 4 x 4 register block's leftover rows and columns.
+    "gemm": [(1, 1, 1), (17, 5, 33), (70, 300, 140), (67, 130, 1100)],
 }
 
 
@@ -43,3 +48,70 @@ def test_cpu_kernel_matches_float64_reference(w, v, dtype, size):
     ok, err, why = validate(case, prep.outputs(), ref)
     assert ok, why
     assert err <= wl.tolerance[dtype]
+
+
+# ----------------------------------------------------------------------------- thread counts
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("w,v,size", [("gemm", "regblock", (70, 300, 140)),
+                                      ("gemm", "tiled", (70, 300, 140)),
+                                      ("rownorm", "onepass", (5, 1000)),
+                                      ("l2norm", "naive", (1001,))])
+def test_cpu_kernels_are_right_at_any_thread_count(threads, w, v, size):
+    # More threads than this machine has cannot be started; 1 thread and all of them cover
+    # the split of the parallel loops (64 x 64 blocks of C, rows, elements).
+    threads = min(threads, numba.config.NUMBA_NUM_THREADS)
+    wl = workloads()[w]
+    case = Case(wl, wl.variants[v], "fp32", size)
+    inputs = wl.make_inputs(size, "fp32", np.random.default_rng(3))
+    ref = wl.reference(inputs, size)
+    before = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        prep = CpuBackend().prepare(case, inputs)
+        prep.poison()
+        prep.run()
+    finally:
+        numba.set_num_threads(before)
+    ok, _, why = validate(case, prep.outputs(), ref)
+    assert ok, why
+
+
+# ----------------------------------------------------------------------------- vectorisation
+
+
+def _packed_fma_and_gathers(fn, args, fastmath) -> tuple[int, int]:
+    """Compile a fresh copy of a kernel (cached code cannot be inspected) and count packed
+    FMA/mul/add instructions and gathers in its machine code."""
+    f = numba.njit(parallel=True, fastmath=fastmath)(fn.py_func)
+    f(*args)
+    asm = f.inspect_asm(f.signatures[0])
+    packed = len(re.findall(r"\bv(?:fn?m(?:add|sub)\d{3}|mul|add)p[sd]\s[^\n]*%[xyz]mm", asm))
+    return packed, asm.count("vgather")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_micro_kernels_are_vectorised(dtype):
+    # The reason the tiled and register-blocked CPU GEMMs are fast: LLVM turns their k loops
+    # into vector FMAs on contiguous rows (a negative-index wraparound in an index would make
+    # it gather, and a strided B would stop it).
+    n = 64
+    A = np.ones((n, n), dtype)
+    Bt = np.ones((n, n), dtype)
+    C = np.zeros((n, n), dtype)
+    for core in (gemm._tiled_core, gemm._regblock_core):
+        packed, gathers = _packed_fma_and_gathers(core, (A, Bt, C, n, n, n, 32), gemm.FASTMATH)
+        assert packed >= 4, core
+        assert gathers == 0, core
+        assert np.array_equal(C, np.full((n, n), n, dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rownorm_onepass_reduction_is_vectorised(dtype):
+    x = np.ones((4, 64), dtype)
+    y = np.empty_like(x)
+    packed, gathers = _packed_fma_and_gathers(rownorm._onepass, (x, y, 4, 64, rownorm.EPS),
+                                              {"reassoc", "contract"})
+    assert packed >= 2 and gathers == 0
+    assert np.allclose(y, 1 / np.sqrt(64 + rownorm.EPS))

@@ -1,0 +1,116 @@
+"""Why a CPU timing varied: what else happened on the machine while it was being timed.
+
+A CPU case's samples can spread for reasons outside the kernel: other processes on the same
+cores (on a 2-core VM one busy neighbour takes half the machine and a parallel launch waits
+for its slowest thread), hypervisor steal, page faults inside the timed window (first touch
+of fresh memory, reclaim). :class:`NoiseProbe` snapshots the counters the kernel keeps for
+those (``/proc/stat`` for all CPUs, ``getrusage`` for this process) around a timing, and
+:func:`noise_cause` names the likeliest cause in one line, from the numbers alone.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+# Thresholds for naming a cause (fractions of all cores' time over the timed window).
+OTHER_BUSY = 0.10  # other processes used more than this share of the cores
+STEAL = 0.05  # the hypervisor took more than this share
+FAULTS_PER_S = 100.0  # page faults per second of timing: memory touched inside the window
+
+
+@dataclass
+class CpuTimes:
+    """Jiffies over all CPUs from /proc/stat's first line."""
+
+    busy: int = 0
+    idle: int = 0
+    steal: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> CpuTimes:
+        for line in text.splitlines():
+            if line.startswith("cpu "):
+                v = [int(x) for x in line.split()[1:]]
+                v += [0] * (8 - len(v))
+                user, nice, system, idle, iowait, irq, softirq, steal = v[:8]
+                return cls(busy=user + nice + system + irq + softirq, idle=idle + iowait,
+                           steal=steal)
+        return cls()
+
+
+@dataclass
+class NoiseReport:
+    """What the machine did during one timing window (deltas over the window)."""
+
+    wall_s: float
+    cores: int
+    other_busy: float  # share of all cores' time used by other processes
+    steal: float  # share of all cores' time taken by the hypervisor
+    minor_faults: int
+    major_faults: int
+    involuntary_switches: int  # this process preempted
+    load_avg_1m: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def noise_cause(r: NoiseReport) -> str:
+    """The likeliest outside cause of spread samples, in one line."""
+    causes = []
+    faults = r.minor_faults + r.major_faults
+    if r.major_faults or (r.wall_s > 0 and faults / r.wall_s > FAULTS_PER_S):
+        causes.append(f"{faults} page faults in the timed window ({r.major_faults} major): "
+                      "memory touched or reclaimed while timing")
+    if r.other_busy > OTHER_BUSY:
+        causes.append(f"other processes used {r.other_busy:.0%} of the {r.cores} cores "
+                      f"(load average {r.load_avg_1m:.1f}; this process was preempted "
+                      f"{r.involuntary_switches} times)")
+    if r.steal > STEAL:
+        causes.append(f"the hypervisor stole {r.steal:.0%} of the CPU time")
+    if not causes:
+        return ("no outside cause seen (no page faults, no other load, no steal): the "
+                "machine's own variation, e.g. a VM whose memory bandwidth changes state")
+    return "; ".join(causes)
+
+
+class NoiseProbe:
+    """Snapshot before a timing, :meth:`report` after it."""
+
+    def __init__(self, stat_path: Path = Path("/proc/stat")) -> None:
+        self.stat_path = stat_path
+        self.cores = os.cpu_count() or 1
+        self.t0 = time.perf_counter()
+        self.cpu0 = self._cpu()
+        self.ru0 = resource.getrusage(resource.RUSAGE_SELF)
+
+    def _cpu(self) -> CpuTimes:
+        try:
+            return CpuTimes.parse(self.stat_path.read_text())
+        except OSError:
+            return CpuTimes()
+
+    def report(self) -> NoiseReport:
+        wall = time.perf_counter() - self.t0
+        cpu1, ru1 = self._cpu(), resource.getrusage(resource.RUSAGE_SELF)
+        hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        total = max(self.cores * wall, 1e-9)
+        own = (ru1.ru_utime - self.ru0.ru_utime) + (ru1.ru_stime - self.ru0.ru_stime)
+        busy = (cpu1.busy - self.cpu0.busy) / hz
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+        return NoiseReport(
+            wall_s=wall, cores=self.cores,
+            other_busy=min(max((busy - own) / total, 0.0), 1.0),
+            steal=min(max((cpu1.steal - self.cpu0.steal) / hz / total, 0.0), 1.0),
+            minor_faults=ru1.ru_minflt - self.ru0.ru_minflt,
+            major_faults=ru1.ru_majflt - self.ru0.ru_majflt,
+            involuntary_switches=ru1.ru_nivcsw - self.ru0.ru_nivcsw,
+            load_avg_1m=load)
