@@ -304,3 +304,65 @@ def test_reference_table_verdicts() -> None:
 def test_reference_cli_rejects_bad_rounds(capsys) -> None:
     assert cr.main(["--rounds", "0"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- widest vectors
+
+
+def _roof(name: str, prec: str, probe: str, gflops: float) -> Roof:
+    return Roof(name=name, kind="compute", precision=prec, value=gflops * 1e9,
+                source="measured", evidence={"probe": probe})
+
+
+def test_compute_roof_below_blas_is_noted_and_blas_is_used() -> None:
+    roofs = [_roof("fp64 FMA peak (256-bit)", "fp64", "fma-peak", 36.2),
+             _roof("fp64 BLAS dgemm", "fp64", "blas-gemm", 150.0),
+             _roof("fp32 FMA peak (512-bit)", "fp32", "fma-peak", 300.0),
+             _roof("fp32 BLAS sgemm", "fp32", "blas-gemm", 297.0)]
+    notes = cp.compute_roof_notes(roofs)
+    assert len(notes) == 1  # fp32's probe is above its BLAS: nothing to say
+    assert notes[0].startswith("fp64:") and "fp64 BLAS dgemm" in notes[0]
+    assert "36.2" in notes[0] and "150.0" in notes[0]
+    rs = RoofSet("cpu", roofs)
+    assert rs.compute("fp64").name == "fp64 BLAS dgemm"  # the roof used is the higher one
+    assert rs.compute("fp32").name.startswith("fp32 FMA peak")
+    assert cp.compute_roof_notes(roofs[2:]) == []
+
+
+def test_fma_probe_in_its_own_process_uses_the_widest_vectors() -> None:
+    from roofbench.bench.cpu_fma_probe import isolated_fma_roof
+
+    roof = isolated_fma_roof("fp64", quick=True)
+    widest = cp.widest_vector_bits(cp.parse_features(cp.host_cpu_features()))
+    assert roof.kind == "compute" and roof.precision == "fp64" and roof.value > 0
+    assert roof.evidence["vector_bits"] == widest  # 512 on AVX-512 CPUs, Intel included
+    assert roof.evidence["process"].startswith("own process")
+    assert roof.evidence["child_environment"] == cp.widest_vector_env()
+
+
+def test_fma_child_failure_is_one_line(monkeypatch) -> None:
+    from roofbench.bench import cpu_fma_probe
+
+    monkeypatch.setattr(cpu_fma_probe.sys, "executable", "/nonexistent/python")
+    with pytest.raises(RuntimeError, match="FMA probe child"):
+        cpu_fma_probe.isolated_fma_roof("fp32", quick=True)
+
+
+def test_widest_vectors_reach_a_fresh_numba() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom roofbench.roofs.cpu_features import use_widest_vectors\n"
+            "asked = use_widest_vectors()\nimport numba\n"
+            "print(asked, numba.config.CPU_FEATURES)\n"
+            "print(use_widest_vectors())\n")  # too late now: numba is imported
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_CPU_FEATURES", "NUMBA_CPU_NAME")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120, check=True).stdout.split("\n")
+    avx512 = cp.widest_vector_bits(cp.parse_features(cp.host_cpu_features())) == 512
+    asked, feats = out[0].split(" ", 1)
+    assert asked == str(avx512)
+    assert feats.endswith(",-prefer-256-bit") if avx512 else feats == "None"
+    assert out[1] == "False"
