@@ -117,8 +117,11 @@ if [ "$DRY" = 1 ]; then
 fi
 t0=$(date +%s)
 mkdir -p "$TARGET"
+# The checkout itself stays off the build's path (its bench/, build/, tests/ folders would be
+# top-level names there); the rest of PYTHONPATH is kept.
+keep=$(printf '%s' "${PYTHONPATH:-}" | tr ':' '\n' | grep -v -x -F -e "$ROOT" -e "" | paste -sd: -)
 HOME=$TMP/home PATH=$cuda_root/bin:$PATH PARALLEL_CC_JOBS=$jobs \
-  PYTHONPATH=$buildpath${PYTHONPATH:+:$PYTHONPATH} "${cmd[@]}"
+  PYTHONPATH=$buildpath${keep:+:$keep} "${cmd[@]}"
 rc=$?
 echo "pycuda-offline: pip exit $rc after $(( $(date +%s) - t0 ))s"
 exit $rc
