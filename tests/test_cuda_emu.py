@@ -86,7 +86,7 @@ CASES = (
     + [("gemm", v, d, (67, 45, 33)) for v in ("naive", "tiled", "regblock")
        for d in ("fp32", "fp64", "fp16", "bf16")]
     + [("gemm", "regblock", "fp32", (130, 132, 20)), ("gemm", "regblock", "fp32", (128, 128, 16))]
-    + [("gemm", "tensor", d, s) for d in ("fp16", "bf16", "fp8")
+    + [("gemm", "tensor_mma", d, s) for d in ("fp16", "bf16", "fp8")  # mma.sync on sm_90
        for s in ((130, 136, 97), (128, 128, 128), (17, 9, 40))]
 )
 
