@@ -117,18 +117,19 @@ rm -f "$OUT_DIR/.pycuda-install.rc" "$OUT_DIR/.pycuda-install.pid"
 trap 'kill -TERM "$(cat "$OUT_DIR/.pycuda-install.pid" 2>/dev/null)" 2>/dev/null
       rm -f "$OUT_DIR/.pycuda-install.rc" "$OUT_DIR/.pycuda-install.pid"' EXIT
 
-# Limits from the first H200 run (evidence/h200-2026-11-30): they add up to 465 s.
+# Limits from the first H200 run (evidence/h200-2026-11-30): they add up to 465 s
+# (20 + 80 + 75 + 150 + 45 + 40 + 20 + 35).
 step facts 20 bash -c facts  # 2 s there
 
 # 28 s there when the Numba tests failed at once; they now compile (~1-2 s a kernel).
-step gpu-tests 90 bash -c 'pytest_must_pass "$OUT_DIR/gpu-tests.log" -m gpu -q -rs \
+step gpu-tests 80 bash -c 'pytest_must_pass "$OUT_DIR/gpu-tests.log" -m gpu -q -rs \
   -p no:cacheprovider --maxfail=20 -o addopts="--import-mode=importlib" \
   --junitxml="$OUT_DIR/gpu-tests.xml" '"${GPU_CHECK_TESTS:-tests/}"
 
 # Full probes into roofs/<device>.json, where `make bench` (and any later run) finds them; a
 # copy goes to the output folder. Killed at 90 s there (quick probes: 14.8 s); target < 60 s.
 touch "$OUT_DIR/.calibrate-start"
-step calibrate 90 "$PY" -m roofbench.bench.cli calibrate --recalibrate --no-plot
+step calibrate 75 "$PY" -m roofbench.bench.cli calibrate --recalibrate --no-plot
 ROOFS_ARG=()
 for f in $(find "$ROOT/roofs" -maxdepth 1 -name '*.json' -newer "$OUT_DIR/.calibrate-start"); do
   cp "$f" "$OUT_DIR/" && ROOFS_ARG=(--roofs "$OUT_DIR/$(basename "$f")")
@@ -170,12 +171,18 @@ else
 fi
 
 # 9 s there (the Numba half failing at compile).
-step launch-overhead 30 bash -c 'pytest_must_pass "$OUT_DIR/launch-overhead.log" -q -rs \
+step launch-overhead 20 bash -c 'pytest_must_pass "$OUT_DIR/launch-overhead.log" -q -rs \
   -p no:cacheprovider -o addopts="--import-mode=importlib" tests/bench_launch_overhead.py \
   --benchmark-json="$OUT_DIR/launch_overhead.json"'
 
-# ---- ncu step: reserved for Nsight Compute counters (being added by another engineer; ncu is
-# on PATH when the toolkit is in /usr/local/cuda). Fit its limit into the 465 s above. ----
+# Nsight Compute counters beside the model (issue 11) at the size of the hand-made H200 ncu
+# runs (64M fp32 elements): each valid case runs once more under ncu (~5-10 s a case).
+if command -v ncu >/dev/null 2>&1 || [ -n "${ROOFBENCH_NCU:-}" ]; then
+  step ncu 35 "$PY" -m roofbench.bench.cli run --backend cuda --ncu --kernel l2norm \
+    --kernel vector_add --dtype fp32 --size 64M "${ROOFS_ARG[@]}" --out "$OUT_DIR/ncu"
+else
+  record ncu "skipped (no ncu on PATH)" 0 "-"
+fi
 
 echo
 echo "gpu-check finished in $(elapsed)s; everything is under $OUT_DIR"
