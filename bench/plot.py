@@ -489,7 +489,7 @@ def _legend(ax, points: list[Point], roof_lines, legend_roofs: list[str]):
                    | {r.precision for r, *_ in roof_lines if r.kind == "compute"})
     for prec in precs:
         handles.append(Line2D([], [], color=PREC_COLORS.get(prec, "gray"), lw=2,
-                              label=f"{prec} (colour)"))
+                              label=f"{prec} (roof and points)"))
     levels = sorted({r.level for r, *_ in roof_lines if r.kind == "memory"
                      and r.source in ("measured", "user")})
     for lv in levels:

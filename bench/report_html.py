@@ -106,7 +106,7 @@ def bokeh_roofline(roofsets: list[RoofSet], runs: list[list[CaseResult]], title:
     pts = [valid_points(cs, roofs=rs) for cs, rs in zip(runs, rs_for, strict=True)]
     (x0, x1), (y0, y1) = frame(roofsets, [p for ps in pts for p in ps])
     p = figure(title=title, x_axis_type="log", y_axis_type="log", x_range=(x0, x1),
-               y_range=(y0, y1), width=1000, height=640,
+               y_range=(y0, y1), width=1400, height=700,
                tools="pan,wheel_zoom,box_zoom,reset,save", active_scroll="wheel_zoom",
                x_axis_label="arithmetic intensity (FLOP / byte of DRAM traffic)",
                y_axis_label="performance (FLOP/s)", name="roofline")
@@ -223,7 +223,7 @@ def _join_segments(a: list[CaseResult], b: list[CaseResult]) -> dict[str, list]:
 # -- page -----------------------------------------------------------------------------------
 
 CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1400px;color:#222;
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1480px;color:#222;
 padding:0 1em}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5em 0;font-size:12.5px}

@@ -70,7 +70,7 @@ def browser():
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1500,1100", "--force-device-scale-factor=1",
+                "--window-size=1560,1100", "--force-device-scale-factor=1",
                 "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
                 "--no-first-run", "--disable-extensions", "--disable-background-networking"):
         opts.add_argument(arg)
