@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 GPU_STEPS = ("gpu-tests", "calibrate", "make-bench", "bench-numba", "launch-overhead")
 ALL_STEPS = ("facts", "gpu-tests", "calibrate", "make-bench", "bench-numba", "pycuda-install",
-             "bench-pycuda", "launch-overhead")
+             "bench-pycuda", "launch-overhead", "ncu")
 # What a machine without a usable NVIDIA GPU says, through CuPy, Numba or the driver.
 GPU_REASON = re.compile(r"no GPU|no CUDA|CUDA device|CuPy is not importable|CUDA driver"
                         r"|cudaError|CUDA_ERROR|nvidia-smi", re.IGNORECASE)
@@ -71,7 +71,9 @@ def test_every_step_ran_and_summary_and_archive_are_written(run):
     assert all(re.search(r"\s\d+s\s", ln) for ln in summary.values())
     with tarfile.open(out / "gpu-check.tar.gz") as tar:
         names = {Path(n).name for n in tar.getnames()}
-    assert {"summary.txt", *(f"{s}.log" for s in ALL_STEPS if s != "bench-pycuda")} <= names
+    assert {"summary.txt", *(f"{s}.log" for s in ALL_STEPS
+                             if s not in ("bench-pycuda", "ncu"))} <= names
+    assert "skipped (no ncu on PATH)" in summary["ncu"]
     assert r.returncode != 0  # steps failed: the check says so
 
 
