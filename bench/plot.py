@@ -60,6 +60,7 @@ class Point:
     efficiency: float | None = None
     level: str | None = None  # the memory level that bounds it (None: compute-bound)
     hw_ai: float | None = None  # DRAM intensity from hardware counters, when measured
+    size: str = ""
 
 
 def _level_of(rs: RoofSet | None, c: CaseResult) -> str | None:
@@ -92,7 +93,8 @@ def valid_points(cases: list[CaseResult], level: str = "dram",
                          flops=c.flop_per_s, precision=c.precision, workload=c.workload,
                          key=f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
                          efficiency=c.efficiency, level=_level_of(roofs, c),
-                         hw_ai=hw_ai if hw_ai and hw_ai > 0 else None))
+                         hw_ai=hw_ai if hw_ai and hw_ai > 0 else None,
+                         size="x".join(map(str, c.size))))
     return pts
 
 
@@ -269,6 +271,7 @@ class RooflineFigure:
     ridges: list[tuple[float, float]] = field(default_factory=list)
     xy: list[tuple[float, float]] = field(default_factory=list)  # every point drawn (data)
     legend_roofs: list[str] = field(default_factory=list)  # roofs whose label went there
+    joins: int = 0  # comparison: segments joining a case's points of run A and run B
     drawn_roofs: list[tuple[Roof, Line2D]] = field(default_factory=list)  # roof, its line
 
 
@@ -336,6 +339,15 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
             key_lines.append(f"{len(key_lines) + 1:>2}  {tag}{p.label}{eff}")
             numbered.append((len(key_lines), p, (p.ai, p.flops)))
         arrows += _draw_fusion_arrows(ax, cases, {p.key: p for p in pts})
+    if len(points_by_run) == 2:  # a comparison: the two points of each case joined
+        in_b = {(p.key, p.size): p for p in points_by_run[1]}
+        for p in points_by_run[0]:
+            q = in_b.get((p.key, p.size))
+            if q is not None:
+                ax.plot([p.ai, q.ai], [p.flops, q.flops], ":", color="dimgray", lw=1.0,
+                        zorder=4)
+                arrows.append(((p.ai, p.flops), (q.ai, q.flops)))
+                out.joins += 1
     for roof, _texts, seg, _a in roof_lines:
         layout.segments.append((roof, (*to_px(seg[0]), *to_px(seg[1]))))
     for a, b in arrows:

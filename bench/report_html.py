@@ -146,10 +146,18 @@ def bokeh_roofline(roofsets: list[RoofSet], runs: list[list[CaseResult]], title:
             items.append(LegendItem(label=_roof_label(c, tag) + f", ridge {ridge:.3g}",
                                     renderers=[r, dot]))
     point_renderers = []
+    speedups: dict[str, str] = {}
+    if len(cases) == 2:  # B's speedup over A, shown on both points of a case
+        in_a = {_key(c): c for c in cases[0]}
+        for c in cases[1]:
+            a = in_a.get(_key(c))
+            if a is not None and a.median_s and c.median_s:
+                speedups[_key(c)] = f"{a.median_s / c.median_s:.3f}x"
     for i, cs in enumerate(cases):
         tag = tags[i] if len(runs) > 1 else ""
         for wl in sorted({c.workload for c in cs}):
-            rows = [_case_row(c, tag) for c in cs if c.workload == wl]
+            rows = [{**_case_row(c, tag), "speedup": speedups.get(_key(c), "-")}
+                    for c in cs if c.workload == wl]
             src = ColumnDataSource({k: [r[k] for r in rows] for k in rows[0]})
             r = p.scatter("x", "y", source=src, marker=BOKEH_MARKERS.get(wl, "circle"),
                           size=11, fill_color="color", line_color="black",
@@ -157,7 +165,8 @@ def bokeh_roofline(roofsets: list[RoofSet], runs: list[list[CaseResult]], title:
             point_renderers.append(r)
             items.append(LegendItem(label=f"{tag}{wl} ({len(rows)})", renderers=[r]))
         hw = {pt.key: pt.hw_ai for pt in pts[i] if pt.hw_ai}
-        hw_rows = [{**_case_row(c, tag), "x": hw[k], "ai": f"{hw[k]:.4g} FLOP/B (ncu)"}
+        hw_rows = [{**_case_row(c, tag), "x": hw[k], "ai": f"{hw[k]:.4g} FLOP/B (ncu)",
+                    "speedup": speedups.get(_key(c), "-")}
                    for c in cs if (k := f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}")
                    in hw]
         if hw_rows:
@@ -179,7 +188,8 @@ def bokeh_roofline(roofsets: list[RoofSet], runs: list[list[CaseResult]], title:
                           line_color="#555555", line_dash="dotted", line_width=1.5,
                           name="joins")
             items.append(LegendItem(label="A -> B, same case", renderers=[r]))
-    p.add_tools(HoverTool(renderers=point_renderers, tooltips=TOOLTIPS))
+    tips = TOOLTIPS + ([("speedup (A/B)", "@speedup")] if len(cases) == 2 else [])
+    p.add_tools(HoverTool(renderers=point_renderers, tooltips=tips))
     legend = Legend(items=items, click_policy="hide", label_text_font_size="8pt",
                     spacing=0, name="legend")
     p.add_layout(legend, "right")

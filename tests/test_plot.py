@@ -160,6 +160,7 @@ def test_compare_of_two_runs_keeps_labels_clear(tmp_path: Path):
         assert not any(x.overlaps(p) for p in points)
         assert not any(x.overlaps(y) for _, y in labels[i + 1:])
     assert "A: " in rf.key.get_text() and "B: " in rf.key.get_text()
+    assert rf.joins == 20  # every case of A joined to the same case of B
     paths = plot_roofline([a.roofs, b.roofs], [a.cases, b.cases], tmp_path / "cmp", "A vs B",
                           tags=["A: ", "B: "])
     assert [p.suffix for p in paths] == [".png", ".svg"]

@@ -91,6 +91,11 @@ def test_compare_page_has_speedups_and_joins():
     joins = plot.select_one({"name": "joins"}).data_source.data
     both = {c.key for c in a.cases if c.valid} & {c.key for c in b.cases if c.valid}
     assert len(joins["x0"]) == len(both) == 20
+    b_pts = [r for r in _renderers(plot, "points:B: ")]
+    sp = [x for r in b_pts for x in r.data_source.data["speedup"]]
+    assert len(sp) == 20 and all(x.endswith("x") for x in sp)
+    hover = [t for t in plot.tools if t.__class__.__name__ == "HoverTool"][0]
+    assert ("speedup (A/B)", "@speedup") in hover.tooltips
     names = {r.name for r in _renderers(plot, "points:")}
     assert any(n.startswith("points:A: ") for n in names)
     assert any(n.startswith("points:B: ") for n in names)
