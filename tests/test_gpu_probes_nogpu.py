@@ -785,3 +785,25 @@ def test_wgmma_probe_is_native_hopper(tmp_path):
         text = funcs[name]
         assert len(re.findall(pat, text)) >= gp.WGMMA_STEPS, name
         assert "LDL" not in text and "STL" not in text and "HMMA" not in text, name
+
+
+@needs_toolchain
+@pytest.mark.parametrize("cc", ARCHS, ids=lambda c: f"sm_{c[0]}{c[1]}")
+def test_stream_loops_keep_several_loads_in_flight(built, cc):
+    """Each trip of the main loop loads STREAM_ILP vectors of every array it reads (16 bytes
+    each); on sm_89/sm_90 at least STREAM_ILP of them are issued before the trip's first
+    store."""
+    ilp = int(re.search(r"#define STREAM_ILP (\d+)", (CUDA_DIR / "stream.cu").read_text())[1])
+    assert ilp >= 4
+    sass = built[("stream.cu", cc)]["sass"]
+    for k, (r, w) in gp.STREAM_RW.items():
+        if not r:
+            continue
+        body = max(_loop_bodies(sass[f"stream_{k}_f32"]),
+                   key=lambda b: sum(1 for o in b if o.startswith("LDG.E.128")))
+        loads = [o for o in body if o.startswith("LDG.E.128")]
+        assert len(loads) == r * ilp, (k, Counter(body))
+        if w and cc >= (8, 9):  # (ptxas for sm_80 sinks part of the batch below a store)
+            first_store = next(i for i, o in enumerate(body) if o.startswith("STG"))
+            ahead = sum(1 for o in body[:first_store] if o.startswith("LDG.E.128"))
+            assert ahead >= ilp, (k, body)

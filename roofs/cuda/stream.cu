@@ -5,18 +5,35 @@
 // is correct. Bytes moved per launch (reads + writes, STREAM's convention):
 //   copy 2n, scale 2n, add 3n, triad 3n, read n, fill n  (x sizeof(T)).
 
-// Unrolled by 4 so each thread keeps several independent 16-byte loads in flight (Little's law:
-// ~20 KB per SM in flight are needed for an H200's 4.8 TB/s at ~600 ns latency).
-#define GRID_STRIDE_VEC(i, nv) \
-    _Pragma("unroll 4") for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (nv); \
-         i += (long long)gridDim.x * blockDim.x)
+// STREAM_ILP independent 16-byte accesses per array per thread in flight: each trip of the
+// grid-stride loop issues all its loads before any store (a plain unrolled loop interleaves
+// them, since stores may alias), so a thread keeps STREAM_ILP x (arrays read) loads in flight
+// (Little's law: ~20 KB per SM are needed for an H200's 4.8 TB/s at ~600 ns latency).
+#define STREAM_ILP 4
+
+// for every vector index i < nv of this thread: st(i, ld(i)), loads batched STREAM_ILP deep.
+template <typename Ld, typename St>
+__device__ __forceinline__ void ilp_loop(long long nv, Ld ld, St st) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + (STREAM_ILP - 1) * stride < nv; i += STREAM_ILP * stride) {
+        decltype(ld(i)) x[STREAM_ILP];
+#pragma unroll
+        for (int u = 0; u < STREAM_ILP; ++u) x[u] = ld(i + u * stride);
+        asm volatile("" ::: "memory");  // keep every load of the trip ahead of its stores
+#pragma unroll
+        for (int u = 0; u < STREAM_ILP; ++u) st(i + u * stride, x[u]);
+    }
+    for (; i < nv; i += stride) st(i, ld(i));
+}
+template <typename V> struct Two { V x, y; };  // (the V* macros take arguments named x, y)
 
 #define STREAM_KERNELS(SUF, T, V, VEC)                                                         \
 extern "C" __global__ void stream_copy_##SUF(const T* __restrict__ a, T* __restrict__ c,      \
                                              long long n) {                                    \
     const long long nv = n / VEC;                                                              \
     const V* av = reinterpret_cast<const V*>(a); V* cv = reinterpret_cast<V*>(c);              \
-    GRID_STRIDE_VEC(i, nv) cv[i] = av[i];                                                      \
+    ilp_loop(nv, [&](long long i) { return av[i]; }, [&](long long i, V x) { cv[i] = x; });    \
     for (long long i = nv * VEC + blockIdx.x * blockDim.x + threadIdx.x; i < n;                \
          i += (long long)gridDim.x * blockDim.x) c[i] = a[i];                                  \
 }                                                                                              \
@@ -24,7 +41,8 @@ extern "C" __global__ void stream_scale_##SUF(const T* __restrict__ c, T* __rest
                                               T s, long long n) {                              \
     const long long nv = n / VEC;                                                              \
     const V* cv = reinterpret_cast<const V*>(c); V* bv = reinterpret_cast<V*>(b);              \
-    GRID_STRIDE_VEC(i, nv) { V x = cv[i]; bv[i] = VSCALE(s, x); }                              \
+    ilp_loop(nv, [&](long long i) { return cv[i]; },                                           \
+             [&](long long i, V x) { bv[i] = VSCALE(s, x); });                                 \
     for (long long i = nv * VEC + blockIdx.x * blockDim.x + threadIdx.x; i < n;                \
          i += (long long)gridDim.x * blockDim.x) b[i] = s * c[i];                              \
 }                                                                                              \
@@ -33,7 +51,8 @@ extern "C" __global__ void stream_add_##SUF(const T* __restrict__ a, const T* __
     const long long nv = n / VEC;                                                              \
     const V* av = reinterpret_cast<const V*>(a); const V* bv = reinterpret_cast<const V*>(b);  \
     V* cv = reinterpret_cast<V*>(c);                                                           \
-    GRID_STRIDE_VEC(i, nv) { V x = av[i], y = bv[i]; cv[i] = VADD(x, y); }                     \
+    ilp_loop(nv, [&](long long i) { return Two<V>{av[i], bv[i]}; },                            \
+             [&](long long i, Two<V> p) { V x = p.x, y = p.y; cv[i] = VADD(x, y); });         \
     for (long long i = nv * VEC + blockIdx.x * blockDim.x + threadIdx.x; i < n;                \
          i += (long long)gridDim.x * blockDim.x) c[i] = a[i] + b[i];                           \
 }                                                                                              \
@@ -42,7 +61,8 @@ extern "C" __global__ void stream_triad_##SUF(T* __restrict__ a, const T* __rest
     const long long nv = n / VEC;                                                              \
     V* av = reinterpret_cast<V*>(a); const V* bv = reinterpret_cast<const V*>(b);              \
     const V* cv = reinterpret_cast<const V*>(c);                                               \
-    GRID_STRIDE_VEC(i, nv) { V x = bv[i], y = cv[i]; av[i] = VTRIAD(x, s, y); }                \
+    ilp_loop(nv, [&](long long i) { return Two<V>{bv[i], cv[i]}; },                            \
+             [&](long long i, Two<V> p) { V x = p.x, y = p.y; av[i] = VTRIAD(x, s, y); });     \
     for (long long i = nv * VEC + blockIdx.x * blockDim.x + threadIdx.x; i < n;                \
          i += (long long)gridDim.x * blockDim.x) a[i] = b[i] + s * c[i];                       \
 }                                                                                              \
@@ -53,7 +73,7 @@ extern "C" __global__ void stream_read_##SUF(const T* __restrict__ a, T* __restr
     const long long nv = n / VEC;                                                              \
     const V* av = reinterpret_cast<const V*>(a);                                               \
     T acc = 0;                                                                                 \
-    GRID_STRIDE_VEC(i, nv) { V x = av[i]; acc += VSUM(x); }                                    \
+    ilp_loop(nv, [&](long long i) { return av[i]; }, [&](long long, V x) { acc += VSUM(x); }); \
     for (long long i = nv * VEC + blockIdx.x * blockDim.x + threadIdx.x; i < n;                \
          i += (long long)gridDim.x * blockDim.x) acc += a[i];                                  \
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);             \
@@ -63,7 +83,7 @@ extern "C" __global__ void stream_fill_##SUF(T* __restrict__ a, T v, long long n
     const long long nv = n / VEC;                                                              \
     V* av = reinterpret_cast<V*>(a);                                                           \
     const V x = VSPLAT(v);                                                                     \
-    GRID_STRIDE_VEC(i, nv) av[i] = x;                                                          \
+    ilp_loop(nv, [&](long long) { return x; }, [&](long long i, V y) { av[i] = y; });          \
     for (long long i = nv * VEC + blockIdx.x * blockDim.x + threadIdx.x; i < n;                \
          i += (long long)gridDim.x * blockDim.x) a[i] = v;                                     \
 }
