@@ -131,6 +131,61 @@ def probes_table(rs: RoofSet) -> Table | None:
     return t
 
 
+# Targets of issue 10 (HBM against the libraries and the datasheet, FMA against the clock).
+_TC = ("fp16_tc", "bf16_tc", "fp8_tc")
+
+
+def _measured(rs: RoofSet, kind: str, key: str, ceiling: str | None = None) -> float | None:
+    vals = [r.value for r in rs.roofs if r.source == "measured" and r.kind == kind
+            and (r.level if kind == "memory" else r.precision) == key
+            and (ceiling is None or r.evidence.get("ceiling") == ceiling)]
+    return max(vals) if vals else None
+
+
+def summary_ratios(rs: RoofSet) -> list[tuple[str, float, float | None]]:
+    """(what, ratio, target or None) for calibrate's summary: each roof against the best
+    library figure of the same run and against the datasheet, FMA probes against the clock
+    peak, hand-written tensor ceilings (wgmma, mma.sync) against the library's."""
+    out: list[tuple[str, float, float | None]] = []
+    hbm = _measured(rs, "memory", "dram")
+    refs = rs.info.get("reference_copies") or {}
+    lib = max((v["bytes_per_s"] for v in refs.values() if v.get("bytes_per_s")), default=None)
+    if hbm and lib:
+        out.append(("HBM roof / best library copy-add-triad", hbm / lib, 1.0))
+    ds = rs.memory("dram", "datasheet")
+    if hbm and ds:
+        out.append(("HBM roof / datasheet", hbm / ds.value, 0.90))
+    for prec in ("fp64", "fp32", "fp16", "bf16"):
+        r = rs.compute(prec, "measured")
+        frac = r.evidence.get("fraction_of_clock_peak") if r else None
+        if frac:
+            out.append((f"{prec} FMA / clock peak", float(frac), 0.95))
+    for prec in ("fp64_tc", "tf32_tc", *_TC):
+        libv = _measured(rs, "compute", prec, "library")
+        for ceiling, target in (("wgmma", None), ("mma.sync", None)):
+            v = _measured(rs, "compute", prec, ceiling)
+            if v and libv:
+                out.append((f"{prec} {ceiling} probe / library GEMM", v / libv, target))
+        roof = _measured(rs, "compute", prec)
+        dsr = rs.compute(prec, "datasheet")
+        if roof and dsr:
+            out.append((f"{prec} roof / datasheet", roof / dsr.value, None))
+    return out
+
+
+def ratios_table(rs: RoofSet) -> Table | None:
+    rows = summary_ratios(rs)
+    if not rows:
+        return None
+    t = Table(title="ratios (issue 10 targets)")
+    for col in ("ratio", "value", "target", "met"):
+        t.add_column(col, overflow="fold")
+    for what, v, target in rows:
+        met = "-" if target is None else ("yes" if v >= target else "NO")
+        t.add_row(what, f"{v:.3f}", "-" if target is None else f">= {target:.2f}", met)
+    return t
+
+
 def print_summary(rs: RoofSet, console: Console | None = None) -> None:
     con = console or wide_console()
     con.print(roofs_table(rs))
@@ -145,6 +200,9 @@ def print_summary(rs: RoofSet, console: Console | None = None) -> None:
         con.print(f", computed ridge {comp:.3g} FLOP/B" if comp else "")
     for k, v in (rs.info.get("probe_library_ratio") or {}).items():
         con.print(f"probe/library {k}: {v:.3f}")
+    rt = ratios_table(rs)
+    if rt is not None:
+        con.print(rt)
     for f in rs.failed_probes:
         con.print(f"[yellow]not measured[/yellow] {escape(f.probe)}: {escape(f.reason)}")
     for note in rs.notes:

@@ -807,3 +807,24 @@ def test_stream_loops_keep_several_loads_in_flight(built, cc):
             first_store = next(i for i, o in enumerate(body) if o.startswith("STG"))
             ahead = sum(1 for o in body[:first_store] if o.startswith("LDG.E.128"))
             assert ahead >= ilp, (k, body)
+
+
+def test_calibrate_summary_prints_the_ratios(fake_run):
+    import io
+
+    from rich.console import Console
+    from roofbench.bench.calibrate import print_summary, summary_ratios
+
+    rs, _ = fake_run
+    got = {what: (v, target) for what, v, target in summary_ratios(rs)}
+    assert got["HBM roof / best library copy-add-triad"] == (pytest.approx(4.0 / 3.9), 1.0)
+    assert got["HBM roof / datasheet"] == (pytest.approx(4.0 / 4.8), 0.90)
+    assert got["fp16 FMA / clock peak"][0] == pytest.approx(130e12 / (132 * 256 * 2 * 1.98e9))
+    assert got["bf16_tc wgmma probe / library GEMM"][0] == pytest.approx(700 / 800)
+    assert got["bf16_tc mma.sync probe / library GEMM"][0] == pytest.approx(600 / 800)
+    assert got["fp8_tc roof / datasheet"][0] > 0  # the wgmma FP8 ceiling against the sheet
+    buf = io.StringIO()
+    print_summary(rs, Console(file=buf, width=200))
+    text = buf.getvalue()
+    assert "ratios (issue 10 targets)" in text and "HBM roof / datasheet" in text
+    assert "0.833" in text and "NO" in text  # 4.0 of 4.8 TB/s misses the 0.90 target
