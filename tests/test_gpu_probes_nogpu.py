@@ -828,3 +828,13 @@ def test_calibrate_summary_prints_the_ratios(fake_run):
     text = buf.getvalue()
     assert "ratios (issue 10 targets)" in text and "HBM roof / datasheet" in text
     assert "0.833" in text and "NO" in text  # 4.0 of 4.8 TB/s misses the 0.90 target
+
+
+def test_probe_constants_match_their_sources():
+    fma = (CUDA_DIR / "fma.cu").read_text()
+    assert int(re.search(r"#define FMA_CHAINS (\d+)", fma)[1]) == gp.FMA_CHAINS
+    assert int(re.search(r"#define FMA_UNROLL (\d+)", fma)[1]) == gp.FMA_UNROLL
+    wg = (CUDA_DIR / "wgmma.cu").read_text()
+    assert int(re.search(r"#define WGMMA_STEPS (\d+)", wg)[1]) == gp.WGMMA_STEPS
+    assert gp.WGMMA_IN_WORDS == (64 * 128 + 256 * 128) // 4  # WGMMA_IN_WORDS of the source
+    assert "(WGMMA_TILE_A + WGMMA_TILE_B) / 4" in wg
