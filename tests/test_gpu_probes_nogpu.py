@@ -838,3 +838,16 @@ def test_probe_constants_match_their_sources():
     assert int(re.search(r"#define WGMMA_STEPS (\d+)", wg)[1]) == gp.WGMMA_STEPS
     assert gp.WGMMA_IN_WORDS == (64 * 128 + 256 * 128) // 4  # WGMMA_IN_WORDS of the source
     assert "(WGMMA_TILE_A + WGMMA_TILE_B) / 4" in wg
+
+
+@needs_toolchain
+@pytest.mark.parametrize("kernel", ["fma_fp16x2", "fma_bf16x2"])
+def test_packed_fma_uses_both_pipes_on_hopper(built, kernel):
+    """ptxas splits the packed 16-bit FMAs evenly between the FMA pipe (HFMA2) and the MMA
+    pipe (HFMA2.MMA), which is how FP16x2 reaches twice the FP32 rate; the loop is nothing else
+    but 3 loop-control instructions per FMA_UNROLL x FMA_CHAINS."""
+    body, _ = _hot_loop(built[("fma.cu", (9, 0))]["sass"][kernel], "HFMA2")
+    mma = sum(1 for o in body if o.startswith("HFMA2.MMA"))
+    fma = sum(1 for o in body if o.startswith("HFMA2") and not o.startswith("HFMA2.MMA"))
+    assert mma == fma == gp.FMA_UNROLL * gp.FMA_CHAINS // 2, Counter(body)
+    assert len(body) - mma - fma <= 4, Counter(body)
