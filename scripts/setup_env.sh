@@ -52,6 +52,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 extras=$(cuda_extra)
+extras="${extras:+$extras,}report"  # report.html: Bokeh, inlined in the page
 [ "$want" = dev ] && extras="${extras:+$extras,}dev,cudatools,mpi"
 stamp="$VENV/.roofbench-installed-${extras:-base}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
