@@ -434,3 +434,37 @@ def test_wgmma_needs_exactly_sm90():
 
 def test_marked_not_validated_on_hardware():
     assert ("gemm", "tensor", "sm_90") in cu.NOT_VALIDATED_ON_HARDWARE
+
+
+# ------------------------------------------------------------------ on a GPU (Hopper only)
+# Edges: odd M, a partial last N tile, a K tail shorter than one stage, the ring wrapping
+# several times, and one size that fills the device. Validated against float64 like every case.
+GPU_SIZES = {"fp16": [(1000, 512, 256), (129, 264, 72), (512, 512, 1024), (2048, 2048, 2048)],
+             "bf16": [(1000, 512, 256), (129, 264, 72), (512, 512, 1024)],
+             "fp8": [(1000, 512, 256), (129, 272, 144), (512, 512, 1024), (2048, 2048, 2048)]}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,size", [(d, s) for d, ss in GPU_SIZES.items() for s in ss],
+                         ids=lambda v: v if isinstance(v, str) else "x".join(map(str, v)))
+def test_wgmma_gemm_validates_on_hopper(dtype, size):
+    from roofbench.bench.backend_cupy import CupyBackend
+    from roofbench.bench.runner import run_case
+    from roofbench.bench.timer import TimerConfig
+
+    be = CupyBackend()
+    try:
+        if be.props.cc != (9, 0):
+            pytest.skip(f"the wgmma kernel needs compute capability 9.0, this is {be.props.cc}")
+        case = _case("tensor", dtype, size)
+        assert be.supports(case) is None
+        cfg = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=3, max_samples=5,
+                          budget_s=0.05)
+        rec = run_case(case, be, None, cfg, np.random.default_rng(5))
+        assert rec.status == "ok" and rec.valid, f"{case.key}: {rec.status}: {rec.error}"
+        assert rec.rel_error <= case.workload.tolerance[dtype]
+        (la,) = rec.extra["launches"]
+        assert la["function"] == f"gemm_wgmma_{dtype}" and la["local_bytes"] == 0
+        assert la["registers"] <= 168 and "sm_90a" in la["compiler"]
+    finally:
+        be.close()
