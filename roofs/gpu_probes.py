@@ -567,10 +567,11 @@ class _Run:
 
 
 def _array_bytes(gpu: Gpu, quick: bool, arrays: int) -> int:
-    """Bytes per array of a memory probe: at least 4x L2 (8x when not quick), capped so all
-    ``arrays`` fit in a quarter of the free memory."""
+    """Bytes per array of a memory probe: the larger of 16x L2 and 1 GiB (quick or not: a
+    launch over 1 GiB arrays still takes about a millisecond), capped so all ``arrays`` fit in
+    a quarter of the free memory; never under 4x L2."""
     l2 = gpu.l2_bytes or 64 * MiB
-    want = max(4 * l2, 256 * MiB) if quick else max(8 * l2, 1 * GiB)
+    want = max(16 * l2, 1 * GiB)
     cap = gpu.free_bytes // (4 * arrays)
     if cap < 4 * l2:
         raise ProbeUnavailable(f"not enough free memory for {arrays} arrays of 4x L2 "

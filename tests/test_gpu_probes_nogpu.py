@@ -851,3 +851,16 @@ def test_packed_fma_uses_both_pipes_on_hopper(built, kernel):
     fma = sum(1 for o in body if o.startswith("HFMA2") and not o.startswith("HFMA2.MMA"))
     assert mma == fma == gp.FMA_UNROLL * gp.FMA_CHAINS // 2, Counter(body)
     assert len(body) - mma - fma <= 4, Counter(body)
+
+
+def test_memory_probe_arrays_are_at_least_1gib_or_16x_l2():
+    gpu = FakeGpu()
+    for quick in (True, False):
+        assert gp._array_bytes(gpu, quick, 3) == 1 * gp.GiB  # 16 x 50 MiB < 1 GiB
+    gpu.l2_bytes = 96 * gp.MiB
+    assert gp._array_bytes(gpu, True, 3) == 16 * 96 * gp.MiB
+    gpu.free_bytes = 6 * gp.GiB  # capped: 3 arrays in a quarter of the free memory
+    assert gp._array_bytes(gpu, True, 3) == 6 * gp.GiB // 12 // 64 * 64
+    gpu.free_bytes = 1 * gp.GiB
+    with pytest.raises(gp.ProbeUnavailable, match="not enough free memory"):
+        gp._array_bytes(gpu, True, 3)
