@@ -100,8 +100,10 @@ class CpuPrepared(LaunchListPrepared):
         return {"timing_environment": noise.to_dict(), "noise_cause": noise_cause(noise)}
 
     def outputs(self) -> dict[str, np.ndarray]:
-        return {n: self.arrays[n].copy() for n, b in self.case.buffers().items()
-                if b.role == "output"}
+        # The buffers themselves, not copies: they are host arrays already and are read
+        # (validated) before the next run; a copy of a 700 MiB output was the difference
+        # between a validation's peak and the resident-memory target.
+        return {n: self.arrays[n] for n, b in self.case.buffers().items() if b.role == "output"}
 
     def close(self) -> None:
         self.arrays.clear()
