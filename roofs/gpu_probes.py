@@ -923,7 +923,11 @@ def _wgmma(run: _Run, prec: str) -> None:
     if gpu.cc != (9, 0):
         raise ProbeUnavailable(f"wgmma is sm_90a only, this is sm_{gpu.cc[0]}{gpu.cc[1]}")
     kname, kdim = WGMMA_KERNELS[prec]
-    k = gpu.kernel(run.module("wgmma.cu", WGMMA_ARCH), kname)
+    try:
+        module = run.module("wgmma.cu", WGMMA_ARCH)
+    except ProbeUnavailable as e:
+        raise ProbeUnavailable(f"the wgmma probe cannot be built: {e}") from None
+    k = gpu.kernel(module, kname)
     inp = gpu.upload(np.ascontiguousarray(_wgmma_words(prec, np.random.default_rng(7))))
     grid = gpu.sm_count  # one block per SM (about 154 registers x 128 per warpgroup)
     tried: list[ConfigResult] = []

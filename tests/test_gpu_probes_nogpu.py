@@ -864,3 +864,16 @@ def test_memory_probe_arrays_are_at_least_1gib_or_16x_l2():
     gpu.free_bytes = 1 * gp.GiB
     with pytest.raises(gp.ProbeUnavailable, match="not enough free memory"):
         gp._array_bytes(gpu, True, 3)
+
+
+def test_wgmma_probes_without_cuda_python_fail_with_a_reason():
+    gpu = FakeGpu()
+
+    def no_driver(source, name, arch):
+        raise gp.ProbeUnavailable("cuda-python is not importable (ModuleNotFoundError)")
+    gpu.compile_native = no_driver  # type: ignore[method-assign]
+    rs = gp.measure_gpu_roofs(_fake_time_fn(gpu), quick=True, gpu=gpu)
+    failed = {f.probe: f.reason for f in rs.failed_probes}
+    for prec in gp.WGMMA_KERNELS:
+        assert "wgmma" in failed[f"wgmma_{prec}"] and "cuda-python" in failed[f"wgmma_{prec}"]
+    assert rs.compute("fp16_tc", "measured").evidence["ceiling"] == "library"
