@@ -8,6 +8,10 @@ long`` and floating scalars ``float``; math is FP32 (FP64 for fp64) whatever the
 A :class:`CudaKernel` says which source and function run a launch, its grid/block/shared memory
 as a function of the case and the device, and the compute capability it needs. A
 :class:`CudaLibrary` is a vendor-library call (cuBLAS through ``cupy.matmul``) in the same table.
+A :class:`CudaTmaGemm` is the Hopper wgmma GEMM (sm_90a, TMA tensor maps, launched through
+cuda-python), and :class:`ByArch` picks an implementation per compute capability (the
+``tensor`` GEMM: wgmma on 9.0, mma.sync elsewhere). NOT_VALIDATED_ON_HARDWARE lists the
+(workload, variant, arch) whose kernel has not run on a GPU yet.
 This module imports nothing from CuPy or PyCUDA: the workload modules use it at import time.
 """
 
