@@ -130,8 +130,9 @@ class CpuBackend(Backend):
             "machine": platform.machine(),
             "cores": os.cpu_count(),
             "numba_threads": numba.config.NUMBA_NUM_THREADS,
-            # Set by the CLI on CPUs that need it for their widest vectors (AVX-512 on Intel):
-            # the kernels were compiled with these features (None: numba's default tuning).
+            # The features the kernels were compiled for (None: numba's default tuning, which
+            # on Intel AVX-512 prefers 256-bit vectors; the FMA roof is measured in a process
+            # of its own with the widest, see bench/cpu_fma_probe.py).
             "numba_cpu_features": numba.config.CPU_FEATURES,
             "caches": cache_sizes(),
             "mem_total": _mem_total(),

@@ -38,11 +38,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Before any command imports numba, which reads NUMBA_CPU_FEATURES once: CPU kernels and
-    # probes then use the CPU's widest vectors (AVX-512 on Intel; see roofs/cpu_features.py).
-    from roofbench.roofs.cpu_features import use_widest_vectors
-
-    use_widest_vectors()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

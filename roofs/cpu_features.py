@@ -5,9 +5,11 @@ LLVM's tuning for Intel AVX-512 cores (skylake-avx512 .. emeraldrapids) sets
 512-bit peak (issue 9: a 24-accumulator numba FMA loop 60.8 GFLOP/s by default, 170.5 with the
 host's features plus ``-prefer-256-bit``, 0.99 of a C intrinsics loop). AMD Zen 4's tuning does
 not prefer 256-bit. Numba reads ``NUMBA_CPU_FEATURES`` once, when it is imported, so the
-setting must be in the environment of a process before numba starts: :func:`use_widest_vectors`
-does that for the current process when numba is not imported yet, and
-:func:`widest_vector_env` gives the variables for a child process.
+setting must be in the environment of a process before numba starts: :func:`widest_vector_env`
+gives the variables for a child process (the FMA probe runs in one; ``cpu_reference`` restarts
+itself with them). The benchmark kernels keep numba's default tuning: on the issue-9 Intel VM
+the register-blocked GEMM ran at the same speed with 256-bit and 512-bit vectors (it is bound by
+L2 traffic, not FMA width), and 512-bit code can lower the clock of older AVX-512 cores.
 
 This module imports llvmlite only (never numba), so that calling it cannot start numba.
 """
@@ -15,7 +17,6 @@ This module imports llvmlite only (never numba), so that calling it cannot start
 from __future__ import annotations
 
 import os
-import sys
 
 
 def host_cpu_features() -> str:
@@ -65,15 +66,3 @@ def widest_vector_env(flat: str | None = None,
     if widest_vector_bits(parse_features(flat)) < 512:
         return {}
     return {"NUMBA_CPU_FEATURES": flat + ",-prefer-256-bit"}
-
-
-def use_widest_vectors() -> bool:
-    """Put :func:`widest_vector_env` into this process's environment if numba has not been
-    imported yet (then every kernel it compiles uses the widest vectors). Returns whether the
-    environment now asks for them; False when numba started already (too late) or when
-    nothing is needed."""
-    if "numba" in sys.modules:
-        return False
-    extra = widest_vector_env()
-    os.environ.update(extra)
-    return bool(extra)

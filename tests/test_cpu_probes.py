@@ -346,23 +346,3 @@ def test_fma_child_failure_is_one_line(monkeypatch) -> None:
     monkeypatch.setattr(cpu_fma_probe.sys, "executable", "/nonexistent/python")
     with pytest.raises(RuntimeError, match="FMA probe child"):
         cpu_fma_probe.isolated_fma_roof("fp32", quick=True)
-
-
-def test_widest_vectors_reach_a_fresh_numba() -> None:
-    import os
-    import subprocess
-    import sys
-
-    code = ("import sys\nfrom roofbench.roofs.cpu_features import use_widest_vectors\n"
-            "asked = use_widest_vectors()\nimport numba\n"
-            "print(asked, numba.config.CPU_FEATURES)\n"
-            "print(use_widest_vectors())\n")  # too late now: numba is imported
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NUMBA_CPU_FEATURES", "NUMBA_CPU_NAME")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, timeout=120, check=True).stdout.split("\n")
-    avx512 = cp.widest_vector_bits(cp.parse_features(cp.host_cpu_features())) == 512
-    asked, feats = out[0].split(" ", 1)
-    assert asked == str(avx512)
-    assert feats.endswith(",-prefer-256-bit") if avx512 else feats == "None"
-    assert out[1] == "False"
