@@ -240,11 +240,28 @@ def _cases_section(run: RunResult) -> list[str]:
             out += [f"- {c.key}: {c.efficiency:.0%} of {c.limiting_roof}; likely cause: "
                     f"{above_roof_cause(c, run.roofs)}" for c in above]
             out.append("")
+    out += _hardware_validation_lines(run)
     conventions = sorted({ws[c.workload].flop_convention for c in run.cases
                           if c.workload in ws and ws[c.workload].flop_convention})
     if conventions:
         out += ["FLOP conventions: " + " | ".join(conventions), ""]
     return out
+
+
+def _hardware_validation_lines(run: RunResult) -> list[str]:
+    """Kernels whose code has never been validated on real hardware (proven only by compile,
+    SASS and CPU models) are marked; a run on that hardware is their first real test."""
+    from roofbench.kernels.cuda_impl import NOT_VALIDATED_ON_HARDWARE
+
+    lines = []
+    for c in run.cases:
+        fns = [str(la.get("function") or "") for la in (c.extra or {}).get("launches") or []]
+        new = sorted({f for f in fns for p in NOT_VALIDATED_ON_HARDWARE if f.startswith(p)})
+        if new:
+            lines.append(f"- {c.key} ({', '.join(new)} on {c.extra.get('arch')}): not yet "
+                         f"validated on hardware before this run; here it is `{c.status}`"
+                         + (f" ({c.error})" if c.error else ""))
+    return ["Kernels not yet validated on hardware:", "", *lines, ""] if lines else []
 
 
 def _pipelines_section(run: RunResult) -> list[str]:

@@ -218,3 +218,16 @@ def test_gpu_sampling_is_bounded_per_case_and_per_launch():
     assert case.budget_s == GPU_CASE_BUDGET_S and launch.budget_s == GPU_LAUNCH_BUDGET_S
     case, launch = _timer_config(Args(), "cpu")
     assert case.budget_s == launch.budget_s == TimerConfig().budget_s
+
+
+def test_kernels_not_yet_validated_on_hardware_are_marked_in_the_report():
+    from roofbench.kernels.cuda_impl import NOT_VALIDATED_ON_HARDWARE
+
+    assert "gemm_wgmma" in NOT_VALIDATED_ON_HARDWARE
+    run = load_run(FIXTURES / "results-gemm-4096.json")  # mma.sync at ea800a6: validated
+    assert "not yet validated" not in report_mod.render(run)
+    tensor = next(c for c in run.cases if c.variant == "tensor")
+    tensor.extra["launches"][0]["function"] = "gemm_wgmma_fp16"  # as the sm_90 backend records
+    text = report_mod.render(run)
+    assert ("gemm/tensor/fp16/4096x4096x4096 (gemm_wgmma_fp16 on sm_90): not yet validated on "
+            "hardware before this run; here it is `ok`") in text
