@@ -15,10 +15,24 @@ Roofs produced (all ``source="measured"``; CPU datasheet roofs are unknown and n
   FMA chains, widest vectors) and ``fp64 BLAS dgemm`` / ``fp32 BLAS sgemm`` (a library
   ceiling, evidence probe "blas-gemm"). Both are kept; ``RoofSet.compute`` picks the max within
   the measured source, which is the FMA peak unless BLAS beats it (it should not: GEMM is FMAs
-  plus loads). The BLAS roof is still recorded so a report can show how close a library gets.
+  plus loads). The BLAS roof is still recorded so a report can show how close a library gets;
+  when a probe comes out below its BLAS GEMM, ``compute_roof_notes`` says so on the RoofSet
+  and the BLAS roof is the one used.
 
-Vector width and the FMA probe (findings on the 2-core AMD EPYC Zen 4 / AVX-512 dev box,
-numba 0.68.1, llvmlite on LLVM 22, host CPU name "znver4"):
+Vector width and the FMA probe. LLVM's tuning for Intel AVX-512 cores prefers 256-bit vectors
+(``prefer-256-bit``); numba reads ``NUMBA_CPU_FEATURES`` only when it starts. So the CPU backend
+measures each FMA roof in a child process started with the host's features plus
+``-prefer-256-bit`` (``cpu_features.widest_vector_env``, ``bench/cpu_fma_probe.py``); this
+module's in-process probe keeps its shape search for when that child cannot run.
+Measured on the issue-9 VM (Intel Xeon, Emerald Rapids, AVX-512, 2 vCPUs, KVM; numba 0.68.1),
+2026-11-30 ~20:26 UTC, one thread each, best of 6 interleaved rounds against
+``c_ref/fma_peak.c`` (other engineers' jobs were loading the 2 cores, hence one thread):
+default tuning: ymm code, FP64 25.7 vs C 88.7 GFLOP/s (29%), FP32 95.2 vs 177.2 (54%);
+with the widest-vector environment: zmm code, FP64 88.6 vs 88.4 (100%), FP32 176.9 vs 177.1
+(100%). Per-core numbers; the 2-core roof is about twice that on a quiet machine.
+
+Findings on the 2-core AMD EPYC Zen 4 / AVX-512 dev box (numba 0.68.1, llvmlite on LLVM 22,
+host CPU name "znver4"):
 
 - With no setting at all, numba/LLVM emits 512-bit ``vfmadd...pd/ps %zmm`` for the probe:
   LLVM 22's znver4 tuning does not prefer 256-bit vectors. With
@@ -29,9 +43,7 @@ numba 0.68.1, llvmlite on LLVM 22, host CPU name "znver4"):
   briefly and keeps the fastest (evidence "shape_candidates"). Under the skylake-avx512 tuning
   on this box that finds FP32 at peak (12 ymm accumulators, 233 GFLOP/s) but FP64 only at
   ~43-54 GFLOP/s: a 48-element row (12 ymm) is fully unrolled before the loop vectoriser sees
-  it and comes out as xmm code, and 16/24 ymm rows run at half rate. So on Intel CPUs whose
-  LLVM tuning prefers 256-bit vectors, expect the FP64 FMA roof below the C probe's unless
-  ``NUMBA_CPU_FEATURES`` (host features plus ``,-prefer-256-bit``) is set.
+  it and comes out as xmm code, and 16/24 ymm rows run at half rate. Hence the child process.
 - Zen 4 runs a 512-bit FMA as two 256-bit halves on its two 256-bit FMA pipes, so zmm and ymm
   have the same peak there (16 FP64 / 32 FP32 FLOP per cycle per core; FP32 with 12 ymm
   accumulators measured the same 233 GFLOP/s as zmm); zmm only halves the instruction count.
