@@ -29,7 +29,9 @@ def test_quiet_machine_names_no_outside_cause() -> None:
 def test_each_cause_is_named() -> None:
     assert "other processes used 60% of the 2 cores" in noise_cause(
         _report(other_busy=0.6, load_avg_1m=5.2, involuntary_switches=300))
-    assert "stole 12%" in noise_cause(_report(steal=0.12))
+    assert "stole 12.0% of the CPU time (480 ms over the 2 cores)" in noise_cause(
+        _report(steal=0.12))
+    assert "stole" not in noise_cause(_report(steal=0.005))  # under 1%: not named
     assert "page faults" in noise_cause(_report(minor_faults=5000))
     assert "page faults" in noise_cause(_report(major_faults=1))
     both = noise_cause(_report(other_busy=0.5, minor_faults=5000))
