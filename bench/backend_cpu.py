@@ -24,7 +24,7 @@ from roofbench.roofs.cpu_probes import (
 from roofbench.roofs.model import DatasheetMatch, RoofSet
 
 from .backend import Backend, LaunchListPrepared
-from .cpu_noise import NoiseProbe, NoiseReport, noise_cause
+from .cpu_noise import NoiseProbe, NoiseReport, huge_page_fraction, noise_cause
 from .timer import TimerConfig, Timing, host_timer
 
 GiB = 1 << 30
@@ -94,10 +94,14 @@ class CpuPrepared(LaunchListPrepared):
 
     def extra(self) -> dict[str, Any]:
         # What the machine did while the whole pipeline was timed (see bench/cpu_noise.py).
+        out: dict[str, Any] = {}
+        spans = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in self.arrays.values()
+                 if a.nbytes]
+        out["huge_page_fraction"] = huge_page_fraction(spans)
         noise = self.backend.last_noise if self.backend is not None else None
-        if noise is None:
-            return {}
-        return {"timing_environment": noise.to_dict(), "noise_cause": noise_cause(noise)}
+        if noise is not None:
+            out.update(timing_environment=noise.to_dict(), noise_cause=noise_cause(noise))
+        return out
 
     def outputs(self) -> dict[str, np.ndarray]:
         # The buffers themselves, not copies: they are host arrays already and are read

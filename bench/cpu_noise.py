@@ -121,3 +121,31 @@ class NoiseProbe:
             major_faults=ru1.ru_majflt - self.ru0.ru_majflt,
             involuntary_switches=ru1.ru_nivcsw - self.ru0.ru_nivcsw,
             load_avg_1m=load)
+
+
+def huge_page_fraction(spans: list[tuple[int, int]], smaps: str | None = None) -> float | None:
+    """Share of the resident bytes of the mappings overlapping ``spans`` ([start, end) data
+    addresses of a case's buffers) that transparent huge pages back, from /proc/self/smaps (or
+    the given text); None when unknown. In a VM a 4 KiB-page stream costs a two-level page
+    walk per page, so a case whose buffers did not get huge pages can run far below the
+    bandwidth of one that did; recorded beside every CPU case to tell the two apart."""
+    if smaps is None:
+        try:
+            smaps = Path("/proc/self/smaps").read_text()
+        except OSError:
+            return None
+    rss = huge = 0
+    inside = False
+    for line in smaps.splitlines():
+        head = line.split(" ", 1)[0]
+        if "-" in head and ":" not in head:
+            try:
+                lo, hi = (int(x, 16) for x in head.split("-"))
+            except ValueError:
+                continue
+            inside = any(lo < end and start < hi for start, end in spans)
+        elif inside and line.startswith("Rss:"):
+            rss += int(line.split()[1])
+        elif inside and line.startswith("AnonHugePages:"):
+            huge += int(line.split()[1])
+    return huge / rss if rss else None

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roofbench.bench.cpu_noise import CpuTimes, NoiseProbe, NoiseReport, noise_cause
+from roofbench.bench.cpu_noise import (
+    CpuTimes,
+    NoiseProbe,
+    NoiseReport,
+    huge_page_fraction,
+    noise_cause,
+)
 
 STAT = "cpu  {u} 0 {s} {i} 0 0 0 {st} 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n"
 
@@ -48,3 +54,34 @@ def test_probe_reads_the_counters(tmp_path: Path) -> None:
     assert 0.0 <= r.other_busy <= 1.0 and r.steal == 0.0
     assert r.minor_faults >= 0 and r.major_faults >= 0
     assert NoiseProbe(tmp_path / "missing").report().steal == 0.0
+
+
+SMAPS = """7f0000000000-7f0040000000 rw-p 00000000 00:00 0
+Size:            1048576 kB
+Rss:             1048576 kB
+AnonHugePages:    786432 kB
+7f0050000000-7f0050100000 rw-p 00000000 00:00 0
+Rss:                1024 kB
+AnonHugePages:         0 kB
+7f0060000000-7f0060200000 r-xp 00000000 08:01 1234 /usr/lib/libfoo.so
+Rss:                2048 kB
+AnonHugePages:         0 kB
+"""
+
+
+def test_huge_page_fraction_of_the_buffers_mappings() -> None:
+    first = (0x7F0000001000, 0x7F0000002000)
+    second = (0x7F0050000010, 0x7F0050000020)
+    assert huge_page_fraction([first], SMAPS) == 0.75
+    assert huge_page_fraction([second], SMAPS) == 0.0
+    both = huge_page_fraction([first, second], SMAPS)
+    assert both == 786432 / (1048576 + 1024)
+    assert huge_page_fraction([(0x10, 0x20)], SMAPS) is None  # no mapping holds it
+
+
+def test_huge_page_fraction_of_a_real_array() -> None:
+    import numpy as np
+
+    a = np.ones(1 << 20)
+    frac = huge_page_fraction([(a.ctypes.data, a.ctypes.data + a.nbytes)])
+    assert frac is None or 0.0 <= frac <= 1.0
