@@ -231,3 +231,17 @@ def test_kernels_not_yet_validated_on_hardware_are_marked_in_the_report():
     text = report_mod.render(run)
     assert ("gemm/tensor/fp16/4096x4096x4096 (gemm_wgmma_fp16 on sm_90): not yet validated on "
             "hardware before this run; here it is `ok`") in text
+
+
+def test_atomic_writes_honour_the_umask(tmp_path: Path):
+    import os
+
+    from roofbench.fileio import atomic_write_text
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "r.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
