@@ -110,8 +110,8 @@ def fusion_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
         if v is None or not v.arrow_from:
             continue
         src = idx.get((c.backend, c.workload, v.arrow_from, c.dtype, tuple(c.size)))
-        if src is None:
-            continue
+        if src is None or "unsupported" in (src.status, c.status):
+            continue  # a variant this backend cannot run is no fusion result
         both_valid = src.valid and c.valid and src.median_s and c.median_s
         rows.append({
             "workload": c.workload, "dtype": c.dtype, "size": "x".join(map(str, c.size)),
@@ -192,18 +192,23 @@ def _roofs_section(run: RunResult) -> list[str]:
     return out
 
 
-def _fusion_section(run: RunResult) -> list[str]:
-    fus = fusion_rows(run.cases)
-    if not fus:
-        return []
-    df = pd.DataFrame([{
+def fusion_table(cases: list[CaseResult]) -> list[dict[str, str]]:
+    """The fusion rows as displayed (report.md and report.html)."""
+    return [{
         "workload": r["workload"], "dtype": r["dtype"], "size": r["size"],
         "from -> to": f"{r['from']} -> {r['to']}",
         "AI": f"{r['AI from']:.3g} -> {r['AI to']:.3g}",
         "time": f"{_t(r['time from'])} -> {_t(r['time to'])}",
         "speedup": f"{r['speedup']:.2f}x" if r["speedup"] else "- (not valid)",
         "bytes ratio": f"{r['bytes ratio']:.2f}x",
-    } for r in fus])
+    } for r in fusion_rows(cases)]
+
+
+def _fusion_section(run: RunResult) -> list[str]:
+    rows = fusion_table(run.cases)
+    if not rows:
+        return []
+    df = pd.DataFrame(rows)
     return ["## Fusion", "",
             "Fusing keeps intermediates out of memory: the bytes ratio is what a "
             "memory-bound device can gain at most; the speedup is what it did.", "",

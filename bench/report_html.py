@@ -33,7 +33,7 @@ from .plot import (
     select_roofs,
     valid_points,
 )
-from .report import _si, _t, cases_table, fusion_rows, pipeline_rows, ridges, roofs_frame
+from .report import _si, _t, cases_table, fusion_table, pipeline_rows, ridges, roofs_frame
 from .results import RunResult
 from .runner import CaseResult
 
@@ -291,14 +291,7 @@ def roofs_section(rs: RoofSet | None) -> str:
 
 
 def fusion_section(cases: list[CaseResult]) -> str:
-    rows = [{
-        "workload": r["workload"], "dtype": r["dtype"], "size": r["size"],
-        "from -> to": f"{r['from']} -> {r['to']}",
-        "AI": f"{r['AI from']:.3g} -> {r['AI to']:.3g}",
-        "time": f"{_t(r['time from'])} -> {_t(r['time to'])}",
-        "speedup": f"{r['speedup']:.2f}x" if r["speedup"] else "- (not valid)",
-        "bytes ratio": f"{r['bytes ratio']:.2f}x",
-    } for r in fusion_rows(cases)]
+    rows = fusion_table(cases)
     if not rows:
         return "<p>No naive/fused pair in this run.</p>"
     return ("<p>Fusing keeps intermediates out of memory: the bytes ratio is what a "
