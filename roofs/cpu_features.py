@@ -2,14 +2,13 @@
 
 LLVM's tuning for Intel AVX-512 cores (skylake-avx512 .. emeraldrapids) sets
 ``prefer-256-bit``: auto-vectorised loops then use 256-bit ymm registers and reach half the
-512-bit peak (issue 9: a 24-accumulator numba FMA loop 60.8 GFLOP/s by default, 170.5 with the
-host's features plus ``-prefer-256-bit``, 0.99 of a C intrinsics loop). AMD Zen 4's tuning does
-not prefer 256-bit. Numba reads ``NUMBA_CPU_FEATURES`` once, when it is imported, so the
-setting must be in the environment of a process before numba starts: :func:`widest_vector_env`
+512-bit peak (the README has the measured figures). AMD Zen 4's tuning does not prefer
+256-bit. Numba reads ``NUMBA_CPU_FEATURES`` once, when it is imported, so the setting must be
+in the environment of a process before numba starts: :func:`widest_vector_env`
 gives the variables for a child process (the FMA probe runs in one; ``cpu_reference`` restarts
-itself with them). The benchmark kernels keep numba's default tuning: on the issue-9 Intel VM
-the register-blocked GEMM ran at the same speed with 256-bit and 512-bit vectors (it is bound by
-L2 traffic, not FMA width), and 512-bit code can lower the clock of older AVX-512 cores.
+itself with them). The benchmark kernels keep numba's default tuning: the register-blocked
+GEMM is bound by L2 traffic, not FMA width, and ran alike at both widths, while 512-bit code can
+lower the clock of older AVX-512 cores.
 
 This module imports llvmlite only (never numba), so that calling it cannot start numba.
 """
