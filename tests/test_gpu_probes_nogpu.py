@@ -604,6 +604,29 @@ def test_failing_probe_is_recorded_and_others_go_on():
     assert rs.datasheet.entry == "a100-sxm-80gb"
 
 
+def test_calibration_budget_stops_starting_probes_and_says_so(monkeypatch):
+    gpu = FakeGpu()
+    clock = [0.0]
+
+    def tick() -> float:  # every probe "takes" 10 s of a fake wall clock
+        return clock[0]
+
+    def slow(module, name, _orig=FakeGpu.kernel):
+        clock[0] += 10.0
+        return _orig(gpu, module, name)
+
+    gpu.kernel = slow  # type: ignore[method-assign]
+    monkeypatch.setattr(gp.time, "perf_counter", tick)
+    rs = gp.measure_gpu_roofs(_fake_time_fn(gpu), quick=True, gpu=gpu, budget_s=25.0)
+    skipped = [f.probe for f in rs.failed_probes if "calibration budget of 25 s" in f.reason]
+    assert skipped and "hbm" not in skipped  # what the roofline needs most runs first
+    assert rs.memory("dram", "measured") is not None
+    assert any(p.startswith("ert_") for p in skipped)  # the curves come last
+    full = gp.measure_gpu_roofs(_fake_time_fn(FakeGpu()), quick=True, gpu=FakeGpu(),
+                                budget_s=1e9)
+    assert not [f for f in full.failed_probes if "calibration budget" in f.reason]
+
+
 # ---- calibrated files -------------------------------------------------------------------------
 
 def _small_set() -> RoofSet:
