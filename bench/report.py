@@ -246,11 +246,27 @@ def _cases_section(run: RunResult) -> list[str]:
                     f"{above_roof_cause(c, run.roofs)}" for c in above]
             out.append("")
     out += _hardware_validation_lines(run)
+    out += _vs_library_lines(ok)
     conventions = sorted({ws[c.workload].flop_convention for c in run.cases
                           if c.workload in ws and ws[c.workload].flop_convention})
     if conventions:
         out += ["FLOP conventions: " + " | ".join(conventions), ""]
     return out
+
+
+def _vs_library_lines(ok: list[CaseResult]) -> list[str]:
+    """Each hand-written variant's FLOP/s as a fraction of the vendor library's on the same
+    workload, dtype and size (the hand-written GEMMs' targets are stated against cuBLAS)."""
+    lib = {(c.backend, c.workload, c.dtype, tuple(c.size)): c for c in ok
+           if c.variant == "library" and c.flop_per_s}
+    lines = []
+    for c in ok:
+        ref = lib.get((c.backend, c.workload, c.dtype, tuple(c.size)))
+        if ref is not None and c.variant != "library" and c.flop_per_s:
+            lines.append(f"{c.variant} {c.dtype} {'x'.join(map(str, c.size))} "
+                         f"{c.flop_per_s / ref.flop_per_s:.2f}")
+    return (["Hand-written vs library (FLOP/s ratio): " + ", ".join(lines), ""]
+            if lines else [])
 
 
 def _hardware_validation_lines(run: RunResult) -> list[str]:

@@ -118,8 +118,8 @@ trap 'kill -TERM "$(cat "$OUT_DIR/.pycuda-install.pid" 2>/dev/null)" 2>/dev/null
       rm -f "$OUT_DIR/.pycuda-install.rc" "$OUT_DIR/.pycuda-install.pid"' EXIT
 
 # Limits from the first H200 run (evidence/h200-2026-11-30): they add up to 465 s
-# (20 + 80 + 75 + 150 + 45 + 40 + 20 + 35).
-step facts 20 bash -c facts  # 2 s there
+# (15 + 80 + 70 + 130 + 30 + 45 + 40 + 20 + 35).
+step facts 15 bash -c facts  # 2 s there
 
 # 28 s there when the Numba tests failed at once; they now compile (~1-2 s a kernel).
 step gpu-tests 80 bash -c 'pytest_must_pass "$OUT_DIR/gpu-tests.log" -m gpu -q -rs \
@@ -129,7 +129,7 @@ step gpu-tests 80 bash -c 'pytest_must_pass "$OUT_DIR/gpu-tests.log" -m gpu -q -
 # Full probes into roofs/<device>.json, where `make bench` (and any later run) finds them; a
 # copy goes to the output folder. Killed at 90 s there (quick probes: 14.8 s); target < 60 s.
 touch "$OUT_DIR/.calibrate-start"
-step calibrate 75 "$PY" -m roofbench.bench.cli calibrate --recalibrate --no-plot
+step calibrate 70 "$PY" -m roofbench.bench.cli calibrate --recalibrate --no-plot
 ROOFS_ARG=()
 for f in $(find "$ROOT/roofs" -maxdepth 1 -name '*.json' -newer "$OUT_DIR/.calibrate-start"); do
   cp "$f" "$OUT_DIR/" && ROOFS_ARG=(--roofs "$OUT_DIR/$(basename "$f")")
@@ -138,7 +138,13 @@ rm -f "$OUT_DIR/.calibrate-start"
 
 # Every kernel at device-filling sizes (55 CUDA cases): gemm's 9 cases took 24 s and rownorm's
 # 3 took 33.6 s there, before runs bounded their sampling time per case.
-step make-bench 150 bash -c make_bench
+step make-bench 130 bash -c make_bench
+
+# The hand-written tensor GEMMs at 8192^3 (issue 10's second size): the report gives each as a
+# fraction of the library roof (efficiency) and of cuBLAS where both ran (make-bench: 4096^3).
+step gemm-8192 30 "$PY" -m roofbench.bench.cli run --backend cuda --kernel gemm --variant tensor \
+  --dtype fp16 --dtype bf16 --dtype fp8 --size 8192x8192x8192 "${ROOFS_ARG[@]}" \
+  --out "$OUT_DIR/gemm-8192"
 
 # 36 s there, every case failing at compile.
 step bench-numba 45 "$PY" -m roofbench.bench.cli run --backend numba --quick \

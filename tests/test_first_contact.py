@@ -245,3 +245,11 @@ def test_atomic_writes_honour_the_umask(tmp_path: Path):
         os.umask(old)
     assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_hand_written_variants_are_given_as_a_fraction_of_the_library():
+    text = report_mod.render(load_run(FIXTURES / "results-gemm-4096.json"))
+    line = next(x for x in text.splitlines() if x.startswith("Hand-written vs library"))
+    # regblock fp32 39.4 vs cuBLAS 49.1 TFLOP/s, mma.sync fp16 142.8 vs HGEMM 500.7 (README)
+    assert "regblock fp32 4096x4096x4096 0.80" in line
+    assert "tensor fp16 4096x4096x4096 0.29" in line

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-GPU_STEPS = ("gpu-tests", "calibrate", "make-bench", "bench-numba", "launch-overhead")
-ALL_STEPS = ("facts", "gpu-tests", "calibrate", "make-bench", "bench-numba", "pycuda-install",
+GPU_STEPS = ("gpu-tests", "calibrate", "make-bench", "gemm-8192", "bench-numba",
+             "launch-overhead")
+ALL_STEPS = ("facts", "gpu-tests", "calibrate", "make-bench", "gemm-8192", "bench-numba",
+             "pycuda-install",
              "bench-pycuda", "launch-overhead", "ncu")
 # What a machine without a usable NVIDIA GPU says, through CuPy, Numba or the driver.
 GPU_REASON = re.compile(r"no GPU|no CUDA|CUDA device|CuPy is not importable|CUDA driver"
