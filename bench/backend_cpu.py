@@ -154,6 +154,7 @@ class CpuBackend(Backend):
         return ("fp64", "fp32")  # numba has no CPU fp16/bf16/fp8 arithmetic
 
     def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> LaunchListPrepared:
+        self.last_noise = None  # a case that never gets timed must not carry the last one's
         return CpuPrepared(case, inputs, self)
 
     def _flush_cache(self) -> None:

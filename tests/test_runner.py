@@ -152,3 +152,13 @@ def test_default_sizes_are_at_least_four_times_the_last_level_cache():
 def test_cpu_backend_runs_only_fp32_and_fp64():
     cases, skipped = select_cases(CpuBackend(), kernels=["vector_add"], quick=True)
     assert {c.dtype for c in cases} <= {"fp32", "fp64"}
+
+
+def test_an_invalid_case_does_not_carry_the_previous_cases_noise_record():
+    be = CpuBackend()
+    w = workloads()["l2norm"]
+    ok = run_case(Case(w, w.variants["fused"], "fp32", (4099,)), be, roofs(), FAST,
+                  np.random.default_rng(3))
+    assert ok.status == "ok" and "timing_environment" in ok.extra
+    bad = run_case(planted(_wrong_add, "wrong"), be, roofs(), FAST, np.random.default_rng(4))
+    assert bad.status == "invalid" and "timing_environment" not in bad.extra
