@@ -117,17 +117,18 @@ def execute(args: argparse.Namespace, be: backends.Backend, roofs: RoofSet | Non
     save_run(run, out)
     t0 = time.perf_counter()
     finished: list[CaseResult] = []
+    beat = Heartbeat()
 
     def done(rec: CaseResult) -> None:
         finished.append(rec)
         run.cases = finished + list(skipped)
         save_run(run, out)
-        print(case_line(len(finished), len(cases), rec, time.perf_counter() - t0),
-              file=sys.stderr, flush=True)
+        beat.say(case_line(len(finished), len(cases), rec, time.perf_counter() - t0))
 
     try:
-        with _sigterm_as_interrupt():
-            run_cases(cases, be, roofs, cfg, seed=args.seed, done=done, launch_cfg=launch_cfg)
+        with _sigterm_as_interrupt(), beat:
+            run_cases(cases, be, roofs, cfg, seed=args.seed, done=done, launch_cfg=launch_cfg,
+                      progress=beat.start)
             if getattr(args, "ncu", False):  # counters of each valid case, after all are timed
                 from .ncu import collect
 
@@ -142,6 +143,46 @@ def execute(args: argparse.Namespace, be: backends.Backend, roofs: RoofSet | Non
         run.interrupted = True
         save_run(run, out)
     return run, out
+
+
+class Heartbeat:
+    """Stderr lines while a run works: each finished case, and a "still running" line whenever
+    a case has been silent for ``every_s`` (a slow compile, a large reference), so a log never
+    goes quiet for long."""
+
+    def __init__(self, every_s: float = 5.0) -> None:
+        self.every_s = every_s
+        self._key: str | None = None
+        self._started = self._last = time.perf_counter()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+    def start(self, key: str) -> None:
+        with self._lock:
+            self._key, self._started = key, time.perf_counter()
+
+    def say(self, line: str) -> None:
+        with self._lock:
+            print(line, file=sys.stderr, flush=True)
+            self._key, self._last = None, time.perf_counter()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            with self._lock:
+                now = time.perf_counter()
+                if self._key is not None and now - self._last >= self.every_s:
+                    print(f"  ... {self._key} still running ({now - self._started:.0f} s)",
+                          file=sys.stderr, flush=True)
+                    self._last = now
 
 
 @contextlib.contextmanager

@@ -253,3 +253,19 @@ def test_hand_written_variants_are_given_as_a_fraction_of_the_library():
     # regblock fp32 39.4 vs cuBLAS 49.1 TFLOP/s, mma.sync fp16 142.8 vs HGEMM 500.7 (README)
     assert "regblock fp32 4096x4096x4096 0.80" in line
     assert "tensor fp16 4096x4096x4096 0.29" in line
+
+
+def test_a_silent_case_gets_still_running_lines(capsys):
+    import time
+
+    from roofbench.bench.cmd_run import Heartbeat
+
+    with Heartbeat(every_s=0.2) as beat:
+        beat.start("gemm/naive/fp64/4096x4096x4096")
+        time.sleep(1.3)
+        beat.say("[1/1] gemm/naive/fp64/4096x4096x4096 ok")
+        time.sleep(0.8)  # between cases (no case running): nothing more is said
+    err = capsys.readouterr().err.splitlines()
+    running = [x for x in err if "gemm/naive/fp64/4096x4096x4096 still running" in x]
+    assert len(running) >= 2
+    assert err[-1] == "[1/1] gemm/naive/fp64/4096x4096x4096 ok"
