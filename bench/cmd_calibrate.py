@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from .calibrate import calibrate, plot_device, print_summary
+from .progress import Heartbeat
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -18,15 +19,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                   console=err, transient=True, disable=not sys.stderr.isatty()) as prog:
         task = prog.add_task("calibrating", total=None)
         t0 = time.perf_counter()
+        beat = Heartbeat()
 
         def say(msg: str) -> None:
             prog.update(task, description=f"calibrate: {msg}")
             if prog.disable:  # a log or a CI job: one line per probe, never minutes of silence
-                print(f"calibrate [{time.perf_counter() - t0:5.1f} s]: {msg}", file=sys.stderr,
-                      flush=True)
+                beat.say(f"calibrate [{time.perf_counter() - t0:5.1f} s]: {msg}")
+                beat.start(f"calibrate: {msg}")
 
-        rs, path, measured = calibrate(args.device, quick=args.quick,
-                                       recalibrate=args.recalibrate, out=args.out, progress=say)
+        with beat:
+            rs, path, measured = calibrate(args.device, quick=args.quick,
+                                           recalibrate=args.recalibrate, out=args.out,
+                                           progress=say)
     if measured:
         print(f"calibrated {rs.device}: {path}")
     else:

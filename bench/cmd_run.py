@@ -20,6 +20,7 @@ from roofbench.kernels.registry import workloads
 from roofbench.roofs.model import RoofSet
 
 from . import backend as backends
+from .progress import Heartbeat
 from .results import (
     REPO_ROOT,
     RunResult,
@@ -54,14 +55,18 @@ def obtain_roofs(be: backends.Backend, roofs_file: str | None, quick: bool,
     with _progress() as prog:
         task = prog.add_task("measuring roofs", total=None)
 
+        beat = Heartbeat()
+
         def say(msg: str) -> None:
             prog.update(task, description=f"roofs: {msg}")
             if prog.disable:  # no terminal (a log, a CI job): one line per step instead
-                print(f"roofs: {msg}", file=sys.stderr, flush=True)
+                beat.say(f"roofs: {msg}")
+                beat.start(f"roofs: {msg}")
 
-        if calibrated is not None:
-            return calibrated(be, recalibrate=recalibrate, quick=quick, progress=say)
-        return be.measure_roofs(quick=quick, progress=say)
+        with beat:
+            if calibrated is not None:
+                return calibrated(be, recalibrate=recalibrate, quick=quick, progress=say)
+            return be.measure_roofs(quick=quick, progress=say)
 
 
 def _progress() -> Progress:
@@ -143,46 +148,6 @@ def execute(args: argparse.Namespace, be: backends.Backend, roofs: RoofSet | Non
         run.interrupted = True
         save_run(run, out)
     return run, out
-
-
-class Heartbeat:
-    """Stderr lines while a run works: each finished case, and a "still running" line whenever
-    a case has been silent for ``every_s`` (a slow compile, a large reference), so a log never
-    goes quiet for long."""
-
-    def __init__(self, every_s: float = 5.0) -> None:
-        self.every_s = every_s
-        self._key: str | None = None
-        self._started = self._last = time.perf_counter()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-
-    def start(self, key: str) -> None:
-        with self._lock:
-            self._key, self._started = key, time.perf_counter()
-
-    def say(self, line: str) -> None:
-        with self._lock:
-            print(line, file=sys.stderr, flush=True)
-            self._key, self._last = None, time.perf_counter()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.5):
-            with self._lock:
-                now = time.perf_counter()
-                if self._key is not None and now - self._last >= self.every_s:
-                    print(f"  ... {self._key} still running ({now - self._started:.0f} s)",
-                          file=sys.stderr, flush=True)
-                    self._last = now
 
 
 @contextlib.contextmanager

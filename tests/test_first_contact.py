@@ -258,7 +258,7 @@ def test_hand_written_variants_are_given_as_a_fraction_of_the_library():
 def test_a_silent_case_gets_still_running_lines(capsys):
     import time
 
-    from roofbench.bench.cmd_run import Heartbeat
+    from roofbench.bench.progress import Heartbeat
 
     with Heartbeat(every_s=0.2) as beat:
         beat.start("gemm/naive/fp64/4096x4096x4096")
