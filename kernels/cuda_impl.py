@@ -62,8 +62,22 @@ class LaunchCtx:
 Dim3 = tuple[int, int, int]
 
 
+class _PerDtype:
+    """A kernel family with one function per dtype: ``<prefix>_<dtype>``."""
+
+    prefix: str
+
+    def name(self, dtype: str) -> str:
+        return f"{self.prefix}_{dtype}"
+
+
+def no_dtype_kernel(name: str, dtype: str, dtypes: tuple[str, ...]) -> str:
+    """The reason a kernel family has no function for ``dtype``."""
+    return f"{name}: no {dtype} kernel (has {', '.join(dtypes)})"
+
+
 @dataclass(frozen=True)
-class CudaKernel:
+class CudaKernel(_PerDtype):
     """One launch as a CUDA C kernel of ``kernels/cuda/<source>``."""
 
     source: str
@@ -75,13 +89,10 @@ class CudaKernel:
     min_cc: dict[str, tuple[int, int]] = field(default_factory=dict)  # per dtype, default 8.0
     note: str = ""
 
-    def name(self, dtype: str) -> str:
-        return f"{self.prefix}_{dtype}"
-
     def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
         """Why this kernel cannot run ``dtype`` on a device of compute capability ``cc``."""
         if dtype not in self.dtypes:
-            return f"{self.name(dtype)}: no {dtype} kernel (has {', '.join(self.dtypes)})"
+            return no_dtype_kernel(self.name(dtype), dtype, self.dtypes)
         need = self.min_cc.get(dtype, (8, 0))
         if tuple(cc) < need:
             return (f"{self.name(dtype)} needs compute capability {need[0]}.{need[1]}+, "
@@ -459,7 +470,7 @@ def wgmma_tensor_maps(size: Size, dtype: str) -> tuple[TensorMapSpec, TensorMapS
 
 
 @dataclass(frozen=True)
-class CudaTmaGemm:
+class CudaTmaGemm(_PerDtype):
     """The wgmma GEMM: compiled for sm_90a, two tensor maps (A, B) as ``__grid_constant__``
     parameters then C, M, N, K. Launched through cuda-python's driver API (the CuPy backend):
     CuPy picks the compile arch itself (sm_90, not sm_90a) and passes 128-byte structs only as
@@ -472,12 +483,9 @@ class CudaTmaGemm:
     cc: tuple[int, int] = (9, 0)
     note: str = ""
 
-    def name(self, dtype: str) -> str:
-        return f"{self.prefix}_{dtype}"
-
     def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
         if dtype not in self.dtypes:
-            return f"{self.name(dtype)}: no {dtype} kernel (has {', '.join(self.dtypes)})"
+            return no_dtype_kernel(self.name(dtype), dtype, self.dtypes)
         if tuple(cc) != self.cc:
             return (f"{self.name(dtype)} is built for {self.arch} (wgmma, TMA, setmaxnreg): "
                     f"compute capability {self.cc[0]}.{self.cc[1]} only, device has "
