@@ -29,7 +29,7 @@ wheelhouse:
 
 # The C reference programs (triad, FMA) the CPU probes are compared against.
 cpu-ref:
-	@py=$$(scripts/setup_env.sh) && $$py -m roofbench.bench.cpu_reference
+	@py=$$(scripts/setup_env.sh) && $$py scripts/cpu_reference.py
 
 clean:
 	rm -rf build *.egg-info results/_scratch

@@ -28,7 +28,7 @@ from roofbench import __version__
 from roofbench.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401 (re-export)
 
 from .errors import UserError
-from .runner import CaseResult
+from .measure.runner import CaseResult
 
 SCHEMA = "roofbench.results"
 # 1: first release. 2: cases carry ``phases``, runs ``interrupted``, the roof set its typed
@@ -201,7 +201,7 @@ def migrate_v1_units(run: RunResult) -> None:
     from roofbench.kernels.registry import workloads
     from roofbench.kernels.spec import Case
 
-    from .runner import apply_roofs
+    from .measure.runner import apply_roofs
 
     ws = workloads()
     kind = "cpu" if run.backend == "cpu" else "gpu"

@@ -10,7 +10,7 @@ launch, synchronised once at the end of each round) and launch + synchronize (a 
 from __future__ import annotations
 
 import pytest
-from roofbench.bench.backend import unavailable_reason
+from roofbench.bench.backends.base import unavailable_reason
 
 pytest.importorskip("pytest_benchmark", reason="pytest-benchmark is not installed")
 
@@ -39,7 +39,7 @@ def cupy_kernel():
 def pycuda_kernel():
     _need("pycuda")
     import pycuda.driver as drv
-    from roofbench.bench.backend_pycuda import PycudaBackend
+    from roofbench.bench.backends.pycuda import PycudaBackend
 
     be = PycudaBackend()  # pushes the primary context
     from pycuda.compiler import SourceModule

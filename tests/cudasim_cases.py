@@ -13,9 +13,9 @@ import pytest
 assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run through tests/test_cudasim.py"
 
 from numba import cuda  # noqa: E402  (module global: the simulator swaps it in kernels)
-from roofbench.bench.backend import open_backend  # noqa: E402
-from roofbench.bench.runner import run_case  # noqa: E402
-from roofbench.bench.timer import TimerConfig  # noqa: E402
+from roofbench.bench.backends.base import open_backend  # noqa: E402
+from roofbench.bench.measure.runner import run_case  # noqa: E402
+from roofbench.bench.measure.timer import TimerConfig  # noqa: E402
 from roofbench.kernels import numba_compat  # noqa: E402, F401  (numpy 2.5 vs numba-cuda 0.30)
 from roofbench.kernels.numba_cuda_twins import NumbaTwin, build  # noqa: E402
 from roofbench.kernels.registry import workloads  # noqa: E402
@@ -76,7 +76,7 @@ def short_add(a, b, c, n):  # wrong on purpose: skips the last element
 
 def test_planted_wrong_twin_is_caught(sim, monkeypatch):
     """A twin that skips the tail leaves poisoned NaNs: the runner records it invalid."""
-    import roofbench.bench.backend_numba_cuda as mod
+    import roofbench.bench.backends.numba_cuda as mod
 
     real = mod.build
     monkeypatch.setattr(mod, "build", lambda name, d: short_add if name == "vadd" else

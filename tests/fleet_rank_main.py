@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from roofbench.bench import backend as be
+from roofbench.bench.backends import base as be
 from roofbench.roofs.model import Roof, RoofSet
 
 import roofbench

@@ -7,8 +7,8 @@ import re
 import numba
 import numpy as np
 import pytest
-from roofbench.bench.backend_cpu import CpuBackend
-from roofbench.bench.runner import validate
+from roofbench.bench.backends.cpu import CpuBackend
+from roofbench.bench.measure.runner import validate
 from roofbench.kernels import gemm, rownorm
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case

@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import shutil
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from roofbench.bench import cpu_reference as cr
-from roofbench.roofs import cpu_probes as cp
 from roofbench.roofs.model import Roof, RoofSet
+from roofbench.roofs.probes import cpu as cp
 
 MiB = 1 << 20
 
+def _load_script(name: str):
+    """scripts/ holds developer tools outside the package: load one by path."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses resolve their module by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+cr = _load_script("cpu_reference")
+
 
 class FakeTiming:
-    """Duck-typed Timing: what the probes may use of roofbench.bench.timer.Timing."""
+    """Duck-typed Timing: what the probes may use of roofbench.bench.measure.timer.Timing."""
 
     def __init__(self, samples: list[float]) -> None:
         self.samples = samples
@@ -330,7 +343,7 @@ def test_compute_roof_below_blas_is_noted_and_blas_is_used() -> None:
 
 
 def test_fma_probe_in_its_own_process_uses_the_widest_vectors() -> None:
-    from roofbench.bench.cpu_fma_probe import isolated_fma_roof
+    from roofbench.bench.measure.cpu_fma_probe import isolated_fma_roof
 
     roof = isolated_fma_roof("fp64", quick=True)
     widest = cp.widest_vector_bits(cp.parse_features(cp.host_cpu_features()))
@@ -341,7 +354,7 @@ def test_fma_probe_in_its_own_process_uses_the_widest_vectors() -> None:
 
 
 def test_fma_child_failure_is_one_line(monkeypatch) -> None:
-    from roofbench.bench import cpu_fma_probe
+    from roofbench.bench.measure import cpu_fma_probe
 
     monkeypatch.setattr(cpu_fma_probe.sys, "executable", "/nonexistent/python")
     with pytest.raises(RuntimeError, match="FMA probe child"):

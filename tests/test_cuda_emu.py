@@ -15,14 +15,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cuda_tools as ct  # noqa: E402
-from roofbench.bench.gpu_common import (  # noqa: E402
+from roofbench.bench.backends.gpu_common import (  # noqa: E402
     POISON,
     STORAGE,
     from_storage,
     plan_launches,
     to_storage,
 )
-from roofbench.bench.runner import validate  # noqa: E402
+from roofbench.bench.measure.runner import validate  # noqa: E402
 from roofbench.kernels.cuda_impl import DeviceProps  # noqa: E402
 from roofbench.kernels.registry import workloads  # noqa: E402
 from roofbench.kernels.spec import Case  # noqa: E402

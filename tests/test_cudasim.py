@@ -34,7 +34,7 @@ def test_twins_in_simulator():
 def test_sim_backend_refuses_in_a_process_with_real_numba_cuda():
     """Once numba.cuda was imported without the simulator, --backend sim says why in a line."""
     code = ("import numba.cuda\n"
-            "from roofbench.bench.backend import unavailable_reason\n"
+            "from roofbench.bench.backends.base import unavailable_reason\n"
             "print(unavailable_reason('sim'))\n")
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)

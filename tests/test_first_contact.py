@@ -12,11 +12,11 @@ import statistics
 from pathlib import Path
 
 import pytest
-from roofbench.bench import report as report_mod
 from roofbench.bench.cli import main
+from roofbench.bench.measure.runner import CaseResult, apply_roofs, roof_precision
+from roofbench.bench.measure.timer import TimerConfig, converged, median_ci, sample_loop
+from roofbench.bench.present import report as report_mod
 from roofbench.bench.results import load_run
-from roofbench.bench.runner import CaseResult, apply_roofs, roof_precision
-from roofbench.bench.timer import TimerConfig, converged, median_ci, sample_loop
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 from roofbench.roofs.model import DatasheetMatch, ProbeFailure, Roof, RoofSet
@@ -209,7 +209,7 @@ def test_median_ci_is_distribution_free_and_narrows():
 
 
 def test_gpu_sampling_is_bounded_per_case_and_per_launch():
-    from roofbench.bench.cmd_run import GPU_CASE_BUDGET_S, GPU_LAUNCH_BUDGET_S, _timer_config
+    from roofbench.bench.cli.run import GPU_CASE_BUDGET_S, GPU_LAUNCH_BUDGET_S, _timer_config
 
     class Args:
         quick, cold = False, False
@@ -258,7 +258,7 @@ def test_hand_written_variants_are_given_as_a_fraction_of_the_library():
 def test_a_silent_case_gets_still_running_lines(capsys):
     import time
 
-    from roofbench.bench.progress import Heartbeat
+    from roofbench.bench.measure.progress import Heartbeat
 
     with Heartbeat(every_s=0.2) as beat:
         beat.start("gemm/naive/fp64/4096x4096x4096")

@@ -7,8 +7,8 @@ import json
 import sys
 
 import pytest
-from roofbench.bench import fleet
 from roofbench.bench.cli import main
+from roofbench.bench.fleet import core as fleet
 from roofbench.roofs.model import Roof, RoofSet
 
 

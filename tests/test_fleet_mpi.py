@@ -142,7 +142,7 @@ def test_watchdog_aborts_a_hung_collective(tmp_path):
     script.write_text(
         "import time\n"
         "from mpi4py import MPI\n"
-        "from roofbench.bench.fleet import watchdog\n"
+        "from roofbench.bench.fleet.core import watchdog\n"
         "c = MPI.COMM_WORLD\n"
         "if c.Get_rank() == 1:\n"
         "    time.sleep(120)  # never joins the barrier\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from roofbench.bench.runner import run_case
-from roofbench.bench.timer import TimerConfig
+from roofbench.bench.measure.runner import run_case
+from roofbench.bench.measure.timer import TimerConfig
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
@@ -43,7 +43,7 @@ def _id(c: tuple) -> str:
 
 @pytest.fixture(scope="module")
 def cupy_backend():
-    from roofbench.bench.backend_cupy import CupyBackend
+    from roofbench.bench.backends.cupy import CupyBackend
 
     be = CupyBackend()
     yield be
@@ -52,12 +52,12 @@ def cupy_backend():
 
 @pytest.fixture(scope="module")
 def numba_backend():
-    from roofbench.bench.backend import unavailable_reason
+    from roofbench.bench.backends.base import unavailable_reason
 
     why = unavailable_reason("numba")
     if why:
         pytest.skip(why)
-    from roofbench.bench.backend_numba_cuda import NumbaCudaBackend
+    from roofbench.bench.backends.numba_cuda import NumbaCudaBackend
 
     return NumbaCudaBackend()
 
@@ -133,12 +133,12 @@ def test_onepass_refusal_is_recorded(cupy_backend):
 
 
 def test_pycuda_matches_when_installed():
-    from roofbench.bench.backend import unavailable_reason
+    from roofbench.bench.backends.base import unavailable_reason
 
     why = unavailable_reason("pycuda")
     if why:
         pytest.skip(why)
-    from roofbench.bench.backend_pycuda import PycudaBackend
+    from roofbench.bench.backends.pycuda import PycudaBackend
 
     be = PycudaBackend()
     try:

@@ -10,11 +10,17 @@ import sys
 import ml_dtypes
 import numpy as np
 import pytest
-from roofbench.bench.backend import CaseUnsupported, unavailable_reason
-from roofbench.bench.cuda_timer import EventOps, cuda_time, throttle_flag
-from roofbench.bench.gpu_common import POISON, STORAGE, from_storage, plan_launches, to_storage
-from roofbench.bench.occupancy import occupancy
-from roofbench.bench.timer import TimerConfig
+from roofbench.bench.backends.base import CaseUnsupported, unavailable_reason
+from roofbench.bench.backends.cuda_timer import EventOps, cuda_time, throttle_flag
+from roofbench.bench.backends.gpu_common import (
+    POISON,
+    STORAGE,
+    from_storage,
+    plan_launches,
+    to_storage,
+)
+from roofbench.bench.backends.occupancy import occupancy
+from roofbench.bench.measure.timer import TimerConfig
 from roofbench.kernels import cuda_impl as cu
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Buf, Case, np_dtype

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from roofbench.roofs import datasheet
 from roofbench.roofs.calibrated import load_calibrated
-from roofbench.roofs.gpu_probes import measure_gpu_roofs
+from roofbench.roofs.probes.gpu import measure_gpu_roofs
 
 pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 def _event_time_fn():
     """CUDA events on the current stream around each launch, the shared sampling loop."""
     import cupy as cp
-    from roofbench.bench.timer import TimerConfig, sample_loop
+    from roofbench.bench.measure.timer import TimerConfig, sample_loop
 
     cfg = TimerConfig.quick()
 
@@ -45,7 +45,7 @@ def _event_time_fn():
 @pytest.fixture(scope="module")
 def measured():
     rs = measure_gpu_roofs(_event_time_fn(), quick=True, progress=lambda m: None)
-    from roofbench.bench.calibrate import print_summary
+    from roofbench.bench.measure.roof_source import print_summary
     print_summary(rs)  # in the log of make gpu-check
     return rs
 
@@ -94,7 +94,7 @@ def test_ert_curves_under_roofs(measured):
 
 def test_numba_twins_on_gpu():
     from numba import cuda
-    from roofbench.roofs import numba_stream as ns
+    from roofbench.roofs.probes import numba_stream as ns
 
     n = 100_003
     rng = np.random.default_rng(1)

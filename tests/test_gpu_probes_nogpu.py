@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from roofbench.roofs import gpu_probes as gp
 from roofbench.roofs.calibrated import (
     SCHEMA,
     CalibrationError,
@@ -36,6 +35,7 @@ from roofbench.roofs.calibrated import (
     side_by_side,
 )
 from roofbench.roofs.model import Roof, RoofSet
+from roofbench.roofs.probes import gpu as gp
 
 CUDA_DIR = gp.CUDA_DIR
 SOURCES = ("stream.cu", "cache.cu", "fma.cu", "mma.cu", "ert.cu", "wgmma.cu")
@@ -683,8 +683,8 @@ def test_lenient_load_takes_bare_roof_sets_and_results(tmp_path):
 
 
 def test_obtain_roofs_reuses_and_refuses(tmp_path):
-    from roofbench.bench.calibrate import obtain_roofs
     from roofbench.bench.errors import UserError
+    from roofbench.bench.measure.roof_source import obtain_roofs
 
     calls = []
 
@@ -728,7 +728,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def _has_gpu() -> bool:
-    from roofbench.bench import backend as backends
+    from roofbench.bench.backends import base as backends
     return backends.unavailable_reason("cuda") is None
 
 
@@ -836,7 +836,7 @@ def test_calibrate_summary_prints_the_ratios(fake_run):
     import io
 
     from rich.console import Console
-    from roofbench.bench.calibrate import print_summary, summary_ratios
+    from roofbench.bench.measure.roof_source import print_summary, summary_ratios
 
     rs, _ = fake_run
     got = {what: (v, target) for what, v, target in summary_ratios(rs)}

@@ -22,8 +22,9 @@ def imports_of(path: Path) -> set[str]:
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             mod = node.module or ""
-            if node.level:  # relative: resolve against the folder's package
-                pkg = f"roofbench.{path.parent.name}".split(".")
+            if node.level:  # relative: resolve against the module's package
+                rel = path.parent.relative_to(ROOT).parts
+                pkg = ["roofbench", *rel]
                 base = pkg[: len(pkg) - (node.level - 1)]
                 mod = ".".join(base + ([mod] if mod else []))
             names.add(mod)
@@ -34,8 +35,20 @@ def imports_of(path: Path) -> set[str]:
 def test_kernels_and_roofs_never_import_bench(folder):
     offenders = {str(p.relative_to(ROOT)): sorted(i for i in imports_of(p)
                                                    if i.startswith("roofbench.bench"))
-                 for p in (ROOT / folder).glob("*.py")}
+                 for p in (ROOT / folder).rglob("*.py")}
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_every_code_folder_is_a_listed_package():
+    """A sub-package missing from pyproject's list would vanish from an installed copy."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {"roofbench"} | {
+        ".".join(["roofbench", *p.parent.relative_to(ROOT).parts])
+        for folder in ("kernels", "bench", "roofs") for p in (ROOT / folder).rglob("__init__.py")}
+    assert found == listed
 
 
 def test_code_folders_install_under_one_name():

@@ -14,9 +14,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from roofbench.bench import ncu
+from roofbench.bench.measure import ncu
+from roofbench.bench.measure.runner import CaseResult, _record
 from roofbench.bench.results import RunResult
-from roofbench.bench.runner import CaseResult, _record
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
@@ -202,7 +202,7 @@ def test_command_selects_by_name_and_count_with_clock_and_cache_control(tmp_path
     assert cmd[cmd.index("--kernel-name") + 1] == \
         "regex:^(l2_square_fp32|l2_add_fp32|l2_sqrt_fp32)$"
     app = cmd[cmd.index("-m") + 1:]
-    assert app == ["roofbench.bench.ncu_case", "--backend", "cuda", "--kernel", "l2norm",
+    assert app == ["roofbench.bench.measure.ncu_case", "--backend", "cuda", "--kernel", "l2norm",
                    "--variant", "naive", "--dtype", "fp32", "--size", str(N64M), "--seed", "5",
                    "--profiler-range"]
     cpu = record("l2norm", "fused", "fp32", 1000, "cpu")
@@ -304,7 +304,7 @@ def test_report_section_from_stored_results(tmp_path):
     assert all(row.endswith("| ok |") for row in table[:-1])
     assert ncu.ncu_section(RunResult(backend="cpu", device="x", roofs=None,
                                      cases=[plain])) == []
-    from roofbench.bench.report import render
+    from roofbench.bench.present.report import render
 
     assert "\n".join(lines) in render(load_run(tmp_path))  # report.md carries the section
 
@@ -398,8 +398,9 @@ def test_planted_disagreement_is_flagged(monkeypatch):
 
 
 def test_case_runner_bad_input_is_one_line():
-    p = subprocess.run([sys.executable, "-m", "roofbench.bench.ncu_case", "--backend", "cpu",
-                        "--kernel", "nope", "--variant", "x", "--dtype", "fp32", "--size", "8"],
+    p = subprocess.run([sys.executable, "-m", "roofbench.bench.measure.ncu_case",
+                        "--backend", "cpu", "--kernel", "nope", "--variant", "x",
+                        "--dtype", "fp32", "--size", "8"],
                        capture_output=True, text=True, cwd=HERE.parent, timeout=120)
     assert p.returncode == 2
     assert p.stderr.strip().startswith("ncu_case: error: unknown kernel 'nope'")
@@ -442,7 +443,7 @@ def test_cli_run_sim_with_ncu_stores_counters_and_report_rebuilds(tmp_path):
     assert case["extra"]["ncu"]["clock_control"] == "base"
     [call] = profile_calls(tmp_path / "argv.jsonl")
     assert call[call.index("--launch-count") + 1] == "4"
-    assert call[call.index("roofbench.bench.ncu_case") + 1:][:2] == ["--backend", "sim"]
+    assert call[call.index("roofbench.bench.measure.ncu_case") + 1:][:2] == ["--backend", "sim"]
     report = res.parent / "report.md"
     section = report.read_text().split("## Model vs hardware (Nsight Compute)")[1]
     assert "| l2norm/naive/fp32/257 | pipeline | 771 | 771 | 1.000 | 5,140 | 5,140 |" in section

@@ -57,8 +57,8 @@ def test_with_the_fix_compile_ptx_succeeds():
 
 
 @pytest.mark.parametrize("module", ["roofbench.kernels.numba_cuda_twins",
-                                    "roofbench.bench.backend_numba_cuda",
-                                    "roofbench.roofs.numba_stream"])
+                                    "roofbench.bench.backends.numba_cuda",
+                                    "roofbench.roofs.probes.numba_stream"])
 def test_every_numba_cuda_importer_applies_the_fix(module):
     """Each module that imports numba.cuda restores the alias on import, before any compile."""
     r = _run(DROP + f"import {module}\n"

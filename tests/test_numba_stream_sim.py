@@ -35,7 +35,7 @@ def test_stream_twins_in_simulator_process():
 @pytest.mark.parametrize("name", ["copy", "scale", "add", "triad", "read", "fill"])
 def _case(name, dtype, n):
     from numba import cuda
-    from roofbench.roofs import numba_stream as ns
+    from roofbench.roofs.probes import numba_stream as ns
 
     rng = np.random.default_rng(n)
     a, b, c = (rng.uniform(0.25, 0.75, n).astype(dtype) for _ in range(3))

@@ -1,4 +1,4 @@
-"""roofs/nvml.py against a fake pynvml: fields mapped, units converted, failures soft."""
+"""roofs/probes/nvml.py against a fake pynvml: fields mapped, units converted, failures soft."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 import types
 
 import pytest
-from roofbench.roofs import nvml
+from roofbench.roofs.probes import nvml
 
 
 class _NVMLError(Exception):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from roofbench.bench.report import fusion_bound, fusion_rows, occupancy_text
-from roofbench.bench.runner import CaseResult
+from roofbench.bench.measure.runner import CaseResult
+from roofbench.bench.present.report import fusion_bound, fusion_rows, occupancy_text
 
 
 def rec(variant: str, median: float | None, dram: int, valid: bool = True, **kw) -> CaseResult:

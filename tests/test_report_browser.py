@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-from roofbench.bench.compare import compare
-from roofbench.bench.report import _si
+from roofbench.bench.present.compare import compare
+from roofbench.bench.present.report import _si
 from roofbench.bench.results import load_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,7 +133,7 @@ def _darkest(img, x: float, y: float, r: int = 1) -> int:
 
 @pytest.fixture(scope="module")
 def gemm_page(tmp_path_factory) -> Path:
-    from roofbench.bench.report_html import render_html
+    from roofbench.bench.present.report_html import render_html
 
     page = tmp_path_factory.mktemp("html") / "report.html"
     page.write_text(render_html(load_run(GEMM)))
@@ -235,7 +235,7 @@ def test_screenshot_is_not_blank(browser, gemm_page: Path, tmp_path: Path):
 
 
 def test_compare_page_joins_the_two_points_of_each_case(browser, tmp_path: Path):
-    from roofbench.bench.report_html import render_compare_html
+    from roofbench.bench.present.report_html import render_compare_html
 
     a, b = load_run(CPU[0]), load_run(CPU[1])
     page = tmp_path / "compare.html"

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from roofbench.bench import report_html
-from roofbench.bench.compare import compare
+from roofbench.bench.present import report_html
+from roofbench.bench.present.compare import compare
 from roofbench.bench.results import load_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +118,7 @@ def test_page_size_stays_near_bokehjs_alone():
 
 
 def test_hardware_intensity_has_its_own_hollow_group():
-    from roofbench.bench.ncu import LaunchCounters
+    from roofbench.bench.measure.ncu import LaunchCounters
 
     run = load_run(H200[[p.stem for p in H200].index("results-rownorm-default")])
     case = next(c for c in run.cases if c.variant == "naive" and c.valid)

@@ -8,13 +8,13 @@ import dataclasses
 import numpy as np
 import pytest
 from numba import njit, prange
-from roofbench.bench.backend_cpu import CpuBackend
+from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.errors import UserError
-from roofbench.bench.plot import valid_points
-from roofbench.bench.report import render
+from roofbench.bench.measure.runner import parse_size, run_case, select_cases
+from roofbench.bench.measure.timer import TimerConfig, sample_loop
+from roofbench.bench.present.plot import valid_points
+from roofbench.bench.present.report import render
 from roofbench.bench.results import RunResult
-from roofbench.bench.runner import parse_size, run_case, select_cases
-from roofbench.bench.timer import TimerConfig, sample_loop
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 from roofbench.roofs.model import Roof, RoofSet

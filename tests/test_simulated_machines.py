@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from roofbench.bench.backend_cpu import CpuBackend
-from roofbench.bench.runner import select_cases
+from roofbench.bench.backends.cpu import CpuBackend
+from roofbench.bench.measure.runner import select_cases
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case, SizeContext
-from roofbench.roofs import cpu_probes as cp
+from roofbench.roofs.probes import cpu as cp
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 

@@ -28,9 +28,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cuda_tools as ct  # noqa: E402
-from roofbench.bench.backend import CaseUnsupported  # noqa: E402
-from roofbench.bench.gpu_common import plan_launches  # noqa: E402
-from roofbench.bench.tma_launch import (  # noqa: E402
+from roofbench.bench.backends.base import CaseUnsupported  # noqa: E402
+from roofbench.bench.backends.gpu_common import plan_launches  # noqa: E402
+from roofbench.bench.backends.tma_launch import (  # noqa: E402
     KernelParams,
     param_bytes,
     pointer_bytes,
@@ -63,7 +63,7 @@ def nvrtc_sass() -> dict[str, str]:
     pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings not installed")
     if ct.missing_tools("cuobjdump") or not ct.cuda_include_dirs():
         pytest.skip("pip CUDA toolchain / headers missing: pip install -e '.[cudatools]'")
-    from roofbench.bench.tma_launch import compile_cubin
+    from roofbench.bench.backends.tma_launch import compile_cubin
 
     cubin = ct._TMP / "gemm_wgmma.nvrtc.sm_90a.cubin"
     cubin.write_bytes(compile_cubin(SRC, "sm_90a"))
@@ -179,7 +179,7 @@ def test_shared_memory_fits_and_matches_tma_boxes(dtype):
 
 def test_tensor_map_names_exist_in_the_driver_bindings():
     pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings not installed")
-    from roofbench.bench.tma_launch import tensor_map_enums
+    from roofbench.bench.backends.tma_launch import tensor_map_enums
 
     for d in DTYPES:
         for spec in cu.wgmma_tensor_maps((256, 256, 256), d):
@@ -448,9 +448,9 @@ GPU_SIZES = {"fp16": [(1000, 512, 256), (129, 264, 72), (512, 512, 1024), (2048,
 @pytest.mark.parametrize("dtype,size", [(d, s) for d, ss in GPU_SIZES.items() for s in ss],
                          ids=lambda v: v if isinstance(v, str) else "x".join(map(str, v)))
 def test_wgmma_gemm_validates_on_hopper(dtype, size):
-    from roofbench.bench.backend_cupy import CupyBackend
-    from roofbench.bench.runner import run_case
-    from roofbench.bench.timer import TimerConfig
+    from roofbench.bench.backends.cupy import CupyBackend
+    from roofbench.bench.measure.runner import run_case
+    from roofbench.bench.measure.timer import TimerConfig
 
     be = CupyBackend()
     try:

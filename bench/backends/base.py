@@ -1,0 +1,194 @@
+"""The interface every backend implements, and the registry that finds them lazily.
+
+A backend runs cases (allocates the buffers of a case, uploads inputs, launches the pipeline,
+reads outputs back), times them with its own clock, and measures its device's roofs. Backends
+are imported only when asked for, so that a machine without CuPy never imports it.
+
+Implementation families: a variant's ``impls`` is keyed by family ("cpu" numba-parallel code,
+"cuda" CUDA C sources, "numba_cuda" Numba CUDA kernels). Several backends can share a family
+(CuPy and PyCUDA both launch the "cuda" sources; Numba CUDA and its simulator share
+"numba_cuda").
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from roofbench.kernels.spec import Case
+from roofbench.roofs.model import RoofSet
+
+from ..measure.timer import TimerConfig, Timing
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot run on this machine (no device, library missing)."""
+
+
+class CaseUnsupported(RuntimeError):
+    """This backend cannot run this case (no implementation, arch too old, too large)."""
+
+
+class Prepared(ABC):
+    """A case with its buffers allocated on the device and inputs uploaded."""
+
+    @abstractmethod
+    def run(self) -> None:
+        """Run the whole pipeline once (may be asynchronous; the timer synchronises)."""
+
+    @abstractmethod
+    def launch_fns(self) -> list[Callable[[], None]]:
+        """One callable per launch, in order, for per-launch timing of a pipeline."""
+
+    @abstractmethod
+    def poison(self) -> None:
+        """Fill every output and temporary with NaN (or a sentinel) before a validation run."""
+
+    @abstractmethod
+    def outputs(self) -> dict[str, np.ndarray]:
+        """Copy the outputs back to host numpy arrays."""
+
+    def extra(self) -> dict[str, Any]:
+        """Backend facts recorded with the case (occupancy, registers, clocks...)."""
+        return {}
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Free device memory."""
+
+
+class LaunchListPrepared(Prepared):
+    """A prepared case whose pipeline is a list of ready-to-call launches (``self._calls``,
+    filled by the backend in launch order): run() calls them all, launch_fns() gives them."""
+
+    _calls: list[Callable[[], None]]
+
+    def run(self) -> None:
+        for call in self._calls:
+            call()
+
+    def launch_fns(self) -> list[Callable[[], None]]:
+        return list(self._calls)
+
+
+def first_line(e: BaseException) -> str:
+    """'Type: first line of the message', for one-line reasons."""
+    s = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {s[0]}" if s else type(e).__name__
+
+
+class Backend(ABC):
+    name: str = ""
+    family: str = ""  # which entry of Variant.impls this backend runs
+    kind: str = "cpu"  # "cpu" or "gpu"
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """None when the backend can run here, else a one-line reason."""
+        return None
+
+    @abstractmethod
+    def info(self) -> dict[str, Any]:
+        """Device facts for the results' environment: name, memory, caches, clocks..."""
+
+    @abstractmethod
+    def device_name(self) -> str: ...
+
+    @abstractmethod
+    def memory_budget(self) -> int:
+        """Bytes a run may allocate for the buffers of one case."""
+
+    @abstractmethod
+    def last_level_cache(self) -> int:
+        """Bytes of the last cache before DRAM (L3 on a CPU, L2 on a GPU)."""
+
+    @abstractmethod
+    def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> Prepared: ...
+
+    @abstractmethod
+    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+        """Time ``fn`` with this backend's clock (and cache flush when cfg.cold)."""
+
+    @abstractmethod
+    def measure_roofs(self, quick: bool = False,
+                      progress: Callable[[str], None] | None = None) -> RoofSet:
+        """Run the probes and return measured roofs (plus datasheet roofs where known)."""
+
+    def supports(self, case: Case) -> str | None:
+        """None if this backend can run the case, else the reason it cannot."""
+        if self.family not in case.variant.impls:
+            why = case.variant.unsupported.get(self.family) or case.variant.unsupported.get(
+                self.name)
+            return why or f"no {self.family} implementation of {case.workload.name}/" \
+                          f"{case.variant.name}"
+        table = case.variant.impls[self.family]
+        missing = [la.kernel for la in case.launches() if la.kernel not in table]
+        if missing:
+            return f"no {self.family} kernel for launch(es) {', '.join(missing)}"
+        if case.dtype not in self.dtypes():
+            return f"{self.name} backend does not run {case.dtype}"
+        return case.variant.refuse(case.size, case.dtype, self.name)
+
+    def dtypes(self) -> tuple[str, ...]:
+        return ("fp64", "fp32", "fp16", "bf16", "fp8")
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+# name -> "module:Class". Lazy so that importing roofbench never imports CuPy or PyCUDA.
+REGISTRY: dict[str, str] = {
+    "cpu": "roofbench.bench.backends.cpu:CpuBackend",
+    "cuda": "roofbench.bench.backends.cupy:CupyBackend",
+    "pycuda": "roofbench.bench.backends.pycuda:PycudaBackend",
+    "numba": "roofbench.bench.backends.numba_cuda:NumbaCudaBackend",
+    "sim": "roofbench.bench.backends.numba_cuda:SimBackend",
+}
+# Preference order for --backend auto.
+AUTO_ORDER = ("cuda", "cpu")
+
+
+def backend_class(name: str) -> type[Backend]:
+    if name not in REGISTRY:
+        raise KeyError(name)
+    mod_name, cls_name = REGISTRY[name].split(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise BackendUnavailable(f"backend {name!r} is not installed ({e})") from None
+    return getattr(mod, cls_name)
+
+
+def unavailable_reason(name: str) -> str | None:
+    try:
+        cls = backend_class(name)
+    except BackendUnavailable as e:
+        return str(e)
+    return cls.unavailable_reason()
+
+
+def open_backend(name: str) -> Backend:
+    """Instantiate a backend by name; 'auto' picks the best available one."""
+    if name == "auto":
+        for cand in AUTO_ORDER:
+            if unavailable_reason(cand) is None:
+                return backend_class(cand)()
+        raise BackendUnavailable("no backend is available")
+    why = unavailable_reason(name)
+    if why is not None:
+        raise BackendUnavailable(f"backend {name!r} is unavailable: {why}")
+    return backend_class(name)()
+
+
+def open_for_user(name: str) -> Backend:
+    """open_backend for the CLI: an unknown or unavailable backend is a one-line UserError."""
+    from ..errors import UserError
+
+    if name != "auto" and name not in REGISTRY:
+        raise UserError(f"unknown backend {name!r}; choose from: auto, {', '.join(REGISTRY)}")
+    try:
+        return open_backend(name)
+    except BackendUnavailable as e:
+        raise UserError(str(e).strip().splitlines()[0]) from None

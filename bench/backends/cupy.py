@@ -1,0 +1,304 @@
+"""The CuPy backend (``--backend cuda``): the CUDA C sources compiled by NVRTC for the device's
+arch through ``cupy.RawModule``, launched on one non-default stream, timed with CUDA events.
+
+CuPy is imported only when this backend is asked for; without CuPy or without a device,
+``unavailable_reason()`` says so in one line. Buffers live on the device in their storage type
+(bf16/fp8 as raw 16/8-bit words, see gpu_common). The library GEMM baseline is
+``cupy.matmul`` (cuBLAS) on the same stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import numpy as np
+from roofbench.kernels.cuda_impl import (
+    CudaLibrary,
+    CudaTmaGemm,
+    DeviceProps,
+    compile_options,
+    cuda_include_dirs,
+    load_source,
+)
+from roofbench.kernels.spec import Case
+from roofbench.roofs.model import RoofSet
+
+from ..measure.timer import TimerConfig, Timing
+from .base import Backend, BackendUnavailable, CaseUnsupported, Prepared, first_line
+from .cuda_timer import EventOps, cuda_time
+from .gpu_common import POISON, STORAGE, from_storage, launch_facts, plan_launches, to_storage
+
+
+@cache
+def _cupy_reason() -> str | None:
+    try:
+        import cupy
+    except Exception as e:
+        return f"CuPy is not importable ({first_line(e)}); install roofbench[cuda13] or [cuda12]"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:
+        return f"no CUDA device ({first_line(e)})"
+    return None if n > 0 else "no CUDA device (CUDA reports 0 devices)"
+
+
+def device_props(index: int = 0) -> DeviceProps:
+    import cupy
+
+    p = cupy.cuda.runtime.getDeviceProperties(index)
+    name = p.get("name", b"")
+    return DeviceProps(
+        cc=(int(p["major"]), int(p["minor"])),
+        sm_count=int(p["multiProcessorCount"]),
+        max_threads_per_sm=int(p.get("maxThreadsPerMultiProcessor", 2048)),
+        regs_per_sm=int(p.get("regsPerMultiprocessor", 65536)),
+        smem_per_sm=int(p.get("sharedMemPerMultiprocessor", 228 * 1024)),
+        smem_per_block_optin=int(p.get("sharedMemPerBlockOptin", 48 * 1024)),
+        l2_bytes=int(p.get("l2CacheSize", 0)),
+        name=name.decode() if isinstance(name, bytes) else str(name),
+    )
+
+
+class CupyPrepared(Prepared):
+    def __init__(self, backend: CupyBackend, case: Case, inputs: dict[str, np.ndarray]) -> None:
+        import cupy
+
+        self.case, self.backend = case, backend
+        plans = backend.plan(case)  # CaseUnsupported before allocating
+        self.bufs = case.buffers()
+        self.arrays: dict[str, Any] = {}
+        with backend.stream:
+            for name, buf in self.bufs.items():
+                if buf.role == "input":
+                    self.arrays[name] = cupy.asarray(to_storage(inputs[name], buf))
+                else:
+                    self.arrays[name] = cupy.empty(buf.shape, dtype=STORAGE[buf.dtype])
+        self.facts: list[dict[str, Any]] = []
+        self._calls: list[Callable[[], None]] = []
+        for pl in plans:
+            args = tuple(self.arrays[a] if isinstance(a, str) else a for a in pl.args)
+            if isinstance(pl.impl, CudaLibrary):
+                self._calls.append(self._library(pl.impl, args))
+                self.facts.append(launch_facts(pl, None, None, None, backend.props.cc))
+                continue
+            if isinstance(pl.impl, CudaTmaGemm):
+                self._calls.append(self._tma(pl))
+                continue
+            fn = backend.function(pl.impl.source, pl.function)
+            self._calls.append(lambda fn=fn, pl=pl, args=args: fn(pl.grid, pl.block, args,
+                                                                  shared_mem=pl.smem))
+            self.facts.append(launch_facts(pl, fn.num_regs, fn.shared_size_bytes,
+                                           fn.local_size_bytes, backend.props.cc))
+
+    def _tma(self, pl: Any) -> Callable[[], None]:
+        """A tensor-map kernel (the sm_90a wgmma GEMM) through cuda-python: maps encoded once
+        over this case's arrays, parameters packed once, launched on the backend's stream."""
+        from .tma_launch import KernelParams, encode_tensor_map, param_bytes
+
+        fn = self.backend.tma.function(pl.impl.source, pl.function, pl.smem)
+        maps = {m.buffer: encode_tensor_map(m, self.arrays[m.buffer].data.ptr)
+                for m in pl.tensor_maps}
+        params = KernelParams(param_bytes(pl.args, lambda b: self.arrays[b].data.ptr, maps))
+        stream = self.backend.stream
+        facts = launch_facts(pl, fn.num_regs, fn.shared_size_bytes, fn.local_size_bytes,
+                             self.backend.props.cc)
+        facts["compiler"] = f"nvrtc {pl.impl.arch} (cuda-python driver launch)"
+        self.facts.append(facts)
+        return lambda: fn.launch(pl.grid, pl.block, pl.smem, stream.ptr, params)
+
+    def _library(self, impl: CudaLibrary, args: tuple[Any, ...]) -> Callable[[], None]:
+        import cupy
+
+        if impl.op != "matmul":
+            raise CaseUnsupported(f"unknown library op {impl.op}")
+        a, b, c = args[:3]
+        return lambda: cupy.matmul(a, b, out=c)
+
+    def run(self) -> None:
+        with self.backend.stream:
+            for call in self._calls:
+                call()
+
+    def launch_fns(self) -> list[Callable[[], None]]:
+        def on_stream(call: Callable[[], None]) -> Callable[[], None]:
+            def f() -> None:
+                with self.backend.stream:
+                    call()
+            return f
+        return [on_stream(c) for c in self._calls]
+
+    def poison(self) -> None:
+        with self.backend.stream:
+            for name, buf in self.bufs.items():
+                if buf.role != "input":
+                    self.arrays[name].fill(POISON[buf.dtype])
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        self.backend.stream.synchronize()
+        return {n: from_storage(self.arrays[n].get(), b) for n, b in self.bufs.items()
+                if b.role == "output"}
+
+    def extra(self) -> dict[str, Any]:
+        return {"arch": self.backend.props.arch, "compiler": "nvrtc (cupy.RawModule)",
+                "launches": self.facts}
+
+    def close(self) -> None:
+        import cupy
+
+        self.backend.stream.synchronize()
+        self.arrays.clear()
+        # Give the pool's blocks back, so that memGetInfo (the next case's budget) sees them.
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
+class CupyBackend(Backend):
+    name = "cuda"
+    family = "cuda"
+    kind = "gpu"
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return _cupy_reason()
+
+    def __init__(self, device: int = 0) -> None:
+        why = _cupy_reason()
+        if why:
+            raise BackendUnavailable(why)
+        import cupy
+
+        self.index = device
+        cupy.cuda.Device(device).use()
+        self.props = device_props(device)
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._modules: dict[str, Any] = {}
+        self._flush_buf: Any = None
+        self._tma: Any = None
+
+    @property
+    def tma(self) -> Any:
+        """Loader of the tensor-map (sm_90a) kernels, made on first use."""
+        if self._tma is None:
+            from .tma_launch import TmaModules
+
+            self._tma = TmaModules()
+        return self._tma
+
+    def plan(self, case: Case) -> list[Any]:
+        """plan_launches with tensor-map kernels allowed when cuda-python is importable."""
+        from .tma_launch import tma_unavailable
+
+        plans = plan_launches(case, self.props, tma=True)
+        if any(isinstance(pl.impl, CudaTmaGemm) for pl in plans):
+            why = tma_unavailable()
+            if why:
+                raise CaseUnsupported(why)
+        return plans
+
+    # -- compilation ------------------------------------------------------------------
+    def module(self, source: str) -> Any:
+        """One RawModule per source, compiled by NVRTC for this device's arch (CuPy picks
+        the arch of the current device and caches the binary on disk)."""
+        import cupy
+
+        if source not in self._modules:
+            opts = compile_options() + tuple(f"-I{d}" for d in cuda_include_dirs())
+            self._modules[source] = cupy.RawModule(code=load_source(source), options=opts,
+                                                   backend="nvrtc")
+        return self._modules[source]
+
+    def function(self, source: str, name: str) -> Any:
+        return self.module(source).get_function(name)
+
+    # -- facts --------------------------------------------------------------------------
+    def device_name(self) -> str:
+        return self.props.name
+
+    def info(self) -> dict[str, Any]:
+        import cupy
+        from roofbench.roofs.probes import nvml
+
+        rt = cupy.cuda.runtime
+        d: dict[str, Any] = {
+            "kind": "gpu", "name": self.props.name, "index": self.index,
+            "compute_capability": f"{self.props.cc[0]}.{self.props.cc[1]}",
+            "sm_count": self.props.sm_count, "l2_bytes": self.props.l2_bytes,
+            "max_threads_per_sm": self.props.max_threads_per_sm,
+            "regs_per_sm": self.props.regs_per_sm, "smem_per_sm": self.props.smem_per_sm,
+            "mem_total": rt.memGetInfo()[1], "mem_free": rt.memGetInfo()[0],
+            "cupy_version": cupy.__version__,
+            "cuda_runtime_version": rt.runtimeGetVersion(),
+            "cuda_driver_version": rt.driverGetVersion(),
+            "nvrtc_version": ".".join(map(str, cupy.cuda.nvrtc.getVersion())),
+        }
+        d["nvml"] = nvml.device_facts(self.index)
+        return d
+
+    def memory_budget(self) -> int:
+        import cupy
+
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        return int(free // 2)
+
+    def last_level_cache(self) -> int:
+        return self.props.l2_bytes or (40 << 20)
+
+    def dtypes(self) -> tuple[str, ...]:
+        return ("fp64", "fp32", "fp16", "bf16", "fp8")
+
+    # -- running ------------------------------------------------------------------------
+    def supports(self, case: Case) -> str | None:
+        """Also refuse, before allocating, what this device cannot run (dtype, arch)."""
+        why = super().supports(case)
+        if why is None:
+            try:
+                self.plan(case)
+            except CaseUnsupported as e:
+                return str(e)
+        return why
+
+    def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> Prepared:
+        return CupyPrepared(self, case, inputs)
+
+    def _event_ops(self) -> EventOps:
+        import cupy
+
+        stream = self.stream
+
+        def record(ev: Any) -> None:
+            ev.record(stream)
+
+        return EventOps(new_event=cupy.cuda.Event, record=record,
+                        wait=lambda ev: ev.synchronize(),
+                        elapsed_s=lambda a, b: cupy.cuda.get_elapsed_time(a, b) / 1e3,
+                        flush_l2=self._flush_l2)
+
+    def _flush_l2(self) -> None:
+        import cupy
+
+        if self._flush_buf is None:  # allocated once, outside every timed window
+            self._flush_buf = cupy.empty(2 * self.last_level_cache(), dtype=np.uint8)
+        buf = self._flush_buf
+        cupy.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, self.stream.ptr)
+
+    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+        return cuda_time(fn, cfg, self._event_ops(), device_index=self.index)
+
+    def measure_roofs(self, quick: bool = False,
+                      progress: Callable[[str], None] | None = None) -> RoofSet:
+        try:
+            from roofbench.roofs.probes.gpu import measure_gpu_roofs
+        except ImportError as e:
+            raise BackendUnavailable(
+                f"GPU roof probes are not available (roofbench.roofs.probes.gpu: {e}); "
+                "pass --roofs FILE with calibrated roofs") from None
+        cfg = TimerConfig.quick() if quick else TimerConfig(budget_s=1.0)
+        # The probes launch on CuPy's current stream: make it ours, where the events are.
+        with self.stream:
+            return measure_gpu_roofs(lambda fn: self.time(fn, cfg), quick=quick,
+                                     progress=progress, device=self.index)
+
+    def close(self) -> None:
+        self.stream.synchronize()
+        self._flush_buf = None

@@ -1,0 +1,117 @@
+"""What the CUDA C backends (CuPy, PyCUDA) share: storage types, poison values, launch plans,
+and the backend facts recorded per case (registers, shared memory, occupancy)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from roofbench.kernels.cuda_impl import (
+    ByArch,
+    CudaKernel,
+    CudaLibrary,
+    CudaTmaGemm,
+    DeviceProps,
+    LaunchCtx,
+    TensorMapSpec,
+    scalar_arg,
+)
+from roofbench.kernels.spec import Buf, Case, np_dtype
+
+from .base import CaseUnsupported
+from .occupancy import occupancy
+
+# Device storage: CuPy/PyCUDA have no bf16/fp8 arrays, so those live as raw 16/8-bit words
+# (the kernels reinterpret them); the bits are ml_dtypes' on the host.
+STORAGE: dict[str, np.dtype] = {
+    "fp64": np.dtype(np.float64),
+    "fp32": np.dtype(np.float32),
+    "fp16": np.dtype(np.float16),
+    "bf16": np.dtype(np.uint16),
+    "fp8": np.dtype(np.uint8),
+}
+# NaN bit patterns used to poison outputs before a validation run.
+POISON: dict[str, Any] = {
+    "fp64": np.nan, "fp32": np.nan, "fp16": np.nan,
+    "bf16": 0x7FC0,  # bfloat16 quiet NaN
+    "fp8": 0x7F,  # e4m3fn NaN (S.1111.111)
+}
+
+
+def to_storage(host: np.ndarray, buf: Buf) -> np.ndarray:
+    """Host array of the buffer's dtype -> contiguous array of its device storage type."""
+    a = np.ascontiguousarray(host, dtype=np_dtype(buf.dtype))
+    return a.view(STORAGE[buf.dtype])
+
+
+def from_storage(raw: np.ndarray, buf: Buf) -> np.ndarray:
+    return np.ascontiguousarray(raw).view(np_dtype(buf.dtype)).reshape(buf.shape)
+
+
+@dataclass
+class PlannedLaunch:
+    """One launch resolved for a device: the implementation, its function and geometry."""
+
+    kernel: str  # the launch's kernel name in the workload
+    impl: CudaKernel | CudaLibrary | CudaTmaGemm
+    function: str | None
+    grid: tuple[int, int, int] | None
+    block: tuple[int, int, int] | None
+    smem: int
+    args: tuple[Any, ...]  # buffer names (str) and device-typed scalars
+    # CudaTmaGemm only: tensor maps passed before ``args`` (encoded by the launcher).
+    tensor_maps: tuple[TensorMapSpec, ...] = ()
+
+
+def plan_launches(case: Case, dev: DeviceProps, family: str = "cuda",
+                  tma: bool = False) -> list[PlannedLaunch]:
+    """Resolve every launch of ``case`` against its CUDA table (a per-arch choice resolved for
+    this device); CaseUnsupported with the reason when a kernel lacks the dtype or the device
+    lacks the compute capability. ``tma``: the caller can launch tensor-map kernels (the CuPy
+    backend, through cuda-python)."""
+    table = case.variant.impls.get(family) or {}
+    ctx = LaunchCtx(case.size, case.dtype, dev)
+    out = []
+    for la in case.launches():
+        impl = table.get(la.kernel)
+        if isinstance(impl, ByArch):
+            impl = impl.pick(dev.cc)
+            if isinstance(impl, str):
+                raise CaseUnsupported(impl)
+        if impl is None:
+            raise CaseUnsupported(f"no {family} kernel for launch {la.kernel}")
+        if isinstance(impl, CudaTmaGemm) and not tma:
+            raise CaseUnsupported(f"{impl.name(case.dtype)} (TMA tensor maps) launches through "
+                                  "the cuda backend (CuPy + cuda-python) only")
+        why = impl.unsupported(case.dtype, dev.cc)
+        if why:
+            raise CaseUnsupported(why)
+        args = tuple(a if isinstance(a, str) else scalar_arg(a) for a in la.args)
+        if isinstance(impl, CudaLibrary):
+            out.append(PlannedLaunch(la.kernel, impl, None, None, None, 0, args))
+            continue
+        try:
+            grid, block, smem = impl.grid(ctx), impl.block(ctx), impl.smem(ctx)
+        except ValueError as e:
+            raise CaseUnsupported(str(e)) from None
+        maps = impl.tensor_maps(ctx) if isinstance(impl, CudaTmaGemm) else ()
+        out.append(PlannedLaunch(la.kernel, impl, impl.name(case.dtype), grid, block, smem,
+                                 args, maps))
+    return out
+
+
+def launch_facts(pl: PlannedLaunch, registers: int | None, static_smem: int | None,
+                 local_bytes: int | None, cc: tuple[int, int]) -> dict[str, Any]:
+    """Backend facts of one launch for Prepared.extra(): geometry, resources, occupancy."""
+    if pl.function is None:
+        return {"kernel": pl.kernel, "library": getattr(pl.impl, "op", "library")}
+    threads = pl.block[0] * pl.block[1] * pl.block[2]
+    smem = (static_smem or 0) + pl.smem
+    d: dict[str, Any] = {"kernel": pl.kernel, "function": pl.function, "grid": list(pl.grid),
+                         "block": list(pl.block), "dynamic_smem": pl.smem,
+                         "static_smem": static_smem, "registers": registers,
+                         "local_bytes": local_bytes}
+    if registers is not None:
+        d["occupancy"] = occupancy(threads, registers, smem, cc).to_dict()
+    return d

@@ -1,0 +1,228 @@
+"""The PyCUDA backend (``--backend pycuda``): the same ``.cu`` sources as the CuPy backend,
+compiled by nvcc through ``pycuda.compiler.SourceModule`` and launched with PyCUDA, so the two
+launchers can be compared on identical kernels in one results table.
+
+Optional (``pip install roofbench[pycuda]`` needs the CUDA toolkit and a driver to build).
+It runs on the device's primary context, so it can share a process with CuPy. The vendor
+library baseline (cuBLAS) is not reachable from PyCUDA: that case is recorded as unsupported.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import numpy as np
+from roofbench.kernels.cuda_impl import (
+    CudaLibrary,
+    DeviceProps,
+    compile_options,
+    cuda_include_dirs,
+    load_source,
+)
+from roofbench.kernels.spec import Case
+from roofbench.roofs.model import RoofSet
+
+from ..measure.timer import TimerConfig, Timing
+from .base import (
+    Backend,
+    BackendUnavailable,
+    CaseUnsupported,
+    LaunchListPrepared,
+    first_line,
+)
+from .cuda_timer import EventOps, cuda_time
+from .gpu_common import POISON, STORAGE, from_storage, launch_facts, plan_launches, to_storage
+
+
+@cache
+def _pycuda_reason() -> str | None:
+    try:
+        import pycuda.driver as drv
+    except Exception as e:
+        return f"PyCUDA is not importable ({first_line(e)}); pip install roofbench[pycuda]"
+    try:
+        drv.init()
+        n = drv.Device.count()
+    except Exception as e:
+        return f"no CUDA device ({first_line(e)})"
+    if n < 1:
+        return "no CUDA device (CUDA reports 0 devices)"
+    if _nvcc() is None:
+        return "nvcc not found (PATH or the nvidia-cuda-nvcc wheel): PyCUDA compiles with nvcc"
+    return None
+
+
+@cache
+def _nvcc() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+
+        p = find_nvidia_binary_utility("nvcc")
+        return str(p) if p else None
+    except Exception:
+        return None
+
+
+class PycudaPrepared(LaunchListPrepared):
+    def __init__(self, backend: PycudaBackend, case: Case, inputs: dict[str, np.ndarray]) -> None:
+        import pycuda.gpuarray as gpuarray
+
+        self.case, self.backend = case, backend
+        plans = plan_launches(case, backend.props)
+        for pl in plans:
+            if isinstance(pl.impl, CudaLibrary):
+                raise CaseUnsupported("PyCUDA has no cuBLAS binding: the library baseline "
+                                      "runs on --backend cuda")
+        self.bufs = case.buffers()
+        self.arrays: dict[str, Any] = {}
+        for name, buf in self.bufs.items():
+            if buf.role == "input":
+                self.arrays[name] = gpuarray.to_gpu(to_storage(inputs[name], buf))
+            else:
+                self.arrays[name] = gpuarray.empty(buf.shape, dtype=STORAGE[buf.dtype])
+        self.facts: list[dict[str, Any]] = []
+        self._calls: list[Callable[[], None]] = []
+        stream = backend.stream
+        for pl in plans:
+            fn = backend.function(pl.impl.source, pl.function)
+            args = tuple(self.arrays[a].gpudata if isinstance(a, str) else a for a in pl.args)
+            self._calls.append(lambda fn=fn, pl=pl, args=args: fn(
+                *args, grid=pl.grid, block=pl.block, shared=pl.smem, stream=stream))
+            self.facts.append(launch_facts(pl, fn.num_regs, fn.shared_size_bytes,
+                                           fn.local_size_bytes, backend.props.cc))
+
+    def poison(self) -> None:
+        for name, buf in self.bufs.items():
+            if buf.role != "input":
+                self.arrays[name].fill(STORAGE[buf.dtype].type(POISON[buf.dtype]),
+                                       stream=self.backend.stream)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        self.backend.stream.synchronize()
+        return {n: from_storage(self.arrays[n].get(), b) for n, b in self.bufs.items()
+                if b.role == "output"}
+
+    def extra(self) -> dict[str, Any]:
+        return {"arch": self.backend.props.arch, "compiler": "nvcc (pycuda SourceModule)",
+                "launches": self.facts}
+
+    def close(self) -> None:
+        self.backend.stream.synchronize()
+        for a in self.arrays.values():
+            a.gpudata.free()
+        self.arrays.clear()
+
+
+class PycudaBackend(Backend):
+    name = "pycuda"
+    family = "cuda"
+    kind = "gpu"
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return _pycuda_reason()
+
+    def __init__(self, device: int = 0) -> None:
+        why = _pycuda_reason()
+        if why:
+            raise BackendUnavailable(why)
+        import pycuda.driver as drv
+
+        self.drv = drv
+        self.index = device
+        self.dev = drv.Device(device)
+        self.ctx = self.dev.retain_primary_context()  # shared with CuPy / the runtime API
+        self.ctx.push()
+        a = drv.device_attribute
+        self.props = DeviceProps(
+            cc=self.dev.compute_capability(),
+            sm_count=self.dev.get_attribute(a.MULTIPROCESSOR_COUNT),
+            max_threads_per_sm=self.dev.get_attribute(a.MAX_THREADS_PER_MULTIPROCESSOR),
+            regs_per_sm=self.dev.get_attribute(a.MAX_REGISTERS_PER_MULTIPROCESSOR),
+            smem_per_sm=self.dev.get_attribute(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+            smem_per_block_optin=self.dev.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+            l2_bytes=self.dev.get_attribute(a.L2_CACHE_SIZE),
+            name=self.dev.name(),
+        )
+        self.stream = drv.Stream()
+        self._modules: dict[str, Any] = {}
+        self._flush_buf: Any = None
+
+    def module(self, source: str) -> Any:
+        from pycuda.compiler import SourceModule
+
+        if source not in self._modules:
+            self._modules[source] = SourceModule(
+                load_source(source), nvcc=_nvcc() or "nvcc", options=list(compile_options()),
+                include_dirs=cuda_include_dirs(), no_extern_c=True, arch=self.props.arch)
+        return self._modules[source]
+
+    def function(self, source: str, name: str) -> Any:
+        return self.module(source).get_function(name)
+
+    def device_name(self) -> str:
+        return self.props.name
+
+    def info(self) -> dict[str, Any]:
+        import pycuda
+        from roofbench.roofs.probes import nvml
+
+        free, total = self.drv.mem_get_info()
+        return {"kind": "gpu", "name": self.props.name, "index": self.index,
+                "compute_capability": f"{self.props.cc[0]}.{self.props.cc[1]}",
+                "sm_count": self.props.sm_count, "l2_bytes": self.props.l2_bytes,
+                "mem_total": total, "mem_free": free, "pycuda_version": pycuda.VERSION_TEXT,
+                "cuda_driver_version": self.drv.get_driver_version(), "nvcc": _nvcc(),
+                "nvml": nvml.device_facts(self.index)}
+
+    def memory_budget(self) -> int:
+        free, _ = self.drv.mem_get_info()
+        return int(free // 2)
+
+    def last_level_cache(self) -> int:
+        return self.props.l2_bytes or (40 << 20)
+
+    def supports(self, case: Case) -> str | None:
+        why = super().supports(case)
+        if why is None:
+            try:
+                plans = plan_launches(case, self.props)
+            except CaseUnsupported as e:
+                return str(e)
+            if any(isinstance(pl.impl, CudaLibrary) for pl in plans):
+                return "PyCUDA has no cuBLAS binding: the library baseline runs on --backend cuda"
+        return why
+
+    def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> LaunchListPrepared:
+        return PycudaPrepared(self, case, inputs)
+
+    def _flush_l2(self) -> None:
+        if self._flush_buf is None:  # allocated once, outside every timed window
+            self._flush_buf = self.drv.mem_alloc(2 * self.last_level_cache())
+        self.drv.memset_d8_async(self._flush_buf, 0, 2 * self.last_level_cache(), self.stream)
+
+    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+        drv, stream = self.drv, self.stream
+        ops = EventOps(new_event=drv.Event, record=lambda ev: ev.record(stream),
+                       wait=lambda ev: ev.synchronize(),
+                       elapsed_s=lambda a, b: b.time_since(a) / 1e3, flush_l2=self._flush_l2)
+        return cuda_time(fn, cfg, ops, device_index=self.index)
+
+    def measure_roofs(self, quick: bool = False,
+                      progress: Callable[[str], None] | None = None) -> RoofSet:
+        from .numba_cuda import roofs_through_cupy
+
+        return roofs_through_cupy(quick, progress)
+
+    def close(self) -> None:
+        self.stream.synchronize()
+        if self._flush_buf is not None:
+            self._flush_buf.free()
+            self._flush_buf = None
+        self.ctx.pop()

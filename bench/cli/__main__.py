@@ -1,0 +1,5 @@
+"""`python -m roofbench.bench.cli`: the same entry point as the `roofbench` script."""
+
+from . import main
+
+raise SystemExit(main())

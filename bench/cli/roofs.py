@@ -1,0 +1,107 @@
+"""`roofbench roofs [--backend B] [--quick] [--out FILE]` measures and writes a roofs JSON for
+any backend; `roofbench roofs --compare A.json B.json [--out PNG]` puts two devices on one plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from roofbench.roofs.calibrated import (
+    CalibrationError,
+    default_path,
+    load_calibrated,
+    save_calibrated,
+    side_by_side,
+)
+from roofbench.roofs.model import RoofSet
+
+from ..backends import base as backends
+from ..errors import UserError
+from ..measure.roof_source import fmt_value, plot_device, print_summary, wide_console
+
+
+def _measure(args: argparse.Namespace) -> int:
+    be = backends.open_for_user(args.backend)
+    err = Console(stderr=True)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not sys.stderr.isatty()) as prog:
+        task = prog.add_task("measuring roofs", total=None)
+        rs = be.measure_roofs(quick=args.quick,
+                              progress=lambda m: prog.update(task, description=f"roofs: {m}"))
+    print_summary(rs)
+    out = Path(args.out) if args.out else (default_path(be.device_name()) if be.kind == "gpu"
+                                           else None)
+    if out is None:
+        print("not saved (CPU roofs are measured on every run); --out FILE saves them")
+        return 0
+    try:
+        save_calibrated(rs, out)
+    except OSError as e:
+        raise UserError(f"cannot write {out}: {e.strerror or e}") from None
+    print(f"roofs: {out}")
+    return 0
+
+
+def _load(path: str) -> RoofSet:
+    try:
+        return load_calibrated(Path(path), require_schema=False)
+    except CalibrationError as e:
+        raise UserError(str(e)) from None
+
+
+def compare_table(a: RoofSet, b: RoofSet) -> Table:
+    t = Table(title=f"A: {a.device}  vs  B: {b.device}")
+    for col in ("roof", "A", "B", "B/A"):
+        t.add_column(col)
+    rows_a = {(r["kind"], r["key"]): r for r in side_by_side(a)}
+    rows_b = {(r["kind"], r["key"]): r for r in side_by_side(b)}
+    for key in list(rows_a) + [k for k in rows_b if k not in rows_a]:
+        ra, rb = rows_a.get(key), rows_b.get(key)
+        unit = "B/s" if key[0] == "memory" else "FLOP/s"
+
+        def best(r: dict | None) -> tuple[float | None, str]:
+            if r is None:
+                return None, ""
+            if r["measured"] is not None:
+                return r["measured"], ""
+            return r["datasheet"], " (datasheet)" if r["datasheet"] is not None else ""
+        va, sa = best(ra)
+        vb, sb = best(rb)
+        t.add_row(key[1], fmt_value(va, unit) + sa, fmt_value(vb, unit) + sb,
+                  f"{vb / va:.2f}x" if va and vb else "-")
+    return t
+
+
+def _compare(args: argparse.Namespace) -> int:
+    a, b = (_load(p) for p in args.compare)
+    wide_console().print(compare_table(a, b))
+    base = Path(args.out).with_suffix("") if args.out else \
+        Path(args.compare[1]).with_name("compare-roofs")
+    paths, why = plot_device([a, b], base, f"A: {a.device}  vs  B: {b.device}",
+                             tags=["A: ", "B: "])
+    if not paths:
+        raise UserError(f"could not draw {base}.png: {why}")
+    print(f"plot: {paths[0]}")
+    return 0
+
+
+def cmd_roofs(args: argparse.Namespace) -> int:
+    return _compare(args) if args.compare else _measure(args)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("roofs", help="measure a backend's roofs and write them as JSON, or "
+                                     "--compare two roofs files on one plot")
+    p.add_argument("--backend", default="auto",
+                   help="auto (best available), " + ", ".join(backends.REGISTRY))
+    p.add_argument("--quick", action="store_true", help="short probes")
+    p.add_argument("--out", metavar="FILE", help="roofs JSON to write (with --compare: the "
+                                                 "plot, .png/.svg)")
+    p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
+                   help="draw two devices' roofs on one plot")
+    p.set_defaults(func=cmd_roofs)

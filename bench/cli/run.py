@@ -1,0 +1,369 @@
+"""`roofbench list | run | bench | plot | report | compare`."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from roofbench.kernels.registry import workloads
+from roofbench.roofs.model import RoofSet
+
+from ..backends import base as backends
+from ..measure.progress import Heartbeat
+from ..measure.runner import CaseResult, parse_size, run_cases, select_cases
+from ..measure.timer import TimerConfig
+from ..results import (
+    REPO_ROOT,
+    RunResult,
+    atomic_write_text,
+    check_writable,
+    environment,
+    git_commit,
+    load_roofs,
+    load_run,
+    resolve_run,
+    run_dir,
+    save_run,
+    utc_stamp,
+)
+
+DEFAULT_RESULTS = REPO_ROOT / "results"
+console = Console(stderr=True)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+def obtain_roofs(be: backends.Backend, roofs_file: str | None, quick: bool,
+                 recalibrate: bool = False) -> RoofSet:
+    if roofs_file:
+        return load_roofs(roofs_file)
+    try:  # the calibration cache (GPU roofs saved per device) when it is installed
+        from ..measure.roof_source import obtain_roofs as calibrated
+    except ImportError:
+        calibrated = None
+    with _progress() as prog:
+        task = prog.add_task("measuring roofs", total=None)
+
+        beat = Heartbeat()
+
+        def say(msg: str) -> None:
+            prog.update(task, description=f"roofs: {msg}")
+            if prog.disable:  # no terminal (a log, a CI job): one line per step instead
+                beat.say(f"roofs: {msg}")
+                beat.start(f"roofs: {msg}")
+
+        with beat:
+            if calibrated is not None:
+                return calibrated(be, recalibrate=recalibrate, quick=quick, progress=say)
+            return be.measure_roofs(quick=quick, progress=say)
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
+        "{task.completed}/{task.total}"), TimeElapsedColumn(), console=console,
+        transient=True, disable=not sys.stderr.isatty())
+
+
+# Sampling time per case on a GPU: a memory-bound kernel there takes ~0.3 ms, so half a
+# second is over a thousand samples, and the median-CI rule usually stops far sooner.
+GPU_CASE_BUDGET_S = 0.5
+GPU_LAUNCH_BUDGET_S = 0.2
+
+
+def _timer_config(args: argparse.Namespace, kind: str = "cpu") -> tuple[TimerConfig, TimerConfig]:
+    """(config of a whole case, config of each launch of a pipeline timed alone)."""
+    cfg = TimerConfig.quick() if args.quick else TimerConfig()
+    if args.cold:
+        cfg = replace(cfg, cold=True)
+    if kind == "gpu":
+        return cfg.with_budget(GPU_CASE_BUDGET_S), cfg.with_budget(GPU_LAUNCH_BUDGET_S)
+    return cfg, cfg
+
+
+def case_line(i: int, n: int, c: CaseResult, elapsed_s: float) -> str:
+    """One line per finished case: the run is never silent for longer than one case."""
+    if c.status == "ok" and c.median_s:
+        what = (f"ok {c.median_s * 1e3:.4g} ms"
+                + (f", {c.efficiency:.0%} of roof" if c.efficiency else ""))
+    else:
+        what = f"{c.status}: {c.error}"
+    spent = sum(c.phases.values())
+    return f"[{i}/{n}] {c.key} {what} ({spent:.1f} s; run {elapsed_s:.0f} s)"
+
+
+def execute(args: argparse.Namespace, be: backends.Backend, roofs: RoofSet | None,
+            out_root: Path) -> tuple[RunResult, Path]:
+    """Run the selected cases, rewriting results.json atomically after every case: a run
+    killed at any moment keeps every finished case. SIGTERM ends the run like Ctrl-C: the
+    finished cases are saved with a note and the reports are still written."""
+    size = parse_size(args.size) if args.size else None
+    cases, skipped = select_cases(be, kernels=args.kernel, variant=args.variant,
+                                  dtypes=args.dtype, size=size, quick=args.quick)
+    cfg, launch_cfg = _timer_config(args, be.kind)
+    out = run_dir(out_root, be.device_name())
+    check_writable(out)  # fail before measuring, not after
+    run = RunResult(backend=be.name, device=be.device_name(), roofs=roofs,
+                    cases=list(skipped), environment=environment(be.info()),
+                    command=["roofbench"] + sys.argv[1:], created=utc_stamp(),
+                    git_commit=git_commit(), timer=cfg.__dict__)
+    if roofs is not None and roofs.device != be.device_name():
+        run.notes.append(f"roofs come from {roofs.device}, cases ran on {be.device_name()}")
+    save_run(run, out)
+    t0 = time.perf_counter()
+    finished: list[CaseResult] = []
+    beat = Heartbeat()
+
+    def done(rec: CaseResult) -> None:
+        finished.append(rec)
+        run.cases = finished + list(skipped)
+        save_run(run, out)
+        beat.say(case_line(len(finished), len(cases), rec, time.perf_counter() - t0))
+
+    try:
+        with _sigterm_as_interrupt(), beat:
+            run_cases(cases, be, roofs, cfg, seed=args.seed, done=done, launch_cfg=launch_cfg,
+                      progress=beat.start)
+            if getattr(args, "ncu", False):  # counters of each valid case, after all are timed
+                from ..measure.ncu import collect
+
+                notes = collect(finished, seed=args.seed,
+                                progress=lambda m: print(m, file=sys.stderr, flush=True))
+                for note in notes:  # each a one-line reason: the run still goes on
+                    print(note, file=sys.stderr, flush=True)
+                run.notes += notes
+                save_run(run, out)
+    except KeyboardInterrupt:
+        run.notes.append(f"interrupted: {len(finished)} of {len(cases)} cases finished")
+        run.interrupted = True
+        save_run(run, out)
+    return run, out
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler's or `timeout`'s stop) raises KeyboardInterrupt in the main
+    thread, so the finished cases are saved with a note instead of the process vanishing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def render_outputs(run: RunResult, out: Path) -> list[Path]:
+    from ..present.plot import plot_run
+    from ..present.report import render
+    from ..present.report_html import missing_note as html_missing_note
+    from ..present.report_html import render_html
+
+    paths = plot_run(run, out / "roofline")
+    report = out / "report.md"
+    note = html_missing_note()
+    atomic_write_text(report, render(run) + (f"\n> {note}\n" if note else ""))
+    page = out / "report.html"  # after report.md: a failing page never costs the report
+    atomic_write_text(page, render_html(run))
+    return paths + [page, report]
+
+
+def summary_table(run: RunResult) -> Table:
+    from ..present.report import fusion_rows
+
+    t = Table(title=f"{run.device} ({run.backend})", show_lines=False)
+    t.add_column("case", no_wrap=True)
+    for col in ("AI", "time", "GFLOP/s", "GB/s", "eff.", "bound", "status"):
+        t.add_column(col, justify="left" if col in ("status", "bound") else "right")
+    for c in run.cases:
+        t.add_row(c.key, f"{c.ai.get('dram', 0):.3g}",
+                  f"{c.median_s * 1e3:.3f} ms" if c.median_s else "-",
+                  f"{c.flop_per_s / 1e9:.3g}" if c.flop_per_s else "-",
+                  f"{c.bytes_per_s.get('dram', 0) / 1e9:.3g}" if c.median_s else "-",
+                  f"{c.efficiency:.0%}" if c.efficiency else "-", c.bound or "-",
+                  c.status if c.status == "ok" else escape(f"{c.status}: {c.error}"))
+    for r in fusion_rows(run.cases):
+        if r["valid"]:
+            t.caption = (t.caption + "\n" if t.caption else "") + (
+                f"fusion {r['workload']} {r['dtype']}: {r['from']} -> {r['to']}, AI "
+                f"{r['AI from']:.3g} -> {r['AI to']:.3g} FLOP/B, {r['speedup']:.2f}x faster "
+                f"(bytes ratio {r['bytes ratio']:.2f}x)")
+    return t
+
+
+# -- commands -------------------------------------------------------------------------------
+
+def cmd_list(args: argparse.Namespace) -> int:
+    t = Table(title="roofbench workloads")
+    for col in ("kernel", "variant", "dtypes", "implemented for", "launches", "description"):
+        t.add_column(col)
+    for w in workloads().values():
+        for v in w.variants.values():
+            case_size = w.quick_size
+            n_launch = len(v.plan(case_size, v.dtypes[0]))
+            t.add_row(w.name, v.name, ",".join(v.dtypes), ",".join(v.backends()),
+                      str(n_launch), v.description)
+    console = Console(width=max(Console().width, 140))
+    console.print(t)
+    console.print("backends:")
+    for name in backends.REGISTRY:
+        why = backends.unavailable_reason(name)
+        # markup=False: reasons name pip extras in square brackets, e.g. roofbench[cuda13]
+        console.print(f"  {name}: {'available' if why is None else why}", markup=False)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    be = backends.open_for_user(args.backend)
+    out_root = Path(args.out) if args.out else DEFAULT_RESULTS
+    check_writable(out_root)
+    roofs = obtain_roofs(be, args.roofs, args.quick)
+    run, out = execute(args, be, roofs, out_root)
+    paths = render_outputs(run, out)
+    Console(width=max(Console().width, 140)).print(summary_table(run))
+    print(f"results: {out / 'results.json'}")
+    print(f"report:  {paths[-1]}")
+    print(f"html:    {paths[-2]}")
+    if run.interrupted:
+        print("interrupted: the finished cases are saved", file=sys.stderr)
+        return 130
+    return 0 if all(c.status in ("ok", "unsupported") for c in run.cases) else 1
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """roofs + run + plot + report with defaults that fill the device."""
+    t0 = time.perf_counter()
+    rc = cmd_run(args)
+    print(f"make bench finished in {time.perf_counter() - t0:.0f} s")
+    return rc
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from ..present.plot import plot_run
+
+    run = load_run(args.run)
+    base = Path(args.out) if args.out else resolve_run(args.run).parent / "roofline"
+    check_writable(base.parent)
+    for p in plot_run(run, base.with_suffix(""), all_roofs=args.all_roofs):
+        print(p)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..present.report import render
+    from ..present.report_html import missing_note, render_html
+
+    run = load_run(args.run)
+    path = Path(args.out) if args.out else resolve_run(args.run).parent / "report.md"
+    check_writable(path.parent)
+    note = missing_note()
+    atomic_write_text(path, render(run) + (f"\n> {note}\n" if note else ""))
+    print(path)
+    page = path.with_suffix(".html")  # report.html beside it
+    atomic_write_text(page, render_html(run))
+    print(page)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ..present.compare import compare
+    from ..present.plot import plot_roofline
+
+    a, b = load_run(args.a), load_run(args.b)
+    deltas = compare(a, b, threshold=args.threshold)
+    t = Table(title=f"A: {a.device} {a.created}  vs  B: {b.device} {b.created}")
+    for col in ("case", "time A", "time B", "speedup (A/B)", "verdict"):
+        t.add_column(col)
+    for d in deltas:
+        t.add_row(d.key, f"{d.time_a * 1e3:.3f} ms" if d.time_a else "-",
+                  f"{d.time_b * 1e3:.3f} ms" if d.time_b else "-",
+                  f"{d.speedup:.3f}x" if d.speedup else "-", d.verdict)
+    Console().print(t)
+    base = Path(args.out) if args.out else resolve_run(args.b).parent / "compare"
+    check_writable(base.parent)
+    rs = [r for r in (a.roofs, b.roofs) if r is not None]
+    paths = plot_roofline(rs, [a.cases, b.cases], base.with_suffix(""),
+                          f"A: {a.device} ({a.backend})  vs  B: {b.device} ({b.backend})",
+                          tags=["A: ", "B: "])
+    print(f"plot: {paths[0]}")
+    from ..present.report_html import render_compare_html
+
+    page = base.with_suffix(".html")
+    atomic_write_text(page, render_compare_html(a, b, deltas))
+    print(f"html: {page}")
+    regressions = [d for d in deltas if d.verdict.startswith("regression")]
+    if regressions:
+        print(f"{len(regressions)} regression(s)")
+    return 1 if regressions and args.fail_on_regression else 0
+
+
+# -- parser ---------------------------------------------------------------------------------
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", default="auto",
+                   help="auto (best available), " + ", ".join(backends.REGISTRY))
+    p.add_argument("--kernel", action="append", metavar="K",
+                   help="workload to run (repeatable; default: all)")
+    p.add_argument("--variant", help="only this variant")
+    p.add_argument("--dtype", action="append", metavar="D",
+                   help="fp64, fp32, fp16, bf16, fp8 (repeatable; default: all the backend runs)")
+    p.add_argument("--size", help="N, NxM or MxNxK, e.g. 16M, 4096x1024 (default: fills the "
+                                  "device by the stated rule)")
+    p.add_argument("--roofs", metavar="FILE", help="roofs JSON to use instead of measuring")
+    p.add_argument("--quick", action="store_true", help="small sizes, short timing (smoke run)")
+    p.add_argument("--cold", action="store_true",
+                   help="flush the last-level cache before every sample (outside the window)")
+    p.add_argument("--seed", type=int, default=None, help="input generator seed")
+    p.add_argument("--out", metavar="DIR", help="results root (default: results/)")
+    p.add_argument("--ncu", action="store_true",
+                   help="after timing, run each valid case once more under Nsight Compute "
+                        "(ncu on PATH or $ROOFBENCH_NCU) and compare its counters with the model")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="workloads, variants, dtypes and backends")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="run kernels, validate, time, place on the roofline")
+    _add_run_options(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("bench", help="the main job: roofs + every kernel + plot + report")
+    _add_run_options(p)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("plot", help="redraw the roofline of a stored run")
+    p.add_argument("run", help="run folder or its results.json")
+    p.add_argument("--out", help="output path without extension (default: in the run folder)")
+    p.add_argument("--all-roofs", action="store_true",
+                   help="draw every roof, not only those the plotted points use")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("report", help="rewrite report.md of a stored run")
+    p.add_argument("run", help="run folder or its results.json")
+    p.add_argument("--out", help="output file (default: report.md in the run folder)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="per-case speedups and regressions of run B over A")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--threshold", type=float, default=0.05,
+                   help="slowdown beyond which (and beyond the noise) a case regressed")
+    p.add_argument("--out", help="plot path without extension (default: B's folder/compare)")
+    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 on a regression")
+    p.set_defaults(func=cmd_compare)

@@ -1,0 +1,79 @@
+"""The CPU FMA roof, measured in a process of its own that numba starts with the widest vectors.
+
+    python -m roofbench.bench.measure.cpu_fma_probe fp64|fp32 [--quick]
+
+Numba reads ``NUMBA_CPU_FEATURES`` once, when it is imported; on Intel AVX-512 cores LLVM
+prefers 256-bit vectors unless the features say ``-prefer-256-bit`` (see
+``roofs.cpu_probes.widest_vector_env``). The bench process has imported numba long before the
+roofs are measured, so :func:`isolated_fma_roof` starts this module as a child with that
+environment. The child times the probe with the same timer discipline as every CPU roof and
+prints the Roof as one JSON object on its last stdout line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from roofbench.roofs.model import Roof
+
+from .timer import TimerConfig, host_timer
+
+CHILD_TIMEOUT_S = 300.0
+
+
+def timer_config(quick: bool) -> TimerConfig:
+    """The timer configuration of every CPU roof (the backend uses the same)."""
+    return TimerConfig.quick() if quick else TimerConfig(budget_s=1.0)
+
+
+def isolated_fma_roof(precision: str, quick: bool, timeout: float = CHILD_TIMEOUT_S) -> Roof:
+    """Run the FMA probe of ``precision`` in a child process with the widest vectors.
+
+    Raises RuntimeError with a one-line reason when the child fails.
+    """
+    from roofbench.roofs.probes.cpu import widest_vector_env
+
+    extra = widest_vector_env()
+    cmd = [sys.executable, "-m", "roofbench.bench.measure.cpu_fma_probe", precision]
+    if quick:
+        cmd.append("--quick")
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           env={**os.environ, **extra})
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"FMA probe child ({precision}) did not finish: {e}") from None
+    lines = r.stdout.strip().splitlines()
+    if r.returncode != 0 or not lines:
+        why = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"FMA probe child ({precision}) failed (exit {r.returncode}): {why}")
+    roof = Roof.from_dict(json.loads(lines[-1]))
+    roof.evidence["process"] = "own process (numba started with the environment below)"
+    roof.evidence["child_environment"] = extra
+    return roof
+
+
+def _measure(precision: str, quick: bool) -> dict[str, Any]:
+    from roofbench.roofs.probes.cpu import fma_roof_in_process
+
+    cfg = timer_config(quick)
+    roof = fma_roof_in_process(lambda fn: host_timer(fn, cfg))(precision, quick)
+    return roof.to_dict()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m roofbench.bench.measure.cpu_fma_probe",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("precision", choices=("fp64", "fp32"))
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    print(json.dumps(_measure(args.precision, args.quick)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

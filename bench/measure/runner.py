@@ -1,0 +1,379 @@
+"""Run cases: prepare, validate against the float64 reference, time, and derive the metrics.
+
+A case's time counts only after it validated (fresh random inputs, outputs poisoned first,
+every element checked). A case that fails validation, or cannot run, is recorded with its
+reason and is never a valid point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from roofbench.kernels.registry import workloads
+from roofbench.kernels.spec import Case, Size, SizeContext, Workload
+from roofbench.roofs.model import RoofSet
+
+from ..backends.base import Backend
+from ..errors import UserError
+from .ncu import LaunchCounters
+from .timer import TimerConfig, Timing
+
+
+@dataclass
+class LaunchResult:
+    kernel: str
+    note: str
+    flops: int
+    bytes: dict[str, int]
+    timing: dict[str, Any] | None = None  # Timing.to_dict() of this launch alone
+    counters: LaunchCounters | None = None  # Nsight Compute's reading (run --ncu)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LaunchResult:
+        d = dict(d)
+        if d.get("counters") is not None:
+            d["counters"] = LaunchCounters.from_dict(d["counters"])
+        return cls(**d)
+
+
+@dataclass
+class CaseResult:
+    workload: str
+    variant: str
+    backend: str
+    dtype: str
+    size: list[int]
+    precision: str  # the compute roof the case is held against
+    unit: str
+    flops: int
+    bytes: dict[str, int]
+    ai: dict[str, float]
+    status: str  # "ok", "invalid" (failed validation), "error", "unsupported"
+    valid: bool
+    error: str | None = None
+    rel_error: float | None = None
+    tolerance: float | None = None
+    timing: dict[str, Any] | None = None  # Timing.to_dict(): raw samples kept
+    median_s: float | None = None
+    flop_per_s: float | None = None
+    bytes_per_s: dict[str, float] = field(default_factory=dict)
+    attainable: float | None = None
+    efficiency: float | None = None  # achieved / attainable
+    bound: str | None = None  # "memory" or "compute" (what limits it under the roofs)
+    limiting_roof: str | None = None
+    launches: list[LaunchResult] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    # Wall seconds of each phase of this case (inputs, prepare, validate, time,
+    # time_launches): where a slow run spent its time.
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.workload}/{self.variant}/{self.dtype}/{'x'.join(map(str, self.size))}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CaseResult:
+        d = dict(d)
+        d["launches"] = [LaunchResult.from_dict(x) for x in d.get("launches") or []]
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def parse_size(text: str) -> Size:
+    """'1048576', '16M', '2^24', '4096x1024', '2048x2048x2048' -> a tuple of ints."""
+    dims = []
+    for part in text.lower().replace("*", "x").split("x"):
+        p = part.strip()
+        if not p:
+            raise UserError(f"malformed size {text!r}: use N, NxM or MxNxK (e.g. 16M, 4096x1024)")
+        mult = 1
+        if p[-1] in "kmg" and p[:-1]:
+            mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[p[-1]]
+            p = p[:-1]
+        try:
+            if "^" in p:
+                base, exp = p.split("^")
+                val = int(base) ** int(exp)
+            else:
+                val = int(p)
+        except ValueError:
+            raise UserError(f"malformed size {text!r}: use N, NxM or MxNxK "
+                            "(e.g. 16M, 4096x1024)") from None
+        val *= mult
+        if val <= 0:
+            raise UserError(f"size must be positive, got {text!r}")
+        dims.append(val)
+    return tuple(dims)
+
+
+def select_cases(backend: Backend, *, kernels: Iterable[str] | None = None,
+                 variant: str | None = None, dtypes: Iterable[str] | None = None,
+                 size: Size | None = None, quick: bool = False,
+                 reserve_bytes: int = 0) -> tuple[list[Case], list[CaseResult]]:
+    """The cases a run will measure, and records for those it cannot (with the reason).
+
+    Unknown names raise UserError naming the valid choices.
+    """
+    ws = workloads()
+    names = list(kernels or ws)
+    for n in names:
+        if n not in ws:
+            raise UserError(f"unknown kernel {n!r}; choose from: {', '.join(ws)}")
+    if variant is not None:
+        all_v = sorted({v for n in names for v in ws[n].variants})
+        if variant not in all_v:
+            raise UserError(f"unknown variant {variant!r} for {', '.join(names)}; "
+                            f"choose from: {', '.join(all_v)}")
+    want_dtypes = list(dtypes) if dtypes else None
+    if want_dtypes:
+        known = sorted({d for n in names for d in ws[n].dtypes()})
+        for d in want_dtypes:
+            if d not in known:
+                raise UserError(f"unknown dtype {d!r}; choose from: {', '.join(known)}")
+    budget = backend.memory_budget() - reserve_bytes
+    cases: list[Case] = []
+    skipped: list[CaseResult] = []
+    for n in names:
+        w = ws[n]
+        if size is not None:
+            w_check(w, size)
+        for v in w.variants.values():
+            if variant is not None and v.name != variant:
+                continue
+            for d in v.dtypes:
+                if want_dtypes is None:
+                    # By default each variant runs in the dtypes this backend supports.
+                    if d not in backend.dtypes():
+                        continue
+                elif d not in want_dtypes:
+                    continue
+                sz = size if size is not None else default_size(w, backend, d, quick, budget,
+                                                                v.name)
+                case = Case(w, v, d, sz)
+                why = backend.supports(case)
+                if why is None and case.footprint() > budget:
+                    if size is not None:
+                        raise UserError(
+                            f"size {'x'.join(map(str, sz))} of {case.key} needs "
+                            f"{case.footprint() / 2**20:.0f} MiB, more than the "
+                            f"{budget / 2**20:.0f} MiB available to a case on {backend.name}")
+                    why = f"needs {case.footprint() >> 20} MiB > budget {budget >> 20} MiB"
+                if why is None:
+                    cases.append(case)
+                else:
+                    skipped.append(_record(case, backend, status="unsupported", error=why))
+    if size is not None and not cases and not skipped:
+        raise UserError("no case matches the selection")
+    return cases, skipped
+
+
+def w_check(w: Workload, size: Size) -> None:
+    try:
+        w.check_size(size)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def default_size(w: Workload, backend: Backend, dtype: str, quick: bool, budget: int,
+                 variant: str = "") -> Size:
+    ctx = SizeContext(kind=backend.kind, llc_bytes=backend.last_level_cache(),
+                      budget_bytes=budget, dtype=dtype, quick=quick, variant=variant)
+    if quick and backend.kind == "cpu":
+        return w.quick_size
+    return w.default_size(ctx)
+
+
+def _record(case: Case, backend: Backend, **kw: Any) -> CaseResult:
+    ai = case.intensity()
+    return CaseResult(
+        workload=case.workload.name, variant=case.variant.name, backend=backend.name,
+        dtype=case.dtype, size=list(case.size), precision=case.precision_on(backend.kind),
+        unit=case.unit(backend.kind), flops=case.flops, bytes=case.bytes(), ai=ai,
+        valid=kw.pop("valid", False),
+        launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la))
+                  for la in case.launches()],
+        tolerance=case.workload.tolerance.get(case.dtype), **kw)
+
+
+def validate(case: Case, outputs: dict[str, np.ndarray],
+             reference: dict[str, np.ndarray]) -> tuple[bool, float, str | None]:
+    """Relative norm error of every output against the float64 reference; every element
+    must have been written (outputs were poisoned with NaN) and be finite."""
+    tol = case.workload.tolerance[case.dtype]
+    worst = 0.0
+    for name, ref in reference.items():
+        if name not in outputs:
+            return False, float("inf"), f"output {name!r} missing"
+        out = np.asarray(outputs[name]).astype(np.float64)
+        if out.shape != ref.shape:
+            return False, float("inf"), f"output {name!r} has shape {out.shape}, " \
+                                        f"expected {ref.shape}"
+        bad = ~np.isfinite(out)
+        if bad.any():
+            first = np.unravel_index(int(np.argmax(bad)), out.shape)
+            return False, float("inf"), (f"{int(bad.sum())} element(s) of {name!r} not "
+                                         f"written or not finite (first at {first})")
+        denom = float(np.linalg.norm(ref)) or 1.0
+        err = float(np.linalg.norm(out - ref)) / denom
+        worst = max(worst, err)
+        if err > tol:
+            return False, err, f"{name!r}: relative error {err:.3g} > tolerance {tol:.3g}"
+    return True, worst, None
+
+
+class InputCache:
+    """The inputs and float64 reference of the last (workload, dtype, size), shared by the
+    variants that follow it. On a GPU the reference of a 4096^3 GEMM takes seconds on the host
+    and every variant validates against the same one; a CPU backend keeps nothing (its inputs
+    are its arrays, and the budget counts them once)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._key: tuple[Any, ...] | None = None
+        self._value: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None
+
+    def get(self, case: Case, rng: np.random.Generator
+            ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        key = (case.workload.name, case.dtype, case.size)
+        if self.enabled and key == self._key and self._value is not None:
+            return self._value
+        self._key, self._value = None, None  # free the previous arrays first
+        inputs = case.workload.make_inputs(case.size, case.dtype, rng)
+        value = (inputs, case.workload.reference(inputs, case.size))
+        if self.enabled:
+            self._key, self._value = key, value
+        return value
+
+
+def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConfig,
+             rng: np.random.Generator, per_launch: bool = True,
+             cache: InputCache | None = None,
+             launch_cfg: TimerConfig | None = None) -> CaseResult:
+    prepared = None
+    phases: dict[str, float] = {}
+    clock = _PhaseClock(phases)
+    try:
+        with clock("inputs"):
+            inputs, reference = (cache or InputCache(False)).get(case, rng)
+        with clock("prepare"):  # compile (or cache hit), allocate, copy inputs
+            prepared = backend.prepare(case, inputs)
+        del inputs
+        with clock("validate"):
+            prepared.poison()
+            prepared.run()
+            ok, err, why = validate(case, prepared.outputs(), reference)
+        del reference
+        if not ok:
+            return _record(case, backend, status="invalid", error=f"validation failed: {why}",
+                           rel_error=err, extra=prepared.extra(), phases=phases)
+        with clock("time"):
+            timing = backend.time(prepared.run, cfg)
+        rec = _record(case, backend, status="ok", valid=True, rel_error=err,
+                      extra=prepared.extra(), phases=phases)
+        _fill_metrics(rec, timing, roofs)
+        fns = prepared.launch_fns()
+        if per_launch and len(fns) > 1:
+            with clock("time_launches"):
+                for lr, fn in zip(rec.launches, fns, strict=True):
+                    lr.timing = backend.time(fn, launch_cfg or cfg).to_dict()
+        return rec
+    except MemoryError:
+        return _record(case, backend, status="error", error="out of memory", phases=phases)
+    except Exception as e:  # a kernel that fails to compile or launch must not stop the run
+        tb = traceback.extract_tb(e.__traceback__)
+        where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
+        return _record(case, backend, status="error",
+                       error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                             f"{where}", phases=phases)
+    finally:
+        if prepared is not None:
+            prepared.close()
+
+
+class _PhaseClock:
+    """``with clock("name"):`` adds the block's wall seconds to ``phases[name]``."""
+
+    def __init__(self, phases: dict[str, float]) -> None:
+        self.phases = phases
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - t0
+
+
+def _fill_metrics(rec: CaseResult, timing: Timing, roofs: RoofSet | None) -> None:
+    rec.timing = timing.to_dict()
+    rec.median_s = timing.median
+    rec.flop_per_s = rec.flops / timing.median if timing.median > 0 else None
+    rec.bytes_per_s = {lvl: b / timing.median for lvl, b in rec.bytes.items()}
+    if roofs is not None:
+        apply_roofs(rec, roofs)
+
+
+def roof_precision(precision: str, roofs: RoofSet) -> str:
+    """The compute roof a case of ``precision`` meets on this device: a tensor precision
+    falls back to the CUDA-core roof of its dtype where the device has no such tensor roof
+    (cuBLAS DGEMM on sm_89 runs on CUDA cores)."""
+    if roofs.compute(precision) is None and precision.endswith("_tc"):
+        base = precision.removesuffix("_tc")
+        if roofs.compute(base) is not None:
+            return base
+    return precision
+
+
+def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
+    """Attainable performance, efficiency and bound of a measured case under ``roofs``."""
+    try:
+        b = roofs.bound(rec.ai, roof_precision(rec.precision, roofs))
+    except KeyError:
+        # No compute roof of this precision: fall back to the memory roof alone.
+        m = roofs.memory("dram")
+        if m is None or "dram" not in rec.ai:
+            return
+        rec.attainable, rec.bound, rec.limiting_roof = m.value * rec.ai["dram"], "memory", m.name
+    else:
+        rec.attainable, rec.bound, rec.limiting_roof = b.attainable, b.limiter, b.roof
+    if rec.flop_per_s and rec.attainable:
+        rec.efficiency = rec.flop_per_s / rec.attainable
+
+
+def run_cases(cases: list[Case], backend: Backend, roofs: RoofSet | None, cfg: TimerConfig,
+              seed: int | None = None,
+              progress: Callable[[str], None] | None = None,
+              done: Callable[[CaseResult], None] | None = None,
+              launch_cfg: TimerConfig | None = None) -> list[CaseResult]:
+    """Run every case; ``progress`` hears a case's key before it starts and ``done`` its
+    result as soon as it ends (a caller saves and prints there)."""
+    rng = np.random.default_rng(seed)
+    cache = InputCache(enabled=backend.kind == "gpu")
+    out = []
+    for case in order_for_sharing(cases):
+        if progress is not None:
+            progress(case.key)
+        rec = run_case(case, backend, roofs, cfg, rng, cache=cache, launch_cfg=launch_cfg)
+        out.append(rec)
+        if done is not None:
+            done(rec)
+    return out
+
+
+def order_for_sharing(cases: list[Case]) -> list[Case]:
+    """Cases grouped by (workload, dtype, size), keeping the first-seen order of groups and
+    of variants inside a group, so variants sharing inputs run back to back."""
+    groups: dict[tuple[Any, ...], list[Case]] = {}
+    for c in cases:
+        groups.setdefault((c.workload.name, c.dtype, c.size), []).append(c)
+    return [c for g in groups.values() for c in g]

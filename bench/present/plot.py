@@ -1,0 +1,574 @@
+"""The static roofline (PNG/SVG): a pure function of stored results (and roof sets).
+
+Log-log, drawn to be read at a glance:
+- one diagonal per memory level (line style = level) and one horizontal per precision/unit
+  (colour = precision); measured roofs solid, datasheet roofs faint and dashed;
+- by default only the roofs the plotted points use: the compute roofs of their precisions and
+  the memory levels they are bound by (DRAM always: the x axis is DRAM intensity);
+  ``all_roofs`` draws every roof (theoretical ones and ERT curves included). With no valid
+  point at all every measured and datasheet roof is drawn: there is nothing to select by;
+- each roof is labelled on its line (name, value, ridge); labels are placed where they overlap
+  no other label, no point and no ridge marker; a label that fits nowhere goes to the legend;
+- the legend and the key of numbered points sit outside the axes;
+- the frame comes from the device's roofs, rounded out to decades, so two runs of one device
+  share one frame; it widens only for a point outside it;
+- an arrow from each naive variant to its fused variant; a hollow marker at the hardware-
+  measured DRAM intensity (Nsight Compute) when the case carries one.
+Invalid cases are never drawn.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
+from roofbench.roofs.model import LEVEL_LABELS, Roof, RoofSet  # noqa: E402
+
+from ..measure.runner import CaseResult  # noqa: E402
+from ..results import RunResult, atomic_write_bytes  # noqa: E402
+
+PREC_COLORS = {
+    "fp64": "#1f77b4", "fp32": "#d62728", "fp16": "#2ca02c", "bf16": "#9467bd",
+    "fp8": "#ff7f0e", "fp64_tc": "#17becf", "tf32_tc": "#8c564b", "fp16_tc": "#bcbd22",
+    "bf16_tc": "#e377c2", "fp8_tc": "#7f7f7f",
+}
+# Memory level by line style (measured roofs); datasheet roofs are dashed and faint whatever
+# their level.
+LEVEL_STYLES = {"dram": "-", "l2": "-.", "l1": (0, (5, 1.5, 1, 1.5, 1, 1.5)), "smem": ":"}
+MARKERS = {"vector_add": "o", "l2norm": "s", "rownorm": "D", "gemm": "^"}
+FAINT = 0.45
+SOURCE_RANK = {"measured": 0, "user": 1, "theoretical": 2, "datasheet": 3}
+
+
+@dataclass
+class Point:
+    label: str
+    ai: float
+    flops: float
+    precision: str
+    workload: str
+    key: str
+    efficiency: float | None = None
+    level: str | None = None  # the memory level that bounds it (None: compute-bound)
+    hw_ai: float | None = None  # DRAM intensity from hardware counters, when measured
+    size: str = ""
+
+
+def _level_of(rs: RoofSet | None, c: CaseResult) -> str | None:
+    if c.bound != "memory" or rs is None:
+        return None
+    for r in rs.roofs:
+        if r.kind == "memory" and r.name == c.limiting_roof:
+            return r.level
+    return "dram"
+
+
+def _hw_ai_fn() -> Callable[[CaseResult], float | None] | None:
+    """ncu.hw_dram_ai (issue 11) when that module has landed."""
+    try:
+        from ..measure.ncu import hw_dram_ai  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return hw_dram_ai
+
+
+def valid_points(cases: list[CaseResult], level: str = "dram",
+                 roofs: RoofSet | None = None) -> list[Point]:
+    hw = _hw_ai_fn()
+    pts = []
+    for c in cases:
+        if not (c.valid and c.status == "ok" and c.flop_per_s and c.ai.get(level)):
+            continue
+        hw_ai = hw(c) if hw else None
+        pts.append(Point(label=f"{c.workload}/{c.variant} {c.dtype}", ai=c.ai[level],
+                         flops=c.flop_per_s, precision=c.precision, workload=c.workload,
+                         key=f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
+                         efficiency=c.efficiency, level=_level_of(roofs, c),
+                         hw_ai=hw_ai if hw_ai and hw_ai > 0 else None,
+                         size="x".join(map(str, c.size))))
+    return pts
+
+
+def _fmt(v: float, unit: str) -> str:
+    for p, s in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= p:
+            return f"{v / p:.3g} {s}{unit}"
+    return f"{v:.3g} {unit}"
+
+
+# -- which roofs ----------------------------------------------------------------------------
+
+def best_roofs(rs: RoofSet, all_roofs: bool = False) -> tuple[list[Roof], list[Roof]]:
+    """The highest roof per (source, precision) and per (source, level): one line each.
+    Theoretical roofs only with ``all_roofs`` (a datasheet beside the measurement is enough)."""
+    compute: dict[tuple[str, str], Roof] = {}
+    memory: dict[tuple[str, str], Roof] = {}
+    for r in rs.roofs:
+        if r.source == "theoretical" and not all_roofs:
+            continue
+        if r.kind == "compute":
+            k = (r.source, r.precision)
+            if k not in compute or r.value > compute[k].value:
+                compute[k] = r
+        elif r.kind == "memory":
+            k = (r.source, r.level)
+            if k not in memory or r.value > memory[k].value:
+                memory[k] = r
+    return list(compute.values()), list(memory.values())
+
+
+def select_roofs(rs: RoofSet, points: list[Point],
+                 all_roofs: bool = False) -> tuple[list[Roof], list[Roof]]:
+    """The roofs to draw: those the points use (their precisions, the memory levels that bound
+    them, DRAM always), or every roof with ``all_roofs`` or when there is no point."""
+    compute, memory = best_roofs(rs, all_roofs)
+    if all_roofs or not points:
+        return compute, memory
+    precisions = {p.precision for p in points}
+    levels = {"dram"} | {p.level for p in points if p.level}
+    return ([r for r in compute if r.precision in precisions],
+            [r for r in memory if r.level in levels])
+
+
+def _dram_for(rs: RoofSet, source: str) -> Roof | None:
+    return rs.memory("dram", source) or rs.memory("dram")
+
+
+def ridge_points(rs: RoofSet, compute: list[Roof]) -> list[tuple[Roof, float]]:
+    """(compute roof, intensity where it meets the DRAM roof of its source)."""
+    out = []
+    for c in compute:
+        m = _dram_for(rs, c.source)
+        if m is not None:
+            out.append((c, c.value / m.value))
+    return out
+
+
+# -- frame ----------------------------------------------------------------------------------
+
+def _decade_floor(v: float) -> float:
+    return 10.0 ** math.floor(math.log10(v))
+
+
+def _decade_ceil(v: float) -> float:
+    return 10.0 ** math.ceil(math.log10(v))
+
+
+def frame(roofsets: list[RoofSet], points: list[Point]) -> tuple[tuple, tuple]:
+    """Axes limits from every roof of the devices (decades), widened for outlying points."""
+    ridges, tops, bws = [], [], []
+    for rs in roofsets:
+        comp, mem = best_roofs(rs, all_roofs=True)
+        tops += [r.value for r in comp]
+        bws += [r.value for r in mem if r.level == "dram"]
+        ridges += [x for _, x in ridge_points(rs, comp)]
+    if ridges:
+        xlo, xhi = _decade_floor(min(ridges) / 256), _decade_ceil(max(ridges) * 16)
+    else:
+        xlo, xhi = 0.01, 1000.0
+    xs = [p.ai for p in points] + [p.hw_ai for p in points if p.hw_ai]
+    if xs:
+        xlo = min(xlo, _decade_floor(min(xs) / 2))
+        xhi = max(xhi, _decade_ceil(max(xs) * 4))
+    lows = [b * xlo for b in bws] + [p.flops for p in points]
+    highs = [t * 3 for t in tops] + [p.flops * 4 for p in points]
+    ylo = _decade_floor(min(lows) / 2) if lows else 1e9
+    yhi = _decade_ceil(max(highs)) if highs else 1e15
+    if tops and not points:
+        ylo = max(ylo, _decade_floor(min(tops) / 1e4))
+    return (xlo, xhi), (ylo, yhi)
+
+
+# -- label placement ------------------------------------------------------------------------
+
+def _seg_hits(bb: Bbox, seg: tuple[float, float, float, float]) -> bool:
+    """Does the display segment cross the box? (Liang-Barsky clipping)"""
+    x0, y0, x1, y1 = seg
+    dx, dy = x1 - x0, y1 - y0
+    t0, t1 = 0.0, 1.0
+    for p, q in ((-dx, x0 - bb.x0), (dx, bb.x1 - x0), (-dy, y0 - bb.y0), (dy, bb.y1 - y0)):
+        if p == 0:
+            if q < 0:
+                return False
+            continue
+        r = q / p
+        if p < 0:
+            t0 = max(t0, r)
+        else:
+            t1 = min(t1, r)
+        if t0 > t1:
+            return False
+    return True
+
+
+@dataclass
+class Layout:
+    """Display-space boxes already taken, the lines labels should not cross, and the axes box
+    labels must stay inside."""
+
+    inside: Bbox
+    taken: list[Bbox] = field(default_factory=list)
+    segments: list[tuple[object, tuple[float, float, float, float]]] = field(
+        default_factory=list)
+
+    def fits(self, bb: Bbox, own: object = None, lines: bool = True, pad: float = 2.0) -> bool:
+        bb = bb.padded(pad)
+        if not (self.inside.x0 <= bb.x0 and bb.x1 <= self.inside.x1
+                and self.inside.y0 <= bb.y0 and bb.y1 <= self.inside.y1):
+            return False
+        if any(bb.overlaps(t) for t in self.taken):
+            return False
+        return not (lines and any(_seg_hits(bb, s) for o, s in self.segments if o is not own))
+
+
+def _text_size(ax, renderer, text: str, fontsize: float) -> tuple[float, float]:
+    t = ax.text(0, 0, text, fontsize=fontsize, transform=None)
+    bb = t.get_window_extent(renderer)
+    t.remove()
+    return bb.width, bb.height
+
+
+def _box(cx: float, cy: float, w: float, h: float, angle: float = 0.0) -> Bbox:
+    """Axis-aligned box of a w x h text centred at (cx, cy), rotated by angle degrees."""
+    a = math.radians(angle)
+    hw = (abs(w * math.cos(a)) + abs(h * math.sin(a))) / 2
+    hh = (abs(w * math.sin(a)) + abs(h * math.cos(a))) / 2
+    return Bbox.from_extents(cx - hw, cy - hh, cx + hw, cy + hh)
+
+
+def _choose(layout: Layout, cands, own: object = None):
+    """The first candidate (centre x, centre y, box, ...) whose box fits: clear of lines if
+    possible, else only clear of boxes. Its box is then taken."""
+    for lines in (True, False):
+        for cand in cands:
+            if layout.fits(cand[2], own=own, lines=lines):
+                layout.taken.append(cand[2])
+                return cand
+    return None
+
+
+# -- the figure -----------------------------------------------------------------------------
+
+@dataclass
+class RooflineFigure:
+    """The drawn figure and the artists the tests measure."""
+
+    fig: object
+    ax: object
+    points: list[Line2D] = field(default_factory=list)
+    labels: list[object] = field(default_factory=list)  # roof labels and point numbers
+    legend: object | None = None
+    key: object | None = None
+    ridges: list[tuple[float, float]] = field(default_factory=list)
+    xy: list[tuple[float, float]] = field(default_factory=list)  # every point drawn (data)
+    legend_roofs: list[str] = field(default_factory=list)  # roofs whose label went there
+    joins: int = 0  # comparison: segments joining a case's points of run A and run B
+    drawn_roofs: list[tuple[Roof, Line2D]] = field(default_factory=list)  # roof, its line
+
+
+def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], title: str,
+                 tags: list[str] | None = None, all_roofs: bool = False) -> RooflineFigure:
+    n_runs = max(len(roofsets), len(cases_by_run), 1)
+    tags = tags or [""] * n_runs
+    rs_for = [roofsets[min(i, len(roofsets) - 1)] if roofsets else None
+              for i in range(len(cases_by_run))]
+    points_by_run = [valid_points(cs, roofs=rs) for cs, rs in zip(cases_by_run, rs_for,
+                                                                   strict=True)]
+    all_points = [p for pts in points_by_run for p in pts]
+    xlim, ylim = frame(roofsets, all_points)
+
+    fig = plt.figure(figsize=(12.5, 7.5), dpi=110)
+    # A fixed axes box (no tight_layout): label angles are computed in display space.
+    ax = fig.add_axes((0.065, 0.08, 0.66, 0.84))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte of DRAM traffic)")
+    ax.set_ylabel("performance (FLOP/s)")
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, which="major", alpha=0.25)
+    ax.grid(True, which="minor", alpha=0.08)
+    out = RooflineFigure(fig=fig, ax=ax)
+    renderer = fig.canvas.get_renderer()
+    layout = Layout(inside=ax.get_window_extent(renderer))
+    to_px = ax.transData.transform
+
+    # Roofs of the first device in full; a second roof set of another device faint and tagged
+    # (a second run of the same device shares the first one's roofs).
+    roof_lines: list[tuple[Roof, str, list[tuple[float, float]], float]] = []
+    for i, rs in enumerate(roofsets):
+        if i > 0 and rs.device == roofsets[0].device:
+            continue
+        tag = tags[i] if len({r.device for r in roofsets}) > 1 else ""
+        pts_i = [p for j, pts in enumerate(points_by_run) if rs_for[j] is rs for p in pts]
+        compute, memory = select_roofs(rs, pts_i or all_points, all_roofs)
+        roof_lines += _draw_roofs(ax, rs, compute, memory, xlim, ylim, tag,
+                                  alpha=1.0 if i == 0 else 0.6, out=out)
+        if all_roofs:
+            _draw_ert_curves(ax, rs)
+
+    # Obstacles first: every point, its hardware-intensity twin and every ridge marker.
+    key_lines: list[str] = []
+    numbered: list[tuple[int, Point, tuple[float, float]]] = []
+    arrows: list[tuple[tuple[float, float], tuple[float, float]]] = []
+    for i, (cases, pts) in enumerate(zip(cases_by_run, points_by_run, strict=True)):
+        tag = tags[i] if len(cases_by_run) > 1 else ""
+        for p in pts:
+            color = PREC_COLORS.get(p.precision, "gray")
+            (ln,) = ax.plot(p.ai, p.flops, MARKERS.get(p.workload, "o"), color=color, ms=8,
+                            mec="black", mew=0.6, alpha=1.0 if i == 0 else 0.7, zorder=5)
+            out.points.append(ln)
+            out.xy.append((p.ai, p.flops))
+            if p.hw_ai:
+                (hw,) = ax.plot(p.hw_ai, p.flops, MARKERS.get(p.workload, "o"), mfc="none",
+                                mec=color, ms=8, mew=1.2, zorder=5)
+                ax.plot([p.ai, p.hw_ai], [p.flops, p.flops], ":", color=color, lw=0.8)
+                out.points.append(hw)
+                out.xy.append((p.hw_ai, p.flops))
+            eff = f"  {p.efficiency:.0%}" if p.efficiency else ""
+            key_lines.append(f"{len(key_lines) + 1:>2}  {tag}{p.label}{eff}")
+            numbered.append((len(key_lines), p, (p.ai, p.flops)))
+        arrows += _draw_fusion_arrows(ax, cases, {p.key: p for p in pts})
+    if len(points_by_run) == 2:  # a comparison: the two points of each case joined
+        in_b = {(p.key, p.size): p for p in points_by_run[1]}
+        for p in points_by_run[0]:
+            q = in_b.get((p.key, p.size))
+            if q is not None:
+                ax.plot([p.ai, q.ai], [p.flops, q.flops], ":", color="dimgray", lw=1.0,
+                        zorder=4)
+                arrows.append(((p.ai, p.flops), (q.ai, q.flops)))
+                out.joins += 1
+    for roof, _texts, seg, _a in roof_lines:
+        layout.segments.append((roof, (*to_px(seg[0]), *to_px(seg[1]))))
+    for a, b in arrows:
+        layout.segments.append((None, (*to_px(a), *to_px(b))))
+    for ln in out.points:
+        layout.taken.append(ln.get_window_extent(renderer))
+    for x, y in out.ridges:
+        px, py = to_px((x, y))
+        layout.taken.append(Bbox.from_extents(px - 4, py - 4, px + 4, py + 4))
+
+    # Roof labels on their lines, then the point numbers around their points.
+    for roof, texts, seg, alpha in roof_lines:
+        art = _label_roof(ax, renderer, layout, roof, texts, seg, alpha)
+        if art is None:
+            out.legend_roofs.append(texts[-1])
+        else:
+            out.labels.append(art)
+    for num, _p, (x, y) in numbered:
+        art = _label_point(ax, renderer, layout, str(num), x, y)
+        if art is not None:
+            out.labels.append(art)
+        else:  # no free spot near the point: the key names it by its coordinates instead
+            key_lines[num - 1] += "  (unlabelled on the plot)"
+
+    out.legend = _legend(ax, all_points, roof_lines, out.legend_roofs)
+    fig.canvas.draw()
+    leg_bb = out.legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
+    size = 7 if len(key_lines) <= 40 else 6
+    out.key = fig.text(leg_bb.x0, leg_bb.y0 - 0.02,
+                       "valid points (efficiency vs roof)\n" + "\n".join(key_lines)
+                       if key_lines else "no valid point to plot",
+                       va="top", ha="left", family="monospace", fontsize=size)
+    return out
+
+
+def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, ylim,
+                tag: str, alpha: float, out: RooflineFigure) -> list:
+    """Draw the chosen roofs; return (roof, label text, display segment ends, alpha) for each."""
+    x0, x1 = xlim
+    lines = []
+    tops: dict[str, float] = {}
+    for c in compute:
+        tops[c.source] = max(tops.get(c.source, 0.0), c.value)
+    top_any = max(tops.values(), default=ylim[1])
+    for m in sorted(memory, key=lambda r: (SOURCE_RANK.get(r.source, 9), r.value)):
+        faint = m.source not in ("measured", "user")
+        style = "--" if faint else LEVEL_STYLES.get(m.level, "-")
+        y_end = min(tops.get(m.source, top_any), ylim[1])
+        x_end = min(x1, y_end / m.value)
+        a = alpha * (FAINT if faint else 1.0)
+        (ln,) = ax.plot([x0, x_end], [m.value * x0, m.value * x_end], linestyle=style,
+                        color="black", lw=1.6, alpha=a, zorder=2)
+        out.drawn_roofs.append((m, ln))
+        src = "" if m.source == "measured" else f" ({m.source})"
+        text = f"{tag}{LEVEL_LABELS.get(m.level, m.level)} {_fmt(m.value, 'B/s')}{src}"
+        lines.append((m, [text], [(x0, m.value * x0), (x_end, m.value * x_end)], a))
+    for c, ridge in sorted(ridge_points(rs, compute),
+                           key=lambda t: (SOURCE_RANK.get(t[0].source, 9), -t[0].value)):
+        faint = c.source not in ("measured", "user")
+        a = alpha * (FAINT if faint else 1.0)
+        color = PREC_COLORS.get(c.precision, "gray")
+        (ln,) = ax.plot([max(ridge, x0), x1], [c.value, c.value], "--" if faint else "-",
+                        color=color, lw=1.6, alpha=a, zorder=2)
+        out.drawn_roofs.append((c, ln))
+        if x0 < ridge < x1:
+            ax.plot([ridge], [c.value], "o", mfc="white", mec=color, ms=5, alpha=a, zorder=3)
+            out.ridges.append((ridge, c.value))
+        src = "" if c.source == "measured" else f" ({c.source})"
+        val = _fmt(c.value, "FLOP/s")
+        short = c.name.split(" (")[0]
+        texts = [f"{tag}{c.name} {val}, ridge {ridge:.3g}{src}", f"{tag}{c.name} {val}{src}",
+                 f"{tag}{short} {val}{src}"]
+        lines.append((c, texts, [(max(ridge, x0), c.value), (x1, c.value)], a))
+    for c in compute:  # a compute roof with no DRAM roof at all: a plain horizontal
+        if not any(c is r for r, _ in ridge_points(rs, compute)):
+            (ln,) = ax.plot([x0, x1], [c.value, c.value], "-",
+                            color=PREC_COLORS.get(c.precision), lw=1.6, alpha=alpha)
+            out.drawn_roofs.append((c, ln))
+            lines.append((c, [f"{tag}{c.name} {_fmt(c.value, 'FLOP/s')}"],
+                          [(x0, c.value), (x1, c.value)], alpha))
+    return lines
+
+
+def _label_roof(ax, renderer, layout: Layout, roof: Roof, texts: list[str], seg,
+                alpha: float):
+    """Write the roof's label along its own line, at the first free spot; None if none is."""
+    pa, pb = (ax.transData.transform(p) for p in seg)
+    faint = roof.source not in ("measured", "user")
+    color = "black" if roof.kind == "memory" else PREC_COLORS.get(roof.precision, "gray")
+    angle = math.degrees(math.atan2(pb[1] - pa[1], pb[0] - pa[0]))
+    nx, ny = -math.sin(math.radians(angle)), math.cos(math.radians(angle))
+    # Measured labels go under their line first, datasheet ones over it: a datasheet roof is
+    # usually the higher of the two.
+    sides = (1, -1) if faint else (-1, 1)
+    if roof.kind == "memory":
+        fracs = [0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8, 0.12, 0.88, 0.45, 0.55, 0.35, 0.65]
+    else:
+        fracs = [1.0, 0.85, 0.7, 0.55, 0.4, 0.25, 0.1, 0.92, 0.78, 0.62, 0.48, 0.32]
+    cands = []
+    for text in texts:
+        w, h = _text_size(ax, renderer, text, 7)
+        for f in fracs:
+            for side in sides:
+                if roof.kind == "memory":
+                    cx, cy = pa + (pb - pa) * f
+                else:  # right-aligned at the fraction, but never past the axes' right edge
+                    cx = min(pa[0] + (pb[0] - pa[0]) * f, layout.inside.x1 - 4) - w / 2
+                    cy = pa[1]
+                off = h / 2 + 2
+                cx, cy = cx + side * off * nx, cy + side * off * ny
+                cands.append((cx, cy, _box(cx, cy, w, h, angle), text))
+    got = _choose(layout, cands, own=roof)
+    if got is None:
+        return None
+    cx, cy, _bb, text = got
+    return ax.text(*ax.transData.inverted().transform((cx, cy)), text, fontsize=7,
+                   color=color, alpha=max(alpha, 0.75), rotation=angle,
+                   rotation_mode="anchor", ha="center", va="center", zorder=6)
+
+
+def _label_point(ax, renderer, layout: Layout, text: str, x: float, y: float):
+    """The point's number close to it (a leader line when it had to move further)."""
+    px, py = ax.transData.transform((x, y))
+    w, h = _text_size(ax, renderer, text, 7)
+    cands = []
+    for r in (10, 14, 20, 28, 38, 50, 64, 80):
+        for k in range(16):
+            ang = math.pi / 4 + 2 * math.pi * k / 16
+            cx, cy = px + r * math.cos(ang), py + r * math.sin(ang)
+            cands.append((cx, cy, _box(cx, cy, w, h), r))
+    got = _choose(layout, cands)
+    if got is None:
+        return None
+    cx, cy, _bb, r = got
+    far = r > 14
+    return ax.annotate(text, (x, y), textcoords="offset pixels", xytext=(cx - px, cy - py),
+                       fontsize=7, ha="center", va="center", zorder=7,
+                       arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "gray",
+                                   "shrinkA": 0, "shrinkB": 5} if far else None)
+
+
+def _legend(ax, points: list[Point], roof_lines, legend_roofs: list[str]):
+    handles = []
+    for wl in sorted({p.workload for p in points}):
+        handles.append(Line2D([], [], linestyle="", marker=MARKERS.get(wl, "o"), color="white",
+                              mec="black", label=wl))
+    if any(p.hw_ai for p in points):
+        handles.append(Line2D([], [], linestyle="", marker="o", mfc="none", mec="black",
+                              label="hardware-measured DRAM AI (ncu)"))
+    precs = sorted({p.precision for p in points}
+                   | {r.precision for r, *_ in roof_lines if r.kind == "compute"})
+    for prec in precs:
+        handles.append(Line2D([], [], color=PREC_COLORS.get(prec, "gray"), lw=2,
+                              label=f"{prec} (roof and points)"))
+    levels = sorted({r.level for r, *_ in roof_lines if r.kind == "memory"
+                     and r.source in ("measured", "user")})
+    for lv in levels:
+        handles.append(Line2D([], [], color="black", linestyle=LEVEL_STYLES.get(lv, "-"),
+                              label=f"{LEVEL_LABELS.get(lv, lv)} bandwidth (measured)"))
+    if any(r.source not in ("measured", "user") for r, *_ in roof_lines):
+        handles.append(Line2D([], [], color="black", linestyle="--", alpha=FAINT,
+                              label="datasheet / theoretical (faint, dashed)"))
+    if any(r.kind == "compute" for r, *_ in roof_lines):
+        handles.append(Line2D([], [], linestyle="", marker="o", mfc="white", mec="black",
+                              ms=5, label="ridge (meets DRAM roof)"))
+    for text in legend_roofs:  # labels that found no free spot on their line
+        handles.append(Line2D([], [], color="gray", lw=1, label=text))
+    return ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                     borderaxespad=0.0, framealpha=0.95)
+
+
+def _draw_ert_curves(ax, rs: RoofSet) -> None:
+    curves = rs.info.get("ert_curves") or {}
+    for prec, pts in curves.items():
+        pts = [p for p in pts if p[0] > 0 and p[1] > 0]
+        if len(pts) < 2:
+            continue
+        xs, ys = zip(*sorted(pts), strict=True)
+        ax.plot(xs, ys, ":", color=PREC_COLORS.get(prec, "gray"), lw=1.0, alpha=0.6)
+
+
+def _draw_fusion_arrows(ax, cases: list[CaseResult], by_key: dict[str, Point]) -> list:
+    from roofbench.kernels.registry import workloads
+
+    ws = workloads()
+    drawn = []
+    for c in cases:
+        w = ws.get(c.workload)
+        v = w.variants.get(c.variant) if w else None
+        if v is None or not v.arrow_from:
+            continue
+        dst = by_key.get(f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}")
+        src = by_key.get(f"{c.backend}/{c.workload}/{v.arrow_from}/{c.dtype}")
+        if src and dst:
+            ax.annotate("", xy=(dst.ai, dst.flops), xytext=(src.ai, src.flops), zorder=4,
+                        arrowprops={"arrowstyle": "->", "color": "dimgray", "lw": 1.0,
+                                    "shrinkA": 5, "shrinkB": 5})
+            drawn.append(((src.ai, src.flops), (dst.ai, dst.flops)))
+    return drawn
+
+
+def save_figure(rf: RooflineFigure, out_base: Path) -> list[Path]:
+    paths = []
+    for ext in ("png", "svg"):
+        path = out_base.with_suffix(f".{ext}")
+        buf = io.BytesIO()
+        rf.fig.savefig(buf, format=ext)
+        atomic_write_bytes(path, buf.getvalue())
+        paths.append(path)
+    plt.close(rf.fig)
+    return paths
+
+
+def plot_roofline(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]],
+                  out_base: Path, title: str, tags: list[str] | None = None,
+                  all_roofs: bool = False) -> list[Path]:
+    """Draw roofs and valid points of one or more runs; writes out_base.png and .svg."""
+    return save_figure(build_figure(roofsets, cases_by_run, title, tags, all_roofs), out_base)
+
+
+def plot_run(run: RunResult, out_base: Path, all_roofs: bool = False) -> list[Path]:
+    rs = [run.roofs] if run.roofs else []
+    title = f"{run.device} — {run.backend} backend — {run.created}"
+    return plot_roofline(rs, [run.cases], out_base, title, all_roofs=all_roofs)

@@ -1,0 +1,364 @@
+"""report.md: a pure function of results.json.
+
+Roofs (measured beside datasheet), every case, the fusion result (naive vs fused: AI, time,
+speedup, bytes ratio), where the time of each multi-launch pipeline goes, invalid and skipped
+cases with their reasons, and the environment.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+from roofbench.kernels.registry import workloads
+from roofbench.roofs.model import RoofSet
+
+from ..measure.ncu import ncu_section
+from ..measure.runner import CaseResult
+from ..results import RunResult
+
+
+def _si(v: float | None, unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    for p, s in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= p:
+            return f"{v / p:.3g} {s}{unit}"
+    return f"{v:.3g} {unit}".rstrip()
+
+
+def _t(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 1e-3:
+        return f"{s * 1e6:.3g} us"
+    if s < 1:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s:.3g} s"
+
+
+def roofs_frame(rs: RoofSet) -> pd.DataFrame:
+    rows = []
+    for r in rs.roofs:
+        key = r.level if r.kind != "compute" else r.precision
+        ds = (rs.memory(key, "datasheet") if r.kind == "memory"
+              else rs.compute(key, "datasheet") if r.kind == "compute" else None)
+        rows.append({
+            "roof": r.name, "kind": r.kind, "level/precision": key, "value": _si(r.value, r.unit),
+            "source": r.source, "probe": r.evidence.get("probe", ""),
+            "vs datasheet": (f"{r.value / ds.value:.1%}" if ds is not None and r.source
+                             == "measured" else ""),
+        })
+    return pd.DataFrame(rows)
+
+
+def ridges(rs: RoofSet) -> list[tuple[str, str, float]]:
+    out = []
+    precs = sorted({r.precision for r in rs.roofs if r.kind == "compute"})
+    for src in ("measured", "datasheet"):
+        for p in precs:
+            try:
+                out.append((src, p, rs.ridge(p, "dram", src)))
+            except KeyError:
+                continue
+    return out
+
+
+def occupancy_text(c: CaseResult) -> str:
+    """Theoretical occupancy of each launch (GPU backends record it per launch), with the
+    registers that set it: shown beside efficiency because the two axes are independent."""
+    parts = []
+    for la in (c.extra or {}).get("launches") or []:
+        occ = (la.get("occupancy") or {}).get("occupancy")
+        if isinstance(occ, (int, float)):
+            regs = la.get("registers")
+            parts.append(f"{occ:.0%}" + (f" ({regs} regs)" if regs else ""))
+    return ", ".join(parts) if parts else "-"
+
+
+def cases_table(cases: list[CaseResult]) -> pd.DataFrame:
+    rows = []
+    for c in cases:
+        t = c.timing or {}
+        occ = occupancy_text(c)
+        rows.append({
+            "kernel": c.workload, "variant": c.variant, "dtype": c.dtype,
+            "size": "x".join(map(str, c.size)), "AI": f"{c.ai.get('dram', 0):.3g}",
+            "time": _t(c.median_s), "cv": f"{t['cv']:.1%}" if t.get("cv") is not None else "-",
+            "FLOP/s": _si(c.flop_per_s), "B/s": _si(c.bytes_per_s.get("dram")),
+            "attainable": _si(c.attainable),
+            "efficiency": (f"{c.efficiency:.1%}" + (" (above roof)" if c.efficiency > 1 else ""))
+            if c.efficiency else "-",
+            "bound": c.bound or "-",
+            "occupancy": occ,
+            "status": c.status + (" (" + "; ".join(t.get("flags")) + ")"
+                                  if t.get("flags") else ""),
+        })
+    return pd.DataFrame(rows)
+
+
+def fusion_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
+    """Every (naive -> fused) pair the workloads declare via Variant.arrow_from."""
+    ws = workloads()
+    idx = {(c.backend, c.workload, c.variant, c.dtype, tuple(c.size)): c for c in cases}
+    rows = []
+    for c in cases:
+        w = ws.get(c.workload)
+        v = w.variants.get(c.variant) if w else None
+        if v is None or not v.arrow_from:
+            continue
+        src = idx.get((c.backend, c.workload, v.arrow_from, c.dtype, tuple(c.size)))
+        if src is None or "unsupported" in (src.status, c.status):
+            continue  # a variant this backend cannot run is no fusion result
+        both_valid = src.valid and c.valid and src.median_s and c.median_s
+        rows.append({
+            "workload": c.workload, "dtype": c.dtype, "size": "x".join(map(str, c.size)),
+            "from": src.variant, "to": c.variant,
+            "AI from": src.ai.get("dram"), "AI to": c.ai.get("dram"),
+            "time from": src.median_s, "time to": c.median_s,
+            "speedup": (src.median_s / c.median_s) if both_valid else None,
+            "bytes ratio": src.bytes["dram"] / c.bytes["dram"],
+            "valid": bool(both_valid),
+        })
+    return rows
+
+
+def fusion_bound(c: CaseResult) -> float | None:
+    """The end-to-end speedup fusion can at most give a memory-bound pipeline: its bytes over
+    the bytes of its inputs and outputs alone (what one fused launch must still move)."""
+    w = workloads().get(c.workload)
+    if w is None or c.variant not in w.variants:
+        return None
+    from roofbench.kernels.spec import Case
+
+    case = Case(w, w.variants[c.variant], c.dtype, tuple(c.size))
+    io = sum(b.nbytes for b in case.buffers().values() if b.role in ("input", "output"))
+    return c.bytes["dram"] / io if io else None
+
+
+def pipeline_rows(c: CaseResult) -> list[dict[str, Any]]:
+    times = [(la.timing or {}).get("median_s") for la in c.launches]
+    total = sum(t for t in times if t) or None
+    rows = []
+    for la, t in zip(c.launches, times, strict=True):
+        rows.append({"launch": f"{la.kernel}" + (f" ({la.note})" if la.note else ""),
+                     "FLOPs": la.flops, "bytes": la.bytes.get("dram"), "time": _t(t),
+                     "share": f"{t / total:.1%}" if t and total else "-",
+                     "B/s": _si(la.bytes.get("dram", 0) / t if t else None)})
+    return rows
+
+
+def render(run: RunResult) -> str:
+    """report.md. Each section renders on its own: one that fails is named with the reason
+    and the others are still written (a report of a partial or older file is still a report)."""
+    out = [f"# roofbench report: {run.device}", ""]
+    out += [f"- backend: `{run.backend}`", f"- created: {run.created}",
+            f"- command: `{' '.join(run.command)}`", f"- git commit: `{run.git_commit}`", ""]
+    for note in run.notes:
+        out.append(f"> {note}")
+    if run.notes:
+        out.append("")
+    for title, section in SECTIONS:
+        try:
+            out += section(run)
+        except Exception as e:  # one broken section must not cost the whole report
+            msg = str(e).splitlines()[0] if str(e) else ""
+            out += [f"## {title}", "", f"_This section could not be rendered: "
+                    f"{type(e).__name__}: {msg}_", ""]
+    return "\n".join(out)
+
+
+def _roofs_section(run: RunResult) -> list[str]:
+    out = ["## Roofs", ""]
+    rs = run.roofs
+    if rs is None:
+        return out + ["No roofs: points are shown without attainable performance.", ""]
+    out += [roofs_frame(rs).to_markdown(index=False), ""]
+    rl = ridges(rs)
+    if rl:
+        out += ["Ridge points (compute / DRAM bandwidth): " + ", ".join(
+            f"{p} {x:.3g} FLOP/B ({s})" for s, p, x in rl), ""]
+    if rs.datasheet is not None:
+        entry = f"`{rs.datasheet.entry}` " if rs.datasheet.entry else ""
+        out += [f"Datasheet: {entry}({rs.datasheet.reason})", ""]
+    if rs.failed_probes:
+        out += ["Probes that failed: " + "; ".join(f"{f.probe}: {f.reason}"
+                                                   for f in rs.failed_probes), ""]
+    out += [f"Note: {n}" for n in rs.notes] + ([""] if rs.notes else [])
+    if rs.elapsed_s is not None:
+        out += [f"The probes took {rs.elapsed_s:.1f} s.", ""]
+    return out
+
+
+def fusion_table(cases: list[CaseResult]) -> list[dict[str, str]]:
+    """The fusion rows as displayed (report.md and report.html)."""
+    return [{
+        "workload": r["workload"], "dtype": r["dtype"], "size": r["size"],
+        "from -> to": f"{r['from']} -> {r['to']}",
+        "AI": f"{r['AI from']:.3g} -> {r['AI to']:.3g}",
+        "time": f"{_t(r['time from'])} -> {_t(r['time to'])}",
+        "speedup": f"{r['speedup']:.2f}x" if r["speedup"] else "- (not valid)",
+        "bytes ratio": f"{r['bytes ratio']:.2f}x",
+    } for r in fusion_rows(cases)]
+
+
+def _fusion_section(run: RunResult) -> list[str]:
+    rows = fusion_table(run.cases)
+    if not rows:
+        return []
+    df = pd.DataFrame(rows)
+    return ["## Fusion", "",
+            "Fusing keeps intermediates out of memory: the bytes ratio is what a "
+            "memory-bound device can gain at most; the speedup is what it did.", "",
+            df.to_markdown(index=False), ""]
+
+
+def above_roof_cause(c: CaseResult, roofs: RoofSet | None) -> str:
+    """The likely reason a point sits above its roof (no point can beat a true roof)."""
+    if c.bound == "memory":
+        bound = fusion_bound(c)
+        if bound is not None and bound > 1.0001:
+            return ("counted bytes include re-reads or temporaries that a cache served "
+                    "(the model counts minimum DRAM traffic per launch)")
+        return "the bandwidth roof underestimates the device (its probe is slower than this kernel)"
+    roof = next((r for r in (roofs.roofs if roofs else []) if r.name == c.limiting_roof), None)
+    if roof is not None and not roof.precision.endswith("_tc") and c.unit == "tensor":
+        return "held against a CUDA-core roof while it runs on tensor cores"
+    if roof is not None and roof.evidence.get("ceiling") == "mma.sync":
+        return "the roof is a hand-written mma.sync probe; a library reaches more"
+    return "the compute roof underestimates the device (its probe is slower than this kernel)"
+
+
+def _cases_section(run: RunResult) -> list[str]:
+    ws = workloads()
+    ok = [c for c in run.cases if c.status == "ok"]
+    out = ["## Cases", ""]
+    if not ok:
+        out += ["No case ran to completion.", ""]
+    else:
+        out += [cases_table(ok).to_markdown(index=False), ""]
+        above = [c for c in ok if c.efficiency and c.efficiency > 1]
+        if above:
+            out += ["Above their roof (no point can beat a true roof):", ""]
+            out += [f"- {c.key}: {c.efficiency:.0%} of {c.limiting_roof}; likely cause: "
+                    f"{above_roof_cause(c, run.roofs)}" for c in above]
+            out.append("")
+    out += _hardware_validation_lines(run)
+    out += _vs_library_lines(ok)
+    conventions = sorted({ws[c.workload].flop_convention for c in run.cases
+                          if c.workload in ws and ws[c.workload].flop_convention})
+    if conventions:
+        out += ["FLOP conventions: " + " | ".join(conventions), ""]
+    return out
+
+
+def _vs_library_lines(ok: list[CaseResult]) -> list[str]:
+    """Each hand-written variant's FLOP/s as a fraction of the vendor library's on the same
+    workload, dtype and size (the hand-written GEMMs' targets are stated against cuBLAS)."""
+    lib = {(c.backend, c.workload, c.dtype, tuple(c.size)): c for c in ok
+           if c.variant == "library" and c.flop_per_s}
+    lines = []
+    for c in ok:
+        ref = lib.get((c.backend, c.workload, c.dtype, tuple(c.size)))
+        if ref is not None and c.variant != "library" and c.flop_per_s:
+            lines.append(f"{c.variant} {c.dtype} {'x'.join(map(str, c.size))} "
+                         f"{c.flop_per_s / ref.flop_per_s:.2f}")
+    return (["Hand-written vs library (FLOP/s ratio): " + ", ".join(lines), ""]
+            if lines else [])
+
+
+def _hardware_validation_lines(run: RunResult) -> list[str]:
+    """Kernels whose code has never been validated on real hardware (proven only by compile,
+    SASS and CPU models) are marked; a run on that hardware is their first real test."""
+    from roofbench.kernels.cuda_impl import NOT_VALIDATED_ON_HARDWARE
+
+    lines = []
+    for c in run.cases:
+        fns = [str(la.get("function") or "") for la in (c.extra or {}).get("launches") or []]
+        new = sorted({f for f in fns for p in NOT_VALIDATED_ON_HARDWARE if f.startswith(p)})
+        if new:
+            lines.append(f"- {c.key} ({', '.join(new)} on {c.extra.get('arch')}): not yet "
+                         f"validated on hardware before this run; here it is `{c.status}`"
+                         + (f" ({c.error})" if c.error else ""))
+    return ["Kernels not yet validated on hardware:", "", *lines, ""] if lines else []
+
+
+def _pipelines_section(run: RunResult) -> list[str]:
+    pipes = [c for c in run.cases if c.status == "ok" and len(c.launches) > 1]
+    if not pipes:
+        return []
+    out = ["## Where the time goes in multi-launch pipelines", ""]
+    for c in pipes:
+        e2e = c.median_s or 0
+        s = sum((la.timing or {}).get("median_s") or 0 for la in c.launches)
+        bound = fusion_bound(c)
+        out += [f"### {c.workload}/{c.variant} {c.dtype} {'x'.join(map(str, c.size))}", "",
+                f"End to end {_t(e2e)}; sum of launches timed alone {_t(s)}."
+                + (f" Fused into one launch that moves only the inputs and outputs at the "
+                   f"same bandwidth, it would be at most {bound:.2f}x faster."
+                   if bound else ""), "",
+                pd.DataFrame(pipeline_rows(c)).to_markdown(index=False), ""]
+    return out
+
+
+PHASES = ("inputs", "prepare", "validate", "time", "time_launches")
+
+
+def _phases_section(run: RunResult) -> list[str]:
+    """Where the run spent its wall time: per phase in total, and the slowest cases."""
+    timed = [c for c in run.cases if c.phases]
+    if not timed:
+        return []
+    total = {p: sum(c.phases.get(p, 0.0) for c in timed) for p in PHASES}
+    grand = sum(total.values()) or 1.0
+    out = ["## Where the run spent its time", "",
+           f"{len(timed)} cases, {sum(total.values()):.1f} s in all: " + ", ".join(
+               f"{p} {v:.1f} s ({v / grand:.0%})" for p, v in total.items() if v), ""]
+    slow = sorted(timed, key=lambda c: -sum(c.phases.values()))[:5]
+    out += [pd.DataFrame([{"case": c.key, "seconds": f"{sum(c.phases.values()):.2f}",
+                           **{p: f"{c.phases.get(p, 0):.2f}" for p in PHASES}}
+                          for c in slow]).to_markdown(index=False), ""]
+    return out
+
+
+def _not_measured_section(run: RunResult) -> list[str]:
+    bad = [c for c in run.cases if c.status != "ok"]
+    if not bad:
+        return []
+    return ["## Not measured", "", "Cases that failed validation or could not run "
+            "(never plotted as valid points):", "",
+            pd.DataFrame([{"case": c.key, "status": c.status, "reason": c.error}
+                          for c in bad]).to_markdown(index=False), ""]
+
+
+def _environment_section(run: RunResult) -> list[str]:
+    env = run.environment or {}
+    out = ["## Environment", "", f"- host: {env.get('host')}",
+           f"- platform: {env.get('platform')}"]
+    dev = env.get("device") or {}
+    for k in ("name", "cores", "numba_threads", "caches", "mem_total", "compute_capability",
+              "sm_count", "driver", "cuda"):
+        if k in dev:
+            out.append(f"- {k}: {dev[k]}")
+    libs = env.get("libraries") or {}
+    if libs:
+        out.append("- libraries: " + ", ".join(f"{k} {v}" for k, v in libs.items()))
+    timer = run.timer or {}
+    if timer:
+        out.append("- timer: " + ", ".join(f"{k}={v}" for k, v in timer.items()))
+    out.append("")
+    return out
+
+
+SECTIONS: list[tuple[str, Callable[[RunResult], list[str]]]] = [
+    ("Roofs", _roofs_section),
+    ("Fusion", _fusion_section),
+    ("Cases", _cases_section),
+    ("Where the time goes in multi-launch pipelines", _pipelines_section),
+    ("Model vs hardware (Nsight Compute)", ncu_section),  # only when run --ncu collected
+    ("Where the run spent its time", _phases_section),
+    ("Not measured", _not_measured_section),
+    ("Environment", _environment_section),
+]

@@ -1,0 +1,420 @@
+"""report.html: one self-contained page (no network at view time) built from results.json.
+
+The interactive roofline is drawn with Bokeh, its JavaScript inlined (about 1.3 MB a page):
+hover a point for its numbers, click a legend entry to hide a roof or a group, wheel/box zoom,
+log axes. Below it the same tables as report.md, taken from the report module's builders: roofs
+with their evidence, ridges, fusion, cases, where the time goes in each pipeline, cases not
+measured with their reasons, and the environment. ``render_compare_html`` does the same for
+two runs, with each case's speedup and the two points of a case joined.
+
+Bokeh is the optional extra ``roofbench[report]``. Without it the page is still written, with
+the static roofline inlined as SVG and a note saying how to get the interactive one.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from roofbench.roofs.model import LEVEL_LABELS, Roof, RoofSet
+
+from ..measure.runner import CaseResult
+from ..results import RunResult
+from .compare import Delta
+from .plot import (
+    FAINT,
+    LEVEL_STYLES,
+    PREC_COLORS,
+    best_roofs,
+    build_figure,
+    frame,
+    ridge_points,
+    select_roofs,
+    valid_points,
+)
+from .report import _si, _t, cases_table, fusion_table, pipeline_rows, ridges, roofs_frame
+
+MISSING_NOTE = ("report.html has a static roofline only: `pip install roofbench[report]` "
+                "(Bokeh) for the interactive one.")
+BOKEH_MARKERS = {"vector_add": "circle", "l2norm": "square", "rownorm": "diamond",
+                 "gemm": "triangle"}
+BOKEH_DASH = {"-": "solid", "-.": "dashdot", ":": "dotted", "--": "dashed"}
+
+
+def bokeh_available() -> bool:
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def missing_note() -> str | None:
+    """One line for report.md when the interactive plot cannot be drawn, else None."""
+    return None if bokeh_available() else MISSING_NOTE
+
+
+# -- data for the plot ----------------------------------------------------------------------
+
+def _case_row(c: CaseResult, tag: str = "") -> dict[str, Any]:
+    return {
+        "x": c.ai["dram"], "y": c.flop_per_s, "run": tag.strip(": "),
+        "kernel": c.workload, "variant": c.variant, "dtype": c.dtype,
+        "size": "x".join(map(str, c.size)), "time": _t(c.median_s),
+        "flops": _si(c.flop_per_s, "FLOP/s"), "bps": _si(c.bytes_per_s.get("dram"), "B/s"),
+        "ai": f"{c.ai['dram']:.4g} FLOP/B",
+        "eff": f"{c.efficiency:.1%}" if c.efficiency else "-", "bound": c.bound or "-",
+        "roof": c.limiting_roof or "-", "precision": c.precision,
+        "color": PREC_COLORS.get(c.precision, "gray"),
+        "key": _key(c),
+    }
+
+
+def _valid(cases: list[CaseResult]) -> list[CaseResult]:
+    keys = {p.key for p in valid_points(cases)}
+    return [c for c in cases if f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}" in keys]
+
+
+TOOLTIPS = [("case", "@run @kernel/@variant @dtype"), ("size", "@size"), ("time", "@time"),
+            ("FLOP/s", "@flops"), ("B/s", "@bps"), ("AI", "@ai"), ("efficiency", "@eff"),
+            ("bound", "@bound"), ("roof", "@roof")]
+
+
+def _roof_label(r: Roof, tag: str = "") -> str:
+    if r.kind == "memory":
+        name = f"{LEVEL_LABELS.get(r.level, r.level)} {_si(r.value, 'B/s')}"
+    else:
+        name = f"{r.name} {_si(r.value, 'FLOP/s')}"
+    return f"{tag}{name}" + ("" if r.source == "measured" else f" ({r.source})")
+
+
+def bokeh_roofline(roofsets: list[RoofSet], runs: list[list[CaseResult]], title: str,
+                   tags: list[str] | None = None):
+    """The interactive roofline: every roof (those the points use visible, the others one
+    legend click away), the points grouped by run and workload, naive -> fused arrows, and for
+    two runs a segment joining the two points of each case."""
+    from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem
+    from bokeh.plotting import figure
+
+    tags = tags or [""] * len(runs)
+    cases = [_valid(cs) for cs in runs]
+    rs_for = [roofsets[min(i, len(roofsets) - 1)] if roofsets else None
+              for i in range(len(runs))]
+    pts = [valid_points(cs, roofs=rs) for cs, rs in zip(runs, rs_for, strict=True)]
+    (x0, x1), (y0, y1) = frame(roofsets, [p for ps in pts for p in ps])
+    p = figure(title=title, x_axis_type="log", y_axis_type="log", x_range=(x0, x1),
+               y_range=(y0, y1), width=1400, height=700,
+               tools="pan,wheel_zoom,box_zoom,reset,save", active_scroll="wheel_zoom",
+               x_axis_label="arithmetic intensity (FLOP / byte of DRAM traffic)",
+               y_axis_label="performance (FLOP/s)", name="roofline")
+    items: list[LegendItem] = []
+    for i, rs in enumerate(roofsets):
+        if i > 0 and rs.device == roofsets[0].device:
+            continue
+        tag = tags[i] if len({r.device for r in roofsets}) > 1 else ""
+        own = [pt for j, ps in enumerate(pts) if rs_for[j] is rs for pt in ps]
+        shown_c, shown_m = select_roofs(rs, own, all_roofs=False)
+        shown = {id(r) for r in shown_c + shown_m}
+        comp, mem = best_roofs(rs, all_roofs=True)
+        tops = {}
+        for c in comp:
+            tops[c.source] = max(tops.get(c.source, 0.0), c.value)
+        for m in mem:
+            faint = m.source not in ("measured", "user")
+            top = tops.get(m.source, max(tops.values(), default=y1))
+            xe = min(x1, top / m.value)
+            r = p.line([x0, xe], [m.value * x0, m.value * xe], line_color="black",
+                       line_width=2, line_alpha=FAINT if faint else 1.0,
+                       line_dash="dashed" if faint else BOKEH_DASH.get(
+                           LEVEL_STYLES.get(m.level, "-"), "solid"),
+                       name=f"roof:{m.source}:{m.level}")
+            r.visible = id(m) in shown
+            items.append(LegendItem(label=_roof_label(m, tag), renderers=[r]))
+        for c, ridge in ridge_points(rs, comp):
+            faint = c.source not in ("measured", "user")
+            color = PREC_COLORS.get(c.precision, "gray")
+            r = p.line([max(ridge, x0), x1], [c.value, c.value], line_color=color,
+                       line_width=2, line_alpha=FAINT if faint else 1.0,
+                       line_dash="dashed" if faint else "solid",
+                       name=f"roof:{c.source}:{c.precision}")
+            dot = p.scatter([ridge], [c.value], marker="circle", size=7, fill_color="white",
+                            line_color=color, line_alpha=FAINT if faint else 1.0)
+            r.visible = dot.visible = id(c) in shown
+            items.append(LegendItem(label=_roof_label(c, tag) + f", ridge {ridge:.3g}",
+                                    renderers=[r, dot]))
+    point_renderers = []
+    speedups: dict[str, str] = {}
+    if len(cases) == 2:  # B's speedup over A, shown on both points of a case
+        in_a = {_key(c): c for c in cases[0]}
+        for c in cases[1]:
+            a = in_a.get(_key(c))
+            if a is not None and a.median_s and c.median_s:
+                speedups[_key(c)] = f"{a.median_s / c.median_s:.3f}x"
+    for i, cs in enumerate(cases):
+        tag = tags[i] if len(runs) > 1 else ""
+        for wl in sorted({c.workload for c in cs}):
+            rows = [{**_case_row(c, tag), "speedup": speedups.get(_key(c), "-")}
+                    for c in cs if c.workload == wl]
+            src = ColumnDataSource({k: [r[k] for r in rows] for k in rows[0]})
+            r = p.scatter("x", "y", source=src, marker=BOKEH_MARKERS.get(wl, "circle"),
+                          size=11, fill_color="color", line_color="black",
+                          fill_alpha=1.0 if i == 0 else 0.6, name=f"points:{tag}{wl}")
+            point_renderers.append(r)
+            items.append(LegendItem(label=f"{tag}{wl} ({len(rows)})", renderers=[r]))
+        hw = {pt.key: pt.hw_ai for pt in pts[i] if pt.hw_ai}
+        hw_rows = [{**_case_row(c, tag), "x": hw[k], "ai": f"{hw[k]:.4g} FLOP/B (ncu)",
+                    "speedup": speedups.get(_key(c), "-")}
+                   for c in cs if (k := f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}")
+                   in hw]
+        if hw_rows:
+            src = ColumnDataSource({k: [r[k] for r in hw_rows] for k in hw_rows[0]})
+            r = p.scatter("x", "y", source=src, marker="circle", size=11, fill_alpha=0,
+                          line_color="color", line_width=2, name=f"hw:{tag}")
+            point_renderers.append(r)
+            items.append(LegendItem(label=f"{tag}hardware-measured DRAM AI (ncu)",
+                                    renderers=[r]))
+        arrows = _fusion_segments(cs)
+        if arrows:
+            r = p.segment("x0", "y0", "x1", "y1", source=ColumnDataSource(arrows),
+                          line_color="dimgray", line_width=1.5, name=f"fusion:{tag}")
+            items.append(LegendItem(label=f"{tag}naive -> fused", renderers=[r]))
+    if len(cases) == 2:
+        joins = _join_segments(cases[0], cases[1])
+        if joins["x0"]:
+            r = p.segment("x0", "y0", "x1", "y1", source=ColumnDataSource(joins),
+                          line_color="#555555", line_dash="dotted", line_width=1.5,
+                          name="joins")
+            items.append(LegendItem(label="A -> B, same case", renderers=[r]))
+    tips = TOOLTIPS + ([("speedup (A/B)", "@speedup")] if len(cases) == 2 else [])
+    p.add_tools(HoverTool(renderers=point_renderers, tooltips=tips))
+    legend = Legend(items=items, click_policy="hide", label_text_font_size="8pt",
+                    spacing=0, name="legend")
+    p.add_layout(legend, "right")
+    return p
+
+
+def _fusion_segments(cases: list[CaseResult]) -> dict[str, list]:
+    from roofbench.kernels.registry import workloads
+
+    ws = workloads()
+    by = {(c.backend, c.workload, c.variant, c.dtype, tuple(c.size)): c for c in cases}
+    seg: dict[str, list] = {"x0": [], "y0": [], "x1": [], "y1": []}
+    for c in cases:
+        w = ws.get(c.workload)
+        v = w.variants.get(c.variant) if w else None
+        src = by.get((c.backend, c.workload, v.arrow_from, c.dtype, tuple(c.size))) if (
+            v and v.arrow_from) else None
+        if src is not None:
+            for k, val in zip(seg, (src.ai["dram"], src.flop_per_s, c.ai["dram"],
+                                    c.flop_per_s), strict=True):
+                seg[k].append(val)
+    return seg
+
+
+def _key(c: CaseResult) -> str:
+    return f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}/{'x'.join(map(str, c.size))}"
+
+
+def _join_segments(a: list[CaseResult], b: list[CaseResult]) -> dict[str, list]:
+    ib = {_key(c): c for c in b}
+    seg: dict[str, list] = {"x0": [], "y0": [], "x1": [], "y1": []}
+    for c in a:
+        d = ib.get(_key(c))
+        if d is not None:
+            for k, val in zip(seg, (c.ai["dram"], c.flop_per_s, d.ai["dram"], d.flop_per_s),
+                              strict=True):
+                seg[k].append(val)
+    return seg
+
+
+# -- page -----------------------------------------------------------------------------------
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1480px;color:#222;
+padding:0 1em}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0;font-size:12.5px}
+th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
+th{background:#f4f4f4}tr:nth-child(even) td{background:#fafafa}
+code,pre{font-size:12px}pre{max-height:18em;overflow:auto;background:#f7f7f7;padding:.5em}
+.note{background:#fff8e0;border-left:4px solid #e0b000;padding:.4em .8em}
+details summary{cursor:pointer;color:#0550ae}
+"""
+
+
+def _e(v: Any) -> str:
+    return html.escape("" if v is None else str(v))
+
+
+def _table(rows: Iterable[dict[str, Any]], raw: Iterable[str] = ()) -> str:
+    """An HTML table of dict rows; cells escaped except the columns named in ``raw``."""
+    rows = list(rows)
+    if not rows:
+        return "<p>none</p>"
+    raw = set(raw)
+    cols = list(rows[0])
+    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(
+        f"<td>{r.get(c, '') if c in raw else _e(r.get(c, ''))}</td>" for c in cols) + "</tr>"
+        for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _evidence(ev: dict[str, Any]) -> str:
+    if not ev:
+        return ""
+    text = json.dumps(ev, indent=1, default=str)
+    summary = ev.get("probe") or ev.get("source") or "evidence"
+    return f"<details><summary>{_e(summary)}</summary><pre>{_e(text)}</pre></details>"
+
+
+def roofs_section(rs: RoofSet | None) -> str:
+    if rs is None:
+        return "<p>No roofs: points are shown without attainable performance.</p>"
+    frame_rows = roofs_frame(rs).to_dict("records")
+    rows = [{**row, "evidence": _evidence(r.evidence)}
+            for row, r in zip(frame_rows, rs.roofs, strict=True)]
+    out = [_table(rows, raw=["evidence"])]
+    rl = ridges(rs)
+    if rl:
+        out.append("<p>Ridge points (compute / DRAM bandwidth): " + ", ".join(
+            f"{_e(p)} {x:.3g} FLOP/B ({_e(s)})" for s, p, x in rl) + "</p>")
+    failed = rs.info.get("failed_probes")
+    if failed:
+        items = failed.items() if isinstance(failed, dict) else enumerate(failed)
+        out.append("<p>Probes that failed: " + "; ".join(
+            f"{_e(k)}: {_e(v)}" for k, v in items) + "</p>")
+    return "\n".join(out)
+
+
+def fusion_section(cases: list[CaseResult]) -> str:
+    rows = fusion_table(cases)
+    if not rows:
+        return "<p>No naive/fused pair in this run.</p>"
+    return ("<p>Fusing keeps intermediates out of memory: the bytes ratio is what a "
+            "memory-bound device can gain at most; the speedup is what it did.</p>"
+            + _table(rows))
+
+
+def pipelines_section(cases: list[CaseResult]) -> str:
+    pipes = [c for c in cases if c.status == "ok" and len(c.launches) > 1]
+    if not pipes:
+        return "<p>No multi-launch pipeline in this run.</p>"
+    out = []
+    for c in pipes:
+        s = sum((la.timing or {}).get("median_s") or 0 for la in c.launches)
+        out.append(f"<h3>{_e(c.key)}</h3><p>End to end {_e(_t(c.median_s))}; sum of "
+                   f"launches timed alone {_e(_t(s))}.</p>" + _table(pipeline_rows(c)))
+    return "\n".join(out)
+
+
+def not_measured_section(cases: list[CaseResult]) -> str:
+    bad = [c for c in cases if c.status != "ok"]
+    if not bad:
+        return "<p>Every case was measured.</p>"
+    return ("<p>Cases that failed validation or could not run (never plotted):</p>"
+            + _table({"case": c.key, "status": c.status, "reason": c.error} for c in bad))
+
+
+def environment_section(run: RunResult) -> str:
+    env = run.environment or {}
+    rows = [{"item": "host", "value": env.get("host")},
+            {"item": "platform", "value": env.get("platform")},
+            {"item": "command", "value": " ".join(run.command)},
+            {"item": "git commit", "value": run.git_commit},
+            {"item": "created", "value": run.created}]
+    for k, v in (env.get("device") or {}).items():
+        rows.append({"item": k, "value": v if not isinstance(v, (dict, list))
+                     else json.dumps(v, default=str)})
+    libs = env.get("libraries") or {}
+    if libs:
+        rows.append({"item": "libraries", "value": ", ".join(f"{k} {v}" for k, v in
+                                                              libs.items())})
+    if run.timer:
+        rows.append({"item": "timer", "value": ", ".join(f"{k}={v}" for k, v in
+                                                          run.timer.items())})
+    return _table(rows)
+
+
+def _cases_section(cases: list[CaseResult]) -> str:
+    ok = [c for c in cases if c.status == "ok"]
+    if not ok:
+        return "<p>No case ran to completion.</p>"
+    return _table(cases_table(ok).to_dict("records"))
+
+
+def _plot_html(roofsets: list[RoofSet], runs: list[list[CaseResult]], title: str,
+               tags: list[str] | None = None) -> tuple[str, str]:
+    """(head, body) of the roofline: Bokeh with its JS inlined, else the static SVG."""
+    if bokeh_available():
+        from bokeh.embed import components
+        from bokeh.resources import Resources
+
+        script, div = components(bokeh_roofline(roofsets, runs, title, tags))
+        # Only BokehJS itself, inlined: no widgets, tables, WebGL or MathJax bundles.
+        js = Resources(mode="inline", components=["bokeh"]).render_js()
+        return js + script, (
+            "<p>Hover a point for its numbers; click a legend entry to hide or show a roof "
+            "or a group (roofs the points do not use start hidden); wheel or box to zoom."
+            "</p>" + div)
+    import matplotlib.pyplot as plt
+
+    rf = build_figure(roofsets, runs, title, tags)
+    buf = io.StringIO()
+    rf.fig.savefig(buf, format="svg")
+    plt.close(rf.fig)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    return "", f'<p class="note">{_e(MISSING_NOTE)}</p>' + svg
+
+
+def _page(title: str, head: str, sections: list[tuple[str, str]], intro: str) -> str:
+    body = "\n".join(f"<h2>{_e(h)}</h2>\n{s}" for h, s in sections)
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{_e(title)}</title><style>{CSS}</style>{head}</head>\n<body>"
+            f"<h1>{_e(title)}</h1>\n{intro}\n{body}\n</body></html>\n")
+
+
+def render_html(run: RunResult) -> str:
+    """The whole report of one run as one self-contained HTML page."""
+    title = f"roofbench report: {run.device} ({run.backend})"
+    head, plot = _plot_html([run.roofs] if run.roofs else [], [run.cases],
+                            f"{run.device} — {run.backend} backend — {run.created}")
+    notes = "".join(f'<p class="note">{_e(n)}</p>' for n in run.notes)
+    intro = (f"<p>backend <code>{_e(run.backend)}</code>, created {_e(run.created)}, "
+             f"commit <code>{_e(run.git_commit)}</code></p>{notes}")
+    sections = [("Roofline", plot), ("Roofs", roofs_section(run.roofs)),
+                ("Fusion", fusion_section(run.cases)), ("Cases", _cases_section(run.cases)),
+                ("Where the time goes in multi-launch pipelines",
+                 pipelines_section(run.cases)),
+                ("Not measured", not_measured_section(run.cases)),
+                ("Environment", environment_section(run))]
+    return _page(title, head, sections, intro)
+
+
+def render_compare_html(a: RunResult, b: RunResult, deltas: list[Delta]) -> str:
+    """Two runs on one page: both on the roofline (each case's two points joined), the
+    per-case speedups, and each run's roofs, fusion and environment."""
+    title = f"roofbench compare: A {a.device} ({a.backend}) vs B {b.device} ({b.backend})"
+    rs = [r for r in (a.roofs, b.roofs) if r is not None]
+    head, plot = _plot_html(rs, [a.cases, b.cases],
+                            f"A: {a.device} {a.created}  vs  B: {b.device} {b.created}",
+                            tags=["A: ", "B: "])
+    rows = [{"case": d.key, "time A": _t(d.time_a), "time B": _t(d.time_b),
+             "speedup (A/B)": f"{d.speedup:.3f}x" if d.speedup else "-",
+             "verdict": d.verdict} for d in deltas]
+    n_reg = sum(d.verdict.startswith("regression") for d in deltas)
+    intro = (f"<p>A: {_e(a.created)} ({_e(a.git_commit)}), B: {_e(b.created)} "
+             f"({_e(b.git_commit)}). {n_reg} regression(s).</p>")
+    sections = [("Roofline", plot), ("Speedup of B over A, case by case", _table(rows)),
+                ("Roofs of A", roofs_section(a.roofs)), ("Roofs of B", roofs_section(b.roofs)),
+                ("Fusion in A", fusion_section(a.cases)),
+                ("Fusion in B", fusion_section(b.cases)),
+                ("Not measured in A", not_measured_section(a.cases)),
+                ("Not measured in B", not_measured_section(b.cases)),
+                ("Environment of A", environment_section(a)),
+                ("Environment of B", environment_section(b))]
+    return _page(title, head, sections, intro)

@@ -1,0 +1,684 @@
+"""CPU roofs measured for real: STREAM bandwidth, peak FMA throughput, a BLAS GEMM ceiling.
+
+Everything runs numba ``@njit(parallel=True)`` code on every core (numba's default thread
+count), except the BLAS probe, which is numpy.matmul (OpenBLAS/MKL threads). Timing is injected:
+``time_fn(fn) -> Timing`` comes from the caller (roofs/ never imports bench/); a Timing is only
+duck-typed here (``.median``, ``.samples``, ``.summary()``, ``.to_dict()``).
+
+Roofs produced (all ``source="measured"``; CPU datasheet roofs are unknown and never invented):
+
+- memory, level "dram": ``dram stream-copy|scale|add|triad``. FP64 arrays at least 4x the
+  last-level cache each (``stream_elements``); bytes = reads + writes as STREAM counts them
+  (copy 16 B/elt, scale 16, add 24, triad 24; write-allocate traffic not counted).
+  ``RoofSet.memory("dram")`` takes the highest of the four.
+- compute, precision "fp64"/"fp32": ``fp64 FMA peak`` (the CUDA-core-style peak: independent
+  FMA chains, widest vectors) and ``fp64 BLAS dgemm`` / ``fp32 BLAS sgemm`` (a library
+  ceiling, evidence probe "blas-gemm"). Both are kept; ``RoofSet.compute`` picks the max within
+  the measured source, which is the FMA peak unless BLAS beats it (it should not: GEMM is FMAs
+  plus loads). The BLAS roof is still recorded so a report can show how close a library gets;
+  when a probe comes out below its BLAS GEMM, ``compute_roof_notes`` says so on the RoofSet
+  and the BLAS roof is the one used.
+
+Vector width and the FMA probe. LLVM's tuning for Intel AVX-512 cores prefers 256-bit vectors
+(``prefer-256-bit``); numba reads ``NUMBA_CPU_FEATURES`` only when it starts. So the CPU backend
+measures each FMA roof in a child process started with the host's features plus
+``-prefer-256-bit`` (``cpu_features.widest_vector_env``, ``bench/measure/cpu_fma_probe.py``); this
+module's in-process probe keeps its shape search for when that child cannot run.
+Measured on the issue-9 VM (Intel Xeon, Emerald Rapids, AVX-512, 2 vCPUs, KVM; numba 0.68.1),
+2026-11-30 ~20:26 UTC, one thread each, best of 6 interleaved rounds against
+``c_ref/fma_peak.c`` (other engineers' jobs were loading the 2 cores, hence one thread):
+default tuning: ymm code, FP64 25.7 vs C 88.7 GFLOP/s (29%), FP32 95.2 vs 177.2 (54%);
+with the widest-vector environment: zmm code, FP64 88.6 vs 88.4 (100%), FP32 176.9 vs 177.1
+(100%). Per-core numbers; the 2-core roof is about twice that on a quiet machine.
+
+Findings on the 2-core AMD EPYC Zen 4 / AVX-512 dev box (numba 0.68.1, llvmlite on LLVM 22,
+host CPU name "znver4"):
+
+- With no setting at all, numba/LLVM emits 512-bit ``vfmadd...pd/ps %zmm`` for the probe:
+  LLVM 22's znver4 tuning does not prefer 256-bit vectors. With
+  ``NUMBA_CPU_NAME=skylake-avx512`` (whose tuning sets prefer-256-bit) the same code comes out
+  as ``%ymm``; adding ``-prefer-256-bit`` to ``NUMBA_CPU_FEATURES`` (full host feature string)
+  brings zmm back. The probe reads the width it actually got from ``inspect_asm`` and records
+  it in the roof's evidence. When that is not the CPU's widest, it measures a few row shapes
+  briefly and keeps the fastest (evidence "shape_candidates"). Under the skylake-avx512 tuning
+  on this box that finds FP32 at peak (12 ymm accumulators, 233 GFLOP/s) but FP64 only at
+  ~43-54 GFLOP/s: a 48-element row (12 ymm) is fully unrolled before the loop vectoriser sees
+  it and comes out as xmm code, and 16/24 ymm rows run at half rate. Hence the child process.
+- Zen 4 runs a 512-bit FMA as two 256-bit halves on its two 256-bit FMA pipes, so zmm and ymm
+  have the same peak there (16 FP64 / 32 FP32 FLOP per cycle per core; FP32 with 12 ymm
+  accumulators measured the same 233 GFLOP/s as zmm); zmm only halves the instruction count.
+- The kernel shape that reaches the C intrinsics peak: a row of ``ACCUMULATORS x lanes``
+  elements per thread (12 vector accumulators, > latency 4 x 2 pipes = 8 needed), ``STEPS`` = 8
+  dependent FMA sweeps over the row per outer iteration, ``fastmath={"contract"}`` only (fuses
+  a*x+b into one FMA, no reassociation). LLVM vectorises the row loop, unrolls the 8 x 12
+  vector FMAs and hoists the row into registers for the whole call (12 loads before, 12
+  stores after; the loop body is 96 ``vfmadd213pd %zmm`` and a counter). Found by measuring,
+  cause not pinned down: 16 accumulators (row 128) gives the same register-resident loop in
+  the asm but ran at 24-45 GFLOP/s instead of ~117 (the C probe ran 8, 12 and 16 accumulators
+  at peak and dropped to ~84 at 24), so 12 it is. Every thread's row starts on its own 4 KiB
+  page so two threads never write one cache line.
+- Measured on that box, 2026-11-30 11:50-12:25 UTC, in quiet windows (other engineers share
+  the 2 cores; ``python -m roofbench.bench.cpu_reference``, 7-15 interleaved rounds, each
+  side's best sample per round, median over rounds; 16 runs):
+  FP64 FMA numba 108-117 vs C intrinsics 115-117 GFLOP/s (paired ratio 97.7-101%, every run);
+  FP32 FMA numba 227-233 vs C 229-234 GFLOP/s (99-100%).
+  Triad numba 27-45 vs C/OpenMP 32-48 GB/s, paired ratio 85-104% (median of the 16 runs
+  ~95%; >= 95% in 8 of them): the VM's bandwidth flips between ~30 and ~50 GB/s states
+  that last seconds and hit the two programs unequally; in rounds where both were in the
+  fast state they were within a few % (e.g. 49.9 vs 51.5, 49.1 vs 50.8). The generated
+  loops are alike (numba: 4 x zmm mul+add per iteration; gcc: zmm fmadd), both use huge
+  pages.
+  BLAS (OpenBLAS 0.3.31 "SkylakeX" kernels, 2 threads), n=2048: dgemm ~101-104, sgemm
+  ~186-199 GFLOP/s (about 89% / 85% of the FMA peak).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ..model import Roof
+from .cpu_features import (
+    host_cpu_features,
+    parse_features,
+    widest_vector_bits,
+    widest_vector_env,
+)
+
+MiB = 1 << 20
+GiB = 1 << 30
+DEFAULT_LLC = 32 * MiB  # used only when sysfs and lscpu both fail
+
+# STREAM accounting: bytes read + written per element (FP64), and FLOPs per element.
+STREAM_BYTES_PER_ELEMENT: dict[str, int] = {"copy": 16, "scale": 16, "add": 24, "triad": 24}
+STREAM_FLOPS_PER_ELEMENT: dict[str, int] = {"copy": 0, "scale": 1, "add": 1, "triad": 2}
+STREAM_KERNELS = tuple(STREAM_BYTES_PER_ELEMENT)
+STREAM_SCALAR = 3.0  # STREAM's own scalar
+
+# FMA probe shape (see the module docstring for why these numbers).
+ACCUMULATORS = 12  # independent vector chains per thread
+STEPS = 8  # dependent FMA sweeps per outer iteration
+FMA_CONSTANTS = {"fp64": (0.999999, 1e-6), "fp32": (0.9999, 1e-4)}  # v -> v*a + b, fixed point 1
+
+TimeFn = Callable[[Callable[[], None]], Any]
+Progress = Callable[[str], None] | None
+
+
+class _TimingLike(Protocol):
+    median: float
+    samples: list[float]
+
+    def summary(self) -> dict[str, Any]: ...
+
+
+# --------------------------------------------------------------------------- machine facts
+
+
+def _parse_size(text: str) -> int:
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    return int(float(text.rstrip("KMG").strip()) * mult)
+
+
+def llc_from_sysfs(cpu_root: Path = Path("/sys/devices/system/cpu")) -> int | None:
+    """Total last-level cache bytes from sysfs (``cpu*/cache/index*``), or None.
+
+    Highest level, data or unified; instances told apart by ``shared_cpu_list`` (Intel: one
+    L3 shared by every core; AMD: one L3 per CCD/CCX, each listed by the cores sharing it).
+    """
+    instances: dict[tuple[int, str], int] = {}
+    for idx in cpu_root.glob("cpu[0-9]*/cache/index[0-9]*"):
+        try:
+            if (idx / "type").read_text().strip() == "Instruction":
+                continue
+            level = int((idx / "level").read_text())
+            shared = (idx / "shared_cpu_list").read_text().strip()
+            instances[(level, shared)] = _parse_size((idx / "size").read_text())
+        except (OSError, ValueError):
+            continue
+    if not instances:
+        return None
+    top = max(level for level, _ in instances)
+    return sum(size for (level, _), size in instances.items() if level == top)
+
+
+def llc_from_lscpu(text: str) -> int | None:
+    """Total last-level cache bytes from ``lscpu`` or ``lscpu -B`` output, or None.
+
+    lscpu prints the total over all instances ("L3 cache: 256 MiB (8 instances)", or bytes
+    with -B); the highest level listed wins (a CPU without L3 reports its L2).
+    """
+    best: tuple[int, int] | None = None
+    for line in text.splitlines():
+        m = re.match(r"\s*L(\d)d? cache:\s*([\d.]+\s*[KMG]?i?B?)", line)
+        if m and not line.lstrip().startswith("L1i"):
+            level, size = int(m.group(1)), _parse_size(m.group(2))
+            if best is None or level > best[0]:
+                best = (level, size)
+    return best[1] if best else None
+
+
+@cache
+def last_level_cache_bytes() -> int:
+    """Total bytes of the last-level cache over all its instances (e.g. every CCD's L3).
+
+    sysfs first, then ``lscpu -B``, then 32 MiB. The total, not one instance: a STREAM array
+    must not fit in the caches of all cores together.
+    """
+    found = llc_from_sysfs()
+    if found:
+        return found
+    try:
+        out = subprocess.run(["lscpu", "-B"], capture_output=True, text=True, timeout=5).stdout
+        found = llc_from_lscpu(out)
+        if found:
+            return found
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return DEFAULT_LLC
+
+
+def available_memory_bytes(meminfo: str | None = None) -> int:
+    """MemAvailable from /proc/meminfo (or the given text), else 4 GiB."""
+    try:
+        text = Path("/proc/meminfo").read_text() if meminfo is None else meminfo
+        for line in text.splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 4 * GiB
+
+
+def case_memory_budget(available: int) -> int:
+    """Bytes one benchmark case may allocate on a CPU: a third of what is free, at most
+    2 GiB (make bench stays well under 8 GB on a 24 GB machine: the float64 reference and the
+    inputs sit beside the case's buffers)."""
+    return int(min(max(available, 0) // 3, 2 * GiB))
+
+
+def default_stream_budget(available: int | None = None) -> int:
+    """Bytes the three STREAM arrays may take: a quarter of free memory, at most 2 GiB."""
+    avail = available_memory_bytes() if available is None else available
+    return int(min(avail // 4, 2 * GiB))
+
+
+def stream_elements(llc_bytes: int, mem_budget: int, factor: float = 4.0, arrays: int = 3,
+                    itemsize: int = 8, align: int = 1024) -> int:
+    """Elements per STREAM array.
+
+    Rule: each array holds ``factor`` x the last-level cache (factor >= 4, STREAM's own rule),
+    capped so that all ``arrays`` arrays fit in ``mem_budget`` bytes; rounded down to a multiple
+    of ``align`` elements. When the cap bites the array is smaller than 4x LLC and the result
+    says so in its evidence (``llc_multiple``); it never goes below ``align`` elements.
+    """
+    if llc_bytes <= 0 or mem_budget <= 0 or factor <= 0:
+        raise ValueError("llc_bytes, mem_budget and factor must be positive")
+    want = int(factor * llc_bytes) // itemsize
+    cap = mem_budget // (arrays * itemsize)
+    return max(align, min(want, cap) // align * align)
+
+
+def _threads() -> int:
+    return int(numba.get_num_threads())
+
+
+def _env() -> dict[str, Any]:
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel region has run yet
+        layer = None
+    return {"numba": numba.__version__, "numba_threading_layer": layer,
+            "numba_cpu_name": numba.config.CPU_NAME,
+            "numba_cpu_features": numba.config.CPU_FEATURES}
+
+
+def _timing_evidence(timing: _TimingLike) -> dict[str, Any]:
+    to_dict = getattr(timing, "to_dict", None)
+    d = dict(to_dict()) if callable(to_dict) else dict(timing.summary())
+    d.pop("config", None)
+    return d
+
+
+# --------------------------------------------------------------------------- STREAM
+
+
+@njit(parallel=True, cache=True)
+def _stream_init(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    # First touch in parallel with the same static split as the kernels: pages live where used.
+    for i in prange(a.shape[0]):
+        a[i] = 1.0 + (i % 1013) * 1e-3
+        b[i] = 2.0 - (i % 977) * 1e-3
+        c[i] = 0.5 + (i % 1019) * 1e-4
+
+
+@njit(parallel=True, cache=True)
+def stream_copy(c: np.ndarray, a: np.ndarray) -> None:
+    for i in prange(a.shape[0]):
+        c[i] = a[i]
+
+
+@njit(parallel=True, cache=True)
+def stream_scale(b: np.ndarray, c: np.ndarray, s: float) -> None:
+    for i in prange(c.shape[0]):
+        b[i] = s * c[i]
+
+
+@njit(parallel=True, cache=True)
+def stream_add(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    for i in prange(a.shape[0]):
+        c[i] = a[i] + b[i]
+
+
+@njit(parallel=True, cache=True)
+def stream_triad(a: np.ndarray, b: np.ndarray, c: np.ndarray, s: float) -> None:
+    for i in prange(b.shape[0]):
+        a[i] = b[i] + s * c[i]
+
+
+def aligned_empty(n: int, dtype: Any = np.float64, align: int = 2 * MiB,
+                  offset: int = 0) -> np.ndarray:
+    """An uninitialised array whose data starts ``offset`` bytes past an ``align`` boundary."""
+    dt = np.dtype(dtype)
+    buf = np.empty(n * dt.itemsize + align + offset, dtype=np.uint8)
+    off = -buf.ctypes.data % align + offset
+    return buf[off:off + n * dt.itemsize].view(dt)
+
+
+# Where a, b, c start: on cache lines (numpy's large arrays start 16 B past a page, so every
+# 64-byte zmm access would straddle two lines) but at different offsets within a 4 KiB page,
+# STREAM's OFFSET idea: a[i], b[i], c[i] never share a cache set or alias by their low 12 bits.
+STREAM_OFFSETS = (0, 1344, 2688)
+
+
+class StreamArrays:
+    """The three STREAM arrays a, b, c (FP64), first-touched in parallel, allocated once."""
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+        self.a, self.b, self.c = (aligned_empty(self.n, offset=o) for o in STREAM_OFFSETS)
+        _stream_init(self.a, self.b, self.c)
+
+    def call(self, kernel: str) -> Callable[[], None]:
+        """The STREAM kernel as a no-argument call (STREAM's own operands and order)."""
+        a, b, c, s = self.a, self.b, self.c, STREAM_SCALAR
+        calls: dict[str, Callable[[], None]] = {
+            "copy": lambda: stream_copy(c, a),
+            "scale": lambda: stream_scale(b, c, s),
+            "add": lambda: stream_add(c, a, b),
+            "triad": lambda: stream_triad(a, b, c, s),
+        }
+        return calls[kernel]
+
+    def check(self, kernel: str) -> None:
+        """Run ``kernel`` once on poisoned output and check every element against numpy."""
+        out = {"copy": self.c, "scale": self.b, "add": self.c, "triad": self.a}[kernel]
+        out.fill(np.nan)
+        self.call(kernel)()
+        ref = {"copy": lambda: self.a, "scale": lambda: STREAM_SCALAR * self.c,
+               "add": lambda: self.a + self.b,
+               "triad": lambda: self.b + STREAM_SCALAR * self.c}[kernel]()
+        if not np.array_equal(out, ref):
+            raise RuntimeError(f"stream-{kernel}: numba result differs from numpy")
+
+
+def settle(arrays: StreamArrays, seconds: float) -> None:
+    """Run the triad untimed for ``seconds`` so first-touch and page backing settle."""
+    triad = arrays.call("triad")
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        triad()
+
+
+def stream_roof(kernel: str, arrays: StreamArrays, timing: _TimingLike,
+                llc_bytes: int | None = None) -> Roof:
+    """A "dram" memory Roof from one STREAM kernel's timing: bytes/s at the best time, as
+    STREAM reports its "Best Rate" (a roof is a ceiling; the median is kept as evidence)."""
+    bpe = STREAM_BYTES_PER_ELEMENT[kernel]
+    nbytes = bpe * arrays.n
+    best = min(timing.samples)
+    ev: dict[str, Any] = {
+        "probe": f"stream-{kernel}", "implementation": "numba njit(parallel=True), prange",
+        "dtype": "fp64", "array_elements": arrays.n, "array_bytes": 8 * arrays.n, "arrays": 3,
+        "bytes_per_element": bpe, "bytes_per_run": nbytes,
+        "flops_per_element": STREAM_FLOPS_PER_ELEMENT[kernel],
+        "counting": "reads + writes as STREAM counts them (no write-allocate)",
+        "threads": _threads(), "value_from": "best time",
+        "median_bytes_per_s": nbytes / timing.median, "timing": _timing_evidence(timing),
+        **_env(),
+    }
+    if llc_bytes:
+        ev["llc_bytes"] = llc_bytes
+        ev["llc_multiple"] = 8 * arrays.n / llc_bytes
+    return Roof(name=f"dram stream-{kernel}", kind="memory", level="dram",
+                value=nbytes / best, source="measured", evidence=ev)
+
+
+def measure_stream(time_fn: TimeFn, n: int, kernels: tuple[str, ...] = STREAM_KERNELS,
+                   progress: Progress = None, llc_bytes: int | None = None,
+                   settle_s: float = 1.0) -> list[Roof]:
+    """STREAM copy/scale/add/triad on arrays of ``n`` FP64 elements, each validated first.
+
+    The triad runs untimed for ``settle_s`` first (``settle``), longer than a timer warm-up:
+    on the KVM dev box freshly allocated arrays were once seen streaming at ~30 GB/s for
+    ~7 s and then at ~45 (host-side page backing, by all appearances). Whether settling
+    helps there is not established (the VM's bandwidth also flips between ~30 and ~50 GB/s
+    on its own); it costs a few seconds and is recorded in the evidence.
+    """
+    arrays = StreamArrays(n)
+    settle(arrays, settle_s)
+    roofs = []
+    for k in kernels:
+        if progress:
+            progress(f"cpu roofs: stream-{k} ({8 * n / MiB:.0f} MiB per array)")
+        arrays.check(k)
+        roof = stream_roof(k, arrays, time_fn(arrays.call(k)), llc_bytes)
+        roof.evidence["settle_s"] = settle_s
+        roofs.append(roof)
+    return roofs
+
+
+# --------------------------------------------------------------------------- FMA peak
+
+
+def fma_flops(threads: int, row: int, steps: int, iters: int) -> int:
+    """FLOPs of one FMA-probe call: 2 per FMA per lane; each thread updates ``row`` elements
+    ``steps`` times per iteration."""
+    return 2 * threads * row * steps * iters
+
+
+@cache
+def _fma_kernel(row: int, steps: int) -> Callable[..., None]:
+    """The probe, compiled for a compile-time row length and step count (LLVM must see both
+    constants to fully unroll and keep the row in registers)."""
+
+    @njit(parallel=True, fastmath={"contract"})  # contract only: a*b+c -> fma, no reassociation
+    def fma_probe(x: np.ndarray, a: float, b: float, iters: int) -> None:
+        for t in prange(x.shape[0]):
+            r = x[t]
+            for _ in range(iters):
+                for _s in range(steps):
+                    for j in range(row):  # independent chains, vectorised by LLVM
+                        r[j] = r[j] * a + b
+        # results stay in x: every chain ends in a store the caller can read (no dead code)
+
+    return fma_probe
+
+
+def _vector_lanes_guess(itemsize: int) -> int:
+    """Lanes of the widest vector the host CPU has (what LLVM should use)."""
+    bits = widest_vector_bits(parse_features(host_cpu_features())) if host_cpu_features() else 256
+    return bits // (8 * itemsize)
+
+
+def fma_asm_facts(asm: str) -> dict[str, Any]:
+    """Count vector FMA instructions per register width in x86 assembly."""
+    counts = {"xmm": 0, "ymm": 0, "zmm": 0}
+    for m in re.finditer(r"\bv?fn?m(?:add|sub)\d{3}[ps][sd]\b[^\n]*", asm):
+        w = re.search(r"%(xmm|ymm|zmm)", m.group(0))
+        if w:
+            counts[w.group(1)] += 1
+    widest = next((w for w in ("zmm", "ymm", "xmm") if counts[w]), None)
+    bits = {"zmm": 512, "ymm": 256, "xmm": 128, None: None}[widest]
+    return {"fma_instructions": counts, "vector_bits": bits}
+
+
+def _aligned_rows(threads: int, row: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    # One 4 KiB page per thread: rows sharing a cache line would ping-pong between cores.
+    item = dtype.itemsize
+    stride = -(-row * item // 4096) * 4096 // item
+    buf = np.empty(threads * stride + 4096 // item, dtype=dtype)
+    off = (-buf.ctypes.data % 4096) // item
+    x = buf[off:off + threads * stride].reshape(threads, stride)
+    x[:] = rng.uniform(0.5, 1.5, size=x.shape).astype(dtype)
+    return x
+
+
+class FmaProbe:
+    """The peak-FMA probe for one precision, ready to call; compiles and inspects on init."""
+
+    def __init__(self, precision: str, target_s: float = 0.05) -> None:
+        if precision not in FMA_CONSTANTS:
+            raise ValueError(f"FMA probe precision must be one of {sorted(FMA_CONSTANTS)}")
+        self.precision = precision
+        self.dtype = np.dtype(np.float64 if precision == "fp64" else np.float32)
+        self.threads = _threads()
+        a, b = FMA_CONSTANTS[precision]
+        self.a, self.b = self.dtype.type(a), self.dtype.type(b)
+        item_bits = 8 * self.dtype.itemsize
+        host_lanes = _vector_lanes_guess(self.dtype.itemsize)
+        self._use(ACCUMULATORS * host_lanes)
+        self.candidates: list[dict[str, Any]] = []
+        got = self.asm["vector_bits"]
+        if got != host_lanes * item_bits:
+            # LLVM picked another width than the CPU's widest (e.g. a prefer-256-bit tuning):
+            # the row shape that keeps everything in registers is then a guess, so measure a
+            # few shapes briefly and keep the fastest. Each is a real FMA count.
+            rows = [ACCUMULATORS * host_lanes]
+            if got:
+                rows += [ACCUMULATORS * got // item_bits, 16 * got // item_bits]
+            for row in dict.fromkeys(rows):
+                self._use(row)
+                self.iters = self._calibrate(0.01)
+                rate = max(self.flops / self._time_one() for _ in range(3))
+                self.candidates.append({"row": row, "asm": self.asm, "flop_per_s": rate})
+            self._use(max(self.candidates, key=lambda c: c["flop_per_s"])["row"])
+        self.lanes = (self.asm["vector_bits"] or item_bits) // item_bits
+        self.accumulators = max(1, self.row // self.lanes)  # vector chains per thread
+        self.iters = self._calibrate(target_s)
+
+    def _use(self, row: int) -> None:
+        """Compile (cached) the kernel for ``row`` elements per thread and read its asm."""
+        self.row = row
+        self.kernel = _fma_kernel(row, STEPS)
+        self.x = _aligned_rows(self.threads, row, self.dtype, np.random.default_rng())
+        self.kernel(self.x, self.a, self.b, 1)
+        self.asm = fma_asm_facts(self.kernel.inspect_asm(self.kernel.signatures[-1]))
+
+    def _time_one(self) -> float:
+        t0 = time.perf_counter()
+        self()
+        return time.perf_counter() - t0
+
+    def _calibrate(self, target_s: float) -> int:
+        # Grow the work until the best of 3 calls lasts target_s. Not extrapolated from a
+        # short call: a parallel launch can cost 4-20 ms while the other cores' threads wake
+        # (seen on a 2-vCPU KVM guest), which would make the calls far too short to time.
+        iters = 1000
+        while iters < 1 << 32:
+            dt = math.inf
+            for _ in range(3):
+                t0 = time.perf_counter()
+                self.kernel(self.x, self.a, self.b, iters)
+                dt = min(dt, time.perf_counter() - t0)
+            if dt >= target_s:
+                break
+            iters *= 4 if dt < target_s / 8 else 2
+        return iters
+
+    @property
+    def flops(self) -> int:
+        return fma_flops(self.threads, self.row, STEPS, self.iters)
+
+    def __call__(self) -> None:
+        self.kernel(self.x, self.a, self.b, self.iters)
+
+    def check(self) -> None:
+        if not np.all(np.isfinite(self.x[:, :self.row])):
+            raise RuntimeError(f"{self.precision} FMA probe produced non-finite values")
+
+    def roof(self, timing: _TimingLike) -> Roof:
+        self.check()
+        bits = self.asm["vector_bits"]
+        ev = {
+            "probe": "fma-peak", "implementation": "numba njit(parallel=True, "
+            "fastmath={'contract'}), prange over threads", "dtype": self.precision,
+            "threads": self.threads, "vector_bits": bits, "lanes": self.lanes,
+            "accumulators": self.accumulators, "independent_chains_per_thread": self.row,
+            "shape_candidates": self.candidates,
+            "steps_per_iteration": STEPS, "iterations": self.iters,
+            "flops_per_run": self.flops, "counting": "2 FLOPs per FMA per lane",
+            "asm": self.asm, "value_from": "best time",
+            "median_flop_per_s": self.flops / timing.median,
+            "timing": _timing_evidence(timing), **_env(),
+        }
+        width = f"{bits}-bit" if bits else "scalar/unknown width"
+        return Roof(name=f"{self.precision} FMA peak ({width})", kind="compute",
+                    precision=self.precision, value=self.flops / min(timing.samples),
+                    source="measured", evidence=ev)
+
+
+# --------------------------------------------------------------------------- BLAS GEMM
+
+
+def gemm_flops(n: int) -> int:
+    return 2 * n ** 3
+
+
+def blas_gemm_roof(precision: str, n: int, time_fn: TimeFn) -> Roof:
+    """numpy.matmul on square n x n matrices of random data: a library ceiling."""
+    dt = np.float64 if precision == "fp64" else np.float32
+    rng = np.random.default_rng()
+    a = rng.standard_normal((n, n)).astype(dt)
+    b = rng.standard_normal((n, n)).astype(dt)
+    c = np.full((n, n), np.nan, dtype=dt)
+    np.matmul(a, b, out=c)
+    rows = rng.choice(n, size=min(n, 8), replace=False)  # spot-check against float64
+    ref = a[rows].astype(np.float64) @ b.astype(np.float64)
+    err = np.linalg.norm(c[rows] - ref) / np.linalg.norm(ref)
+    if not err < (1e-12 if precision == "fp64" else 1e-5):
+        raise RuntimeError(f"BLAS {precision} GEMM relative error {err:.2e}")
+    timing = time_fn(lambda: np.matmul(a, b, out=c))
+    flops = gemm_flops(n)
+    blas = "dgemm" if precision == "fp64" else "sgemm"
+    ev = {"probe": "blas-gemm", "implementation": f"numpy {np.__version__} matmul ({blas})",
+          "blas": _blas_name(), "blas_runtime": _openblas_runtime(), "dtype": precision,
+          "n": n, "flops_per_run": flops,
+          "counting": "2 n^3", "relative_error": float(err), "value_from": "best time",
+          "median_flop_per_s": flops / timing.median, "timing": _timing_evidence(timing)}
+    return Roof(name=f"{precision} BLAS {blas}", kind="compute", precision=precision,
+                value=flops / min(timing.samples), source="measured", evidence=ev)
+
+
+def _blas_name() -> str:
+    try:
+        cfg = np.show_config(mode="dicts")
+        return str(cfg["Build Dependencies"]["blas"]["name"])
+    except Exception:  # noqa: BLE001 - informational only
+        return "unknown"
+
+
+def _openblas_runtime() -> dict[str, Any]:
+    """OpenBLAS's chosen kernel set ("SkylakeX", "Zen"...) and threads, when numpy bundles it.
+
+    Best effort: the library numpy loaded is opened again by path (same handle) and asked.
+    """
+    import ctypes
+    import glob
+
+    libs_dir = Path(np.__file__).resolve().parent.parent / "numpy.libs"
+    for path in sorted(glob.glob(str(libs_dir / "lib*openblas*.so*"))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        out: dict[str, Any] = {}
+        for prefix in ("scipy_openblas_", "openblas_"):
+            for suffix in ("64_", ""):
+                for key in ("config", "corename"):
+                    fn = getattr(lib, f"{prefix}get_{key}{suffix}", None)
+                    if fn is not None and key not in out:
+                        fn.restype = ctypes.c_char_p
+                        out[key] = fn().decode(errors="replace")
+                nt = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+                if nt is not None and "threads" not in out:
+                    nt.restype = ctypes.c_int
+                    out["threads"] = int(nt())
+        if out:
+            return out
+    return {}
+
+
+# --------------------------------------------------------------------------- all together
+
+
+def compute_roof_notes(roofs: list[Roof]) -> list[str]:
+    """Notes for the report when the FMA probe of a precision came out below the measured BLAS
+    GEMM of that precision. A compute roof below a GEMM that ran is impossible (GEMM is FMAs
+    plus loads): the probe missed the peak, and the higher ceiling, the BLAS one, is the roof
+    used (``RoofSet.compute`` takes the highest measured roof of a precision)."""
+    notes = []
+    for prec in ("fp64", "fp32"):
+        fma = [r for r in roofs if r.precision == prec and r.evidence.get("probe") == "fma-peak"]
+        blas = [r for r in roofs if r.precision == prec and r.evidence.get("probe") == "blas-gemm"]
+        if not fma or not blas:
+            continue
+        f, b = max(fma, key=lambda r: r.value), max(blas, key=lambda r: r.value)
+        if b.value > f.value:
+            notes.append(
+                f"{prec}: the FMA probe ({f.name}, {f.value / 1e9:.1f} GFLOP/s) measured below "
+                f"the BLAS GEMM ({b.name}, {b.value / 1e9:.1f} GFLOP/s); a compute roof cannot "
+                f"be below a GEMM that ran, so the {prec} roof used is the higher ceiling, "
+                f"{b.name}")
+    return notes
+
+
+FmaRoofFn = Callable[[str, bool], Roof]
+
+
+def fma_roof_in_process(time_fn: TimeFn) -> FmaRoofFn:
+    """The FMA probe run in this process, with whatever vector width numba was started with."""
+    def measure(precision: str, quick: bool) -> Roof:
+        probe = FmaProbe(precision, target_s=0.03 if quick else 0.05)
+        roof = probe.roof(time_fn(probe))
+        roof.evidence["process"] = "in process"
+        return roof
+    return measure
+
+
+def measure_cpu_roofs(time_fn: TimeFn, quick: bool = False, progress: Progress = None,
+                      fma_roof: FmaRoofFn | None = None) -> list[Roof]:
+    """Measure this CPU's roofs: STREAM x4 (dram), FMA peak and BLAS GEMM (fp64, fp32).
+
+    ``time_fn(fn)`` times a no-argument call and returns a Timing. ``fma_roof(precision,
+    quick)`` measures one FMA roof (default: in this process; the CPU backend runs it in a
+    process started with the widest vectors). ``quick`` keeps arrays at the 4x-LLC minimum
+    (memory permitting), shortens FMA calls and uses n=1024 for GEMM; the full run uses 8x LLC
+    and n=2048.
+    """
+    llc = last_level_cache_bytes()
+    n = stream_elements(llc, default_stream_budget(), factor=4.0 if quick else 8.0)
+    roofs = measure_stream(time_fn, n, progress=progress, llc_bytes=llc,
+                           settle_s=0.5 if quick else 3.0)
+    fma_roof = fma_roof or fma_roof_in_process(time_fn)
+    for prec in ("fp64", "fp32"):
+        if progress:
+            progress(f"cpu roofs: {prec} FMA peak")
+        roofs.append(fma_roof(prec, quick))
+    gemm_n = 1024 if quick else 2048
+    for prec in ("fp64", "fp32"):
+        if progress:
+            progress(f"cpu roofs: {prec} BLAS GEMM n={gemm_n}")
+        roofs.append(blas_gemm_roof(prec, gemm_n, time_fn))
+    return roofs
+
+
+__all__ = [
+    "ACCUMULATORS", "STEPS", "STREAM_BYTES_PER_ELEMENT", "STREAM_KERNELS", "FmaProbe",
+    "StreamArrays", "aligned_empty", "available_memory_bytes", "blas_gemm_roof",
+    "case_memory_budget", "compute_roof_notes", "default_stream_budget", "fma_asm_facts",
+    "fma_flops", "fma_roof_in_process", "gemm_flops", "host_cpu_features", "last_level_cache_bytes",
+    "llc_from_lscpu", "llc_from_sysfs", "parse_features", "widest_vector_bits",
+    "widest_vector_env", "measure_cpu_roofs", "measure_stream", "settle", "stream_add",
+    "stream_copy", "stream_elements", "stream_roof", "stream_scale", "stream_triad",
+]
