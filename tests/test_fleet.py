@@ -8,8 +8,10 @@ import sys
 
 import pytest
 from roofbench.bench.cli import main
-from roofbench.bench.fleet import core as fleet
-from roofbench.roofs.model import Roof, RoofSet
+from roofbench.bench.errors import UserError
+from roofbench.bench.fleet import calibrate, compare, environment, output, plan, records
+
+from roofbench.schema import Roof, RoofSet
 
 
 def test_no_mpi_is_one_clear_message(monkeypatch, capsys):
@@ -30,89 +32,89 @@ def test_no_mpi_is_one_clear_message(monkeypatch, capsys):
 ])
 def test_gpu_by_local_rank(monkeypatch, cvd, local, want, why):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", cvd)
-    dev, err = fleet.assign_gpu(local, "node7", 9)
+    dev, err = environment.assign_gpu(local, "node7", 9)
     assert dev == want
     if why:
         assert why in err and "rank 9 (host node7" in err
     else:
-        assert err is None and fleet.os.environ["CUDA_VISIBLE_DEVICES"] == want
+        assert err is None and environment.os.environ["CUDA_VISIBLE_DEVICES"] == want
 
 
 def test_rank_without_gpu_is_recorded_not_fatal(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    place = fleet.Place(rank=3, size=4, host="n1", pid=1, version="x", python="3",
+    place = records.Place(rank=3, size=4, host="n1", pid=1, version="x", python="3",
                         launcher="t", local_rank=0)
-    res = fleet.calibrate_local(place, fleet.FleetConfig(backend="cuda", quick=True))
+    res = calibrate.calibrate_local(place, records.FleetConfig(backend="cuda", quick=True))
     assert res.status == "error" and "rank 3 (host n1, local rank 0) cannot see a GPU" in res.error
 
 
 def test_local_rank_from_launcher_env(monkeypatch):
-    for v in fleet.LOCAL_RANK_VARS:
+    for v in environment.LOCAL_RANK_VARS:
         monkeypatch.delenv(v, raising=False)
-    assert fleet.env_local_rank() == (None, "")
+    assert environment.env_local_rank() == (None, "")
     monkeypatch.setenv("SLURM_LOCALID", "3")
-    assert fleet.env_local_rank() == (3, "SLURM_LOCALID")
+    assert environment.env_local_rank() == (3, "SLURM_LOCALID")
     monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1")
-    assert fleet.env_local_rank() == (1, "OMPI_COMM_WORLD_LOCAL_RANK")
+    assert environment.env_local_rank() == (1, "OMPI_COMM_WORLD_LOCAL_RANK")
 
 
-def _place(r: int, host: str, version: str = "1.0") -> fleet.Place:
-    return fleet.Place(rank=r, size=4, host=host, pid=r, version=version, python="3",
+def _place(r: int, host: str, version: str = "1.0") -> records.Place:
+    return records.Place(rank=r, size=4, host=host, pid=r, version=version, python="3",
                        launcher="t")
 
 
 def test_version_mismatch_message_names_ranks_and_hosts():
     places = {0: _place(0, "a"), 1: _place(1, "a"), 2: _place(2, "b", "0.9")}
-    msg = fleet._version_problem(places)
+    msg = plan.version_problem(places)
     assert "versions differ" in msg and "1.0 on rank(s) 0, 1 (host(s) a)" in msg
     assert "0.9 on rank(s) 2 (host(s) b)" in msg
-    assert fleet._version_problem({0: _place(0, "a"), 1: _place(1, "b")}) is None
+    assert plan.version_problem({0: _place(0, "a"), 1: _place(1, "b")}) is None
 
 
 def test_local_ranks_and_cpu_turns():
     places = {0: _place(0, "a"), 1: _place(1, "b"), 2: _place(2, "a"), 3: _place(3, "a")}
-    fleet._fill_local_ranks(places)
+    plan.fill_local_ranks(places)
     assert [places[r].local_rank for r in range(4)] == [0, 0, 1, 2]
     assert places[3].local_size == 3
-    assert fleet._turn_order(places, "cpu") == {0: [], 2: [0], 3: [0, 2], 1: []}
-    assert fleet._turn_order(places, "cuda") == {}
+    assert plan.turn_order(places, "cpu") == {0: [], 2: [0], 3: [0, 2], 1: []}
+    assert plan.turn_order(places, "cuda") == {}
 
 
-def _result(rank: int, triad: float, device: str = "GPU X") -> fleet.RankResult:
+def _result(rank: int, triad: float, device: str = "GPU X") -> records.RankResult:
     rs = RoofSet(device=device)
     rs.add(Roof("triad", "memory", triad, "measured", level="dram"))
     rs.add(Roof("hbm ds", "memory", 4e12, "datasheet", level="dram"))
-    return fleet.RankResult(rank=rank, host=f"h{rank}", status="ok", device=device,
+    return records.RankResult(rank=rank, host=f"h{rank}", status="ok", device=device,
                             roofs=rs.to_dict())
 
 
 def test_outlier_is_below_the_median_of_its_peers():
     res = {0: _result(0, 3.6e12), 1: _result(1, 3.5e12), 2: _result(2, 3.0e12),
            3: _result(3, 1.0e12, device="Other GPU"),
-           4: fleet.RankResult(rank=4, host="h4", status="error", error="boom")}
-    rows = {r["rank"]: r for r in fleet.comparison_rows(res, margin=0.1)}
+           4: records.RankResult(rank=4, host="h4", status="error", error="boom")}
+    rows = {r["rank"]: r for r in compare.comparison_rows(res, margin=0.1)}
     assert rows[2]["outlier"] and rows[2]["peer_median"] == pytest.approx(3.55e12)
     assert not rows[0]["outlier"] and not rows[1]["outlier"]
     assert rows[3]["peers"] == 0 and not rows[3]["outlier"]  # no same-name peer
     assert rows[0]["ratio"] == pytest.approx(0.9)  # measured vs datasheet
     assert 4 not in rows
-    assert not any(r["outlier"] for r in fleet.comparison_rows(res, margin=0.2))
+    assert not any(r["outlier"] for r in compare.comparison_rows(res, margin=0.2))
 
 
 def test_report_files_are_complete_and_atomic(tmp_path):
     res = {0: _result(0, 3.6e12), 1: _result(1, 2.0e12),
-           2: fleet.RankResult(rank=2, host="h2", status="timeout", error="no answer")}
+           2: records.RankResult(rank=2, host="h2", status="timeout", error="no answer")}
     places = {r: _place(r, f"h{r}") for r in res}
-    cfg = fleet.FleetConfig(backend="cuda", margin=0.1, argv=["roofbench", "fleet"])
-    rep = fleet.build_report(cfg, places, res, [], "MPI link probes skipped")
-    fleet.write_report(rep, tmp_path)
+    cfg = records.FleetConfig(backend="cuda", margin=0.1, argv=["roofbench", "fleet"])
+    rep = compare.build_report(cfg, places, res, [], "MPI link probes skipped")
+    output.write_report(rep, tmp_path)
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["fleet.json", "fleet.md", "fleet.png", "rank0-gpu-x.json",
                      "rank1-gpu-x.json"]  # no temporary file left behind
     d = json.loads((tmp_path / "fleet.json").read_text())
-    assert d["schema"] == fleet.SCHEMA and d["world_size"] == 3
+    assert d["schema"] == records.SCHEMA and d["world_size"] == 3
     assert [o["rank"] for o in d["outliers"]] == [1]
-    assert fleet._exit_code(d) == 1
+    assert compare.exit_code(d) == 1
     md = (tmp_path / "fleet.md").read_text()
     assert "| 2 | h2 |" in md and "timeout" in md and "no answer" in md
     assert "**rank 1 (h1, GPU X)**" in md
@@ -121,8 +123,8 @@ def test_report_files_are_complete_and_atomic(tmp_path):
 def test_unwritable_out_dir_is_user_error(tmp_path):
     f = tmp_path / "file"
     f.write_text("")
-    with pytest.raises(fleet.UserError, match="cannot write the fleet report"):
-        fleet._prepare_out(str(f / "sub"))
+    with pytest.raises(UserError, match="cannot write the fleet report"):
+        plan.prepare_out(str(f / "sub"))
 
 
 def test_gpu_links_without_gpu(tmp_path, capsys):
@@ -158,4 +160,4 @@ def test_launcher_detection(monkeypatch, env, want):
         monkeypatch.delenv(v, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    assert fleet.launcher() == want
+    assert environment.launcher() == want

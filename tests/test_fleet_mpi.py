@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from roofbench.roofs.model import RoofSet
+
+from roofbench.schema import RoofSet
 
 pytestmark = pytest.mark.mpi
 
@@ -142,7 +143,7 @@ def test_watchdog_aborts_a_hung_collective(tmp_path):
     script.write_text(
         "import time\n"
         "from mpi4py import MPI\n"
-        "from roofbench.bench.fleet.core import watchdog\n"
+        "from roofbench.bench.fleet.messaging import watchdog\n"
         "c = MPI.COMM_WORLD\n"
         "if c.Get_rank() == 1:\n"
         "    time.sleep(120)  # never joins the barrier\n"

@@ -28,16 +28,21 @@ from typing import Any
 import numpy as np
 import pytest
 from roofbench.roofs.calibrated import (
-    SCHEMA,
     CalibrationError,
-    load_calibrated,
+    load_roofs,
     save_calibrated,
     side_by_side,
 )
-from roofbench.roofs.model import Roof, RoofSet
 from roofbench.roofs.probes import gpu as gp
+from roofbench.roofs.probes import gpu_device as gd
+from roofbench.roofs.probes import gpu_math as gm
+from roofbench.roofs.probes import gpu_memory as gmem
+from roofbench.roofs.probes import gpu_run as pr
 
-CUDA_DIR = gp.CUDA_DIR
+from roofbench.schema import CALIBRATED_SCHEMA as SCHEMA
+from roofbench.schema import Roof, RoofSet
+
+CUDA_DIR = pr.CUDA_DIR
 SOURCES = ("stream.cu", "cache.cu", "fma.cu", "mma.cu", "ert.cu", "wgmma.cu")
 ARCHS = ((8, 0), (8, 9), (9, 0))
 REPO = Path(__file__).resolve().parents[1]
@@ -173,7 +178,7 @@ def test_fma_loop_is_fma_dominated(built, cc, kernel, family):
     body, share = _hot_loop(insns, family)
     n = sum(1 for o in body if o.split(".")[0] == family)
     # FMA_UNROLL x FMA_CHAINS FMAs per trip, and nothing much else in the loop.
-    assert n >= gp.FMA_UNROLL * gp.FMA_CHAINS, (kernel, Counter(body))
+    assert n >= gm.FMA_UNROLL * gm.FMA_CHAINS, (kernel, Counter(body))
     assert share >= 0.9, (kernel, share, Counter(body))
     if kernel == "fma_bf16x2":
         assert all(".BF16" in o for o in body if o.startswith("HFMA2")), Counter(body)
@@ -187,7 +192,7 @@ def test_fma_loop_is_fma_dominated(built, cc, kernel, family):
 def test_mma_probes_run_on_tensor_cores(built, cc, kernel, op):
     insns = built[("mma.cu", cc)]["sass"][kernel]
     body, share = _hot_loop(insns, "HMMA")
-    assert sum(1 for o in body if o == op) >= gp.MMA_ACC, Counter(body)
+    assert sum(1 for o in body if o == op) >= gm.MMA_ACC, Counter(body)
     assert share >= 0.8, (share, Counter(body))  # operands stay in registers: no loads
     assert not any(o.startswith(("LDG", "LDS", "LDL")) for o in body)
 
@@ -196,7 +201,7 @@ def test_mma_probes_run_on_tensor_cores(built, cc, kernel, op):
 def test_fp8_mma_native_on_sm89_only(built, tmp_path):
     ops89 = [o for _, o, _ in built[("mma.cu", (8, 9))]["sass"]["mma_fp8e4m3"]]
     body, _ = _hot_loop(built[("mma.cu", (8, 9))]["sass"]["mma_fp8e4m3"], "QMMA")
-    assert sum(1 for o in body if o == "QMMA.16832.F32.E4M3.E4M3") >= gp.MMA_ACC, Counter(ops89)
+    assert sum(1 for o in body if o == "QMMA.16832.F32.E4M3.E4M3") >= gm.MMA_ACC, Counter(ops89)
     # Not built for sm_80 (no FP8) nor sm_90 (no native FP8 mma.sync on Hopper)...
     assert "mma_fp8e4m3" not in built[("mma.cu", (8, 0))]["sass"]
     assert "mma_fp8e4m3" not in built[("mma.cu", (9, 0))]["sass"]
@@ -211,7 +216,7 @@ def test_fp8_mma_native_on_sm89_only(built, tmp_path):
 @pytest.mark.parametrize("cc", ARCHS, ids=lambda c: f"sm_{c[0]}{c[1]}")
 def test_bandwidth_probes_are_vectorized(built, cc):
     sass = built[("stream.cu", cc)]["sass"]
-    for k, (r, w) in gp.STREAM_RW.items():
+    for k, (r, w) in gmem.STREAM_RW.items():
         for suf in ("f32", "f64"):
             ops = Counter(o for _, o, _ in sass[f"stream_{k}_{suf}"])
             if r:
@@ -222,7 +227,7 @@ def test_bandwidth_probes_are_vectorized(built, cc):
     l2 = Counter(o for _, o, _ in cache["l2_read"])
     assert any(o.startswith("LDG.E.128") and "STRONG.GPU" in o for o in l2), l2  # ld.cg
     smem_body, _ = _hot_loop(cache["smem_read"], "LDS")
-    assert sum(1 for o in smem_body if o == "LDS.128") >= gp.SMEM_UNROLL, Counter(smem_body)
+    assert sum(1 for o in smem_body if o == "LDS.128") >= gmem.SMEM_UNROLL, Counter(smem_body)
 
 
 @needs_toolchain
@@ -262,53 +267,53 @@ def test_nvrtc_compiles_every_probe_without_includes():
 # ---- pure functions ------------------------------------------------------------------------
 
 def _cr(block, bps, rate, cv=0.01):
-    return gp.ConfigResult(block, bps, 132 * bps, 1.0 / rate, rate, cv, 10)
+    return pr.ConfigResult(block, bps, 132 * bps, 1.0 / rate, rate, cv, 10)
 
 
 def test_pick_best_config():
     rs = [_cr(256, 8, 3.0e12), _cr(512, 4, 4.2e12), _cr(1024, 2, 4.0e12)]
-    assert gp.pick_best_config(rs).block == 512
+    assert pr.pick_best_config(rs).block == 512
     # Within 0.5%: the steadier wins, then the smaller launch.
     tie = [_cr(256, 8, 4.2e12, cv=0.03), _cr(512, 4, 4.19e12, cv=0.002)]
-    assert gp.pick_best_config(tie).block == 512
+    assert pr.pick_best_config(tie).block == 512
     same = [_cr(1024, 4, 4.2e12), _cr(256, 4, 4.2e12)]
-    assert gp.pick_best_config(same).block == 256
+    assert pr.pick_best_config(same).block == 256
     with pytest.raises(ValueError):
-        gp.pick_best_config([])
+        pr.pick_best_config([])
 
 
 def test_roof_from_samples_uses_the_median():
-    v, st = gp.roof_from_samples([2.0, 1.0, 4.0, 1.0, 1.0], work=8.0)
+    v, st = pr.roof_from_samples([2.0, 1.0, 4.0, 1.0, 1.0], work=8.0)
     assert v == 8.0 and st["median_s"] == 1.0 and st["rate_at_best_sample"] == 8.0
     assert st["n"] == 5 and st["cv"] > 0
     with pytest.raises(ValueError):
-        gp.roof_from_samples([], 1.0)
+        pr.roof_from_samples([], 1.0)
     with pytest.raises(ValueError):
-        gp.roof_from_samples([0.0, float("nan")], 1.0)
+        pr.roof_from_samples([0.0, float("nan")], 1.0)
 
 
 def test_knee_from_curve():
     bw, peak = 4e12, 60e12
     curve = [[ai, min(peak, bw * ai) * 0.95] for ai in (0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128)]
-    k = gp.knee_from_curve(curve)
+    k = gm.knee_from_curve(curve)
     assert k["knee_ai"] == pytest.approx(peak / bw)
     assert k["bandwidth"] == pytest.approx(0.95 * bw)
     assert k["ai_at_90pct_peak"] == 16
-    assert gp.knee_from_curve([[1, 1e12]]) is None
+    assert gm.knee_from_curve([[1, 1e12]]) is None
 
 
 def test_accounting_helpers():
-    assert gp.stream_bytes("triad", 10, 4) == 120 and gp.stream_bytes("read", 10, 8) == 80
-    assert gp.ert_ai(1, 4) == 0.25 and gp.ert_ai(1024, 2) == 512 and gp.ert_ai(0, 8) == 0
-    assert gp.fma_flops(100, 2, packed=False) == 100 * 2 * gp.FMA_UNROLL * gp.FMA_CHAINS * 2
-    assert gp.mma_flops(1, 1, 16) == gp.MMA_ACC * 4096
-    assert gp.scale_iters(64, 0.001, 0.01) == 640
-    assert gp.scale_iters(64, 0.0, 0.01) == 64 * 16
-    assert gp.pack2(1.0, "fp16") == 0x3C003C00 and gp.pack2(1.0, "bf16") == 0x3F803F80
-    assert len(gp.bandwidth_configs(True)) < len(gp.bandwidth_configs(False))
-    assert tuple([0] + [2 ** i for i in range(11)]) == gp.ERT_FMAS
+    assert gmem.stream_bytes("triad", 10, 4) == 120 and gmem.stream_bytes("read", 10, 8) == 80
+    assert gm.ert_ai(1, 4) == 0.25 and gm.ert_ai(1024, 2) == 512 and gm.ert_ai(0, 8) == 0
+    assert gm.fma_flops(100, 2, packed=False) == 100 * 2 * gm.FMA_UNROLL * gm.FMA_CHAINS * 2
+    assert gm.mma_flops(1, 1, 16) == gm.MMA_ACC * 4096
+    assert pr.scale_iters(64, 0.001, 0.01) == 640
+    assert pr.scale_iters(64, 0.0, 0.01) == 64 * 16
+    assert gm.pack2(1.0, "fp16") == 0x3C003C00 and gm.pack2(1.0, "bf16") == 0x3F803F80
+    assert len(gmem.bandwidth_configs(True)) < len(gmem.bandwidth_configs(False))
+    assert tuple([0] + [2 ** i for i in range(11)]) == gm.ERT_FMAS
     ert = (CUDA_DIR / "ert.cu").read_text()
-    assert tuple(int(k) for k in re.findall(r"^ERT_KERNELS\((\d+)\)", ert, re.M)) == gp.ERT_FMAS
+    assert tuple(int(k) for k in re.findall(r"^ERT_KERNELS\((\d+)\)", ert, re.M)) == gm.ERT_FMAS
 
 
 # ---- the whole orchestration on a fake GPU with planted rates ---------------------------------
@@ -327,7 +332,7 @@ class FakeGpu:
     """Records launches; a planted model turns each launch into seconds."""
 
     name, sm_count, cc, l2_bytes, free_bytes, index = "NVIDIA H200", 132, (9, 0), \
-        50 * gp.MiB, 100 * gp.GiB, 0
+        50 * gd.MiB, 100 * gd.GiB, 0
 
     def __init__(self, no_torch: bool = True, copy_rate: float = PLANT["copy"],
                  torch_gemm: bool = True, torch_triad_rate: float | None = None) -> None:
@@ -360,8 +365,8 @@ class FakeGpu:
         return _Arr(n, kind)
 
     def upload(self, arr):
-        assert arr.dtype == np.uint32 and arr.size in (32 * 6, gp.WGMMA_IN_WORDS)
-        if arr.size == gp.WGMMA_IN_WORDS:  # operand tiles hold data, no zero words
+        assert arr.dtype == np.uint32 and arr.size in (32 * 6, gm.WGMMA_IN_WORDS)
+        if arr.size == gm.WGMMA_IN_WORDS:  # operand tiles hold data, no zero words
             assert arr.all()
         return _Arr(arr.size, "u32")
 
@@ -387,24 +392,24 @@ class FakeGpu:
             kdim = 32 if name.endswith("e4m3") else 16
             rate = PLANT["wgmma_fp8"] if kdim == 32 else PLANT["wgmma"]
             eff = 1.0 if block == 384 else 0.95  # 3 warpgroups per SM win
-            return gp.wgmma_flops(grid, block, int(args[1]), kdim) / (rate * eff)
+            return gm.wgmma_flops(grid, block, int(args[1]), kdim) / (rate * eff)
         if name.startswith("stream_"):
             k, suf = name.split("_")[1:]
             eff = 1.0 if (block, grid // self.sm_count) == (512, 4) else 0.9
-            return gp.stream_bytes(k, args[-1], 4 if suf == "f32" else 8) / (PLANT["hbm"] * eff)
+            return gmem.stream_bytes(k, args[-1], 4 if suf == "f32" else 8) / (PLANT["hbm"] * eff)
         if name == "l2_read":
             nv, reps = int(args[1]), int(args[2])
             bw = PLANT["l2"] if nv * 16 <= self.l2_bytes else PLANT["hbm"]
             return nv * 16 * reps / bw
         if name == "smem_read":
-            return grid * block * int(args[0]) * gp.SMEM_UNROLL * 16 / PLANT["smem"]
+            return grid * block * int(args[0]) * gmem.SMEM_UNROLL * 16 / PLANT["smem"]
         if name.startswith("fma_"):
             prec = {"fma_fp64": "fp64", "fma_fp32": "fp32", "fma_fp16x2": "fp16",
                     "fma_bf16x2": "bf16"}[name]
-            return gp.fma_flops(grid * block, int(args[2]), "x2" in name) / PLANT[prec]
+            return gm.fma_flops(grid * block, int(args[2]), "x2" in name) / PLANT[prec]
         if name.startswith("mma_"):
             kdim = {"mma_fp16": 16, "mma_bf16": 16, "mma_tf32": 8}[name]
-            return gp.mma_flops(grid * block // 32, int(args[1]), kdim) / PLANT["mma"]
+            return gm.mma_flops(grid * block // 32, int(args[1]), kdim) / PLANT["mma"]
         if name.startswith("ert_"):
             _, suf, k = name.split("_")
             fmas = int(k[1:])
@@ -425,18 +430,18 @@ class FakeGpu:
 
     def library_gemm(self, precision, n, lib):
         if lib == "torch" and (precision == "fp8_tc" or not self.torch_gemm):
-            raise gp.ProbeUnavailable("PyTorch is not importable (ModuleNotFoundError)")
-        assert lib in gp.GEMM_LIBS[precision]
+            raise gd.ProbeUnavailable("PyTorch is not importable (ModuleNotFoundError)")
+        assert lib in gm.GEMM_LIBS[precision]
         return (lambda: self.launches.append(("gemm", 0, 0, (precision, n, lib)))), {
             "library": f"fake.{lib}.matmul (cuBLAS)"}
 
     def library_stream(self, lib, op, nbytes):
         if lib == "torch" and self.no_torch:
-            raise gp.ProbeUnavailable("PyTorch is not importable (ModuleNotFoundError)")
+            raise gd.ProbeUnavailable("PyTorch is not importable (ModuleNotFoundError)")
         if op == "copy":
             return lambda: self.memcpy(None, None, nbytes)
         if lib == "cupy" and op == "triad":
-            raise gp.ProbeUnavailable("no CuPy triad")
+            raise gd.ProbeUnavailable("no CuPy triad")
         return lambda: self.launches.append((f"lib_{lib}_{op}_{nbytes}", 0, 0, ()))
 
     def release(self):
@@ -517,7 +522,7 @@ def test_fake_run_ert_curves_and_knee(fake_run):
     rs, _ = fake_run
     curves = rs.info["ert_curves"]
     assert set(curves) == {"fp64", "fp32", "fp16", "bf16"}
-    assert len(curves["fp32"]) == len(gp.ERT_FMAS) - 1  # K = 0 has no FLOPs: kept apart
+    assert len(curves["fp32"]) == len(gm.ERT_FMAS) - 1  # K = 0 has no FLOPs: kept apart
     for prec in curves:
         e = rs.info["ert"][prec]
         assert e["measured_ridge"] == pytest.approx(PLANT[prec] / PLANT["hbm"], rel=1e-6)
@@ -553,7 +558,7 @@ def test_torch_triad_faster_than_everything_becomes_the_roof():
     hbm = rs.memory("dram", "measured")
     assert hbm.value == pytest.approx(4.25e12) and hbm.evidence["probe"] == "torch triad"
     refs = rs.info["reference_copies"]
-    assert set(refs) == {f"{lib}_{op}" for lib, op in gp.LIBRARY_STREAMS}
+    assert set(refs) == {f"{lib}_{op}" for lib, op in gmem.LIBRARY_STREAMS}
     assert hbm.evidence["library_references"]["torch_triad"] == pytest.approx(4.25e12)
     assert rs.info["probe_library_ratio"]["triad_fp32/torch_triad"] == pytest.approx(4.0 / 4.25)
 
@@ -571,17 +576,17 @@ def test_no_torch_no_bf16_library_roof_but_wgmma_still_measured():
 
 def test_sustained_rate():
     # a run of 5 samples at 0.5 s is sustained; one lucky 0.1 s sample is not
-    assert gp.sustained_rate([1, 1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.5, 2], 1.0) == 2.0
-    assert gp.sustained_rate([1, 1, 0.1, 1, 1, 1], 1.0) == 1.0
-    assert gp.sustained_rate([2.0, 4.0], 8.0) == pytest.approx(8.0 / 3.0)  # fewer: median
+    assert pr.sustained_rate([1, 1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.5, 2], 1.0) == 2.0
+    assert pr.sustained_rate([1, 1, 0.1, 1, 1, 1], 1.0) == 1.0
+    assert pr.sustained_rate([2.0, 4.0], 8.0) == pytest.approx(8.0 / 3.0)  # fewer: median
     # a slow tail (throttling, a neighbour) does not drag the roof down as a median would
     slow_tail = [1.0] * 6 + [3.0] * 10
-    assert gp.sustained_rate(slow_tail, 1.0) == 1.0
-    assert gp.roof_from_samples(slow_tail, 1.0)[0] == pytest.approx(1 / 3.0)
+    assert pr.sustained_rate(slow_tail, 1.0) == 1.0
+    assert pr.roof_from_samples(slow_tail, 1.0)[0] == pytest.approx(1 / 3.0)
     with pytest.raises(ValueError):
-        gp.sustained_rate([], 1.0)
+        pr.sustained_rate([], 1.0)
     with pytest.raises(ValueError):
-        gp.sustained_rate([1.0, float("nan")], 1.0)
+        pr.sustained_rate([1.0, float("nan")], 1.0)
 
 
 def test_failing_probe_is_recorded_and_others_go_on():
@@ -643,7 +648,7 @@ def test_calibrated_round_trip(tmp_path):
     d = json.loads(p.read_text())
     assert d["schema"] == SCHEMA and d["slug"] == "nvidia-h200"
     assert d["table"][0]["measured_over_datasheet"] == pytest.approx(4.3 / 4.8)
-    rs = load_calibrated(p)
+    rs = load_roofs(p, require_schema=True)
     assert rs.memory("dram").value == 4.3e12  # measured picked over datasheet
     assert rs.memory("dram", "datasheet").value == 4.8e12
     assert rs.info["ert_curves"]["fp32"][1] == [256.0, 6e13]
@@ -665,7 +670,7 @@ def test_corrupt_calibrated_file_is_refused_by_name(tmp_path, content, what):
     p = tmp_path / "nvidia-h200.json"
     p.write_text(content)
     with pytest.raises(CalibrationError) as ei:
-        load_calibrated(p)
+        load_roofs(p, require_schema=True)
     msg = str(ei.value)
     assert str(p) in msg and what in msg and "--recalibrate" in msg
 
@@ -673,13 +678,13 @@ def test_corrupt_calibrated_file_is_refused_by_name(tmp_path, content, what):
 def test_lenient_load_takes_bare_roof_sets_and_results(tmp_path):
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps(_small_set().to_dict(), default=float))
-    assert load_calibrated(bare, require_schema=False).device == "NVIDIA H200"
+    assert load_roofs(bare).device == "NVIDIA H200"
     with pytest.raises(CalibrationError, match="wrong schema"):
-        load_calibrated(bare)  # the calibrated cache itself must carry its schema
+        load_roofs(bare, require_schema=True)  # the calibrated cache itself must carry its schema
     run = tmp_path / "results.json"
     run.write_text(json.dumps({"schema": "roofbench.results/1", "cases": [],
                                "roofs": _small_set().to_dict()}, default=float))
-    assert load_calibrated(run, require_schema=False).memory("dram").value == 4.3e12
+    assert load_roofs(run).memory("dram").value == 4.3e12
 
 
 def test_obtain_roofs_reuses_and_refuses(tmp_path):
@@ -699,19 +704,19 @@ def test_obtain_roofs_reuses_and_refuses(tmp_path):
             return _small_set()
 
     f = tmp_path / "h200.json"
-    rs = obtain_roofs(Gpu(), roofs_file=f, quick=True)  # absent: measured and saved
+    rs = obtain_roofs(Gpu(), cache=f, quick=True)  # absent: measured and saved
     assert calls == [True] and f.exists() and rs.info["calibrated_file"] == str(f)
-    obtain_roofs(Gpu(), roofs_file=f)  # present: reused
+    obtain_roofs(Gpu(), cache=f)  # present: reused
     assert calls == [True]
-    obtain_roofs(Gpu(), roofs_file=f, recalibrate=True)
+    obtain_roofs(Gpu(), cache=f, recalibrate=True)
     assert calls == [True, False]
     f.write_text("{truncated")
     with pytest.raises(UserError, match="--recalibrate"):
-        obtain_roofs(Gpu(), roofs_file=f)
+        obtain_roofs(Gpu(), cache=f)
     other = tmp_path / "a100.json"
     save_calibrated(RoofSet("NVIDIA A100-SXM4-80GB", _small_set().roofs), other)
     with pytest.raises(UserError, match="A100"):
-        obtain_roofs(Gpu(), roofs_file=other)
+        obtain_roofs(Gpu(), cache=other)
 
     class Cpu(Gpu):
         kind = "cpu"
@@ -772,9 +777,9 @@ def test_roofs_compare_draws_two_devices(tmp_path):
 
 def test_wgmma_operand_words_are_finite_and_nonzero():
     rng = np.random.default_rng(1)
-    f16 = gp._wgmma_words("fp16_tc", rng).view(np.float16)
-    assert f16.size == 2 * gp.WGMMA_IN_WORDS and ((f16 >= 0.25) & (f16 <= 0.75)).all()
-    bf = gp._wgmma_words("bf16_tc", rng)
+    f16 = gm.wgmma_words("fp16_tc", rng).view(np.float16)
+    assert f16.size == 2 * gm.WGMMA_IN_WORDS and ((f16 >= 0.25) & (f16 <= 0.75)).all()
+    bf = gm.wgmma_words("bf16_tc", rng)
     hi = (bf >> 16).astype(np.uint32) << 16
     lo = (bf & 0xFFFF).astype(np.uint32) << 16
     for half in (hi, lo):
@@ -782,7 +787,7 @@ def test_wgmma_operand_words_are_finite_and_nonzero():
         assert ((v >= 0.24) & (v <= 0.76)).all()
     import ml_dtypes
 
-    e4m3 = gp._wgmma_words("fp8_tc", rng).view(np.uint8).view(ml_dtypes.float8_e4m3fn)
+    e4m3 = gm.wgmma_words("fp8_tc", rng).view(np.uint8).view(ml_dtypes.float8_e4m3fn)
     vals = e4m3.astype(np.float32)
     assert np.isfinite(vals).all() and (vals > 0).all()
 
@@ -806,7 +811,7 @@ def test_wgmma_probe_is_native_hopper(tmp_path):
             "wgmma_fp8e4m3": r"QGMMA\.64x256x32\.F32\.E4M3\.E4M3 "}
     for name, pat in want.items():
         text = funcs[name]
-        assert len(re.findall(pat, text)) >= gp.WGMMA_STEPS, name
+        assert len(re.findall(pat, text)) >= gm.WGMMA_STEPS, name
         assert "LDL" not in text and "STL" not in text and "HMMA" not in text, name
 
 
@@ -819,7 +824,7 @@ def test_stream_loops_keep_several_loads_in_flight(built, cc):
     ilp = int(re.search(r"#define STREAM_ILP (\d+)", (CUDA_DIR / "stream.cu").read_text())[1])
     assert ilp >= 4
     sass = built[("stream.cu", cc)]["sass"]
-    for k, (r, w) in gp.STREAM_RW.items():
+    for k, (r, w) in gmem.STREAM_RW.items():
         if not r:
             continue
         body = max(_loop_bodies(sass[f"stream_{k}_f32"]),
@@ -836,7 +841,7 @@ def test_calibrate_summary_prints_the_ratios(fake_run):
     import io
 
     from rich.console import Console
-    from roofbench.bench.measure.roof_source import print_summary, summary_ratios
+    from roofbench.bench.present.tables import print_summary, summary_ratios
 
     rs, _ = fake_run
     got = {what: (v, target) for what, v, target in summary_ratios(rs)}
@@ -855,11 +860,11 @@ def test_calibrate_summary_prints_the_ratios(fake_run):
 
 def test_probe_constants_match_their_sources():
     fma = (CUDA_DIR / "fma.cu").read_text()
-    assert int(re.search(r"#define FMA_CHAINS (\d+)", fma)[1]) == gp.FMA_CHAINS
-    assert int(re.search(r"#define FMA_UNROLL (\d+)", fma)[1]) == gp.FMA_UNROLL
+    assert int(re.search(r"#define FMA_CHAINS (\d+)", fma)[1]) == gm.FMA_CHAINS
+    assert int(re.search(r"#define FMA_UNROLL (\d+)", fma)[1]) == gm.FMA_UNROLL
     wg = (CUDA_DIR / "wgmma.cu").read_text()
-    assert int(re.search(r"#define WGMMA_STEPS (\d+)", wg)[1]) == gp.WGMMA_STEPS
-    assert gp.WGMMA_IN_WORDS == (64 * 128 + 256 * 128) // 4  # WGMMA_IN_WORDS of the source
+    assert int(re.search(r"#define WGMMA_STEPS (\d+)", wg)[1]) == gm.WGMMA_STEPS
+    assert gm.WGMMA_IN_WORDS == (64 * 128 + 256 * 128) // 4  # WGMMA_IN_WORDS of the source
     assert "(WGMMA_TILE_A + WGMMA_TILE_B) / 4" in wg
 
 
@@ -872,31 +877,31 @@ def test_packed_fma_uses_both_pipes_on_hopper(built, kernel):
     body, _ = _hot_loop(built[("fma.cu", (9, 0))]["sass"][kernel], "HFMA2")
     mma = sum(1 for o in body if o.startswith("HFMA2.MMA"))
     fma = sum(1 for o in body if o.startswith("HFMA2") and not o.startswith("HFMA2.MMA"))
-    assert mma == fma == gp.FMA_UNROLL * gp.FMA_CHAINS // 2, Counter(body)
+    assert mma == fma == gm.FMA_UNROLL * gm.FMA_CHAINS // 2, Counter(body)
     assert len(body) - mma - fma <= 4, Counter(body)
 
 
 def test_memory_probe_arrays_are_at_least_1gib_or_16x_l2():
     gpu = FakeGpu()
     for quick in (True, False):
-        assert gp._array_bytes(gpu, quick, 3) == 1 * gp.GiB  # 16 x 50 MiB < 1 GiB
-    gpu.l2_bytes = 96 * gp.MiB
-    assert gp._array_bytes(gpu, True, 3) == 16 * 96 * gp.MiB
-    gpu.free_bytes = 6 * gp.GiB  # capped: 3 arrays in a quarter of the free memory
-    assert gp._array_bytes(gpu, True, 3) == 6 * gp.GiB // 12 // 64 * 64
-    gpu.free_bytes = 1 * gp.GiB
-    with pytest.raises(gp.ProbeUnavailable, match="not enough free memory"):
-        gp._array_bytes(gpu, True, 3)
+        assert gmem.array_bytes(gpu, quick, 3) == 1 * gd.GiB  # 16 x 50 MiB < 1 GiB
+    gpu.l2_bytes = 96 * gd.MiB
+    assert gmem.array_bytes(gpu, True, 3) == 16 * 96 * gd.MiB
+    gpu.free_bytes = 6 * gd.GiB  # capped: 3 arrays in a quarter of the free memory
+    assert gmem.array_bytes(gpu, True, 3) == 6 * gd.GiB // 12 // 64 * 64
+    gpu.free_bytes = 1 * gd.GiB
+    with pytest.raises(gd.ProbeUnavailable, match="not enough free memory"):
+        gmem.array_bytes(gpu, True, 3)
 
 
 def test_wgmma_probes_without_cuda_python_fail_with_a_reason():
     gpu = FakeGpu()
 
     def no_driver(source, name, arch):
-        raise gp.ProbeUnavailable("cuda-python is not importable (ModuleNotFoundError)")
+        raise gd.ProbeUnavailable("cuda-python is not importable (ModuleNotFoundError)")
     gpu.compile_native = no_driver  # type: ignore[method-assign]
     rs = gp.measure_gpu_roofs(_fake_time_fn(gpu), quick=True, gpu=gpu)
     failed = {f.probe: f.reason for f in rs.failed_probes}
-    for prec in gp.WGMMA_KERNELS:
+    for prec in gm.WGMMA_KERNELS:
         assert "wgmma" in failed[f"wgmma_{prec}"] and "cuda-python" in failed[f"wgmma_{prec}"]
     assert rs.compute("fp16_tc", "measured").evidence["ceiling"] == "library"

@@ -21,9 +21,8 @@ from typing import Any
 
 # Thresholds for naming a cause (fractions of all cores' time over the timed window).
 OTHER_BUSY = 0.05  # other processes used more than this share of the cores
-# The hypervisor took more than this share. On the issue-9 Intel VM, quiet otherwise, steal of
-# 2-8% of the window (70-360 ms, in bursts) came with CVs of 7-22% for every case that had it
-# and CVs of 0.8-3.7% for the cases that had none (make bench, 2026-11-30 20:28 UTC).
+# The hypervisor took more than this share. On a VM that is otherwise quiet, steal time in
+# bursts goes with a high CV for every case that has it and a low one for the cases without.
 STEAL = 0.01
 FAULTS_PER_S = 100.0  # page faults per second of timing: memory touched inside the window
 

@@ -23,12 +23,21 @@ from roofbench.kernels.cuda_impl import (
     load_source,
 )
 from roofbench.kernels.spec import Case
-from roofbench.roofs.model import RoofSet
 
-from ..measure.timer import TimerConfig, Timing
-from .base import Backend, BackendUnavailable, CaseUnsupported, Prepared, first_line
+from roofbench.schema import RoofSet, Timing
+
+from ..measure.timer import TimerConfig
+from .base import BackendUnavailable, CaseUnsupported, Prepared, first_line
 from .cuda_timer import EventOps, cuda_time
-from .gpu_common import POISON, STORAGE, from_storage, launch_facts, plan_launches, to_storage
+from .gpu_common import (
+    POISON,
+    CudaCBackend,
+    CudaCPrepared,
+    PlannedLaunch,
+    function_facts,
+    launch_facts,
+    plan_launches,
+)
 
 
 @cache
@@ -61,36 +70,39 @@ def device_props(index: int = 0) -> DeviceProps:
     )
 
 
-class CupyPrepared(Prepared):
+class CupyPrepared(CudaCPrepared):
+    compiler = "nvrtc (cupy.RawModule)"
+
     def __init__(self, backend: CupyBackend, case: Case, inputs: dict[str, np.ndarray]) -> None:
+        super().__init__(backend, case, inputs, backend.plan(case))  # refuses before allocating
+
+    def _on_stream(self) -> Any:
+        return self.backend.stream
+
+    def _upload(self, host: np.ndarray) -> Any:
         import cupy
 
-        self.case, self.backend = case, backend
-        plans = backend.plan(case)  # CaseUnsupported before allocating
-        self.bufs = case.buffers()
-        self.arrays: dict[str, Any] = {}
-        with backend.stream:
-            for name, buf in self.bufs.items():
-                if buf.role == "input":
-                    self.arrays[name] = cupy.asarray(to_storage(inputs[name], buf))
-                else:
-                    self.arrays[name] = cupy.empty(buf.shape, dtype=STORAGE[buf.dtype])
-        self.facts: list[dict[str, Any]] = []
-        self._calls: list[Callable[[], None]] = []
-        for pl in plans:
-            args = tuple(self.arrays[a] if isinstance(a, str) else a for a in pl.args)
-            if isinstance(pl.impl, CudaLibrary):
-                self._calls.append(self._library(pl.impl, args))
-                self.facts.append(launch_facts(pl, None, None, None, backend.props.cc))
-                continue
-            if isinstance(pl.impl, CudaTmaGemm):
-                self._calls.append(self._tma(pl))
-                continue
-            fn = backend.function(pl.impl.source, pl.function)
-            self._calls.append(lambda fn=fn, pl=pl, args=args: fn(pl.grid, pl.block, args,
-                                                                  shared_mem=pl.smem))
-            self.facts.append(launch_facts(pl, fn.num_regs, fn.shared_size_bytes,
-                                           fn.local_size_bytes, backend.props.cc))
+        return cupy.asarray(host)
+
+    def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        import cupy
+
+        return cupy.empty(shape, dtype=dtype)
+
+    def _fill(self, array: Any, dtype: str) -> None:
+        array.fill(POISON[dtype])
+
+    def _call(self, pl: PlannedLaunch) -> Callable[[], None]:
+        args = tuple(self.arrays[a] if isinstance(a, str) else a for a in pl.args)
+        if isinstance(pl.impl, CudaLibrary):
+            call = self._library(pl.impl, args)
+            self.facts.append(launch_facts(pl, None, None, None, self.backend.props.cc))
+            return call
+        if isinstance(pl.impl, CudaTmaGemm):
+            return self._tma(pl)
+        fn = self.backend.function(pl.impl.source, pl.function)
+        self.facts.append(function_facts(pl, fn, self.backend.props.cc))
+        return lambda: fn(pl.grid, pl.block, args, shared_mem=pl.smem)
 
     def _tma(self, pl: Any) -> Callable[[], None]:
         """A tensor-map kernel (the sm_90a wgmma GEMM) through cuda-python: maps encoded once
@@ -102,8 +114,7 @@ class CupyPrepared(Prepared):
                 for m in pl.tensor_maps}
         params = KernelParams(param_bytes(pl.args, lambda b: self.arrays[b].data.ptr, maps))
         stream = self.backend.stream
-        facts = launch_facts(pl, fn.num_regs, fn.shared_size_bytes, fn.local_size_bytes,
-                             self.backend.props.cc)
+        facts = function_facts(pl, fn, self.backend.props.cc)
         facts["compiler"] = f"nvrtc {pl.impl.arch} (cuda-python driver launch)"
         self.facts.append(facts)
         return lambda: fn.launch(pl.grid, pl.block, pl.smem, stream.ptr, params)
@@ -129,21 +140,6 @@ class CupyPrepared(Prepared):
             return f
         return [on_stream(c) for c in self._calls]
 
-    def poison(self) -> None:
-        with self.backend.stream:
-            for name, buf in self.bufs.items():
-                if buf.role != "input":
-                    self.arrays[name].fill(POISON[buf.dtype])
-
-    def outputs(self) -> dict[str, np.ndarray]:
-        self.backend.stream.synchronize()
-        return {n: from_storage(self.arrays[n].get(), b) for n, b in self.bufs.items()
-                if b.role == "output"}
-
-    def extra(self) -> dict[str, Any]:
-        return {"arch": self.backend.props.arch, "compiler": "nvrtc (cupy.RawModule)",
-                "launches": self.facts}
-
     def close(self) -> None:
         import cupy
 
@@ -153,10 +149,8 @@ class CupyPrepared(Prepared):
         cupy.get_default_memory_pool().free_all_blocks()
 
 
-class CupyBackend(Backend):
+class CupyBackend(CudaCBackend):
     name = "cuda"
-    family = "cuda"
-    kind = "gpu"
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -208,13 +202,7 @@ class CupyBackend(Backend):
                                                    backend="nvrtc")
         return self._modules[source]
 
-    def function(self, source: str, name: str) -> Any:
-        return self.module(source).get_function(name)
-
     # -- facts --------------------------------------------------------------------------
-    def device_name(self) -> str:
-        return self.props.name
-
     def info(self) -> dict[str, Any]:
         import cupy
         from roofbench.roofs.probes import nvml
@@ -241,23 +229,10 @@ class CupyBackend(Backend):
         free, _ = cupy.cuda.runtime.memGetInfo()
         return int(free // 2)
 
-    def last_level_cache(self) -> int:
-        return self.props.l2_bytes or (40 << 20)
-
     def dtypes(self) -> tuple[str, ...]:
         return ("fp64", "fp32", "fp16", "bf16", "fp8")
 
     # -- running ------------------------------------------------------------------------
-    def supports(self, case: Case) -> str | None:
-        """Also refuse, before allocating, what this device cannot run (dtype, arch)."""
-        why = super().supports(case)
-        if why is None:
-            try:
-                self.plan(case)
-            except CaseUnsupported as e:
-                return str(e)
-        return why
-
     def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> Prepared:
         return CupyPrepared(self, case, inputs)
 

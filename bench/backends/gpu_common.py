@@ -1,8 +1,12 @@
 """What the CUDA C backends (CuPy, PyCUDA) share: storage types, poison values, launch plans,
-and the backend facts recorded per case (registers, shared memory, occupancy)."""
+the backend facts recorded per case (registers, shared memory, occupancy), and the prepared
+case that holds a case's device buffers and launches."""
 
 from __future__ import annotations
 
+import contextlib
+from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +23,7 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Buf, Case, np_dtype
 
-from .base import CaseUnsupported
+from .base import Backend, CaseUnsupported, LaunchListPrepared
 from .occupancy import occupancy
 
 # Device storage: CuPy/PyCUDA have no bf16/fp8 arrays, so those live as raw 16/8-bit words
@@ -103,7 +107,8 @@ def plan_launches(case: Case, dev: DeviceProps, family: str = "cuda",
 
 def launch_facts(pl: PlannedLaunch, registers: int | None, static_smem: int | None,
                  local_bytes: int | None, cc: tuple[int, int]) -> dict[str, Any]:
-    """Backend facts of one launch for Prepared.extra(): geometry, resources, occupancy."""
+    """Backend facts of one launch for Prepared.extra(): geometry, resources, occupancy. The
+    runner moves ``occupancy`` onto the typed LaunchResult.occupancy (roofbench/schema.py)."""
     if pl.function is None:
         return {"kernel": pl.kernel, "library": getattr(pl.impl, "op", "library")}
     threads = pl.block[0] * pl.block[1] * pl.block[2]
@@ -115,3 +120,101 @@ def launch_facts(pl: PlannedLaunch, registers: int | None, static_smem: int | No
     if registers is not None:
         d["occupancy"] = occupancy(threads, registers, smem, cc).to_dict()
     return d
+
+
+def function_facts(pl: PlannedLaunch, fn: Any, cc: tuple[int, int]) -> dict[str, Any]:
+    """launch_facts of a compiled function: CuPy's RawKernel and PyCUDA's Function name their
+    resources alike (num_regs, shared_size_bytes, local_size_bytes)."""
+    return launch_facts(pl, fn.num_regs, fn.shared_size_bytes, fn.local_size_bytes, cc)
+
+
+class CudaCPrepared(LaunchListPrepared):
+    """A case of a CUDA C backend (CuPy, PyCUDA): its buffers on the device in their storage
+    types, one ready call per planned launch, and each launch's facts.
+
+    A subclass says how its library allocates, fills and launches (``_upload``, ``_empty``,
+    ``_fill``, ``_call``) and, when its calls need it, which stream they enter (``_on_stream``).
+    """
+
+    compiler = ""  # recorded in extra()
+
+    def __init__(self, backend: Any, case: Case, inputs: dict[str, np.ndarray],
+                 plans: list[PlannedLaunch]) -> None:
+        self.case, self.backend = case, backend
+        self.bufs = case.buffers()
+        self.arrays: dict[str, Any] = {}
+        with self._on_stream():
+            for name, buf in self.bufs.items():
+                if buf.role == "input":
+                    self.arrays[name] = self._upload(to_storage(inputs[name], buf))
+                else:
+                    self.arrays[name] = self._empty(buf.shape, STORAGE[buf.dtype])
+        self.facts: list[dict[str, Any]] = []
+        self._calls: list[Callable[[], None]] = [self._call(pl) for pl in plans]
+
+    def _on_stream(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    @abstractmethod
+    def _upload(self, host: np.ndarray) -> Any: ...
+
+    @abstractmethod
+    def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any: ...
+
+    @abstractmethod
+    def _fill(self, array: Any, dtype: str) -> None:
+        """Fill with the NaN pattern of ``dtype`` (POISON) in its storage type."""
+
+    @abstractmethod
+    def _call(self, pl: PlannedLaunch) -> Callable[[], None]:
+        """The ready call of one launch; appends the launch's facts to ``self.facts``."""
+
+    def poison(self) -> None:
+        with self._on_stream():
+            for name, buf in self.bufs.items():
+                if buf.role != "input":
+                    self._fill(self.arrays[name], buf.dtype)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        self.backend.stream.synchronize()
+        return {n: from_storage(self.arrays[n].get(), b) for n, b in self.bufs.items()
+                if b.role == "output"}
+
+    def extra(self) -> dict[str, Any]:
+        return {"arch": self.backend.props.arch, "compiler": self.compiler,
+                "launches": self.facts}
+
+
+class CudaCBackend(Backend):
+    """What the CUDA C backends share beyond their prepared cases: compiled functions by
+    source, the device's name and L2, and refusing before allocating whatever ``plan`` refuses.
+    A subclass sets ``props`` and provides ``module(source)``."""
+
+    family = "cuda"
+    kind = "gpu"
+    props: DeviceProps
+
+    def module(self, source: str) -> Any:
+        raise NotImplementedError
+
+    def function(self, source: str, name: str) -> Any:
+        return self.module(source).get_function(name)
+
+    def plan(self, case: Case) -> list[PlannedLaunch]:
+        return plan_launches(case, self.props)
+
+    def device_name(self) -> str:
+        return self.props.name
+
+    def last_level_cache(self) -> int:
+        return self.props.l2_bytes or (40 << 20)
+
+    def supports(self, case: Case) -> str | None:
+        """Also refuse, before allocating, what this device cannot run (dtype, arch)."""
+        why = super().supports(case)
+        if why is None:
+            try:
+                self.plan(case)
+            except CaseUnsupported as e:
+                return str(e)
+        return why

@@ -23,18 +23,26 @@ from roofbench.kernels.cuda_impl import (
     load_source,
 )
 from roofbench.kernels.spec import Case
-from roofbench.roofs.model import RoofSet
 
-from ..measure.timer import TimerConfig, Timing
+from roofbench.schema import RoofSet, Timing
+
+from ..measure.timer import TimerConfig
 from .base import (
-    Backend,
     BackendUnavailable,
     CaseUnsupported,
     LaunchListPrepared,
     first_line,
 )
 from .cuda_timer import EventOps, cuda_time
-from .gpu_common import POISON, STORAGE, from_storage, launch_facts, plan_launches, to_storage
+from .gpu_common import (
+    POISON,
+    STORAGE,
+    CudaCBackend,
+    CudaCPrepared,
+    PlannedLaunch,
+    function_facts,
+    plan_launches,
+)
 
 
 @cache
@@ -69,48 +77,31 @@ def _nvcc() -> str | None:
         return None
 
 
-class PycudaPrepared(LaunchListPrepared):
+class PycudaPrepared(CudaCPrepared):
+    compiler = "nvcc (pycuda SourceModule)"
+
     def __init__(self, backend: PycudaBackend, case: Case, inputs: dict[str, np.ndarray]) -> None:
+        super().__init__(backend, case, inputs, backend.plan(case))  # refuses before allocating
+
+    def _upload(self, host: np.ndarray) -> Any:
         import pycuda.gpuarray as gpuarray
 
-        self.case, self.backend = case, backend
-        plans = plan_launches(case, backend.props)
-        for pl in plans:
-            if isinstance(pl.impl, CudaLibrary):
-                raise CaseUnsupported("PyCUDA has no cuBLAS binding: the library baseline "
-                                      "runs on --backend cuda")
-        self.bufs = case.buffers()
-        self.arrays: dict[str, Any] = {}
-        for name, buf in self.bufs.items():
-            if buf.role == "input":
-                self.arrays[name] = gpuarray.to_gpu(to_storage(inputs[name], buf))
-            else:
-                self.arrays[name] = gpuarray.empty(buf.shape, dtype=STORAGE[buf.dtype])
-        self.facts: list[dict[str, Any]] = []
-        self._calls: list[Callable[[], None]] = []
-        stream = backend.stream
-        for pl in plans:
-            fn = backend.function(pl.impl.source, pl.function)
-            args = tuple(self.arrays[a].gpudata if isinstance(a, str) else a for a in pl.args)
-            self._calls.append(lambda fn=fn, pl=pl, args=args: fn(
-                *args, grid=pl.grid, block=pl.block, shared=pl.smem, stream=stream))
-            self.facts.append(launch_facts(pl, fn.num_regs, fn.shared_size_bytes,
-                                           fn.local_size_bytes, backend.props.cc))
+        return gpuarray.to_gpu(host)
 
-    def poison(self) -> None:
-        for name, buf in self.bufs.items():
-            if buf.role != "input":
-                self.arrays[name].fill(STORAGE[buf.dtype].type(POISON[buf.dtype]),
-                                       stream=self.backend.stream)
+    def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        import pycuda.gpuarray as gpuarray
 
-    def outputs(self) -> dict[str, np.ndarray]:
-        self.backend.stream.synchronize()
-        return {n: from_storage(self.arrays[n].get(), b) for n, b in self.bufs.items()
-                if b.role == "output"}
+        return gpuarray.empty(shape, dtype=dtype)
 
-    def extra(self) -> dict[str, Any]:
-        return {"arch": self.backend.props.arch, "compiler": "nvcc (pycuda SourceModule)",
-                "launches": self.facts}
+    def _fill(self, array: Any, dtype: str) -> None:
+        array.fill(STORAGE[dtype].type(POISON[dtype]), stream=self.backend.stream)
+
+    def _call(self, pl: PlannedLaunch) -> Callable[[], None]:
+        fn = self.backend.function(pl.impl.source, pl.function)
+        args = tuple(self.arrays[a].gpudata if isinstance(a, str) else a for a in pl.args)
+        stream = self.backend.stream
+        self.facts.append(function_facts(pl, fn, self.backend.props.cc))
+        return lambda: fn(*args, grid=pl.grid, block=pl.block, shared=pl.smem, stream=stream)
 
     def close(self) -> None:
         self.backend.stream.synchronize()
@@ -119,10 +110,8 @@ class PycudaPrepared(LaunchListPrepared):
         self.arrays.clear()
 
 
-class PycudaBackend(Backend):
+class PycudaBackend(CudaCBackend):
     name = "pycuda"
-    family = "cuda"
-    kind = "gpu"
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -163,12 +152,6 @@ class PycudaBackend(Backend):
                 include_dirs=cuda_include_dirs(), no_extern_c=True, arch=self.props.arch)
         return self._modules[source]
 
-    def function(self, source: str, name: str) -> Any:
-        return self.module(source).get_function(name)
-
-    def device_name(self) -> str:
-        return self.props.name
-
     def info(self) -> dict[str, Any]:
         import pycuda
         from roofbench.roofs.probes import nvml
@@ -185,19 +168,13 @@ class PycudaBackend(Backend):
         free, _ = self.drv.mem_get_info()
         return int(free // 2)
 
-    def last_level_cache(self) -> int:
-        return self.props.l2_bytes or (40 << 20)
-
-    def supports(self, case: Case) -> str | None:
-        why = super().supports(case)
-        if why is None:
-            try:
-                plans = plan_launches(case, self.props)
-            except CaseUnsupported as e:
-                return str(e)
-            if any(isinstance(pl.impl, CudaLibrary) for pl in plans):
-                return "PyCUDA has no cuBLAS binding: the library baseline runs on --backend cuda"
-        return why
+    def plan(self, case: Case) -> list[PlannedLaunch]:
+        """plan_launches, refusing the library baseline (PyCUDA has no cuBLAS binding)."""
+        plans = plan_launches(case, self.props)
+        if any(isinstance(pl.impl, CudaLibrary) for pl in plans):
+            raise CaseUnsupported("PyCUDA has no cuBLAS binding: the library baseline runs on "
+                                  "--backend cuda")
+        return plans
 
     def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> LaunchListPrepared:
         return PycudaPrepared(self, case, inputs)

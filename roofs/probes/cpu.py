@@ -24,29 +24,25 @@ Vector width and the FMA probe. LLVM's tuning for Intel AVX-512 cores prefers 25
 measures each FMA roof in a child process started with the host's features plus
 ``-prefer-256-bit`` (``cpu_features.widest_vector_env``, ``bench/measure/cpu_fma_probe.py``); this
 module's in-process probe keeps its shape search for when that child cannot run.
-Measured on the issue-9 VM (Intel Xeon, Emerald Rapids, AVX-512, 2 vCPUs, KVM; numba 0.68.1),
-2026-11-30 ~20:26 UTC, one thread each, best of 6 interleaved rounds against
-``c_ref/fma_peak.c`` (other engineers' jobs were loading the 2 cores, hence one thread):
-default tuning: ymm code, FP64 25.7 vs C 88.7 GFLOP/s (29%), FP32 95.2 vs 177.2 (54%);
-with the widest-vector environment: zmm code, FP64 88.6 vs 88.4 (100%), FP32 176.9 vs 177.1
-(100%). Per-core numbers; the 2-core roof is about twice that on a quiet machine.
+With the default tuning the probe comes out as ymm code and falls well short of the C
+intrinsics peak (``c_ref/fma_peak.c``); with the widest-vector environment it is zmm code at
+that peak (the figures are in the README).
 
-Findings on the 2-core AMD EPYC Zen 4 / AVX-512 dev box (numba 0.68.1, llvmlite on LLVM 22,
-host CPU name "znver4"):
+Findings on a Zen 4 / AVX-512 machine (host CPU name "znver4"):
 
 - With no setting at all, numba/LLVM emits 512-bit ``vfmadd...pd/ps %zmm`` for the probe:
-  LLVM 22's znver4 tuning does not prefer 256-bit vectors. With
+  LLVM's znver4 tuning does not prefer 256-bit vectors. With
   ``NUMBA_CPU_NAME=skylake-avx512`` (whose tuning sets prefer-256-bit) the same code comes out
   as ``%ymm``; adding ``-prefer-256-bit`` to ``NUMBA_CPU_FEATURES`` (full host feature string)
   brings zmm back. The probe reads the width it actually got from ``inspect_asm`` and records
   it in the roof's evidence. When that is not the CPU's widest, it measures a few row shapes
   briefly and keeps the fastest (evidence "shape_candidates"). Under the skylake-avx512 tuning
-  on this box that finds FP32 at peak (12 ymm accumulators, 233 GFLOP/s) but FP64 only at
-  ~43-54 GFLOP/s: a 48-element row (12 ymm) is fully unrolled before the loop vectoriser sees
-  it and comes out as xmm code, and 16/24 ymm rows run at half rate. Hence the child process.
+  that finds FP32 at peak (12 ymm accumulators) but FP64 far below it: a 48-element row
+  (12 ymm) is fully unrolled before the loop vectoriser sees it and comes out as xmm code, and
+  16/24 ymm rows run at half rate. Hence the child process.
 - Zen 4 runs a 512-bit FMA as two 256-bit halves on its two 256-bit FMA pipes, so zmm and ymm
   have the same peak there (16 FP64 / 32 FP32 FLOP per cycle per core; FP32 with 12 ymm
-  accumulators measured the same 233 GFLOP/s as zmm); zmm only halves the instruction count.
+  accumulators reaches the same rate as zmm); zmm only halves the instruction count.
 - The kernel shape that reaches the C intrinsics peak: a row of ``ACCUMULATORS x lanes``
   elements per thread (12 vector accumulators, > latency 4 x 2 pipes = 8 needed), ``STEPS`` = 8
   dependent FMA sweeps over the row per outer iteration, ``fastmath={"contract"}`` only (fuses
@@ -54,22 +50,14 @@ host CPU name "znver4"):
   vector FMAs and hoists the row into registers for the whole call (12 loads before, 12
   stores after; the loop body is 96 ``vfmadd213pd %zmm`` and a counter). Found by measuring,
   cause not pinned down: 16 accumulators (row 128) gives the same register-resident loop in
-  the asm but ran at 24-45 GFLOP/s instead of ~117 (the C probe ran 8, 12 and 16 accumulators
-  at peak and dropped to ~84 at 24), so 12 it is. Every thread's row starts on its own 4 KiB
-  page so two threads never write one cache line.
-- Measured on that box, 2026-11-30 11:50-12:25 UTC, in quiet windows (other engineers share
-  the 2 cores; ``python -m roofbench.bench.cpu_reference``, 7-15 interleaved rounds, each
-  side's best sample per round, median over rounds; 16 runs):
-  FP64 FMA numba 108-117 vs C intrinsics 115-117 GFLOP/s (paired ratio 97.7-101%, every run);
-  FP32 FMA numba 227-233 vs C 229-234 GFLOP/s (99-100%).
-  Triad numba 27-45 vs C/OpenMP 32-48 GB/s, paired ratio 85-104% (median of the 16 runs
-  ~95%; >= 95% in 8 of them): the VM's bandwidth flips between ~30 and ~50 GB/s states
-  that last seconds and hit the two programs unequally; in rounds where both were in the
-  fast state they were within a few % (e.g. 49.9 vs 51.5, 49.1 vs 50.8). The generated
-  loops are alike (numba: 4 x zmm mul+add per iteration; gcc: zmm fmadd), both use huge
-  pages.
-  BLAS (OpenBLAS 0.3.31 "SkylakeX" kernels, 2 threads), n=2048: dgemm ~101-104, sgemm
-  ~186-199 GFLOP/s (about 89% / 85% of the FMA peak).
+  the asm but runs far below the peak (the C probe runs 8, 12 and 16 accumulators at peak and
+  drops at 24), so 12 it is. Every thread's row starts on its own 4 KiB page so two threads
+  never write one cache line.
+- Against the C reference (``scripts/cpu_reference.py``: interleaved rounds, each side's best
+  sample per round, median over rounds) the FMA probes match the C intrinsics peak and the
+  triad matches C/OpenMP when both run in the same bandwidth state: a VM's bandwidth can flip
+  between states that last seconds and hit the two programs unequally. The generated loops
+  are alike (numba: 4 x zmm mul+add per iteration; gcc: zmm fmadd), both use huge pages.
 """
 
 from __future__ import annotations
@@ -87,7 +75,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ..model import Roof
+from roofbench.schema import Roof
+
 from .cpu_features import (
     host_cpu_features,
     parse_features,
@@ -370,10 +359,10 @@ def measure_stream(time_fn: TimeFn, n: int, kernels: tuple[str, ...] = STREAM_KE
     """STREAM copy/scale/add/triad on arrays of ``n`` FP64 elements, each validated first.
 
     The triad runs untimed for ``settle_s`` first (``settle``), longer than a timer warm-up:
-    on the KVM dev box freshly allocated arrays were once seen streaming at ~30 GB/s for
-    ~7 s and then at ~45 (host-side page backing, by all appearances). Whether settling
-    helps there is not established (the VM's bandwidth also flips between ~30 and ~50 GB/s
-    on its own); it costs a few seconds and is recorded in the evidence.
+    on a VM freshly allocated arrays can stream slower for some seconds before reaching
+    their steady rate (host-side page backing, by all appearances). Whether settling helps
+    there is not established (a VM's bandwidth can also flip between states on its own); it
+    costs a few seconds and is recorded in the evidence.
     """
     arrays = StreamArrays(n)
     settle(arrays, settle_s)

@@ -6,8 +6,8 @@ exist, and passes by-value structs (a 128-byte CUtensorMap) only as NumPy record
 (cuda.bindings.nvrtc) builds a cubin for the exact target, the driver (cuda.bindings.driver)
 loads it into the context CuPy made current, and cuLaunchKernel runs it on a CuPy stream, so
 CUDA events time it like every other launch. cuda-python is imported lazily: importing this
-module needs nothing. Used by the probes (roofs.gpu_probes) and the CuPy backend
-(bench.tma_launch); the argument packing is plain Python, tested without a GPU.
+module needs nothing. Used by the probes (roofs.probes.gpu_device) and the CuPy backend
+(bench.backends.tma_launch); the argument packing is plain Python, tested without a GPU.
 """
 
 from __future__ import annotations

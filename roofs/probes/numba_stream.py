@@ -1,5 +1,5 @@
 """Numba CUDA twins of the STREAM probes (cuda/stream.cu): copy, scale, add, triad, read
-(reduction) and fill, grid-stride, same byte accounting (gpu_probes.STREAM_RW).
+(reduction) and fill, grid-stride, same byte accounting (gpu_memory.STREAM_RW).
 
 They run on a GPU and in Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1, which numba reads when
 numba.cuda is first imported): ``numba.cuda`` is imported only inside :func:`build`, so importing
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from roofbench.kernels import numba_compat  # noqa: F401  (numpy 2.5 vs numba-cuda 0.30)
 
-from .gpu import STREAM_RW
+from .gpu_memory import STREAM_RW
 
 KERNELS = tuple(STREAM_RW)
 

@@ -1,0 +1,68 @@
+"""Rank 0's handshake checks: local ranks, matching versions, CPU turns, the output folder."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from pathlib import Path
+
+from ..errors import UserError
+from .environment import GPU_BACKENDS, visible_gpus
+from .records import Place
+
+
+def fill_local_ranks(places: dict[int, Place]) -> None:
+    """Set each place's local rank and local size: launcher variables first; otherwise the
+    order of ranks on each host."""
+    by_host: dict[str, list[int]] = {}
+    for r in sorted(places):
+        by_host.setdefault(places[r].host, []).append(r)
+    for ranks in by_host.values():
+        for i, r in enumerate(ranks):
+            p = places[r]
+            p.local_size = len(ranks)
+            if p.local_rank is None:
+                p.local_rank, p.local_rank_source = i, "order of ranks on the host"
+
+
+def version_problem(places: dict[int, Place]) -> str | None:
+    """The stop message when the ranks run different roofbench versions, else None."""
+    versions: dict[str, list[int]] = {}
+    for r, p in sorted(places.items()):
+        versions.setdefault(p.version, []).append(r)
+    if len(versions) <= 1:
+        return None
+    parts = "; ".join(f"{v} on rank(s) {_ranges(rs)} (host(s) "
+                      f"{', '.join(sorted({places[r].host for r in rs}))})"
+                      for v, rs in versions.items())
+    return (f"roofbench versions differ between ranks: {parts}. Install the same roofbench "
+            "on every node and start again")
+
+
+def _ranges(rs: list[int]) -> str:
+    return ", ".join(map(str, rs)) if len(rs) <= 6 else f"{rs[0]}-{rs[-1]} ({len(rs)} ranks)"
+
+
+def turn_order(places: dict[int, Place], backend: str) -> dict[int, list[int]]:
+    """rank -> ranks on the same host that calibrate before it. CPU backends only: GPUs are
+    separate devices, but two CPU calibrations on one host would share cores and memory."""
+    if backend in GPU_BACKENDS or (backend == "auto" and visible_gpus()):
+        return {}
+    by_host: dict[str, list[int]] = {}
+    for r in sorted(places):
+        by_host.setdefault(places[r].host, []).append(r)
+    return {r: rs[:i] for rs in by_host.values() for i, r in enumerate(rs)}
+
+
+def prepare_out(out: str | None) -> Path:
+    """The report folder (default results/fleet/<UTC stamp>), made and proven writable."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    d = Path(out) if out else Path("results") / "fleet" / stamp
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        probe = d / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(f"cannot write the fleet report to {d}: {e.strerror or e}") from None
+    return d
