@@ -11,8 +11,12 @@ as a function of the case and the device, and the compute capability it needs. A
 A :class:`CudaTmaGemm` is the Hopper wgmma GEMM (sm_90a, TMA tensor maps, launched through
 cuda-python), and :class:`ByArch` picks an implementation per compute capability (the
 ``tensor`` GEMM: wgmma on 9.0, mma.sync elsewhere). NOT_VALIDATED_ON_HARDWARE lists the
-(workload, variant, arch) whose kernel has not run on a GPU yet.
-This module imports nothing from CuPy or PyCUDA: the workload modules use it at import time.
+kernels that have not run on a GPU yet.
+
+This module is the generic machinery only (descriptors, launch-shape helpers, sources and
+compile options); each workload's table of launches (``CUDA``) lives in its own module,
+kernels/<workload>.py. It imports nothing from CuPy or PyCUDA: the workload modules use it at
+import time.
 """
 
 from __future__ import annotations
@@ -190,11 +194,11 @@ def scalar_arg(value: int | float) -> np.generic:
 
 # ------------------------------------------------------------------------ launch configs
 
-def _ceil(a: int, b: int) -> int:
+def ceil_div(a: int, b: int) -> int:
     return -(-int(a) // int(b))
 
 
-def _pack(dtype: str) -> int:
+def pack_values(dtype: str) -> int:
     """Values per 16-byte pack."""
     return 16 // itemsize(dtype)
 
@@ -208,8 +212,8 @@ def grid_stride(elems: Callable[[Size], int], vector: bool) -> Callable[[LaunchC
     """Enough blocks to give every thread one item, at most one full wave of the device."""
 
     def grid(ctx: LaunchCtx) -> Dim3:
-        items = _ceil(elems(ctx.size), _pack(ctx.dtype) if vector else 1)
-        return (max(1, min(_ceil(items, THREADS), one_wave(ctx))), 1, 1)
+        items = ceil_div(elems(ctx.size), pack_values(ctx.dtype) if vector else 1)
+        return (max(1, min(ceil_div(items, THREADS), one_wave(ctx))), 1, 1)
 
     return grid
 
@@ -230,94 +234,13 @@ def n_rows(size: Size) -> int:
     return int(size[0])
 
 
-# Row kept on chip by rn_onepass (kernels/cuda/rownorm.cu: RN_PACKS, RN_ELEMS).
-RN_PACKS, RN_ELEMS, RN_MAX_THREADS = 8, 16, 1024
-
-
-def onepass_threads(hidden: int, dtype: str) -> int | None:
-    """Block size for rn_onepass, or None when a row does not fit in the block's registers.
-
-    Aim for ~4 packs (16 B each) per thread, so the register file holds the row with room to
-    spare; a row whose hidden size is not a multiple of the pack uses scalar registers.
-    """
-    v = _pack(dtype)
-    if hidden % v == 0:
-        items, per_thread_max, aim = hidden // v, RN_PACKS, 4
-    else:
-        items, per_thread_max, aim = hidden, RN_ELEMS, 8
-    threads = min(RN_MAX_THREADS, max(64, _ceil(_ceil(items, aim), 32) * 32))
-    return threads if _ceil(items, threads) <= per_thread_max else None
-
-
-def onepass_capacity(dtype: str) -> tuple[int, int]:
-    """Largest hidden size rn_onepass holds: (multiple of the 16-byte pack, other)."""
-    return RN_MAX_THREADS * RN_PACKS * _pack(dtype), RN_MAX_THREADS * RN_ELEMS
-
-
-def onepass_refuse(size: Size, dtype: str, backend: str) -> str | None:
-    """The Variant.refuse hook of rownorm/onepass for the CUDA C backends."""
-    if backend not in ("cuda", "pycuda") or dtype not in ALL_DTYPES:
-        return None
-    _, hidden = size
-    if onepass_threads(int(hidden), dtype) is None:
-        vec, other = onepass_capacity(dtype)
-        return (f"onepass keeps a row in one block's registers: hidden {hidden} {dtype} does "
-                f"not fit (at most {vec} when hidden is a multiple of {_pack(dtype)}, else "
-                f"{other}); use the fused variant")
-    return None
-
-
-def _onepass_block(ctx: LaunchCtx) -> Dim3:
-    t = onepass_threads(int(ctx.size[1]), ctx.dtype)
-    if t is None:
-        raise ValueError(onepass_refuse(ctx.size, ctx.dtype, "cuda"))
-    return (t, 1, 1)
-
-
-def _gemm_grid(tile_m: int, tile_n: int) -> Callable[[LaunchCtx], Dim3]:
-    def grid(ctx: LaunchCtx) -> Dim3:
-        m, n, _ = ctx.size
-        gy = _ceil(m, tile_m)
-        if gy > 65535:
-            raise ValueError(f"M = {m} needs {gy} row blocks, more than gridDim.y allows")
-        return (_ceil(n, tile_n), gy, 1)
-
-    return grid
-
-
-# ------------------------------------------------------------------------- kernel tables
-
-def _ew(source: str, prefix: str, elems: Callable[[Size], int] = n_elems,
-        vector: bool = True, note: str = "") -> CudaKernel:
+def elementwise(source: str, prefix: str, elems: Callable[[Size], int] = n_elems,
+                vector: bool = True, note: str = "") -> CudaKernel:
+    """A grid-stride kernel over ``elems(size)`` items, THREADS per block (vector: one 16-byte
+    pack per item)."""
     return CudaKernel(source, prefix, grid=grid_stride(elems, vector), block=block1d(),
                       note=note)
 
-
-VECTOR_ADD = {
-    "scalar": {"add": _ew("vector_add.cu", "vadd_scalar", vector=False)},
-    "vec4": {"add": _ew("vector_add.cu", "vadd_vec4",
-                        note="16-byte packs: float4 / 8 x half2 / 16 x fp8")},
-}
-
-L2NORM = {
-    "naive": {"square": _ew("l2norm.cu", "l2_square"), "add": _ew("l2norm.cu", "l2_add"),
-              "sqrt": _ew("l2norm.cu", "l2_sqrt")},
-    "fused": {"fused": _ew("l2norm.cu", "l2_fused")},
-}
-
-_row = dict(grid=per_row, block=block1d())
-ROWNORM = {
-    "naive": {
-        "square": _ew("rownorm.cu", "rn_square"),
-        "rowsum": CudaKernel("rownorm.cu", "rn_rowsum", **_row),
-        "rsqrt": CudaKernel("rownorm.cu", "rn_rsqrt", grid=grid_stride(n_rows, False),
-                            block=block1d()),
-        "scale": CudaKernel("rownorm.cu", "rn_scale", **_row),
-    },
-    "fused": {"fused": CudaKernel("rownorm.cu", "rn_fused", **_row)},
-    "onepass": {"onepass": CudaKernel("rownorm.cu", "rn_onepass", grid=per_row,
-                                      block=_onepass_block)},
-}
 
 # ------------------------------------------------------- Hopper wgmma + TMA GEMM (sm_90a)
 # kernels/cuda/gemm_wgmma.cu. Its tile constants are read from the source (#define WG_*), so
@@ -351,7 +274,7 @@ def wgmma_smem(dtype: str) -> int:
 
 def wgmma_tiles(m: int, n: int) -> tuple[int, int]:
     c = wgmma_constants()
-    return _ceil(m, c["WG_BM"]), _ceil(n, c["WG_BN"])
+    return ceil_div(m, c["WG_BM"]), ceil_div(n, c["WG_BN"])
 
 
 def wgmma_tile(bid: int, tiles_m: int, tiles_n: int) -> tuple[int, int]:
@@ -387,7 +310,7 @@ def wgmma_schedule(m: int, n: int, k: int, dtype: str) -> list[WgmmaCta]:
         tm, tn = wgmma_tile(bid, tiles_m, tiles_n)
         r0, c0 = tm * c["WG_BM"], tn * c["WG_BN"]
         out.append(WgmmaCta(bid, (tm, tn), range(r0, min(r0 + c["WG_BM"], m)),
-                            range(c0, min(c0 + c["WG_BN"], n)), _ceil(k, bk)))
+                            range(c0, min(c0 + c["WG_BN"], n)), ceil_div(k, bk)))
     return out
 
 
@@ -543,27 +466,3 @@ class ByArch:
 # run on hardware: compiled and inspected (SASS, registers, CPU model of the schedule) only.
 # The report marks the cases that launched them; remove an entry once a GPU run validated it.
 NOT_VALIDATED_ON_HARDWARE: frozenset[str] = frozenset({"gemm_wgmma"})
-
-_TC_MIN_CC = {"fp16": (8, 0), "bf16": (8, 0), "fp8": (8, 9)}
-_MMA_SYNC = CudaKernel("gemm.cu", "gemm_tensor", grid=_gemm_grid(128, 128), block=block1d(256),
-                       dtypes=("fp16", "bf16", "fp8"), min_cc=_TC_MIN_CC,
-                       note="mma.sync m16n8k16 (fp16/bf16), m16n8k32 e4m3 (fp8)")
-_WGMMA = CudaTmaGemm(WGMMA_SOURCE, "gemm_wgmma",
-                     note="wgmma m64n256 + TMA ring + mbarriers, producer/consumer "
-                          "warpgroups (sm_90a)")
-GEMM = {
-    "naive": {"naive": CudaKernel("gemm.cu", "gemm_naive", grid=_gemm_grid(16, 16),
-                                  block=lambda ctx: (16, 16, 1))},
-    "tiled": {"tiled": CudaKernel("gemm.cu", "gemm_tiled", grid=_gemm_grid(32, 32),
-                                  block=lambda ctx: (32, 8, 1))},
-    "regblock": {"regblock": CudaKernel("gemm.cu", "gemm_regblock", grid=_gemm_grid(128, 128),
-                                        block=block1d(256))},
-    # Hopper runs the native wgmma kernel; sm_80/89 the mma.sync one.
-    "tensor": {"tensor": ByArch(exact=(((9, 0), _WGMMA),), default=_MMA_SYNC)},
-    # The legacy mma.sync path as a second Hopper point, beside the native one on the plot.
-    "tensor_mma": {"tensor": ByArch(
-        exact=(((9, 0), _MMA_SYNC),),
-        default="tensor_mma is the Hopper-only legacy point: elsewhere the tensor variant "
-                "already runs this mma.sync kernel")},
-    "library": {"library": CudaLibrary("matmul", note="cuBLAS through cupy.matmul")},
-}

@@ -8,6 +8,9 @@ roof and its efficiency says how close the kernel comes to it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from numba import njit, prange
 
@@ -22,11 +25,10 @@ from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
 # Work is split into TILE x TILE blocks of C (many more blocks than cores at 1024^2, so 1 to 64
 # threads all get work) and k into KC_BYTES segments, so that the rows a micro-kernel streams
 # (4 of A, 4 of Bt: 8 x 4 KiB) sit in L1 and the A and Bt blocks of a tile in L2.
-# Measured on the issue-9 Intel VM (Emerald Rapids, one thread each, best of 5 interleaved
-# rounds, 2026-11-30 ~20:26 UTC, other jobs loading the 2 cores): FP32 naive (512^3) 1.9,
-# tiled 22.7, regblock 62.6, OpenBLAS sgemm 141.5 GFLOP/s; FP64 1.1, 11.1, 32.8, dgemm 68.7.
-# The register-blocked loop is 8 loads + 16 FMAs per step; 256- and 512-bit code ran alike
-# (the Bt rows stream from L2), so the kernels keep numba's default tuning.
+# Each step (naive, tiled, register-blocked) is several times faster than the one before, and
+# OpenBLAS about twice the register-blocked loop (figures in the README). The register-blocked
+# loop is 8 loads + 16 FMAs per step; 256- and 512-bit code ran alike (the Bt rows stream
+# from L2), so the kernels keep numba's default tuning.
 TILE = 64  # rows/columns of C per parallel block
 KC_BYTES = 4096  # bytes of one row segment over k
 FASTMATH = {"reassoc", "contract"}
@@ -175,7 +177,7 @@ _BT: dict[str, np.ndarray] = {}
 
 def _packed_bt(B, K: int, N: int) -> np.ndarray:
     # One packing buffer, kept between calls: a fresh 4-8 MiB array per call page-faults
-    # inside the timed window (~480 faults per call measured). Only the last shape is kept.
+    # inside the timed window (hundreds of faults per call). Only the last shape is kept.
     buf = _BT.get("bt")
     if buf is None or buf.shape != (N, K) or buf.dtype != B.dtype:
         buf = _BT["bt"] = np.empty((N, K), dtype=B.dtype)
@@ -226,21 +228,90 @@ def _default_size(ctx: SizeContext) -> Size:
     return (n, n, n)
 
 
+# ---------------------------------------------------------- CUDA C (kernels/cuda/gemm*.cu)
+def _grid(tile_m: int, tile_n: int) -> Callable[[cu.LaunchCtx], cu.Dim3]:
+    def grid(ctx: cu.LaunchCtx) -> cu.Dim3:
+        m, n, _ = ctx.size
+        gy = cu.ceil_div(m, tile_m)
+        if gy > 65535:
+            raise ValueError(f"M = {m} needs {gy} row blocks, more than gridDim.y allows")
+        return (cu.ceil_div(n, tile_n), gy, 1)
+
+    return grid
+
+
+_TC_MIN_CC = {"fp16": (8, 0), "bf16": (8, 0), "fp8": (8, 9)}
+_MMA_SYNC = cu.CudaKernel("gemm.cu", "gemm_tensor", grid=_grid(128, 128), block=cu.block1d(256),
+                          dtypes=("fp16", "bf16", "fp8"), min_cc=_TC_MIN_CC,
+                          note="mma.sync m16n8k16 (fp16/bf16), m16n8k32 e4m3 (fp8)")
+_WGMMA = cu.CudaTmaGemm(cu.WGMMA_SOURCE, "gemm_wgmma",
+                        note="wgmma m64n256 + TMA ring + mbarriers, producer/consumer "
+                             "warpgroups (sm_90a)")
+CUDA = {
+    "naive": {"naive": cu.CudaKernel("gemm.cu", "gemm_naive", grid=_grid(16, 16),
+                                     block=lambda ctx: (16, 16, 1))},
+    "tiled": {"tiled": cu.CudaKernel("gemm.cu", "gemm_tiled", grid=_grid(32, 32),
+                                     block=lambda ctx: (32, 8, 1))},
+    "regblock": {"regblock": cu.CudaKernel("gemm.cu", "gemm_regblock", grid=_grid(128, 128),
+                                           block=cu.block1d(256))},
+    # Hopper runs the native wgmma kernel; sm_80/89 the mma.sync one.
+    "tensor": {"tensor": cu.ByArch(exact=(((9, 0), _WGMMA),), default=_MMA_SYNC)},
+    # The legacy mma.sync path as a second Hopper point, beside the native one on the plot.
+    "tensor_mma": {"tensor": cu.ByArch(
+        exact=(((9, 0), _MMA_SYNC),),
+        default="tensor_mma is the Hopper-only legacy point: elsewhere the tensor variant "
+                "already runs this mma.sync kernel")},
+    "library": {"library": cu.CudaLibrary("matmul", note="cuBLAS through cupy.matmul")},
+}
+
+# ------------------------------------------------------------------------ Numba CUDA twin
+cuda: Any = None  # numba.cuda, bound by nb.bind when the twin is first built
+
+
+def _numba_twins(env: nb.TwinEnv) -> dict[str, Any]:
+    nb.bind(__name__)  # sets the global `cuda` the kernel names
+    acc, tile = env.acc, env.tile
+
+    @cuda.jit
+    def gemm_tiled(A, B, C, M, N, K):
+        sA = cuda.shared.array((tile, tile), acc)
+        sB = cuda.shared.array((tile, tile), acc)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col = cuda.blockIdx.x * tile + tx
+        row = cuda.blockIdx.y * tile + ty
+        s = acc(0)
+        for k0 in range(0, K, tile):
+            ka, kb = k0 + tx, k0 + ty
+            sA[ty, tx] = acc(A[row, ka]) if row < M and ka < K else acc(0)
+            sB[ty, tx] = acc(B[kb, col]) if kb < K and col < N else acc(0)
+            cuda.syncthreads()
+            for k in range(tile):
+                s += sA[ty, k] * sB[k, tx]
+            cuda.syncthreads()
+        if row < M and col < N:
+            C[row, col] = s
+
+    return {"gemm_tiled": gemm_tiled}
+
+
+NUMBA_CUDA = {"tiled": {"tiled": nb.NumbaTwin("gemm_tiled", _numba_twins, "gemm")}}
+
+
 def _variant(name: str, description: str, fn, arrow_from: str | None = None) -> Variant:
     # GPU implementations: CUDA C for every variant (fp16/bf16 stored, FP32 math on CUDA
     # cores), a Numba CUDA twin of the tiled kernel; cuBLAS (cupy.matmul) as the library.
     gpu_dtypes = ("fp16",) if name == "library" else ("fp16", "bf16")
-    impls = {"cpu": {name: fn}, "cuda": cu.GEMM[name]}
-    if name in nb.GEMM:
-        impls["numba_cuda"] = nb.GEMM[name]
+    impls = {"cpu": {name: fn}, "cuda": CUDA[name]}
+    if name in NUMBA_CUDA:
+        impls["numba_cuda"] = NUMBA_CUDA[name]
     return Variant(name=name, description=description, dtypes=("fp32", "fp64", *gpu_dtypes),
                    plan=_plan(name), impls=impls, arrow_from=arrow_from,
                    unit_on=_library_unit if name == "library" else None)
 
 
 def _library_unit(kind: str, dtype: str) -> str:
-    """cuBLAS runs HGEMM/BF16 and, from sm_80, DGEMM on tensor cores (an H200 measured
-    63 TFLOP/s FP64 against a 33.5 CUDA-core datasheet peak), and SGEMM on CUDA cores unless
+    """cuBLAS runs HGEMM/BF16 and, from sm_80, DGEMM on tensor cores (above the CUDA-core
+    FP64 datasheet peak), and SGEMM on CUDA cores unless
     TF32 is enabled; a CPU BLAS runs on the SIMD lanes. A device without the tensor roof of a
     precision falls back to its CUDA-core roof (runner.apply_roofs)."""
     return "tensor" if kind == "gpu" and dtype in ("fp16", "bf16", "fp64") else "simt"
@@ -258,7 +329,7 @@ def _tensor_variant(name: str = "tensor") -> Variant:
         description = ("legacy tensor-core path on Hopper: mma.sync m16n8k16 fp16/bf16 (fp8 is "
                        "lowered to FP16 HMMA there), 128x128 tiles, double-buffered")
     return Variant(name=name, dtypes=("fp16", "bf16", "fp8"), plan=_plan("tensor"),
-                   description=description, impls={"cuda": cu.GEMM[name]}, unit="tensor",
+                   description=description, impls={"cuda": CUDA[name]}, unit="tensor",
                    unsupported={"cpu": "tensor cores are GPU-only",
                                 "numba_cuda": "Numba CUDA exposes no mma instructions"},
                    arrow_from="regblock" if name == "tensor" else None)
@@ -284,4 +355,6 @@ WORKLOAD = Workload(
     default_size=_default_size,
     quick_size=(256, 256, 256),
     flop_convention="gemm: 2 FLOPs per multiply-add (2MNK); bytes = every matrix moved once",
+    order=3,  # compute-bound: after the memory-bound workloads
+    marker="^",
 )

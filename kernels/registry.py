@@ -1,6 +1,8 @@
-"""Every workload in this folder, found by its module-level ``WORKLOAD``.
+"""Every workload: the modules of this folder, then the plug-ins, each by its ``WORKLOAD``.
 
-A new workload is one new module defining WORKLOAD; nothing else needs editing.
+A new workload is one new module defining WORKLOAD (plus its kernel sources); nothing else
+needs editing. Its ``order`` and ``marker`` fields place it in listings and on the plot. A
+module outside the tree joins through ``$ROOFBENCH_PLUGINS`` (see roofbench/plugins.py).
 """
 
 from __future__ import annotations
@@ -9,13 +11,20 @@ import importlib
 import pkgutil
 from functools import cache
 
+from ..plugins import PluginError, plugin_attr, plugin_names
 from .spec import Workload
 
 _SKIP = {"spec", "registry"}
 
 
-@cache
 def workloads() -> dict[str, Workload]:
+    """Name -> workload, in the workloads' own order (memory-bound first, GEMM last), ties by
+    name. Raises PluginError for a bad plug-in."""
+    return _workloads(plugin_names())
+
+
+@cache
+def _builtin() -> dict[str, Workload]:
     pkg = importlib.import_module(__package__)
     found: dict[str, Workload] = {}
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
@@ -25,7 +34,17 @@ def workloads() -> dict[str, Workload]:
         w = getattr(mod, "WORKLOAD", None)
         if isinstance(w, Workload):
             found[w.name] = w
-    # A stable, sensible order: memory-bound first, GEMM last.
-    order = ["vector_add", "l2norm", "rownorm", "gemm"]
-    return dict(sorted(found.items(), key=lambda kv: (order.index(kv[0])
-                                                      if kv[0] in order else 99, kv[0])))
+    return found
+
+
+@cache
+def _workloads(plugins: tuple[str, ...]) -> dict[str, Workload]:
+    found = dict(_builtin())
+    for mod, w in plugin_attr("WORKLOAD"):
+        if not isinstance(w, Workload):
+            raise PluginError(f"plug-in {mod!r}: WORKLOAD is a {type(w).__name__}, not a "
+                              "roofbench.kernels.spec.Workload")
+        if w.name in found:
+            raise PluginError(f"plug-in {mod!r}: workload {w.name!r} already exists")
+        found[w.name] = w
+    return dict(sorted(found.items(), key=lambda kv: (kv[1].order, kv[0])))

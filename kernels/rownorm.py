@@ -15,6 +15,7 @@ point may then sit above the DRAM roof it is held against.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit, prange
@@ -79,9 +80,8 @@ def _onepass(x, y, batch, hidden, eps):
     # no allocation per call: the cache is the on-chip row. On a CPU the fused kernel moves
     # the same DRAM bytes (its second read of x hits the cache too); what sets the two apart
     # here is that fused is the book's loop as written, an ordered scalar sum whose add
-    # latency, not memory, bounds it (measured on the issue-9 Intel VM: fused fp32 122 ms vs
-    # onepass 148 ms before; the old onepass also copied each row into a scratch array
-    # allocated per chunk inside the parallel loop).
+    # latency, not memory, bounds it (the old onepass, slower than fused, also copied each row
+    # into a scratch array allocated per chunk inside the parallel loop).
     for i in prange(batch):
         row = x[i]
         out = y[i]
@@ -159,6 +159,146 @@ def _default_size(ctx: SizeContext) -> Size:
     return (batch, hidden)
 
 
+# ------------------------------------------------------------- CUDA C (kernels/cuda/rownorm.cu)
+# Row kept on chip by rn_onepass (kernels/cuda/rownorm.cu: RN_PACKS, RN_ELEMS).
+RN_PACKS, RN_ELEMS, RN_MAX_THREADS = 8, 16, 1024
+
+
+def onepass_threads(hidden: int, dtype: str) -> int | None:
+    """Block size for rn_onepass, or None when a row does not fit in the block's registers.
+
+    Aim for ~4 packs (16 B each) per thread, so the register file holds the row with room to
+    spare; a row whose hidden size is not a multiple of the pack uses scalar registers.
+    """
+    v = cu.pack_values(dtype)
+    if hidden % v == 0:
+        items, per_thread_max, aim = hidden // v, RN_PACKS, 4
+    else:
+        items, per_thread_max, aim = hidden, RN_ELEMS, 8
+    threads = min(RN_MAX_THREADS, max(64, cu.ceil_div(cu.ceil_div(items, aim), 32) * 32))
+    return threads if cu.ceil_div(items, threads) <= per_thread_max else None
+
+
+def onepass_capacity(dtype: str) -> tuple[int, int]:
+    """Largest hidden size rn_onepass holds: (multiple of the 16-byte pack, other)."""
+    return RN_MAX_THREADS * RN_PACKS * cu.pack_values(dtype), RN_MAX_THREADS * RN_ELEMS
+
+
+def onepass_refuse(size: Size, dtype: str, backend: str) -> str | None:
+    """The Variant.refuse hook of rownorm/onepass for the CUDA C backends."""
+    if backend not in ("cuda", "pycuda") or dtype not in cu.ALL_DTYPES:
+        return None
+    _, hidden = size
+    if onepass_threads(int(hidden), dtype) is None:
+        vec, other = onepass_capacity(dtype)
+        return (f"onepass keeps a row in one block's registers: hidden {hidden} {dtype} does "
+                f"not fit (at most {vec} when hidden is a multiple of "
+                f"{cu.pack_values(dtype)}, else {other}); use the fused variant")
+    return None
+
+
+def _onepass_block(ctx: cu.LaunchCtx) -> cu.Dim3:
+    t = onepass_threads(int(ctx.size[1]), ctx.dtype)
+    if t is None:
+        raise ValueError(onepass_refuse(ctx.size, ctx.dtype, "cuda"))
+    return (t, 1, 1)
+
+
+_row = dict(grid=cu.per_row, block=cu.block1d())
+CUDA = {
+    "naive": {
+        "square": cu.elementwise("rownorm.cu", "rn_square"),
+        "rowsum": cu.CudaKernel("rownorm.cu", "rn_rowsum", **_row),
+        "rsqrt": cu.CudaKernel("rownorm.cu", "rn_rsqrt", grid=cu.grid_stride(cu.n_rows, False),
+                               block=cu.block1d()),
+        "scale": cu.CudaKernel("rownorm.cu", "rn_scale", **_row),
+    },
+    "fused": {"fused": cu.CudaKernel("rownorm.cu", "rn_fused", **_row)},
+    "onepass": {"onepass": cu.CudaKernel("rownorm.cu", "rn_onepass", grid=cu.per_row,
+                                         block=_onepass_block)},
+}
+
+# ------------------------------------------------------------------------ Numba CUDA twins
+cuda: Any = None  # numba.cuda, bound by nb.bind when a twin is first built
+
+
+def _numba_twins(env: nb.TwinEnv) -> dict[str, Any]:
+    nb.bind(__name__)  # sets the global `cuda` the kernels name
+    acc, threads = env.acc, env.threads
+
+    @cuda.jit(device=True)
+    def block_sum(v, part):
+        """Tree reduction in shared memory; every thread gets the sum."""
+        t = cuda.threadIdx.x
+        part[t] = v
+        cuda.syncthreads()
+        s = threads // 2
+        while s > 0:
+            if t < s:
+                part[t] += part[t + s]
+            cuda.syncthreads()
+            s //= 2
+        total = part[0]
+        cuda.syncthreads()  # part[] is reused by the caller's next reduction
+        return total
+
+    @cuda.jit
+    def rn_square(x, sq, rows, cols):
+        r = cuda.blockIdx.x
+        for j in range(cuda.threadIdx.x, cols, cuda.blockDim.x):
+            v = acc(x[r, j])
+            sq[r, j] = v * v
+
+    @cuda.jit
+    def rn_rowsum(sq, sums, rows, cols):
+        part = cuda.shared.array(threads, acc)
+        r = cuda.blockIdx.x
+        s = acc(0)
+        for j in range(cuda.threadIdx.x, cols, cuda.blockDim.x):
+            s += acc(sq[r, j])
+        total = block_sum(s, part)
+        if cuda.threadIdx.x == 0:
+            sums[r] = total
+
+    @cuda.jit
+    def rn_rsqrt(sums, scale, rows, eps):
+        for i in range(cuda.grid(1), rows, cuda.gridsize(1)):
+            scale[i] = acc(1.0) / math.sqrt(acc(sums[i]) + acc(eps))
+
+    @cuda.jit
+    def rn_scale(x, scale, y, rows, cols):
+        r = cuda.blockIdx.x
+        sc = acc(scale[r])
+        for j in range(cuda.threadIdx.x, cols, cuda.blockDim.x):
+            y[r, j] = acc(x[r, j]) * sc
+
+    @cuda.jit
+    def rn_fused(x, y, rows, cols, eps):
+        part = cuda.shared.array(threads, acc)
+        r = cuda.blockIdx.x
+        s = acc(0)
+        for j in range(cuda.threadIdx.x, cols, cuda.blockDim.x):
+            v = acc(x[r, j])
+            s += v * v
+        sc = acc(1.0) / math.sqrt(block_sum(s, part) + acc(eps))
+        for j in range(cuda.threadIdx.x, cols, cuda.blockDim.x):  # x read a second time
+            y[r, j] = acc(x[r, j]) * sc
+
+    return {"rn_square": rn_square, "rn_rowsum": rn_rowsum, "rn_rsqrt": rn_rsqrt,
+            "rn_scale": rn_scale, "rn_fused": rn_fused}
+
+
+def _twin(name: str, shape: str = "row", **kw: Any) -> nb.NumbaTwin:
+    return nb.NumbaTwin(name, _numba_twins, shape, **kw)
+
+
+NUMBA_CUDA = {
+    "naive": {"square": _twin("rn_square"), "rowsum": _twin("rn_rowsum"),
+              "rsqrt": _twin("rn_rsqrt", "stride", elems=lambda size: int(size[0])),
+              "scale": _twin("rn_scale")},
+    "fused": {"fused": _twin("rn_fused")},
+}
+
 CPU = {"square": _square, "rowsum": _rowsum, "rsqrt": _rsqrt, "scale": _scale}
 
 WORKLOAD = Workload(
@@ -176,15 +316,15 @@ WORKLOAD = Workload(
             dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_naive_plan,
             temps=_naive_temps,
-            impls={"cpu": CPU, "cuda": cu.ROWNORM["naive"], "numba_cuda": nb.ROWNORM["naive"]},
+            impls={"cpu": CPU, "cuda": CUDA["naive"], "numba_cuda": NUMBA_CUDA["naive"]},
         ),
         "fused": Variant(
             name="fused",
             description="one pass per row to reduce, x read again to scale (the book's)",
             dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_fused_plan,
-            impls={"cpu": {"fused": _fused}, "cuda": cu.ROWNORM["fused"],
-                   "numba_cuda": nb.ROWNORM["fused"]},
+            impls={"cpu": {"fused": _fused}, "cuda": CUDA["fused"],
+                   "numba_cuda": NUMBA_CUDA["fused"]},
             arrow_from="naive",
         ),
         "onepass": Variant(
@@ -192,14 +332,16 @@ WORKLOAD = Workload(
             description="row kept on chip, x read once",
             dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_onepass_plan,
-            impls={"cpu": {"onepass": _onepass}, "cuda": cu.ROWNORM["onepass"]},
+            impls={"cpu": {"onepass": _onepass}, "cuda": CUDA["onepass"]},
             unsupported={"numba_cuda": "no Numba CUDA twin of the register-resident row"},
             # CUDA C keeps a row in one block's registers: larger rows are refused.
-            refuse=cu.onepass_refuse,
+            refuse=onepass_refuse,
             arrow_from="fused",
         ),
     },
     default_size=_default_size,
     quick_size=(512, 1024),
     flop_convention=FLOP_CONVENTION,
+    order=2,
+    marker="D",
 )

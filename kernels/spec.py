@@ -174,6 +174,10 @@ class Workload:
     flop_convention: str = ""
     # Magnitude range of random inputs (signs are random too).
     input_range: tuple[float, float] = (0.25, 1.0)
+    # Place in listings and runs (lower first; ties by name) and the plot's marker
+    # (matplotlib): a workload states both itself, so no list elsewhere names it.
+    order: int = 100
+    marker: str = "o"
 
     def dtypes(self) -> list[str]:
         seen: list[str] = []

@@ -22,6 +22,7 @@ from roofbench.bench.backends.gpu_common import (
 from roofbench.bench.backends.occupancy import occupancy
 from roofbench.bench.measure.timer import TimerConfig
 from roofbench.kernels import cuda_impl as cu
+from roofbench.kernels import gemm, rownorm
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Buf, Case, np_dtype
 
@@ -80,7 +81,7 @@ def test_fp8_tensor_needs_sm89():
 
 
 def test_tensor_has_no_fp32_kernel():
-    assert cu.GEMM["tensor"]["tensor"].unsupported("fp32", (9, 0))
+    assert gemm.CUDA["tensor"]["tensor"].unsupported("fp32", (9, 0))
 
 
 def test_rownorm_naive_uses_one_block_per_row():
@@ -97,22 +98,22 @@ def test_rownorm_naive_uses_one_block_per_row():
     (16384, "fp16", 512), (65536, "fp8", 1024), (1000, "fp32", 64), (1001, "fp32", 128),
 ])
 def test_onepass_threads(hidden, dtype, threads):
-    t = cu.onepass_threads(hidden, dtype)
+    t = rownorm.onepass_threads(hidden, dtype)
     assert t == threads
-    pack = cu._pack(dtype)
+    pack = cu.pack_values(dtype)
     if hidden % pack == 0:
-        assert -(-(hidden // pack) // t) <= cu.RN_PACKS
+        assert -(-(hidden // pack) // t) <= rownorm.RN_PACKS
     else:
-        assert -(-hidden // t) <= cu.RN_ELEMS
+        assert -(-hidden // t) <= rownorm.RN_ELEMS
 
 
 def test_onepass_refuses_rows_it_cannot_hold():
-    assert cu.onepass_refuse((8, 32768), "fp32", "cuda") is None
-    why = cu.onepass_refuse((8, 32772), "fp32", "cuda")
+    assert rownorm.onepass_refuse((8, 32768), "fp32", "cuda") is None
+    why = rownorm.onepass_refuse((8, 32772), "fp32", "cuda")
     assert why and "32772" in why and "fused" in why
-    why = cu.onepass_refuse((8, 16385), "fp32", "cuda")  # not a multiple of 4: scalar path
+    why = rownorm.onepass_refuse((8, 16385), "fp32", "cuda")  # not a multiple of 4: scalar path
     assert why and "16384" in why
-    assert cu.onepass_refuse((8, 1 << 20), "fp32", "cpu") is None  # other backends decide
+    assert rownorm.onepass_refuse((8, 1 << 20), "fp32", "cpu") is None  # other backends decide
     w = workloads()["rownorm"]
     assert w.variants["onepass"].refuse((8, 1 << 20), "fp16", "cuda")
 

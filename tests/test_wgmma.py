@@ -36,6 +36,7 @@ from roofbench.bench.backends.tma_launch import (  # noqa: E402
     pointer_bytes,
 )
 from roofbench.kernels import cuda_impl as cu  # noqa: E402
+from roofbench.kernels import gemm  # noqa: E402
 from roofbench.kernels.registry import workloads  # noqa: E402
 from roofbench.kernels.spec import Case  # noqa: E402
 
@@ -426,7 +427,7 @@ def test_refuses_sizes_tma_cannot_read(dtype, size, ok):
 
 
 def test_wgmma_needs_exactly_sm90():
-    k = cu.GEMM["tensor"]["tensor"].pick((9, 0))
+    k = gemm.CUDA["tensor"]["tensor"].pick((9, 0))
     assert isinstance(k, cu.CudaTmaGemm)
     assert k.unsupported("fp16", (10, 0)) and k.unsupported("fp32", (9, 0))
     assert k.unsupported("fp16", (9, 0)) is None

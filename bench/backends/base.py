@@ -1,4 +1,4 @@
-"""The interface every backend implements, and the registry that finds them lazily.
+"""The interface every backend implements, and the lookup of the registry (__init__.py).
 
 A backend runs cases (allocates the buffers of a case, uploads inputs, launches the pipeline,
 reads outputs back), times them with its own clock, and measures its device's roofs. Backends
@@ -21,7 +21,9 @@ import numpy as np
 from roofbench.kernels.spec import Case
 from roofbench.roofs.model import RoofSet
 
+from ...plugins import PluginError, plugin_attr
 from ..measure.timer import TimerConfig, Timing
+from . import AUTO_ORDER, REGISTRY  # noqa: F401  (re-exported: base.REGISTRY is the same dict)
 
 
 class BackendUnavailable(RuntimeError):
@@ -138,20 +140,29 @@ class Backend(ABC):
         pass
 
 
-# name -> "module:Class". Lazy so that importing roofbench never imports CuPy or PyCUDA.
-REGISTRY: dict[str, str] = {
-    "cpu": "roofbench.bench.backends.cpu:CpuBackend",
-    "cuda": "roofbench.bench.backends.cupy:CupyBackend",
-    "pycuda": "roofbench.bench.backends.pycuda:PycudaBackend",
-    "numba": "roofbench.bench.backends.numba_cuda:NumbaCudaBackend",
-    "sim": "roofbench.bench.backends.numba_cuda:SimBackend",
-}
-# Preference order for --backend auto.
-AUTO_ORDER = ("cuda", "cpu")
+def plugin_backends() -> dict[str, type[Backend]]:
+    """Backends of the plug-ins in $ROOFBENCH_PLUGINS (their ``BACKEND``), by name.
+    Raises PluginError for a bad one."""
+    out: dict[str, type[Backend]] = {}
+    for mod, cls in plugin_attr("BACKEND"):
+        if not (isinstance(cls, type) and issubclass(cls, Backend)):
+            raise PluginError(f"plug-in {mod!r}: BACKEND is not a roofbench Backend subclass")
+        if not cls.name or cls.name in REGISTRY or cls.name in out or cls.name == "auto":
+            raise PluginError(f"plug-in {mod!r}: backend name {cls.name!r} is empty or taken")
+        out[cls.name] = cls
+    return out
+
+
+def names() -> list[str]:
+    """Every backend name: the registry's, then the plug-ins'."""
+    return [*REGISTRY, *plugin_backends()]
 
 
 def backend_class(name: str) -> type[Backend]:
     if name not in REGISTRY:
+        plugged = plugin_backends()
+        if name in plugged:
+            return plugged[name]
         raise KeyError(name)
     mod_name, cls_name = REGISTRY[name].split(":")
     try:
@@ -186,8 +197,12 @@ def open_for_user(name: str) -> Backend:
     """open_backend for the CLI: an unknown or unavailable backend is a one-line UserError."""
     from ..errors import UserError
 
-    if name != "auto" and name not in REGISTRY:
-        raise UserError(f"unknown backend {name!r}; choose from: auto, {', '.join(REGISTRY)}")
+    try:
+        known = names()
+    except PluginError as e:
+        raise UserError(str(e)) from None
+    if name != "auto" and name not in known:
+        raise UserError(f"unknown backend {name!r}; choose from: auto, {', '.join(known)}")
     try:
         return open_backend(name)
     except BackendUnavailable as e:

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from ...plugins import PluginError
 from ..errors import UserError
 
 COMMANDS = [
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except UserError as e:
+    except (UserError, PluginError) as e:  # a bad $ROOFBENCH_PLUGINS entry is a user error
         print(f"roofbench: error: {e}", file=sys.stderr)
         return e.code
     except KeyboardInterrupt:

@@ -221,7 +221,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     console = Console(width=max(Console().width, 140))
     console.print(t)
     console.print("backends:")
-    for name in backends.REGISTRY:
+    for name in backends.names():  # the registry, then any plug-in backends
         why = backends.unavailable_reason(name)
         # markup=False: reasons name pip extras in square brackets, e.g. roofbench[cuda13]
         console.print(f"  {name}: {'available' if why is None else why}", markup=False)

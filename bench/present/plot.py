@@ -44,9 +44,16 @@ PREC_COLORS = {
 # Memory level by line style (measured roofs); datasheet roofs are dashed and faint whatever
 # their level.
 LEVEL_STYLES = {"dram": "-", "l2": "-.", "l1": (0, (5, 1.5, 1, 1.5, 1, 1.5)), "smem": ":"}
-MARKERS = {"vector_add": "o", "l2norm": "s", "rownorm": "D", "gemm": "^"}
 FAINT = 0.45
 SOURCE_RANK = {"measured": 0, "user": 1, "theoretical": 2, "datasheet": 3}
+
+
+def marker(workload: str) -> str:
+    """The workload's own plot marker (Workload.marker); "o" for one no longer known."""
+    from roofbench.kernels.registry import workloads
+
+    w = workloads().get(workload)
+    return w.marker if w is not None else "o"
 
 
 @dataclass
@@ -325,12 +332,12 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
         tag = tags[i] if len(cases_by_run) > 1 else ""
         for p in pts:
             color = PREC_COLORS.get(p.precision, "gray")
-            (ln,) = ax.plot(p.ai, p.flops, MARKERS.get(p.workload, "o"), color=color, ms=8,
+            (ln,) = ax.plot(p.ai, p.flops, marker(p.workload), color=color, ms=8,
                             mec="black", mew=0.6, alpha=1.0 if i == 0 else 0.7, zorder=5)
             out.points.append(ln)
             out.xy.append((p.ai, p.flops))
             if p.hw_ai:
-                (hw,) = ax.plot(p.hw_ai, p.flops, MARKERS.get(p.workload, "o"), mfc="none",
+                (hw,) = ax.plot(p.hw_ai, p.flops, marker(p.workload), mfc="none",
                                 mec=color, ms=8, mew=1.2, zorder=5)
                 ax.plot([p.ai, p.hw_ai], [p.flops, p.flops], ":", color=color, lw=0.8)
                 out.points.append(hw)
@@ -492,7 +499,7 @@ def _label_point(ax, renderer, layout: Layout, text: str, x: float, y: float):
 def _legend(ax, points: list[Point], roof_lines, legend_roofs: list[str]):
     handles = []
     for wl in sorted({p.workload for p in points}):
-        handles.append(Line2D([], [], linestyle="", marker=MARKERS.get(wl, "o"), color="white",
+        handles.append(Line2D([], [], linestyle="", marker=marker(wl), color="white",
                               mec="black", label=wl))
     if any(p.hw_ai for p in points):
         handles.append(Line2D([], [], linestyle="", marker="o", mfc="none", mec="black",
