@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
+from . import cpu_stream
 from . import cuda_impl as cu
 from . import numba_cuda_twins as nb
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
@@ -25,27 +26,36 @@ FLOP_CONVENTION = "l2norm: mul and add = 1 FLOP each; sqrt not counted (special-
 
 
 @njit(parallel=True, cache=True)
-def _square(x, y, n):
+def _square_cached(x, y, n):
     for i in prange(n):
         y[i] = x[i] * x[i]
 
 
 @njit(parallel=True, cache=True)
-def _add(x, y, z, n):
+def _add_cached(x, y, z, n):
     for i in prange(n):
         z[i] = x[i] + y[i]
 
 
 @njit(parallel=True, cache=True)
-def _sqrt(x, y, n):
+def _sqrt_cached(x, y, n):
     for i in prange(n):
         y[i] = math.sqrt(x[i])
 
 
 @njit(parallel=True, cache=True)
-def _fused(a, b, out, n):
+def _fused_cached(a, b, out, n):
     for i in prange(n):
         out[i] = math.sqrt(a[i] * a[i] + b[i] * b[i])
+
+
+# One rule for naive and fused alike: an output larger than the last-level cache is written
+# with streaming stores (no read for ownership; kernels/cpu_stream.py), a smaller one by the
+# cached loops above.
+_square = cpu_stream.StreamingKernel(_square_cached, cpu_stream.square, out_arg=1)
+_add = cpu_stream.StreamingKernel(_add_cached, cpu_stream.add, out_arg=2)
+_sqrt = cpu_stream.StreamingKernel(_sqrt_cached, cpu_stream.sqrt, out_arg=1)
+_fused = cpu_stream.StreamingKernel(_fused_cached, cpu_stream.hypot, out_arg=2)
 
 
 def _inputs(size: Size, dtype: str) -> dict[str, Buf]:

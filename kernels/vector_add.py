@@ -7,15 +7,21 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
+from . import cpu_stream
 from . import cuda_impl as cu
 from . import numba_cuda_twins as nb
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
 
 
 @njit(parallel=True, cache=True)
-def _add(a, b, c, n):
+def _add_cached(a, b, c, n):
     for i in prange(n):
         c[i] = a[i] + b[i]
+
+
+# An output larger than the last-level cache is written with streaming stores (no read for
+# ownership; kernels/cpu_stream.py), a smaller one by the cached loop above.
+_add = cpu_stream.StreamingKernel(_add_cached, cpu_stream.add, out_arg=2)
 
 
 def _io(size: Size, dtype: str) -> dict[str, Buf]:
