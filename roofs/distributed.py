@@ -24,7 +24,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from .model import Roof, RoofSet
+from roofbench.schema import Roof, RoofSet
 
 Split = Literal["single", "column", "row"]
 

@@ -123,7 +123,8 @@ def _gpu_links(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from roofbench.roofs import interconnect as ic
-    from roofbench.roofs.model import RoofSet
+
+    from roofbench.schema import RoofSet
 
     from ..fleet.core import _si, write_atomic
 

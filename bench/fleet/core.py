@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from roofbench.roofs import interconnect as ic
-from roofbench.roofs.model import Roof, RoofSet, device_slug
+from roofbench.roofs.model import device_slug
 
 from roofbench.fileio import atomic_write_bytes
+from roofbench.schema import Roof, RoofSet
 
 from ..errors import UserError
 

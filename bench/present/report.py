@@ -7,26 +7,18 @@ cases with their reasons, and the environment.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from roofbench.kernels.registry import workloads
-from roofbench.roofs.model import RoofSet
+
+from roofbench.errors_text import first_line
+from roofbench.schema import CaseResult, RoofSet, RunResult
+from roofbench.units import si
 
 from ..measure.ncu import ncu_section
-from ..measure.runner import CaseResult
-from ..results import RunResult
-
-
-def _si(v: float | None, unit: str = "") -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    for p, s in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= p:
-            return f"{v / p:.3g} {s}{unit}"
-    return f"{v:.3g} {unit}".rstrip()
 
 
 def _t(s: float | None) -> str:
@@ -46,7 +38,7 @@ def roofs_frame(rs: RoofSet) -> pd.DataFrame:
         ds = (rs.memory(key, "datasheet") if r.kind == "memory"
               else rs.compute(key, "datasheet") if r.kind == "compute" else None)
         rows.append({
-            "roof": r.name, "kind": r.kind, "level/precision": key, "value": _si(r.value, r.unit),
+            "roof": r.name, "kind": r.kind, "level/precision": key, "value": si(r.value, r.unit),
             "source": r.source, "probe": r.evidence.get("probe", ""),
             "vs datasheet": (f"{r.value / ds.value:.1%}" if ds is not None and r.source
                              == "measured" else ""),
@@ -70,36 +62,52 @@ def occupancy_text(c: CaseResult) -> str:
     """Theoretical occupancy of each launch (GPU backends record it per launch), with the
     registers that set it: shown beside efficiency because the two axes are independent."""
     parts = []
-    for la in (c.extra or {}).get("launches") or []:
-        occ = (la.get("occupancy") or {}).get("occupancy")
-        if isinstance(occ, (int, float)):
-            regs = la.get("registers")
-            parts.append(f"{occ:.0%}" + (f" ({regs} regs)" if regs else ""))
+    for la in c.launches:
+        if la.occupancy is not None:
+            regs = la.occupancy.registers_per_thread
+            parts.append(f"{la.occupancy.occupancy:.0%}" + (f" ({regs} regs)" if regs else ""))
     return ", ".join(parts) if parts else "-"
 
 
 def cases_table(cases: list[CaseResult]) -> pd.DataFrame:
     rows = []
     for c in cases:
-        t = c.timing or {}
+        t = c.timing
         occ = occupancy_text(c)
         rows.append({
             "kernel": c.workload, "variant": c.variant, "dtype": c.dtype,
             "size": "x".join(map(str, c.size)), "AI": f"{c.ai.get('dram', 0):.3g}",
-            "time": _t(c.median_s), "cv": f"{t['cv']:.1%}" if t.get("cv") is not None else "-",
-            "FLOP/s": _si(c.flop_per_s), "B/s": _si(c.bytes_per_s.get("dram")),
-            "attainable": _si(c.attainable),
+            "time": _t(c.median_s), "cv": f"{t.cv:.1%}" if t else "-",
+            "FLOP/s": si(c.flop_per_s), "B/s": si(c.bytes_per_s.get("dram")),
+            "attainable": si(c.attainable),
             "efficiency": (f"{c.efficiency:.1%}" + (" (above roof)" if c.efficiency > 1 else ""))
             if c.efficiency else "-",
             "bound": c.bound or "-",
             "occupancy": occ,
-            "status": c.status + (" (" + "; ".join(t.get("flags")) + ")"
-                                  if t.get("flags") else ""),
+            "status": c.status + (" (" + "; ".join(t.flags) + ")" if t and t.flags else ""),
         })
     return pd.DataFrame(rows)
 
 
-def fusion_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class FusionRow:
+    """A (naive -> fused) pair of one workload, dtype and size: what fusing bought."""
+
+    workload: str
+    dtype: str
+    size: str  # "4096x1024"
+    src: str  # the variant fused from (Variant.arrow_from)
+    dst: str  # the fused variant
+    ai_src: float | None  # DRAM intensity, FLOP/B
+    ai_dst: float | None
+    time_src: float | None  # median seconds
+    time_dst: float | None
+    speedup: float | None  # time_src / time_dst, None unless both are valid
+    bytes_ratio: float  # DRAM bytes of src over dst: the most a memory-bound device can gain
+    valid: bool
+
+
+def fusion_rows(cases: list[CaseResult]) -> list[FusionRow]:
     """Every (naive -> fused) pair the workloads declare via Variant.arrow_from."""
     ws = workloads()
     idx = {(c.backend, c.workload, c.variant, c.dtype, tuple(c.size)): c for c in cases}
@@ -113,15 +121,12 @@ def fusion_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
         if src is None or "unsupported" in (src.status, c.status):
             continue  # a variant this backend cannot run is no fusion result
         both_valid = src.valid and c.valid and src.median_s and c.median_s
-        rows.append({
-            "workload": c.workload, "dtype": c.dtype, "size": "x".join(map(str, c.size)),
-            "from": src.variant, "to": c.variant,
-            "AI from": src.ai.get("dram"), "AI to": c.ai.get("dram"),
-            "time from": src.median_s, "time to": c.median_s,
-            "speedup": (src.median_s / c.median_s) if both_valid else None,
-            "bytes ratio": src.bytes["dram"] / c.bytes["dram"],
-            "valid": bool(both_valid),
-        })
+        rows.append(FusionRow(
+            workload=c.workload, dtype=c.dtype, size="x".join(map(str, c.size)),
+            src=src.variant, dst=c.variant, ai_src=src.ai.get("dram"), ai_dst=c.ai.get("dram"),
+            time_src=src.median_s, time_dst=c.median_s,
+            speedup=(src.median_s / c.median_s) if both_valid else None,
+            bytes_ratio=src.bytes["dram"] / c.bytes["dram"], valid=bool(both_valid)))
     return rows
 
 
@@ -139,35 +144,41 @@ def fusion_bound(c: CaseResult) -> float | None:
 
 
 def pipeline_rows(c: CaseResult) -> list[dict[str, Any]]:
-    times = [(la.timing or {}).get("median_s") for la in c.launches]
+    times = [la.timing.median if la.timing else None for la in c.launches]
     total = sum(t for t in times if t) or None
     rows = []
     for la, t in zip(c.launches, times, strict=True):
         rows.append({"launch": f"{la.kernel}" + (f" ({la.note})" if la.note else ""),
                      "FLOPs": la.flops, "bytes": la.bytes.get("dram"), "time": _t(t),
                      "share": f"{t / total:.1%}" if t and total else "-",
-                     "B/s": _si(la.bytes.get("dram", 0) / t if t else None)})
+                     "B/s": si(la.bytes.get("dram", 0) / t if t else None)})
     return rows
 
 
 def render(run: RunResult) -> str:
-    """report.md. Each section renders on its own: one that fails is named with the reason
-    and the others are still written (a report of a partial or older file is still a report)."""
-    out = [f"# roofbench report: {run.device}", ""]
-    out += [f"- backend: `{run.backend}`", f"- created: {run.created}",
-            f"- command: `{' '.join(run.command)}`", f"- git commit: `{run.git_commit}`", ""]
-    for note in run.notes:
-        out.append(f"> {note}")
-    if run.notes:
-        out.append("")
+    """report.md: the header, then every section of SECTIONS in order."""
+    out = _header_lines(run)
     for title, section in SECTIONS:
-        try:
-            out += section(run)
-        except Exception as e:  # one broken section must not cost the whole report
-            msg = str(e).splitlines()[0] if str(e) else ""
-            out += [f"## {title}", "", f"_This section could not be rendered: "
-                    f"{type(e).__name__}: {msg}_", ""]
+        out += _guarded(title, section, run)
     return "\n".join(out)
+
+
+def _header_lines(run: RunResult) -> list[str]:
+    """Device, backend, when, the command and the commit; then the run's notes as quotes."""
+    out = [f"# roofbench report: {run.device}", "",
+           f"- backend: `{run.backend}`", f"- created: {run.created}",
+           f"- command: `{' '.join(run.command)}`", f"- git commit: `{run.git_commit}`", ""]
+    out += [f"> {note}" for note in run.notes] + ([""] if run.notes else [])
+    return out
+
+
+def _guarded(title: str, section: Callable[[RunResult], list[str]], run: RunResult) -> list[str]:
+    """One section on its own: one that fails is named with the reason and the others are
+    still written (a report of a partial or older file is still a report)."""
+    try:
+        return section(run)
+    except Exception as e:  # one broken section must not cost the whole report
+        return [f"## {title}", "", f"_This section could not be rendered: {first_line(e)}_", ""]
 
 
 def _roofs_section(run: RunResult) -> list[str]:
@@ -195,12 +206,12 @@ def _roofs_section(run: RunResult) -> list[str]:
 def fusion_table(cases: list[CaseResult]) -> list[dict[str, str]]:
     """The fusion rows as displayed (report.md and report.html)."""
     return [{
-        "workload": r["workload"], "dtype": r["dtype"], "size": r["size"],
-        "from -> to": f"{r['from']} -> {r['to']}",
-        "AI": f"{r['AI from']:.3g} -> {r['AI to']:.3g}",
-        "time": f"{_t(r['time from'])} -> {_t(r['time to'])}",
-        "speedup": f"{r['speedup']:.2f}x" if r["speedup"] else "- (not valid)",
-        "bytes ratio": f"{r['bytes ratio']:.2f}x",
+        "workload": r.workload, "dtype": r.dtype, "size": r.size,
+        "from -> to": f"{r.src} -> {r.dst}",
+        "AI": f"{r.ai_src:.3g} -> {r.ai_dst:.3g}",
+        "time": f"{_t(r.time_src)} -> {_t(r.time_dst)}",
+        "speedup": f"{r.speedup:.2f}x" if r.speedup else "- (not valid)",
+        "bytes ratio": f"{r.bytes_ratio:.2f}x",
     } for r in fusion_rows(cases)]
 
 
@@ -292,7 +303,7 @@ def _pipelines_section(run: RunResult) -> list[str]:
     out = ["## Where the time goes in multi-launch pipelines", ""]
     for c in pipes:
         e2e = c.median_s or 0
-        s = sum((la.timing or {}).get("median_s") or 0 for la in c.launches)
+        s = sum(la.timing.median for la in c.launches if la.timing)
         bound = fusion_bound(c)
         out += [f"### {c.workload}/{c.variant} {c.dtype} {'x'.join(map(str, c.size))}", "",
                 f"End to end {_t(e2e)}; sum of launches timed alone {_t(s)}."

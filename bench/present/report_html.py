@@ -19,10 +19,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from roofbench.roofs.model import LEVEL_LABELS, Roof, RoofSet
+from roofbench.roofs.model import LEVEL_LABELS
 
-from ..measure.runner import CaseResult
-from ..results import RunResult
+from roofbench.schema import CaseResult, Roof, RoofSet, RunResult
+from roofbench.units import si
+
 from .compare import Delta
 from .plot import (
     FAINT,
@@ -35,7 +36,7 @@ from .plot import (
     select_roofs,
     valid_points,
 )
-from .report import _si, _t, cases_table, fusion_table, pipeline_rows, ridges, roofs_frame
+from .report import _t, cases_table, fusion_table, pipeline_rows, ridges, roofs_frame
 
 MISSING_NOTE = ("report.html has a static roofline only: `pip install roofbench[report]` "
                 "(Bokeh) for the interactive one.")
@@ -64,7 +65,7 @@ def _case_row(c: CaseResult, tag: str = "") -> dict[str, Any]:
         "x": c.ai["dram"], "y": c.flop_per_s, "run": tag.strip(": "),
         "kernel": c.workload, "variant": c.variant, "dtype": c.dtype,
         "size": "x".join(map(str, c.size)), "time": _t(c.median_s),
-        "flops": _si(c.flop_per_s, "FLOP/s"), "bps": _si(c.bytes_per_s.get("dram"), "B/s"),
+        "flops": si(c.flop_per_s, "FLOP/s"), "bps": si(c.bytes_per_s.get("dram"), "B/s"),
         "ai": f"{c.ai['dram']:.4g} FLOP/B",
         "eff": f"{c.efficiency:.1%}" if c.efficiency else "-", "bound": c.bound or "-",
         "roof": c.limiting_roof or "-", "precision": c.precision,
@@ -85,9 +86,9 @@ TOOLTIPS = [("case", "@run @kernel/@variant @dtype"), ("size", "@size"), ("time"
 
 def _roof_label(r: Roof, tag: str = "") -> str:
     if r.kind == "memory":
-        name = f"{LEVEL_LABELS.get(r.level, r.level)} {_si(r.value, 'B/s')}"
+        name = f"{LEVEL_LABELS.get(r.level, r.level)} {si(r.value, 'B/s')}"
     else:
-        name = f"{r.name} {_si(r.value, 'FLOP/s')}"
+        name = f"{r.name} {si(r.value, 'FLOP/s')}"
     return f"{tag}{name}" + ("" if r.source == "measured" else f" ({r.source})")
 
 
@@ -282,11 +283,9 @@ def roofs_section(rs: RoofSet | None) -> str:
     if rl:
         out.append("<p>Ridge points (compute / DRAM bandwidth): " + ", ".join(
             f"{_e(p)} {x:.3g} FLOP/B ({_e(s)})" for s, p, x in rl) + "</p>")
-    failed = rs.info.get("failed_probes")
-    if failed:
-        items = failed.items() if isinstance(failed, dict) else enumerate(failed)
+    if rs.failed_probes:  # typed since roof-set version 2 (info no longer holds them)
         out.append("<p>Probes that failed: " + "; ".join(
-            f"{_e(k)}: {_e(v)}" for k, v in items) + "</p>")
+            f"{_e(f.probe)}: {_e(f.reason)}" for f in rs.failed_probes) + "</p>")
     return "\n".join(out)
 
 
@@ -305,7 +304,7 @@ def pipelines_section(cases: list[CaseResult]) -> str:
         return "<p>No multi-launch pipeline in this run.</p>"
     out = []
     for c in pipes:
-        s = sum((la.timing or {}).get("median_s") or 0 for la in c.launches)
+        s = sum(la.timing.median for la in c.launches if la.timing)
         out.append(f"<h3>{_e(c.key)}</h3><p>End to end {_e(_t(c.median_s))}; sum of "
                    f"launches timed alone {_e(_t(s))}.</p>" + _table(pipeline_rows(c)))
     return "\n".join(out)
