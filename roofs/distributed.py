@@ -24,7 +24,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from roofbench.schema import Roof, RoofSet
+from roofbench.units import si
+
+from .model import Roof, RoofSet
 
 Split = Literal["single", "column", "row"]
 
@@ -145,15 +147,24 @@ class TPRoofs:
 
 
 def _describe(r: Roof, origin: str) -> str:
-    return f"{r.source} {r.name!r} {_fmt_rate(r.value, r.unit)}" + (f" from {origin}"
-                                                                      if origin else "")
+    return f"{r.source} {r.name!r} {si(r.value, r.unit)}" + (f" from {origin}" if origin else "")
 
 
-def _fmt_rate(v: float, unit: str) -> str:
-    for scale, pre in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= scale:
-            return f"{v / scale:.4g} {pre}{unit}"
-    return f"{v:.4g} {unit}"
+def _pick(out: RoofSet, prov: dict[str, str], ignored: list[str], what: str, flag: str, *,
+          found: tuple[Roof, str] | None, given: Roof | None, missing: str,
+          given_note: str = "") -> None:
+    """One of the three roofs: the measured one (with how it is described) when there is one,
+    else the user-given figure; a user figure beside a measured roof is noted as ignored."""
+    if found is not None:
+        out.add(found[0])
+        prov[what] = found[1]
+        if given is not None:
+            ignored.append(flag)
+    elif given is not None:
+        out.add(given)
+        prov[what] = f"user-given {flag} {si(given.value, given.unit)}{given_note}"
+    else:
+        raise KeyError(missing)
 
 
 def resolve_roofs(precision: str, split: str = "row", measured: RoofSet | None = None,
@@ -166,29 +177,20 @@ def resolve_roofs(precision: str, split: str = "row", measured: RoofSet | None =
     ignored: list[str] = []
 
     c = measured.compute(precision) if measured else None
-    if c is not None:
-        out.add(Roof(c.name, "compute", c.value, c.source, precision=precision,
-                     evidence=c.evidence))
-        prov["compute"] = _describe(c, origin)
-        if peak is not None:
-            ignored.append("--peak")
-    elif peak is not None:
-        out.add(Roof("peak (user)", "compute", peak, "user", precision=precision))
-        prov["compute"] = f"user-given --peak {_fmt_rate(peak, 'FLOP/s')}"
-    else:
-        raise KeyError(f"no {precision} compute roof: pass --peak or --roofs with one")
+    _pick(out, prov, ignored, "compute", "--peak",
+          found=None if c is None else (Roof(c.name, "compute", c.value, c.source,
+                                             precision=precision, evidence=c.evidence),
+                                        _describe(c, origin)),
+          given=None if peak is None else Roof("peak (user)", "compute", peak, "user",
+                                               precision=precision),
+          missing=f"no {precision} compute roof: pass --peak or --roofs with one")
 
     m = measured.memory("dram") if measured else None
-    if m is not None:
-        out.add(Roof(m.name, "memory", m.value, m.source, level="dram", evidence=m.evidence))
-        prov["hbm"] = _describe(m, origin)
-        if hbm is not None:
-            ignored.append("--hbm-bw")
-    elif hbm is not None:
-        out.add(Roof("HBM (user)", "memory", hbm, "user", level="dram"))
-        prov["hbm"] = f"user-given --hbm-bw {_fmt_rate(hbm, 'B/s')}"
-    else:
-        raise KeyError("no HBM/DRAM roof: pass --hbm-bw or --roofs with one")
+    _pick(out, prov, ignored, "hbm", "--hbm-bw",
+          found=None if m is None else (Roof(m.name, "memory", m.value, m.source, level="dram",
+                                             evidence=m.evidence), _describe(m, origin)),
+          given=None if hbm is None else Roof("HBM (user)", "memory", hbm, "user", level="dram"),
+          missing="no HBM/DRAM roof: pass --hbm-bw or --roofs with one")
 
     lk = None
     if measured is not None:
@@ -196,19 +198,17 @@ def resolve_roofs(precision: str, split: str = "row", measured: RoofSet | None =
             lk = measured.interconnect(level, source="measured")
             if lk is not None:
                 break
-    if lk is not None:
-        out.add(Roof(lk.name, "interconnect", lk.value, lk.source, level="link",
-                     evidence={**lk.evidence, "measured_level": lk.level}))
-        prov["link"] = f"measured {lk.level} roof {_fmt_rate(lk.value, 'B/s')}" + (
-            f" from {origin}" if origin else "")
-        if link is not None:
-            ignored.append("--link-bw")
-    elif link is not None:
-        out.add(Roof("link (user)", "interconnect", link, "user", level="link"))
-        prov["link"] = f"user-given --link-bw {_fmt_rate(link, 'B/s')} (no measured link roof)"
-    else:
-        raise KeyError("no link bandwidth: pass --link-bw, or --roofs with a measured "
-                       "interconnect roof (mpirun -n 2 roofbench fleet links --out DIR)")
+    _pick(out, prov, ignored, "link", "--link-bw",
+          found=None if lk is None else (
+              Roof(lk.name, "interconnect", lk.value, lk.source, level="link",
+                   evidence={**lk.evidence, "measured_level": lk.level}),
+              f"measured {lk.level} roof {si(lk.value, 'B/s')}"
+              + (f" from {origin}" if origin else "")),
+          given=None if link is None else Roof("link (user)", "interconnect", link, "user",
+                                               level="link"),
+          given_note=" (no measured link roof)",
+          missing="no link bandwidth: pass --link-bw, or --roofs with a measured "
+                  "interconnect roof (mpirun -n 2 roofbench fleet links --out DIR)")
     if ignored:
         prov["note"] = f"{', '.join(ignored)} ignored: measured roofs take precedence"
     return TPRoofs(roofs=out, precision=precision, provenance=prov)

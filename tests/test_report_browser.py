@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 from roofbench.bench.present.compare import compare
-from roofbench.bench.present.report import _si
 from roofbench.bench.results import load_run
+
+from roofbench.units import si
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMM = ROOT / "tests" / "fixtures" / "h200-2026-11-30" / "results-gemm-4096.json"
@@ -178,8 +179,8 @@ def test_hover_shows_the_numbers_of_the_point(browser, gemm_page: Path):
         text = browser.execute_script(WALK + """
 return walk(document, []).filter(e => /bk-tooltip-content/.test(e.className))
   .map(e => e.innerText).join('\\n');""")
-    for want in ("gemm/library fp32", "4096x4096x4096", _si(case.flop_per_s, "FLOP/s"),
-                 _si(case.bytes_per_s["dram"], "B/s"), f"{case.ai['dram']:.4g} FLOP/B",
+    for want in ("gemm/library fp32", "4096x4096x4096", si(case.flop_per_s, "FLOP/s"),
+                 si(case.bytes_per_s["dram"], "B/s"), f"{case.ai['dram']:.4g} FLOP/B",
                  f"{case.efficiency:.1%}", case.bound, case.limiting_roof):
         assert want in text, f"{want!r} not in the tooltip {text!r}"
     for field in ("time", "FLOP/s", "B/s", "AI", "efficiency", "bound", "roof", "size"):
@@ -190,7 +191,7 @@ def test_legend_click_hides_its_roof(browser, gemm_page: Path):
     _open(browser, gemm_page)
     run = load_run(GEMM)
     bw = run.roofs.memory("dram", "measured").value
-    label = f"DRAM/HBM {_si(bw, 'B/s')}"
+    label = f"DRAM/HBM {si(bw, 'B/s')}"
     (x0, _), _ = browser.execute_script(PLOT_VIEW + """
 return [[view.frame.x_scale.source_range.start, 0], 0];""")
     px, py = _page_xy(browser, x0 * 3, bw * x0 * 3)  # on the line, far from every point

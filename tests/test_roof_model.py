@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from roofbench.roofs.model import device_slug
-
-from roofbench.schema import Roof, RoofSet
+from roofbench.roofs.model import Roof, RoofSet, device_slug
 
 
 def roofset() -> RoofSet:

@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 from roofbench.kernels.spec import Case
+from roofbench.roofs.model import RoofSet
 
-from roofbench.schema import RoofSet, Timing
+from roofbench.errors_text import first_line  # noqa: F401 (the backends import it from here)
 
 from ...plugins import PluginError, plugin_attr
-from ..measure.timer import TimerConfig
+from ..measure.timer import TimerConfig, Timing
 from . import AUTO_ORDER, REGISTRY  # noqa: F401  (re-exported: base.REGISTRY is the same dict)
 
 
@@ -74,12 +75,6 @@ class LaunchListPrepared(Prepared):
 
     def launch_fns(self) -> list[Callable[[], None]]:
         return list(self._calls)
-
-
-def first_line(e: BaseException) -> str:
-    """'Type: first line of the message', for one-line reasons."""
-    s = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {s[0]}" if s else type(e).__name__
 
 
 class Backend(ABC):
@@ -207,4 +202,4 @@ def open_for_user(name: str) -> Backend:
     try:
         return open_backend(name)
     except BackendUnavailable as e:
-        raise UserError(str(e).strip().splitlines()[0]) from None
+        raise UserError(first_line(e, typed=False)) from None

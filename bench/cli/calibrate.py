@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..measure.progress import Heartbeat
-from ..measure.roof_source import calibrate, plot_device, print_summary
+from ..measure.roof_source import calibrate
+from ..present.tables import plot_device, print_summary
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -17,7 +17,10 @@ import math
 import re
 from pathlib import Path
 
+from roofbench.units import si
+
 from ..errors import UserError
+from .argtypes import checked
 
 _PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
@@ -46,14 +49,7 @@ def _ps(s: str) -> list[int]:
     return ps
 
 
-def _dim(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {s}")
-    return v
+_dim = checked(int, lambda v: v >= 1, "must be >= 1", "an integer")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -87,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def load_roofs(path: str):  # -> RoofSet
     """A RoofSet from any roofbench roofs-bearing JSON: one clear error otherwise."""
-    from roofbench.schema import Roof, RoofSet
+    from roofbench.roofs.model import Roof, RoofSet
 
     try:
         d = json.loads(Path(path).read_text())
@@ -110,27 +106,18 @@ def load_roofs(path: str):  # -> RoofSet
         raise UserError(f"roofs file {path} holds no roof set ({e})") from None
 
 
-def _si(v: float, unit: str) -> str:
-    if not math.isfinite(v):
-        return "inf"
-    for scale, pre in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= scale:
-            return f"{v / scale:.4g} {pre}{unit}"
-    return f"{v:.4g} {unit}"
-
-
 def _run(args: argparse.Namespace) -> int:
     from roofbench.roofs import distributed as dist
 
     if args.book:
         shift, roofs, rows = dist.book_example()
         print("Book example (distributed GEMM, case B): the link replaces HBM as the roof")
-        print(f"  compute {_si(shift.peak, 'FLOP/s')} ({dist.BOOK['peak_source']})")
-        print(f"  ridge against HBM {_si(shift.hbm, 'B/s')}: {shift.ridge_hbm:.1f} FLOP/B; "
-              f"against the link {_si(shift.link, 'B/s')}: {shift.ridge_link:.1f} FLOP/B")
+        print(f"  compute {si(shift.peak, 'FLOP/s')} ({dist.BOOK['peak_source']})")
+        print(f"  ridge against HBM {si(shift.hbm, 'B/s')}: {shift.ridge_hbm:.1f} FLOP/B; "
+              f"against the link {si(shift.link, 'B/s')}: {shift.ridge_link:.1f} FLOP/B")
         print(f"  GEMM {dist.BOOK['m']}^3 {dist.BOOK['dtype']}: AI {shift.ai:.1f} FLOP/B -> "
-              f"one GPU {_si(shift.attainable_hbm, 'FLOP/s')} ({shift.bound_hbm}-bound), "
-              f"bytes over the link {_si(shift.attainable_link, 'FLOP/s')} "
+              f"one GPU {si(shift.attainable_hbm, 'FLOP/s')} ({shift.bound_hbm}-bound), "
+              f"bytes over the link {si(shift.attainable_link, 'FLOP/s')} "
               f"({shift.bound_link}-bound)")
         m, n, k, dtype = dist.BOOK["m"], dist.BOOK["n"], dist.BOOK["k"], dist.BOOK["dtype"]
     else:
@@ -158,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
               f"{pt.ai_hbm:>9.1f}{pt.ai_link:>9.1f}{pt.attainable_per_gpu / 1e12:>12.1f}"
               f"{pt.attainable_total / 1e12:>10.1f}  {pt.bound} ({pt.roof})")
     if args.json:
-        from ..fleet.core import write_atomic
+        from ..fleet.output import write_atomic
 
         write_atomic(Path(args.json), json.dumps(
             {"provenance": roofs.provenance, "ridges": r, "roofs": roofs.roofs.to_dict(),
@@ -178,15 +165,15 @@ def _plot(path: Path, roofs, rows) -> None:  # noqa: ANN001 - model types, lazy 
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from ..fleet.core import write_atomic
+    from ..fleet.output import write_atomic
 
     peak, hbm, link = roofs.peak, roofs.hbm, roofs.link
     x = np.logspace(0, 4, 400)
     fig, ax = plt.subplots(figsize=(8, 5.5))
     ax.plot(x, np.minimum(peak, hbm * x), "-", color="C0", lw=2,
-            label=f"HBM {_si(hbm, 'B/s')} ({roofs.roofs.memory('dram').source})")
+            label=f"HBM {si(hbm, 'B/s')} ({roofs.roofs.memory('dram').source})")
     ax.plot(x, np.minimum(peak, link * x), "--", color="C3", lw=2,
-            label=f"link {_si(link, 'B/s')} ({roofs.roofs.interconnect('link').source})")
+            label=f"link {si(link, 'B/s')} ({roofs.roofs.interconnect('link').source})")
     for ridge, col in ((peak / hbm, "C0"), (peak / link, "C3")):
         ax.axvline(ridge, color=col, lw=0.8, alpha=0.5)
         ax.annotate(f"ridge {ridge:.0f}", (ridge, peak), textcoords="offset points",

@@ -14,26 +14,10 @@ import argparse
 import sys
 
 from ..errors import UserError
+from .argtypes import checked
 
-
-def _positive(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {s}")
-    return v
-
-
-def _margin(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-    if not 0 <= v < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), e.g. 0.1 for 10%, got {s}")
-    return v
+_positive = checked(float, lambda v: v > 0, "must be > 0")
+_margin = checked(float, lambda v: 0 <= v < 1, "must be in [0, 1), e.g. 0.1 for 10%")
 
 
 def _bytes(s: str) -> int:
@@ -96,21 +80,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cfg(args: argparse.Namespace, **kw: object) -> object:
-    from ..fleet.core import FleetConfig
+    from ..fleet.records import FleetConfig
 
     return FleetConfig(quick=args.quick, out=args.out, timeout=args.timeout,
                        link_max_bytes=args.link_max_size, argv=list(sys.argv), **kw)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from ..fleet.core import run_fleet
+    from ..fleet.protocol import run_fleet
 
     return run_fleet(_cfg(args, backend=args.backend, margin=args.margin,  # type: ignore[arg-type]
                           links=not args.no_links))
 
 
 def _links(args: argparse.Namespace) -> int:
-    from ..fleet.core import run_fleet
+    from ..fleet.protocol import run_fleet
 
     code = run_fleet(_cfg(args, calibrate=False))  # type: ignore[arg-type]
     if code:
@@ -124,9 +108,10 @@ def _gpu_links(args: argparse.Namespace) -> int:
 
     from roofbench.roofs import interconnect as ic
 
-    from roofbench.schema import RoofSet
+    from roofbench.roofs.model import RoofSet
+    from roofbench.units import si
 
-    from ..fleet.core import _si, write_atomic
+    from ..fleet.output import write_atomic
 
     try:
         sizes = ic.QUICK_NCCL_SIZES if args.quick else ic.DEFAULT_NCCL_SIZES
@@ -140,7 +125,7 @@ def _gpu_links(args: argparse.Namespace) -> int:
     print(f"P2P copy over {p2p.devices} device(s): {p2p.note or ''}")
     for i, row in enumerate(p2p.bandwidth):
         if p2p.devices > 1:
-            print(f"  {i}: " + "  ".join(_si(v, "B/s") if i != j else "-"
+            print(f"  {i}: " + "  ".join(si(v, "B/s") if i != j else "-"
                                          for j, v in enumerate(row)))
     for m in [p2p, *colls]:
         roof = m.to_roof()
@@ -148,8 +133,8 @@ def _gpu_links(args: argparse.Namespace) -> int:
             rs.add(roof)
     for m in colls:
         best = m.best_point()
-        print(f"NCCL {m.op} over {m.ranks} GPU(s): algbw {_si(m.peak_algbw, 'B/s')}, busbw "
-              f"{_si(m.peak_busbw, 'B/s')} at {best.bytes if best else '-'} B {m.note}".rstrip())
+        print(f"NCCL {m.op} over {m.ranks} GPU(s): algbw {si(m.peak_algbw, 'B/s')}, busbw "
+              f"{si(m.peak_busbw, 'B/s')} at {best.bytes if best else '-'} B {m.note}".rstrip())
     try:
         write_atomic(Path(args.out), json.dumps(rs.to_dict(), indent=1, default=str) + "\n")
     except OSError as e:

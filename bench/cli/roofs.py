@@ -14,16 +14,17 @@ from rich.table import Table
 from roofbench.roofs.calibrated import (
     CalibrationError,
     default_path,
-    load_roofs,
+    load_calibrated,
     save_calibrated,
     side_by_side,
 )
+from roofbench.roofs.model import RoofSet
 
-from roofbench.schema import RoofSet
+from roofbench.units import si
 
 from ..backends import base as backends
 from ..errors import UserError
-from ..measure.roof_source import fmt_value, plot_device, print_summary, wide_console
+from ..present.tables import plot_device, print_summary, wide_console
 
 
 def _measure(args: argparse.Namespace) -> int:
@@ -50,7 +51,7 @@ def _measure(args: argparse.Namespace) -> int:
 
 def _load(path: str) -> RoofSet:
     try:
-        return load_roofs(Path(path))
+        return load_calibrated(Path(path), require_schema=False)
     except CalibrationError as e:
         raise UserError(str(e)) from None
 
@@ -73,7 +74,7 @@ def compare_table(a: RoofSet, b: RoofSet) -> Table:
             return r["datasheet"], " (datasheet)" if r["datasheet"] is not None else ""
         va, sa = best(ra)
         vb, sb = best(rb)
-        t.add_row(key[1], fmt_value(va, unit) + sa, fmt_value(vb, unit) + sb,
+        t.add_row(key[1], si(va, unit) + sa, si(vb, unit) + sb,
                   f"{vb / va:.2f}x" if va and vb else "-")
     return t
 

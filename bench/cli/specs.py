@@ -8,7 +8,7 @@ from rich.table import Table
 from roofbench.roofs import datasheet
 
 from ..errors import UserError
-from ..measure.roof_source import wide_console
+from ..present.tables import wide_console
 
 _COLS = (("hbm_tbs", "HBM TB/s"), ("fp64", "FP64"), ("fp64_tc", "FP64 TC"), ("fp32", "FP32"),
          ("bf16_tc", "BF16 TC"), ("fp16_tc", "FP16 TC"), ("fp8_tc", "FP8 TC"), ("sms", "SMs"),

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 
 import numpy as np
+from roofbench.errors_text import first_line
 
 from ..errors import UserError
 
@@ -107,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ncu_case: error: {e}", file=sys.stderr)
         return e.code
     except Exception as e:  # one line for the parent's note, not a traceback
-        msg = str(e).strip().splitlines()
-        print(f"ncu_case: {type(e).__name__}: {msg[0] if msg else ''}", file=sys.stderr)
+        print(f"ncu_case: {first_line(e)}", file=sys.stderr)
         return 1
     return 0
 

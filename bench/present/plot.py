@@ -31,11 +31,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
-from roofbench.roofs.model import LEVEL_LABELS  # noqa: E402
+from roofbench.roofs.model import LEVEL_LABELS, Roof, RoofSet  # noqa: E402
 
-from roofbench.schema import CaseResult, Roof, RoofSet, RunResult  # noqa: E402
+from roofbench.units import si  # noqa: E402
 
-from ..results import atomic_write_bytes  # noqa: E402
+from ..measure.runner import CaseResult  # noqa: E402
+from ..results import RunResult, atomic_write_bytes  # noqa: E402
 
 PREC_COLORS = {
     "fp64": "#1f77b4", "fp32": "#d62728", "fp16": "#2ca02c", "bf16": "#9467bd",
@@ -104,13 +105,6 @@ def valid_points(cases: list[CaseResult], level: str = "dram",
                          hw_ai=hw_ai if hw_ai and hw_ai > 0 else None,
                          size="x".join(map(str, c.size))))
     return pts
-
-
-def _fmt(v: float, unit: str) -> str:
-    for p, s in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if v >= p:
-            return f"{v / p:.3g} {s}{unit}"
-    return f"{v:.3g} {unit}"
 
 
 # -- which roofs ----------------------------------------------------------------------------
@@ -410,7 +404,7 @@ def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, 
                         color="black", lw=1.6, alpha=a, zorder=2)
         out.drawn_roofs.append((m, ln))
         src = "" if m.source == "measured" else f" ({m.source})"
-        text = f"{tag}{LEVEL_LABELS.get(m.level, m.level)} {_fmt(m.value, 'B/s')}{src}"
+        text = f"{tag}{LEVEL_LABELS.get(m.level, m.level)} {si(m.value, 'B/s')}{src}"
         lines.append((m, [text], [(x0, m.value * x0), (x_end, m.value * x_end)], a))
     for c, ridge in sorted(ridge_points(rs, compute),
                            key=lambda t: (SOURCE_RANK.get(t[0].source, 9), -t[0].value)):
@@ -424,7 +418,7 @@ def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, 
             ax.plot([ridge], [c.value], "o", mfc="white", mec=color, ms=5, alpha=a, zorder=3)
             out.ridges.append((ridge, c.value))
         src = "" if c.source == "measured" else f" ({c.source})"
-        val = _fmt(c.value, "FLOP/s")
+        val = si(c.value, "FLOP/s")
         short = c.name.split(" (")[0]
         texts = [f"{tag}{c.name} {val}, ridge {ridge:.3g}{src}", f"{tag}{c.name} {val}{src}",
                  f"{tag}{short} {val}{src}"]
@@ -434,7 +428,7 @@ def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, 
             (ln,) = ax.plot([x0, x1], [c.value, c.value], "-",
                             color=PREC_COLORS.get(c.precision), lw=1.6, alpha=alpha)
             out.drawn_roofs.append((c, ln))
-            lines.append((c, [f"{tag}{c.name} {_fmt(c.value, 'FLOP/s')}"],
+            lines.append((c, [f"{tag}{c.name} {si(c.value, 'FLOP/s')}"],
                           [(x0, c.value), (x1, c.value)], alpha))
     return lines
 
@@ -538,17 +532,12 @@ def _draw_ert_curves(ax, rs: RoofSet) -> None:
 
 
 def _draw_fusion_arrows(ax, cases: list[CaseResult], by_key: dict[str, Point]) -> list:
-    from roofbench.kernels.registry import workloads
+    from .fusion import fused_from
 
-    ws = workloads()
     drawn = []
-    for c in cases:
-        w = ws.get(c.workload)
-        v = w.variants.get(c.variant) if w else None
-        if v is None or not v.arrow_from:
-            continue
+    for c, naive in fused_from(cases):
         dst = by_key.get(f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}")
-        src = by_key.get(f"{c.backend}/{c.workload}/{v.arrow_from}/{c.dtype}")
+        src = by_key.get(f"{c.backend}/{c.workload}/{naive}/{c.dtype}")
         if src and dst:
             ax.annotate("", xy=(dst.ai, dst.flops), xytext=(src.ai, src.flops), zorder=4,
                         arrowprops={"arrowstyle": "->", "color": "dimgray", "lw": 1.0,
