@@ -1,10 +1,11 @@
-"""Calibrated roof files: ``roofs/<device-slug>.json``, measured and datasheet roofs side by side.
+"""Roofs files: the one loader of every roofs file roofbench writes, and the calibration cache.
 
-A calibrated file is a RoofSet dict (``device``, ``info``, ``roofs``: any RoofSet reader can use
-it) plus a ``schema`` tag, a creation time and a ``table`` of measured vs datasheet figures.
-It is written atomically (temp file + os.replace): an interrupted calibration never leaves a
-half-written file. A corrupt or wrong-schema file raises CalibrationError naming the file and
-the way out (``--recalibrate``); it is never silently used.
+The calibration cache ``roofs/<device-slug>.json`` (``CalibratedRoofs`` in roofbench/schema.py)
+is a RoofSet dict (any RoofSet reader can use it) plus a ``schema`` tag, a creation time and a
+``table`` of measured vs datasheet figures. It is written atomically (temp file + os.replace):
+an interrupted calibration never leaves a half-written file. ``load_roofs`` reads it, a bare
+roof set, or a run's results.json (its roofs); a file it cannot use raises CalibrationError, one
+line naming the file and the way out; it is never silently used.
 """
 
 from __future__ import annotations
@@ -16,12 +17,20 @@ from typing import Any
 
 from roofbench.errors_text import first_line
 from roofbench.fileio import atomic_write_text
+from roofbench.schema import (
+    CALIBRATED_SCHEMA,
+    RESULTS_SCHEMA,
+    CalibratedRoofs,
+    RoofSet,
+    SchemaError,
+)
 
-from .model import LEVELS, PRECISIONS, Roof, RoofSet, device_slug
+from .model import LEVELS, PRECISIONS, device_slug
 
-SCHEMA = "roofbench.calibrated-roofs/1"
 ROOFS_DIR = Path(__file__).resolve().parent
 ADVICE = "run `roofbench calibrate --recalibrate` to measure it again"
+OTHER_ADVICE = ("pass a roofs file roofbench wrote (roofs/<device>.json, a bare roof set, a "
+                "run's results.json) or none to measure")
 
 
 class CalibrationError(ValueError):
@@ -60,10 +69,8 @@ def side_by_side(rs: RoofSet) -> list[dict[str, Any]]:
 
 
 def to_payload(rs: RoofSet) -> dict[str, Any]:
-    d = rs.to_dict()
-    return {"schema": SCHEMA, "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "device": d["device"], "slug": device_slug(rs.device), "table": side_by_side(rs),
-            "info": d["info"], "roofs": d["roofs"]}
+    return CalibratedRoofs(rs, created_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           slug=device_slug(rs.device), table=side_by_side(rs)).to_dict()
 
 
 def save_calibrated(rs: RoofSet, path: Path) -> Path:
@@ -86,37 +93,49 @@ def _jsonable(o: Any) -> Any:
     return str(o)
 
 
-def load_calibrated(path: Path, *, require_schema: bool = True) -> RoofSet:
-    """Read a calibrated file. With ``require_schema=False`` a bare RoofSet dict (a
-    hand-written file) or a run's results.json (its ``roofs``) is accepted too; a different
-    schema tag on the roof set itself is always refused."""
+def load_roofs(path: str | Path, *, require_schema: bool = False) -> RoofSet:
+    """The one reader of roofs files: a calibrated file, a bare RoofSet dict (version 1 or 2,
+    hand-written or `save_roofs`), or a run's results.json (the roof set it was placed under).
+    ``require_schema``: only a calibrated file will do (the calibration cache must carry its
+    tag, and hold roofs). Anything else raises CalibrationError, one line naming the file."""
     path = Path(path)
+    what, advice = ("calibrated roofs", ADVICE) if require_schema else ("roofs", OTHER_ADVICE)
     try:
         d = json.loads(path.read_text())
     except FileNotFoundError:
-        raise CalibrationError(f"{path}: no such calibrated roofs file") from None
+        raise CalibrationError(f"{path}: no such {what} file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CalibrationError(f"{path}: corrupt calibrated roofs file "
-                               f"({first_line(e)}); {ADVICE}") from None
+        raise CalibrationError(f"{path}: corrupt {what} file ({first_line(e)}); "
+                               f"{advice}") from None
     if not isinstance(d, dict):
-        raise CalibrationError(f"{path}: not a calibrated roofs file (top level is "
-                               f"{type(d).__name__}); {ADVICE}")
-    if not require_schema and isinstance(d.get("roofs"), dict):
-        d = d["roofs"]  # a run's results.json carries the roof set it was placed under
-    schema = d.get("schema")
-    if schema != SCHEMA and (require_schema or schema is not None):
-        raise CalibrationError(f"{path}: wrong schema {schema!r} (expected {SCHEMA!r}); {ADVICE}")
+        raise CalibrationError(f"{path}: not a {what} file (top level is "
+                               f"{type(d).__name__}); {advice}")
+    schema, created = d.get("schema"), None
     try:
-        rs = RoofSet.from_dict(d)
-        for r in rs.roofs:
-            if not isinstance(r, Roof):  # pragma: no cover - from_dict builds Roofs
-                raise ValueError("bad roof")
+        if schema == CALIBRATED_SCHEMA:
+            cal = CalibratedRoofs.from_dict(d)
+            rs, created = cal.roofs, cal.created_utc
+        elif (not require_schema and str(schema).startswith(RESULTS_SCHEMA)
+              and not isinstance(d.get("roofs"), dict)):
+            raise SchemaError("a results file of a run placed under no roofs")
+        elif require_schema or (schema is not None and not isinstance(d.get("roofs"), dict)):
+            raise SchemaError(f"wrong schema {schema!r} (expected {CALIBRATED_SCHEMA!r}"
+                              + ("" if require_schema else f", a roof set or {RESULTS_SCHEMA!r}")
+                              + ")")
+        elif isinstance(d.get("roofs"), dict):
+            rs = RoofSet.from_dict(d["roofs"])  # a run's results.json: the roofs it was under
+        else:
+            rs = RoofSet.from_dict(d)
+    except SchemaError as e:
+        raise CalibrationError(f"{path}: {e}; {advice}") from None
     except (KeyError, TypeError, ValueError) as e:
-        raise CalibrationError(f"{path}: invalid roofs ({first_line(e)}); "
-                               f"{ADVICE}") from None
-    if not rs.roofs:
-        raise CalibrationError(f"{path}: holds no roofs; {ADVICE}")
-    rs.info.setdefault("calibrated_file", str(path))
-    if "created_utc" in d:
-        rs.info.setdefault("calibrated_utc", d["created_utc"])
+        raise CalibrationError(f"{path}: invalid roofs ({first_line(e)}); {advice}") from None
+    if require_schema and not rs.roofs:
+        raise CalibrationError(f"{path}: holds no roofs; {advice}")
+    if schema == CALIBRATED_SCHEMA:  # a calibration: which file, and when it was measured
+        rs.info.setdefault("calibrated_file", str(path))
+        if created:
+            rs.info.setdefault("calibrated_utc", created)
     return rs
+
+

@@ -24,9 +24,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from roofbench.schema import Roof, RoofSet
 from roofbench.units import si
-
-from .model import Roof, RoofSet
 
 Split = Literal["single", "column", "row"]
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .model import Roof
+from roofbench.schema import Roof
 
 KiB, MiB = 1 << 10, 1 << 20
 

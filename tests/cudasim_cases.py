@@ -56,7 +56,7 @@ def test_twin_validates(sim, kernel, variant, dtype, size):
     rec = run_case(case, sim, None, CFG, np.random.default_rng(7), per_launch=False)
     assert rec.status == "ok" and rec.valid, rec.error
     assert rec.rel_error <= w.tolerance[dtype]
-    assert any("simulator" in f for f in rec.timing["flags"])
+    assert any("simulator" in f for f in rec.timing.flags)
 
 
 def test_every_twin_launch_has_a_kernel():

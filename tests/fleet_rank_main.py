@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from roofbench.bench.backends import base as be
-from roofbench.roofs.model import Roof, RoofSet
 
 import roofbench
+from roofbench.schema import Roof, RoofSet
 
 
 def _rank() -> str:

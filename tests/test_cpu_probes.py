@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from roofbench.roofs.model import Roof, RoofSet
 from roofbench.roofs.probes import cpu as cp
+
+from roofbench.schema import Roof, RoofSet
 
 MiB = 1 << 20
 

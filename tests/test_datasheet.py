@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from roofbench.roofs import datasheet as ds
-from roofbench.roofs.model import RoofSet
+
+from roofbench.schema import RoofSet
 
 
 @pytest.mark.parametrize("name,sms,mem,key", [

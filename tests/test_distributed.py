@@ -10,7 +10,8 @@ import pytest
 from roofbench.bench.cli import main
 from roofbench.roofs import distributed as dist
 from roofbench.roofs import interconnect as ic
-from roofbench.roofs.model import Roof, RoofSet
+
+from roofbench.schema import Roof, RoofSet
 
 MiB = 1 << 20
 

@@ -13,13 +13,21 @@ from pathlib import Path
 
 import pytest
 from roofbench.bench.cli import main
-from roofbench.bench.measure.runner import CaseResult, apply_roofs, roof_precision
 from roofbench.bench.measure.timer import TimerConfig, converged, median_ci, sample_loop
 from roofbench.bench.present import report as report_mod
 from roofbench.bench.results import load_run
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
-from roofbench.roofs.model import DatasheetMatch, ProbeFailure, Roof, RoofSet
+
+from roofbench.schema import (
+    CaseResult,
+    DatasheetMatch,
+    ProbeFailure,
+    Roof,
+    RoofSet,
+    apply_roofs,
+    roof_precision,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "h200-2026-11-30"
 RESULTS = sorted(FIXTURES.glob("results-*.json"))
@@ -134,7 +142,7 @@ def test_the_real_hgemm_is_no_longer_held_against_the_fp32_roof(tmp_path: Path):
     lib16 = next(c for c in run.cases if c.variant == "library" and c.dtype == "fp16")
     assert lib16.precision == "fp16_tc" and lib16.unit == "tensor"
     assert lib16.limiting_roof.startswith("FP16 tensor") and 0.5 < lib16.efficiency < 1
-    assert lib16.timing["samples_s"][:3] == json.loads(
+    assert lib16.timing.samples[:3] == json.loads(
         (FIXTURES / "results-gemm-4096.json").read_text())["cases"][-1]["timing"]["samples_s"][:3]
     assert any("schema version 1" in n for n in run.notes)
     text = report_mod.render(run)

@@ -83,12 +83,14 @@ def test_cuda_kernel_validates(cupy_backend, case):
     _check(rec, c, cupy_backend)
     launches = rec.extra["launches"]
     assert len(launches) == len(c.launches())
-    for la in launches:
+    for la, lr in zip(launches, rec.launches, strict=True):
         if "function" in la:
             assert la["registers"] > 0 and la["local_bytes"] == 0, la
-            assert 0 < la["occupancy"]["occupancy"] <= 1
+            # occupancy is the launch's typed field, no longer a backend fact
+            assert "occupancy" not in la and 0 < lr.occupancy.occupancy <= 1
+            assert lr.occupancy.registers_per_thread == la["registers"]
     if len(c.launches()) > 1:  # per-launch timings of a pipeline
-        assert all(lr.timing and lr.timing["median_s"] > 0 for lr in rec.launches)
+        assert all(lr.timing and lr.timing.median > 0 for lr in rec.launches)
 
 
 @pytest.mark.parametrize("case", _cases("numba_cuda"), ids=_id)

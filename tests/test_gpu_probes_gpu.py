@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from roofbench.roofs import datasheet
-from roofbench.roofs.calibrated import load_calibrated
+from roofbench.roofs.calibrated import load_roofs
 from roofbench.roofs.probes.gpu import measure_gpu_roofs
 
 pytestmark = pytest.mark.gpu
@@ -126,4 +126,4 @@ def test_calibrate_cli_reuses_a_calibrated_file(measured, tmp_path):
                        cwd=REPO)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "using calibrated" in p.stdout
-    assert load_calibrated(out).memory("dram", "measured") is not None
+    assert load_roofs(out, require_schema=True).memory("dram", "measured") is not None

@@ -15,10 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 from roofbench.bench.measure import ncu
-from roofbench.bench.measure.runner import CaseResult, _record
-from roofbench.bench.results import RunResult
+from roofbench.bench.measure.runner import _record
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
+
+from roofbench.schema import CaseResult, LaunchCounters, RunResult
 
 HERE = Path(__file__).parent
 FAKE = HERE / "fake_ncu" / "ncu"
@@ -38,7 +39,7 @@ def record(workload: str, variant: str, dtype: str, n: int, backend: str = "cpu"
     return rec
 
 
-def attach(rec: CaseResult, counters: list[ncu.LaunchCounters]) -> None:
+def attach(rec: CaseResult, counters: list[LaunchCounters]) -> None:
     for la, lc in zip(rec.launches, counters, strict=True):
         la.counters = lc
 
@@ -144,7 +145,7 @@ def test_assign_checks_names_and_counts():
 
 def test_counters_round_trip_through_json():
     lc = ncu.counters_from_rows(ncu.parse_csv(H200["vadd"].read_text())[:1])
-    back = ncu.LaunchCounters.from_dict(json.loads(json.dumps(lc.to_dict())))
+    back = LaunchCounters.from_dict(json.loads(json.dumps(lc.to_dict())))
     assert back == lc
     assert back.dram_read == 536886272 and back.kernel == "vadd_scalar_fp32"
 
@@ -260,17 +261,17 @@ def test_h200_naive_over_fused_bytes_and_hardware_intensity():
 def test_tolerances_flag_what_is_beyond_them(metric, factor, flag):
     model = {"flops": 1000.0, "read": 8000.0, "write": 4000.0}
     meas = dict(model, **{metric: model[metric] * factor})
-    lc = ncu.LaunchCounters("k", dram_read=meas["read"], dram_write=meas["write"],
+    lc = LaunchCounters("k", dram_read=meas["read"], dram_write=meas["write"],
                             flops={"fp32": meas["flops"]})
     chs = ncu.checks(model["flops"], model["read"], model["write"], lc)
     assert [c.flag() for c in chs if c.flag()] == [flag]
 
 
 def test_tolerances_accept_what_is_within_them():
-    lc = ncu.LaunchCounters("k", dram_read=8000 * 1.049, dram_write=4000 * 0.901,
+    lc = LaunchCounters("k", dram_read=8000 * 1.049, dram_write=4000 * 0.901,
                             flops={"fp32": 1019.0})
     assert all(c.ok for c in ncu.checks(1000, 8000, 4000, lc))
-    zero = ncu.checks(0, 8000, 4000, ncu.LaunchCounters("k", dram_read=8000, dram_write=4000,
+    zero = ncu.checks(0, 8000, 4000, LaunchCounters("k", dram_read=8000, dram_write=4000,
                                                         flops={"fp32": 12.0}))[0]
     assert zero.ok is False and zero.flag() == "FLOPs: model 0, hardware 12"
 

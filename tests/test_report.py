@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from roofbench.bench.measure.runner import CaseResult
 from roofbench.bench.present.report import fusion_bound, fusion_rows, occupancy_text
+
+from roofbench.schema import CaseResult, LaunchResult, Occupancy
 
 
 def rec(variant: str, median: float | None, dram: int, valid: bool = True, **kw) -> CaseResult:
@@ -13,23 +14,68 @@ def rec(variant: str, median: float | None, dram: int, valid: bool = True, **kw)
                       status="ok" if valid else "invalid", valid=valid, median_s=median, **kw)
 
 
+OCC = Occupancy(threads_per_block=256, registers_per_thread=40, smem_per_block=0,
+                blocks_per_sm=6, warps_per_sm=48, max_warps_per_sm=64, occupancy=0.75,
+                limiter="registers")
+
+
 def test_occupancy_is_shown_per_launch_with_its_registers():
-    c = rec("fused", 1e-3, 12000, extra={"launches": [
-        {"kernel": "fused", "registers": 40, "occupancy": {"occupancy": 0.75}}]})
+    c = rec("fused", 1e-3, 12000, launches=[
+        LaunchResult("fused", "", 3000, {"dram": 12000}, occupancy=OCC),
+        LaunchResult("lib", "", 0, {"dram": 0})])  # a library launch: no occupancy known
     assert occupancy_text(c) == "75% (40 regs)"
     assert occupancy_text(rec("fused", 1e-3, 12000)) == "-"
+
+
+def test_occupancy_of_an_older_file_moves_from_extra_to_the_launch():
+    """Files written before the typed field kept it in the backend facts (extra)."""
+    d = rec("fused", 1e-3, 12000, launches=[
+        LaunchResult("fused", "", 3000, {"dram": 12000})]).to_dict()
+    d["extra"] = {"arch": "sm_90", "launches": [
+        {"kernel": "fused", "function": "l2norm_fused_fp32", "registers": 40,
+         "occupancy": OCC.to_dict()}]}
+    c = CaseResult.from_dict(d)
+    assert c.launches[0].occupancy == OCC and occupancy_text(c) == "75% (40 regs)"
+    assert c.extra == {"arch": "sm_90", "launches": [
+        {"kernel": "fused", "function": "l2norm_fused_fp32", "registers": 40}]}
+    assert "occupancy" in d["extra"]["launches"][0]  # the caller's dict is left as it was
+    again = c.to_dict()
+    assert again["launches"][0]["occupancy"] == OCC.to_dict()
+    assert CaseResult.from_dict(again).to_dict() == again
 
 
 def test_fusion_row_gives_speedup_and_bytes_ratio():
     rows = fusion_rows([rec("naive", 3e-3, 36000), rec("fused", 1e-3, 12000)])
     (r,) = rows
-    assert (r["from"], r["to"]) == ("naive", "fused")
-    assert r["speedup"] == 3.0 and r["bytes ratio"] == 3.0 and r["valid"]
+    assert (r.src, r.dst, r.size) == ("naive", "fused", "1000")
+    assert r.speedup == 3.0 and r.bytes_ratio == 3.0 and r.valid
+    assert (r.ai_src, r.ai_dst, r.time_src, r.time_dst) == (3000 / 36000, 0.25, 3e-3, 1e-3)
+
+
+def test_fusion_table_text_is_read_from_the_typed_rows():
+    """The report's table (and run's summary caption) read FusionRow fields, same text."""
+    from roofbench.bench.cli.run import summary_table
+    from roofbench.bench.present.report import fusion_table
+
+    from roofbench.schema import RunResult
+
+    cases = [rec("naive", 3e-3, 36000), rec("fused", 1e-3, 12000)]
+    assert fusion_table(cases) == [{
+        "workload": "l2norm", "dtype": "fp32", "size": "1000", "from -> to": "naive -> fused",
+        "AI": "0.0833 -> 0.25", "time": "3 ms -> 1 ms", "speedup": "3.00x",
+        "bytes ratio": "3.00x"}]
+    t = summary_table(RunResult(backend="cuda", device="d", roofs=None, cases=cases))
+    assert t.caption == ("fusion l2norm fp32: naive -> fused, AI 0.0833 -> 0.25 FLOP/B, "
+                         "3.00x faster (bytes ratio 3.00x)")
 
 
 def test_fusion_row_with_an_invalid_side_has_no_speedup():
     rows = fusion_rows([rec("naive", None, 36000, valid=False), rec("fused", 1e-3, 12000)])
-    assert rows[0]["speedup"] is None and not rows[0]["valid"]
+    assert rows[0].speedup is None and not rows[0].valid
+    from roofbench.bench.present.report import fusion_table
+
+    assert fusion_table([rec("naive", None, 36000, valid=False),
+                         rec("fused", 1e-3, 12000)])[0]["speedup"] == "- (not valid)"
 
 
 def test_fusion_bound_is_pipeline_bytes_over_input_output_bytes():

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from roofbench.roofs.model import Roof, RoofSet, device_slug
+from roofbench.roofs.model import device_slug
+
+from roofbench.schema import Roof, RoofSet
 
 
 def roofset() -> RoofSet:

@@ -14,10 +14,10 @@ from roofbench.bench.measure.runner import parse_size, run_case, select_cases
 from roofbench.bench.measure.timer import TimerConfig, sample_loop
 from roofbench.bench.present.plot import valid_points
 from roofbench.bench.present.report import render
-from roofbench.bench.results import RunResult
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
-from roofbench.roofs.model import Roof, RoofSet
+
+from roofbench.schema import Roof, RoofSet, RunResult
 
 FAST = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=3, max_samples=5,
                    budget_s=0.05)
@@ -69,9 +69,9 @@ def test_valid_case_gets_metrics_from_counted_work_and_measured_time():
     assert rec.attainable == pytest.approx(1e10 * 3 / 36)
     assert rec.efficiency == pytest.approx(rec.flop_per_s / rec.attainable)
     assert rec.bound == "memory"
-    assert len(rec.timing["samples_s"]) == rec.timing["n"] >= 3
+    assert len(rec.timing.samples) == rec.timing.n >= 3
     # each launch of the pipeline is timed too
-    assert all(la.timing and la.timing["n"] >= 3 for la in rec.launches)
+    assert all(la.timing and la.timing.n >= 3 for la in rec.launches)
 
 
 def test_a_kernel_that_raises_is_recorded_and_the_run_goes_on():

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 from roofbench.kernels.spec import Case
-from roofbench.roofs.model import RoofSet
 
 from roofbench.errors_text import first_line  # noqa: F401 (the backends import it from here)
+from roofbench.schema import RoofSet, Timing
 
 from ...plugins import PluginError, plugin_attr
-from ..measure.timer import TimerConfig, Timing
+from ..measure.timer import TimerConfig
 from . import AUTO_ORDER, REGISTRY  # noqa: F401  (re-exported: base.REGISTRY is the same dict)
 
 

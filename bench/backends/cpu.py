@@ -16,14 +16,15 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 from roofbench.kernels.spec import Case, np_dtype
-from roofbench.roofs.model import DatasheetMatch, RoofSet
 from roofbench.roofs.probes.cpu import (
     available_memory_bytes,
     case_memory_budget,
     last_level_cache_bytes,
 )
 
-from ..measure.timer import TimerConfig, Timing, host_timer
+from roofbench.schema import DatasheetMatch, RoofSet, Timing
+
+from ..measure.timer import TimerConfig, host_timer
 from .base import Backend, LaunchListPrepared
 from .cpu_noise import NoiseProbe, NoiseReport, huge_page_fraction, noise_cause
 

@@ -20,9 +20,10 @@ import numpy as np
 from roofbench.kernels import numba_compat  # noqa: F401  (numpy 2.5 vs numba-cuda 0.30)
 from roofbench.kernels.numba_cuda_twins import DTYPES, NumbaTwin, build
 from roofbench.kernels.spec import Case, np_dtype
-from roofbench.roofs.model import RoofSet
 
-from ..measure.timer import TimerConfig, Timing, host_timer
+from roofbench.schema import RoofSet, Timing
+
+from ..measure.timer import TimerConfig, host_timer
 from .base import (
     Backend,
     BackendUnavailable,

@@ -9,8 +9,9 @@ Capabilities" table; shared memory per SM is the configurable maximum).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+
+from roofbench.schema import Occupancy
 
 
 @dataclass(frozen=True)
@@ -51,21 +52,6 @@ def limits_for(cc: tuple[int, int]) -> ArchLimits:
 
 def _round_up(x: int, unit: int) -> int:
     return -(-x // unit) * unit if unit > 1 else x
-
-
-@dataclass(frozen=True)
-class Occupancy:
-    threads_per_block: int
-    registers_per_thread: int
-    smem_per_block: int
-    blocks_per_sm: int
-    warps_per_sm: int
-    max_warps_per_sm: int
-    occupancy: float  # warps_per_sm / max_warps_per_sm
-    limiter: str  # "warps", "blocks", "registers" or "shared_memory"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def occupancy(threads_per_block: int, registers_per_thread: int, smem_per_block: int,

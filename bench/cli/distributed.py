@@ -83,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def load_roofs(path: str):  # -> RoofSet
     """A RoofSet from any roofbench roofs-bearing JSON: one clear error otherwise."""
-    from roofbench.roofs.model import Roof, RoofSet
+    from roofbench.schema import Roof, RoofSet
 
     try:
         d = json.loads(Path(path).read_text())

@@ -14,12 +14,12 @@ from rich.table import Table
 from roofbench.roofs.calibrated import (
     CalibrationError,
     default_path,
-    load_calibrated,
+    load_roofs,
     save_calibrated,
     side_by_side,
 )
-from roofbench.roofs.model import RoofSet
 
+from roofbench.schema import RoofSet
 from roofbench.units import si
 
 from ..backends import base as backends
@@ -51,7 +51,7 @@ def _measure(args: argparse.Namespace) -> int:
 
 def _load(path: str) -> RoofSet:
     try:
-        return load_calibrated(Path(path), require_schema=False)
+        return load_roofs(Path(path))
     except CalibrationError as e:
         raise UserError(str(e)) from None
 

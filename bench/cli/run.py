@@ -17,20 +17,20 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from roofbench.kernels.registry import workloads
-from roofbench.roofs.model import RoofSet
+
+from roofbench.schema import CaseResult, RoofSet, RunResult
 
 from ..backends import base as backends
 from ..measure.progress import Heartbeat
-from ..measure.runner import CaseResult, parse_size, run_cases, select_cases
+from ..measure.roof_source import obtain_roofs
+from ..measure.runner import parse_size, run_cases, select_cases
 from ..measure.timer import TimerConfig
 from ..results import (
     REPO_ROOT,
-    RunResult,
     atomic_write_text,
     check_writable,
     environment,
     git_commit,
-    load_roofs,
     load_run,
     resolve_run,
     run_dir,
@@ -44,14 +44,12 @@ console = Console(stderr=True)
 
 # -- helpers --------------------------------------------------------------------------------
 
-def obtain_roofs(be: backends.Backend, roofs_file: str | None, quick: bool,
-                 recalibrate: bool = False) -> RoofSet:
+def roofs_with_progress(be: backends.Backend, roofs_file: str | None, quick: bool,
+                        recalibrate: bool = False) -> RoofSet:
+    """``obtain_roofs`` (bench/measure/roof_source.py: the one roof-sourcing policy) with a
+    progress line while probes measure."""
     if roofs_file:
-        return load_roofs(roofs_file)
-    try:  # the calibration cache (GPU roofs saved per device) when it is installed
-        from ..measure.roof_source import obtain_roofs as calibrated
-    except ImportError:
-        calibrated = None
+        return obtain_roofs(be, roofs_file=roofs_file)
     with _progress() as prog:
         task = prog.add_task("measuring roofs", total=None)
 
@@ -64,9 +62,7 @@ def obtain_roofs(be: backends.Backend, roofs_file: str | None, quick: bool,
                 beat.start(f"roofs: {msg}")
 
         with beat:
-            if calibrated is not None:
-                return calibrated(be, recalibrate=recalibrate, quick=quick, progress=say)
-            return be.measure_roofs(quick=quick, progress=say)
+            return obtain_roofs(be, recalibrate=recalibrate, quick=quick, progress=say)
 
 
 def _progress() -> Progress:
@@ -198,11 +194,11 @@ def summary_table(run: RunResult) -> Table:
                   f"{c.efficiency:.0%}" if c.efficiency else "-", c.bound or "-",
                   c.status if c.status == "ok" else escape(f"{c.status}: {c.error}"))
     for r in fusion_rows(run.cases):
-        if r["valid"]:
+        if r.valid:
             t.caption = (t.caption + "\n" if t.caption else "") + (
-                f"fusion {r['workload']} {r['dtype']}: {r['from']} -> {r['to']}, AI "
-                f"{r['AI from']:.3g} -> {r['AI to']:.3g} FLOP/B, {r['speedup']:.2f}x faster "
-                f"(bytes ratio {r['bytes ratio']:.2f}x)")
+                f"fusion {r.workload} {r.dtype}: {r.src} -> {r.dst}, AI "
+                f"{r.ai_src:.3g} -> {r.ai_dst:.3g} FLOP/B, {r.speedup:.2f}x faster "
+                f"(bytes ratio {r.bytes_ratio:.2f}x)")
     return t
 
 
@@ -232,7 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     be = backends.open_for_user(args.backend)
     out_root = Path(args.out) if args.out else DEFAULT_RESULTS
     check_writable(out_root)
-    roofs = obtain_roofs(be, args.roofs, args.quick)
+    roofs = roofs_with_progress(be, args.roofs, args.quick)
     run, out = execute(args, be, roofs, out_root)
     paths = render_outputs(run, out)
     Console(width=max(Console().width, 140)).print(summary_table(run))

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from typing import Any
 
-from roofbench.roofs.model import Roof
+from roofbench.schema import Roof
 
 from .timer import TimerConfig, host_timer
 

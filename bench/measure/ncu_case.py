@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 
 import numpy as np
+
 from roofbench.errors_text import first_line
 
 from ..errors import UserError

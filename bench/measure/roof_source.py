@@ -12,30 +12,43 @@ from pathlib import Path
 from roofbench.roofs.calibrated import (
     CalibrationError,
     default_path,
-    load_calibrated,
+    load_roofs,
     save_calibrated,
 )
-from roofbench.roofs.model import RoofSet, device_slug
+from roofbench.roofs.model import device_slug
 
 from roofbench.errors_text import first_line
+from roofbench.schema import RoofSet
 
 from ..backends import base as backends
 from ..errors import UserError
 
 
 def obtain_roofs(backend: backends.Backend, *, roofs_file: str | Path | None = None,
-                 recalibrate: bool = False, quick: bool = False,
-                 progress: Callable[[str], None] | None = None) -> RoofSet:
-    """GPU: the calibrated file (``roofs_file`` or roofs/<slug>.json) when present and valid,
-    else measure and save it. CPU: measure every time, unless ``roofs_file`` is given.
-    A corrupt file is an error with --recalibrate advice, never silently replaced or used."""
+                 cache: str | Path | None = None, recalibrate: bool = False,
+                 quick: bool = False, progress: Callable[[str], None] | None = None) -> RoofSet:
+    """The roofs a run is placed under: one policy for `roofbench run` and `bench`.
+
+    - ``roofs_file`` (``--roofs``): that file as given, on any backend, read by the one loader
+      (a calibrated file, a bare roof set, a run's results.json); never measured, never
+      written. It may be another device's (the machine a kernel is tuned for, a hand-written
+      set): it is used, and the run records "roofs come from X, cases ran on Y" in its notes
+      and report. A file that cannot be read is a one-line error naming it.
+    - GPU without ``--roofs``: the calibration cache (``cache``, by default roofs/<slug>.json),
+      reused when present, else measured and saved; ``recalibrate`` measures it again. A cache
+      that is corrupt or holds another device's roofs (a file copied from another machine) is a
+      one-line error with --recalibrate advice: a cache is never silently used, nor silently
+      overwritten.
+    - CPU without ``--roofs``: measured every run (seconds, and the load of the machine moves
+      them), never cached.
+    """
+    if roofs_file:
+        return _load(Path(roofs_file), require_schema=False)
     if backend.kind != "gpu":
-        if roofs_file and not recalibrate:
-            return _load(Path(roofs_file), require_schema=False)
         return backend.measure_roofs(quick=quick, progress=progress)
-    path = Path(roofs_file) if roofs_file else default_path(backend.device_name())
+    path = Path(cache) if cache else default_path(backend.device_name())
     if path.exists() and not recalibrate:
-        rs = _load(path, require_schema=roofs_file is None)
+        rs = _load(path, require_schema=True)
         if device_slug(rs.device) != device_slug(backend.device_name()):
             raise UserError(f"{path} holds roofs of {rs.device!r}, this GPU is "
                             f"{backend.device_name()!r}; run `roofbench calibrate "
@@ -52,7 +65,7 @@ def obtain_roofs(backend: backends.Backend, *, roofs_file: str | Path | None = N
 
 def _load(path: Path, require_schema: bool) -> RoofSet:
     try:
-        return load_calibrated(path, require_schema=require_schema)
+        return load_roofs(path, require_schema=require_schema)
     except CalibrationError as e:
         raise UserError(str(e)) from None
 

@@ -11,83 +11,25 @@ import contextlib
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case, Size, SizeContext, Workload
-from roofbench.roofs.model import RoofSet
 
 from roofbench.errors_text import first_line
+from roofbench.schema import (
+    CaseResult,
+    LaunchResult,
+    RoofSet,
+    Timing,
+    apply_roofs,
+    attach_occupancy,
+)
 
 from ..backends.base import Backend
 from ..errors import UserError
-from .ncu import LaunchCounters
-from .timer import TimerConfig, Timing
-
-
-@dataclass
-class LaunchResult:
-    kernel: str
-    note: str
-    flops: int
-    bytes: dict[str, int]
-    timing: dict[str, Any] | None = None  # Timing.to_dict() of this launch alone
-    counters: LaunchCounters | None = None  # Nsight Compute's reading (run --ncu)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LaunchResult:
-        d = dict(d)
-        if d.get("counters") is not None:
-            d["counters"] = LaunchCounters.from_dict(d["counters"])
-        return cls(**d)
-
-
-@dataclass
-class CaseResult:
-    workload: str
-    variant: str
-    backend: str
-    dtype: str
-    size: list[int]
-    precision: str  # the compute roof the case is held against
-    unit: str
-    flops: int
-    bytes: dict[str, int]
-    ai: dict[str, float]
-    status: str  # "ok", "invalid" (failed validation), "error", "unsupported"
-    valid: bool
-    error: str | None = None
-    rel_error: float | None = None
-    tolerance: float | None = None
-    timing: dict[str, Any] | None = None  # Timing.to_dict(): raw samples kept
-    median_s: float | None = None
-    flop_per_s: float | None = None
-    bytes_per_s: dict[str, float] = field(default_factory=dict)
-    attainable: float | None = None
-    efficiency: float | None = None  # achieved / attainable
-    bound: str | None = None  # "memory" or "compute" (what limits it under the roofs)
-    limiting_roof: str | None = None
-    launches: list[LaunchResult] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-    # Wall seconds of each phase of this case (inputs, prepare, validate, time,
-    # time_launches): where a slow run spent its time.
-    phases: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return f"{self.workload}/{self.variant}/{self.dtype}/{'x'.join(map(str, self.size))}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CaseResult:
-        d = dict(d)
-        d["launches"] = [LaunchResult.from_dict(x) for x in d.get("launches") or []]
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in d.items() if k in known})
+from .timer import TimerConfig
 
 
 def parse_size(text: str) -> Size:
@@ -196,7 +138,7 @@ def default_size(w: Workload, backend: Backend, dtype: str, quick: bool, budget:
 
 def _record(case: Case, backend: Backend, **kw: Any) -> CaseResult:
     ai = case.intensity()
-    return CaseResult(
+    rec = CaseResult(
         workload=case.workload.name, variant=case.variant.name, backend=backend.name,
         dtype=case.dtype, size=list(case.size), precision=case.precision_on(backend.kind),
         unit=case.unit(backend.kind), flops=case.flops, bytes=case.bytes(), ai=ai,
@@ -204,6 +146,8 @@ def _record(case: Case, backend: Backend, **kw: Any) -> CaseResult:
         launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la))
                   for la in case.launches()],
         tolerance=case.workload.tolerance.get(case.dtype), **kw)
+    rec.extra = attach_occupancy(rec.launches, rec.extra)  # a typed field, not a backend fact
+    return rec
 
 
 def validate(case: Case, outputs: dict[str, np.ndarray],
@@ -286,7 +230,7 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
         if per_launch and len(fns) > 1:
             with clock("time_launches"):
                 for lr, fn in zip(rec.launches, fns, strict=True):
-                    lr.timing = backend.time(fn, launch_cfg or cfg).to_dict()
+                    lr.timing = backend.time(fn, launch_cfg or cfg)
         return rec
     except MemoryError:
         return _record(case, backend, status="error", error="out of memory", phases=phases)
@@ -316,39 +260,12 @@ class _PhaseClock:
 
 
 def _fill_metrics(rec: CaseResult, timing: Timing, roofs: RoofSet | None) -> None:
-    rec.timing = timing.to_dict()
+    rec.timing = timing
     rec.median_s = timing.median
     rec.flop_per_s = rec.flops / timing.median if timing.median > 0 else None
     rec.bytes_per_s = {lvl: b / timing.median for lvl, b in rec.bytes.items()}
     if roofs is not None:
         apply_roofs(rec, roofs)
-
-
-def roof_precision(precision: str, roofs: RoofSet) -> str:
-    """The compute roof a case of ``precision`` meets on this device: a tensor precision
-    falls back to the CUDA-core roof of its dtype where the device has no such tensor roof
-    (cuBLAS DGEMM on sm_89 runs on CUDA cores)."""
-    if roofs.compute(precision) is None and precision.endswith("_tc"):
-        base = precision.removesuffix("_tc")
-        if roofs.compute(base) is not None:
-            return base
-    return precision
-
-
-def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
-    """Attainable performance, efficiency and bound of a measured case under ``roofs``."""
-    try:
-        b = roofs.bound(rec.ai, roof_precision(rec.precision, roofs))
-    except KeyError:
-        # No compute roof of this precision: fall back to the memory roof alone.
-        m = roofs.memory("dram")
-        if m is None or "dram" not in rec.ai:
-            return
-        rec.attainable, rec.bound, rec.limiting_roof = m.value * rec.ai["dram"], "memory", m.name
-    else:
-        rec.attainable, rec.bound, rec.limiting_roof = b.attainable, b.limiter, b.roof
-    if rec.flop_per_s and rec.attainable:
-        rec.efficiency = rec.flop_per_s / rec.attainable
 
 
 def run_cases(cases: list[Case], backend: Backend, roofs: RoofSet | None, cfg: TimerConfig,

@@ -4,8 +4,8 @@ Warm up by a time budget (compilation, module load and first-touch stay out), th
 until the noise criterion is met after at least ``min_samples`` — the coefficient of variation
 is under ``target_cv``, or the distribution-free 95% confidence interval of the median is
 narrower than ``target_rel_ci`` of it — or a sample/time budget runs out. The second rule is
-what converges on real GPU samples: memory-bound kernels on an H200 alternate between two
-modes or throw rare slow outliers, so their CV stays at 4-8% forever while their median is
+what converges on real GPU samples: memory-bound kernels can alternate between two modes or
+throw rare slow outliers, so their CV never falls under the target while their median is
 known to a fraction of a percent after a few hundred samples. Raw samples are kept as
 measured, never rounded. A backend supplies only how to take one sample (host clock after a
 synchronising call on the CPU, CUDA events on a GPU); the loop and the statistics are shared.
@@ -18,8 +18,9 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import asdict, dataclass, replace
+
+from roofbench.schema import Timing
 
 
 @dataclass(frozen=True)
@@ -41,70 +42,6 @@ class TimerConfig:
 
     def with_budget(self, budget_s: float) -> TimerConfig:
         return replace(self, budget_s=min(self.budget_s, budget_s))
-
-
-@dataclass
-class Timing:
-    samples: list[float]  # seconds, raw
-    warmup_runs: int
-    stopped_by: str  # "noise", "median_ci", "budget" or "max_samples"
-    config: dict[str, Any] = field(default_factory=dict)
-    flags: list[str] = field(default_factory=list)
-
-    @property
-    def n(self) -> int:
-        return len(self.samples)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self.samples)
-
-    @property
-    def stdev(self) -> float:
-        return statistics.stdev(self.samples) if self.n > 1 else 0.0
-
-    @property
-    def cv(self) -> float:
-        return self.stdev / self.mean if self.mean > 0 else 0.0
-
-    @property
-    def min(self) -> float:
-        return min(self.samples)
-
-    @property
-    def max(self) -> float:
-        return max(self.samples)
-
-    def quantile(self, q: float) -> float:
-        s = sorted(self.samples)
-        if len(s) == 1:
-            return s[0]
-        pos = q * (len(s) - 1)
-        lo = int(pos)
-        hi = min(lo + 1, len(s) - 1)
-        return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-    def summary(self) -> dict[str, Any]:
-        return {"n": self.n, "median_s": self.median, "mean_s": self.mean, "min_s": self.min,
-                "max_s": self.max, "p25_s": self.quantile(0.25), "p75_s": self.quantile(0.75),
-                "stdev_s": self.stdev, "cv": self.cv, "warmup_runs": self.warmup_runs,
-                "stopped_by": self.stopped_by, "flags": list(self.flags)}
-
-    def to_dict(self) -> dict[str, Any]:
-        d = self.summary()
-        d["samples_s"] = list(self.samples)
-        d["config"] = dict(self.config)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Timing:
-        return cls(samples=[float(x) for x in d["samples_s"]], warmup_runs=int(d["warmup_runs"]),
-                   stopped_by=str(d["stopped_by"]), config=dict(d.get("config") or {}),
-                   flags=list(d.get("flags") or []))
 
 
 def sample_loop(one: Callable[[], float], cfg: TimerConfig,

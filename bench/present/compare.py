@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..measure.runner import CaseResult
-from ..results import RunResult
+from roofbench.schema import CaseResult, RunResult
 
 
 @dataclass
@@ -22,11 +21,10 @@ def _key(c: CaseResult) -> str:
 
 
 def _noise(c: CaseResult) -> float:
-    t = c.timing or {}
-    med, p25, p75 = t.get("median_s"), t.get("p25_s"), t.get("p75_s")
-    if med and p25 is not None and p75 is not None:
-        return (p75 - p25) / med
-    return 0.0
+    t = c.timing
+    if t is None or not t.median:
+        return 0.0
+    return (t.quantile(0.75) - t.quantile(0.25)) / t.median
 
 
 def compare(a: RunResult, b: RunResult, threshold: float = 0.05) -> list[Delta]:

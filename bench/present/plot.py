@@ -31,12 +31,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
-from roofbench.roofs.model import LEVEL_LABELS, Roof, RoofSet  # noqa: E402
+from roofbench.roofs.model import LEVEL_LABELS  # noqa: E402
 
+from roofbench.schema import CaseResult, Roof, RoofSet, RunResult  # noqa: E402
 from roofbench.units import si  # noqa: E402
 
-from ..measure.runner import CaseResult  # noqa: E402
-from ..results import RunResult, atomic_write_bytes  # noqa: E402
+from ..results import atomic_write_bytes  # noqa: E402
 
 PREC_COLORS = {
     "fp64": "#1f77b4", "fp32": "#d62728", "fp16": "#2ca02c", "bf16": "#9467bd",

@@ -8,18 +8,17 @@ cases with their reasons, and the environment.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from roofbench.kernels.registry import workloads
-from roofbench.roofs.model import RoofSet
 
 from roofbench.errors_text import first_line
+from roofbench.schema import CaseResult, RoofSet, RunResult
 from roofbench.units import si
 
 from ..measure.ncu import ncu_section
-from ..measure.runner import CaseResult
-from ..results import RunResult
 from .fusion import fused_from
 
 
@@ -64,53 +63,66 @@ def occupancy_text(c: CaseResult) -> str:
     """Theoretical occupancy of each launch (GPU backends record it per launch), with the
     registers that set it: shown beside efficiency because the two axes are independent."""
     parts = []
-    for la in (c.extra or {}).get("launches") or []:
-        occ = (la.get("occupancy") or {}).get("occupancy")
-        if isinstance(occ, (int, float)):
-            regs = la.get("registers")
-            parts.append(f"{occ:.0%}" + (f" ({regs} regs)" if regs else ""))
+    for la in c.launches:
+        if la.occupancy is not None:
+            regs = la.occupancy.registers_per_thread
+            parts.append(f"{la.occupancy.occupancy:.0%}" + (f" ({regs} regs)" if regs else ""))
     return ", ".join(parts) if parts else "-"
 
 
 def cases_table(cases: list[CaseResult]) -> pd.DataFrame:
     rows = []
     for c in cases:
-        t = c.timing or {}
+        t = c.timing
         occ = occupancy_text(c)
         rows.append({
             "kernel": c.workload, "variant": c.variant, "dtype": c.dtype,
             "size": "x".join(map(str, c.size)), "AI": f"{c.ai.get('dram', 0):.3g}",
-            "time": _t(c.median_s), "cv": f"{t['cv']:.1%}" if t.get("cv") is not None else "-",
+            "time": _t(c.median_s), "cv": f"{t.cv:.1%}" if t else "-",
             "FLOP/s": si(c.flop_per_s), "B/s": si(c.bytes_per_s.get("dram")),
             "attainable": si(c.attainable),
             "efficiency": (f"{c.efficiency:.1%}" + (" (above roof)" if c.efficiency > 1 else ""))
             if c.efficiency else "-",
             "bound": c.bound or "-",
             "occupancy": occ,
-            "status": c.status + (" (" + "; ".join(t.get("flags")) + ")"
-                                  if t.get("flags") else ""),
+            "status": c.status + (" (" + "; ".join(t.flags) + ")" if t and t.flags else ""),
         })
     return pd.DataFrame(rows)
 
 
-def fusion_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class FusionRow:
+    """A (naive -> fused) pair of one workload, dtype and size: what fusing bought."""
+
+    workload: str
+    dtype: str
+    size: str  # "4096x1024"
+    src: str  # the variant fused from (Variant.arrow_from)
+    dst: str  # the fused variant
+    ai_src: float | None  # DRAM intensity, FLOP/B
+    ai_dst: float | None
+    time_src: float | None  # median seconds
+    time_dst: float | None
+    speedup: float | None  # time_src / time_dst, None unless both are valid
+    bytes_ratio: float  # DRAM bytes of src over dst: the most a memory-bound device can gain
+    valid: bool
+
+
+def fusion_rows(cases: list[CaseResult]) -> list[FusionRow]:
     """Every (naive -> fused) pair the workloads declare via Variant.arrow_from."""
     idx = {(c.backend, c.workload, c.variant, c.dtype, tuple(c.size)): c for c in cases}
     rows = []
-    for c, naive in fused_from(cases):
-        src = idx.get((c.backend, c.workload, naive, c.dtype, tuple(c.size)))
+    for c, arrow_from in fused_from(cases):
+        src = idx.get((c.backend, c.workload, arrow_from, c.dtype, tuple(c.size)))
         if src is None or "unsupported" in (src.status, c.status):
             continue  # a variant this backend cannot run is no fusion result
         both_valid = src.valid and c.valid and src.median_s and c.median_s
-        rows.append({
-            "workload": c.workload, "dtype": c.dtype, "size": "x".join(map(str, c.size)),
-            "from": src.variant, "to": c.variant,
-            "AI from": src.ai.get("dram"), "AI to": c.ai.get("dram"),
-            "time from": src.median_s, "time to": c.median_s,
-            "speedup": (src.median_s / c.median_s) if both_valid else None,
-            "bytes ratio": src.bytes["dram"] / c.bytes["dram"],
-            "valid": bool(both_valid),
-        })
+        rows.append(FusionRow(
+            workload=c.workload, dtype=c.dtype, size="x".join(map(str, c.size)),
+            src=src.variant, dst=c.variant, ai_src=src.ai.get("dram"), ai_dst=c.ai.get("dram"),
+            time_src=src.median_s, time_dst=c.median_s,
+            speedup=(src.median_s / c.median_s) if both_valid else None,
+            bytes_ratio=src.bytes["dram"] / c.bytes["dram"], valid=bool(both_valid)))
     return rows
 
 
@@ -128,7 +140,7 @@ def fusion_bound(c: CaseResult) -> float | None:
 
 
 def pipeline_rows(c: CaseResult) -> list[dict[str, Any]]:
-    times = [(la.timing or {}).get("median_s") for la in c.launches]
+    times = [la.timing.median if la.timing else None for la in c.launches]
     total = sum(t for t in times if t) or None
     rows = []
     for la, t in zip(c.launches, times, strict=True):
@@ -190,12 +202,12 @@ def _roofs_section(run: RunResult) -> list[str]:
 def fusion_table(cases: list[CaseResult]) -> list[dict[str, str]]:
     """The fusion rows as displayed (report.md and report.html)."""
     return [{
-        "workload": r["workload"], "dtype": r["dtype"], "size": r["size"],
-        "from -> to": f"{r['from']} -> {r['to']}",
-        "AI": f"{r['AI from']:.3g} -> {r['AI to']:.3g}",
-        "time": f"{_t(r['time from'])} -> {_t(r['time to'])}",
-        "speedup": f"{r['speedup']:.2f}x" if r["speedup"] else "- (not valid)",
-        "bytes ratio": f"{r['bytes ratio']:.2f}x",
+        "workload": r.workload, "dtype": r.dtype, "size": r.size,
+        "from -> to": f"{r.src} -> {r.dst}",
+        "AI": f"{r.ai_src:.3g} -> {r.ai_dst:.3g}",
+        "time": f"{_t(r.time_src)} -> {_t(r.time_dst)}",
+        "speedup": f"{r.speedup:.2f}x" if r.speedup else "- (not valid)",
+        "bytes ratio": f"{r.bytes_ratio:.2f}x",
     } for r in fusion_rows(cases)]
 
 
@@ -287,7 +299,7 @@ def _pipelines_section(run: RunResult) -> list[str]:
     out = ["## Where the time goes in multi-launch pipelines", ""]
     for c in pipes:
         e2e = c.median_s or 0
-        s = sum((la.timing or {}).get("median_s") or 0 for la in c.launches)
+        s = sum(la.timing.median for la in c.launches if la.timing)
         bound = fusion_bound(c)
         out += [f"### {c.workload}/{c.variant} {c.dtype} {'x'.join(map(str, c.size))}", "",
                 f"End to end {_t(e2e)}; sum of launches timed alone {_t(s)}."

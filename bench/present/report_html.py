@@ -19,12 +19,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from roofbench.roofs.model import LEVEL_LABELS, Roof, RoofSet
+from roofbench.roofs.model import LEVEL_LABELS
 
+from roofbench.schema import CaseResult, Roof, RoofSet, RunResult
 from roofbench.units import si
 
-from ..measure.runner import CaseResult
-from ..results import RunResult
 from .compare import Delta
 from .plot import (
     FAINT,
@@ -284,11 +283,9 @@ def roofs_section(rs: RoofSet | None) -> str:
     if rl:
         out.append("<p>Ridge points (compute / DRAM bandwidth): " + ", ".join(
             f"{_e(p)} {x:.3g} FLOP/B ({_e(s)})" for s, p, x in rl) + "</p>")
-    failed = rs.info.get("failed_probes")
-    if failed:
-        items = failed.items() if isinstance(failed, dict) else enumerate(failed)
+    if rs.failed_probes:  # typed since roof-set version 2 (info no longer holds them)
         out.append("<p>Probes that failed: " + "; ".join(
-            f"{_e(k)}: {_e(v)}" for k, v in items) + "</p>")
+            f"{_e(f.probe)}: {_e(f.reason)}" for f in rs.failed_probes) + "</p>")
     return "\n".join(out)
 
 
@@ -307,7 +304,7 @@ def pipelines_section(cases: list[CaseResult]) -> str:
         return "<p>No multi-launch pipeline in this run.</p>"
     out = []
     for c in pipes:
-        s = sum((la.timing or {}).get("median_s") or 0 for la in c.launches)
+        s = sum(la.timing.median for la in c.launches if la.timing)
         out.append(f"<h3>{_e(c.key)}</h3><p>End to end {_e(_t(c.median_s))}; sum of "
                    f"launches timed alone {_e(_t(s))}.</p>" + _table(pipeline_rows(c)))
     return "\n".join(out)

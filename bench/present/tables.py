@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from roofbench.roofs.calibrated import side_by_side
-from roofbench.roofs.model import RoofSet
 
 from roofbench.errors_text import first_line
+from roofbench.schema import RoofSet
 from roofbench.units import si
 
 
