@@ -21,18 +21,16 @@ import os
 import platform
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+from roofbench.roofs.probes.cpu_cache import last_level_cache_bytes
 
 VEC_BYTES = 64  # one cache line: every vector store writes a whole line
 CHUNK_BYTES = 64 << 10  # of output per prange iteration (a multiple of VEC_BYTES)
-DEFAULT_LLC = 32 << 20  # when the machine does not say
 THRESHOLD_ENV = "ROOFBENCH_STREAM_THRESHOLD"  # bytes; overrides the last-level cache size
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 
@@ -40,44 +38,9 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 # ----------------------------------------------------------------------------- threshold
 
 
-def _parse_size(text: str) -> int:
-    text = text.strip().upper().removesuffix("B").removesuffix("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    return int(text.rstrip("KMG")) * mult
-
-
-def llc_from_sysfs(cpu_root: Path = Path("/sys/devices/system/cpu")) -> int | None:
-    """Total bytes of the highest cache level over its instances (every CCD's L3), or None."""
-    instances: dict[tuple[int, str], int] = {}
-    for idx in cpu_root.glob("cpu[0-9]*/cache/index[0-9]*"):
-        try:
-            if (idx / "type").read_text().strip() == "Instruction":
-                continue
-            level = int((idx / "level").read_text())
-            shared = (idx / "shared_cpu_list").read_text().strip()
-            instances[(level, shared)] = _parse_size((idx / "size").read_text())
-        except (OSError, ValueError):
-            continue
-    if not instances:
-        return None
-    top = max(level for level, _ in instances)
-    return sum(size for (level, _), size in instances.items() if level == top)
-
-
-@cache
 def llc_bytes() -> int:
-    """The last-level cache of this machine: sysfs, then sysconf (one instance), then 32 MiB."""
-    found = llc_from_sysfs()
-    if found:
-        return found
-    for name in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
-        try:
-            size = os.sysconf(name)
-        except (ValueError, OSError):
-            continue
-        if size > 0:
-            return size
-    return DEFAULT_LLC
+    """The last-level cache total, read as the STREAM size rule reads it."""
+    return last_level_cache_bytes()
 
 
 def stream_threshold() -> int:

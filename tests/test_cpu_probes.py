@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from roofbench.roofs.probes import cpu as cp
+from roofbench.roofs.probes.cpu_cache import parse_size
 
 from roofbench.schema import Roof, RoofSet
 
@@ -96,7 +97,8 @@ def test_stream_arrays_are_aligned() -> None:
 
 
 def test_stream_accounting_is_streams() -> None:
-    assert cp.STREAM_BYTES_PER_ELEMENT == {"copy": 16, "scale": 16, "add": 24, "triad": 24}
+    assert cp.STREAM_BYTES_PER_ELEMENT == {"copy": 16, "scale": 16, "add": 24, "triad": 24,
+                                           "add-nt": 24}
     assert cp.STREAM_FLOPS_PER_ELEMENT["triad"] == 2
 
 
@@ -148,7 +150,7 @@ def test_stream_elements_rejects_nonsense() -> None:
 @pytest.mark.parametrize("text,size", [("32768K", 32 * MiB), ("1024KiB", MiB), ("2M", 2 * MiB),
                                        ("4096", 4096)])
 def test_cache_size_parsing(text: str, size: int) -> None:
-    assert cp._parse_size(text) == size
+    assert parse_size(text) == size
 
 
 def test_machine_facts_are_positive() -> None:
@@ -224,7 +226,9 @@ def test_measure_cpu_roofs_well_formed(monkeypatch) -> None:
     seen: list[str] = []
     roofs = cp.measure_cpu_roofs(run_three_times, quick=True, progress=seen.append)
     names = [r.name for r in roofs]
-    assert names[:4] == [f"dram stream-{k}" for k in cp.STREAM_KERNELS]
+    assert names[:5] == [f"dram stream-{k}" for k in cp.STREAM_KERNELS]
+    nt = next(r for r in roofs if r.name == "dram stream-add-nt")
+    assert "non-temporal" in nt.evidence["implementation"] and nt.value > 0
     assert any(n.startswith("fp64 FMA peak") for n in names)
     assert any(n.startswith("fp32 FMA peak") for n in names)
     assert "fp64 BLAS dgemm" in names and "fp32 BLAS sgemm" in names
@@ -238,7 +242,7 @@ def test_measure_cpu_roofs_well_formed(monkeypatch) -> None:
     blas = [r for r in roofs if r.evidence["probe"] == "blas-gemm"]
     assert {r.precision for r in blas} == {"fp64", "fp32"}
     assert all(r.evidence["flops_per_run"] == 2 * 128 ** 3 for r in blas)
-    assert len(seen) == 8  # one progress line per probe
+    assert len(seen) == len(cp.STREAM_KERNELS) + 4  # + 2 FMA, 2 BLAS  # one progress line per probe
     rs = RoofSet("cpu", roofs)
     assert rs.memory("dram").value == max(r.value for r in mem)
     assert rs.compute("fp64").value == max(r.value for r in roofs if r.precision == "fp64")

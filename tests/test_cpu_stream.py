@@ -14,6 +14,7 @@ from roofbench.kernels import cpu_stream as cs
 from roofbench.kernels import l2norm, vector_add
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
+from roofbench.roofs.probes.cpu_cache import llc_from_sysfs
 
 # Elements in one 64 KiB chunk: FP32 16384, FP64 8192. The sizes cover n < W, odd n, a chunk
 # boundary with a peel in the second chunk (misaligned views), and several chunks.
@@ -121,8 +122,8 @@ def test_llc_is_the_total_of_the_top_level_over_its_instances(tmp_path):
         _fake_cache(tmp_path, cpu, 1, 1, "Instruction", "32K", str(cpu))
         _fake_cache(tmp_path, cpu, 2, 2, "Unified", "1024K", str(cpu))
         _fake_cache(tmp_path, cpu, 3, 3, "Unified", "32768K", ccd)
-    assert cs.llc_from_sysfs(tmp_path) == 64 << 20
-    assert cs.llc_from_sysfs(tmp_path / "missing") is None
+    assert llc_from_sysfs(tmp_path) == 64 << 20
+    assert llc_from_sysfs(tmp_path / "missing") is None
 
 
 def test_streaming_only_above_the_simulated_llc(monkeypatch):

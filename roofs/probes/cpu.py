@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
 import time
 from collections.abc import Callable
 from functools import cache
@@ -74,9 +73,11 @@ from typing import Any, Protocol
 import numba
 import numpy as np
 from numba import njit, prange
+from roofbench.kernels import cpu_stream
 
 from roofbench.schema import Roof
 
+from .cpu_cache import last_level_cache_bytes, llc_from_lscpu, llc_from_sysfs
 from .cpu_features import (
     host_cpu_features,
     parse_features,
@@ -86,11 +87,14 @@ from .cpu_features import (
 
 MiB = 1 << 20
 GiB = 1 << 30
-DEFAULT_LLC = 32 * MiB  # used only when sysfs and lscpu both fail
 
 # STREAM accounting: bytes read + written per element (FP64), and FLOPs per element.
-STREAM_BYTES_PER_ELEMENT: dict[str, int] = {"copy": 16, "scale": 16, "add": 24, "triad": 24}
-STREAM_FLOPS_PER_ELEMENT: dict[str, int] = {"copy": 0, "scale": 1, "add": 1, "triad": 2}
+# "add-nt" is STREAM's add with streaming stores (kernels/cpu_stream.py), the store policy the
+# elementwise kernels use above the LLC: without it they could run above the DRAM roof.
+STREAM_BYTES_PER_ELEMENT: dict[str, int] = {"copy": 16, "scale": 16, "add": 24, "triad": 24,
+                                            "add-nt": 24}
+STREAM_FLOPS_PER_ELEMENT: dict[str, int] = {"copy": 0, "scale": 1, "add": 1, "triad": 2,
+                                            "add-nt": 1}
 STREAM_KERNELS = tuple(STREAM_BYTES_PER_ELEMENT)
 STREAM_SCALAR = 3.0  # STREAM's own scalar
 
@@ -111,70 +115,6 @@ class _TimingLike(Protocol):
 
 
 # --------------------------------------------------------------------------- machine facts
-
-
-def _parse_size(text: str) -> int:
-    text = text.strip().upper().removesuffix("B").removesuffix("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    return int(float(text.rstrip("KMG").strip()) * mult)
-
-
-def llc_from_sysfs(cpu_root: Path = Path("/sys/devices/system/cpu")) -> int | None:
-    """Total last-level cache bytes from sysfs (``cpu*/cache/index*``), or None.
-
-    Highest level, data or unified; instances told apart by ``shared_cpu_list`` (Intel: one
-    L3 shared by every core; AMD: one L3 per CCD/CCX, each listed by the cores sharing it).
-    """
-    instances: dict[tuple[int, str], int] = {}
-    for idx in cpu_root.glob("cpu[0-9]*/cache/index[0-9]*"):
-        try:
-            if (idx / "type").read_text().strip() == "Instruction":
-                continue
-            level = int((idx / "level").read_text())
-            shared = (idx / "shared_cpu_list").read_text().strip()
-            instances[(level, shared)] = _parse_size((idx / "size").read_text())
-        except (OSError, ValueError):
-            continue
-    if not instances:
-        return None
-    top = max(level for level, _ in instances)
-    return sum(size for (level, _), size in instances.items() if level == top)
-
-
-def llc_from_lscpu(text: str) -> int | None:
-    """Total last-level cache bytes from ``lscpu`` or ``lscpu -B`` output, or None.
-
-    lscpu prints the total over all instances ("L3 cache: 256 MiB (8 instances)", or bytes
-    with -B); the highest level listed wins (a CPU without L3 reports its L2).
-    """
-    best: tuple[int, int] | None = None
-    for line in text.splitlines():
-        m = re.match(r"\s*L(\d)d? cache:\s*([\d.]+\s*[KMG]?i?B?)", line)
-        if m and not line.lstrip().startswith("L1i"):
-            level, size = int(m.group(1)), _parse_size(m.group(2))
-            if best is None or level > best[0]:
-                best = (level, size)
-    return best[1] if best else None
-
-
-@cache
-def last_level_cache_bytes() -> int:
-    """Total bytes of the last-level cache over all its instances (e.g. every CCD's L3).
-
-    sysfs first, then ``lscpu -B``, then 32 MiB. The total, not one instance: a STREAM array
-    must not fit in the caches of all cores together.
-    """
-    found = llc_from_sysfs()
-    if found:
-        return found
-    try:
-        out = subprocess.run(["lscpu", "-B"], capture_output=True, text=True, timeout=5).stdout
-        found = llc_from_lscpu(out)
-        if found:
-            return found
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return DEFAULT_LLC
 
 
 def available_memory_bytes(meminfo: str | None = None) -> int:
@@ -306,16 +246,18 @@ class StreamArrays:
             "scale": lambda: stream_scale(b, c, s),
             "add": lambda: stream_add(c, a, b),
             "triad": lambda: stream_triad(a, b, c, s),
+            "add-nt": lambda: cpu_stream.add(a, b, c, self.n),
         }
         return calls[kernel]
 
     def check(self, kernel: str) -> None:
         """Run ``kernel`` once on poisoned output and check every element against numpy."""
-        out = {"copy": self.c, "scale": self.b, "add": self.c, "triad": self.a}[kernel]
+        out = {"copy": self.c, "scale": self.b, "add": self.c, "triad": self.a,
+               "add-nt": self.c}[kernel]
         out.fill(np.nan)
         self.call(kernel)()
         ref = {"copy": lambda: self.a, "scale": lambda: STREAM_SCALAR * self.c,
-               "add": lambda: self.a + self.b,
+               "add": lambda: self.a + self.b, "add-nt": lambda: self.a + self.b,
                "triad": lambda: self.b + STREAM_SCALAR * self.c}[kernel]()
         if not np.array_equal(out, ref):
             raise RuntimeError(f"stream-{kernel}: numba result differs from numpy")
@@ -337,7 +279,9 @@ def stream_roof(kernel: str, arrays: StreamArrays, timing: _TimingLike,
     nbytes = bpe * arrays.n
     best = min(timing.samples)
     ev: dict[str, Any] = {
-        "probe": f"stream-{kernel}", "implementation": "numba njit(parallel=True), prange",
+        "probe": f"stream-{kernel}",
+        "implementation": "numba njit(parallel=True), prange" + (
+            ", explicit 64-byte non-temporal vector stores" if kernel.endswith("-nt") else ""),
         "dtype": "fp64", "array_elements": arrays.n, "array_bytes": 8 * arrays.n, "arrays": 3,
         "bytes_per_element": bpe, "bytes_per_run": nbytes,
         "flops_per_element": STREAM_FLOPS_PER_ELEMENT[kernel],
