@@ -9,7 +9,7 @@ import math
 import pytest
 from roofbench.bench.cli import main
 from roofbench.roofs import distributed as dist
-from roofbench.roofs import interconnect as ic
+from roofbench.roofs.probes import links as ic
 
 from roofbench.schema import Roof, RoofSet
 

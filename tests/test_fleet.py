@@ -128,7 +128,7 @@ def test_unwritable_out_dir_is_user_error(tmp_path):
 
 
 def test_gpu_links_without_gpu(tmp_path, capsys):
-    from roofbench.roofs import interconnect as ic
+    from roofbench.roofs.probes import links as ic
 
     if ic.gpu_count() > 0:
         pytest.skip("a GPU is present: see test_gpu_links_on_this_node")

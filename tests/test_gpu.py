@@ -62,25 +62,28 @@ def numba_backend():
     return NumbaCudaBackend()
 
 
-def _check(rec, case: Case, backend) -> None:
+def _validated(backend, case: tuple, seed: int, **kw):
+    """Run one (workload, variant, dtype, size) through the runner; skip what the backend or
+    the device refuses; assert it validated within tolerance."""
+    name, variant, dtype, size = case
+    w = workloads()[name]
+    c = Case(w, w.variants[variant], dtype, size)
+    why = backend.supports(c)
+    if why:
+        pytest.skip(why)
+    rec = run_case(c, backend, None, CFG, np.random.default_rng(seed), **kw)
     if rec.status == "unsupported" or (rec.status == "error" and "compute capability"
                                        in (rec.error or "")):
         pytest.skip(rec.error)
-    assert rec.status == "ok" and rec.valid, f"{case.key}: {rec.status}: {rec.error}"
-    assert rec.rel_error <= case.workload.tolerance[case.dtype]
+    assert rec.status == "ok" and rec.valid, f"{c.key}: {rec.status}: {rec.error}"
+    assert rec.rel_error <= w.tolerance[dtype]
     assert rec.median_s and rec.median_s > 0
+    return c, rec
 
 
 @pytest.mark.parametrize("case", _cases("cuda"), ids=_id)
 def test_cuda_kernel_validates(cupy_backend, case):
-    name, variant, dtype, size = case
-    w = workloads()[name]
-    c = Case(w, w.variants[variant], dtype, size)
-    why = cupy_backend.supports(c)
-    if why:
-        pytest.skip(why)
-    rec = run_case(c, cupy_backend, None, CFG, np.random.default_rng(11))
-    _check(rec, c, cupy_backend)
+    c, rec = _validated(cupy_backend, case, 11)
     launches = rec.extra["launches"]
     assert len(launches) == len(c.launches())
     for la, lr in zip(launches, rec.launches, strict=True):
@@ -95,14 +98,7 @@ def test_cuda_kernel_validates(cupy_backend, case):
 
 @pytest.mark.parametrize("case", _cases("numba_cuda"), ids=_id)
 def test_numba_twin_validates(numba_backend, case):
-    name, variant, dtype, size = case
-    w = workloads()[name]
-    c = Case(w, w.variants[variant], dtype, size)
-    why = numba_backend.supports(c)
-    if why:
-        pytest.skip(why)
-    rec = run_case(c, numba_backend, None, CFG, np.random.default_rng(12), per_launch=False)
-    _check(rec, c, numba_backend)
+    _validated(numba_backend, case, 12, per_launch=False)
 
 
 def test_cold_timing_and_clocks(cupy_backend):
@@ -144,9 +140,6 @@ def test_pycuda_matches_when_installed():
 
     be = PycudaBackend()
     try:
-        w = workloads()["l2norm"]
-        c = Case(w, w.variants["fused"], "fp32", ((1 << 20) + 5,))
-        rec = run_case(c, be, None, CFG, np.random.default_rng(5))
-        _check(rec, c, be)
+        _validated(be, ("l2norm", "fused", "fp32", ((1 << 20) + 5,)), 5)
     finally:
         be.close()

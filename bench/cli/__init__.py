@@ -1,6 +1,6 @@
 """The `roofbench` command line.
 
-Each subcommand lives in a module ``roofbench.bench.cmd_<name>`` that defines
+Each subcommand lives in a module of this folder that defines
 ``register(subparsers)``; add the module to COMMANDS to expose it. Errors a user can cause are
 raised as UserError and printed as one line (exit 2); no traceback reaches the user for them.
 """
@@ -15,7 +15,11 @@ from ...plugins import PluginError
 from ..errors import UserError
 
 COMMANDS = [
+    "roofbench.bench.cli.listing",
     "roofbench.bench.cli.run",
+    "roofbench.bench.cli.plot",
+    "roofbench.bench.cli.report",
+    "roofbench.bench.cli.compare",
     "roofbench.bench.cli.fleet",
     "roofbench.bench.cli.distributed",
     "roofbench.bench.cli.calibrate",

@@ -106,7 +106,7 @@ def _gpu_links(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from roofbench.roofs import interconnect as ic
+    from roofbench.roofs.probes import links as ic
 
     from roofbench.schema import RoofSet
     from roofbench.units import si

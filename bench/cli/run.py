@@ -1,4 +1,5 @@
-"""`roofbench list | run | bench | plot | report | compare`."""
+"""`roofbench run` and `roofbench bench` (the main job: the same run with the defaults that fill
+the device); both share ``execute``, which `fleet` and the ncu case runner reuse too."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from roofbench.kernels.registry import workloads
 
 from roofbench.schema import CaseResult, RoofSet, RunResult
 
@@ -31,8 +31,6 @@ from ..results import (
     check_writable,
     environment,
     git_commit,
-    load_run,
-    resolve_run,
     run_dir,
     save_run,
     utc_stamp,
@@ -204,26 +202,6 @@ def summary_table(run: RunResult) -> Table:
 
 # -- commands -------------------------------------------------------------------------------
 
-def cmd_list(args: argparse.Namespace) -> int:
-    t = Table(title="roofbench workloads")
-    for col in ("kernel", "variant", "dtypes", "implemented for", "launches", "description"):
-        t.add_column(col)
-    for w in workloads().values():
-        for v in w.variants.values():
-            case_size = w.quick_size
-            n_launch = len(v.plan(case_size, v.dtypes[0]))
-            t.add_row(w.name, v.name, ",".join(v.dtypes), ",".join(v.backends()),
-                      str(n_launch), v.description)
-    console = Console(width=max(Console().width, 140))
-    console.print(t)
-    console.print("backends:")
-    for name in backends.names():  # the registry, then any plug-in backends
-        why = backends.unavailable_reason(name)
-        # markup=False: reasons name pip extras in square brackets, e.g. roofbench[cuda13]
-        console.print(f"  {name}: {'available' if why is None else why}", markup=False)
-    return 0
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     be = backends.open_for_user(args.backend)
     out_root = Path(args.out) if args.out else DEFAULT_RESULTS
@@ -247,65 +225,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     rc = cmd_run(args)
     print(f"make bench finished in {time.perf_counter() - t0:.0f} s")
     return rc
-
-
-def cmd_plot(args: argparse.Namespace) -> int:
-    from ..present.plot import plot_run
-
-    run = load_run(args.run)
-    base = Path(args.out) if args.out else resolve_run(args.run).parent / "roofline"
-    check_writable(base.parent)
-    for p in plot_run(run, base.with_suffix(""), all_roofs=args.all_roofs):
-        print(p)
-    return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from ..present.report import render
-    from ..present.report_html import missing_note, render_html
-
-    run = load_run(args.run)
-    path = Path(args.out) if args.out else resolve_run(args.run).parent / "report.md"
-    check_writable(path.parent)
-    note = missing_note()
-    atomic_write_text(path, render(run) + (f"\n> {note}\n" if note else ""))
-    print(path)
-    page = path.with_suffix(".html")  # report.html beside it
-    atomic_write_text(page, render_html(run))
-    print(page)
-    return 0
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from ..present.compare import compare
-    from ..present.plot import plot_roofline
-
-    a, b = load_run(args.a), load_run(args.b)
-    deltas = compare(a, b, threshold=args.threshold)
-    t = Table(title=f"A: {a.device} {a.created}  vs  B: {b.device} {b.created}")
-    for col in ("case", "time A", "time B", "speedup (A/B)", "verdict"):
-        t.add_column(col)
-    for d in deltas:
-        t.add_row(d.key, f"{d.time_a * 1e3:.3f} ms" if d.time_a else "-",
-                  f"{d.time_b * 1e3:.3f} ms" if d.time_b else "-",
-                  f"{d.speedup:.3f}x" if d.speedup else "-", d.verdict)
-    Console().print(t)
-    base = Path(args.out) if args.out else resolve_run(args.b).parent / "compare"
-    check_writable(base.parent)
-    rs = [r for r in (a.roofs, b.roofs) if r is not None]
-    paths = plot_roofline(rs, [a.cases, b.cases], base.with_suffix(""),
-                          f"A: {a.device} ({a.backend})  vs  B: {b.device} ({b.backend})",
-                          tags=["A: ", "B: "])
-    print(f"plot: {paths[0]}")
-    from ..present.report_html import render_compare_html
-
-    page = base.with_suffix(".html")
-    atomic_write_text(page, render_compare_html(a, b, deltas))
-    print(f"html: {page}")
-    regressions = [d for d in deltas if d.verdict.startswith("regression")]
-    if regressions:
-        print(f"{len(regressions)} regression(s)")
-    return 1 if regressions and args.fail_on_regression else 0
 
 
 # -- parser ---------------------------------------------------------------------------------
@@ -332,9 +251,6 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("list", help="workloads, variants, dtypes and backends")
-    p.set_defaults(func=cmd_list)
-
     p = sub.add_parser("run", help="run kernels, validate, time, place on the roofline")
     _add_run_options(p)
     p.set_defaults(func=cmd_run)
@@ -342,24 +258,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="the main job: roofs + every kernel + plot + report")
     _add_run_options(p)
     p.set_defaults(func=cmd_bench)
-
-    p = sub.add_parser("plot", help="redraw the roofline of a stored run")
-    p.add_argument("run", help="run folder or its results.json")
-    p.add_argument("--out", help="output path without extension (default: in the run folder)")
-    p.add_argument("--all-roofs", action="store_true",
-                   help="draw every roof, not only those the plotted points use")
-    p.set_defaults(func=cmd_plot)
-
-    p = sub.add_parser("report", help="rewrite report.md of a stored run")
-    p.add_argument("run", help="run folder or its results.json")
-    p.add_argument("--out", help="output file (default: report.md in the run folder)")
-    p.set_defaults(func=cmd_report)
-
-    p = sub.add_parser("compare", help="per-case speedups and regressions of run B over A")
-    p.add_argument("a")
-    p.add_argument("b")
-    p.add_argument("--threshold", type=float, default=0.05,
-                   help="slowdown beyond which (and beyond the noise) a case regressed")
-    p.add_argument("--out", help="plot path without extension (default: B's folder/compare)")
-    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 on a regression")
-    p.set_defaults(func=cmd_compare)

@@ -9,7 +9,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from roofbench.roofs import interconnect as ic
+from roofbench.roofs.probes import links as ic
 
 from roofbench.schema import RoofSet
 

@@ -7,7 +7,7 @@ import statistics
 from dataclasses import asdict
 from typing import Any
 
-from roofbench.roofs import interconnect as ic
+from roofbench.roofs.probes import links as ic
 
 from roofbench.schema import Roof, RoofSet
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofbench.roofs import interconnect as ic
+from roofbench.roofs.probes import links as ic
 
 from ..errors import UserError
 from .calibrate import calibrate_local, measure_links
