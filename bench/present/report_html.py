@@ -32,6 +32,7 @@ from .plot import (
     best_roofs,
     build_figure,
     frame,
+    marker,
     ridge_points,
     select_roofs,
     valid_points,
@@ -40,8 +41,9 @@ from .report import _t, cases_table, fusion_table, pipeline_rows, ridges, roofs_
 
 MISSING_NOTE = ("report.html has a static roofline only: `pip install roofbench[report]` "
                 "(Bokeh) for the interactive one.")
-BOKEH_MARKERS = {"vector_add": "circle", "l2norm": "square", "rownorm": "diamond",
-                 "gemm": "triangle"}
+# matplotlib marker (Workload.marker) -> Bokeh's name for the same shape
+BOKEH_MARKERS = {"o": "circle", "s": "square", "D": "diamond", "^": "triangle", "v":
+                 "inverted_triangle", "x": "x", "*": "star", "+": "cross", "h": "hex"}
 BOKEH_DASH = {"-": "solid", "-.": "dashdot", ":": "dotted", "--": "dashed"}
 
 
@@ -160,7 +162,7 @@ def bokeh_roofline(roofsets: list[RoofSet], runs: list[list[CaseResult]], title:
             rows = [{**_case_row(c, tag), "speedup": speedups.get(_key(c), "-")}
                     for c in cs if c.workload == wl]
             src = ColumnDataSource({k: [r[k] for r in rows] for k in rows[0]})
-            r = p.scatter("x", "y", source=src, marker=BOKEH_MARKERS.get(wl, "circle"),
+            r = p.scatter("x", "y", source=src, marker=BOKEH_MARKERS.get(marker(wl), "circle"),
                           size=11, fill_color="color", line_color="black",
                           fill_alpha=1.0 if i == 0 else 0.6, name=f"points:{tag}{wl}")
             point_renderers.append(r)
