@@ -243,6 +243,8 @@ def _datasheet_v1(match: Any, text: Any) -> DatasheetMatch | None:
 
 
 CALIBRATED_SCHEMA = "roofbench.calibrated-roofs/1"
+# `roofbench fleet`: every rank's roof set and the link roofs, in one report file
+FLEET_SCHEMA = "roofbench.fleet/1"
 
 
 @dataclass

@@ -19,8 +19,10 @@ from roofbench.errors_text import first_line
 from roofbench.fileio import atomic_write_text
 from roofbench.schema import (
     CALIBRATED_SCHEMA,
+    FLEET_SCHEMA,
     RESULTS_SCHEMA,
     CalibratedRoofs,
+    Roof,
     RoofSet,
     SchemaError,
 )
@@ -30,11 +32,20 @@ from .model import LEVELS, PRECISIONS, device_slug
 ROOFS_DIR = Path(__file__).resolve().parent
 ADVICE = "run `roofbench calibrate --recalibrate` to measure it again"
 OTHER_ADVICE = ("pass a roofs file roofbench wrote (roofs/<device>.json, a bare roof set, a "
-                "run's results.json) or none to measure")
+                "run's results.json, a fleet file) or none to measure")
 
 
 class CalibrationError(ValueError):
     """A calibrated roofs file that cannot be used; the message names the file."""
+
+
+def _fleet_roofs(d: dict[str, Any]) -> RoofSet:
+    """fleet.json: the first rank that measured its roofs, with every link roof added."""
+    ok = [r for r in d["ranks"] if r.get("status") == "ok" and r.get("roofs")]
+    rs = RoofSet.from_dict(ok[0]["roofs"]) if ok else RoofSet(device="fleet")
+    for r in d["interconnect"]["roofs"]:
+        rs.add(Roof.from_dict(r))
+    return rs
 
 
 def default_path(device_name: str, directory: Path | None = None) -> Path:
@@ -95,7 +106,8 @@ def _jsonable(o: Any) -> Any:
 
 def load_roofs(path: str | Path, *, require_schema: bool = False) -> RoofSet:
     """The one reader of roofs files: a calibrated file, a bare RoofSet dict (version 1 or 2,
-    hand-written or `save_roofs`), or a run's results.json (the roof set it was placed under).
+    hand-written or `save_roofs`; a fleet rank file or links.json), a run's results.json (the
+    roof set it was placed under), or a fleet.json (its first measured rank plus the links).
     ``require_schema``: only a calibrated file will do (the calibration cache must carry its
     tag, and hold roofs). Anything else raises CalibrationError, one line naming the file."""
     path = Path(path)
@@ -115,6 +127,8 @@ def load_roofs(path: str | Path, *, require_schema: bool = False) -> RoofSet:
         if schema == CALIBRATED_SCHEMA:
             cal = CalibratedRoofs.from_dict(d)
             rs, created = cal.roofs, cal.created_utc
+        elif not require_schema and schema == FLEET_SCHEMA:
+            rs = _fleet_roofs(d)
         elif (not require_schema and str(schema).startswith(RESULTS_SCHEMA)
               and not isinstance(d.get("roofs"), dict)):
             raise SchemaError("a results file of a run placed under no roofs")
@@ -128,7 +142,7 @@ def load_roofs(path: str | Path, *, require_schema: bool = False) -> RoofSet:
             rs = RoofSet.from_dict(d)
     except SchemaError as e:
         raise CalibrationError(f"{path}: {e}; {advice}") from None
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, IndexError) as e:
         raise CalibrationError(f"{path}: invalid roofs ({first_line(e)}); {advice}") from None
     if require_schema and not rs.roofs:
         raise CalibrationError(f"{path}: holds no roofs; {advice}")

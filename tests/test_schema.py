@@ -117,10 +117,28 @@ def test_an_older_calibrated_file_still_loads(tmp_path):
     assert got.info["calibrated_utc"] == "2026-11-30T12:00:00Z"
 
 
+def test_a_fleet_file_gives_its_first_measured_rank_and_every_link(tmp_path):
+    link = Roof(name="nccl all-reduce busbw", kind="interconnect", level="link", value=3e11,
+                source="measured")
+    rank = RoofSet(device="NVIDIA H200", roofs=[Roof(name="hbm", kind="memory", level="dram",
+                                                     source="measured",
+                                                     value=4.3e12)])
+    p = tmp_path / "fleet.json"
+    p.write_text(json.dumps({"schema": "roofbench.fleet/1", "interconnect": {
+        "roofs": [link.to_dict()]}, "ranks": [{"status": "failed"}, {
+            "status": "ok", "roofs": rank.to_dict()}]}))
+    got = load_roofs(p)
+    assert got.device == "NVIDIA H200"
+    assert sorted(r.name for r in got.roofs) == ["hbm", "nccl all-reduce busbw"]
+    with pytest.raises(CalibrationError):
+        load_roofs(p, require_schema=True)  # the calibration cache is never a fleet file
+
+
 @pytest.mark.parametrize("content,what", [
     ("{not json", "corrupt roofs file"),
     ("[1, 2]", "not a roofs file"),
-    (json.dumps({"schema": "roofbench.fleet/1", "ranks": []}), "wrong schema"),
+    (json.dumps({"schema": "roofbench.fleet/2", "ranks": []}), "wrong schema"),
+    (json.dumps({"schema": "roofbench.fleet/1", "ranks": []}), "invalid roofs"),
     (json.dumps({"schema": RESULTS_SCHEMA, "schema_version": 2, "roofs": None}),
      "placed under no roofs"),
     (json.dumps({"device": "x", "roofs": [{"kind": "memory"}]}), "invalid roofs"),

@@ -82,28 +82,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def load_roofs(path: str):  # -> RoofSet
-    """A RoofSet from any roofbench roofs-bearing JSON: one clear error otherwise."""
-    from roofbench.schema import Roof, RoofSet
+    """Any roofs file through the one loader; its error as the CLI's one line."""
+    from roofbench.roofs.calibrated import CalibrationError
+    from roofbench.roofs.calibrated import load_roofs as load
 
     try:
-        d = json.loads(Path(path).read_text())
-    except OSError as e:
-        raise UserError(f"cannot read roofs file {path}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"roofs file {path} is not valid JSON ({e.msg}, line {e.lineno})") \
-            from None
-    try:
-        if isinstance(d, dict) and d.get("schema", "").startswith("roofbench.fleet/"):
-            ok = [r for r in d["ranks"] if r.get("status") == "ok" and r.get("roofs")]
-            rs = RoofSet.from_dict(ok[0]["roofs"]) if ok else RoofSet(device="fleet")
-            for r in d["interconnect"]["roofs"]:
-                rs.add(Roof.from_dict(r))
-            return rs
-        if isinstance(d, dict) and isinstance(d.get("roofs"), dict):
-            d = d["roofs"]  # a results file keeps its roof set under "roofs"
-        return RoofSet.from_dict(d)
-    except (KeyError, TypeError, ValueError, IndexError) as e:
-        raise UserError(f"roofs file {path} holds no roof set ({e})") from None
+        return load(path)
+    except CalibrationError as e:
+        raise UserError(str(e)) from None
 
 
 def _run(args: argparse.Namespace) -> int:

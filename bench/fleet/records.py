@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA = "roofbench.fleet/1"
+from roofbench.schema import FLEET_SCHEMA
+
+SCHEMA = FLEET_SCHEMA
 
 
 @dataclass
