@@ -142,3 +142,12 @@ def load_run(path: str | Path) -> RunResult:
         raise UserError(f"{p}: {e}") from None
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(f"{p}: malformed results file ({type(e).__name__}: {e})") from None
+
+
+def load_for_output(run_arg: str, out: str | None, default_name: str) -> tuple[RunResult, Path]:
+    """A stored run, and where to write what is rebuilt from it (``out``, else ``default_name``
+    beside its results.json); the folder is checked writable before any work is done."""
+    run = load_run(run_arg)
+    path = Path(out) if out else resolve_run(run_arg).parent / default_name
+    check_writable(path.parent)
+    return run, path

@@ -1,5 +1,5 @@
-"""argparse types shared by the commands: a number read, then checked, with one-line errors
-that say the rule ("must be >= 1, got 0")."""
+"""argparse pieces shared by the commands: numbers read, then checked, with one-line errors
+that say the rule ("must be >= 1, got 0"); the arguments of a command on a stored run."""
 
 from __future__ import annotations
 
@@ -24,3 +24,12 @@ def checked(convert: Callable[[str], T], ok: Callable[[T], bool], rule: str,
         return v
 
     return parse
+
+
+def stored_run_parser(sub: argparse._SubParsersAction, name: str, help: str,
+                      out_help: str) -> argparse.ArgumentParser:
+    """A command that rebuilds something from a stored run: its ``run`` and ``--out``."""
+    p = sub.add_parser(name, help=help)
+    p.add_argument("run", help="run folder or its results.json")
+    p.add_argument("--out", help=out_help)
+    return p

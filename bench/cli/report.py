@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from ..results import atomic_write_text, check_writable, load_run, resolve_run
+from ..results import atomic_write_text, load_for_output
+from .argtypes import stored_run_parser
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ..present.report import render
     from ..present.report_html import missing_note, render_html
 
-    run = load_run(args.run)
-    path = Path(args.out) if args.out else resolve_run(args.run).parent / "report.md"
-    check_writable(path.parent)
+    run, path = load_for_output(args.run, args.out, "report.md")
     note = missing_note()
     atomic_write_text(path, render(run) + (f"\n> {note}\n" if note else ""))
     print(path)
@@ -25,7 +23,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="rewrite report.md of a stored run")
-    p.add_argument("run", help="run folder or its results.json")
-    p.add_argument("--out", help="output file (default: report.md in the run folder)")
+    p = stored_run_parser(sub, "report", "rewrite report.md and report.html of a stored run",
+                          "output file (default: report.md in the run folder)")
     p.set_defaults(func=cmd_report)
