@@ -287,7 +287,26 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
                                                                    strict=True)]
     all_points = [p for pts in points_by_run for p in pts]
     xlim, ylim = frame(roofsets, all_points)
+    out = _new_figure(title, xlim, ylim)
+    renderer = out.fig.canvas.get_renderer()
+    layout = Layout(inside=out.ax.get_window_extent(renderer))
 
+    roof_lines = _draw_device_roofs(out, roofsets, rs_for, points_by_run, tags, xlim, ylim,
+                                    all_roofs)
+    # Obstacles first: every point, its hardware-intensity twin and every ridge marker.
+    key_lines, numbered, arrows = _draw_points(out, cases_by_run, points_by_run, tags)
+    if len(points_by_run) == 2:  # a comparison: the two points of each case joined
+        arrows += _draw_joins(out, points_by_run[0], points_by_run[1])
+    _add_obstacles(out, renderer, layout, roof_lines, arrows)
+
+    _place_labels(out, renderer, layout, roof_lines, numbered, key_lines)
+    out.legend = _legend(out.ax, all_points, roof_lines, out.legend_roofs)
+    out.key = _key_text(out, renderer, key_lines)
+    return out
+
+
+def _new_figure(title: str, xlim, ylim) -> RooflineFigure:
+    """The empty log-log frame."""
     fig = plt.figure(figsize=(12.5, 7.5), dpi=110)
     # A fixed axes box (no tight_layout): label angles are computed in display space.
     ax = fig.add_axes((0.065, 0.08, 0.66, 0.84))
@@ -300,26 +319,35 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
     ax.set_title(title, fontsize=11)
     ax.grid(True, which="major", alpha=0.25)
     ax.grid(True, which="minor", alpha=0.08)
-    out = RooflineFigure(fig=fig, ax=ax)
-    renderer = fig.canvas.get_renderer()
-    layout = Layout(inside=ax.get_window_extent(renderer))
-    to_px = ax.transData.transform
+    return RooflineFigure(fig=fig, ax=ax)
 
-    # Roofs of the first device in full; a second roof set of another device faint and tagged
-    # (a second run of the same device shares the first one's roofs).
-    roof_lines: list[tuple[Roof, str, list[tuple[float, float]], float]] = []
+
+def _draw_device_roofs(out: RooflineFigure, roofsets: list[RoofSet],
+                       rs_for: list[RoofSet | None], points_by_run: list[list[Point]],
+                       tags: list[str], xlim, ylim, all_roofs: bool) -> list:
+    """Roofs of the first device in full; a second roof set of another device faint and tagged
+    (a second run of the same device shares the first one's roofs). Returns _draw_roofs' list
+    over every device drawn."""
+    all_points = [p for pts in points_by_run for p in pts]
+    roof_lines: list[tuple[Roof, list[str], list[tuple[float, float]], float]] = []
     for i, rs in enumerate(roofsets):
         if i > 0 and rs.device == roofsets[0].device:
             continue
         tag = tags[i] if len({r.device for r in roofsets}) > 1 else ""
         pts_i = [p for j, pts in enumerate(points_by_run) if rs_for[j] is rs for p in pts]
         compute, memory = select_roofs(rs, pts_i or all_points, all_roofs)
-        roof_lines += _draw_roofs(ax, rs, compute, memory, xlim, ylim, tag,
+        roof_lines += _draw_roofs(out.ax, rs, compute, memory, xlim, ylim, tag,
                                   alpha=1.0 if i == 0 else 0.6, out=out)
         if all_roofs:
-            _draw_ert_curves(ax, rs)
+            _draw_ert_curves(out.ax, rs)
+    return roof_lines
 
-    # Obstacles first: every point, its hardware-intensity twin and every ridge marker.
+
+def _draw_points(out: RooflineFigure, cases_by_run: list[list[CaseResult]],
+                 points_by_run: list[list[Point]], tags: list[str]):
+    """Every valid point (and its hardware-intensity twin) and the naive -> fused arrows.
+    Returns the key's lines, (number, point, data xy) to label, and the arrows drawn."""
+    ax = out.ax
     key_lines: list[str] = []
     numbered: list[tuple[int, Point, tuple[float, float]]] = []
     arrows: list[tuple[tuple[float, float], tuple[float, float]]] = []
@@ -341,15 +369,27 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
             key_lines.append(f"{len(key_lines) + 1:>2}  {tag}{p.label}{eff}")
             numbered.append((len(key_lines), p, (p.ai, p.flops)))
         arrows += _draw_fusion_arrows(ax, cases, {p.key: p for p in pts})
-    if len(points_by_run) == 2:  # a comparison: the two points of each case joined
-        in_b = {(p.key, p.size): p for p in points_by_run[1]}
-        for p in points_by_run[0]:
-            q = in_b.get((p.key, p.size))
-            if q is not None:
-                ax.plot([p.ai, q.ai], [p.flops, q.flops], ":", color="dimgray", lw=1.0,
+    return key_lines, numbered, arrows
+
+
+def _draw_joins(out: RooflineFigure, run_a: list[Point], run_b: list[Point]) -> list:
+    """A comparison: a dotted segment joining the two points of each case (same key, size)."""
+    joins = []
+    in_b = {(p.key, p.size): p for p in run_b}
+    for p in run_a:
+        q = in_b.get((p.key, p.size))
+        if q is not None:
+            out.ax.plot([p.ai, q.ai], [p.flops, q.flops], ":", color="dimgray", lw=1.0,
                         zorder=4)
-                arrows.append(((p.ai, p.flops), (q.ai, q.flops)))
-                out.joins += 1
+            joins.append(((p.ai, p.flops), (q.ai, q.flops)))
+            out.joins += 1
+    return joins
+
+
+def _add_obstacles(out: RooflineFigure, renderer, layout: Layout, roof_lines: list,
+                   arrows: list) -> None:
+    """What labels must avoid: roof lines and arrows (crossed), points and ridges (covered)."""
+    to_px = out.ax.transData.transform
     for roof, _texts, seg, _a in roof_lines:
         layout.segments.append((roof, (*to_px(seg[0]), *to_px(seg[1]))))
     for a, b in arrows:
@@ -360,29 +400,35 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
         px, py = to_px((x, y))
         layout.taken.append(Bbox.from_extents(px - 4, py - 4, px + 4, py + 4))
 
-    # Roof labels on their lines, then the point numbers around their points.
+
+def _place_labels(out: RooflineFigure, renderer, layout: Layout, roof_lines: list,
+                  numbered: list, key_lines: list[str]) -> None:
+    """Roof labels on their lines, then the point numbers around their points; a roof label
+    that fits nowhere goes to the legend, an unplaced number is flagged in the key."""
     for roof, texts, seg, alpha in roof_lines:
-        art = _label_roof(ax, renderer, layout, roof, texts, seg, alpha)
+        art = _label_roof(out.ax, renderer, layout, roof, texts, seg, alpha)
         if art is None:
             out.legend_roofs.append(texts[-1])
         else:
             out.labels.append(art)
     for num, _p, (x, y) in numbered:
-        art = _label_point(ax, renderer, layout, str(num), x, y)
+        art = _label_point(out.ax, renderer, layout, str(num), x, y)
         if art is not None:
             out.labels.append(art)
         else:  # no free spot near the point: the key names it by its coordinates instead
             key_lines[num - 1] += "  (unlabelled on the plot)"
 
-    out.legend = _legend(ax, all_points, roof_lines, out.legend_roofs)
+
+def _key_text(out: RooflineFigure, renderer, key_lines: list[str]):
+    """The numbered points' key, under the legend (which must be drawn to be measured)."""
+    fig = out.fig
     fig.canvas.draw()
     leg_bb = out.legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
     size = 7 if len(key_lines) <= 40 else 6
-    out.key = fig.text(leg_bb.x0, leg_bb.y0 - 0.02,
-                       "valid points (efficiency vs roof)\n" + "\n".join(key_lines)
-                       if key_lines else "no valid point to plot",
-                       va="top", ha="left", family="monospace", fontsize=size)
-    return out
+    return fig.text(leg_bb.x0, leg_bb.y0 - 0.02,
+                    "valid points (efficiency vs roof)\n" + "\n".join(key_lines)
+                    if key_lines else "no valid point to plot",
+                    va="top", ha="left", family="monospace", fontsize=size)
 
 
 def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, ylim,

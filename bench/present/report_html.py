@@ -99,104 +99,146 @@ def bokeh_roofline(roofsets: list[RoofSet], runs: list[list[CaseResult]], title:
     """The interactive roofline: every roof (those the points use visible, the others one
     legend click away), the points grouped by run and workload, naive -> fused arrows, and for
     two runs a segment joining the two points of each case."""
-    from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem
-    from bokeh.plotting import figure
+    from bokeh.models import HoverTool, Legend
 
     tags = tags or [""] * len(runs)
     cases = [_valid(cs) for cs in runs]
     rs_for = [roofsets[min(i, len(roofsets) - 1)] if roofsets else None
               for i in range(len(runs))]
     pts = [valid_points(cs, roofs=rs) for cs, rs in zip(runs, rs_for, strict=True)]
-    (x0, x1), (y0, y1) = frame(roofsets, [p for ps in pts for p in ps])
-    p = figure(title=title, x_axis_type="log", y_axis_type="log", x_range=(x0, x1),
-               y_range=(y0, y1), width=1400, height=700,
-               tools="pan,wheel_zoom,box_zoom,reset,save", active_scroll="wheel_zoom",
-               x_axis_label="arithmetic intensity (FLOP / byte of DRAM traffic)",
-               y_axis_label="performance (FLOP/s)", name="roofline")
-    items: list[LegendItem] = []
+    xlim, ylim = frame(roofsets, [p for ps in pts for p in ps])
+    p = _bokeh_frame(title, xlim, ylim)
+    items = []
     for i, rs in enumerate(roofsets):
         if i > 0 and rs.device == roofsets[0].device:
             continue
         tag = tags[i] if len({r.device for r in roofsets}) > 1 else ""
         own = [pt for j, ps in enumerate(pts) if rs_for[j] is rs for pt in ps]
-        shown_c, shown_m = select_roofs(rs, own, all_roofs=False)
-        shown = {id(r) for r in shown_c + shown_m}
-        comp, mem = best_roofs(rs, all_roofs=True)
-        tops = {}
-        for c in comp:
-            tops[c.source] = max(tops.get(c.source, 0.0), c.value)
-        for m in mem:
-            faint = m.source not in ("measured", "user")
-            top = tops.get(m.source, max(tops.values(), default=y1))
-            xe = min(x1, top / m.value)
-            r = p.line([x0, xe], [m.value * x0, m.value * xe], line_color="black",
-                       line_width=2, line_alpha=FAINT if faint else 1.0,
-                       line_dash="dashed" if faint else BOKEH_DASH.get(
-                           LEVEL_STYLES.get(m.level, "-"), "solid"),
-                       name=f"roof:{m.source}:{m.level}")
-            r.visible = id(m) in shown
-            items.append(LegendItem(label=_roof_label(m, tag), renderers=[r]))
-        for c, ridge in ridge_points(rs, comp):
-            faint = c.source not in ("measured", "user")
-            color = PREC_COLORS.get(c.precision, "gray")
-            r = p.line([max(ridge, x0), x1], [c.value, c.value], line_color=color,
-                       line_width=2, line_alpha=FAINT if faint else 1.0,
-                       line_dash="dashed" if faint else "solid",
-                       name=f"roof:{c.source}:{c.precision}")
-            dot = p.scatter([ridge], [c.value], marker="circle", size=7, fill_color="white",
-                            line_color=color, line_alpha=FAINT if faint else 1.0)
-            r.visible = dot.visible = id(c) in shown
-            items.append(LegendItem(label=_roof_label(c, tag) + f", ridge {ridge:.3g}",
-                                    renderers=[r, dot]))
+        items += _bokeh_roofs(p, rs, own, tag, xlim, ylim)
     point_renderers = []
-    speedups: dict[str, str] = {}
-    if len(cases) == 2:  # B's speedup over A, shown on both points of a case
-        in_a = {_key(c): c for c in cases[0]}
-        for c in cases[1]:
-            a = in_a.get(_key(c))
-            if a is not None and a.median_s and c.median_s:
-                speedups[_key(c)] = f"{a.median_s / c.median_s:.3f}x"
+    speedups = _speedups(cases[0], cases[1]) if len(cases) == 2 else {}
     for i, cs in enumerate(cases):
         tag = tags[i] if len(runs) > 1 else ""
-        for wl in sorted({c.workload for c in cs}):
-            rows = [{**_case_row(c, tag), "speedup": speedups.get(_key(c), "-")}
-                    for c in cs if c.workload == wl]
-            src = ColumnDataSource({k: [r[k] for r in rows] for k in rows[0]})
-            r = p.scatter("x", "y", source=src, marker=BOKEH_MARKERS.get(marker(wl), "circle"),
-                          size=11, fill_color="color", line_color="black",
-                          fill_alpha=1.0 if i == 0 else 0.6, name=f"points:{tag}{wl}")
-            point_renderers.append(r)
-            items.append(LegendItem(label=f"{tag}{wl} ({len(rows)})", renderers=[r]))
-        hw = {pt.key: pt.hw_ai for pt in pts[i] if pt.hw_ai}
-        hw_rows = [{**_case_row(c, tag), "x": hw[k], "ai": f"{hw[k]:.4g} FLOP/B (ncu)",
-                    "speedup": speedups.get(_key(c), "-")}
-                   for c in cs if (k := f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}")
-                   in hw]
-        if hw_rows:
-            src = ColumnDataSource({k: [r[k] for r in hw_rows] for k in hw_rows[0]})
-            r = p.scatter("x", "y", source=src, marker="circle", size=11, fill_alpha=0,
-                          line_color="color", line_width=2, name=f"hw:{tag}")
-            point_renderers.append(r)
-            items.append(LegendItem(label=f"{tag}hardware-measured DRAM AI (ncu)",
-                                    renderers=[r]))
-        arrows = _fusion_segments(cs)
-        if arrows:
-            r = p.segment("x0", "y0", "x1", "y1", source=ColumnDataSource(arrows),
-                          line_color="dimgray", line_width=1.5, name=f"fusion:{tag}")
-            items.append(LegendItem(label=f"{tag}naive -> fused", renderers=[r]))
+        rends, its = _bokeh_points(p, cs, pts[i], tag, speedups, fill_alpha=1.0 if i == 0
+                                   else 0.6)
+        point_renderers += rends
+        items += its
     if len(cases) == 2:
-        joins = _join_segments(cases[0], cases[1])
-        if joins["x0"]:
-            r = p.segment("x0", "y0", "x1", "y1", source=ColumnDataSource(joins),
-                          line_color="#555555", line_dash="dotted", line_width=1.5,
-                          name="joins")
-            items.append(LegendItem(label="A -> B, same case", renderers=[r]))
+        items += _bokeh_joins(p, cases[0], cases[1])
     tips = TOOLTIPS + ([("speedup (A/B)", "@speedup")] if len(cases) == 2 else [])
     p.add_tools(HoverTool(renderers=point_renderers, tooltips=tips))
     legend = Legend(items=items, click_policy="hide", label_text_font_size="8pt",
                     spacing=0, name="legend")
     p.add_layout(legend, "right")
     return p
+
+
+def _bokeh_frame(title: str, xlim, ylim):
+    """The empty log-log Bokeh figure over the device's frame."""
+    from bokeh.plotting import figure
+
+    return figure(title=title, x_axis_type="log", y_axis_type="log", x_range=xlim,
+                  y_range=ylim, width=1400, height=700,
+                  tools="pan,wheel_zoom,box_zoom,reset,save", active_scroll="wheel_zoom",
+                  x_axis_label="arithmetic intensity (FLOP / byte of DRAM traffic)",
+                  y_axis_label="performance (FLOP/s)", name="roofline")
+
+
+def _bokeh_roofs(p, rs: RoofSet, own: list, tag: str, xlim, ylim) -> list:
+    """Every roof of one device as a line (a ridge dot on each compute roof); those its points
+    use (select_roofs) visible, the others hidden. Returns their legend items."""
+    from bokeh.models import LegendItem
+
+    (x0, x1), (_y0, y1) = xlim, ylim
+    shown_c, shown_m = select_roofs(rs, own, all_roofs=False)
+    shown = {id(r) for r in shown_c + shown_m}
+    comp, mem = best_roofs(rs, all_roofs=True)
+    tops: dict[str, float] = {}
+    for c in comp:
+        tops[c.source] = max(tops.get(c.source, 0.0), c.value)
+    items = []
+    for m in mem:
+        faint = m.source not in ("measured", "user")
+        top = tops.get(m.source, max(tops.values(), default=y1))
+        xe = min(x1, top / m.value)
+        r = p.line([x0, xe], [m.value * x0, m.value * xe], line_color="black",
+                   line_width=2, line_alpha=FAINT if faint else 1.0,
+                   line_dash="dashed" if faint else BOKEH_DASH.get(
+                       LEVEL_STYLES.get(m.level, "-"), "solid"),
+                   name=f"roof:{m.source}:{m.level}")
+        r.visible = id(m) in shown
+        items.append(LegendItem(label=_roof_label(m, tag), renderers=[r]))
+    for c, ridge in ridge_points(rs, comp):
+        faint = c.source not in ("measured", "user")
+        color = PREC_COLORS.get(c.precision, "gray")
+        r = p.line([max(ridge, x0), x1], [c.value, c.value], line_color=color,
+                   line_width=2, line_alpha=FAINT if faint else 1.0,
+                   line_dash="dashed" if faint else "solid",
+                   name=f"roof:{c.source}:{c.precision}")
+        dot = p.scatter([ridge], [c.value], marker="circle", size=7, fill_color="white",
+                        line_color=color, line_alpha=FAINT if faint else 1.0)
+        r.visible = dot.visible = id(c) in shown
+        items.append(LegendItem(label=_roof_label(c, tag) + f", ridge {ridge:.3g}",
+                                renderers=[r, dot]))
+    return items
+
+
+def _speedups(a: list[CaseResult], b: list[CaseResult]) -> dict[str, str]:
+    """B's speedup over A per case key, shown on both points of a case."""
+    out = {}
+    in_a = {_key(c): c for c in a}
+    for c in b:
+        ca = in_a.get(_key(c))
+        if ca is not None and ca.median_s and c.median_s:
+            out[_key(c)] = f"{ca.median_s / c.median_s:.3f}x"
+    return out
+
+
+def _bokeh_points(p, cs: list[CaseResult], pts: list, tag: str, speedups: dict[str, str],
+                  fill_alpha: float) -> tuple[list, list]:
+    """One run's points (one glyph per workload), their hardware-intensity twins and the
+    naive -> fused arrows. Returns (the renderers to hover, legend items)."""
+    from bokeh.models import ColumnDataSource, LegendItem
+
+    renderers, items = [], []
+    for wl in sorted({c.workload for c in cs}):
+        rows = [{**_case_row(c, tag), "speedup": speedups.get(_key(c), "-")}
+                for c in cs if c.workload == wl]
+        src = ColumnDataSource({k: [r[k] for r in rows] for k in rows[0]})
+        r = p.scatter("x", "y", source=src, marker=BOKEH_MARKERS.get(marker(wl), "circle"),
+                      size=11, fill_color="color", line_color="black",
+                      fill_alpha=fill_alpha, name=f"points:{tag}{wl}")
+        renderers.append(r)
+        items.append(LegendItem(label=f"{tag}{wl} ({len(rows)})", renderers=[r]))
+    hw = {pt.key: pt.hw_ai for pt in pts if pt.hw_ai}
+    hw_rows = [{**_case_row(c, tag), "x": hw[k], "ai": f"{hw[k]:.4g} FLOP/B (ncu)",
+                "speedup": speedups.get(_key(c), "-")}
+               for c in cs if (k := f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}") in hw]
+    if hw_rows:
+        src = ColumnDataSource({k: [r[k] for r in hw_rows] for k in hw_rows[0]})
+        r = p.scatter("x", "y", source=src, marker="circle", size=11, fill_alpha=0,
+                      line_color="color", line_width=2, name=f"hw:{tag}")
+        renderers.append(r)
+        items.append(LegendItem(label=f"{tag}hardware-measured DRAM AI (ncu)",
+                                renderers=[r]))
+    arrows = _fusion_segments(cs)
+    if arrows:
+        r = p.segment("x0", "y0", "x1", "y1", source=ColumnDataSource(arrows),
+                      line_color="dimgray", line_width=1.5, name=f"fusion:{tag}")
+        items.append(LegendItem(label=f"{tag}naive -> fused", renderers=[r]))
+    return renderers, items
+
+
+def _bokeh_joins(p, a: list[CaseResult], b: list[CaseResult]) -> list:
+    """A comparison: a dotted segment joining the two points of each case."""
+    from bokeh.models import ColumnDataSource, LegendItem
+
+    joins = _join_segments(a, b)
+    if not joins["x0"]:
+        return []
+    r = p.segment("x0", "y0", "x1", "y1", source=ColumnDataSource(joins),
+                  line_color="#555555", line_dash="dotted", line_width=1.5, name="joins")
+    return [LegendItem(label="A -> B, same case", renderers=[r])]
 
 
 def _fusion_segments(cases: list[CaseResult]) -> dict[str, list]:
