@@ -308,71 +308,105 @@ def nccl_collectives(sizes: Sequence[int] = DEFAULT_NCCL_SIZES,
         raise GpuUnavailable("NCCL is not available to CuPy (install the nvidia-nccl wheel)")
     devs = list(devices) if devices is not None else list(
         range(cupy.cuda.runtime.getDeviceCount()))
-    n = len(devs)
     comms = nccl.NcclCommunicator.initAll(devs)
-    names = []
-    for d in devs:
-        props = cupy.cuda.runtime.getDeviceProperties(d)
-        nm = props["name"]
-        names.append(nm.decode() if isinstance(nm, bytes) else str(nm))
-    streams, bufs = [], []
-    big = max(sizes)
-    for d in devs:
-        with cupy.cuda.Device(d):
-            streams.append(cupy.cuda.Stream(non_blocking=True))
-            send = cupy.random.random(big // 4, dtype=cupy.float32) + 0.5
-            recv = cupy.empty(big // 4, dtype=cupy.float32)
-            bufs.append((send, recv))
-
-    def sync() -> None:
-        for d, st in zip(devs, streams, strict=True):
-            with cupy.cuda.Device(d):
-                st.synchronize()
-
-    def launch(op: str, total_elems: int) -> None:
-        per_rank = total_elems // n
-        nccl.groupStart()
-        for i, d in enumerate(devs):
-            send, recv = bufs[i]
-            with cupy.cuda.Device(d):
-                sp, rp, st = send.data.ptr, recv.data.ptr, streams[i].ptr
-                if op == "allreduce":
-                    comms[i].allReduce(sp, rp, total_elems, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, st)
-                elif op == "allgather":  # each rank contributes total/n, receives total
-                    comms[i].allGather(sp, rp, per_rank, nccl.NCCL_FLOAT32, st)
-                else:  # reduce-scatter: each rank sends total, receives total/n
-                    comms[i].reduceScatter(sp, rp, per_rank, nccl.NCCL_FLOAT32,
-                                           nccl.NCCL_SUM, st)
-        nccl.groupEnd()
-
+    names = _device_names(cupy, devs)
+    group = _NcclGroup.allocate(cupy, nccl, devs, comms, max(sizes))
     out = []
     for op in ops:
-        factor = bus_factor(op, n)
-        meas = LinkMeasurement(op=op, library="NCCL", level=f"nccl_{op}", ranks=n,
+        factor = bus_factor(op, group.n)  # before any launch: an unknown op fails here
+        meas = LinkMeasurement(op=op, library="NCCL", level=f"nccl_{op}", ranks=group.n,
                                info={"devices": devs, "device_names": names,
                                      "clock": "host clock after device sync",
                                      "nccl_version": nccl.get_version(), "dtype": "float32"})
-        if n == 1:
+        if group.n == 1:
             meas.note = ("one device: NCCL ran with one rank; busbw is 0 by definition "
                          "(nothing crosses a link), algbw recorded")
         for size in sizes:
-            total = (size // 4 // n) * n  # divisible by n for gather/scatter
-            iters = _iters_for(size, target_bytes, lo=2, hi=200)
-            times: list[float] = []
-            for s in range(samples + 1):
-                sync()
-                t0 = clock()
-                for _ in range(iters):
-                    launch(op, total)
-                sync()
-                if s > 0:
-                    times.append((clock() - t0) / iters)
-            pt = SizePoint(bytes=total * 4, iters=iters, samples_s=times)
-            pt.algbw = pt.bytes / pt.median_s
-            pt.busbw = pt.algbw * factor
-            meas.points.append(pt)
+            meas.points.append(_nccl_point(group, op, size, factor, samples, target_bytes,
+                                           clock))
         out.append(meas)
     return out
+
+
+def _device_names(cupy: Any, devs: Sequence[int]) -> list[str]:
+    names = []
+    for d in devs:
+        nm = cupy.cuda.runtime.getDeviceProperties(d)["name"]
+        names.append(nm.decode() if isinstance(nm, bytes) else str(nm))
+    return names
+
+
+@dataclass
+class _NcclGroup:
+    """One communicator, stream and float32 send/receive pair per device, launched together."""
+
+    cupy: Any
+    nccl: Any
+    devs: list[int]
+    comms: list[Any]
+    streams: list[Any] = field(default_factory=list)
+    bufs: list[tuple[Any, Any]] = field(default_factory=list)
+
+    @classmethod
+    def allocate(cls, cupy: Any, nccl: Any, devs: list[int], comms: list[Any],
+                 big: int) -> _NcclGroup:
+        """Buffers of ``big`` bytes on every device (the largest message of the sweep)."""
+        g = cls(cupy, nccl, devs, comms)
+        for d in devs:
+            with cupy.cuda.Device(d):
+                g.streams.append(cupy.cuda.Stream(non_blocking=True))
+                send = cupy.random.random(big // 4, dtype=cupy.float32) + 0.5
+                recv = cupy.empty(big // 4, dtype=cupy.float32)
+                g.bufs.append((send, recv))
+        return g
+
+    @property
+    def n(self) -> int:
+        return len(self.devs)
+
+    def sync(self) -> None:
+        for d, st in zip(self.devs, self.streams, strict=True):
+            with self.cupy.cuda.Device(d):
+                st.synchronize()
+
+    def launch(self, op: str, total_elems: int) -> None:
+        """One collective of ``total_elems`` float32 over every device (one NCCL group)."""
+        nccl = self.nccl
+        per_rank = total_elems // self.n
+        nccl.groupStart()
+        for i, d in enumerate(self.devs):
+            send, recv = self.bufs[i]
+            with self.cupy.cuda.Device(d):
+                sp, rp, st = send.data.ptr, recv.data.ptr, self.streams[i].ptr
+                comm = self.comms[i]
+                if op == "allreduce":
+                    comm.allReduce(sp, rp, total_elems, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, st)
+                elif op == "allgather":  # each rank contributes total/n, receives total
+                    comm.allGather(sp, rp, per_rank, nccl.NCCL_FLOAT32, st)
+                else:  # reduce-scatter: each rank sends total, receives total/n
+                    comm.reduceScatter(sp, rp, per_rank, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, st)
+        nccl.groupEnd()
+
+
+def _nccl_point(group: _NcclGroup, op: str, size: int, factor: float, samples: int,
+                target_bytes: int, clock: Callable[[], float]) -> SizePoint:
+    """One message size: a discarded warm-up sample, then ``samples`` timed ones; busbw is
+    algbw x ``factor`` (bus_factor)."""
+    total = (size // 4 // group.n) * group.n  # divisible by n for gather/scatter
+    iters = _iters_for(size, target_bytes, lo=2, hi=200)
+    times: list[float] = []
+    for s in range(samples + 1):
+        group.sync()
+        t0 = clock()
+        for _ in range(iters):
+            group.launch(op, total)
+        group.sync()
+        if s > 0:
+            times.append((clock() - t0) / iters)
+    pt = SizePoint(bytes=total * 4, iters=iters, samples_s=times)
+    pt.algbw = pt.bytes / pt.median_s
+    pt.busbw = pt.algbw * factor
+    return pt
 
 
 @dataclass
