@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,37 @@ def _rates(work: float, seconds: list[float]) -> tuple[float, float]:
 def compare(rounds: int = 5, reps: int = 10, quick: bool = False,
             progress: Any = print) -> dict[str, Any]:
     """Build the C programs, run the interleaved rounds, return every number measured."""
+    s = _prepare(rounds, reps, quick, progress)
+    rows = {k: Row(k, u) for k, u in (("triad", "GB/s"), ("fp64 FMA", "GFLOP/s"),
+                                      ("fp32 FMA", "GFLOP/s"))}
+    c_info: dict[str, Any] = {}
+    _interleave(_paired_runs(s, reps, rows, c_info), rounds, progress)
+    s.arrays.check("triad")
+    for p in s.probes.values():
+        p.check()
+    return _result(s, rows, c_info, rounds, reps)
+
+
+@dataclass
+class _Subjects:
+    """Both sides of the comparison, sized alike: the compiled C programs and the numba
+    triad arrays and FMA probes (settled and checked once)."""
+
+    triad_exe: Path
+    triad_cmd: list[str]
+    fma_exe: Path
+    fma_cmd: list[str]
+    threads: int
+    llc: int
+    n: int  # triad elements per array
+    settle_s: float
+    arrays: Any  # cp.StreamArrays
+    triad_call: Any
+    probes: dict[str, Any]  # precision -> cp.FmaProbe
+    c_steps: int
+
+
+def _prepare(rounds: int, reps: int, quick: bool, progress: Any) -> _Subjects:
     out_dir = bin_dir()
     triad_exe, triad_cmd = compile_program("triad", out_dir)
     fma_exe, fma_cmd = compile_program("fma_peak", out_dir)
@@ -182,15 +214,19 @@ def compare(rounds: int = 5, reps: int = 10, quick: bool = False,
         p.check()
     # Same FLOPs per thread per call as the numba fp64 call (both use 12 accumulators).
     c_steps = probes["fp64"].iters * cp.STEPS * cp.ACCUMULATORS // 12
+    return _Subjects(triad_exe, triad_cmd, fma_exe, fma_cmd, threads, llc, n, settle_s,
+                     arrays, triad_call, probes, c_steps)
+
+
+def _paired_runs(s: _Subjects, reps: int, rows: dict[str, Row],
+                 c_info: dict[str, Any]) -> list[tuple[Callable[[], None], Callable[[], None]]]:
+    """(C run, its numba counterpart) for the triad and the FMAs; each appends one round's
+    best and median to ``rows`` (the C side also what its program reports to ``c_info``)."""
     cfg = TimerConfig(warmup_s=0.1, warmup_min_runs=2, min_samples=reps, max_samples=reps,
                       budget_s=1e9, target_cv=0.0)
 
-    rows = {k: Row(k, u) for k, u in (("triad", "GB/s"), ("fp64 FMA", "GFLOP/s"),
-                                      ("fp32 FMA", "GFLOP/s"))}
-    c_info: dict[str, Any] = {}
-
     def c_triad() -> None:
-        t = run_program(triad_exe, [str(n), str(reps)], threads)
+        t = run_program(s.triad_exe, [str(s.n), str(reps)], s.threads)
         if not t.get("valid", False):
             raise ReferenceError("C triad produced wrong values")
         rows["triad"].c_best.append(t["best_gbs"])
@@ -198,7 +234,7 @@ def compare(rounds: int = 5, reps: int = 10, quick: bool = False,
         c_info.update(triad_threads=t["threads"], triad_thp_madvise=t.get("thp_madvise"))
 
     def c_fma() -> None:
-        f = run_program(fma_exe, [str(c_steps), str(reps)], threads)
+        f = run_program(s.fma_exe, [str(s.c_steps), str(reps)], s.threads)
         for prec in ("fp64", "fp32"):
             rows[f"{prec} FMA"].c_best.append(f[prec]["best_gflops"])
             rows[f"{prec} FMA"].c_median.append(f[prec]["median_gflops"])
@@ -206,46 +242,53 @@ def compare(rounds: int = 5, reps: int = 10, quick: bool = False,
                       fma_accumulators=f["accumulators"], fma_steps=f["steps"])
 
     def numba_triad() -> None:
-        best, med = _rates(24 * n / 1e9, host_timer(triad_call, cfg).samples)
+        best, med = _rates(24 * s.n / 1e9, host_timer(s.triad_call, cfg).samples)
         rows["triad"].numba_best.append(best)
         rows["triad"].numba_median.append(med)
 
     def numba_fma() -> None:
-        for prec, probe in probes.items():
+        for prec, probe in s.probes.items():
             best, med = _rates(probe.flops / 1e9, host_timer(probe, cfg).samples)
             rows[f"{prec} FMA"].numba_best.append(best)
             rows[f"{prec} FMA"].numba_median.append(med)
 
-    # Each C run sits right beside its numba counterpart; who goes first alternates by round.
+    return [(c_triad, numba_triad), (c_fma, numba_fma)]
+
+
+def _interleave(pairs: list[tuple[Callable[[], None], Callable[[], None]]], rounds: int,
+                progress: Any) -> None:
+    """Each C run sits right beside its numba counterpart; who goes first alternates by
+    round, so that both see the same machine load."""
     t0 = time.time()
     for r in range(rounds):
-        for c_run, numba_run in ((c_triad, numba_triad), (c_fma, numba_fma)):
+        for c_run, numba_run in pairs:
             for run in ((c_run, numba_run) if r % 2 == 0 else (numba_run, c_run)):
                 run()
         progress(f"round {r + 1}/{rounds} done ({time.time() - t0:.0f} s)")
-    arrays.check("triad")
-    for p in probes.values():
-        p.check()
 
+
+def _result(s: _Subjects, rows: dict[str, Row], c_info: dict[str, Any], rounds: int,
+            reps: int) -> dict[str, Any]:
+    """Every number measured and how (the JSON written by --out)."""
     return {
         "schema": "roofbench.cpu_reference/1",
         "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "host": platform.node(), "cpu": cpu_model(), "threads": threads,
-        "llc_bytes": llc, "triad_elements": n, "triad_array_bytes": 8 * n,
-        "numba_settle_s": settle_s,
+        "host": platform.node(), "cpu": cpu_model(), "threads": s.threads,
+        "llc_bytes": s.llc, "triad_elements": s.n, "triad_array_bytes": 8 * s.n,
+        "numba_settle_s": s.settle_s,
         "rounds": rounds, "reps_per_round": reps,
         "estimator": "per round: each side's best sample; value: median over rounds; "
                      "ratio: median over rounds of the paired numba/C ratios",
-        "compile": {"triad": triad_cmd, "fma_peak": fma_cmd},
-        "omp_env": {k: omp_env(threads)[k] for k in ("OMP_NUM_THREADS", "OMP_PROC_BIND",
-                                                     "OMP_PLACES")},
+        "compile": {"triad": s.triad_cmd, "fma_peak": s.fma_cmd},
+        "omp_env": {k: omp_env(s.threads)[k] for k in ("OMP_NUM_THREADS", "OMP_PROC_BIND",
+                                                       "OMP_PLACES")},
         "c": c_info,
         "numba": {"version": numba.__version__, "threading_layer": _layer(),
                   "cpu_features_env": os.environ.get("NUMBA_CPU_FEATURES"),
                   **{f"{p}_fma": {"vector_bits": pr.asm["vector_bits"], "row": pr.row,
                                   "steps": cp.STEPS, "iters": pr.iters,
                                   "flops_per_run": pr.flops, "asm": pr.asm}
-                     for p, pr in probes.items()}},
+                     for p, pr in s.probes.items()}},
         "rows": [row.to_dict() for row in rows.values()],
         "passed": all(row.passed is not False for row in rows.values()),
     }
