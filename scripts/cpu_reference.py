@@ -1,6 +1,6 @@
 """Compare the numba CPU probes with plain C references, on the same machine at the same time.
 
-    python -m roofbench.bench.cpu_reference [--rounds N] [--quick] [--out FILE] [--strict]
+    python scripts/cpu_reference.py [--rounds N] [--quick] [--out FILE] [--strict]
 
 Compiles ``bench/c_ref/triad.c`` (C/OpenMP STREAM triad) and ``bench/c_ref/fma_peak.c`` (C
 intrinsics FMA peak, widest vectors) with ``gcc -O3 -march=native -fopenmp`` into
@@ -319,7 +319,7 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m roofbench.bench.cpu_reference",
+    ap = argparse.ArgumentParser(prog="scripts/cpu_reference.py",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
     ap.add_argument("--reps", type=int, default=10, help="samples per side per round")
@@ -356,7 +356,7 @@ def _restart_with_widest_vectors() -> None:
     with it, once (the variable is then set, so the new process does not restart)."""
     extra = cp.widest_vector_env()
     if extra:
-        os.execve(sys.executable, [sys.executable, "-m", "roofbench.bench.cpu_reference",
+        os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()),
                                    *sys.argv[1:]], {**os.environ, **extra})
 
 
