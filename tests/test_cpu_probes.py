@@ -19,10 +19,11 @@ from roofbench.roofs.probes.cpu_cache import parse_size
 from roofbench.schema import Roof, RoofSet
 
 MiB = 1 << 20
+ROOT = Path(__file__).resolve().parent.parent
 
 def _load_script(name: str):
     """scripts/ holds developer tools outside the package: load one by path."""
-    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    path = ROOT / "scripts" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses resolve their module by name
@@ -323,6 +324,20 @@ def test_reference_table_verdicts() -> None:
 def test_reference_cli_rejects_bad_rounds(capsys) -> None:
     assert cr.main(["--rounds", "0"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_reference_script_starts_as_make_cpu_ref_starts_it() -> None:
+    """`make cpu-ref` runs the script by path; on a CPU that needs the widest-vector
+    environment (AVX-512 Intel) it re-executes itself first. Either way it reaches main."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CPU_FEATURES"}
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "cpu_reference.py"),
+                        "--rounds", "0"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 2, p.stderr
+    assert "--rounds and --reps must be at least 1" in p.stderr
+    assert "Traceback" not in p.stderr
 
 
 # ----------------------------------------------------------------------------- widest vectors
