@@ -187,87 +187,75 @@ def _address(typingctx, arr, i):
 
 
 @njit(inline="always")
-def _width(out):
-    return VEC_BYTES // out.itemsize
-
-
-@njit(inline="always")
 def _chunks(out, n):
     step = CHUNK_BYTES // out.itemsize
     return step, (n + step - 1) // step
 
 
+@njit(inline="always")
+def _spans(out, c, step, n):
+    """Chunk ``c`` of the output as lo <= v0 <= v1 <= hi: [lo, v0) the scalar peel up to a
+    64-byte-aligned element, [v0, v1) whole vectors (streamed), [v1, hi) the scalar tail."""
+    lo = c * step
+    hi = min(lo + step, n)
+    v0 = lo
+    while v0 < hi and _address(out, v0) % VEC_BYTES != 0:
+        v0 += 1
+    w = VEC_BYTES // out.itemsize
+    return lo, v0, v0 + (hi - v0) // w * w, hi, w
+
+
 @njit(parallel=True, cache=True)
 def square(x, y, n):
-    w = _width(y)
     step, nchunks = _chunks(y, n)
     for c in prange(nchunks):
-        i = c * step
-        hi = min(i + step, n)
-        while i < hi and _address(y, i) % VEC_BYTES != 0:
+        lo, v0, v1, hi, w = _spans(y, c, step, n)
+        for i in range(lo, v0):
             y[i] = x[i] * x[i]
-            i += 1
-        while i + w <= hi:
+        for i in range(v0, v1, w):
             _nt_square(y, i, x)
-            i += w
-        while i < hi:
+        for i in range(v1, hi):
             y[i] = x[i] * x[i]
-            i += 1
         _store_fence()
 
 
 @njit(parallel=True, cache=True)
 def add(x, y, z, n):
-    w = _width(z)
     step, nchunks = _chunks(z, n)
     for c in prange(nchunks):
-        i = c * step
-        hi = min(i + step, n)
-        while i < hi and _address(z, i) % VEC_BYTES != 0:
+        lo, v0, v1, hi, w = _spans(z, c, step, n)
+        for i in range(lo, v0):
             z[i] = x[i] + y[i]
-            i += 1
-        while i + w <= hi:
+        for i in range(v0, v1, w):
             _nt_add(z, i, x, y)
-            i += w
-        while i < hi:
+        for i in range(v1, hi):
             z[i] = x[i] + y[i]
-            i += 1
         _store_fence()
 
 
 @njit(parallel=True, cache=True)
 def sqrt(x, y, n):
-    w = _width(y)
     step, nchunks = _chunks(y, n)
     for c in prange(nchunks):
-        i = c * step
-        hi = min(i + step, n)
-        while i < hi and _address(y, i) % VEC_BYTES != 0:
+        lo, v0, v1, hi, w = _spans(y, c, step, n)
+        for i in range(lo, v0):
             y[i] = math.sqrt(x[i])
-            i += 1
-        while i + w <= hi:
+        for i in range(v0, v1, w):
             _nt_sqrt(y, i, x)
-            i += w
-        while i < hi:
+        for i in range(v1, hi):
             y[i] = math.sqrt(x[i])
-            i += 1
         _store_fence()
 
 
 @njit(parallel=True, cache=True)
 def hypot(a, b, out, n):
-    w = _width(out)
     step, nchunks = _chunks(out, n)
     for c in prange(nchunks):
-        i = c * step
-        hi = min(i + step, n)
-        while i < hi and _address(out, i) % VEC_BYTES != 0:
+        lo, v0, v1, hi, w = _spans(out, c, step, n)
+        for i in range(lo, v0):
             out[i] = math.sqrt(a[i] * a[i] + b[i] * b[i])
-            i += 1
-        while i + w <= hi:
+        for i in range(v0, v1, w):
             _nt_hypot(out, i, a, b)
-            i += w
-        while i < hi:
+        for i in range(v1, hi):
             out[i] = math.sqrt(a[i] * a[i] + b[i] * b[i])
-            i += 1
         _store_fence()
