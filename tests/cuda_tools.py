@@ -167,7 +167,7 @@ def nvrtc_compile(source: str, arch: str) -> tuple[bool, str, int]:
 
 
 EMU_HEADER = Path(__file__).parent / "cuda_emu" / "emu.h"
-EMU_SOURCES = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu")
+EMU_SOURCES = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu", "cache.cu")
 
 
 def emulation_missing() -> str | None:
@@ -184,6 +184,13 @@ def emulation_missing() -> str | None:
     return None
 
 
+def _source_path(src: str) -> Path:
+    """A kernel source (kernels/cuda) or a probe source (roofs/probes/cuda)."""
+    from roofbench.roofs.probes.gpu_run import CUDA_DIR as PROBE_DIR
+
+    return CUDA_DIR / src if (CUDA_DIR / src).is_file() else PROBE_DIR / src
+
+
 @cache
 def build_emulation() -> Path:
     """The CUDA C sources compiled by g++ against tests/cuda_emu/emu.h, one shared library per
@@ -197,7 +204,7 @@ def build_emulation() -> Path:
         so = out / (Path(src).stem + ".so")
         cmd = [shutil.which("g++") or "g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
                "-w", "-include", str(EMU_HEADER), *(f"-I{d}" for d in cuda_include_dirs()),
-               f"-I{CUDA_DIR}", "-x", "c++", str(CUDA_DIR / src), "-o", str(so)]
+               f"-I{CUDA_DIR}", "-x", "c++", str(_source_path(src)), "-o", str(so)]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if p.returncode != 0:
             raise AssertionError(f"emulation build of {src} failed:\n{p.stderr[-4000:]}")

@@ -57,7 +57,8 @@ class FakeBackend(be.Backend):
     def time(self, fn: Callable[[], None], cfg):  # noqa: ANN001
         raise NotImplementedError
 
-    def measure_roofs(self, quick: bool = False, progress=None) -> RoofSet:  # noqa: ANN001
+    def measure_roofs(self, quick: bool = False, progress=None,  # noqa: ANN001
+                      checkpoint=None) -> RoofSet:
         if _is("FLEET_FAKE_FAIL_RANK"):
             raise RuntimeError("planted probe failure on this rank")
         if _is("FLEET_FAKE_HANG_RANK"):

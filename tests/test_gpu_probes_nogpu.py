@@ -224,8 +224,24 @@ def test_bandwidth_probes_are_vectorized(built, cc):
             if w:
                 assert any(o.startswith("STG.E.128") for o in ops), (k, suf, ops)
     cache = built[("cache.cu", cc)]["sass"]
-    l2 = Counter(o for _, o, _ in cache["l2_read"])
-    assert any(o.startswith("LDG.E.128") and "STRONG.GPU" in o for o in l2), l2  # ld.cg
+    for form in gmem.L2_FORMS:
+        for loads in gmem.L2_LOADS:
+            for ilp in gmem.L2_ILPS:
+                name = gmem.l2_kernel(form, loads, ilp)
+                body = max(_loop_bodies(cache[name]),
+                           key=lambda b: sum(1 for o in b if o.startswith("LDG.E")))
+                ldg = [o for o in body if o.startswith("LDG.E")]
+                # 16-byte loads on the path asked for: L2 only (.cg), or the read-only path
+                # without allocating in L1 (.nc.L1::no_allocate)
+                want = "STRONG.GPU" if loads == "cg" else "NA.128.CONSTANT"
+                assert len(ldg) >= ilp and all(".128" in o and want in o for o in ldg), \
+                    (name, Counter(body))
+                # several loads in flight: issued before the first use of one
+                first_use = next(i for i, o in enumerate(body) if o.startswith(("LOP3", "STG")))
+                assert sum(1 for o in body[:first_use] if o.startswith("LDG")) >= 3, \
+                    (name, body)
+                if form == "copy":
+                    assert sum(1 for o in body if o.startswith("STG.E.128")) == len(ldg), body
     smem_body, _ = _hot_loop(cache["smem_read"], "LDS")
     assert sum(1 for o in smem_body if o == "LDS.128") >= gmem.SMEM_UNROLL, Counter(smem_body)
 
@@ -318,7 +334,8 @@ def test_accounting_helpers():
 
 # ---- the whole orchestration on a fake GPU with planted rates ---------------------------------
 
-PLANT = {"hbm": 4.0e12, "l2": 10.0e12, "smem": 30.0e12, "fp64": 33.0e12, "fp32": 66.0e12,
+PLANT = {"hbm": 4.0e12, "l2": 10.0e12, "l2_far": 9.6e12, "smem": 30.0e12, "fp64": 33.0e12,
+         "fp32": 66.0e12,
          "fp16": 130.0e12, "bf16": 128.0e12, "mma": 600.0e12, "gemm": 790.0e12,
          "torch_gemm": 800.0e12, "copy": 3.9e12, "wgmma": 700.0e12, "wgmma_fp8": 1300.0e12}
 
@@ -335,7 +352,9 @@ class FakeGpu:
         50 * gd.MiB, 100 * gd.GiB, 0
 
     def __init__(self, no_torch: bool = True, copy_rate: float = PLANT["copy"],
-                 torch_gemm: bool = True, torch_triad_rate: float | None = None) -> None:
+                 torch_gemm: bool = True, torch_triad_rate: float | None = None,
+                 torch_fp8: bool = False) -> None:
+        self.torch_fp8 = torch_fp8  # torch._scaled_mm present
         self.copy_rate = copy_rate
         self.launches: list[tuple] = []
         self.no_torch = no_torch  # no torch copy/add/triad references
@@ -387,6 +406,7 @@ class FakeGpu:
             return 3 * int(nbytes) / rate
         if name == "gemm":
             rate = PLANT["torch_gemm"] if args[2] == "torch" else PLANT["gemm"]
+            rate *= 1.6 if args[0] == "fp8_tc" else 1.0
             return 2 * args[1] ** 3 / rate
         if name.startswith("wgmma_"):
             kdim = 32 if name.endswith("e4m3") else 16
@@ -397,10 +417,18 @@ class FakeGpu:
             k, suf = name.split("_")[1:]
             eff = 1.0 if (block, grid // self.sm_count) == (512, 4) else 0.9
             return gmem.stream_bytes(k, args[-1], 4 if suf == "f32" else 8) / (PLANT["hbm"] * eff)
-        if name == "l2_read":
-            nv, reps = int(args[1]), int(args[2])
-            bw = PLANT["l2"] if nv * 16 <= self.l2_bytes else PLANT["hbm"]
-            return nv * 16 * reps / bw
+        if name.startswith("l2_"):
+            _, form, loads, ilp = name.split("_")
+            copy = form == "copy"
+            chunk, nchunks = (int(args[2]), int(args[3])) if copy else (int(args[1]),
+                                                                         int(args[2]))
+            ws = chunk * nchunks * 16 * (2 if copy else 1)
+            bw = (PLANT["l2"] if ws <= self.l2_bytes // 2 else PLANT["l2_far"]
+                  if ws <= self.l2_bytes else PLANT["hbm"])
+            # the planted best launch: read-only path, 8 loads in flight, blocks of 512
+            eff = 1.0 if (loads, ilp, block) == ("na", "ilp8", 512) else 0.9
+            eff *= 0.95 if copy else 1.0
+            return grid * chunk * 16 * (2 if copy else 1) / (bw * eff)
         if name == "smem_read":
             return grid * block * int(args[0]) * gmem.SMEM_UNROLL * 16 / PLANT["smem"]
         if name.startswith("fma_"):
@@ -429,7 +457,8 @@ class FakeGpu:
         return {"sm_clock_mhz": 1980, "throttled": False}
 
     def library_gemm(self, precision, n, lib):
-        if lib == "torch" and (precision == "fp8_tc" or not self.torch_gemm):
+        if lib == "torch" and ((precision == "fp8_tc" and not self.torch_fp8)
+                               or not self.torch_gemm):
             raise gd.ProbeUnavailable("PyTorch is not importable (ModuleNotFoundError)")
         assert lib in gm.GEMM_LIBS[precision]
         return (lambda: self.launches.append(("gemm", 0, 0, (precision, n, lib)))), {
@@ -449,7 +478,7 @@ class FakeGpu:
 
 
 def _fake_time_fn(gpu: FakeGpu):
-    def time_fn(fn):
+    def time_fn(fn, search=False):
         fn()
         t = gpu.seconds(gpu.launches[-1])
         samples = [t * 1.01, t, t * 0.99, t, t]
@@ -699,7 +728,7 @@ def test_obtain_roofs_reuses_and_refuses(tmp_path):
         def device_name(self):
             return "NVIDIA H200"
 
-        def measure_roofs(self, quick=False, progress=None):
+        def measure_roofs(self, quick=False, progress=None, checkpoint=None):
             calls.append(quick)
             return _small_set()
 
@@ -905,3 +934,118 @@ def test_wgmma_probes_without_cuda_python_fail_with_a_reason():
     for prec in gm.WGMMA_KERNELS:
         assert "wgmma" in failed[f"wgmma_{prec}"] and "cuda-python" in failed[f"wgmma_{prec}"]
     assert rs.compute("fp16_tc", "measured").evidence["ceiling"] == "library"
+
+
+# ---- the L2 roof: searched launch, working-set sweep, the best sustained figure ---------------
+
+def test_l2_roof_is_the_searched_best_inside_l2_with_the_sweep_as_evidence(fake_run):
+    rs, gpu = fake_run
+    l2 = rs.memory("l2", "measured")
+    assert l2.value == pytest.approx(PLANT["l2"])  # inside one partition, the planted best
+    ev = l2.evidence
+    assert (ev["config"]["loads"], ev["config"]["ilp"], ev["config"]["block"]) == ("na", 8, 512)
+    assert ev["form"] == "read" and ev["probe"] == "l2_read_na_ilp8"
+    assert ev["working_set_bytes"] <= gpu.l2_bytes // 2
+    by = ev["best_by_working_set"]
+    assert by["inside one partition"] == pytest.approx(PLANT["l2"])
+    assert by["across both partitions"] == pytest.approx(PLANT["l2_far"])
+    assert by["beyond L2"] == pytest.approx(PLANT["hbm"] * 1.0, rel=0.01)
+    sweep = rs.info["l2_sweep"]
+    assert {p["form"] for p in sweep} == {"read", "copy"}
+    assert {p["where"] for p in sweep} == set(by)
+    sizes = [p["working_set_bytes"] for p in sweep if p["form"] == "read"]
+    assert sizes == sorted(sizes) and sizes[-1] >= 2 * gpu.l2_bytes * 0.99
+    searched = rs.info["l2_search"]
+    assert len(searched["read"]) == len(searched["copy"]) == (
+        len(gmem.L2_LOADS) * len(gmem.L2_ILPS) * len(gmem.L2_BLOCKS))
+    # every launch moved what its rate counts: whole passes over whole chunks
+    for name, grid, block, args in gpu.launches:
+        if name.startswith("l2_read"):
+            assert grid % int(args[2]) == 0 and int(args[1]) % block == 0
+
+
+def test_l2_launch_geometry():
+    la = gmem.l2_launch("read", 15 * gd.MiB, 512, 2 * gd.GiB)
+    assert la.chunk_vecs * 16 == gmem.L2_CHUNK_BYTES and la.nchunks == 30
+    assert la.working_set_bytes == 15 * gd.MiB and la.grid % la.nchunks == 0
+    assert 2 * gd.GiB <= la.bytes_per_launch < 2 * gd.GiB + 15 * gd.MiB
+    cp = gmem.l2_launch("copy", 15 * gd.MiB, 512, 2 * gd.GiB)
+    assert cp.working_set_bytes == 15 * gd.MiB  # source and destination together
+    assert cp.bytes_per_launch == cp.grid * cp.chunk_vecs * 32
+    small = gmem.l2_launch("read", 100_000, 1024, 1 << 20)  # smaller than two chunks
+    assert small.chunk_vecs % 1024 == 0 and small.chunk_vecs >= 1024 and small.nchunks >= 1
+
+
+@pytest.fixture(scope="module")
+def emulated_cache():
+    sys.path.insert(0, str(Path(__file__).parent))
+    import cuda_tools as ct
+
+    if ct.emulation_missing():
+        pytest.skip(ct.emulation_missing())
+    lib = ctypes.CDLL(str(ct.build_emulation() / "cache.so"))
+    lib.rb_launch.restype = ctypes.c_int
+    return lib
+
+
+def _emu_launch(lib, name, grid, block, ints):
+    ia = (ctypes.c_longlong * 6)(*ints, *[0] * (6 - len(ints)))
+    fa = (ctypes.c_float * 2)(0.0, 0.0)
+    fn = ctypes.cast(getattr(lib, name), ctypes.c_void_p)
+    assert lib.rb_launch(fn, grid, 1, 1, block, 1, 1, ia, fa) == 0
+
+
+@pytest.mark.parametrize("loads", gmem.L2_LOADS)
+@pytest.mark.parametrize("ilp", gmem.L2_ILPS)
+def test_l2_kernels_validate_under_emulation(emulated_cache, loads, ilp):
+    """The L2 kernels on the CPU emulation: every thread's XOR equals the oracle's
+    (l2_read_xor: chunk b % nchunks, rows of blockDim vectors), the tail rows included (11 rows
+    are not a multiple of the loads in flight); the copy writes exactly its chunks."""
+    rng = np.random.default_rng(ilp)
+    block, rows, nchunks, grid = 64, 11, 3, 7
+    la = gmem.L2Launch("read", block, rows * block, nchunks, grid)
+    words = rng.integers(0, 2**32, la.chunk_vecs * nchunks * 4 + 64, dtype=np.uint64).astype(
+        np.uint32)
+    out = np.zeros(grid * block, np.uint32)
+    _emu_launch(emulated_cache, gmem.l2_kernel("read", loads, ilp), grid, block,
+                [words.ctypes.data, la.chunk_vecs, nchunks, out.ctypes.data, 1])
+    want = gmem.l2_read_xor(words[:la.chunk_vecs * nchunks * 4], la)
+    assert np.array_equal(out, want)
+    sink = np.zeros(1, np.uint32)
+    _emu_launch(emulated_cache, gmem.l2_kernel("read", loads, ilp), grid, block,
+                [words.ctypes.data, la.chunk_vecs, nchunks, sink.ctypes.data, 0])
+    assert sink[0] == 0  # timing mode writes nothing (no XOR hit the impossible value)
+    dst = np.full_like(words, 0xDEADBEEF)
+    _emu_launch(emulated_cache, gmem.l2_kernel("copy", loads, ilp), grid, block,
+                [words.ctypes.data, dst.ctypes.data, la.chunk_vecs, nchunks])
+    n = la.chunk_vecs * nchunks * 4
+    assert np.array_equal(dst[:n], words[:n]) and (dst[n:] == 0xDEADBEEF).all()
+
+
+def test_l2_oracle_catches_a_wrong_chunk_mapping():
+    la = gmem.L2Launch("read", 32, 32 * 5, 3, 6)
+    words = np.arange(la.chunk_vecs * 3 * 4, dtype=np.uint32) * np.uint32(2654435761)
+    good = gmem.l2_read_xor(words, la)
+    rolled = gmem.l2_read_xor(np.roll(words, 4 * 32), la)  # rows shifted by one
+    other = gmem.l2_read_xor(words, gmem.L2Launch("read", 32, 32 * 5, 2, 6))  # wrong modulus
+    assert not np.array_equal(good, rolled) and not np.array_equal(good, other[:good.size])
+
+
+def test_smem_kernel_validates_under_emulation(emulated_cache):
+    block, grid, reps, seed = 64, 2, 3, 0x1234567
+    out = np.zeros(grid * block, np.uint32)
+    _emu_launch(emulated_cache, "smem_read", grid, block, [reps, seed, out.ctypes.data])
+    i = np.arange(2048, dtype=np.uint64)
+    s = np.stack([(seed ^ i), (seed + i), (seed * i), (~np.uint64(seed) ^ i)], axis=1)
+    s = (s & 0xFFFFFFFF).astype(np.uint32)
+    mask = 2048 * 16 - 1
+    want = np.zeros(block, np.uint32)
+    for t in range(block):
+        acc = np.uint32(0)
+        off0 = (t * 16) & mask
+        for r in range(reps):
+            off = (off0 + r * 512) & mask
+            for k in range(gmem.SMEM_UNROLL):
+                acc ^= np.bitwise_xor.reduce(s[((off + k * 1024) & mask) // 16])
+        want[t] = acc
+    assert np.array_equal(out, np.tile(want, grid))

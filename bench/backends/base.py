@@ -111,8 +111,11 @@ class Backend(ABC):
 
     @abstractmethod
     def measure_roofs(self, quick: bool = False,
-                      progress: Callable[[str], None] | None = None) -> RoofSet:
-        """Run the probes and return measured roofs (plus datasheet roofs where known)."""
+                      progress: Callable[[str], None] | None = None,
+                      checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
+        """Run the probes and return measured roofs (plus datasheet roofs where known).
+        ``checkpoint``, where the probes take long (a GPU), hears the roofs measured so far
+        after each probe, so that a killed calibration keeps them."""
 
     def supports(self, case: Case) -> str | None:
         """None if this backend can run the case, else the reason it cannot."""

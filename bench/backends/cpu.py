@@ -172,7 +172,8 @@ class CpuBackend(Backend):
         return t
 
     def measure_roofs(self, quick: bool = False,
-                      progress: Callable[[str], None] | None = None) -> RoofSet:
+                      progress: Callable[[str], None] | None = None,
+                      checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
         from roofbench.roofs.probes.cpu import (
             compute_roof_notes,
             fma_roof_in_process,

@@ -26,7 +26,7 @@ from roofbench.kernels.spec import Case
 
 from roofbench.schema import RoofSet, Timing
 
-from ..measure.timer import TimerConfig
+from ..measure.timer import TimerConfig, calibration_timers
 from .base import BackendUnavailable, CaseUnsupported, Prepared, first_line
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (
@@ -261,18 +261,22 @@ class CupyBackend(CudaCBackend):
         return cuda_time(fn, cfg, self._event_ops(), device_index=self.index)
 
     def measure_roofs(self, quick: bool = False,
-                      progress: Callable[[str], None] | None = None) -> RoofSet:
+                      progress: Callable[[str], None] | None = None,
+                      checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
         try:
             from roofbench.roofs.probes.gpu import measure_gpu_roofs
         except ImportError as e:
             raise BackendUnavailable(
                 f"GPU roof probes are not available (roofbench.roofs.probes.gpu: {e}); "
                 "pass --roofs FILE with calibrated roofs") from None
-        cfg = TimerConfig.quick() if quick else TimerConfig(budget_s=1.0)
+        cfg, search_cfg = calibration_timers(quick)
+
+        def time_fn(fn: Callable[[], None], search: bool = False) -> Timing:
+            return self.time(fn, search_cfg if search else cfg)
         # The probes launch on CuPy's current stream: make it ours, where the events are.
         with self.stream:
-            return measure_gpu_roofs(lambda fn: self.time(fn, cfg), quick=quick,
-                                     progress=progress, device=self.index)
+            return measure_gpu_roofs(time_fn, quick=quick, progress=progress,
+                                     device=self.index, checkpoint=checkpoint)
 
     def close(self) -> None:
         self.stream.synchronize()

@@ -57,7 +57,8 @@ def enable_simulator() -> None:
     config.reload_config()  # numba read its environment at import; numba.cuda reads this one
 
 
-def roofs_through_cupy(quick: bool, progress: Callable[[str], None] | None) -> RoofSet:
+def roofs_through_cupy(quick: bool, progress: Callable[[str], None] | None,
+                       checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
     """The GPU probes run through CuPy: measure with the CuPy backend when it is available."""
     from ..errors import UserError
     from .base import unavailable_reason
@@ -70,7 +71,7 @@ def roofs_through_cupy(quick: bool, progress: Callable[[str], None] | None) -> R
 
     be = CupyBackend()
     try:
-        return be.measure_roofs(quick=quick, progress=progress)
+        return be.measure_roofs(quick=quick, progress=progress, checkpoint=checkpoint)
     finally:
         be.close()
 
@@ -212,8 +213,9 @@ class NumbaCudaBackend(_NumbaBase):
         return cuda_time(fn, cfg, ops)
 
     def measure_roofs(self, quick: bool = False,
-                      progress: Callable[[str], None] | None = None) -> RoofSet:
-        return roofs_through_cupy(quick, progress)
+                      progress: Callable[[str], None] | None = None,
+                      checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
+        return roofs_through_cupy(quick, progress, checkpoint)
 
 
 class SimBackend(_NumbaBase):
@@ -265,7 +267,8 @@ class SimBackend(_NumbaBase):
         return t
 
     def measure_roofs(self, quick: bool = False,
-                      progress: Callable[[str], None] | None = None) -> RoofSet:
+                      progress: Callable[[str], None] | None = None,
+                      checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
         # No roofs: the simulator measures Python. Cases are validated, never placed.
         return RoofSet(device=self.device_name(), roofs=[],
                        info={"note": "CUDA simulator: no roofs (times are Python's)"})

@@ -192,10 +192,11 @@ class PycudaBackend(CudaCBackend):
         return cuda_time(fn, cfg, ops, device_index=self.index)
 
     def measure_roofs(self, quick: bool = False,
-                      progress: Callable[[str], None] | None = None) -> RoofSet:
+                      progress: Callable[[str], None] | None = None,
+                      checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
         from .numba_cuda import roofs_through_cupy
 
-        return roofs_through_cupy(quick, progress)
+        return roofs_through_cupy(quick, progress, checkpoint)
 
     def close(self) -> None:
         self.stream.synchronize()

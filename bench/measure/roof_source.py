@@ -6,6 +6,7 @@ Showing them (tables of measured vs datasheet, the device's roofline) is bench/p
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,13 +55,23 @@ def obtain_roofs(backend: backends.Backend, *, roofs_file: str | Path | None = N
                             f"{backend.device_name()!r}; run `roofbench calibrate "
                             f"--recalibrate` or pass the right --roofs file")
         return rs
-    rs = backend.measure_roofs(quick=quick, progress=progress)
+    rs = backend.measure_roofs(quick=quick, progress=progress, checkpoint=_saver(path))
     try:
         save_calibrated(rs, path)
         rs.info["calibrated_file"] = str(path)
     except OSError as e:  # an unwritable package folder must not lose the measurement
         rs.info["calibrated_file_error"] = f"{path}: {e.strerror or e}"
     return rs
+
+
+def _saver(path: Path) -> Callable[[RoofSet], None]:
+    """The checkpoint of a calibration: the roofs so far, written atomically after every
+    probe (a killed calibration leaves a usable file marked partial). A write that fails is
+    left to the final save to report."""
+    def save(rs: RoofSet) -> None:
+        with contextlib.suppress(OSError):
+            save_calibrated(rs, path)
+    return save
 
 
 def _load(path: Path, require_schema: bool) -> RoofSet:
@@ -94,7 +105,7 @@ def calibrate(device: int = 0, *, quick: bool = False, recalibrate: bool = False
     if path.exists() and not recalibrate:
         rs = _load(path, require_schema=True)
         return rs, path, False
-    rs = be.measure_roofs(quick=quick, progress=progress)
+    rs = be.measure_roofs(quick=quick, progress=progress, checkpoint=_saver(path))
     try:
         save_calibrated(rs, path)
     except OSError as e:

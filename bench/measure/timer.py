@@ -44,6 +44,16 @@ class TimerConfig:
         return replace(self, budget_s=min(self.budget_s, budget_s))
 
 
+def calibration_timers(quick: bool) -> tuple[TimerConfig, TimerConfig]:
+    """(the timer of a figure a roof takes, the short timer of a configuration-search
+    candidate or an ERT curve point). A full calibration's budget per figure is short:
+    memory-bound samples on a GPU are bimodal and run to it (the calibration time model)."""
+    full = TimerConfig.quick() if quick else TimerConfig(warmup_s=0.05, budget_s=0.3)
+    search = TimerConfig(warmup_s=0.01, warmup_min_runs=1, min_samples=5, max_samples=40,
+                         budget_s=0.04, target_cv=0.02, target_rel_ci=0.01)
+    return full, search
+
+
 def sample_loop(one: Callable[[], float], cfg: TimerConfig,
                 clock: Callable[[], float] = time.perf_counter) -> Timing:
     """Warm up, then sample ``one()`` (which returns the seconds of one timed run)."""

@@ -26,7 +26,9 @@ class Timing(Protocol):  # what time_fn returns (bench.measure.timer.Timing), st
     def summary(self) -> dict[str, Any]: ...
 
 
-TimeFn = Callable[[Callable[[], None]], Any]
+# time_fn(fn) times one launch callable in full; time_fn(fn, search=True) with the short timer
+# of configuration searches and curve points.
+TimeFn = Callable[..., Any]
 
 
 class ProbeUnavailable(RuntimeError):

@@ -106,6 +106,7 @@ class ProbeRun:
     modules: dict[str, Any] = field(default_factory=dict)
     deadline: float | None = None  # perf_counter() after which no further probe starts
     budget_s: float | None = None
+    after_probe: Callable[[str], None] | None = None  # hears each probe's name when it ends
 
     @property
     def cc_str(self) -> str:
@@ -140,9 +141,15 @@ class ProbeRun:
                 self.gpu.release()
             self.rs.info.setdefault("probe_seconds", {})[probe] = round(
                 time.perf_counter() - t0, 3)
+        if self.after_probe is not None:
+            self.after_probe(probe)
 
-    def timed(self, fn: Callable[[], None], work: float) -> tuple[float, dict[str, Any]]:
-        t = self.time_fn(fn)
+    def timed(self, fn: Callable[[], None], work: float, search: bool = False
+              ) -> tuple[float, dict[str, Any]]:
+        """Time ``fn`` (``work`` bytes or FLOPs a launch): the median rate and the stats.
+        ``search``: a candidate of a configuration search or a point of a curve, timed by the
+        short search timer (the figure a roof takes is timed in full)."""
+        t = self.time_fn(fn, search=True) if search else self.time_fn(fn)
         value, stats = roof_from_samples(t.samples, work)
         summary = t.summary() if hasattr(t, "summary") else {}
         stats["stopped_by"] = summary.get("stopped_by")

@@ -1,39 +1,94 @@
-// On-chip bandwidth probes. Header-free (NVRTC and nvcc alike).
+// On-chip bandwidth probes. Header-free (NVRTC and nvcc alike); under the CPU emulation
+// (tests/cuda_emu, RB_HOST_EMU) the PTX loads become plain loads.
 //
-// l2_read: every thread reads 16-byte vectors of a working set of nv uint4 with ld.global.cg
-// (cache in L2 only, bypassing L1), `reps` times over. With the working set inside L2 the rate
-// is the L2 bandwidth; sweeping it past the L2 size shows the knee down to HBM.
-// Bytes per launch = reps x nv x 16. The XOR of all loaded words is written once per thread so
-// no load is dead.
-#define LDCG(v, p) asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" \
-                              : "=r"((v).x), "=r"((v).y), "=r"((v).z), "=r"((v).w) : "l"(p))
+// L2: the working set is `nchunks` chunks of `chunk_vecs` uint4 (16 B); block b reads (or
+// copies) chunk b % nchunks, every thread `rows = chunk_vecs / blockDim.x` vectors of it,
+// consecutive threads on consecutive 16 B (coalesced), ILP independent loads issued before
+// any is used. A chunk (512 KiB by default) is larger than an SM's L1, and the loads skip
+// L1 anyway (.cg: L2 only; .nc.L1::no_allocate: the read-only path without allocating), so
+// a launch of many blocks over a working set that fits in L2 streams from L2. The grid, not
+// a loop, sets the bytes per launch: gridDim.x x chunk_vecs x 16 read (copy: the same again
+// written). How gpu-benches' gpu-l2-cache measures it; written anew here.
+//   l2_read_<cg|na>_ilp<4|8>(buf, chunk_vecs, nchunks, out, out_all)
+//   l2_copy_<cg|na>_ilp<4|8>(src, dst, chunk_vecs, nchunks): dst chunk c = src chunk c
+// l2_read keeps its loads live by an XOR of every word: out_all != 0 writes each thread's
+// XOR to out[global thread] (the validation launch), else only an impossible match writes.
+#ifdef RB_HOST_EMU
+#define LD_CG(v, p) ((v) = *(p))
+#define LD_NA(v, p) ((v) = *(p))
+#else
+#define LD_CG(v, p) asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" \
+                                 : "=r"((v).x), "=r"((v).y), "=r"((v).z), "=r"((v).w) : "l"(p))
+#define LD_NA(v, p) asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" \
+                                 : "=r"((v).x), "=r"((v).y), "=r"((v).z), "=r"((v).w) : "l"(p))
+#endif
 #define XOR4(v) ((v).x ^ (v).y ^ (v).z ^ (v).w)
+#define L2_NEVER 0x9E3779B9u  // the XOR a launch would have to hit to write in timing mode
 
-extern "C" __global__ void l2_read(const uint4* __restrict__ buf, long long nv, int reps,
-                                   unsigned int* __restrict__ out) {
-    unsigned int acc = 0;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    for (int r = 0; r < reps; ++r) {
-        long long i = t0;
-        // Four independent 16-byte loads issued before any result is used: several requests
-        // in flight per thread, so the sweep measures L2 bandwidth rather than its latency.
-        for (; i + 3 * stride < nv; i += 4 * stride) {
-            uint4 v0, v1, v2, v3;
-            LDCG(v0, buf + i);
-            LDCG(v1, buf + i + stride);
-            LDCG(v2, buf + i + 2 * stride);
-            LDCG(v3, buf + i + 3 * stride);
-            acc ^= XOR4(v0) ^ XOR4(v1) ^ XOR4(v2) ^ XOR4(v3);
-        }
-        for (; i < nv; i += stride) {
-            uint4 v;
-            LDCG(v, buf + i);
-            acc ^= XOR4(v);
-        }
-    }
-    out[t0] = acc;
+template <int CG>
+__device__ __forceinline__ uint4 l2_load(const uint4* p) {
+    uint4 v;
+    if (CG) LD_CG(v, p); else LD_NA(v, p);
+    return v;
 }
+
+template <int ILP, int CG>
+__device__ __forceinline__ void l2_read_body(const uint4* __restrict__ buf, long long chunk_vecs,
+                                             int nchunks, unsigned int* __restrict__ out,
+                                             int out_all) {
+    const int rows = (int)(chunk_vecs / blockDim.x);
+    const uint4* p = buf + (long long)(blockIdx.x % nchunks) * chunk_vecs + threadIdx.x;
+    const long long step = blockDim.x;
+    unsigned int acc = 0;
+    int r = 0;
+    for (; r + ILP <= rows; r += ILP) {
+        uint4 v[ILP];
+#pragma unroll
+        for (int u = 0; u < ILP; ++u) v[u] = l2_load<CG>(p + (r + u) * step);
+#pragma unroll
+        for (int u = 0; u < ILP; ++u) acc ^= XOR4(v[u]);
+    }
+    for (; r < rows; ++r) {
+        const uint4 v = l2_load<CG>(p + r * step);
+        acc ^= XOR4(v);
+    }
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (out_all) out[t] = acc;
+    else if (acc == L2_NEVER) out[0] = acc;
+}
+
+template <int ILP, int CG>
+__device__ __forceinline__ void l2_copy_body(const uint4* __restrict__ src,
+                                             uint4* __restrict__ dst, long long chunk_vecs,
+                                             int nchunks) {
+    const int rows = (int)(chunk_vecs / blockDim.x);
+    const long long base = (long long)(blockIdx.x % nchunks) * chunk_vecs + threadIdx.x;
+    const long long step = blockDim.x;
+    int r = 0;
+    for (; r + ILP <= rows; r += ILP) {
+        uint4 v[ILP];
+#pragma unroll
+        for (int u = 0; u < ILP; ++u) v[u] = l2_load<CG>(src + base + (r + u) * step);
+        asm volatile("" ::: "memory");  // every load of the trip ahead of its stores
+#pragma unroll
+        for (int u = 0; u < ILP; ++u) dst[base + (r + u) * step] = v[u];
+    }
+    for (; r < rows; ++r) dst[base + r * step] = l2_load<CG>(src + base + r * step);
+}
+
+#define L2_KERNELS(MODE, CG, ILP)                                                               \
+extern "C" __global__ void l2_read_##MODE##_ilp##ILP(const uint4* __restrict__ buf,            \
+        long long chunk_vecs, int nchunks, unsigned int* __restrict__ out, int out_all) {      \
+    l2_read_body<ILP, CG>(buf, chunk_vecs, nchunks, out, out_all);                             \
+}                                                                                              \
+extern "C" __global__ void l2_copy_##MODE##_ilp##ILP(const uint4* __restrict__ src,            \
+        uint4* __restrict__ dst, long long chunk_vecs, int nchunks) {                          \
+    l2_copy_body<ILP, CG>(src, dst, chunk_vecs, nchunks);                                      \
+}
+L2_KERNELS(cg, 1, 4)
+L2_KERNELS(cg, 1, 8)
+L2_KERNELS(na, 0, 4)
+L2_KERNELS(na, 0, 8)
 
 // smem_read: each block fills SMEM_VECS uint4 of shared memory, then every thread reads 16-byte
 // vectors at conflict-free addresses (consecutive threads, consecutive 16 B), `reps` x
@@ -46,8 +101,10 @@ extern "C" __global__ void smem_read(int reps, unsigned int seed, unsigned int* 
     for (int i = threadIdx.x; i < SMEM_VECS; i += blockDim.x)
         s[i] = make_uint4(seed ^ i, seed + i, seed * i, ~seed ^ i);
     __syncthreads();
+#ifndef RB_HOST_EMU
     unsigned int base;
     asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(base) : "l"(s));
+#endif
     unsigned int acc = 0;
     // Byte offset of this thread's first vector; a block of up to 1024 threads covers 16 KB and
     // SMEM_UNROLL steps of 1024 B each stay inside the 32 KB buffer (wrapped by the mask).
@@ -57,9 +114,13 @@ extern "C" __global__ void smem_read(int reps, unsigned int seed, unsigned int* 
 #pragma unroll
         for (int k = 0; k < SMEM_UNROLL; ++k) {
             uint4 v;
-            const unsigned int a = base + ((off + k * 1024u) & (SMEM_VECS * 16u - 1u));
+            const unsigned int a = (off + k * 1024u) & (SMEM_VECS * 16u - 1u);
+#ifdef RB_HOST_EMU
+            v = s[a / 16u];
+#else
             asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+                         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(base + a));
+#endif
             acc ^= v.x ^ v.y ^ v.z ^ v.w;
         }
     }
