@@ -1049,3 +1049,184 @@ def test_smem_kernel_validates_under_emulation(emulated_cache):
                 acc ^= np.bitwise_xor.reduce(s[((off + k * 1024) & mask) // 16])
         want[t] = acc
     assert np.array_equal(out, np.tile(want, grid))
+
+
+# ---- the calibration time model ----------------------------------------------------------------
+# The real probes and the real sampling loop (timer.sample_loop) run on the fake GPU against a
+# model clock: every launch costs its planted H200 time, every sample and loop the host's
+# overhead, every compile and the imports what the first contact suggests. Memory-bound samples
+# alternate between two modes 9% apart (275 / 300 us in results-rownorm-default.json), so their
+# loops never converge and run to their budget: the worst case. Figures in docs/gpu-check.md.
+
+MODEL = {
+    "per_sample_s": 40e-6,  # record, launch, record, wait (CuPy launch + sync 11.3 us) + NVML
+    "per_loop_s": 2e-3,  # events, NVML before and after, the statistics
+    "startup_s": 4.0,  # interpreter, numpy, CuPy and the device, NVML, device facts
+    "torch_s": 5.0,  # import torch and its CUDA context, at its first use
+    "compile_s": {"stream.cu": 0.8, "cache.cu": 0.8, "fma.cu": 0.6, "mma.cu": 0.8,
+                  "ert.cu": 3.0, "wgmma.cu": 2.5},  # NVRTC; wgmma.cu for sm_90a
+    "bimodal": 0.043,  # half the gap between the two modes of a memory-bound kernel
+    "compute_jitter": 0.003,
+}
+MEMORY_BOUND = ("stream_", "l2_", "lib_", "memcpy", "ert_")
+
+
+class ModelGpu(FakeGpu):
+    """The fake GPU whose every action advances a model clock."""
+
+    def __init__(self, clock: list[float]) -> None:
+        super().__init__(no_torch=False, torch_fp8=True)
+        self.clock = clock
+        self.torch_started = False
+
+    def _spend(self, s: float) -> None:
+        self.clock[0] += s
+
+    def compile(self, source, name):
+        self._spend(MODEL["compile_s"][name])
+        return super().compile(source, name)
+
+    def compile_native(self, source, name, arch):
+        self._spend(MODEL["compile_s"][name])
+        return super().compile_native(source, name, arch)
+
+    def _torch(self, lib):
+        if lib == "torch" and not self.torch_started:
+            self.torch_started = True
+            self._spend(MODEL["torch_s"])
+
+    def trial_seconds(self, fn):
+        t = super().trial_seconds(fn)
+        self._spend(2 * t + 2 * MODEL["per_sample_s"])
+        return t
+
+    def busy_snapshot(self, fn, repeats):
+        fn()
+        self._spend(repeats * self.seconds(self.launches[-1]) + 0.02)
+        return {"sm_clock_mhz": 1980, "throttled": False}
+
+    def library_gemm(self, precision, n, lib):
+        self._torch(lib)
+        return super().library_gemm(precision, n, lib)
+
+    def library_stream(self, lib, op, nbytes):
+        self._torch(lib)
+        return super().library_stream(lib, op, nbytes)
+
+
+def _model_time_fn(gpu: ModelGpu, quick: bool):
+    from roofbench.bench.measure.timer import calibration_timers, sample_loop
+
+    full, search_cfg = calibration_timers(quick)
+
+    def time_fn(fn, search=False):
+        fn()
+        launch = gpu.launches[-1]
+        t = gpu.seconds(launch)
+        bimodal = launch[0].startswith(MEMORY_BOUND)
+        i = [0]
+
+        def one() -> float:
+            i[0] += 1
+            x = t * (1 + (MODEL["bimodal"] * (-1) ** i[0] if bimodal
+                          else MODEL["compute_jitter"] * np.sin(i[0])))
+            gpu.clock[0] += x + MODEL["per_sample_s"]
+            return x
+        gpu.clock[0] += MODEL["per_loop_s"]
+        return sample_loop(one, search_cfg if search else full, clock=lambda: gpu.clock[0])
+    return time_fn
+
+
+def _modelled_calibration(monkeypatch, quick: bool) -> tuple[RoofSet, float]:
+    clock = [MODEL["startup_s"]]
+    monkeypatch.setattr(gp.time, "perf_counter", lambda: clock[0])  # the budget's clock too
+    gpu = ModelGpu(clock)
+    rs = gp.measure_gpu_roofs(_model_time_fn(gpu, quick), quick=quick, gpu=gpu)
+    return rs, clock[0]
+
+
+def test_full_calibration_fits_its_step_and_reaches_the_wgmma_probes(monkeypatch):
+    rs, total = _modelled_calibration(monkeypatch, quick=False)
+    seconds = rs.info["probe_seconds"]
+    print(f"modelled full calibration on an H200: {total:.1f} s; by probe: "
+          + ", ".join(f"{p} {s:.1f}" for p, s in seconds.items()))
+    assert total < 45.0
+    assert not [f for f in rs.failed_probes if "calibration budget" in f.reason]
+    for prec in gm.WGMMA_KERNELS:
+        assert rs.compute(prec, "measured").evidence["ceiling"] in ("wgmma", "library")
+        assert any(r.evidence.get("ceiling") == "wgmma" and r.precision == prec
+                   for r in rs.roofs), prec
+    assert rs.memory("l2", "measured") is not None and set(rs.info["ert_curves"]) == {
+        "fp64", "fp32", "fp16", "bf16"}
+    # the budget is no longer what ends it: it would stop at 55 s, after every probe
+    assert total < gp.CALIBRATION_BUDGET_S[False]
+
+
+def test_quick_calibration_model(monkeypatch):
+    rs, total = _modelled_calibration(monkeypatch, quick=True)
+    print(f"modelled quick calibration on an H200: {total:.1f} s")
+    assert total < gp.CALIBRATION_BUDGET_S[True]
+    assert not [f for f in rs.failed_probes if "calibration budget" in f.reason]
+
+
+# ---- the roofs file after every probe ------------------------------------------------------------
+
+def test_checkpoint_after_every_probe_holds_what_was_measured():
+    gpu = FakeGpu()
+    parts: list[RoofSet] = []
+    rs = gp.measure_gpu_roofs(_fake_time_fn(gpu), quick=True, gpu=gpu, checkpoint=parts.append)
+    attempted = list(rs.info["probe_seconds"])
+    assert len(parts) == len(attempted)
+    assert [p.info["partial"].rsplit(" ", 1)[1] for p in parts] == attempted
+    measured = [len([r for r in p.roofs if r.source == "measured"]) for p in parts]
+    assert measured == sorted(measured) and measured[0] >= 1  # HBM first, never fewer
+    assert parts[0].memory("dram", "measured") is not None
+    assert parts[0].memory("dram", "datasheet") is not None  # a complete file, partial or not
+    assert "partial" not in rs.info
+    assert len([r for r in rs.roofs if r.source != "measured"]) == len(
+        [r for r in parts[-1].roofs if r.source != "measured"])  # references added once
+
+
+KILLED_CALIBRATION = r"""
+import sys, time
+sys.path.insert(0, {tests!r})
+import test_gpu_probes_nogpu as t
+from roofbench.bench.measure import roof_source
+from roofbench.roofs.probes import gpu as gp
+
+class Backend:
+    kind = "gpu"
+    def device_name(self):
+        return "NVIDIA H200"
+    def measure_roofs(self, quick=False, progress=None, checkpoint=None):
+        gpu = t.FakeGpu()
+        def hang(module, name, _orig=t.FakeGpu.kernel):
+            if name.startswith("l2_"):
+                print("HUNG", flush=True)
+                time.sleep(600)  # a probe that never returns: the step's timeout kills us
+            return _orig(gpu, module, name)
+        gpu.kernel = hang
+        return gp.measure_gpu_roofs(t._fake_time_fn(gpu), quick=True, gpu=gpu,
+                                    checkpoint=checkpoint)
+
+roof_source.obtain_roofs(Backend(), cache={path!r}, recalibrate=True, quick=True)
+"""
+
+
+def test_a_killed_calibration_keeps_its_probes(tmp_path):
+    path = tmp_path / "nvidia-h200.json"
+    code = KILLED_CALIBRATION.format(tests=str(Path(__file__).parent), path=str(path))
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         cwd=REPO)
+    try:
+        assert p.stdout.readline().strip() == "HUNG"
+    finally:
+        p.kill()  # SIGKILL: nothing runs after this, the file is what the checkpoints left
+        p.wait(timeout=30)
+    rs = load_roofs(path, require_schema=True)
+    assert rs.info["partial"].endswith("wgmma_fp8_tc")  # the last probe before L2
+    assert rs.memory("dram", "measured").value == pytest.approx(PLANT["hbm"])
+    assert rs.compute("fp32", "measured") is not None
+    assert rs.compute("fp8_tc", "measured").evidence["ceiling"] == "wgmma"
+    assert rs.memory("l2", "measured") is None
+    assert not list(tmp_path.glob(".*.tmp"))
