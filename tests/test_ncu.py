@@ -28,11 +28,12 @@ N64M = 64 << 20  # the evidence ran at 64M fp32 elements
 NAIVE_FUNCS = ["l2_square_fp32", "l2_square_fp32", "l2_add_fp32", "l2_sqrt_fp32"]
 
 
-def record(workload: str, variant: str, dtype: str, n: int, backend: str = "cpu",
-           functions: list[str] | None = None) -> CaseResult:
+def record(workload: str, variant: str, dtype: str, n: int | tuple[int, ...],
+           backend: str = "cpu", functions: list[str] | None = None) -> CaseResult:
     w = workloads()[workload]
     be = SimpleNamespace(name=backend, kind="cpu" if backend in ("cpu", "sim") else "gpu")
-    rec = _record(Case(w, w.variants[variant], dtype, (n,)), be, status="ok", valid=True)
+    size = n if isinstance(n, tuple) else (n,)
+    rec = _record(Case(w, w.variants[variant], dtype, size), be, status="ok", valid=True)
     if functions is not None:
         rec.extra = {"launches": [{"kernel": la.kernel, "function": f}
                                   for la, f in zip(rec.launches, functions, strict=True)]}
@@ -114,9 +115,10 @@ def test_flops_weighted_as_nsight_computes_roofline():
         "sm__ops_path_tensor_src_bf16_dst_fp32.sum": 100,
         ncu.DURATION: 2e-6, ncu.OCCUPANCY: 50.0,
         ncu.DRAM_READ: 10.0, ncu.DRAM_WRITE: 6.0})
-    lc = ncu.counters_from_rows([row])
-    assert lc.flops == {"fp32": 29, "fp16": 22, "fp64": 14, "tensor": 4196}
-    assert lc.flops_total == 29 + 22 + 14 + 4196
+    # tensor ops: only the set chosen for the case's input type (fp16 here)
+    lc = ncu.counters_from_rows([row], ["sm__ops_path_tensor_src_fp16_dst_fp32.sum"])
+    assert lc.flops == {"fp32": 29, "fp16": 22, "fp64": 14, "tensor": 4096}
+    assert lc.flops_total == 29 + 22 + 14 + 4096
     assert lc.achieved_occupancy == 0.5
     assert lc.dram_total == 16
 
@@ -168,24 +170,61 @@ sm__sass_thread_inst_executed_op_ffma2_pred_on              # of FFMA2 thread in
 def test_metric_names_checked_against_the_device():
     avail = ncu.parse_query(QUERY)
     assert "dram__bytes_read" in avail and "Metric" not in avail and "Device" not in avail
-    metrics, missing = ncu.choose_metrics(avail)
-    assert metrics[:3] == list(ncu.REQUIRED)
+    metrics, missing, tensor = ncu.choose_metrics(avail)
+    assert ncu.DRAM_READ in metrics and ncu.DRAM_WRITE in metrics and ncu.DURATION in metrics
     assert "sm__sass_thread_inst_executed_op_ffma_pred_on.sum" in metrics
     assert "sm__sass_thread_inst_executed_op_ffma2_pred_on.sum" in metrics
-    assert "sm__ops_path_tensor_src_fp16_dst_fp32.sum" in metrics
+    assert tensor["fp16"] == ["sm__ops_path_tensor_src_fp16_dst_fp32.sum"] or tensor["fp16"] == []
     assert "lts__t_bytes.sum" in missing and ncu.OCCUPANCY in missing
     assert not set(metrics) & set(missing)
-    with pytest.raises(ncu.NcuUnavailable, match="lacks dram__bytes_write.sum"):
-        ncu.choose_metrics(avail - {"dram__bytes_write"})
+    # a missing check metric is no longer fatal: that check is skipped, the others run
+    metrics, missing, _ = ncu.choose_metrics(avail - {"dram__bytes_write"})
+    assert ncu.DRAM_WRITE in missing and ncu.DRAM_READ in metrics
+    with pytest.raises(ncu.NcuUnavailable, match="none of the metrics the checks need"):
+        ncu.choose_metrics({"gpu__time_duration", "lts__t_bytes"})
+
+
+HOPPER_TENSOR = """sm__ops_path_tensor_src_fp16                      # of math ops, source FP16
+sm__ops_path_tensor_src_fp16_dst_fp16             # of math ops, source FP16, destination FP16
+sm__ops_path_tensor_src_fp16_dst_fp32             # of math ops, source FP16, destination FP32
+sm__ops_path_tensor_src_fp16_dst_fp32_sparsity_off
+sm__ops_path_tensor_src_fp16_dst_fp32_sparsity_on
+sm__ops_path_tensor_op_hgmma_src_fp16_sparsity_off
+sm__ops_path_tensor_src_bf16_dst_fp32
+sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_off
+sm__ops_path_tensor_src_fp8_sparsity_off
+sm__ops_path_tensor_src_fp8_sparsity_on
+sm__ops_path_tensor_src_fp64
+"""
+
+
+def test_tensor_ops_are_one_non_overlapping_set_per_input_type():
+    """sm_90 lists the tensor-op aggregates beside their splits: one set per type, never the
+    whole family (which would count the same ops two or three times)."""
+    avail = ncu.parse_query(QUERY + HOPPER_TENSOR)
+    _, missing, tensor = ncu.choose_metrics(avail)
+    assert tensor == {
+        "fp16": ["sm__ops_path_tensor_src_fp16.sum"],
+        "bf16": ["sm__ops_path_tensor_src_bf16_dst_fp32.sum"],
+        "fp8": ["sm__ops_path_tensor_src_fp8_sparsity_off.sum",
+                "sm__ops_path_tensor_src_fp8_sparsity_on.sum"],
+        "fp32": [], "fp64": ["sm__ops_path_tensor_src_fp64.sum"]}
+    assert "sm__ops_path_tensor_src_tf32_dst_fp32.sum" in missing
+    row = ncu.KernelRow(0, "gemm_wgmma_bf16", {
+        "sm__ops_path_tensor_src_bf16_dst_fp32.sum": 1e9,
+        "sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_off.sum": 1e9,
+        "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off.sum": 1e9})
+    assert ncu.counters_from_rows([row], tensor["bf16"]).flops == {"tensor": 1e9}
 
 
 def test_settings_from_the_stand_in(monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MISSING", "lts__t_bytes,sm__ops_path_tensor_src_fp64")
     s = ncu.settings_for(str(FAKE))
     assert s.version == "2025.3.1.0"
-    assert (s.clock_control, s.cache_control) == ("base", "all")
-    assert s.missing == ["lts__t_bytes.sum"]
-    assert "sm__ops_path_tensor_src_fp16_dst_fp32.sum" in s.metrics
+    assert (s.clock_control, s.cache_control) == ("none", "all")
+    assert s.missing == ["lts__t_bytes.sum", "sm__ops_path_tensor_src_fp64.sum"]
+    assert s.tensor_ops["fp16"] == ["sm__ops_path_tensor_src_fp16.sum"]
+    assert s.tensor_ops["fp64"] == []
     assert not any(m.startswith("sm__ops_path_tensor_src_fp64") for m in s.metrics)
 
 
@@ -193,12 +232,13 @@ def test_settings_from_the_stand_in(monkeypatch):
 
 def test_command_selects_by_name_and_count_with_clock_and_cache_control(tmp_path):
     rec = record("l2norm", "naive", "fp32", N64M, "cuda", NAIVE_FUNCS)
-    s = ncu.NcuSettings(path="ncu", version="2025.3.1.0", metrics=list(ncu.REQUIRED))
+    s = ncu.NcuSettings(path="ncu", version="2025.3.1.0",
+                        metrics=[ncu.DRAM_READ, ncu.DRAM_WRITE, ncu.DURATION])
     cmd = ncu.ncu_command(s, rec, tmp_path / "log.csv", seed=5)
     text = " ".join(cmd)
-    for part in ("--csv", "--page raw", "--print-units base", "--clock-control base",
+    for part in ("--csv", "--page raw", "--print-units base", "--clock-control none",
                  "--cache-control all", "--profile-from-start off", "--launch-count 4",
-                 f"--metrics {','.join(ncu.REQUIRED)}", f"--log-file {tmp_path / 'log.csv'}"):
+                 f"--metrics {','.join(s.metrics)}", f"--log-file {tmp_path / 'log.csv'}"):
         assert part in text
     assert cmd[cmd.index("--kernel-name") + 1] == \
         "regex:^(l2_square_fp32|l2_add_fp32|l2_sqrt_fp32)$"
@@ -295,14 +335,15 @@ def test_report_section_from_stored_results(tmp_path):
     lines = ncu.ncu_section(load_run(tmp_path))
     text = "\n".join(lines)
     assert lines[0] == "## Model vs hardware (Nsight Compute)"
-    assert "ncu 2025.3.1.0, `--clock-control base`, `--cache-control all`; not on this " \
+    assert "ncu 2025.3.1.0, `--clock-control none`, `--cache-control all`; not on this " \
            "device: lts__t_bytes.sum" in text
     assert ncu.TOLERANCES.text() in text
     table = [ln for ln in lines if ln.startswith("| l2norm")]
     assert len(table) == 4 + 1 + 1  # 4 launches + pipeline, 1 fused; vector_add has none
     assert "| 268,435,456 | 268,450,816 | 1.000 |" in table[0]
-    assert table[-1].endswith("DRAM read x1.200 |")
-    assert all(row.endswith("| ok |") for row in table[:-1])
+    # the first contact collected no FLOP counters: that check is named as not run
+    assert table[-1].endswith("DRAM read x1.200; FLOPs not checked |")
+    assert all(row.endswith("| FLOPs not checked |") for row in table[:-1])
     assert ncu.ncu_section(RunResult(backend="cpu", device="x", roofs=None,
                                      cases=[plain])) == []
     from roofbench.bench.present.report import render
@@ -385,9 +426,59 @@ def test_missing_metrics_are_dropped_and_recorded(monkeypatch):
     lc = cases[0].launches[0].counters
     assert lc.l2_bytes is None and lc.achieved_occupancy is None and lc.dram_read == 8000
     assert cases[0].extra["ncu"]["missing"] == ["lts__t_bytes.sum", ncu.OCCUPANCY]
-    monkeypatch.setenv("FAKE_NCU_MISSING", "dram__bytes_read")
-    [note] = ncu.collect(small_cases(), ncu_path=str(FAKE))
-    assert "lacks dram__bytes_read.sum" in note
+
+
+def test_a_missing_check_metric_skips_that_check_and_says_so_in_one_line(monkeypatch):
+    """dram__bytes_read and one FLOP instruction count absent: the read and FLOP checks are
+    skipped (never computed from what is left), the write check still runs."""
+    monkeypatch.setenv("FAKE_NCU_MISSING", "dram__bytes_read,"
+                       "sm__sass_thread_inst_executed_op_hfma_pred_on")
+    cases = small_cases()
+    notes = ncu.collect(cases, ncu_path=str(FAKE))
+    skip = [n for n in notes if "not checked" in n]
+    assert len(skip) == 2 and all("\n" not in n for n in skip)
+    assert any(n.startswith("ncu 2025.3.1.0: FLOPs not checked for l2norm/naive/fp32/1000")
+               and n.endswith("does not list sm__sass_thread_inst_executed_op_hfma_pred_on.sum")
+               for n in skip), skip
+    assert any("DRAM read not checked" in n and n.endswith("dram__bytes_read.sum")
+               for n in skip), skip
+    for c in cases:
+        for _, lc, (fl, rd, wr) in ncu.case_checks(c):
+            assert lc.flops == {} and fl.measured is None and fl.ok is None
+            assert rd.measured is None and rd.ok is None
+            assert wr.ok is True
+    run = RunResult(backend="cuda", device="NVIDIA H200", roofs=None, cases=cases)
+    table = [ln for ln in ncu.ncu_section(run) if ln.startswith("| vector_add")]
+    assert table and table[0].endswith("| FLOPs not checked; DRAM read not checked |")
+
+
+def test_a_tensor_case_without_its_tensor_metrics_skips_only_its_flops(monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_MISSING", "sm__ops_path_tensor_src_fp8,"
+                       "sm__ops_path_tensor_src_fp8_sparsity_off")
+    s = ncu.settings_for(str(FAKE))
+    fp8 = record("gemm", "tensor", "fp8", (64, 64, 64), "cuda")
+    fp16 = record("gemm", "tensor", "fp16", (64, 64, 64), "cuda")
+    assert s.tensor_ops["fp8"] == [] and s.tensor_ops["fp16"]
+    assert ncu.check_skips(s, fp8) == {"FLOPs": "sm__ops_path_tensor_src_fp8.sum"}
+    assert ncu.check_skips(s, fp16) == {}
+
+    def profiled(settings, c, seed=None, timeout=0):  # the counters a tensor launch reads
+        row = ncu.KernelRow(0, "gemm_wgmma", {ncu.DRAM_READ: 1.0, ncu.DRAM_WRITE: 1.0,
+                                             **{m: 2.0 * 64 ** 3 for m in settings.metrics
+                                                if "tensor" in m}})
+        lc = ncu.counters_from_rows([row], settings.tensor_ops.get(c.dtype, []))
+        if ncu.check_skips(settings, c).get("FLOPs"):
+            lc.flops = {}
+        return [lc]
+    monkeypatch.setattr(ncu, "profile_case", profiled)
+    notes = ncu.collect([fp8, fp16], ncu_path=str(FAKE))
+    assert [n for n in notes if "not checked" in n] == [
+        "ncu 2025.3.1.0: FLOPs not checked for gemm/tensor/fp8/64x64x64 and cases like it: "
+        "this device does not list sm__ops_path_tensor_src_fp8.sum"]
+    [(_, _, (fl8, _, _))] = ncu.case_checks(fp8)
+    [(_, lc16, (fl16, _, _))] = ncu.case_checks(fp16)
+    assert fl8.measured is None and fl8.ok is None
+    assert lc16.flops == {"tensor": 2 * 64 ** 3} and fl16.ok is True  # one set: counted once
 
 
 def test_planted_disagreement_is_flagged(monkeypatch):
@@ -441,7 +532,7 @@ def test_cli_run_sim_with_ncu_stores_counters_and_report_rebuilds(tmp_path):
     assert [la["counters"]["kernel"] for la in case["launches"]] == ["square", "square", "add",
                                                                      "sqrt"]
     assert [la["counters"]["dram_read"] for la in case["launches"]] == [1028, 1028, 2056, 1028]
-    assert case["extra"]["ncu"]["clock_control"] == "base"
+    assert case["extra"]["ncu"]["clock_control"] == "none"
     [call] = profile_calls(tmp_path / "argv.jsonl")
     assert call[call.index("--launch-count") + 1] == "4"
     assert call[call.index("roofbench.bench.measure.ncu_case") + 1:][:2] == ["--backend", "sim"]

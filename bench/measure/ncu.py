@@ -43,7 +43,9 @@ NCU_ENV = "ROOFBENCH_NCU"  # path of the ncu executable, when it is not on PATH
 FALLBACK_PATHS = ("/usr/local/cuda/bin/ncu",)  # where the CUDA toolkit puts it
 # The oldest Nsight Compute tried: 2022.3 (CUDA 11.8) is the first release that profiles Hopper.
 MIN_VERSION = (2022, 3)
-CLOCK_CONTROL = "base"  # ncu's own default, passed explicitly and recorded
+# Clocks as the device runs them (METHOD.md: leave the clocks alone): ncu's default "base"
+# locks them to base clocks, and its durations would not compare with the timed medians.
+CLOCK_CONTROL = "none"
 CACHE_CONTROL = "all"  # flush caches before each launch: every launch starts from DRAM
 TIMEOUT_S = 600
 CASE_MARK = "ROOFBENCH_NCU_CASE "  # the line ncu_case prints: what it is about to launch
@@ -57,7 +59,6 @@ DRAM_WRITE = "dram__bytes_write.sum"
 L2_BYTES = "lts__t_bytes.sum"
 DURATION = "gpu__time_duration.sum"
 OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"  # "Achieved Occupancy"
-TENSOR_PREFIX = "sm__ops_path_tensor_src_"
 
 
 def _op(name: str) -> str:
@@ -72,9 +73,26 @@ FLOP_WEIGHTS: dict[str, dict[str, int]] = {
 }
 # Packed fp32x2 instructions exist on newer GPUs only: collected where the device has them.
 OPTIONAL_FP32 = {_op("fadd2"): 2, _op("fmul2"): 2, _op("ffma2"): 4}
-REQUIRED = (DRAM_READ, DRAM_WRITE, DURATION)
-WANTED = (L2_BYTES, *FLOP_WEIGHTS["fp64"], *FLOP_WEIGHTS["fp32"], *FLOP_WEIGHTS["fp16"],
-          OCCUPANCY)
+# Tensor-core math ops (1 op = 1 FLOP: 2 per multiply-add) by input type. The device lists
+# aggregates and their splits side by side (on sm_90: sm__ops_path_tensor_src_fp16, its
+# _dst_fp16 / _dst_fp32 parts, each again _sparsity_on / _off, and per instruction family
+# sm__ops_path_tensor_op_hmma_* / _hgmma_*), so summing every name of the family would count
+# the same ops several times: per input type, the first of these non-overlapping sets the
+# device lists entirely is collected.
+_T = "sm__ops_path_tensor_src_"
+TENSOR_OPS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "fp16": ((f"{_T}fp16",), (f"{_T}fp16_dst_fp16", f"{_T}fp16_dst_fp32")),
+    "bf16": ((f"{_T}bf16",), (f"{_T}bf16_dst_fp32",),
+             (f"{_T}bf16_dst_fp32_sparsity_off", f"{_T}bf16_dst_fp32_sparsity_on")),
+    "fp8": ((f"{_T}fp8",), (f"{_T}fp8_dst_fp16", f"{_T}fp8_dst_fp32"),
+            (f"{_T}fp8_sparsity_off", f"{_T}fp8_sparsity_on")),
+    "fp32": ((f"{_T}tf32_dst_fp32",), (f"{_T}tf32",)),
+    "fp64": ((f"{_T}fp64",),),
+}
+SIMT_FLOPS = tuple(m for w in FLOP_WEIGHTS.values() for m in w)
+# What each check needs (its FLOPs also the tensor set of a tensor case's dtype).
+CHECK_METRICS = {"FLOPs": SIMT_FLOPS, "DRAM read": (DRAM_READ,), "DRAM write": (DRAM_WRITE,)}
+WANTED = (DURATION, L2_BYTES, OCCUPANCY)
 
 
 class NcuUnavailable(RuntimeError):
@@ -102,6 +120,8 @@ class NcuSettings:
     cache_control: str = CACHE_CONTROL
     metrics: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # wanted but not on this device
+    # input dtype -> the tensor-op metrics collected for it ([] when the device lists none)
+    tensor_ops: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -211,9 +231,10 @@ def parse_csv(text: str) -> list[KernelRow]:
     return [out[k] for k in sorted(out)]
 
 
-def counters_from_rows(rows: list[KernelRow]) -> LaunchCounters:
+def counters_from_rows(rows: list[KernelRow], tensor_ops: Iterable[str] = ()) -> LaunchCounters:
     """One launch's counters from the kernel(s) it ran (several are summed; occupancy is the
-    duration-weighted mean)."""
+    duration-weighted mean). ``tensor_ops``: the non-overlapping tensor-op metrics of the
+    case's input type (TENSOR_OPS), counted as its tensor FLOPs."""
     def total(metric: str) -> float | None:
         vals = [r.values.get(metric) for r in rows]
         return None if any(v is None for v in vals) else float(sum(vals))  # type: ignore[arg-type]
@@ -227,7 +248,7 @@ def counters_from_rows(rows: list[KernelRow]) -> LaunchCounters:
         got = [(v, w) for v, w in got if v is not None]
         if got:
             flops[prec] = float(sum(v * w for v, w in got))
-    tensor = [total(m) for m in metrics if m.startswith(TENSOR_PREFIX)]
+    tensor = [total(m) for m in tensor_ops if m in metrics]
     tensor = [v for v in tensor if v is not None]
     if tensor:
         flops["tensor"] = float(sum(tensor))
@@ -244,8 +265,8 @@ def counters_from_rows(rows: list[KernelRow]) -> LaunchCounters:
         metrics={m: total(m) for m in metrics})
 
 
-def assign(rows: list[KernelRow], n_launches: int,
-           expected: list[str] | None = None) -> list[LaunchCounters]:
+def assign(rows: list[KernelRow], n_launches: int, expected: list[str] | None = None,
+           tensor_ops: Iterable[str] = ()) -> list[LaunchCounters]:
     """Profiled kernels -> one LaunchCounters per launch of the pipeline, in order.
 
     One kernel per launch maps in order (names checked when ``expected`` gives them); a
@@ -257,9 +278,9 @@ def assign(rows: list[KernelRow], n_launches: int,
             got = [r.kernel for r in rows]
             if got != expected:
                 raise NcuCaseError(f"ncu profiled kernels {got}, expected {expected}")
-        return [counters_from_rows([r]) for r in rows]
+        return [counters_from_rows([r], tensor_ops) for r in rows]
     if n_launches == 1:
-        return [counters_from_rows(rows)]
+        return [counters_from_rows(rows, tensor_ops)]
     raise NcuCaseError(f"ncu profiled {len(rows)} kernels for a pipeline of {n_launches} "
                        "launches; cannot tell which is which")
 
@@ -335,19 +356,41 @@ PERMISSION_FIX = ("ncu may not read the GPU performance counters (ERR_NVGPUCTRPE
                   "developer.nvidia.com/ERR_NVGPUCTRPERM)")
 
 
-def choose_metrics(available: set[str]) -> tuple[list[str], list[str]]:
-    """(metrics to collect, wanted ones this device lacks). The required ones must exist."""
-    missing_required = [m for m in REQUIRED if base_name(m) not in available]
-    if missing_required:
-        raise NcuUnavailable(f"this device's ncu lacks {', '.join(missing_required)}: "
-                             "counters cannot be compared with the model")
-    metrics = list(REQUIRED)
-    missing = []
-    for m in WANTED:
+def choose_metrics(available: set[str]) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """(metrics to collect, wanted ones this device lacks, tensor-op metrics per input type).
+    Only what the device lists is collected; a check whose metrics are missing is skipped
+    (``check_skips``), never computed from the rest. NcuUnavailable when no check can run."""
+    if not any(base_name(m) in available for need in CHECK_METRICS.values() for m in need):
+        raise NcuUnavailable("this device's ncu lists none of the metrics the checks need "
+                             f"({', '.join(base_name(m) for m in (DRAM_READ, DRAM_WRITE))}, "
+                             "the FLOP instruction counts)")
+    metrics: list[str] = []
+    missing: list[str] = []
+    for m in (*WANTED, DRAM_READ, DRAM_WRITE, *SIMT_FLOPS):
         (metrics if base_name(m) in available else missing).append(m)
     metrics += [m for m in OPTIONAL_FP32 if base_name(m) in available]
-    metrics += sorted(f"{n}.sum" for n in available if n.startswith(TENSOR_PREFIX))
-    return metrics, missing
+    tensor: dict[str, list[str]] = {}
+    for dtype, choices in TENSOR_OPS.items():
+        pick = next((c for c in choices if all(n in available for n in c)), ())
+        tensor[dtype] = [f"{n}.sum" for n in pick]
+        if not pick:
+            missing.append(f"{choices[0][0]}.sum")
+    metrics += sorted({m for ms in tensor.values() for m in ms})
+    return metrics, missing, tensor
+
+
+def check_skips(settings: NcuSettings, c: CaseResult) -> dict[str, str]:
+    """Checks of case ``c`` that cannot run with the metrics collected: check -> the metrics
+    this device does not list."""
+    have = set(settings.metrics)
+    out: dict[str, str] = {}
+    for check, need in CHECK_METRICS.items():
+        absent = [m for m in need if m not in have]
+        if check == "FLOPs" and c.unit == "tensor" and not settings.tensor_ops.get(c.dtype):
+            absent.append(TENSOR_OPS.get(c.dtype, ((f"{_T}{c.dtype}",),))[0][0] + ".sum")
+        if absent:
+            out[check] = ", ".join(absent)
+    return out
 
 
 def settings_for(path: str) -> NcuSettings:
@@ -361,8 +404,9 @@ def settings_for(path: str) -> NcuSettings:
     available = parse_query(p.stdout)
     if p.returncode != 0 or not available:
         raise NcuUnavailable(f"ncu --query-metrics failed: {_last_error(text)}")
-    metrics, missing = choose_metrics(available)
-    return NcuSettings(path=path, version=version, metrics=metrics, missing=missing)
+    metrics, missing, tensor = choose_metrics(available)
+    return NcuSettings(path=path, version=version, metrics=metrics, missing=missing,
+                       tensor_ops=tensor)
 
 
 def _last_error(text: str) -> str:
@@ -441,7 +485,17 @@ def profile_case(settings: NcuSettings, c: CaseResult, seed: int | None = None,
         rows = parse_csv(text)
     except ValueError as e:
         raise NcuCaseError(f"unreadable ncu output: {e}") from None
-    return assign(rows, len(c.launches), kernel_functions(c))
+    tensor = settings.tensor_ops.get(c.dtype, []) if c.unit == "tensor" else []
+    counters = assign(rows, len(c.launches), kernel_functions(c), tensor)
+    skips = check_skips(settings, c)
+    for lc in counters:  # a check without its metrics is left unmeasured, never partial
+        if "FLOPs" in skips:
+            lc.flops = {}
+        if "DRAM read" in skips:
+            lc.dram_read = None
+        if "DRAM write" in skips:
+            lc.dram_write = None
+    return counters
 
 
 def collect(cases: Iterable[CaseResult], *, seed: int | None = None,
@@ -461,7 +515,13 @@ def collect(cases: Iterable[CaseResult], *, seed: int | None = None,
     if settings.missing:
         notes.append(f"ncu {settings.version}: not on this device, not collected: "
                      f"{', '.join(settings.missing)}")
+    said: set[tuple[str, str]] = set()
     for c in todo:
+        for check, absent in check_skips(settings, c).items():
+            if (check, absent) not in said:
+                said.add((check, absent))
+                notes.append(f"ncu {settings.version}: {check} not checked for {c.key} and "
+                             f"cases like it: this device does not list {absent}")
         if progress is not None:
             progress(f"ncu {c.key}")
         try:
@@ -611,8 +671,10 @@ def ncu_section(run: RunResult) -> list[str]:
         if desc not in seen:
             seen.append(desc)
     out += [f"Counters: {d}." for d in seen]
-    out += ["Each case ran once more under ncu, alone; its durations are under ncu's clock and "
-            "cache control, not the timed medians above.", ""]
+    out += ["Each case ran once more under ncu, alone. With `--clock-control none` its "
+            "durations run at the clocks the timed runs saw; `--cache-control all` starts each "
+            "launch from cold caches, so they are not the timed medians above. A check whose "
+            "metrics this device does not list is shown as `-` and named under flags.", ""]
     out += [f"Tolerances: {TOLERANCES.text()}. A ratio is hardware / model; `!` marks one "
             "outside its tolerance. FLOPs are counted as Nsight Compute's roofline counts them "
             "(FMA = 2; a half-precision instruction = 2 lanes; tensor ops as reported), so "
@@ -626,6 +688,7 @@ def ncu_section(run: RunResult) -> list[str]:
         for label, lc, chs in crow:
             fl, rd, wr = chs
             flags = [f for f in (ch.flag() for ch in chs) if f]
+            flags += [f"{ch.quantity} not checked" for ch in chs if ch.measured is None]
             rows.append([
                 c.key, label, _int(fl.model), _int(fl.measured), _ratio(fl),
                 _int(rd.model), _int(rd.measured), _ratio(rd),
@@ -642,7 +705,7 @@ def ncu_section(run: RunResult) -> list[str]:
     return out
 
 
-def case_json(case: Any, functions: list[str | None]) -> str:
+def case_json(case: Any, functions: list[str | None], kind: str = "gpu") -> str:
     """The line ncu_case prints before launching: the launches with their model numbers (read
     by the tests' stand-in ncu, and useful in a log)."""
     bufs = case.buffers()
@@ -652,4 +715,4 @@ def case_json(case: Any, functions: list[str | None]) -> str:
                          "read": sum(bufs[n].nbytes for n in la.reads),
                          "write": sum(bufs[n].nbytes for n in la.writes)})
     return CASE_MARK + json.dumps({"case": case.key, "dtype": case.dtype,
-                                   "unit": case.variant.unit, "launches": launches})
+                                   "unit": case.unit(kind), "launches": launches})

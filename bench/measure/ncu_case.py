@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> None:
         facts = prepared.extra().get("launches") or []
         names = [f.get("function") for f in facts] if len(facts) == len(case.launches()) \
             else [None] * len(case.launches())
-        print(case_json(case, names), flush=True)
+        print(case_json(case, names, be.kind), flush=True)
         if hooks:
             hooks[0]()
         prepared.run()
