@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from .arrays import Arrays
+
 Size = tuple[int, ...]
+# An array of the case's array module (numpy on the host, CuPy on a GPU).
+Array = Any
 
 try:  # ml_dtypes gives numpy host types for bf16 and fp8 (e4m3)
     import ml_dtypes
@@ -160,12 +165,17 @@ class Variant:
 
 @dataclass(frozen=True)
 class Workload:
+    """What is measured. ``reference(x, size, xp)`` computes the outputs in float64 from ``x``,
+    the inputs' values as float64 arrays of the array module ``xp`` (numpy on the host, CuPy on
+    a GPU: the reference runs where the inputs are), which it may overwrite; it uses ``xp``
+    only, never numpy directly, and returns float64 arrays of the same module."""
+
     name: str
     description: str
     size_names: tuple[str, ...]
     inputs: Callable[[Size, str], dict[str, Buf]]
     outputs: Callable[[Size, str], dict[str, Buf]]
-    reference: Callable[[dict[str, np.ndarray], Size], dict[str, np.ndarray]]
+    reference: Callable[[dict[str, Array], Size, Any], dict[str, Array]]
     tolerance: dict[str, float]
     variants: dict[str, Variant]
     # Default size on a device (see SizeContext for the rule).
@@ -193,22 +203,42 @@ class Workload:
             raise ValueError(f"{self.name}: every size dimension must be positive, "
                              f"got {'x'.join(map(str, size))}")
 
-    def make_inputs(self, size: Size, dtype: str,
-                    rng: np.random.Generator) -> dict[str, np.ndarray]:
-        """Fresh random inputs (never zeros), rounded to the storage dtype."""
+    def make_inputs(self, size: Size, dtype: str, rng: Any,
+                    arrays: Arrays | None = None) -> dict[str, Array]:
+        """Fresh random inputs (never zeros) in the storage of ``arrays`` (the host's numpy by
+        default; on a device its own generator ``rng`` draws them there)."""
+        from .arrays import HOST
+
+        arrays = arrays or HOST
+        xp = arrays.xp
         lo, hi = self.input_range
         out = {}
         for name, buf in self.inputs(size, dtype).items():
             # Magnitudes in [lo, hi) with random signs: no zeros, and every dtype (fp8 included)
             # represents them without flushing to zero. Drawn in float32 unless stored in
             # float64: a GPU case's arrays hold ~10^8 values, and float64 draws cost seconds.
-            work = np.float64 if buf.dtype == "fp64" else np.float32
-            x = rng.random(size=buf.shape, dtype=work)
+            work = xp.float64 if buf.dtype == "fp64" else xp.float32
+            x = arrays.uniform(rng, buf.shape, work)
             x *= work(hi - lo)
             x += work(lo)
-            np.negative(x, out=x, where=rng.integers(0, 2, size=buf.shape, dtype=np.int8) == 1)
-            out[name] = x if x.dtype == np_dtype(buf.dtype) else x.astype(np_dtype(buf.dtype))
+            if arrays.device:
+                x = xp.where(arrays.uniform(rng, buf.shape, xp.float32) < 0.5, -x, x)
+            else:  # the host's draws, unchanged
+                np.negative(x, out=x,
+                            where=rng.integers(0, 2, size=buf.shape, dtype=np.int8) == 1)
+            out[name] = arrays.store(x, buf.dtype)
         return out
+
+    def expected(self, inputs: dict[str, Array], size: Size, dtype: str,
+                 arrays: Arrays | None = None) -> dict[str, Array]:
+        """The float64 reference outputs of ``inputs`` (stored as ``arrays`` stores them),
+        computed where they are."""
+        from .arrays import HOST
+
+        arrays = arrays or HOST
+        bufs = self.inputs(size, dtype)
+        x64 = {n: arrays.values(a, bufs[n].dtype) for n, a in inputs.items()}
+        return self.reference(x64, size, arrays.xp)
 
 
 @dataclass(frozen=True)

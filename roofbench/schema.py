@@ -486,9 +486,13 @@ class CaseResult:
     limiting_roof: str | None = None
     launches: list[LaunchResult] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # backend facts, free-form evidence
-    # Wall seconds of each phase of this case (inputs, prepare, validate, time,
-    # time_launches): where a slow run spent its time.
+    # Wall (host) seconds of each phase of this case (inputs, compile, prepare, validate,
+    # time, time_launches): where a slow run spent its time.
     phases: dict[str, float] = field(default_factory=dict)
+    # Device seconds of the phases whose work ran on a GPU: CUDA events around the phase
+    # (inputs, prepare, validate), the timed samples' sum (time, time_launches; warm-ups not
+    # counted). Absent for phases that ran on the host only.
+    device_phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

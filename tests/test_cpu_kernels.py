@@ -41,7 +41,7 @@ def test_cpu_kernel_matches_float64_reference(w, v, dtype, size):
     wl = workloads()[w]
     case = Case(wl, wl.variants[v], dtype, size)
     inputs = wl.make_inputs(size, dtype, np.random.default_rng(7))
-    ref = wl.reference(inputs, size)
+    ref = wl.expected(inputs, size, case.dtype)
     prep = CpuBackend().prepare(case, inputs)
     prep.poison()
     prep.run()
@@ -65,7 +65,7 @@ def test_cpu_kernels_are_right_at_any_thread_count(threads, w, v, size):
     wl = workloads()[w]
     case = Case(wl, wl.variants[v], "fp32", size)
     inputs = wl.make_inputs(size, "fp32", np.random.default_rng(3))
-    ref = wl.reference(inputs, size)
+    ref = wl.expected(inputs, size, case.dtype)
     before = numba.get_num_threads()
     numba.set_num_threads(threads)
     try:

@@ -61,7 +61,7 @@ def test_workloads_validate_on_both_paths(w, v, dtype, threshold, monkeypatch):
     prep = CpuBackend().prepare(case, inputs)
     prep.poison()
     prep.run()
-    ok, err, why = validate(case, prep.outputs(), wl.reference(inputs, size))
+    ok, err, why = validate(case, prep.outputs(), wl.expected(inputs, size, dtype))
     assert ok, why
     assert err <= wl.tolerance[dtype]
 

@@ -12,12 +12,14 @@ Implementation families: a variant's ``impls`` is keyed by family ("cpu" numba-p
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from roofbench.kernels.arrays import Arrays
 from roofbench.kernels.spec import Case
 
 from roofbench.errors_text import first_line  # noqa: F401 (the backends import it from here)
@@ -54,6 +56,11 @@ class Prepared(ABC):
     @abstractmethod
     def outputs(self) -> dict[str, np.ndarray]:
         """Copy the outputs back to host numpy arrays."""
+
+    def device_outputs(self) -> dict[str, Any]:
+        """The outputs where they are, stored as the backend's ``arrays()`` stores them (no
+        copy): what a device-side validation reads."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no device array module")
 
     def extra(self) -> dict[str, Any]:
         """Backend facts recorded with the case (occupancy, registers, clocks...)."""
@@ -134,6 +141,25 @@ class Backend(ABC):
 
     def dtypes(self) -> tuple[str, ...]:
         return ("fp64", "fp32", "fp16", "bf16", "fp8")
+
+    # -- where a case's inputs, reference and validation run ------------------------------
+    def arrays(self) -> Arrays | None:
+        """The device array module the runner draws inputs, computes the reference and
+        validates with (kernels/arrays.py), or None: numpy on the host."""
+        return None
+
+    def device_context(self) -> contextlib.AbstractContextManager[Any]:
+        """Entered around a whole case: the device work of the array module goes where the
+        backend's launches and events go (its stream)."""
+        return contextlib.nullcontext()
+
+    def device_timer(self) -> Any:
+        """An object with ``start()`` and ``stop() -> seconds`` (CUDA events on the backend's
+        stream, the second waited for), or None."""
+        return None
+
+    def warm(self, case: Case) -> None:  # noqa: B027 - optional hook
+        """Compile and load what the case launches (the runner's compile phase)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass

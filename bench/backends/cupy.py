@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+from roofbench.kernels.arrays import Arrays
 from roofbench.kernels.cuda_impl import (
     CudaLibrary,
     CudaTmaGemm,
@@ -31,6 +32,7 @@ from .base import BackendUnavailable, CaseUnsupported, Prepared, first_line
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (
     POISON,
+    STORAGE,
     CudaCBackend,
     CudaCPrepared,
     PlannedLaunch,
@@ -70,6 +72,22 @@ def device_props(index: int = 0) -> DeviceProps:
     )
 
 
+class EventTimer:
+    """Device seconds of a stretch of work on one stream: an event at ``start()``, another at
+    ``stop()``, waited for."""
+
+    def __init__(self, e0: Any, e1: Any, stream: Any, elapsed_ms: Any) -> None:
+        self.e0, self.e1, self.stream, self.elapsed_ms = e0, e1, stream, elapsed_ms
+
+    def start(self) -> None:
+        self.e0.record(self.stream)
+
+    def stop(self) -> float:
+        self.e1.record(self.stream)
+        self.e1.synchronize()
+        return self.elapsed_ms(self.e0, self.e1) / 1e3
+
+
 class CupyPrepared(CudaCPrepared):
     compiler = "nvrtc (cupy.RawModule)"
 
@@ -78,6 +96,15 @@ class CupyPrepared(CudaCPrepared):
 
     def _on_stream(self) -> Any:
         return self.backend.stream
+
+    def _input(self, x: Any, buf: Any) -> Any:
+        """A device input (drawn there) is copied on the device, so the variants sharing it
+        each start from the same values; a host array is uploaded."""
+        import cupy
+
+        if isinstance(x, cupy.ndarray):
+            return cupy.array(x, dtype=STORAGE[buf.dtype], copy=True)
+        return super()._input(x, buf)
 
     def _upload(self, host: np.ndarray) -> Any:
         import cupy
@@ -169,6 +196,7 @@ class CupyBackend(CudaCBackend):
         self._modules: dict[str, Any] = {}
         self._flush_buf: Any = None
         self._tma: Any = None
+        self._arrays: Arrays | None = None
 
     @property
     def tma(self) -> Any:
@@ -233,7 +261,32 @@ class CupyBackend(CudaCBackend):
         return ("fp64", "fp32", "fp16", "bf16", "fp8")
 
     # -- running ------------------------------------------------------------------------
-    def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> Prepared:
+    def arrays(self) -> Arrays:
+        """Inputs, reference and validation on the device, through CuPy."""
+        if self._arrays is None:
+            import cupy
+
+            self._arrays = Arrays(cupy, device=True)
+        return self._arrays
+
+    def device_context(self) -> Any:
+        return self.stream
+
+    def device_timer(self) -> EventTimer:
+        import cupy
+
+        return EventTimer(cupy.cuda.Event(), cupy.cuda.Event(), self.stream,
+                          cupy.cuda.get_elapsed_time)
+
+    def warm(self, case: Case) -> None:
+        """Compile and load what the case launches: NVRTC modules, the sm_90a TMA kernels."""
+        for pl in self.plan(case):
+            if isinstance(pl.impl, CudaTmaGemm):
+                self.tma.function(pl.impl.source, pl.function, pl.smem)
+            elif pl.function is not None:
+                self.function(pl.impl.source, pl.function)
+
+    def prepare(self, case: Case, inputs: dict[str, Any]) -> Prepared:
         return CupyPrepared(self, case, inputs)
 
     def _event_ops(self) -> EventOps:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from roofbench.kernels.arrays import DEVICE_STORAGE
 from roofbench.kernels.cuda_impl import (
     ByArch,
     CudaKernel,
@@ -28,13 +29,7 @@ from .occupancy import occupancy
 
 # Device storage: CuPy/PyCUDA have no bf16/fp8 arrays, so those live as raw 16/8-bit words
 # (the kernels reinterpret them); the bits are ml_dtypes' on the host.
-STORAGE: dict[str, np.dtype] = {
-    "fp64": np.dtype(np.float64),
-    "fp32": np.dtype(np.float32),
-    "fp16": np.dtype(np.float16),
-    "bf16": np.dtype(np.uint16),
-    "fp8": np.dtype(np.uint8),
-}
+STORAGE: dict[str, np.dtype] = DEVICE_STORAGE
 # NaN bit patterns used to poison outputs before a validation run.
 POISON: dict[str, Any] = {
     "fp64": np.nan, "fp32": np.nan, "fp16": np.nan,
@@ -146,7 +141,7 @@ class CudaCPrepared(LaunchListPrepared):
         with self._on_stream():
             for name, buf in self.bufs.items():
                 if buf.role == "input":
-                    self.arrays[name] = self._upload(to_storage(inputs[name], buf))
+                    self.arrays[name] = self._input(inputs[name], buf)
                 else:
                     self.arrays[name] = self._empty(buf.shape, STORAGE[buf.dtype])
         self.facts: list[dict[str, Any]] = []
@@ -154,6 +149,10 @@ class CudaCPrepared(LaunchListPrepared):
 
     def _on_stream(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
+
+    def _input(self, x: Any, buf: Buf) -> Any:
+        """One input on the device: host arrays are uploaded in their storage type."""
+        return self._upload(to_storage(x, buf))
 
     @abstractmethod
     def _upload(self, host: np.ndarray) -> Any: ...
@@ -180,6 +179,9 @@ class CudaCPrepared(LaunchListPrepared):
         return {n: from_storage(self.arrays[n].get(), b) for n, b in self.bufs.items()
                 if b.role == "output"}
 
+    def device_outputs(self) -> dict[str, Any]:
+        return {n: self.arrays[n] for n, b in self.bufs.items() if b.role == "output"}
+
     def extra(self) -> dict[str, Any]:
         return {"arch": self.backend.props.arch, "compiler": self.compiler,
                 "launches": self.facts}
@@ -202,6 +204,12 @@ class CudaCBackend(Backend):
 
     def plan(self, case: Case) -> list[PlannedLaunch]:
         return plan_launches(case, self.props)
+
+    def warm(self, case: Case) -> None:
+        """Compile (or find in the cache) every CUDA C module the case launches."""
+        for pl in self.plan(case):
+            if isinstance(pl.impl, CudaKernel):
+                self.function(pl.impl.source, pl.function)
 
     def device_name(self) -> str:
         return self.props.name

@@ -2,7 +2,9 @@
 
 A case's time counts only after it validated (fresh random inputs, outputs poisoned first,
 every element checked). A case that fails validation, or cannot run, is recorded with its
-reason and is never a valid point.
+reason and is never a valid point. On a backend with a device array module (``Backend.arrays``:
+CuPy) the inputs are drawn, the float64 reference computed and the outputs checked on the
+device; only scalars (norms, counts) come to the host.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
+from roofbench.kernels.arrays import HOST, Arrays
 from roofbench.kernels.registry import workloads
-from roofbench.kernels.spec import Case, Size, SizeContext, Workload
+from roofbench.kernels.spec import Array, Case, Size, SizeContext, Workload
 
 from roofbench.errors_text import first_line
 from roofbench.schema import (
@@ -150,26 +153,32 @@ def _record(case: Case, backend: Backend, **kw: Any) -> CaseResult:
     return rec
 
 
-def validate(case: Case, outputs: dict[str, np.ndarray],
-             reference: dict[str, np.ndarray]) -> tuple[bool, float, str | None]:
+def validate(case: Case, outputs: dict[str, Array], reference: dict[str, Array],
+             arrays: Arrays = HOST) -> tuple[bool, float, str | None]:
     """Relative norm error of every output against the float64 reference; every element
-    must have been written (outputs were poisoned with NaN) and be finite."""
+    must have been written (outputs were poisoned with NaN) and be finite. ``outputs`` are
+    stored as ``arrays`` stores them and everything is computed in its module: on a device
+    only the norms and counts (scalars) come to the host."""
+    xp = arrays.xp
     tol = case.workload.tolerance[case.dtype]
+    bufs = case.buffers()
     worst = 0.0
     for name, ref in reference.items():
         if name not in outputs:
             return False, float("inf"), f"output {name!r} missing"
-        out = np.asarray(outputs[name]).astype(np.float64)
+        out = arrays.values(xp.asarray(outputs[name]), bufs[name].dtype)
         if out.shape != ref.shape:
             return False, float("inf"), f"output {name!r} has shape {out.shape}, " \
                                         f"expected {ref.shape}"
-        bad = ~np.isfinite(out)
-        if bad.any():
-            first = np.unravel_index(int(np.argmax(bad)), out.shape)
+        bad = ~xp.isfinite(out)
+        if bool(bad.any()):
+            first = tuple(int(i) for i in np.unravel_index(int(xp.argmax(bad)), out.shape))
             return False, float("inf"), (f"{int(bad.sum())} element(s) of {name!r} not "
                                          f"written or not finite (first at {first})")
-        denom = float(np.linalg.norm(ref)) or 1.0
-        err = float(np.linalg.norm(out - ref)) / denom
+        del bad
+        denom = float(xp.linalg.norm(ref)) or 1.0
+        out -= ref  # in place on the float64 copy: no third full-size array
+        err = float(xp.linalg.norm(out)) / denom
         worst = max(worst, err)
         if err > tol:
             return False, err, f"{name!r}: relative error {err:.3g} > tolerance {tol:.3g}"
@@ -178,23 +187,26 @@ def validate(case: Case, outputs: dict[str, np.ndarray],
 
 class InputCache:
     """The inputs and float64 reference of the last (workload, dtype, size), shared by the
-    variants that follow it. On a GPU the reference of a 4096^3 GEMM takes seconds on the host
-    and every variant validates against the same one; a CPU backend keeps nothing (its inputs
-    are its arrays, and the budget counts them once)."""
+    variants that follow it, made where the backend's array module keeps them (``arrays``:
+    on a device, drawn by its own generator seeded from ``rng``). A CPU backend keeps nothing
+    (its inputs are its arrays, and the budget counts them once)."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, arrays: Arrays = HOST) -> None:
         self.enabled = enabled
+        self.arrays = arrays
         self._key: tuple[Any, ...] | None = None
-        self._value: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None
+        self._value: tuple[dict[str, Array], dict[str, Array]] | None = None
 
     def get(self, case: Case, rng: np.random.Generator
-            ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+            ) -> tuple[dict[str, Array], dict[str, Array]]:
         key = (case.workload.name, case.dtype, case.size)
         if self.enabled and key == self._key and self._value is not None:
             return self._value
         self._key, self._value = None, None  # free the previous arrays first
-        inputs = case.workload.make_inputs(case.size, case.dtype, rng)
-        value = (inputs, case.workload.reference(inputs, case.size))
+        a = self.arrays
+        gen = a.generator(int(rng.integers(2**63))) if a.device else rng
+        inputs = case.workload.make_inputs(case.size, case.dtype, gen, a)
+        value = (inputs, case.workload.expected(inputs, case.size, case.dtype, a))
         if self.enabled:
             self._key, self._value = key, value
         return value
@@ -204,58 +216,80 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
              rng: np.random.Generator, per_launch: bool = True,
              cache: InputCache | None = None,
              launch_cfg: TimerConfig | None = None) -> CaseResult:
+    arrays = backend.arrays() or HOST
     prepared = None
     phases: dict[str, float] = {}
-    clock = _PhaseClock(phases)
+    device: dict[str, float] = {}
+    clock = _PhaseClock(phases, device, backend.device_timer() if arrays.device else None)
+    facts = {"phases": phases, "device_phases": device}
     try:
-        with clock("inputs"):
-            inputs, reference = (cache or InputCache(False)).get(case, rng)
-        with clock("prepare"):  # compile (or cache hit), allocate, copy inputs
-            prepared = backend.prepare(case, inputs)
-        del inputs
-        with clock("validate"):
-            prepared.poison()
-            prepared.run()
-            ok, err, why = validate(case, prepared.outputs(), reference)
-        del reference
-        if not ok:
-            return _record(case, backend, status="invalid", error=f"validation failed: {why}",
-                           rel_error=err, extra=prepared.extra(), phases=phases)
-        with clock("time"):
-            timing = backend.time(prepared.run, cfg)
-        rec = _record(case, backend, status="ok", valid=True, rel_error=err,
-                      extra=prepared.extra(), phases=phases)
-        _fill_metrics(rec, timing, roofs)
-        fns = prepared.launch_fns()
-        if per_launch and len(fns) > 1:
-            with clock("time_launches"):
-                for lr, fn in zip(rec.launches, fns, strict=True):
-                    lr.timing = backend.time(fn, launch_cfg or cfg)
-        return rec
+        with backend.device_context():
+            with clock("inputs"):
+                inputs, reference = (cache or InputCache(False, arrays)).get(case, rng)
+            with clock("compile", device=False):  # host only: NVRTC, module load
+                backend.warm(case)
+            with clock("prepare"):  # allocate, copy the inputs in
+                prepared = backend.prepare(case, inputs)
+            del inputs
+            with clock("validate"):
+                prepared.poison()
+                prepared.run()
+                outs = prepared.device_outputs() if arrays.device else prepared.outputs()
+                ok, err, why = validate(case, outs, reference, arrays)
+                del outs
+            del reference
+            if not ok:
+                return _record(case, backend, status="invalid",
+                               error=f"validation failed: {why}", rel_error=err,
+                               extra=prepared.extra(), **facts)
+            with clock("time", device=False):
+                timing = backend.time(prepared.run, cfg)
+            if arrays.device:
+                device["time"] = float(sum(timing.samples))
+            rec = _record(case, backend, status="ok", valid=True, rel_error=err,
+                          extra=prepared.extra(), **facts)
+            _fill_metrics(rec, timing, roofs)
+            fns = prepared.launch_fns()
+            if per_launch and len(fns) > 1:
+                with clock("time_launches", device=False):
+                    for lr, fn in zip(rec.launches, fns, strict=True):
+                        lr.timing = backend.time(fn, launch_cfg or cfg)
+                if arrays.device:
+                    device["time_launches"] = float(sum(sum(lr.timing.samples)
+                                                        for lr in rec.launches))
+            return rec
     except MemoryError:
-        return _record(case, backend, status="error", error="out of memory", phases=phases)
+        return _record(case, backend, status="error", error="out of memory", **facts)
     except Exception as e:  # a kernel that fails to compile or launch must not stop the run
         tb = traceback.extract_tb(e.__traceback__)
         where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
         return _record(case, backend, status="error",
-                       error=f"{first_line(e)}{where}", phases=phases)
+                       error=f"{first_line(e)}{where}", **facts)
     finally:
         if prepared is not None:
             prepared.close()
 
 
 class _PhaseClock:
-    """``with clock("name"):`` adds the block's wall seconds to ``phases[name]``."""
+    """``with clock("name"):`` adds the block's wall seconds to ``phases[name]`` and, with a
+    device timer, the device seconds between CUDA events around it to ``device[name]``."""
 
-    def __init__(self, phases: dict[str, float]) -> None:
-        self.phases = phases
+    def __init__(self, phases: dict[str, float], device: dict[str, float],
+                 timer: Any = None) -> None:
+        self.phases, self.device, self.timer = phases, device, timer
 
     @contextlib.contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
+    def __call__(self, name: str, device: bool = True) -> Iterator[None]:
+        timed = self.timer is not None and device
+        if timed:
+            self.timer.start()
         t0 = time.perf_counter()
         try:
             yield
         finally:
+            if timed:
+                with contextlib.suppress(Exception):  # a failed phase keeps its wall time
+                    self.device[name] = self.device.get(name, 0.0) + self.timer.stop()
             self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - t0
 
 
@@ -276,7 +310,7 @@ def run_cases(cases: list[Case], backend: Backend, roofs: RoofSet | None, cfg: T
     """Run every case; ``progress`` hears a case's key before it starts and ``done`` its
     result as soon as it ends (a caller saves and prints there)."""
     rng = np.random.default_rng(seed)
-    cache = InputCache(enabled=backend.kind == "gpu")
+    cache = InputCache(enabled=backend.kind == "gpu", arrays=backend.arrays() or HOST)
     out = []
     for case in order_for_sharing(cases):
         if progress is not None:

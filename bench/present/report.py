@@ -310,22 +310,39 @@ def _pipelines_section(run: RunResult) -> list[str]:
     return out
 
 
-PHASES = ("inputs", "prepare", "validate", "time", "time_launches")
+PHASES = ("inputs", "compile", "prepare", "validate", "time", "time_launches")
 
 
 def _phases_section(run: RunResult) -> list[str]:
-    """Where the run spent its wall time: per phase in total, and the slowest cases."""
+    """Where the run spent its time: per phase in total (wall, and device seconds where the
+    work ran on a GPU), and the slowest cases."""
     timed = [c for c in run.cases if c.phases]
     if not timed:
         return []
     total = {p: sum(c.phases.get(p, 0.0) for c in timed) for p in PHASES}
+    dev = {p: sum(c.device_phases.get(p, 0.0) for c in timed) for p in PHASES
+           if any(p in c.device_phases for c in timed)}
     grand = sum(total.values()) or 1.0
+
+    def part(p: str, v: float) -> str:
+        d = f", device {dev[p]:.1f} s" if p in dev else ""
+        return f"{p} {v:.1f} s ({v / grand:.0%}{d})"
     out = ["## Where the run spent its time", "",
            f"{len(timed)} cases, {sum(total.values()):.1f} s in all: " + ", ".join(
-               f"{p} {v:.1f} s ({v / grand:.0%})" for p, v in total.items() if v), ""]
+               part(p, v) for p, v in total.items() if v), ""]
+    if dev:
+        out += ["Wall seconds on the host; device seconds by CUDA events around the phase "
+                "(inputs drawn, reference and validation computed on the GPU) and, for time, "
+                "the sum of the timed samples (warm-ups not counted). A phase far longer than "
+                "its device seconds was spent on the host.", ""]
+
+    def cell(c: CaseResult, p: str) -> str:
+        w = f"{c.phases.get(p, 0):.2f}"
+        return f"{w} / {c.device_phases[p]:.2f}" if p in c.device_phases else w
     slow = sorted(timed, key=lambda c: -sum(c.phases.values()))[:5]
     out += [pd.DataFrame([{"case": c.key, "seconds": f"{sum(c.phases.values()):.2f}",
-                           **{p: f"{c.phases.get(p, 0):.2f}" for p in PHASES}}
+                           **{(f"{p} (wall / device)" if p in dev else p): cell(c, p)
+                              for p in PHASES}}
                           for c in slow]).to_markdown(index=False), ""]
     return out
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -16,9 +17,36 @@ __version__ = "0.0-fake-emulated"
 FAKE = True
 
 
+# Every copy between host and device, as (direction, elements): the tests assert that a GPU
+# case moves only scalars and small tables to the host ("d2h") and no full array to the device
+# ("h2d"). Real CuPy refuses host arrays in device operations; so does this one (TypeError).
+TRANSFERS: list[tuple[str, int]] = []
+
+
+def transfers() -> list[tuple[str, int]]:
+    return list(TRANSFERS)
+
+
+def clear_transfers() -> None:
+    TRANSFERS.clear()
+
+
 class _Ptr:
     def __init__(self, ptr: int) -> None:
         self.ptr = ptr
+
+
+def _dev(x: Any) -> Any:
+    """A result of a device operation: numpy arrays become device arrays (no copy)."""
+    if isinstance(x, tuple):
+        return tuple(_dev(v) for v in x)
+    if isinstance(x, np.ndarray) and not isinstance(x, ndarray):
+        return x.view(ndarray)
+    return x
+
+
+def _host(x: Any) -> Any:
+    return x.view(np.ndarray) if isinstance(x, ndarray) else x
 
 
 class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
@@ -27,11 +55,40 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
         return _Ptr(self.ctypes.data)
 
     def get(self) -> np.ndarray:
+        TRANSFERS.append(("d2h", int(self.size)))
         return np.array(self, copy=True).view(np.ndarray)
 
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        outs = kwargs.get("out", ())
+        for a in (*inputs, *outs):
+            if type(a) is np.ndarray and a.ndim > 0:
+                raise TypeError(f"Unsupported type {type(a)}: a host array in a device "
+                                f"operation ({ufunc.__name__})")
+        if outs:
+            kwargs["out"] = tuple(_host(o) for o in outs)
+        r = getattr(ufunc, method)(*(_host(a) for a in inputs), **kwargs)
+        if outs:
+            return outs[0] if len(outs) == 1 else outs
+        return _dev(r)
 
-def asarray(a: Any) -> ndarray:
-    return np.array(a, copy=True).view(ndarray)
+
+def asarray(a: Any, dtype: Any = None) -> ndarray:
+    if isinstance(a, ndarray):
+        return a if dtype is None or a.dtype == np.dtype(dtype) else a.astype(dtype)
+    TRANSFERS.append(("h2d", int(np.size(a))))
+    return np.array(a, dtype=dtype, copy=True).view(ndarray)
+
+
+def array(a: Any, dtype: Any = None, copy: bool = True) -> ndarray:
+    if isinstance(a, ndarray):
+        return np.array(_host(a), dtype=dtype, copy=copy).view(ndarray)
+    return asarray(a, dtype)
+
+
+def asnumpy(a: Any) -> np.ndarray:
+    if isinstance(a, ndarray):
+        return a.get()
+    return np.asarray(a)
 
 
 def empty(shape: Any, dtype: Any = np.float64) -> ndarray:
@@ -44,6 +101,35 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
         return r.astype(a.dtype).view(ndarray)
     out[...] = r
     return out
+
+
+class _RandomState:
+    """cupy.random.RandomState: cuRAND's generator, here numpy's, arrays made on the device."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._g = np.random.default_rng(seed)
+
+    def random_sample(self, size: Any = None, dtype: Any = np.float64) -> ndarray:
+        return _dev(self._g.random(size=size, dtype=dtype))
+
+
+random = SimpleNamespace(RandomState=_RandomState)
+linalg = SimpleNamespace(norm=lambda x, *a, **k: _dev(np.linalg.norm(_host(x), *a, **k)))
+
+
+def __getattr__(name: str) -> Any:
+    """Any other numpy name: dtypes as they are, functions on device arrays."""
+    attr = getattr(np, name)
+    if callable(attr) and not isinstance(attr, type):
+        def device_op(*args: Any, **kwargs: Any) -> Any:
+            for a in (*args, *kwargs.values()):
+                if type(a) is np.ndarray and a.ndim > 0:
+                    raise TypeError(f"Unsupported type {type(a)}: a host array in "
+                                    f"cupy.{name}")
+            return _dev(attr(*(_host(a) for a in args),
+                             **{k: _host(v) for k, v in kwargs.items()}))
+        return device_op
+    return attr
 
 
 class _Pool:
