@@ -92,6 +92,9 @@ class CudaKernel(_PerDtype):
     dtypes: tuple[str, ...] = ALL_DTYPES
     min_cc: dict[str, tuple[int, int]] = field(default_factory=dict)  # per dtype, default 8.0
     note: str = ""
+    # Run its cases in a process of their own (bench/measure/isolation.py): a kernel that can
+    # hang or fault stickily costs one case, never the run.
+    isolated: bool = False
 
     def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
         """Why this kernel cannot run ``dtype`` on a device of compute capability ``cc``."""
@@ -405,6 +408,8 @@ class CudaTmaGemm(_PerDtype):
     arch: str = "sm_90a"
     cc: tuple[int, int] = (9, 0)
     note: str = ""
+    # Its mbarrier waits can hang and its faults are sticky: each case in its own process.
+    isolated: bool = True
 
     def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
         if dtype not in self.dtypes:

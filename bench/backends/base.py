@@ -158,6 +158,11 @@ class Backend(ABC):
         stream, the second waited for), or None."""
         return None
 
+    def isolated(self, case: Case) -> bool:
+        """Whether ``case`` runs in a process of its own (a declared property of what it
+        launches: bench/measure/isolation.py)."""
+        return False
+
     def warm(self, case: Case) -> None:  # noqa: B027 - optional hook
         """Compile and load what the case launches (the runner's compile phase)."""
 

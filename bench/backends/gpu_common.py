@@ -205,6 +205,12 @@ class CudaCBackend(Backend):
     def plan(self, case: Case) -> list[PlannedLaunch]:
         return plan_launches(case, self.props)
 
+    def isolated(self, case: Case) -> bool:
+        try:
+            return any(getattr(pl.impl, "isolated", False) for pl in self.plan(case))
+        except CaseUnsupported:
+            return False
+
     def warm(self, case: Case) -> None:
         """Compile (or find in the cache) every CUDA C module the case launches."""
         for pl in self.plan(case):

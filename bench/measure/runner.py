@@ -32,6 +32,7 @@ from roofbench.schema import (
 
 from ..backends.base import Backend
 from ..errors import UserError
+from .isolation import IsolatedCases
 from .timer import TimerConfig
 
 
@@ -312,13 +313,25 @@ def run_cases(cases: list[Case], backend: Backend, roofs: RoofSet | None, cfg: T
     rng = np.random.default_rng(seed)
     cache = InputCache(enabled=backend.kind == "gpu", arrays=backend.arrays() or HOST)
     out = []
-    for case in order_for_sharing(cases):
-        if progress is not None:
-            progress(case.key)
-        rec = run_case(case, backend, roofs, cfg, rng, cache=cache, launch_cfg=launch_cfg)
-        out.append(rec)
-        if done is not None:
-            done(rec)
+    isolated: IsolatedCases | None = None
+    try:
+        for case in order_for_sharing(cases):
+            if progress is not None:
+                progress(case.key)
+            if backend.isolated(case):  # in a process of its own: a fault costs this case
+                isolated = isolated or IsolatedCases(backend.name)
+                rec = isolated.run(case, cfg, launch_cfg, True, int(rng.integers(2**63)))
+                if rec.status == "ok" and roofs is not None:
+                    apply_roofs(rec, roofs)
+            else:
+                rec = run_case(case, backend, roofs, cfg, rng, cache=cache,
+                               launch_cfg=launch_cfg)
+            out.append(rec)
+            if done is not None:
+                done(rec)
+    finally:
+        if isolated is not None:
+            isolated.close()
     return out
 
 

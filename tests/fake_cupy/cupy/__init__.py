@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -92,6 +93,7 @@ def asnumpy(a: Any) -> np.ndarray:
 
 
 def empty(shape: Any, dtype: Any = np.float64) -> ndarray:
+    _check_sticky()
     return np.empty(shape, dtype=dtype).view(ndarray)
 
 
@@ -134,11 +136,39 @@ def __getattr__(name: str) -> Any:
 
 class _Pool:
     def free_all_blocks(self) -> None:
-        pass
+        _check_sticky()
 
 
 def get_default_memory_pool() -> _Pool:
     return _Pool()
+
+
+# A sticky CUDA error of this process: once set, every later device call fails with it, as
+# after an illegal address on a real GPU. Set by the planted kernel "planted_sticky_*".
+STICKY: list[str] = []
+
+
+def _check_sticky() -> None:
+    if STICKY:
+        raise RuntimeError(STICKY[0])
+
+
+class _Planted:
+    """Planted faults for the isolation tests: ``planted_hang_*`` never returns (an unbounded
+    barrier wait), ``planted_sticky_*`` fails stickily (every later call of the process too)."""
+
+    num_regs, shared_size_bytes, local_size_bytes = 32, 0, 0
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, grid, block, args, shared_mem: int = 0) -> None:
+        _check_sticky()
+        if self.name.startswith("planted_hang"):
+            while True:
+                time.sleep(1)
+        STICKY.append("cudaErrorIllegalAddress: an illegal memory access was encountered")
+        _check_sticky()
 
 
 class _Kernel:
@@ -151,6 +181,7 @@ class _Kernel:
         self.fn = ctypes.cast(getattr(lib, name), ctypes.c_void_p)
 
     def __call__(self, grid, block, args, shared_mem: int = 0) -> None:
+        _check_sticky()
         ints, floats = [], []
         for a in args:
             if isinstance(a, np.ndarray):
@@ -173,7 +204,9 @@ class RawModule:
         self.code, self.options = code, options
         assert backend == "nvrtc"
 
-    def get_function(self, name: str) -> _Kernel:
+    def get_function(self, name: str) -> Any:
+        if name.startswith(("planted_hang", "planted_sticky")):
+            return _Planted(name)
         for so in sorted(Path(os.environ["RB_EMU_LIBDIR"]).glob("*.so")):
             lib = ctypes.CDLL(str(so))
             if hasattr(lib, name):

@@ -70,7 +70,9 @@ class Stream:
         pass
 
     def synchronize(self) -> None:
-        pass
+        import cupy
+
+        cupy._check_sticky()
 
     def use(self) -> Stream:
         return self
