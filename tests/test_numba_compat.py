@@ -73,3 +73,77 @@ def test_noop_where_numpy_has_row_stack():
     before = numpy.row_stack
     assert numba_compat.restore_row_stack() is False
     assert numpy.row_stack is before
+
+
+# The H200 image: no nvidia-nvvm wheel and the toolkit's nvvm/lib64 off the library path, so
+# cuda-pathfinder finds no libNVVM, while NVRTC comes from the nvidia-cuda-nvrtc wheel (found
+# via site-packages), from which numba-cuda 0.30 will not infer the toolkit. This loader
+# stands in for pathfinder there: it finds libNVVM only through a CUDA_HOME that has nvvm/.
+H200_IMAGE = """
+import os
+from cuda import pathfinder
+real = pathfinder.load_nvidia_dynamic_lib
+def image(name):
+    lib = real(name)
+    if name == "nvvm":
+        home = os.environ.get("CUDA_HOME")
+        if not home or not os.path.isdir(os.path.join(home, "nvvm")):
+            raise pathfinder.DynamicLibNotFoundError("Failure finding libnvvm.so")
+        lib.found_via = "CUDA_HOME"
+    elif name == "nvrtc":
+        lib.found_via = "site-packages"
+    return lib
+pathfinder.load_nvidia_dynamic_lib = image
+"""
+
+
+def _toolkit(tmp_path):
+    """A toolkit folder as /usr/local/cuda has it: bin/nvcc on PATH and nvvm/."""
+    root = tmp_path / "cuda"
+    (root / "bin").mkdir(parents=True)
+    (root / "nvvm" / "lib64").mkdir(parents=True)
+    nvcc = root / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\nexit 0\n")
+    nvcc.chmod(0o755)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_ENABLE_CUDASIM", "CUDA_HOME", "CUDA_PATH")}
+    env["PATH"] = os.pathsep.join([str(root / "bin"), "/usr/bin", "/bin"])
+    return root, env
+
+
+def _run_env(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+def test_nvvm_lookup_fails_on_the_h200_image_without_the_fix(tmp_path):
+    _, env = _toolkit(tmp_path)
+    r = _run_env(H200_IMAGE + COMPILE, env)
+    assert r.returncode != 0
+    # numba-cuda's own lookup ("nvrtc found via site-packages, cannot infer CUDA_HOME") or
+    # cuda-bindings' NVVM loader, whichever asks pathfinder first: libNVVM is not found
+    last = r.stderr.strip().splitlines()[-1]
+    assert "DynamicLibNotFoundError" in last and "nvvm" in last.lower(), r.stderr[-2000:]
+
+
+def test_nvvm_found_through_cuda_home_set_from_the_toolkit(tmp_path):
+    root, env = _toolkit(tmp_path)
+    r = _run_env(H200_IMAGE + "import os, roofbench.kernels.numba_compat\n"
+                 f"assert os.environ['CUDA_HOME'] == {str(root)!r}\n" + COMPILE, env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == ".target sm_90"
+
+
+def test_cuda_home_already_set_is_left_alone(tmp_path, monkeypatch):
+    from roofbench.kernels import numba_compat as nc
+
+    root, env = _toolkit(tmp_path)
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("CUDA_HOME", "/opt/elsewhere")
+    assert nc.nvvm_home() is None
+    monkeypatch.delenv("CUDA_HOME")
+    assert nc.nvvm_home() == str(root)
+    (root / "nvvm" / "lib64").rmdir()
+    (root / "nvvm").rmdir()
+    assert nc.nvvm_home() in (None, "/usr/local/cuda")  # no nvvm/ in that toolkit
