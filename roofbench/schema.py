@@ -502,6 +502,8 @@ class CaseResult:
         d = asdict(replace(self, timing=None, launches=[]))
         d["timing"] = self.timing.to_dict() if self.timing else None
         d["launches"] = [la.to_dict() for la in self.launches]
+        if not d["device_phases"]:  # optional in version 2: a host-only case writes none
+            del d["device_phases"]
         return d
 
     @classmethod
@@ -516,8 +518,9 @@ class CaseResult:
 
 
 RESULTS_SCHEMA = "roofbench.results"
-# 1: first release. 2: cases carry ``phases``, runs ``interrupted``, the roof set its typed
-# fields; version 1 files are read and migrated (``migrate_v1_units``).
+# 1: first release. 2: cases carry ``phases`` (and, optional, ``device_phases``), runs
+# ``interrupted``, the roof set its typed fields; version 1 files are read and migrated
+# (``migrate_v1_units``).
 RESULTS_SCHEMA_VERSION = 2
 RESULTS_READS_VERSIONS = (1, 2)
 

@@ -173,7 +173,8 @@ def validate(case: Case, outputs: dict[str, Array], reference: dict[str, Array],
                                         f"expected {ref.shape}"
         bad = ~xp.isfinite(out)
         if bool(bad.any()):
-            first = tuple(int(i) for i in np.unravel_index(int(xp.argmax(bad)), out.shape))
+            at = int(xp.flatnonzero(bad)[0])
+            first = tuple(int(i) for i in np.unravel_index(at, out.shape))
             return False, float("inf"), (f"{int(bad.sum())} element(s) of {name!r} not "
                                          f"written or not finite (first at {first})")
         del bad
