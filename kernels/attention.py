@@ -158,7 +158,8 @@ def _softmax_core(s, p, scale, causal):
                 mx = row[j]
         tot = row.dtype.type(0)
         for j in range(n):
-            e = math.exp((row[j] - mx) * scale) if j <= last else row.dtype.type(0)
+            # masked: score x 0 (= 0, and a use of the score: every score is read, as counted)
+            e = math.exp((row[j] - mx) * scale) if j <= last else row[j] * 0
             out[j] = e
             tot += e
         inv = 1 / tot

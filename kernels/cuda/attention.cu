@@ -342,7 +342,10 @@ __device__ __forceinline__ void attn_softmax(const T* __restrict__ S, T* __restr
     for (int k = 0; k < ATT_ROW_VALS; ++k) {
         const int j = threadIdx.x + k * nt;
         v[k] = ATT_NEG;
-        if (j < len && !(CAUSAL && j > i)) v[k] = to_acc(sr[j]) * sl2;
+        if (j < len) v[k] = to_acc(sr[j]) * sl2;
+        // masked: min(score, NEG) = NEG, a use of the score, so that every score is read as
+        // the model counts (a dead load would be dropped)
+        if (CAUSAL && j > i) v[k] = fminf(v[k], ATT_NEG);
         mx = fmaxf(mx, v[k]);
     }
     mx = att_block_max(mx);
