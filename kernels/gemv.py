@@ -10,6 +10,8 @@ only fewer bytes per weight do.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from numba import njit, prange
 
@@ -65,9 +67,12 @@ def _reference(x: dict[str, np.ndarray], size: Size) -> dict[str, np.ndarray]:
 
 
 def _default_size(ctx: SizeContext) -> Size:
-    # W (the main array) reaches the size rule; a row costs K weights and one y value.
+    # W (the main array) reaches the size rule; a row costs K weights and one y value, and x
+    # (K values) comes out of the budget first.
+    act = itemsize(act_dtype(ctx.dtype))
     row = HIDDEN * itemsize(ctx.dtype)
-    return (ctx.count(row, row + itemsize(act_dtype(ctx.dtype))), HIDDEN)
+    rest = dataclasses.replace(ctx, budget_bytes=max(0, ctx.budget_bytes - HIDDEN * act))
+    return (rest.count(row, row + act), HIDDEN)
 
 
 def _grid(ctx: cu.LaunchCtx) -> cu.Dim3:
