@@ -129,11 +129,6 @@ def w_check(w: Workload, size: Size) -> None:
         raise UserError(str(e)) from None
 
 
-def default_size(w: Workload, backend: Backend, dtype: str, quick: bool, budget: int,
-                 variant: str = "") -> Size:
-    return default_sizes(w, backend, dtype, quick, budget, variant)[0]
-
-
 def default_sizes(w: Workload, backend: Backend, dtype: str, quick: bool, budget: int,
                   variant: str = "") -> list[Size]:
     """The sizes a run without --size measures: the workload's sweep or its one default
