@@ -111,13 +111,19 @@ class CudaKernel(_PerDtype):
 class CudaLibrary:
     """A vendor-library call standing in for a launch (the baseline in the same table)."""
 
-    op: str  # "matmul"
+    op: str  # "matmul" (cuBLAS via CuPy), "sdpa" / "sdpa_causal" (torch)
     dtypes: tuple[str, ...] = ("fp64", "fp32", "fp16")
     note: str = ""
+    module: str = ""  # a Python package the call needs beyond CuPy (e.g. "torch")
 
     def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
         if dtype not in self.dtypes:
             return f"library {self.op} is not run for {dtype} (runs {', '.join(self.dtypes)})"
+        if self.module:
+            import importlib.util
+
+            if importlib.util.find_spec(self.module) is None:
+                return f"library {self.op} needs {self.module}, which is not importable here"
         return None
 
 
@@ -470,4 +476,8 @@ class ByArch:
 # Kernel functions (name prefixes, as recorded per launch in results.json) that have not yet
 # run on hardware: compiled and inspected (SASS, registers, CPU model of the schedule) only.
 # The report marks the cases that launched them; remove an entry once a GPU run validated it.
-NOT_VALIDATED_ON_HARDWARE: frozenset[str] = frozenset({"gemm_wgmma"})
+NOT_VALIDATED_ON_HARDWARE: frozenset[str] = frozenset({
+    "gemm_wgmma",
+    "attn_scores", "attn_softmax", "attn_pv", "attn_flash",  # kernels/cuda/attention.cu
+    "gemv_warp",  # kernels/cuda/gemv.cu
+})

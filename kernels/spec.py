@@ -181,6 +181,9 @@ class Workload:
     # Default size on a device (see SizeContext for the rule).
     default_size: Callable[[SizeContext], Size]
     quick_size: Size
+    # Several default sizes (a sweep, e.g. attention over sequence lengths); None: the one
+    # default size. Read through default_sizes(), never directly.
+    sweep: Callable[[SizeContext], list[Size]] | None = None
     flop_convention: str = ""
     # Magnitude range of random inputs (signs are random too).
     input_range: tuple[float, float] = (0.25, 1.0)
@@ -194,6 +197,10 @@ class Workload:
         for v in self.variants.values():
             seen += [d for d in v.dtypes if d not in seen]
         return seen
+
+    def default_sizes(self, ctx: SizeContext) -> list[Size]:
+        """The sizes a default run measures on a device: the sweep, or the one default."""
+        return self.sweep(ctx) if self.sweep is not None else [self.default_size(ctx)]
 
     def check_size(self, size: Size) -> None:
         if len(size) != len(self.size_names):

@@ -167,7 +167,8 @@ def nvrtc_compile(source: str, arch: str) -> tuple[bool, str, int]:
 
 
 EMU_HEADER = Path(__file__).parent / "cuda_emu" / "emu.h"
-EMU_SOURCES = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu", "cache.cu")
+EMU_SOURCES = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu", "cache.cu", "attention.cu",
+               "gemv.cu")
 
 
 def emulation_missing() -> str | None:

@@ -105,3 +105,71 @@ def test_inputs_are_random_nonzero_and_fresh():
     assert (x1["a"] != 0).all() and (x1["b"] != 0).all()
     assert not np.array_equal(x1["a"], x2["a"])
     assert x1["a"].dtype == np.float32
+
+
+# ------------------------------------------------------------------ attention and gemv
+ATT = (2, 3, 100, 64)  # batch, heads, N, d
+
+
+@pytest.mark.parametrize("dtype,item", [("fp32", 4), ("fp16", 2)])
+def test_attention_naive_is_three_launches_moving_s_and_p(dtype, item):
+    b, h, n, d = ATT
+    c = case("attention", "naive", dtype, ATT)
+    la = c.launches()
+    assert [x.kernel for x in la] == ["scores", "softmax", "pv"]
+    qkv, s = b * h * n * d * item, b * h * n * n * item
+    assert [c.launch_bytes(x)["dram"] for x in la] == [2 * qkv + s, 2 * s, s + 2 * qkv]
+    assert [x.flops for x in la] == [2 * d * b * h * n * n, 4 * b * h * n * n,
+                                     2 * d * b * h * n * n]
+    assert c.flops == (4 * d + 4) * b * h * n * n
+    assert c.buffers()["S"].shape == c.buffers()["P"].shape == (b, h, n, n)
+
+
+@pytest.mark.parametrize("variant", ["flash", "library"])
+def test_attention_flash_and_library_move_q_k_v_o_once(variant):
+    b, h, n, d = ATT
+    c = case("attention", variant, "fp16", ATT)
+    (la,) = c.launches()
+    assert la.reads == ("Q", "K", "V") and la.writes == ("O",)
+    assert c.bytes()["dram"] == 4 * b * h * n * d * 2
+    assert c.flops == case("attention", "naive", "fp16", ATT).flops
+    # intensity grows as N: (4d + 4) N^2 / (4 N d x item)
+    assert c.intensity()["dram"] == pytest.approx((4 * d + 4) * n / (4 * d * 2))
+
+
+def test_attention_naive_intensity_saturates_while_flash_grows_with_n():
+    d = 128
+    naive = [case("attention", "naive", "fp16", (1, 16, n, d)).intensity()["dram"]
+             for n in (512, 4096, 16384)]
+    flash = [case("attention", "flash", "fp16", (1, 16, n, d)).intensity()["dram"]
+             for n in (512, 4096, 16384)]
+    # naive: (4d + 4) N^2 / (item (4 N^2 + 4 N d)) -> (4d + 4) / (4 item) = 64.5 in fp16
+    assert naive == pytest.approx([64.5 * n / (n + d) for n in (512, 4096, 16384)])
+    assert flash == pytest.approx([n * (4 * d + 4) / (8 * d) for n in (512, 4096, 16384)])
+
+
+def test_attention_causal_counts_the_lower_triangle_and_moves_the_same_bytes():
+    b, h, n, d = ATT
+    for v in ("naive", "flash", "library"):
+        full, causal = case("attention", v, "fp32", ATT), case("attention_causal", v, "fp32",
+                                                                ATT)
+        assert causal.flops == (4 * d + 4) * b * h * n * (n + 1) // 2
+        assert causal.bytes() == full.bytes()  # naive materialises the whole S and P
+
+
+@pytest.mark.parametrize("dtype,w_item,act_item", [("fp32", 4, 4), ("fp64", 8, 8),
+                                                   ("fp16", 2, 2), ("bf16", 2, 2),
+                                                   ("fp8", 1, 2)])
+def test_gemv_is_2mk_flops_over_the_weights_once(dtype, w_item, act_item):
+    m, k = 300, 200
+    c = case("gemv", "rows", dtype, (m, k))
+    assert c.flops == 2 * m * k
+    assert c.bytes()["dram"] == m * k * w_item + (k + m) * act_item
+    assert c.buffers()["x"].dtype == c.buffers()["y"].dtype == ("fp16" if dtype == "fp8"
+                                                                else dtype)
+
+
+def test_gemv_intensity_is_about_two_over_bytes_per_weight():
+    for dtype, item in (("fp32", 4), ("fp16", 2), ("fp8", 1)):
+        ai = case("gemv", "rows", dtype, (16384, 4096)).intensity()["dram"]
+        assert ai == pytest.approx(2 / item, rel=0.01)

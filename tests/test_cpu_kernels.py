@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.measure.runner import validate
-from roofbench.kernels import gemm, rownorm
+from roofbench.kernels import attention, gemm, gemv, rownorm
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
@@ -20,6 +20,11 @@ SIZES = {
     # Crosses every CPU tile edge (64 x 64 blocks of C, 4 KiB k segments: 1024 FP32 or 512
     # FP64 values) and the 4 x 4 register block's leftover rows and columns.
     "gemm": [(1, 1, 1), (17, 5, 33), (70, 300, 140), (67, 130, 1100)],
+    # batch x heads x N x d: odd N crosses the 32-row query blocks and 64-key tiles, odd d the
+    # 2 x 4 register block's leftovers; N = 1100 makes the library take several row blocks.
+    "attention": [(1, 1, 1, 5), (1, 2, 67, 37), (2, 1, 131, 64), (1, 1, 1100, 8)],
+    "attention_causal": [(1, 1, 1, 5), (1, 2, 67, 37), (2, 1, 131, 64), (1, 1, 1100, 8)],
+    "gemv": [(1, 1), (37, 1001), (64, 4096)],
 }
 
 
@@ -57,7 +62,10 @@ def test_cpu_kernel_matches_float64_reference(w, v, dtype, size):
 @pytest.mark.parametrize("w,v,size", [("gemm", "regblock", (70, 300, 140)),
                                       ("gemm", "tiled", (70, 300, 140)),
                                       ("rownorm", "onepass", (5, 1000)),
-                                      ("l2norm", "naive", (1001,))])
+                                      ("l2norm", "naive", (1001,)),
+                                      ("attention", "flash", (2, 1, 131, 64)),
+                                      ("attention_causal", "naive", (1, 2, 67, 37)),
+                                      ("gemv", "rows", (37, 1001))])
 def test_cpu_kernels_are_right_at_any_thread_count(threads, w, v, size):
     # More threads than this machine has cannot be started; 1 thread and all of them cover
     # the split of the parallel loops (64 x 64 blocks of C, rows, elements).
@@ -115,3 +123,18 @@ def test_rownorm_onepass_reduction_is_vectorised(dtype):
                                               {"reassoc", "contract"})
     assert packed >= 2 and gathers == 0
     assert np.allclose(y, 1 / np.sqrt(64 + rownorm.EPS))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_attention_and_gemv_inner_loops_are_vectorised(dtype):
+    # Both products of every attention kernel go through the register-blocked _abt (checked
+    # in the smallest kernel that uses it); gemv is a dot product per row: packed FMAs on
+    # contiguous rows, no gathers.
+    q = np.ones((2, 70, 64), dtype)
+    s = np.empty((2, 70, 70), dtype)
+    packed, gathers = _packed_fma_and_gathers(attention._scores_core, (q, q, s),
+                                              attention.FASTMATH)
+    assert packed >= 8 and gathers == 0 and np.allclose(s, 64)
+    W, x, y = np.ones((50, 300), dtype), np.ones(300, dtype), np.empty(50, dtype)
+    packed, gathers = _packed_fma_and_gathers(gemv._rows, (W, x, y, 50, 300), gemv.FASTMATH)
+    assert packed >= 1 and gathers == 0 and np.allclose(y, 300)

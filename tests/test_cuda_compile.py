@@ -26,7 +26,8 @@ def compiled() -> dict[tuple[str, str], ct.Compiled]:
 
 
 def test_sources_found():
-    assert {"vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu"} <= set(SOURCES)
+    assert {"vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu", "attention.cu",
+            "gemv.cu"} <= set(SOURCES)
 
 
 @pytest.mark.parametrize("arch", ct.ARCHS)
@@ -51,6 +52,12 @@ def test_register_budgets(compiled):
         assert 64 <= g["gemm_regblock_fp32"].registers <= 255
         for dt in ("fp16", "bf16"):
             assert g[f"gemm_tensor_{dt}"].registers <= 255
+        # attention: the softmax holds a row in 512-thread blocks (<= 128 registers); the
+        # flash kernel keeps Q fragments, S and O (64 + 32 + 32 values at d = 128) in registers
+        a = compiled[("attention.cu", arch)].resources
+        for dt in ("fp16", "bf16"):
+            assert a[f"attn_softmax_{dt}"].registers <= 128
+            assert 128 <= a[f"attn_flash_{dt}"].registers <= 255
 
 
 def test_tables_name_existing_kernels(compiled):

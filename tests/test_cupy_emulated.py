@@ -94,3 +94,27 @@ def test_pycuda_library_gemm_is_unsupported(tmp_path):
     (c,) = run_cli(tmp_path, ["--kernel", "gemm", "--variant", "library", "--dtype", "fp32",
                               "--size", "32x32x32"], backend="pycuda")
     assert c["status"] == "unsupported" and "cuBLAS" in c["error"]
+
+
+def test_attention_and_gemv_through_the_cupy_backend(tmp_path):
+    """The new workloads' launches through the real CuPy backend (emulated): names, geometry
+    and facts recorded per launch; the torch baseline is refused with its reason without
+    torch."""
+    import importlib.util
+
+    cases = run_cli(tmp_path, ["--kernel", "attention", "--dtype", "fp16", "--size",
+                               "1x1x17x64"])
+    by = {c["variant"]: c for c in cases}
+    for v, names in (("naive", ["attn_scores_fp16", "attn_softmax_fp16", "attn_pv_fp16"]),
+                     ("flash", ["attn_flash_fp16"])):
+        c = by[v]
+        assert c["status"] == "ok" and c["valid"], c["error"]
+        assert [la["function"] for la in c["extra"]["launches"]] == names
+        assert c["unit"] == "tensor" and c["precision"] == "fp16_tc"
+    if importlib.util.find_spec("torch") is None:
+        assert by["library"]["status"] == "unsupported" and "torch" in by["library"]["error"]
+    (tmp_path / "g").mkdir()
+    (g,) = run_cli(tmp_path / "g", ["--kernel", "gemv", "--variant", "rows", "--dtype", "fp8",
+                                    "--size", "37x1001"])
+    assert g["status"] == "ok" and g["valid"], g["error"]
+    assert g["extra"]["launches"][0]["function"] == "gemv_warp_fp8"

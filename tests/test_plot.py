@@ -197,3 +197,29 @@ def test_hardware_intensity_is_a_hollow_twin_of_the_point():
     for _, box in labels:
         assert not any(box.overlaps(p) for p in points)
     assert "hardware-measured DRAM AI (ncu)" in [t.get_text() for t in rf.legend.get_texts()]
+
+
+def test_a_sweep_draws_one_fusion_arrow_per_size():
+    """attention's naive -> flash arrow is drawn for every N of a sweep, each from the naive
+    point of that N to the flash point of the same N."""
+    import numpy as np
+    from roofbench.bench.backends.cpu import CpuBackend
+    from roofbench.bench.measure.runner import run_case
+    from roofbench.bench.measure.timer import TimerConfig
+    from roofbench.kernels.registry import workloads
+    from roofbench.kernels.spec import Case
+
+    from roofbench.schema import Roof, RoofSet
+
+    rs = RoofSet("test", [Roof("dram", "memory", 1e10, "measured", level="dram"),
+                          Roof("fp32", "compute", 1e11, "measured", precision="fp32")])
+    cfg = TimerConfig(warmup_s=0.0, min_samples=3, max_samples=3, budget_s=0.01)
+    w = workloads()["attention"]
+    cases = [run_case(Case(w, w.variants[v], "fp32", (1, 1, n, 16)), CpuBackend(), rs, cfg,
+                      np.random.default_rng(0), per_launch=False)
+             for n in (64, 256) for v in ("naive", "flash")]
+    assert all(c.valid for c in cases)
+    rf = build_figure([rs], [cases], "sweep")
+    at = {(c.variant, c.size[2]): (c.ai["dram"], c.flop_per_s) for c in cases}
+    want = {(at[("naive", n)], at[("flash", n)]) for n in (64, 256)}
+    assert set(rf.arrows) == want and len(rf.arrows) == 2

@@ -162,3 +162,30 @@ def test_an_invalid_case_does_not_carry_the_previous_cases_noise_record():
     assert ok.status == "ok" and "timing_environment" in ok.extra
     bad = run_case(planted(_wrong_add, "wrong"), be, roofs(), FAST, np.random.default_rng(4))
     assert bad.status == "invalid" and "timing_environment" not in bad.extra
+
+
+def test_a_workload_sweep_gives_one_case_per_size_and_size_overrides_it():
+    # Workload.sweep: the default run measures every size of the sweep (attention over N);
+    # --size measures that one size; a workload without a sweep keeps its one default.
+    be = CpuBackend()
+    w = workloads()["attention"]
+    cases, _ = select_cases(be, kernels=["attention"], variant="flash", dtypes=["fp32"])
+    from roofbench.kernels.attention import CPU_SWEEP
+    assert [c.size[2] for c in cases] == list(CPU_SWEEP)
+    assert [c.size for c in cases] == w.default_sizes(_ctx(be, "fp32"))
+    one, _ = select_cases(be, kernels=["attention"], variant="flash", dtypes=["fp32"],
+                          size=(1, 2, 300, 64))
+    assert [c.size for c in one] == [(1, 2, 300, 64)]
+    quick, _ = select_cases(be, kernels=["attention"], variant="flash", dtypes=["fp32"],
+                            quick=True)
+    assert [c.size for c in quick] == [w.quick_size]
+    plain = workloads()["vector_add"]
+    assert plain.sweep is None
+    assert plain.default_sizes(_ctx(be, "fp32")) == [plain.default_size(_ctx(be, "fp32"))]
+
+
+def _ctx(be, dtype):
+    from roofbench.kernels.spec import SizeContext
+
+    return SizeContext(kind=be.kind, llc_bytes=be.last_level_cache(),
+                       budget_bytes=be.memory_budget(), dtype=dtype)

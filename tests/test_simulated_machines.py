@@ -52,7 +52,7 @@ class SimCpu(CpuBackend):
         return cp.case_memory_budget(self.m.available)
 
 
-MAIN = {"vector_add": "a", "l2norm": "a", "rownorm": "x"}  # the memory-bound workloads
+MAIN = {"vector_add": "a", "l2norm": "a", "rownorm": "x", "gemv": "W"}  # the memory-bound ones
 
 
 def _grow(size: tuple[int, ...]) -> tuple[int, ...]:

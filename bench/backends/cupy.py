@@ -4,7 +4,8 @@ arch through ``cupy.RawModule``, launched on one non-default stream, timed with 
 CuPy is imported only when this backend is asked for; without CuPy or without a device,
 ``unavailable_reason()`` says so in one line. Buffers live on the device in their storage type
 (bf16/fp8 as raw 16/8-bit words, see gpu_common). The library GEMM baseline is
-``cupy.matmul`` (cuBLAS) on the same stream.
+``cupy.matmul`` (cuBLAS) on the same stream; the attention baseline is torch's
+scaled_dot_product_attention on DLPack views, when torch is importable.
 """
 
 from __future__ import annotations
@@ -149,6 +150,9 @@ class CupyPrepared(CudaCPrepared):
     def _library(self, impl: CudaLibrary, args: tuple[Any, ...]) -> Callable[[], None]:
         import cupy
 
+        if impl.op in ("sdpa", "sdpa_causal"):
+            return _sdpa(args[:4], self.case.dtype, self.backend.stream,
+                         causal=impl.op == "sdpa_causal")
         if impl.op != "matmul":
             raise CaseUnsupported(f"unknown library op {impl.op}")
         a, b, c = args[:3]
@@ -174,6 +178,24 @@ class CupyPrepared(CudaCPrepared):
         self.arrays.clear()
         # Give the pool's blocks back, so that memGetInfo (the next case's budget) sees them.
         cupy.get_default_memory_pool().free_all_blocks()
+
+
+def _sdpa(arrays: tuple[Any, ...], dtype: str, stream: Any, causal: bool) -> Callable[[], None]:
+    """torch's scaled_dot_product_attention on the case's CuPy arrays Q, K, V -> O: zero-copy
+    DLPack views (bf16 lives as raw 16-bit words, reinterpreted), run on the backend's stream so
+    that its CUDA events time it. Its default scale is 1/sqrt(d), the workload's."""
+    import torch
+    import torch.nn.functional as F
+
+    want = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    q, k, v, o = (torch.from_dlpack(a).view(want) for a in arrays)
+    ts = torch.cuda.ExternalStream(stream.ptr, device=q.device)
+
+    def call() -> None:
+        with torch.cuda.stream(ts):
+            o.copy_(F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+
+    return call
 
 
 class CupyBackend(CudaCBackend):

@@ -104,21 +104,23 @@ def select_cases(backend: Backend, *, kernels: Iterable[str] | None = None,
                         continue
                 elif d not in want_dtypes:
                     continue
-                sz = size if size is not None else default_size(w, backend, d, quick, budget,
-                                                                v.name)
-                case = Case(w, v, d, sz)
-                why = backend.supports(case)
-                if why is None and case.footprint() > budget:
-                    if size is not None:
-                        raise UserError(
-                            f"size {'x'.join(map(str, sz))} of {case.key} needs "
-                            f"{case.footprint() / 2**20:.0f} MiB, more than the "
-                            f"{budget / 2**20:.0f} MiB available to a case on {backend.name}")
-                    why = f"needs {case.footprint() >> 20} MiB > budget {budget >> 20} MiB"
-                if why is None:
-                    cases.append(case)
-                else:
-                    skipped.append(_record(case, backend, status="unsupported", error=why))
+                sizes = [size] if size is not None else default_sizes(w, backend, d, quick,
+                                                                      budget, v.name)
+                for sz in sizes:
+                    case = Case(w, v, d, sz)
+                    why = backend.supports(case)
+                    if why is None and case.footprint() > budget:
+                        if size is not None:
+                            raise UserError(
+                                f"size {'x'.join(map(str, sz))} of {case.key} needs "
+                                f"{case.footprint() / 2**20:.0f} MiB, more than the "
+                                f"{budget / 2**20:.0f} MiB available to a case on "
+                                f"{backend.name}")
+                        why = f"needs {case.footprint() >> 20} MiB > budget {budget >> 20} MiB"
+                    if why is None:
+                        cases.append(case)
+                    else:
+                        skipped.append(_record(case, backend, status="unsupported", error=why))
     if size is not None and not cases and not skipped:
         raise UserError("no case matches the selection")
     return cases, skipped
@@ -131,13 +133,15 @@ def w_check(w: Workload, size: Size) -> None:
         raise UserError(str(e)) from None
 
 
-def default_size(w: Workload, backend: Backend, dtype: str, quick: bool, budget: int,
-                 variant: str = "") -> Size:
+def default_sizes(w: Workload, backend: Backend, dtype: str, quick: bool, budget: int,
+                  variant: str = "") -> list[Size]:
+    """The sizes a run without --size measures: the workload's sweep or its one default
+    (--quick on a CPU: the quick size alone)."""
     ctx = SizeContext(kind=backend.kind, llc_bytes=backend.last_level_cache(),
                       budget_bytes=budget, dtype=dtype, quick=quick, variant=variant)
     if quick and backend.kind == "cpu":
-        return w.quick_size
-    return w.default_size(ctx)
+        return [w.quick_size]
+    return w.default_sizes(ctx)
 
 
 def _record(case: Case, backend: Backend, **kw: Any) -> CaseResult:

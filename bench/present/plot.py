@@ -274,6 +274,8 @@ class RooflineFigure:
     xy: list[tuple[float, float]] = field(default_factory=list)  # every point drawn (data)
     legend_roofs: list[str] = field(default_factory=list)  # roofs whose label went there
     joins: int = 0  # comparison: segments joining a case's points of run A and run B
+    arrows: list[tuple[tuple[float, float], tuple[float, float]]] = field(
+        default_factory=list)  # fusion arrows drawn: (from xy, to xy) in data units
     drawn_roofs: list[tuple[Roof, Line2D]] = field(default_factory=list)  # roof, its line
 
 
@@ -295,6 +297,7 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
                                     all_roofs)
     # Obstacles first: every point, its hardware-intensity twin and every ridge marker.
     key_lines, numbered, arrows = _draw_points(out, cases_by_run, points_by_run, tags)
+    out.arrows = list(arrows)
     if len(points_by_run) == 2:  # a comparison: the two points of each case joined
         arrows += _draw_joins(out, points_by_run[0], points_by_run[1])
     _add_obstacles(out, renderer, layout, roof_lines, arrows)
@@ -368,7 +371,7 @@ def _draw_points(out: RooflineFigure, cases_by_run: list[list[CaseResult]],
             eff = f"  {p.efficiency:.0%}" if p.efficiency else ""
             key_lines.append(f"{len(key_lines) + 1:>2}  {tag}{p.label}{eff}")
             numbered.append((len(key_lines), p, (p.ai, p.flops)))
-        arrows += _draw_fusion_arrows(ax, cases, {p.key: p for p in pts})
+        arrows += _draw_fusion_arrows(ax, cases, {(p.key, p.size): p for p in pts})
     return key_lines, numbered, arrows
 
 
@@ -577,13 +580,17 @@ def _draw_ert_curves(ax, rs: RoofSet) -> None:
         ax.plot(xs, ys, ":", color=PREC_COLORS.get(prec, "gray"), lw=1.0, alpha=0.6)
 
 
-def _draw_fusion_arrows(ax, cases: list[CaseResult], by_key: dict[str, Point]) -> list:
+def _draw_fusion_arrows(ax, cases: list[CaseResult],
+                        by_key: dict[tuple[str, str], Point]) -> list:
+    """An arrow from each variant's arrow_from point to it, at the same dtype and size (a
+    sweep has one arrow per size)."""
     from .fusion import fused_from
 
     drawn = []
     for c, naive in fused_from(cases):
-        dst = by_key.get(f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}")
-        src = by_key.get(f"{c.backend}/{c.workload}/{naive}/{c.dtype}")
+        size = "x".join(map(str, c.size))
+        dst = by_key.get((f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}", size))
+        src = by_key.get((f"{c.backend}/{c.workload}/{naive}/{c.dtype}", size))
         if src and dst:
             ax.annotate("", xy=(dst.ai, dst.flops), xytext=(src.ai, src.flops), zorder=4,
                         arrowprops={"arrowstyle": "->", "color": "dimgray", "lw": 1.0,

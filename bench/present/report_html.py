@@ -77,8 +77,9 @@ def _case_row(c: CaseResult, tag: str = "") -> dict[str, Any]:
 
 
 def _valid(cases: list[CaseResult]) -> list[CaseResult]:
-    keys = {p.key for p in valid_points(cases)}
-    return [c for c in cases if f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}" in keys]
+    keys = {(p.key, p.size) for p in valid_points(cases)}
+    return [c for c in cases if (f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
+                                 "x".join(map(str, c.size))) in keys]
 
 
 TOOLTIPS = [("case", "@run @kernel/@variant @dtype"), ("size", "@size"), ("time", "@time"),
@@ -210,10 +211,11 @@ def _bokeh_points(p, cs: list[CaseResult], pts: list, tag: str, speedups: dict[s
                       fill_alpha=fill_alpha, name=f"points:{tag}{wl}")
         renderers.append(r)
         items.append(LegendItem(label=f"{tag}{wl} ({len(rows)})", renderers=[r]))
-    hw = {pt.key: pt.hw_ai for pt in pts if pt.hw_ai}
+    hw = {(pt.key, pt.size): pt.hw_ai for pt in pts if pt.hw_ai}
     hw_rows = [{**_case_row(c, tag), "x": hw[k], "ai": f"{hw[k]:.4g} FLOP/B (ncu)",
                 "speedup": speedups.get(_key(c), "-")}
-               for c in cs if (k := f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}") in hw]
+               for c in cs if (k := (f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
+                                     "x".join(map(str, c.size)))) in hw]
     if hw_rows:
         src = ColumnDataSource({k: [r[k] for r in hw_rows] for k in hw_rows[0]})
         r = p.scatter("x", "y", source=src, marker="circle", size=11, fill_alpha=0,
