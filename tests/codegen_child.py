@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import numba
 from numba import types
-from roofbench.kernels import cpu_stream
+from roofbench.kernels import cpu_stream, rownorm
 from roofbench.roofs.probes import cpu, cpu_fma, x86_asm
 
 F64, F32 = types.float64, types.float32
@@ -23,9 +24,9 @@ def _arr(t, ndim=1):
     return types.Array(t, ndim, "C")
 
 
-def _compiled(fn, sig, ir: bool = False) -> str:
+def _compiled(fn, sig, ir: bool = False, fastmath: Any = False) -> str:
     # A fresh dispatcher from the Python function: never numba's cache, always this target.
-    d = numba.njit(parallel=True)(fn.py_func)
+    d = numba.njit(parallel=True, fastmath=fastmath)(fn.py_func)
     d.compile(sig)
     return d.inspect_llvm(sig) if ir else d.inspect_asm(sig)
 
@@ -62,6 +63,11 @@ def streaming_stores() -> dict:
     for name, n_in, t in STREAMING:
         asm = _compiled(getattr(cpu_stream, name), (*[_arr(t)] * (n_in + 1), types.intp))
         out[f"{name}-{t}"] = x86_asm.loop_facts(x86_asm.store_loop(asm), asm)
+    # rownorm's row kernel (fused and onepass above the LLC): the reduction, then the row
+    # streamed through cpu_stream.scale_row.
+    sig = (_arr(F32, 2), _arr(F32, 2), types.intp, types.intp, F64, types.intp)
+    asm = _compiled(rownorm._norm_rows_nt, sig, fastmath=rownorm.REDUCE)
+    out["rownorm-rows-float32"] = x86_asm.loop_facts(x86_asm.store_loop(asm), asm)
     return out
 
 

@@ -196,7 +196,7 @@ def test_widest_vector_env_lifts_prefer_256_bit_only_for_avx512() -> None:
     ("znver3", AVX2_ONLY, 256, 16, 12),  # 4 x 2 = 8 needed, 12 of the 14 free ymm
     ("haswell", AVX2_ONLY, 256, 16, 14),  # 5 x 2 = 10 needed: capped by the registers
     ("skylake-avx512", AVX512_INTEL, 512, 32, 12),
-    ("znver4", AVX512_ZEN4, 512, 32, 6),  # one zmm FMA per cycle: 4 needed
+    ("znver4", AVX512_ZEN4, 512, 32, 12),  # its two 256-bit pipes counted: 8 needed
     ("some-future-cpu", AVX2_ONLY, 256, 16, 14),  # unknown: the most demanding known need
     ("x86-64", SSE_ONLY, 128, 16, 14),
 ])

@@ -12,11 +12,13 @@ a cycle late) and never more than the register file holds:
 ``accumulators = min(registers - 2, ceil(1.5 x latency x pipes))``. On Zen 3 that is 12 of
 the 14 free ymm registers; the C reference measured 8 chains below 12, and 16 spilling.
 
-``pipes`` counts FMAs of the widest vector per cycle. Zen 4 runs a 512-bit FMA on its two
-256-bit pipes together: one zmm FMA per cycle (two ymm). Intel Xeon Scalable cores have two
-512-bit FMA units (ports 0+1 fused and port 5) on the Gold 6000/Platinum parts; LLVM's Ice
-Lake and Sapphire Rapids models describe the one-unit client core (reciprocal throughput 1.0),
-so the table takes two, the larger count, which needs more chains, never fewer.
+``pipes`` counts FMA pipes, for the widest vectors. Where a source gives a smaller figure the
+table takes the larger, which asks for more chains, never fewer: Zen 1 and Zen 4 split a
+widest-vector FMA over both of their narrower pipes (one zmm FMA per cycle on Zen 4, LLVM's
+reciprocal throughput 1.0), and the table counts the two pipes, so Zen 4 keeps the 12 zmm
+chains its C and numba probes ran at peak; Intel Xeon Scalable cores have two 512-bit FMA
+units (ports 0+1 fused and port 5) on the Gold 6000/Platinum parts, where LLVM's Ice Lake and
+Sapphire Rapids models describe the one-unit client core (reciprocal throughput 1.0).
 
 Sources (the ``source`` of each row; docs/cpu-roofs.md has the full table):
   [llvm] LLVM 19 scheduling models, ``llvm-mca-19 -mcpu=<cpu> -instruction-info`` on
@@ -57,10 +59,11 @@ class FmaUnit:
 _AVX2_LAT5 = FmaUnit(5, 2, "[llvm] lat 5, rthroughput 0.5; [uops] [agner]")
 # LLVM CPU names (llvmlite.binding.get_host_cpu_name(), NUMBA_CPU_NAME).
 FMA_UNITS: dict[str, FmaUnit] = {
-    "znver1": FmaUnit(5, 1, "[agner] [amd] Zen 1 splits a ymm FMA into two 128-bit halves"),
+    "znver1": FmaUnit(5, 2, "[agner] [amd] two 128-bit FMA pipes; a ymm FMA takes both"),
     "znver2": FmaUnit(5, 2, "[llvm] lat 5, rthroughput 0.5; [uops] [amd] 56305"),
     "znver3": FmaUnit(4, 2, "[llvm] lat 4, rthroughput 0.5; [uops] [amd] 56665"),
-    "znver4": FmaUnit(4, 1, "[llvm] zmm lat 4, rthroughput 1.0 (ymm 0.5); [uops] [amd] 57647"),
+    "znver4": FmaUnit(4, 2, "[llvm] zmm lat 4, rthroughput 1.0 (ymm 0.5); [uops] [amd] 57647: "
+                            "two 256-bit FMA pipes, a zmm FMA takes both"),
     "znver5": FmaUnit(4, 2, "[llvm] zmm lat 4 (rthroughput 1.0: Zen 4 model); [amd] Zen 5 "
                             "desktop/server: 512-bit datapath, two FMA pipes"),
     "haswell": _AVX2_LAT5,
