@@ -26,9 +26,10 @@ def _arr(t, ndim=1):
 
 def _compiled(fn, sig, ir: bool = False, fastmath: Any = False) -> str:
     # A fresh dispatcher from the Python function: never numba's cache, always this target.
+    # The assembly of the parallel loop body only (not numba's wrappers).
     d = numba.njit(parallel=True, fastmath=fastmath)(fn.py_func)
     d.compile(sig)
-    return d.inspect_llvm(sig) if ir else d.inspect_asm(sig)
+    return d.inspect_llvm(sig) if ir else x86_asm.kernel_part(d.inspect_asm(sig))
 
 
 def fma() -> dict:
@@ -62,12 +63,13 @@ def streaming_stores() -> dict:
     out = {}
     for name, n_in, t in STREAMING:
         asm = _compiled(getattr(cpu_stream, name), (*[_arr(t)] * (n_in + 1), types.intp))
-        out[f"{name}-{t}"] = x86_asm.loop_facts(x86_asm.store_loop(asm), asm)
+        out[f"{name}-{t}"] = x86_asm.loop_facts(x86_asm.store_loop(asm, nontemporal=True), asm)
     # rownorm's row kernel (fused and onepass above the LLC): the reduction, then the row
     # streamed through cpu_stream.scale_row.
     sig = (_arr(F32, 2), _arr(F32, 2), types.intp, types.intp, F64, types.intp)
     asm = _compiled(rownorm._norm_rows_nt, sig, fastmath=rownorm.REDUCE)
-    out["rownorm-rows-float32"] = x86_asm.loop_facts(x86_asm.store_loop(asm), asm)
+    out["rownorm-rows-float32"] = x86_asm.loop_facts(x86_asm.store_loop(asm, nontemporal=True),
+                                                     asm)
     return out
 
 

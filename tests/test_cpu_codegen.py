@@ -290,6 +290,7 @@ def test_asm_reader_on_a_known_listing() -> None:
 \tvfmadd213pd\t%ymm1, %ymm0, %ymm3
 \tvfmadd213pd\t%ymm1, %ymm0, %ymm2
 \tvmovupd\t%ymm3, -40(%rbp)
+\tvmovss\t%xmm4, (%rcx)
 \tdecq\t%r10
 \tjne\t.LBB0_2
 \tvmovntpd\t%ymm2, (%rsi)
@@ -300,6 +301,15 @@ def test_asm_reader_on_a_known_listing() -> None:
     assert inner.vector_spills(frame_pointer=True) and not inner.stack_operands()
     outer = x86_asm.store_loop(asm.replace("-40(%rbp)", "(%rdx)"))
     assert outer.label == ".LBB0_2"  # innermost first: the outer loop contains it
+    assert [m for m, _ in outer.stores()] == ["vmovupd"]  # the scalar vmovss is no vector
     facts = x86_asm.loop_facts(x86_asm.loops(asm)[1], asm)
     assert facts["nontemporal_stores"] == 1 and facts["stack_operands"] == 1
     assert np.isclose(facts["vector_bits"], 256)
+    # The vmovntpd sits in the outer loop only: no innermost loop streams.
+    assert x86_asm.store_loop(asm, nontemporal=True) is None
+    # Only numba's parallel loop body is the kernel; its wrappers are not.
+    listing = ("wrapper:\n\tvmovups\t%ymm0, (%rdi)\n"
+               "__gufunc__._ZN13__numba_parfor_gufunc_1:\n\tret\n")
+    part = x86_asm.kernel_part(listing)
+    assert part.startswith("__gufunc__") and "%ymm0" not in part
+    assert x86_asm.kernel_part("f:\n\tret\n") == "f:\n\tret\n"

@@ -16,7 +16,10 @@ _LABEL = re.compile(r"^([.\w$]+):")
 _JUMP = re.compile(r"^\s+j[a-z]+\s+([.\w$]+)\s*(?:#.*)?$")
 _FMA = re.compile(r"^v?fn?m(?:add|sub)\d{3}([ps])([sd])\b")
 _REG = re.compile(r"%([xyz])mm(\d+)")
-_STORE = re.compile(r"^(v?mov\w*)\s+%([xyz])mm\d+,\s*[^%\s]*\(")  # register -> memory
+# Packed register -> memory moves (vmovss/vmovsd are scalar, however they name xmm).
+_STORE = re.compile(r"^(v?mov(?:ntp[sd]|[au]p[sd]|dq[au]\d*|ntdq))\s+%([xyz])mm\d+,"
+                    r"\s*[^%\s]*\(")
+_FUNC = re.compile(r"^([A-Za-z_$][\w.$]*):")
 BITS = {"x": 128, "y": 256, "z": 512}
 
 
@@ -92,6 +95,19 @@ def innermost(found: list[Loop]) -> list[Loop]:
     return [lp for lp in found if not any(lp.contains(o) for o in found)]
 
 
+def kernel_part(asm: str, marker: str = "parfor_gufunc") -> str:
+    """The functions of a listing whose name holds ``marker`` (numba's parallel loop body: the
+    kernel proper, not its argument-unpacking wrappers), or the whole listing if none does."""
+    parts, keep = [], False
+    for line in asm.splitlines():
+        m = _FUNC.match(line)
+        if m:
+            keep = marker in m.group(1)
+        if keep:
+            parts.append(line)
+    return "\n".join(parts) if parts else asm
+
+
 def uses_frame_pointer(asm: str) -> bool:
     """Whether a function sets up %rbp as its frame pointer (then -N(%rbp) is a stack slot)."""
     return re.search(r"movq\s+%rsp,\s*%rbp", asm) is not None
@@ -103,10 +119,13 @@ def fma_loop(asm: str) -> Loop | None:
     return max(cands, key=lambda lp: len(lp.fmas()), default=None)
 
 
-def store_loop(asm: str) -> Loop | None:
+def store_loop(asm: str, nontemporal: bool = False) -> Loop | None:
     """The innermost loop that stores the most vector bytes per trip (a kernel's main vector
-    loop; its scalar or narrower remainder loops store less)."""
+    loop; its remainder loops store less); with ``nontemporal``, among the loops that store
+    with ``movnt`` (a streaming kernel's main loop), None if no loop does."""
     cands = [lp for lp in innermost(loops(asm)) if lp.stores()]
+    if nontemporal:
+        cands = [lp for lp in cands if any("movnt" in m for m, _ in lp.stores())]
     return max(cands, key=lambda lp: (sum(b for _, b in lp.stores()), -len(lp.body)),
                default=None)
 
