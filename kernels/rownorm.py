@@ -34,8 +34,8 @@ FLOP_CONVENTION = ("rownorm: 3 FLOPs per element (square, accumulate, scale) + 1
 # CPU kernels. Two rules, as for l2norm: an output larger than the last-level cache is written
 # with streaming stores (no read for ownership; kernels/cpu_stream.py), a smaller one by plain
 # stores; and a row's sum of squares keeps vector partial sums (fastmath reassoc, as the
-# GPU's tree reduction reorders it too), in the storage precision. Before both, on the Zen 3
-# VM of issue 18 the row kernels ran at 43-53% of the DRAM roof: each plain store to y first
+# GPU's tree reduction reorders it too), in the storage precision. Before both, on a 2-vCPU
+# Zen 3 VM the row kernels ran at 43-53% of the DRAM roof: each plain store to y first
 # read its line (8 B/elt counted, 12 moved), and fused's ordered scalar sum was bound by the
 # add latency (4096 dependent adds a row), not by memory.
 REDUCE = {"reassoc", "contract"}

@@ -377,7 +377,7 @@ def test_compute_roof_below_blas_is_noted_and_blas_is_used() -> None:
 
 
 def test_best_of_repeats_keeps_the_highest_and_flags_disagreement() -> None:
-    # The three consecutive FP32 runs on the Zen 3 VM: 192.6, 183.8, 98.1 GFLOP/s.
+    # Three consecutive FP32 runs once seen on a Zen 3 VM: 192.6, 183.8, 98.1 GFLOP/s.
     reps = [_roof("fp32 FMA peak (256-bit)", "fp32", "fma-peak", g) for g in (192.6, 183.8, 98.1)]
     roof = cp.best_of_repeats(reps)
     assert roof.value == pytest.approx(192.6e9) and roof.name == "fp32 FMA peak (256-bit)"

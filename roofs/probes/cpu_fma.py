@@ -7,14 +7,13 @@ numba compiles for (``fma_model.fma_shape``: vector width from its features, cha
 register file and FMA latency x pipes), so it holds by construction on CPUs never run here;
 tests/test_cpu_codegen.py compiles it for them and reads the loop back.
 
-Why explicit vectors: the probe used to be a scalar loop over a row of ``12 x lanes``
-elements left to LLVM's vectorisers. On Zen 3 (AVX2) the 48-element FP64 row was fully
-unrolled before the loop vectoriser ran and the SLP vectoriser packed it into 128-bit xmm
-FMAs: 10 GFLOP/s against the C probe's 83-95. Which width came out depended on the CPU's
-tuning, the row length and LLVM's pass order; an IR vector type does not. LLVM also keeps
-IR vector types at their width under an Intel ``prefer-256-bit`` tuning (that setting steers
-only the vectorisers), so the probe is zmm code on AVX-512 cores even in a process started
-with numba's default tuning.
+Why explicit vectors: a scalar loop over a row of ``12 x lanes`` elements left to LLVM's
+vectorisers comes out scalar, xmm, ymm or zmm depending on the row length, the CPU's tuning and
+LLVM's pass order. On Zen 3 (AVX2) the 48-element FP64 row is fully unrolled before the loop
+vectoriser runs and stays 48 scalar FMAs: 10 GFLOP/s against the C probe's 83-95 (details in
+docs/cpu-roofs.md). An IR vector type keeps its width; LLVM also keeps it under an Intel
+``prefer-256-bit`` tuning (that setting steers only the vectorisers), so the probe is zmm code
+on AVX-512 cores even in a process started with numba's default tuning.
 
 The multiply and the add carry the ``contract`` flag: one FMA where the CPU has it, a
 multiply and an add elsewhere (the FLOP count is the same).

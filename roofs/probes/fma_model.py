@@ -5,7 +5,7 @@ result can feed the next FMA of the same chain, so the FMA pipes stay busy only 
 least ``latency x pipes`` independent chains in flight (Little's law). Each chain is one
 vector register for the whole loop; the loop's two constants take two more. The register
 file is 16 vector registers without AVX-512 (ymm0-15) and 32 with it (zmm0-31): 24 chains of
-ymm spill on AVX2 and run at half rate (the issue this model came from).
+ymm spill on AVX2 and run at half rate (measured with the C probe on Zen 3).
 
 The probe uses half again the minimum (slack for the loop counter and for an FMA that issues
 a cycle late) and never more than the register file holds:
