@@ -152,6 +152,31 @@ def _nt_hypot(typingctx, out, i, x, y):
 
 
 @intrinsic
+def _nt_scale(typingctx, out, i, x, r):
+    """out[i:i+W] = x[i:i+W] * r (r of out's dtype), as _nt_square."""
+    if not (_check(out, (x,)) and isinstance(i, types.Integer) and r == out.dtype):
+        return None
+
+    def codegen(context, builder, sig, args):
+        out_t, _, x_t, _ = sig.args
+        o, idx, xv, rv = args
+        elem = context.get_value_type(out_t.dtype)
+        itemsize = context.get_abi_sizeof(elem)
+        vty = ir.VectorType(elem, VEC_BYTES // itemsize)
+        v = builder.load(_vector_ptr(context, builder, x_t, xv, idx, vty), align=itemsize)
+        rs = builder.insert_element(ir.Constant(vty, ir.Undefined), rv, ir.IntType(32)(0))
+        rs = builder.shuffle_vector(rs, ir.Constant(vty, ir.Undefined),
+                                    ir.Constant(ir.VectorType(ir.IntType(32), vty.count),
+                                                [0] * vty.count))
+        store = builder.store(builder.fmul(v, rs),
+                              _vector_ptr(context, builder, out_t, o, idx, vty), align=VEC_BYTES)
+        store.set_metadata("nontemporal", builder.module.add_metadata([ir.IntType(32)(1)]))
+        return context.get_dummy_value()
+
+    return types.void(out, types.intp, x, r), codegen
+
+
+@intrinsic
 def _store_fence(typingctx):
     """Order this thread's streaming stores before whatever it does next (they are weakly
     ordered on x86: sfence; elsewhere a full fence)."""
@@ -203,6 +228,31 @@ def _spans(out, c, step, n):
         v0 += 1
     w = VEC_BYTES // out.itemsize
     return lo, v0, v0 + (hi - v0) // w * w, hi, w
+
+
+@njit(inline="always")
+def scale_row(x, y, r, n):
+    """y[:n] = x[:n] * r for one row (r of y's dtype): the row's whole 64-byte lines of y with
+    streaming stores, the unaligned head and the tail scalar. The caller fences (store_fence)
+    once per block of rows."""
+    v0 = 0
+    while v0 < n and _address(y, v0) % VEC_BYTES != 0:
+        y[v0] = x[v0] * r
+        v0 += 1
+    w = VEC_BYTES // y.itemsize
+    v1 = v0 + (n - v0) // w * w
+    for j in range(v0, v1, w):
+        _nt_scale(y, j, x, r)
+    for j in range(v1, n):
+        y[j] = x[j] * r
+
+
+store_fence = _store_fence  # for row kernels elsewhere (kernels/rownorm.py)
+
+
+def rows_per_chunk(hidden: int, itemsize: int) -> int:
+    """Rows per parallel iteration of a row kernel: about CHUNK_BYTES of output, one fence."""
+    return max(1, CHUNK_BYTES // max(1, hidden * itemsize))
 
 
 @njit(parallel=True, cache=True)

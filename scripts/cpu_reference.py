@@ -65,15 +65,17 @@ def bin_dir() -> Path:
         return Path(tempfile.mkdtemp(prefix="roofbench-c_ref-"))
 
 
-def compile_program(name: str, out_dir: Path | None = None, cc: str | None = None) -> tuple[
-        Path, list[str]]:
-    """Compile ``c_ref/<name>.c``; returns the binary and the command used."""
+def compile_program(name: str, out_dir: Path | None = None, cc: str | None = None,
+                    defines: tuple[str, ...] = ()) -> tuple[Path, list[str]]:
+    """Compile ``c_ref/<name>.c`` (``defines``: "NAME=value" macros); returns the binary and
+    the command used."""
     cc = cc or find_cc()
     if not cc:
         raise ReferenceError("no C compiler: install gcc (or set CC) to build bench/c_ref")
     out_dir = out_dir or bin_dir()
     exe = out_dir / name
-    cmd = [cc, *CFLAGS, str(C_REF_DIR / f"{name}.c"), "-o", str(exe), "-lm"]
+    cmd = [cc, *CFLAGS, *(f"-D{d}" for d in defines), str(C_REF_DIR / f"{name}.c"), "-o",
+           str(exe), "-lm"]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -194,7 +196,11 @@ class _Subjects:
 def _prepare(rounds: int, reps: int, quick: bool, progress: Any) -> _Subjects:
     out_dir = bin_dir()
     triad_exe, triad_cmd = compile_program("triad", out_dir)
-    fma_exe, fma_cmd = compile_program("fma_peak", out_dir)
+    # The C probe runs as many chains as the numba probe (the target's model); the C file
+    # refuses a count its vector registers cannot hold.
+    shape = cp.probe_shape()
+    fma_exe, fma_cmd = compile_program("fma_peak", out_dir,
+                                       defines=(f"NACC={shape.accumulators}",))
     threads = int(numba.get_num_threads())
     llc = cp.last_level_cache_bytes()
     # The C program holds its own three arrays beside ours: half the budget each.
@@ -212,8 +218,8 @@ def _prepare(rounds: int, reps: int, quick: bool, progress: Any) -> _Subjects:
     for p in probes.values():
         p()
         p.check()
-    # Same FLOPs per thread per call as the numba fp64 call (both use 12 accumulators).
-    c_steps = probes["fp64"].iters * cp.STEPS * cp.ACCUMULATORS // 12
+    # Same FLOPs per thread per call as the numba fp64 call (same accumulators and lanes).
+    c_steps = probes["fp64"].iters * cp.STEPS
     return _Subjects(triad_exe, triad_cmd, fma_exe, fma_cmd, threads, llc, n, settle_s,
                      arrays, triad_call, probes, c_steps)
 
@@ -286,6 +292,8 @@ def _result(s: _Subjects, rows: dict[str, Row], c_info: dict[str, Any], rounds: 
         "numba": {"version": numba.__version__, "threading_layer": _layer(),
                   "cpu_features_env": os.environ.get("NUMBA_CPU_FEATURES"),
                   **{f"{p}_fma": {"vector_bits": pr.asm["vector_bits"], "row": pr.row,
+                                  "accumulators": pr.accumulators,
+                                  "model": pr.shape.to_dict(),
                                   "steps": cp.STEPS, "iters": pr.iters,
                                   "flops_per_run": pr.flops, "asm": pr.asm}
                      for p, pr in s.probes.items()}},
@@ -301,6 +309,11 @@ def _layer() -> str | None:
         return None
 
 
+def _fma_shape(d: dict[str, Any], bits_key: str) -> str:
+    acc = d.get("accumulators", d.get("fma_accumulators"))
+    return f"{d.get(bits_key)}-bit" + (f" x {acc} chains" if acc else "")
+
+
 def format_table(result: dict[str, Any]) -> str:
     head = (f"{'probe':10s} {'unit':8s} {'numba':>9s} {'C':>9s} {'ratio':>7s} "
             f"{'(of medians)':>12s} {'target':>7s}  result")
@@ -313,8 +326,8 @@ def format_table(result: dict[str, Any]) -> str:
     lines.append(f"({result['estimator']}; {result['rounds']} rounds x "
                  f"{result['reps_per_round']} reps, {result['threads']} threads, "
                  f"triad {result['triad_array_bytes'] / cp.MiB:.0f} MiB per array, "
-                 f"numba FMA {result['numba']['fp64_fma']['vector_bits']}-bit, "
-                 f"C FMA {result['c'].get('fma_vector_bits')}-bit)")
+                 f"numba FMA {_fma_shape(result['numba']['fp64_fma'], 'vector_bits')}, "
+                 f"C FMA {_fma_shape(result['c'], 'fma_vector_bits')})")
     return "\n".join(lines)
 
 

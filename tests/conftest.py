@@ -47,3 +47,50 @@ def roofs_file(tmp_path: Path) -> Path:
         {"name": "fp64 fma", "kind": "compute", "precision": "fp64", "value": 1e11,
          "source": "measured"}]}))
     return p
+
+
+# What a newcomer's `make test` could not run, and the command that runs it: the last lines of
+# the run (pyproject's -rfEX keeps pytest's own per-test list to failures and errors).
+ENABLE = {  # what: (words of its skip reasons, what .ci/run installs for it)
+    "browser": (("chromium", "chromedriver", "selenium"), "chromium, chromium-driver"),
+    "MPI": (("mpirun", "mpi4py"), "Open MPI"),
+}
+GPU_HINT = "the gpu tests need a CUDA device: make gpu-check on a GPU machine"
+
+
+def skip_reasons(reports) -> dict[str, int]:
+    """Skipped tests counted by reason, most frequent first."""
+    counts: dict[str, int] = {}
+    for rep in reports:
+        longrepr = getattr(rep, "longrepr", None)
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(
+            longrepr)
+        reason = reason.removeprefix("Skipped: ").strip()
+        counts[reason] = counts.get(reason, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def skip_summary(counts: dict[str, int]) -> list[str]:
+    """The lines that say what was skipped, why, and how to run it."""
+    if not counts:
+        return []
+    lines = [f"{sum(counts.values())} skipped, by reason:"]
+    lines += [f"  {n:4d}  {reason}" for reason, n in counts.items()]
+    missing = [what for what, (keys, _) in ENABLE.items()
+               if any(k in reason.lower() for reason in counts for k in keys)]
+    if missing:
+        needs = ", ".join(ENABLE[w][1] for w in missing)
+        lines.append(f"to run the {' and '.join(missing)} tests: .ci/run")
+        lines.append(f"  (as root: installs {needs} from Debian, then runs make test)")
+    if any(reason.startswith("no GPU") for reason in counts):
+        lines.append(GPU_HINT)
+    lines.append("each skipped test and its reason: pytest -rs")
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    lines = skip_summary(skip_reasons(terminalreporter.stats.get("skipped", [])))
+    if lines:
+        terminalreporter.section("skipped")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -149,7 +149,8 @@ def test_launches_carry_kernel_names_ncu_selects(tmp_path, name, variant, functi
     assert [pl.function for pl in plans] == functions
     rec = _record(c, SimpleNamespace(name="cuda", kind="gpu"), status="ok", valid=True)
     rec.extra = {"launches": [{"kernel": pl.kernel, "function": pl.function} for pl in plans]}
-    s = ncu.NcuSettings(path="ncu", version="2025.3.1.0", metrics=[ncu.DRAM_READ, ncu.DRAM_WRITE, ncu.DURATION])
+    s = ncu.NcuSettings(path="ncu", version="2025.3.1.0",
+                        metrics=[ncu.DRAM_READ, ncu.DRAM_WRITE, ncu.DURATION])
     cmd = ncu.ncu_command(s, rec, tmp_path / "log.csv", seed=1)
     assert cmd[cmd.index("--kernel-name") + 1] == \
         f"regex:^({'|'.join(dict.fromkeys(functions))})$"

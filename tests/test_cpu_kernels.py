@@ -12,6 +12,7 @@ from roofbench.bench.measure.runner import validate
 from roofbench.kernels import attention, gemm, gemv, rownorm
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
+from roofbench.roofs.probes import x86_asm
 
 SIZES = {
     "vector_add": [(1,), (17,), (1001,)],
@@ -116,12 +117,20 @@ def test_gemm_micro_kernels_are_vectorised(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_rownorm_onepass_reduction_is_vectorised(dtype):
+@pytest.mark.parametrize("name", ["_onepass_cached", "_fused_cached", "_norm_rows_nt"])
+def test_rownorm_row_reductions_are_vectorised(name, dtype):
+    # The sum of squares keeps vector partial sums: a loop of packed FMAs into more than one
+    # accumulator (an ordered scalar sum is bound by the add latency, not by memory).
+    fn = getattr(rownorm, name)
     x = np.ones((4, 64), dtype)
     y = np.empty_like(x)
-    packed, gathers = _packed_fma_and_gathers(rownorm._onepass, (x, y, 4, 64, rownorm.EPS),
-                                              {"reassoc", "contract"})
-    assert packed >= 2 and gathers == 0
+    args = (x, y, 4, 64, rownorm.EPS) + ((2,) if name.endswith("_nt") else ())
+    f = numba.njit(parallel=True, fastmath=rownorm.REDUCE)(fn.py_func)
+    f(*args)
+    asm = f.inspect_asm(f.signatures[0])
+    loop = x86_asm.fma_loop(asm)
+    assert loop is not None and loop.chains() >= 2, name
+    assert asm.count("vgather") == 0
     assert np.allclose(y, 1 / np.sqrt(64 + rownorm.EPS))
 
 
@@ -138,3 +147,11 @@ def test_attention_and_gemv_inner_loops_are_vectorised(dtype):
     W, x, y = np.ones((50, 300), dtype), np.ones(300, dtype), np.empty(50, dtype)
     packed, gathers = _packed_fma_and_gathers(gemv._rows, (W, x, y, 50, 300), gemv.FASTMATH)
     assert packed >= 1 and gathers == 0 and np.allclose(y, 300)
+
+def test_rownorm_rowsum_is_vectorised():
+    sq = np.ones((4, 64), np.float32)
+    sums = np.empty(4, np.float32)
+    f = numba.njit(parallel=True, fastmath=rownorm.REDUCE)(rownorm._rowsum.py_func)
+    f(sq, sums, 4, 64)
+    adds = re.findall(r"\bvaddps\s[^\n]*%[yz]mm", f.inspect_asm(f.signatures[0]))
+    assert len(adds) >= 2 and np.array_equal(sums, np.full(4, 64, np.float32))

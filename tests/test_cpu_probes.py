@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from roofbench.roofs.probes import cpu as cp
+from roofbench.roofs.probes import cpu_fma
 from roofbench.roofs.probes.cpu_cache import parse_size
 
 from roofbench.schema import Roof, RoofSet
@@ -171,8 +172,9 @@ def test_fma_flop_count_formula() -> None:
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_fma_kernel_computes_the_chains(dtype) -> None:
-    row, steps, iters = 16, 8, 5
-    kernel = cp._fma_kernel(row, steps)
+    lanes, accumulators, steps, iters = 4, 4, 8, 5
+    row = lanes * accumulators
+    kernel = cpu_fma.fma_kernel(lanes, accumulators, steps)
     x = np.random.default_rng(0).uniform(0.5, 1.5, size=(2, 32)).astype(dtype)
     a, b = dtype(0.75), dtype(0.125)
     ref = x.astype(np.float64)
@@ -194,20 +196,28 @@ def test_fma_probe_gives_finite_positive_flops(precision: str) -> None:
     assert math.isfinite(roof.value) and roof.value > 0
     ev = roof.evidence
     assert ev["probe"] == "fma-peak" and ev["flops_per_run"] == probe.flops
-    assert ev["accumulators"] >= 8  # covers FMA latency x pipes on current x86 cores
+    model = ev["model"]
+    assert ev["accumulators"] == model["accumulators"] >= model["needed_chains"]
     bits = ev["vector_bits"]
-    assert bits in (128, 256, 512)
+    assert bits == model["vector_bits"] == cp.widest_vector_bits(
+        cp.parse_features(cp.host_cpu_features()))  # this machine's widest, in this process
     assert probe.lanes == bits // (8 * probe.dtype.itemsize)
     assert str(bits) in roof.name
+    loop = ev["asm"]["hot_loop"]  # the loop that ran: every chain a register, nothing spilled
+    assert loop["fma_chains"] == probe.accumulators and loop["stack_operands"] == 0
 
 
 def test_fma_asm_facts_counts_widths() -> None:
     asm = ("\tvfmadd213pd\t%zmm1, %zmm0, %zmm13\n\tvfmadd231ps\t%ymm2, %ymm3, %ymm4\n"
            "\tvfmadd213pd\t%zmm1, %zmm0, %zmm12\n\tvmovupd\t%zmm1, (%rax)\n")
     facts = cp.fma_asm_facts(asm)
-    assert facts["fma_instructions"] == {"xmm": 0, "ymm": 1, "zmm": 2}
+    assert facts["fma_instructions"] == {"xmm": 0, "ymm": 1, "zmm": 2, "scalar": 0}
     assert facts["vector_bits"] == 512
     assert cp.fma_asm_facts("\taddsd\t%xmm0, %xmm1\n")["vector_bits"] is None
+    # Scalar FMAs name xmm registers but are one lane: not 128-bit vectors (the old FP64
+    # probe on AVX2 was 48 of these, reported as 128-bit).
+    scalar = cp.fma_asm_facts("\tvfmadd213sd\t%xmm1, %xmm0, %xmm7\n")
+    assert scalar["vector_bits"] is None and scalar["fma_instructions"]["scalar"] == 1
 
 
 def test_fma_probe_rejects_unknown_precision() -> None:
@@ -243,7 +253,10 @@ def test_measure_cpu_roofs_well_formed(monkeypatch) -> None:
     blas = [r for r in roofs if r.evidence["probe"] == "blas-gemm"]
     assert {r.precision for r in blas} == {"fp64", "fp32"}
     assert all(r.evidence["flops_per_run"] == 2 * 128 ** 3 for r in blas)
-    assert len(seen) == len(cp.STREAM_KERNELS) + 4  # + 2 FMA, 2 BLAS  # one progress line per probe
+    # One progress line per probe run: STREAM, each FMA repeat of both precisions, 2 BLAS.
+    assert len(seen) == len(cp.STREAM_KERNELS) + 2 * cp.FMA_REPEATS[True] + 2
+    fma = [r for r in roofs if r.evidence["probe"] == "fma-peak"]
+    assert [len(r.evidence["repeats"]) for r in fma] == [cp.FMA_REPEATS[True]] * 2
     rs = RoofSet("cpu", roofs)
     assert rs.memory("dram").value == max(r.value for r in mem)
     assert rs.compute("fp64").value == max(r.value for r in roofs if r.precision == "fp64")
@@ -363,6 +376,25 @@ def test_compute_roof_below_blas_is_noted_and_blas_is_used() -> None:
     assert cp.compute_roof_notes(roofs[2:]) == []
 
 
+def test_best_of_repeats_keeps_the_highest_and_flags_disagreement() -> None:
+    # Three consecutive FP32 runs once seen on a Zen 3 VM: 192.6, 183.8, 98.1 GFLOP/s.
+    reps = [_roof("fp32 FMA peak (256-bit)", "fp32", "fma-peak", g) for g in (192.6, 183.8, 98.1)]
+    roof = cp.best_of_repeats(reps)
+    assert roof.value == pytest.approx(192.6e9) and roof.name == "fp32 FMA peak (256-bit)"
+    ev = roof.evidence
+    assert [r["flop_per_s"] for r in ev["repeats"]] == [r.value for r in reps]
+    assert ev["repeat_spread"] == pytest.approx(192.6 / 98.1 - 1)
+    assert len(ev["flags"]) == 1 and "disagree by 96% (> 10%)" in ev["flags"][0]
+    assert "192.6, 183.8, 98.1 GFLOP/s" in ev["flags"][0]
+    (note,) = cp.repeat_notes([roof])
+    assert note.startswith("fp32 FMA peak (256-bit): repeats disagree")
+    close = cp.best_of_repeats([_roof("x", "fp64", "fma-peak", g) for g in (100.0, 91.0)])
+    assert close.value == pytest.approx(100e9) and close.evidence["flags"] == []
+    assert cp.repeat_notes([close]) == []
+    with pytest.raises(ValueError):
+        cp.best_of_repeats([])
+
+
 def test_fma_probe_in_its_own_process_uses_the_widest_vectors() -> None:
     from roofbench.bench.measure.cpu_fma_probe import isolated_fma_roof
 
@@ -372,6 +404,8 @@ def test_fma_probe_in_its_own_process_uses_the_widest_vectors() -> None:
     assert roof.evidence["vector_bits"] == widest  # 512 on AVX-512 CPUs, Intel included
     assert roof.evidence["process"].startswith("own process")
     assert roof.evidence["child_environment"] == cp.widest_vector_env()
+    load = roof.evidence["machine_load"]  # what else ran meanwhile, the child's own time apart
+    assert 0 <= load["other_busy"] <= 1 and 0 <= load["steal"] <= 1 and load["cause"]
 
 
 def test_fma_child_failure_is_one_line(monkeypatch) -> None:

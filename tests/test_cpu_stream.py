@@ -11,7 +11,7 @@ import pytest
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.measure.runner import validate
 from roofbench.kernels import cpu_stream as cs
-from roofbench.kernels import l2norm, vector_add
+from roofbench.kernels import l2norm, rownorm, vector_add
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 from roofbench.roofs.probes.cpu_cache import llc_from_sysfs
@@ -50,12 +50,14 @@ def test_streaming_kernels_match_numpy(name, dtype):
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
 @pytest.mark.parametrize("w,v", [("l2norm", "naive"), ("l2norm", "fused"),
-                                 ("vector_add", "scalar")])
+                                 ("vector_add", "scalar"), ("rownorm", "naive"),
+                                 ("rownorm", "fused"), ("rownorm", "onepass")])
 @pytest.mark.parametrize("threshold", ["0", str(1 << 60)])  # streaming / cached
 def test_workloads_validate_on_both_paths(w, v, dtype, threshold, monkeypatch):
     monkeypatch.setenv(cs.THRESHOLD_ENV, threshold)
     wl = workloads()[w]
-    size = (40_007,)
+    # rownorm: odd rows, so that most rows start off a 64-byte line and end in a tail.
+    size = (37, 1001) if w == "rownorm" else (40_007,)
     case = Case(wl, wl.variants[v], dtype, size)
     inputs = wl.make_inputs(size, dtype, np.random.default_rng(5))
     prep = CpuBackend().prepare(case, inputs)
@@ -67,10 +69,28 @@ def test_workloads_validate_on_both_paths(w, v, dtype, threshold, monkeypatch):
 
 
 def test_cpu_tables_stream_every_elementwise_kernel():
-    # One rule for naive and fused: every l2norm kernel and vector_add's add can stream.
+    # One rule for naive and fused: every l2norm kernel and vector_add's add can stream, and
+    # every rownorm kernel whose output is as large as x.
     for fn in (*l2norm.CPU.values(), vector_add.WORKLOAD.variants["scalar"].impls["cpu"]["add"]):
         assert isinstance(fn, cs.StreamingKernel)
     assert l2norm.WORKLOAD.variants["fused"].impls["cpu"]["fused"] is l2norm.CPU["fused"]
+    rn = rownorm.WORKLOAD.variants
+    for fn in (rn["naive"].impls["cpu"]["square"], rn["naive"].impls["cpu"]["scale"],
+               rn["fused"].impls["cpu"]["fused"], rn["onepass"].impls["cpu"]["onepass"]):
+        assert isinstance(fn, cs.StreamingKernel)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scale_row_streams_any_row(dtype):
+    # y[i] = x[i] * r[i] row by row through cpu_stream.scale_row, rows misaligned by the odd
+    # hidden size: exactly numpy's products in the head, the streamed lines and the tail.
+    rng = np.random.default_rng(3)
+    for batch, hidden, rows in ((1, 1, 1), (3, 7, 2), (5, 1001, 2), (9, 4099, 4)):
+        x = rng.uniform(0.5, 2.0, (batch, hidden)).astype(dtype)
+        r = rng.uniform(0.5, 2.0, batch).astype(dtype)
+        y = np.full((batch, hidden), np.nan, dtype)
+        rownorm._scale_rows_nt(x, r, y, batch, hidden, rows)
+        assert np.array_equal(y, x * r[:, None]), (batch, hidden, rows)
 
 
 # ----------------------------------------------------------------------------- machine code

@@ -15,6 +15,7 @@ from roofbench.bench.measure.runner import select_cases
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case, SizeContext
 from roofbench.roofs.probes import cpu as cp
+from roofbench.roofs.probes.fma_model import FMA_UNITS, accumulators_for, fma_shape
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -191,11 +192,29 @@ def test_widest_vector_env_lifts_prefer_256_bit_only_for_avx512() -> None:
     assert cp.widest_vector_env(AVX512_INTEL, environ={"NUMBA_CPU_NAME": "znver4"}) == {}
 
 
-def test_fma_lanes_follow_the_host_width(monkeypatch) -> None:
-    for flat, lanes64 in ((AVX2_ONLY, 4), (AVX512_INTEL, 8), ("", 4)):
-        monkeypatch.setattr(cp, "host_cpu_features", lambda flat=flat: flat)
-        assert cp._vector_lanes_guess(8) == lanes64
-        assert cp._vector_lanes_guess(4) == 2 * lanes64
+@pytest.mark.parametrize("cpu,flat,bits,regs,acc", [
+    ("znver3", AVX2_ONLY, 256, 16, 12),  # 4 x 2 = 8 needed, 12 of the 14 free ymm
+    ("haswell", AVX2_ONLY, 256, 16, 14),  # 5 x 2 = 10 needed: capped by the registers
+    ("skylake-avx512", AVX512_INTEL, 512, 32, 12),
+    ("znver4", AVX512_ZEN4, 512, 32, 12),  # its two 256-bit pipes counted: 8 needed
+    ("some-future-cpu", AVX2_ONLY, 256, 16, 14),  # unknown: the most demanding known need
+    ("x86-64", SSE_ONLY, 128, 16, 14),
+])
+def test_fma_shape_follows_the_target(cpu, flat, bits, regs, acc) -> None:
+    shape = fma_shape(cpu, flat, machine="x86_64")
+    assert (shape.vector_bits, shape.registers, shape.accumulators) == (bits, regs, acc)
+    assert shape.needed <= shape.accumulators <= regs - 2  # every pipe busy, nothing spilled
+    assert shape.lanes(8) == bits // 64 and shape.lanes(4) == bits // 32
+
+
+def test_every_tabled_cpu_gets_enough_chains_that_fit() -> None:
+    for cpu, unit in FMA_UNITS.items():
+        for regs in (16, 32):
+            acc = accumulators_for(unit, regs)
+            assert acc <= regs - 2, cpu
+            if unit.latency * unit.pipes <= regs - 2:
+                assert acc >= unit.latency * unit.pipes, cpu
+    assert fma_shape("neoverse-v2", "+neon", machine="aarch64").registers == 32
 
 
 # ----------------------------------------------------------------------------- thread counts
@@ -205,7 +224,7 @@ def test_fma_lanes_follow_the_host_width(monkeypatch) -> None:
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_fma_rows_one_page_per_thread(threads: int, dtype) -> None:
     row = 12 * 16
-    x = cp._aligned_rows(threads, row, np.dtype(dtype), np.random.default_rng(0))
+    x = cp.aligned_rows(threads, row, np.dtype(dtype), np.random.default_rng(0))
     assert x.shape[0] == threads and x.shape[1] >= row
     starts = [x[t].ctypes.data for t in range(threads)]
     assert all(s % 4096 == 0 for s in starts)

@@ -178,6 +178,7 @@ class CpuBackend(Backend):
             compute_roof_notes,
             fma_roof_in_process,
             measure_cpu_roofs,
+            repeat_notes,
         )
 
         from ..measure.cpu_fma_probe import isolated_fma_roof, timer_config
@@ -192,14 +193,16 @@ class CpuBackend(Backend):
             try:
                 return isolated_fma_roof(precision, q)
             except RuntimeError as e:
-                notes.append(f"{precision} FMA probe measured in the bench process, at the "
-                             f"vector width numba started with: {e}")
+                note = (f"{precision} FMA probe measured in the bench process, with the "
+                        f"tuning numba started with: {e}")
+                if note not in notes:  # once, not once per repeat
+                    notes.append(note)
                 return fma_roof_in_process(time_fn)(precision, q)
 
         roofs = measure_cpu_roofs(time_fn, quick=quick, progress=progress, fma_roof=fma_roof)
         rs = RoofSet(device=self.device_name(), roofs=list(roofs), info=self.info())
         rs.datasheet = DatasheetMatch(None, "unknown for CPUs: no datasheet roofs are drawn")
-        rs.notes.extend(notes + compute_roof_notes(rs.roofs))
+        rs.notes.extend(notes + repeat_notes(rs.roofs) + compute_roof_notes(rs.roofs))
         return rs
 
 

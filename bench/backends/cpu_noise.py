@@ -85,15 +85,36 @@ def noise_cause(r: NoiseReport) -> str:
     return "; ".join(causes)
 
 
-class NoiseProbe:
-    """Snapshot before a timing, :meth:`report` after it."""
+@dataclass
+class _Usage:
+    cpu_s: float = 0.0
+    minflt: int = 0
+    majflt: int = 0
+    nivcsw: int = 0
 
-    def __init__(self, stat_path: Path = Path("/proc/stat")) -> None:
+    @classmethod
+    def now(cls, children: bool) -> _Usage:
+        out = cls()
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)[:1 + children]:
+            ru = resource.getrusage(who)
+            out.cpu_s += ru.ru_utime + ru.ru_stime
+            out.minflt += ru.ru_minflt
+            out.majflt += ru.ru_majflt
+            out.nivcsw += ru.ru_nivcsw
+        return out
+
+
+class NoiseProbe:
+    """Snapshot before a timing, :meth:`report` after it. ``children``: the timed work runs
+    in child processes (waited for before the report), whose time is then "own" too."""
+
+    def __init__(self, stat_path: Path = Path("/proc/stat"), children: bool = False) -> None:
         self.stat_path = stat_path
+        self.children = children
         self.cores = os.cpu_count() or 1
         self.t0 = time.perf_counter()
         self.cpu0 = self._cpu()
-        self.ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        self.ru0 = _Usage.now(children)
 
     def _cpu(self) -> CpuTimes:
         try:
@@ -103,10 +124,10 @@ class NoiseProbe:
 
     def report(self) -> NoiseReport:
         wall = time.perf_counter() - self.t0
-        cpu1, ru1 = self._cpu(), resource.getrusage(resource.RUSAGE_SELF)
+        cpu1, ru1 = self._cpu(), _Usage.now(self.children)
         hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         total = max(self.cores * wall, 1e-9)
-        own = (ru1.ru_utime - self.ru0.ru_utime) + (ru1.ru_stime - self.ru0.ru_stime)
+        own = ru1.cpu_s - self.ru0.cpu_s
         busy = (cpu1.busy - self.cpu0.busy) / hz
         try:
             load = os.getloadavg()[0]
@@ -116,9 +137,9 @@ class NoiseProbe:
             wall_s=wall, cores=self.cores,
             other_busy=min(max((busy - own) / total, 0.0), 1.0),
             steal=min(max((cpu1.steal - self.cpu0.steal) / hz / total, 0.0), 1.0),
-            minor_faults=ru1.ru_minflt - self.ru0.ru_minflt,
-            major_faults=ru1.ru_majflt - self.ru0.ru_majflt,
-            involuntary_switches=ru1.ru_nivcsw - self.ru0.ru_nivcsw,
+            minor_faults=ru1.minflt - self.ru0.minflt,
+            major_faults=ru1.majflt - self.ru0.majflt,
+            involuntary_switches=ru1.nivcsw - self.ru0.nivcsw,
             load_avg_1m=load)
 
 

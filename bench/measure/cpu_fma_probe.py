@@ -4,10 +4,13 @@
 
 Numba reads ``NUMBA_CPU_FEATURES`` once, when it is imported; on Intel AVX-512 cores LLVM
 prefers 256-bit vectors unless the features say ``-prefer-256-bit`` (see
-``roofs.cpu_probes.widest_vector_env``). The bench process has imported numba long before the
-roofs are measured, so :func:`isolated_fma_roof` starts this module as a child with that
-environment. The child times the probe with the same timer discipline as every CPU roof and
-prints the Roof as one JSON object on its last stdout line.
+``roofs/probes/cpu_features.widest_vector_env``). The probe's explicit vectors keep their width
+either way, but the child is also a fresh process: its threads start on an idle machine
+state of their own, and a repeat that lands in a slow spell does not drag the others with it.
+:func:`isolated_fma_roof` starts this module as a child with that environment; the child
+times the probe with the same timer discipline as every CPU roof and prints the Roof as one
+JSON object on its last stdout line. What else ran on the machine meanwhile (other
+processes, hypervisor steal) is recorded as the roof's ``machine_load``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 from roofbench.schema import Roof
@@ -38,10 +42,13 @@ def isolated_fma_roof(precision: str, quick: bool, timeout: float = CHILD_TIMEOU
     """
     from roofbench.roofs.probes.cpu import widest_vector_env
 
+    from ..backends.cpu_noise import NoiseProbe, noise_cause
+
     extra = widest_vector_env()
     cmd = [sys.executable, "-m", "roofbench.bench.measure.cpu_fma_probe", precision]
     if quick:
         cmd.append("--quick")
+    noise = NoiseProbe(children=True)
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                            env={**os.environ, **extra})
@@ -52,6 +59,12 @@ def isolated_fma_roof(precision: str, quick: bool, timeout: float = CHILD_TIMEOU
         why = (r.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"FMA probe child ({precision}) failed (exit {r.returncode}): {why}")
     roof = Roof.from_dict(json.loads(lines[-1]))
+    # Over the whole child (start-up, compile, timing); its page faults are its own start-up,
+    # not noise, so the cause is named from the other counters.
+    load = replace(noise.report(), minor_faults=0, major_faults=0)
+    roof.evidence["machine_load"] = {"other_busy": load.other_busy, "steal": load.steal,
+                                     "load_avg_1m": load.load_avg_1m,
+                                     "cause": noise_cause(load)}
     roof.evidence["process"] = "own process (numba started with the environment below)"
     roof.evidence["child_environment"] = extra
     return roof

@@ -19,58 +19,26 @@ Roofs produced (all ``source="measured"``; CPU datasheet roofs are unknown and n
   when a probe comes out below its BLAS GEMM, ``compute_roof_notes`` says so on the RoofSet
   and the BLAS roof is the one used.
 
-Vector width and the FMA probe. LLVM's tuning for Intel AVX-512 cores prefers 256-bit vectors
-(``prefer-256-bit``); numba reads ``NUMBA_CPU_FEATURES`` only when it starts. So the CPU backend
-measures each FMA roof in a child process started with the host's features plus
-``-prefer-256-bit`` (``cpu_features.widest_vector_env``, ``bench/measure/cpu_fma_probe.py``); this
-module's in-process probe keeps its shape search for when that child cannot run.
-With the default tuning the probe comes out as ymm code and falls well short of the C
-intrinsics peak (``c_ref/fma_peak.c``); with the widest-vector environment it is zmm code at
-that peak (the figures are in the README).
+The FMA probe (``cpu_fma.py``) keeps explicit vector chains of the widest width in
+registers, as many as the target's register file and FMA latency x pipes call for
+(``fma_model.py``); the CPU backend measures it in a child process started with the widest
+vector setting (``cpu_features.widest_vector_env``, ``bench/measure/cpu_fma_probe.py``) and
+keeps the best of a few repeats. docs/cpu-roofs.md has the model, its sources and the
+measurements.
 
-Findings on a Zen 4 / AVX-512 machine (host CPU name "znver4"):
-
-- With no setting at all, numba/LLVM emits 512-bit ``vfmadd...pd/ps %zmm`` for the probe:
-  LLVM's znver4 tuning does not prefer 256-bit vectors. With
-  ``NUMBA_CPU_NAME=skylake-avx512`` (whose tuning sets prefer-256-bit) the same code comes out
-  as ``%ymm``; adding ``-prefer-256-bit`` to ``NUMBA_CPU_FEATURES`` (full host feature string)
-  brings zmm back. The probe reads the width it actually got from ``inspect_asm`` and records
-  it in the roof's evidence. When that is not the CPU's widest, it measures a few row shapes
-  briefly and keeps the fastest (evidence "shape_candidates"). Under the skylake-avx512 tuning
-  that finds FP32 at peak (12 ymm accumulators) but FP64 far below it: a 48-element row
-  (12 ymm) is fully unrolled before the loop vectoriser sees it and comes out as xmm code, and
-  16/24 ymm rows run at half rate. Hence the child process.
-- Zen 4 runs a 512-bit FMA as two 256-bit halves on its two 256-bit FMA pipes, so zmm and ymm
-  have the same peak there (16 FP64 / 32 FP32 FLOP per cycle per core; FP32 with 12 ymm
-  accumulators reaches the same rate as zmm); zmm only halves the instruction count.
-- The kernel shape that reaches the C intrinsics peak: a row of ``ACCUMULATORS x lanes``
-  elements per thread (12 vector accumulators, > latency 4 x 2 pipes = 8 needed), ``STEPS`` = 8
-  dependent FMA sweeps over the row per outer iteration, ``fastmath={"contract"}`` only (fuses
-  a*x+b into one FMA, no reassociation). LLVM vectorises the row loop, unrolls the 8 x 12
-  vector FMAs and hoists the row into registers for the whole call (12 loads before, 12
-  stores after; the loop body is 96 ``vfmadd213pd %zmm`` and a counter). Found by measuring,
-  cause not pinned down: 16 accumulators (row 128) gives the same register-resident loop in
-  the asm but runs far below the peak (the C probe runs 8, 12 and 16 accumulators at peak and
-  drops at 24), so 12 it is. Every thread's row starts on its own 4 KiB page so two threads
-  never write one cache line.
-- Against the C reference (``scripts/cpu_reference.py``: interleaved rounds, each side's best
-  sample per round, median over rounds) the FMA probes match the C intrinsics peak and the
-  triad matches C/OpenMP when both run in the same bandwidth state: a VM's bandwidth can flip
-  between states that last seconds and hit the two programs unequally. The generated loops
-  are alike (numba: 4 x zmm mul+add per iteration; gcc: zmm fmadd), both use huge pages.
+Against the C reference (``scripts/cpu_reference.py``: interleaved rounds, each side's best
+sample per round, median over rounds) the triad matches C/OpenMP when both run in the same
+bandwidth state: a VM's bandwidth can flip between states that last seconds and hit the two
+programs unequally. Both use huge pages.
 """
 
 from __future__ import annotations
 
-import math
-import re
 import time
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
-import numba
 import numpy as np
 from numba import njit, prange
 from roofbench.kernels import cpu_stream
@@ -84,6 +52,17 @@ from .cpu_features import (
     widest_vector_bits,
     widest_vector_env,
 )
+from .cpu_fma import (
+    STEPS,
+    FmaProbe,
+    aligned_rows,
+    best_of_repeats,
+    fma_flops,
+    probe_shape,
+    repeat_notes,
+)
+from .numba_env import env, threads, timing_evidence
+from .x86_asm import fma_asm_facts
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -97,11 +76,6 @@ STREAM_FLOPS_PER_ELEMENT: dict[str, int] = {"copy": 0, "scale": 1, "add": 1, "tr
                                             "add-nt": 1}
 STREAM_KERNELS = tuple(STREAM_BYTES_PER_ELEMENT)
 STREAM_SCALAR = 3.0  # STREAM's own scalar
-
-# FMA probe shape (see the module docstring for why these numbers).
-ACCUMULATORS = 12  # independent vector chains per thread
-STEPS = 8  # dependent FMA sweeps per outer iteration
-FMA_CONSTANTS = {"fp64": (0.999999, 1e-6), "fp32": (0.9999, 1e-4)}  # v -> v*a + b, fixed point 1
 
 TimeFn = Callable[[Callable[[], None]], Any]
 Progress = Callable[[str], None] | None
@@ -156,27 +130,6 @@ def stream_elements(llc_bytes: int, mem_budget: int, factor: float = 4.0, arrays
     want = int(factor * llc_bytes) // itemsize
     cap = mem_budget // (arrays * itemsize)
     return max(align, min(want, cap) // align * align)
-
-
-def _threads() -> int:
-    return int(numba.get_num_threads())
-
-
-def _env() -> dict[str, Any]:
-    try:
-        layer = numba.threading_layer()
-    except ValueError:  # no parallel region has run yet
-        layer = None
-    return {"numba": numba.__version__, "numba_threading_layer": layer,
-            "numba_cpu_name": numba.config.CPU_NAME,
-            "numba_cpu_features": numba.config.CPU_FEATURES}
-
-
-def _timing_evidence(timing: _TimingLike) -> dict[str, Any]:
-    to_dict = getattr(timing, "to_dict", None)
-    d = dict(to_dict()) if callable(to_dict) else dict(timing.summary())
-    d.pop("config", None)
-    return d
 
 
 # --------------------------------------------------------------------------- STREAM
@@ -286,9 +239,9 @@ def stream_roof(kernel: str, arrays: StreamArrays, timing: _TimingLike,
         "bytes_per_element": bpe, "bytes_per_run": nbytes,
         "flops_per_element": STREAM_FLOPS_PER_ELEMENT[kernel],
         "counting": "reads + writes as STREAM counts them (no write-allocate)",
-        "threads": _threads(), "value_from": "best time",
-        "median_bytes_per_s": nbytes / timing.median, "timing": _timing_evidence(timing),
-        **_env(),
+        "threads": threads(), "value_from": "best time",
+        "median_bytes_per_s": nbytes / timing.median, "timing": timing_evidence(timing),
+        **env(),
     }
     if llc_bytes:
         ev["llc_bytes"] = llc_bytes
@@ -321,156 +274,6 @@ def measure_stream(time_fn: TimeFn, n: int, kernels: tuple[str, ...] = STREAM_KE
     return roofs
 
 
-# --------------------------------------------------------------------------- FMA peak
-
-
-def fma_flops(threads: int, row: int, steps: int, iters: int) -> int:
-    """FLOPs of one FMA-probe call: 2 per FMA per lane; each thread updates ``row`` elements
-    ``steps`` times per iteration."""
-    return 2 * threads * row * steps * iters
-
-
-@cache
-def _fma_kernel(row: int, steps: int) -> Callable[..., None]:
-    """The probe, compiled for a compile-time row length and step count (LLVM must see both
-    constants to fully unroll and keep the row in registers)."""
-
-    @njit(parallel=True, fastmath={"contract"})  # contract only: a*b+c -> fma, no reassociation
-    def fma_probe(x: np.ndarray, a: float, b: float, iters: int) -> None:
-        for t in prange(x.shape[0]):
-            r = x[t]
-            for _ in range(iters):
-                for _s in range(steps):
-                    for j in range(row):  # independent chains, vectorised by LLVM
-                        r[j] = r[j] * a + b
-        # results stay in x: every chain ends in a store the caller can read (no dead code)
-
-    return fma_probe
-
-
-def _vector_lanes_guess(itemsize: int) -> int:
-    """Lanes of the widest vector the host CPU has (what LLVM should use)."""
-    bits = widest_vector_bits(parse_features(host_cpu_features())) if host_cpu_features() else 256
-    return bits // (8 * itemsize)
-
-
-def fma_asm_facts(asm: str) -> dict[str, Any]:
-    """Count vector FMA instructions per register width in x86 assembly."""
-    counts = {"xmm": 0, "ymm": 0, "zmm": 0}
-    for m in re.finditer(r"\bv?fn?m(?:add|sub)\d{3}[ps][sd]\b[^\n]*", asm):
-        w = re.search(r"%(xmm|ymm|zmm)", m.group(0))
-        if w:
-            counts[w.group(1)] += 1
-    widest = next((w for w in ("zmm", "ymm", "xmm") if counts[w]), None)
-    bits = {"zmm": 512, "ymm": 256, "xmm": 128, None: None}[widest]
-    return {"fma_instructions": counts, "vector_bits": bits}
-
-
-def _aligned_rows(threads: int, row: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
-    # One 4 KiB page per thread: rows sharing a cache line would ping-pong between cores.
-    item = dtype.itemsize
-    stride = -(-row * item // 4096) * 4096 // item
-    buf = np.empty(threads * stride + 4096 // item, dtype=dtype)
-    off = (-buf.ctypes.data % 4096) // item
-    x = buf[off:off + threads * stride].reshape(threads, stride)
-    x[:] = rng.uniform(0.5, 1.5, size=x.shape).astype(dtype)
-    return x
-
-
-class FmaProbe:
-    """The peak-FMA probe for one precision, ready to call; compiles and inspects on init."""
-
-    def __init__(self, precision: str, target_s: float = 0.05) -> None:
-        if precision not in FMA_CONSTANTS:
-            raise ValueError(f"FMA probe precision must be one of {sorted(FMA_CONSTANTS)}")
-        self.precision = precision
-        self.dtype = np.dtype(np.float64 if precision == "fp64" else np.float32)
-        self.threads = _threads()
-        a, b = FMA_CONSTANTS[precision]
-        self.a, self.b = self.dtype.type(a), self.dtype.type(b)
-        item_bits = 8 * self.dtype.itemsize
-        host_lanes = _vector_lanes_guess(self.dtype.itemsize)
-        self._use(ACCUMULATORS * host_lanes)
-        self.candidates: list[dict[str, Any]] = []
-        got = self.asm["vector_bits"]
-        if got != host_lanes * item_bits:
-            # LLVM picked another width than the CPU's widest (e.g. a prefer-256-bit tuning):
-            # the row shape that keeps everything in registers is then a guess, so measure a
-            # few shapes briefly and keep the fastest. Each is a real FMA count.
-            rows = [ACCUMULATORS * host_lanes]
-            if got:
-                rows += [ACCUMULATORS * got // item_bits, 16 * got // item_bits]
-            for row in dict.fromkeys(rows):
-                self._use(row)
-                self.iters = self._calibrate(0.01)
-                rate = max(self.flops / self._time_one() for _ in range(3))
-                self.candidates.append({"row": row, "asm": self.asm, "flop_per_s": rate})
-            self._use(max(self.candidates, key=lambda c: c["flop_per_s"])["row"])
-        self.lanes = (self.asm["vector_bits"] or item_bits) // item_bits
-        self.accumulators = max(1, self.row // self.lanes)  # vector chains per thread
-        self.iters = self._calibrate(target_s)
-
-    def _use(self, row: int) -> None:
-        """Compile (cached) the kernel for ``row`` elements per thread and read its asm."""
-        self.row = row
-        self.kernel = _fma_kernel(row, STEPS)
-        self.x = _aligned_rows(self.threads, row, self.dtype, np.random.default_rng())
-        self.kernel(self.x, self.a, self.b, 1)
-        self.asm = fma_asm_facts(self.kernel.inspect_asm(self.kernel.signatures[-1]))
-
-    def _time_one(self) -> float:
-        t0 = time.perf_counter()
-        self()
-        return time.perf_counter() - t0
-
-    def _calibrate(self, target_s: float) -> int:
-        # Grow the work until the best of 3 calls lasts target_s. Not extrapolated from a
-        # short call: a parallel launch can cost 4-20 ms while the other cores' threads wake
-        # (seen on a 2-vCPU KVM guest), which would make the calls far too short to time.
-        iters = 1000
-        while iters < 1 << 32:
-            dt = math.inf
-            for _ in range(3):
-                t0 = time.perf_counter()
-                self.kernel(self.x, self.a, self.b, iters)
-                dt = min(dt, time.perf_counter() - t0)
-            if dt >= target_s:
-                break
-            iters *= 4 if dt < target_s / 8 else 2
-        return iters
-
-    @property
-    def flops(self) -> int:
-        return fma_flops(self.threads, self.row, STEPS, self.iters)
-
-    def __call__(self) -> None:
-        self.kernel(self.x, self.a, self.b, self.iters)
-
-    def check(self) -> None:
-        if not np.all(np.isfinite(self.x[:, :self.row])):
-            raise RuntimeError(f"{self.precision} FMA probe produced non-finite values")
-
-    def roof(self, timing: _TimingLike) -> Roof:
-        self.check()
-        bits = self.asm["vector_bits"]
-        ev = {
-            "probe": "fma-peak", "implementation": "numba njit(parallel=True, "
-            "fastmath={'contract'}), prange over threads", "dtype": self.precision,
-            "threads": self.threads, "vector_bits": bits, "lanes": self.lanes,
-            "accumulators": self.accumulators, "independent_chains_per_thread": self.row,
-            "shape_candidates": self.candidates,
-            "steps_per_iteration": STEPS, "iterations": self.iters,
-            "flops_per_run": self.flops, "counting": "2 FLOPs per FMA per lane",
-            "asm": self.asm, "value_from": "best time",
-            "median_flop_per_s": self.flops / timing.median,
-            "timing": _timing_evidence(timing), **_env(),
-        }
-        width = f"{bits}-bit" if bits else "scalar/unknown width"
-        return Roof(name=f"{self.precision} FMA peak ({width})", kind="compute",
-                    precision=self.precision, value=self.flops / min(timing.samples),
-                    source="measured", evidence=ev)
-
-
 # --------------------------------------------------------------------------- BLAS GEMM
 
 
@@ -498,7 +301,7 @@ def blas_gemm_roof(precision: str, n: int, time_fn: TimeFn) -> Roof:
           "blas": _blas_name(), "blas_runtime": _openblas_runtime(), "dtype": precision,
           "n": n, "flops_per_run": flops,
           "counting": "2 n^3", "relative_error": float(err), "value_from": "best time",
-          "median_flop_per_s": flops / timing.median, "timing": _timing_evidence(timing)}
+          "median_flop_per_s": flops / timing.median, "timing": timing_evidence(timing)}
     return Roof(name=f"{precision} BLAS {blas}", kind="compute", precision=precision,
                 value=flops / min(timing.samples), source="measured", evidence=ev)
 
@@ -569,8 +372,11 @@ def compute_roof_notes(roofs: list[Roof]) -> list[str]:
 FmaRoofFn = Callable[[str, bool], Roof]
 
 
+FMA_REPEATS = {False: 3, True: 2}  # independent measurements of each FMA roof (by quick)
+
+
 def fma_roof_in_process(time_fn: TimeFn) -> FmaRoofFn:
-    """The FMA probe run in this process, with whatever vector width numba was started with."""
+    """The FMA probe run in this process, with whatever tuning numba was started with."""
     def measure(precision: str, quick: bool) -> Roof:
         probe = FmaProbe(precision, target_s=0.03 if quick else 0.05)
         roof = probe.roof(time_fn(probe))
@@ -585,7 +391,9 @@ def measure_cpu_roofs(time_fn: TimeFn, quick: bool = False, progress: Progress =
 
     ``time_fn(fn)`` times a no-argument call and returns a Timing. ``fma_roof(precision,
     quick)`` measures one FMA roof (default: in this process; the CPU backend runs it in a
-    process started with the widest vectors). ``quick`` keeps arrays at the 4x-LLC minimum
+    process started with the widest vectors), ``FMA_REPEATS`` times per precision, the two
+    precisions alternating; each roof is the best repeat, flagged when they disagree by more
+    than 10% (``best_of_repeats``). ``quick`` keeps arrays at the 4x-LLC minimum
     (memory permitting), shortens FMA calls and uses n=1024 for GEMM; the full run uses 8x LLC
     and n=2048.
     """
@@ -594,10 +402,14 @@ def measure_cpu_roofs(time_fn: TimeFn, quick: bool = False, progress: Progress =
     roofs = measure_stream(time_fn, n, progress=progress, llc_bytes=llc,
                            settle_s=0.5 if quick else 3.0)
     fma_roof = fma_roof or fma_roof_in_process(time_fn)
-    for prec in ("fp64", "fp32"):
-        if progress:
-            progress(f"cpu roofs: {prec} FMA peak")
-        roofs.append(fma_roof(prec, quick))
+    repeats: dict[str, list[Roof]] = {"fp64": [], "fp32": []}
+    n_rep = FMA_REPEATS[quick]
+    for r in range(n_rep):  # the precisions alternate: a slow spell is unlikely to hit all
+        for prec in repeats:
+            if progress:
+                progress(f"cpu roofs: {prec} FMA peak (repeat {r + 1}/{n_rep})")
+            repeats[prec].append(fma_roof(prec, quick))
+    roofs += [best_of_repeats(reps) for reps in repeats.values()]
     gemm_n = 1024 if quick else 2048
     for prec in ("fp64", "fp32"):
         if progress:
@@ -607,7 +419,8 @@ def measure_cpu_roofs(time_fn: TimeFn, quick: bool = False, progress: Progress =
 
 
 __all__ = [
-    "ACCUMULATORS", "STEPS", "STREAM_BYTES_PER_ELEMENT", "STREAM_KERNELS", "FmaProbe",
+    "FMA_REPEATS", "STEPS", "aligned_rows", "best_of_repeats", "probe_shape", "repeat_notes",
+    "STREAM_BYTES_PER_ELEMENT", "STREAM_KERNELS", "FmaProbe",
     "StreamArrays", "aligned_empty", "available_memory_bytes", "blas_gemm_roof",
     "case_memory_budget", "compute_roof_notes", "default_stream_budget", "fma_asm_facts",
     "fma_flops", "fma_roof_in_process", "gemm_flops", "host_cpu_features", "last_level_cache_bytes",

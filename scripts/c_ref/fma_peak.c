@@ -1,22 +1,26 @@
 /* Peak FMA throughput probe, C intrinsics, OpenMP over all cores.
  *
  * Each thread keeps NACC independent vector accumulators and updates every one with
- * acc = acc * m + c per step; NACC must cover FMA latency x FMA issue rate (Zen 4: 4 cycles x
- * 2 pipes = 8 chains) so that the FMA pipes never wait on a result. Widest vectors the compiler
- * targets: AVX-512 (__AVX512F__) else AVX2+FMA (__FMA__). FLOPs = 2 per FMA per lane.
+ * acc = acc * m + c per step; NACC must cover FMA latency x FMA issue rate (Zen 3: 4 cycles x
+ * 2 pipes = 8 chains) so that the FMA pipes never wait on a result, and NACC + 2 (the two
+ * constants) must fit in the vector register file, else the accumulators spill to the stack
+ * and the loop runs at about half rate (24 ymm chains on a 16-register AVX2 core). Widest
+ * vectors the compiler targets: AVX-512 (__AVX512F__, 32 zmm) else AVX2+FMA (__FMA__, 16 ymm).
+ * FLOPs = 2 per FMA per lane.
  *
- *   build: gcc -O3 -march=native -fopenmp fma_peak.c -o fma_peak
+ *   build: gcc -O3 -march=native -fopenmp [-DNACC=n] fma_peak.c -o fma_peak
  *   run:   OMP_NUM_THREADS=<cores> OMP_PROC_BIND=close OMP_PLACES=cores ./fma_peak [steps] [reps]
- * The last stdout line is one JSON object (parsed by roofbench.bench.cpu_reference).
+ * scripts/cpu_reference.py passes -DNACC= with the numba probe's count (from
+ * roofs/probes/fma_model.py) so that both run the same shape. The last stdout line is one JSON
+ * object.
  */
 #include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#define NACC 12 /* > 8 needed on Zen 4; 12 leaves margin for latency 5 parts */
-
 #if defined(__AVX512F__)
+#define VREGS 32
 #define VBITS 512
 typedef __m512d vd;
 typedef __m512 vs;
@@ -29,6 +33,7 @@ typedef __m512 vs;
 #define STORE_PD _mm512_storeu_pd
 #define STORE_PS _mm512_storeu_ps
 #elif defined(__FMA__)
+#define VREGS 16
 #define VBITS 256
 typedef __m256d vd;
 typedef __m256 vs;
@@ -42,6 +47,14 @@ typedef __m256 vs;
 #define STORE_PS _mm256_storeu_ps
 #else
 #error "needs FMA (AVX2) or AVX-512; build with -march=native on an x86-64 CPU that has them"
+#endif
+
+/* Chains: 1.5 x (latency 4 x 2 pipes) of current cores, never more than the registers hold. */
+#ifndef NACC
+#define NACC ((VREGS - 2) < 12 ? (VREGS - 2) : 12)
+#endif
+#if NACC < 1 || NACC > VREGS - 2
+#error "NACC must be 1 .. vector registers - 2 (the accumulators and the two constants)"
 #endif
 
 #define LANES_PD (VBITS / 64)
@@ -130,9 +143,10 @@ int main(int argc, char **argv) {
     }
     double f64 = 2.0 * LANES_PD * NACC * (double)steps * nt;
     double f32 = 2.0 * LANES_PS * NACC * (double)steps * nt;
-    printf("{\"program\": \"fma_peak\", \"vector_bits\": %d, \"accumulators\": %d, "
-           "\"threads\": %d, \"steps\": %ld, \"reps\": %d, \"sink\": %.6g, ",
-           VBITS, NACC, nt, steps, reps, sink);
+    printf("{\"program\": \"fma_peak\", \"vector_bits\": %d, \"vector_registers\": %d, "
+           "\"accumulators\": %d, \"threads\": %d, \"steps\": %ld, \"reps\": %d, "
+           "\"sink\": %.6g, ",
+           VBITS, VREGS, NACC, nt, steps, reps, sink);
     report("fp64", f64, s64, reps, 0);
     report("fp32", f32, s32, reps, 1);
     printf("}\n");
