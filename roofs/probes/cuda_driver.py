@@ -86,9 +86,12 @@ def check(result: Any) -> Any:
 @cache
 def compile_cubin(text: str, name: str, arch: str, options: tuple[str, ...] = ()) -> bytes:
     """NVRTC (cuda.bindings) -> cubin of ``text`` for ``arch`` (e.g. sm_90a); RuntimeError with
-    the compiler log on failure."""
+    the compiler log on failure. Headers of kernels/cuda that ``text`` includes (the probes
+    share hopper_ops.cuh with the kernels) are inlined first: NVRTC gets no include path."""
     from cuda.bindings import nvrtc
+    from roofbench.kernels.cuda_impl import expand_includes
 
+    text = expand_includes(text)
     err, prog = nvrtc.nvrtcCreateProgram(text.encode(), name.encode(), 0, [], [])
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise RuntimeError(f"nvrtcCreateProgram failed for {name}: {err}")
