@@ -332,6 +332,8 @@ extern "C" void rb_transpose(const unsigned* stg, unsigned char* bs) {
 extern "C" void rb_tile(int bid, int tiles_m, int tiles_n, int* out) {
     wgmma_tile(bid, tiles_m, tiles_n, out[0], out[1]);
 }
+extern "C" int rb_store_offset(int t, int kc, int s) { return fp8_store_offset(t, kc, s); }
+extern "C" int rb_load_word(int t, int kc, int j) { return fp8_load_word(t, kc, j); }
 """
 
 
@@ -369,6 +371,39 @@ def test_fp8_transpose_lands_in_the_swizzled_k_major_layout(layout_lib):
     addr = n * bk + (((k >> 4) ^ (n & 7)) << 4) + (k & 15)
     assert sorted(addr.ravel().tolist()) == list(range(bn * bk))  # a permutation
     np.testing.assert_array_equal(out[addr], stg.T)
+
+
+def _wavefronts(addrs: list[int], width: int) -> int:
+    """Shared-memory wavefronts of one warp-wide access of ``width`` bytes per lane: 32 banks
+    of 4 bytes, one distinct 4-byte word per bank per wavefront (lanes on the same word share
+    it), so the access takes as many wavefronts as the most distinct words any bank holds."""
+    words = {a // 4 + i for a in addrs for i in range(width // 4)}
+    return max(Counter(w % 32 for w in words).values())
+
+
+def _quarter_wavefronts(addrs: list[int]) -> int:
+    """The same for 16-byte accesses served a quarter-warp (8 lanes, 128 bytes) at a time."""
+    return sum(_wavefronts(addrs[q:q + 8], 16) for q in range(0, 32, 8))
+
+
+def test_fp8_transpose_is_free_of_bank_conflicts(layout_lib):
+    """Every warp access of the producer's transpose, enumerated from the header's own index
+    formulas (fp8_load_word, fp8_store_offset) for the 32 lanes: the 4-byte staging loads take
+    1 wavefront, the 16-byte stores the 4 a warp's 512 bytes need at least (rotating the rows
+    by (s + n4) & 3 reached only 4 of the 8 chunk positions: 8 wavefronts)."""
+    for warp in range(4):  # the producer warpgroup
+        lanes = range(32 * warp, 32 * warp + 32)
+        kc0 = {t >> 6 for t in lanes}
+        assert len(kc0) == 1  # the loop's k chunks are uniform across the warp
+        for kc in range(kc0.pop(), 8, 2):
+            for j in range(16):
+                words = [layout_lib.rb_load_word(t, kc, j) for t in lanes]
+                assert _wavefronts([4 * w for w in words], 4) == 1, (warp, kc, j)
+            for s in range(4):
+                offs = [layout_lib.rb_store_offset(t, kc, s) for t in lanes]
+                assert len(set(offs)) == 32 and all(o % 16 == 0 for o in offs)
+                got = (_wavefronts(offs, 16), _quarter_wavefronts(offs))
+                assert got == (4, 4), f"warp {warp} k chunk {kc} store {s}: {got} wavefronts"
 
 
 @pytest.mark.parametrize("m,n", [(1, 1), (129, 257), (1000, 130), (128 * 9 + 5, 256 * 3 + 1),
