@@ -11,8 +11,9 @@
 //     tensor maps encoded on the host, passed as __grid_constant__ parameters). Raw mbarriers:
 //     full[s] (data landed: TMA transaction bytes) and empty[s] (both consumers done reading).
 //   * Consumers run wgmma.mma_async m64n256k16 (fp16/bf16) or m64n256k32 (e4m3) straight from
-//     shared memory, keeping one wgmma group in flight (wait_group 1) and releasing the stage
-//     the finished group read.
+//     shared memory, one commit group per k tile, and release the stage as soon as that group
+//     has completed (wait_group 0): a stage is never held while its reader waits for the next
+//     one, so all WG_STAGES of the ring prefetch. The two consumer warpgroups interleave.
 //   * A: K-major tile [128 rows][128 bytes of k], 128-byte swizzle (TMA and wgmma agree).
 //     B fp16/bf16: B is N-major in memory; TMA loads it as 4 boxes [k][64 n] with the 128-byte
 //     swizzle and wgmma reads it transposed (imm-trans-b = 1; MN-major descriptor).
@@ -195,10 +196,12 @@ __device__ __forceinline__ void gemm_wgmma(const TmaDesc* tmA, const TmaDesc* tm
             Wgmma<T>::run(d, da, db);
         }
         wgmma_commit();
-        wgmma_wait<1>();  // the previous k tile's group is done: release its stage
-        if (kt > 0) mbar_arrive(empty0 + 8 * ((kt - 1) % STAGES));
+        // Release the stage as soon as the group that read it has completed, so that every
+        // stage of the ring can be loading while this warpgroup waits for the next one (the
+        // other consumer warpgroup keeps the tensor cores busy meanwhile).
+        wgmma_wait<0>();
+        mbar_arrive(empty0 + 8 * s);
     }
-    wgmma_wait<0>();
 
     // Accumulator layout (per warp w of the warpgroup, lane l): for column block j (8 wide),
     // d[4j], d[4j+1] at row 16w + l/4, columns 8j + 2(l%4) + {0,1}; d[4j+2], d[4j+3] 8 rows
