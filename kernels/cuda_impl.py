@@ -157,6 +157,21 @@ def compile_options() -> tuple[str, ...]:
     return ("-std=c++17",)
 
 
+BOUNDED_WAIT_ENV = "ROOFBENCH_BOUNDED_WAIT"
+
+
+def bounded_wait_options() -> tuple[str, ...]:
+    """The check build of the sm_90a kernels (the wgmma GEMM and probe): with
+    ROOFBENCH_BOUNDED_WAIT=1 in the environment every mbarrier wait traps after
+    RB_WAIT_LIMIT_CYCLES with a message naming the barrier and phase (kernels/cuda/hopper_ops.cuh)
+    instead of hanging. Left out of timed runs: the message's printf gives the kernels a stack
+    frame and local stores that the inspected release build does not have."""
+    import os
+
+    return ("-DRB_BOUNDED_WAIT",) if os.environ.get(BOUNDED_WAIT_ENV, "0") not in ("", "0") \
+        else ()
+
+
 def cuda_include_dirs() -> list[str]:
     """Directories holding cuda_fp16.h / cuda_fp8.h: NVRTC does not bundle them.
 
