@@ -21,6 +21,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -416,6 +417,120 @@ def test_c_schedule_matches_the_python_model(layout_lib, m, n):
     for bid in range(tiles_m * tiles_n):
         layout_lib.rb_tile(bid, tiles_m, tiles_n, out)
         assert (out[0], out[1]) == cu.wgmma_tile(bid, tiles_m, tiles_n), bid
+
+
+# ------------------------------------------- the descriptors against CuTe (the oracle)
+def _cutlass_include() -> Path | None:
+    try:
+        import cutlass_library
+    except ImportError:
+        return None
+    d = Path(cutlass_library.__file__).parent / "source" / "include"
+    return d if (d / "cute" / "atom" / "mma_traits_sm90_gmma.hpp").is_file() else None
+
+
+@pytest.fixture(scope="module")
+def cute_oracle() -> Callable[[str], dict[str, tuple[int, int, str]]]:
+    """tests/cute_oracle.cpp built with g++ against CUTLASS's headers (nvidia-cutlass): per
+    check, (elements checked, mismatches, the first mismatch)."""
+    import shutil
+
+    inc = _cutlass_include()
+    if inc is None:
+        pytest.skip("CUTLASS headers missing: pip install -e '.[cudatools]' (nvidia-cutlass)")
+    gxx = shutil.which("g++")
+    if gxx is None or not ct.cuda_include_dirs():
+        pytest.skip("g++ or the CUDA headers are missing")
+    cuda = [f"-I{d}" for d in ct.cuda_include_dirs()]
+    cuda += [f"-I{d}/cccl" for d in ct.cuda_include_dirs() if (Path(d) / "cccl").is_dir()]
+    exe = ct._TMP / "cute_oracle"
+    p = subprocess.run([gxx, "-std=c++17", "-O1", "-w", f"-I{inc}", *cuda, f"-I{ct.EMU_DIR}",
+                        f"-I{cu.CUDA_DIR}", str(Path(__file__).parent / "cute_oracle.cpp"),
+                        "-o", str(exe)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-4000:]
+
+    def run(plant: str) -> dict[str, tuple[int, int, str]]:
+        out = subprocess.run([str(exe), plant], capture_output=True, text=True, timeout=120,
+                             check=True).stdout
+        rows = {}
+        for line in out.splitlines():
+            name, checked, bad, *first = line.split(" ", 3)
+            rows[name] = (int(checked), int(bad), " ".join(first))
+        return rows
+    return run
+
+
+def test_cute_layouts_agree_with_the_emulator_and_the_kernel(cute_oracle):
+    """CuTe's GMMA layout atoms (K-major and MN-major, 128/64/32-byte swizzle, interleaved;
+    16- and 8-bit) and make_gmma_desc, against the emulator's decode of the same descriptors
+    for every element of every k step; and the descriptors the kernel builds (bit for bit),
+    their decode for every (m, k) / (n, k) of a stage, and where TMA's boxes and the fp8
+    transpose put each element: all agree."""
+    rows = cute_oracle("none")
+    atoms = [n for n in rows if n.startswith("atom_")]
+    assert len(atoms) == 13 and {"atom_MN_SW64_f16", "atom_K_SW32_e4m3"} <= set(atoms)
+    for dt in DTYPES:
+        for what in ("kernel_desc_A", "kernel_decode_A", "tma_box_A", "kernel_desc_B",
+                     "kernel_decode_B", "transpose_B" if dt == "fp8" else "tma_box_B"):
+            assert f"{what}_{dt}" in rows
+    for name, (checked, bad, first) in rows.items():
+        assert checked > 0 and bad == 0, f"{name}: {bad} of {checked} disagree, {first}"
+    assert rows["kernel_decode_B_fp16"][0] == 256 * 16 * 4  # every (n, k) of the 4 k steps
+
+
+@pytest.mark.parametrize("plant", ["swap_lbo_sbo", "swizzle64", "swizzle32"])
+def test_planted_descriptor_errors_disagree_with_cute(cute_oracle, plant):
+    """LBO and SBO swapped, or a wrong swizzle mode, in the kernel's descriptors: CuTe and the
+    decode disagree for A and B of every dtype (and the descriptors differ)."""
+    rows = cute_oracle(plant)
+    for dt in DTYPES:
+        for op in "AB":
+            assert rows[f"kernel_desc_{op}_{dt}"][1] > 0, (plant, op, dt)
+            assert rows[f"kernel_decode_{op}_{dt}"][1] > 0, (plant, op, dt)
+
+
+# ------------------------------------------------------------ the bounded (check) build
+def test_bounded_wait_option_follows_the_environment(monkeypatch):
+    for value, want in (("1", ("-DRB_BOUNDED_WAIT",)), ("0", ()), ("", ())):
+        monkeypatch.setenv(cu.BOUNDED_WAIT_ENV, value)
+        assert cu.bounded_wait_options() == want
+    monkeypatch.delenv(cu.BOUNDED_WAIT_ENV)
+    assert cu.bounded_wait_options() == ()
+
+
+def test_check_build_traps_where_the_timed_build_waits(monkeypatch):
+    """NVRTC on the backend's path: with ROOFBENCH_BOUNDED_WAIT=1 every kernel of the GEMM
+    (and the probe) has the trap of the bounded wait, the producer's code still fits its
+    setmaxnreg budget; the timed build has no trap."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings not installed")
+    if ct.missing_tools("cuobjdump") or not ct.cuda_include_dirs():
+        pytest.skip("pip CUDA toolchain / headers missing: pip install -e '.[cudatools]'")
+    from roofbench.bench.backends.tma_launch import compile_cubin
+    from roofbench.roofs.probes import cuda_driver as cd
+
+    def sass_of(cubin: bytes, tag: str) -> dict[str, str]:
+        path = ct._TMP / f"gemm_wgmma.{tag}.cubin"
+        path.write_bytes(cubin)
+        text = subprocess.run([str(ct.pip_tool("cuobjdump")), "-sass", str(path)],
+                              capture_output=True, text=True, timeout=120, check=True).stdout
+        return dict(re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", text, re.S))
+
+    monkeypatch.delenv(cu.BOUNDED_WAIT_ENV, raising=False)
+    timed = sass_of(compile_cubin(SRC, "sm_90a"), "timed")
+    monkeypatch.setenv(cu.BOUNDED_WAIT_ENV, "1")
+    check = sass_of(compile_cubin(SRC, "sm_90a"), "check")
+    probe = cd.compile_cubin((ct.PROBE_DIR / "wgmma.cu").read_text(), "wgmma.cu", "sm_90a",
+                             ("-std=c++17",))
+    assert len(probe) > 0
+    prod = C["WG_PRODUCER_REGS"]
+    for d in DTYPES:
+        k = f"gemm_wgmma_{d}"
+        assert "BPT.TRAP" not in timed[k] and "BPT.TRAP" in check[k], k
+        lines = check[k].splitlines()
+        start = next(i for i, ln in enumerate(lines) if "USETMAXREG.DEALLOC" in ln)
+        regs = [int(r) for ln in lines[start:] for r in re.findall(r"\bR(\d+)\b",
+                                                                  ln.split(";")[0])]
+        assert max(regs) < prod, (k, max(regs))
 
 
 # ------------------------------------------------------------------------ host plumbing

@@ -243,7 +243,8 @@ void rb_hopper_block_begin(RbBlock& blk, unsigned dynamic_smem);
 void rb_hopper_thread_end();
 std::string rb_hopper_block_end(RbBlock& blk);
 
-// Run the grid: blocks in order, one std::thread per CUDA thread, `body` per thread.
+// Run the grid: blocks in order, one std::thread per CUDA thread (the same OS threads serve
+// every block of the launch), `body` per thread.
 template <typename Body>
 static int rb_run_grid(int gx, int gy, int gz, int bx, int by, int bz, unsigned dynamic_smem,
                        Body body) {
@@ -256,9 +257,49 @@ static int rb_run_grid(int gx, int gy, int gz, int bx, int by, int bz, unsigned 
     }
     rb_vc_size = nthreads + 64;
     rb_hopper_launch_begin();
-    for (int z = 0; z < gz; ++z)
-        for (int y = 0; y < gy; ++y)
-            for (int x = 0; x < gx; ++x) {
+    std::mutex m;
+    std::condition_variable start, finished;
+    uint64_t gen = 0;
+    int done = 0;
+    bool quit = false;
+    uint3 cur{0, 0, 0};
+    RbBlock* blkp = nullptr;
+    std::vector<std::thread> th;
+    th.reserve(nthreads);
+    for (int i = 0; i < nthreads; ++i)
+        th.emplace_back([&, i] {
+            uint64_t seen = 0;
+            for (;;) {
+                {
+                    std::unique_lock<std::mutex> lk(m);
+                    start.wait(lk, [&] { return gen != seen || quit; });
+                    if (quit) return;
+                    seen = gen;
+                }
+                threadIdx = make_uint3(i % bx, (i / bx) % by, i / (bx * by));
+                blockIdx = cur;
+                blockDim = dim3(bx, by, bz);
+                gridDim = dim3(gx, gy, gz);
+                rb_blk = blkp;
+                rb_me = blkp->threads[i].get();
+                try {
+                    body();
+                    rb_hopper_thread_end();
+                } catch (RbTrap&) {
+                } catch (std::exception& e) {
+                    try {
+                        rb_fail("host exception: %s", e.what());
+                    } catch (RbTrap&) {
+                    }
+                }
+                std::lock_guard<std::mutex> lk(m);
+                if (++done == nthreads) finished.notify_one();
+            }
+        });
+    int rc = 0;
+    for (int z = 0; z < gz && !rc; ++z)
+        for (int y = 0; y < gy && !rc; ++y)
+            for (int x = 0; x < gx && !rc; ++x) {
                 RbBlock blk;
                 blk.nthreads = nthreads;
                 blk.block = std::make_unique<RbBarrier>(nthreads);
@@ -275,36 +316,30 @@ static int rb_run_grid(int gx, int gy, int gz, int bx, int by, int bz, unsigned 
                 }
                 rb_blk = &blk;
                 rb_hopper_block_begin(blk, dynamic_smem);
-                std::vector<std::thread> th;
-                th.reserve(nthreads);
-                for (int i = 0; i < nthreads; ++i)
-                    th.emplace_back([&, i] {
-                        threadIdx = make_uint3(i % bx, (i / bx) % by, i / (bx * by));
-                        blockIdx = make_uint3(x, y, z);
-                        blockDim = dim3(bx, by, bz);
-                        gridDim = dim3(gx, gy, gz);
-                        rb_me = blk.threads[i].get();
-                        try {
-                            body();
-                            rb_hopper_thread_end();
-                        } catch (RbTrap&) {
-                        } catch (std::exception& e) {
-                            try {
-                                rb_fail("host exception: %s", e.what());
-                            } catch (RbTrap&) {
-                            }
-                        }
-                    });
-                for (auto& t : th) t.join();
+                {
+                    std::unique_lock<std::mutex> lk(m);
+                    cur = make_uint3(x, y, z);
+                    blkp = &blk;
+                    done = 0;
+                    ++gen;
+                    start.notify_all();
+                    finished.wait(lk, [&] { return done == nthreads; });
+                }
                 const std::string why = rb_hopper_block_end(blk);
                 if (!blk.aborted && !why.empty()) {
                     rb_error = why + " (block " + std::to_string(x) + ")";
                     blk.aborted = true;
                 }
                 rb_blk = nullptr;
-                if (blk.aborted) return 2;
+                if (blk.aborted) rc = 2;
             }
-    return 0;
+    {
+        std::lock_guard<std::mutex> lk(m);
+        quit = true;
+        start.notify_all();
+    }
+    for (auto& t : th) t.join();
+    return rc;
 }
 
 // Launch through the generic x86-64 SysV signature: integer-class arguments (pointers, long
