@@ -10,8 +10,13 @@
 * A CPU model of the schedule (same constants, read from the .cu) covers every output element
   exactly once for odd M, N, K and reproduces A @ B with zero-filled boxes; a model of the
   mbarrier ring (the kernel's parity formulas) never deadlocks nor overwrites a stage in use.
+* The shared-memory layouts against CuTe (tests/cute_oracle.cpp): the kernel's descriptors,
+  TMA boxes and fp8 transpose, and the emulator's descriptor decode; the fp8 transpose's bank
+  wavefronts counted from the header's own index formulas.
+* The check build (ROOFBENCH_BOUNDED_WAIT=1) traps where the timed build waits.
 * Host plumbing: tensor-map arguments, kernel parameter packing, per-arch dispatch, refusals.
-The kernel has not run on a GPU yet: NOT_VALIDATED_ON_HARDWARE says so until it has.
+The kernel itself runs on the CPU in tests/test_cuda_emu.py and tests/test_cupy_emulated.py.
+It has not run on a GPU yet: NOT_VALIDATED_ON_HARDWARE says so until it has.
 """
 
 from __future__ import annotations
@@ -244,12 +249,16 @@ class _Bar:
         return (self.phase & 1) != parity
 
 
-def _run_ring(stages: int, ktiles: int, seed: int) -> bool:
-    """One random interleaving of the producer and two consumers; True when all finished."""
+def _run_ring(stages: int, ktiles: int, seed: int, late: bool = False) -> tuple[bool, int]:
+    """One random interleaving of the producer and two consumers: (all finished, the most
+    stages a consumer held while it waited for its next tile). The kernel's order releases a
+    stage right after the wait_group of the group that read it; ``late`` is the former order
+    (wait_group 1 after the next tile's group, then release the previous stage)."""
     full = [_Bar(1) for _ in range(stages)]
     empty = [_Bar(2) for _ in range(stages)]
     slot = [-1] * stages
     reading: list[set[int]] = [set() for _ in range(stages)]
+    held_while_waiting = 0
 
     def producer():
         for kt in range(ktiles):
@@ -262,42 +271,61 @@ def _run_ring(stages: int, ktiles: int, seed: int) -> bool:
             full[s].arrive()
             yield
 
+    def release(cid: int, s: int) -> None:
+        reading[s].discard(cid)
+        empty[s].arrive()
+
     def consumer(cid: int):
+        nonlocal held_while_waiting
         for kt in range(ktiles):
             s = kt % stages
             while not full[s].passed((kt // stages) & 1):
+                held = sum(cid in r for r in reading)
+                held_while_waiting = max(held_while_waiting, held)
                 yield
             assert slot[s] == kt
-            reading[s].add(cid)  # wgmma in flight until the next wait_group(1)
+            reading[s].add(cid)  # wgmma issued and committed
             yield
-            if kt > 0:
-                p = (kt - 1) % stages
-                reading[p].discard(cid)
-                empty[p].arrive()
+            if not late:
+                release(cid, s)  # wait_group 0: the group that read stage s is done
+            elif kt > 0:
+                release(cid, (kt - 1) % stages)  # wait_group 1: the previous one is
             yield
+        if late:
+            release(cid, (ktiles - 1) % stages)
 
     rnd = random.Random(seed)
     actors = [producer(), consumer(0), consumer(1)]
     for _ in range(100000):
         if not actors:
-            return True
+            return True, held_while_waiting
         a = rnd.choice(actors)
         try:
             next(a)
         except StopIteration:
             actors.remove(a)
-    return not actors
+    return not actors, held_while_waiting
 
 
 def test_mbarrier_ring_protocol():
     """The kernel's ring as a model: full[s] (one expect_tx arrival) and empty[s] (every
     consumer thread; one arrival per consumer here) with the parity formulas of
     gemm_wgmma.cu; random interleavings finish without deadlock, deliver tiles in order and
-    never overwrite a stage whose wgmma may still read it."""
+    never overwrite a stage whose wgmma may still read it. A consumer waiting for its next
+    tile holds no stage, so the producer can fill all of them (the late release held one:
+    3 fp8 stages acted as 2). The emulation (test_cuda_emu) runs the kernel itself."""
     for stages in (C["WG_STAGES_16"], C["WG_STAGES_8"]):
         for ktiles in (1, 2, stages, stages + 1, 3 * stages + 2):
+            held = []
             for seed in range(20):
-                assert _run_ring(stages, ktiles, seed), f"deadlock: {stages} stages, {ktiles}"
+                done, h = _run_ring(stages, ktiles, seed)
+                assert done, f"deadlock: {stages} stages, {ktiles}"
+                held.append(h)
+                done, _ = _run_ring(stages, ktiles, seed, late=True)
+                assert done
+            assert max(held) == 0, (stages, ktiles)
+    late = max(_run_ring(3, 11, seed, late=True)[1] for seed in range(20))
+    assert late == 1
 
 
 def test_mbarrier_model_parity_semantics():
