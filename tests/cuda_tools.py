@@ -217,15 +217,17 @@ def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = ()) -> 
     import shutil
 
     cmd = [shutil.which("g++") or "g++", "-std=c++20", opt, "-shared", "-fPIC", "-pthread",
-           "-w", "-include", str(EMU_HEADER), *(f"-I{d}" for d in cuda_include_dirs()),
-           f"-I{CUDA_DIR}", f"-I{EMU_DIR}", *extra, "-x", "c++", str(src), "-o", str(so)]
+           "-w", "-Wno-psabi", "-include", str(EMU_HEADER),
+           *(f"-I{d}" for d in cuda_include_dirs()), f"-I{CUDA_DIR}", f"-I{EMU_DIR}", *extra,
+           "-x", "c++", str(src), "-o", str(so)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise AssertionError(f"emulation build of {src.name} failed:\n{p.stderr[-4000:]}")
 
 
 def build_driver_source(ds: DriverSource, out: Path, text: str | None = None,
-                        defines: tuple[str, ...] = ("RB_BOUNDED_WAIT",)) -> Path:
+                        defines: tuple[str, ...] = ("RB_BOUNDED_WAIT",), opt: str = "-O2"
+                        ) -> Path:
     """driver_<stem>.so in ``out``: the source (or ``text``, e.g. a mutant of it, with its
     kernels/cuda includes already inlined) with the driver entries of its kernels, built as
     the check build (-DRB_BOUNDED_WAIT) by default."""
@@ -237,7 +239,7 @@ def build_driver_source(ds: DriverSource, out: Path, text: str | None = None,
     wrapper = out / f"driver_{ds.stem}.cpp"
     wrapper.write_text(f'#include "{body}"\n' + "".join(f"RB_ENTRY({k})\n" for k in ds.kernels))
     so = out / f"driver_{ds.stem}.so"
-    _emu_compile(wrapper, so, "-O2", tuple(f"-D{d}" for d in defines))
+    _emu_compile(wrapper, so, opt, tuple(f"-D{d}" for d in defines))
     return so
 
 

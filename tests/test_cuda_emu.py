@@ -308,7 +308,7 @@ def mutants(fake_cuda) -> dict[str, Path]:
     root = ct._TMP / "mutants"
 
     def build(name: str) -> tuple[str, Path]:
-        ct.build_driver_source(ds, root / name, texts[name])
+        ct.build_driver_source(ds, root / name, texts[name], opt="-O1")
         return name, root / name
 
     with ThreadPoolExecutor(max_workers=2) as ex:
