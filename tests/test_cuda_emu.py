@@ -402,10 +402,12 @@ def _tma_map(fc: FakeCuda, arr: np.ndarray, box: tuple[int, int], swizzle: str) 
 
 @pytest.mark.parametrize("expect_extra,done", [(0, 1), (16, 0)])
 def test_phase_completes_when_arrivals_and_bytes_are_both_in(fake_cuda, expect_extra, done):
+    """A phase flips only when both the arrival count and the transaction count reach zero,
+    and TMA data is visible only once it has."""
     mod = fake_cuda.module("hopper_unit.cu")
-    g = np.arange(64 * 64, dtype=np.uint16).reshape(64, 64)
+    g = (np.arange(64 * 64, dtype=np.uint16) + 0x4321).reshape(64, 64)
     tmap = _tma_map(fake_cuda, g, (64, 8), "128B")
-    out = np.full(6, -1, np.int32)
+    out = np.full(8, -1, np.int32)
     args = _params(tmap, np.int32(64 * 8 * 2 + expect_extra), _ptr(out))
     if done:
         fake_cuda.launch(mod, "unit_phase", (1,), (32,), 4096, args)
@@ -413,7 +415,9 @@ def test_phase_completes_when_arrivals_and_bytes_are_both_in(fake_cuda, expect_e
         with pytest.raises(LaunchFailed, match="16 expected transaction bytes that never came"):
             fake_cuda.launch(mod, "unit_phase", (1,), (32,), 4096, args)
     # parity 1 (the phase before) counts as completed until phase 0 completes
-    assert out.tolist() == [1, 0, 0, 0, done, 1 - done]
+    assert out[:6].tolist() == [1, 0, 0, 0, done, 1 - done]
+    # the box is not visible before its phase completes (0xFF), then it is (0x21 of 0x4321)
+    assert out[6:].tolist() == [0xFF, 0x21 if done else 0xFF]
 
 
 def _swizzled(addr: np.ndarray, span: int) -> np.ndarray:

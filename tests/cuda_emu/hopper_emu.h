@@ -16,8 +16,9 @@
 //   * TMA (cp.async.bulk.tensor.2d): reads the fields the stand-in driver encoded
 //     (tests/fake_cupy/cuda/bindings/driver.py: RbTensorMap below): global address, dims,
 //     row stride, box, element size, swizzle; out-of-bounds elements are zero; the box lands
-//     row-major with the 128/64/32-byte swizzle applied by shared address, then completes its
-//     bytes on the mbarrier. The write is checked against the wgmma reads of the same lines:
+//     row-major with the 128/64/32-byte swizzle applied by shared address and completes its
+//     bytes on the mbarrier; the destination reads 0xFF until the phase completes, when the
+//     data lands (so a plain load that did not wait sees NaN). The write is checked against the wgmma reads of the same lines:
 //     a write into a stage that a wgmma group still reads (not waited), or whose readers'
 //     wait_group is not ordered before this write (happens-before through mbarriers and
 //     barriers: vector clocks), fails.
@@ -32,7 +33,7 @@
 //     direction, the warpgroups' budgets within the 64 K registers).
 // Not modelled: the generic proxy's stores are not tracked (a missing fence.proxy.async is
 // not detected), clusters, multicast, tensor maps of rank > 3 and elementStrides != 1,
-// interleaved layouts, and timing (TMA lands when it is issued).
+// interleaved layouts, and timing beyond that ordering.
 #pragma once
 #define RB_HOPPER_EMULATED 1
 #include <deque>
@@ -68,6 +69,8 @@ struct RbMbar {
     uint64_t tma_seq = 0;
     RbVc accum, done;
     std::condition_variable cv;
+    // TMA data of the current phase: it lands in shared memory when the phase completes.
+    std::vector<std::pair<unsigned, std::vector<unsigned char>>> landing;
 };
 
 struct RbLine {
@@ -221,6 +224,8 @@ inline RbMbar& rb_bar(unsigned addr, const char* op) {
 
 inline void rb_bar_complete_if_done(RbMbar& b) {
     if (b.pending != 0 || b.tx != 0) return;
+    for (auto& [dst, bytes] : b.landing) std::memcpy(rb_window + dst, bytes.data(), bytes.size());
+    b.landing.clear();
     b.done.join(b.accum);
     b.accum = RbVc();
     ++b.phase;
@@ -399,21 +404,23 @@ inline void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned 
     const uint64_t seq = ++b.tma_seq;
     for (unsigned li = dst / RB_LINE; li <= (dst + bytes - 1) / RB_LINE; ++li)
         hb.lines[li].tma.store(((uint64_t)b.slot << 48) | seq, std::memory_order_relaxed);
-    // The box, row-major, out-of-bounds elements zero, swizzled by shared address.
+    // The box, row-major, out-of-bounds elements zero, swizzled by shared address. It is not
+    // visible before the phase completes: the destination reads 0xFF (NaN) until then.
     const unsigned char* g = reinterpret_cast<const unsigned char*>(tm.addr);
+    std::vector<unsigned char> box(bytes);
     for (unsigned y = 0; y < tm.box[1]; ++y) {
         const long long gy = (long long)c1 + y;
         for (unsigned x = 0; x < tm.box[0]; ++x) {
             const long long gx = (long long)c0 + x;
-            const unsigned a = rb_swizzle(dst + y * row + x * e, mode);
-            unsigned char* p = rb_window + a;
+            unsigned char* p = &box[rb_swizzle(dst + y * row + x * e, mode) - dst];
             if (gx >= 0 && gy >= 0 && (uint64_t)gx < tm.dims[0] && (uint64_t)gy < tm.dims[1])
                 std::memcpy(p, g + gy * tm.strides[0] + gx * e, e);
             else
                 std::memset(p, 0, e);
         }
     }
-    (void)out;
+    std::memset(out, 0xFF, bytes);
+    b.landing.emplace_back(dst, std::move(box));
     b.accum.join(rb_me->vc);
     b.accum.v[b.slot] = std::max<uint32_t>(b.accum.v[b.slot], (uint32_t)seq);
     rb_bar_tx(b, -(long long)bytes, op);

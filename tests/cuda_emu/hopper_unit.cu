@@ -21,8 +21,9 @@ extern "C" __global__ void unit_wait(int parity, int* out) {
     out[threadIdx.x] = 1;
 }
 
-// One phase of a count-2 barrier, step by step in thread 0: out[i] = try_wait results
-// after each step (expect_tx of `expect` bytes, the TMA of the map's box, the second arrive).
+// One phase of a count-2 barrier, step by step in thread 0: out[0..5] = try_wait results
+// after each step (expect_tx of `expect` bytes, the TMA of the map's box, the second arrive);
+// out[6], out[7]: the first shared byte of the box before and after the phase completes.
 extern "C" __global__ void unit_phase(const __grid_constant__ TmaDesc map, int expect, int* out) {
     RB_DYNAMIC_SMEM(raw);
     unsigned char* sm = aligned_smem(raw);
@@ -37,7 +38,9 @@ extern "C" __global__ void unit_phase(const __grid_constant__ TmaDesc map, int e
         out[2] = mbar_try_wait(b, 0);  // one arrival and the bytes outstanding
         tma_load_2d(smem_u32(sm), &map, 0, 0, b);
         out[3] = mbar_try_wait(b, 0);  // bytes in (if expect matched), one arrival pending
+        out[6] = sm[0];                // a plain load that did not wait for the phase
         mbar_arrive(b);
+        out[7] = sm[0];
         out[4] = mbar_try_wait(b, 0);  // both counts zero: the phase of parity 0 completed
         out[5] = mbar_try_wait(b, 1);  // the next phase has not
     }
