@@ -2,7 +2,10 @@
 (tests/cuda_emu/emu.h: a thread per CUDA thread, barriers, warp shuffles, and mma.sync
 reconstructed from the PTX fragment layouts), with the launch geometry, storage types,
 poisoning and validation of the real backends. Not a timing, a correctness proof without a
-GPU: odd sizes, every tail and guard path, every dtype, the tensor-core fragment mapping."""
+GPU: odd sizes, every tail and guard path, every dtype, the tensor-core fragment mapping.
+The Hopper kernels (the wgmma/TMA GEMM, the wgmma probe) run under tests/cuda_emu/hopper_emu.h
+(mbarriers, TMA, wgmma; docs/hopper-emulation.md), launched by roofbench's own driver-launch
+code over the stand-in bindings, with planted errors in the host code and the kernel."""
 
 from __future__ import annotations
 

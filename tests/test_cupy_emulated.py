@@ -1,8 +1,10 @@
 """The real CuPy (and PyCUDA) backends, runner and CLI end to end without a GPU: stand-ins
 `cupy` / `pycuda` (tests/fake_cupy: host memory, CUDA events on the host clock) launch the
-CUDA C kernels through the CPU emulation of tests/cuda_emu. Proves the backends' plumbing
-(launch geometry, storage types, poisoning, per-launch timing, occupancy facts, results
-files); the times they record are emulation times and mean nothing."""
+CUDA C kernels through the CPU emulation of tests/cuda_emu; the sm_90a wgmma GEMM goes
+through the stand-in cuda.bindings (NVRTC, tensor maps, driver launch) as on a Hopper GPU.
+Proves the backends' plumbing (launch geometry, storage types, poisoning, per-launch timing,
+occupancy facts, results files); the times they record are emulation times and mean
+nothing."""
 
 from __future__ import annotations
 
