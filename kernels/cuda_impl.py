@@ -132,21 +132,29 @@ class CudaLibrary:
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 
 
+def expand_includes(text: str) -> str:
+    """``text`` with every ``#include "x"`` of a header in kernels/cuda expanded inline (each
+    once: the headers use #pragma once); other includes are left as they are."""
+    seen: set[str] = set()
+
+    def sub(m: re.Match[str]) -> str:
+        fname = m.group(1)
+        if not (CUDA_DIR / fname).is_file():
+            return m.group(0)
+        if fname in seen:
+            return ""
+        seen.add(fname)
+        return _INCLUDE.sub(sub, (CUDA_DIR / fname).read_text())
+
+    return _INCLUDE.sub(sub, text)
+
+
 @cache
 def load_source(name: str) -> str:
     """The source text with local ``#include "..."`` expanded inline, so that a compiler cache
     keyed on the text (CuPy's) sees header changes, and no include path to our folder is needed.
     """
-    seen: set[str] = set()
-
-    def expand(fname: str) -> str:
-        if fname in seen:  # headers use #pragma once
-            return ""
-        seen.add(fname)
-        text = (CUDA_DIR / fname).read_text()
-        return _INCLUDE.sub(lambda m: expand(m.group(1)), text)
-
-    return expand(name)
+    return expand_includes(f'#include "{name}"\n')
 
 
 def sources() -> list[str]:
@@ -156,6 +164,21 @@ def sources() -> list[str]:
 def compile_options() -> tuple[str, ...]:
     """Options both NVRTC and nvcc accept (plus an -I for the CUDA headers, added by callers)."""
     return ("-std=c++17",)
+
+
+BOUNDED_WAIT_ENV = "ROOFBENCH_BOUNDED_WAIT"
+
+
+def bounded_wait_options() -> tuple[str, ...]:
+    """The check build of the sm_90a kernels (the wgmma GEMM and probe): with
+    ROOFBENCH_BOUNDED_WAIT=1 in the environment every mbarrier wait traps after
+    RB_WAIT_LIMIT_CYCLES with a message naming the barrier and phase (kernels/cuda/hopper_ops.cuh)
+    instead of hanging. Left out of timed runs: the message's printf gives the kernels a stack
+    frame and local stores that the inspected release build does not have."""
+    import os
+
+    return ("-DRB_BOUNDED_WAIT",) if os.environ.get(BOUNDED_WAIT_ENV, "0") not in ("", "0") \
+        else ()
 
 
 def cuda_include_dirs() -> list[str]:

@@ -166,9 +166,38 @@ def nvrtc_compile(source: str, arch: str) -> tuple[bool, str, int]:
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-EMU_HEADER = Path(__file__).parent / "cuda_emu" / "emu.h"
+EMU_DIR = Path(__file__).parent / "cuda_emu"
+EMU_HEADER = EMU_DIR / "emu.h"
 EMU_SOURCES = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu", "cache.cu", "attention.cu",
                "gemv.cu")
+PROBE_DIR = Path(__file__).resolve().parents[1] / "roofs" / "probes" / "cuda"
+
+
+@dataclass(frozen=True)
+class DriverSource:
+    """A source launched through the driver (cuLaunchKernel with a parameter array): built
+    with an rb_params__<kernel> entry per kernel, as $RB_EMU_LIBDIR/driver_<stem>.so."""
+
+    path: Path
+    kernels: tuple[str, ...]
+
+    @property
+    def stem(self) -> str:
+        return self.path.stem
+
+
+def driver_sources() -> dict[str, DriverSource]:
+    """The sm_90a sources and their kernels, named from the tables that launch them (and the
+    emulation's own unit kernels)."""
+    from roofbench.kernels import cuda_impl as cu
+    from roofbench.roofs.probes.gpu_math import WGMMA_KERNELS
+
+    gemm = [f"gemm_wgmma_{d}" for d in cu.CudaTmaGemm(cu.WGMMA_SOURCE, "").dtypes]
+    unit = ("unit_wait", "unit_phase", "unit_tma", "unit_mbar_misuse", "unit_wgmma")
+    return {"gemm_wgmma": DriverSource(CUDA_DIR / cu.WGMMA_SOURCE, tuple(gemm)),
+            "wgmma": DriverSource(PROBE_DIR / "wgmma.cu",
+                                  tuple(k for k, _ in WGMMA_KERNELS.values())),
+            "hopper_unit": DriverSource(EMU_DIR / "hopper_unit.cu", unit)}
 
 
 def emulation_missing() -> str | None:
@@ -187,29 +216,49 @@ def emulation_missing() -> str | None:
 
 def _source_path(src: str) -> Path:
     """A kernel source (kernels/cuda) or a probe source (roofs/probes/cuda)."""
-    from roofbench.roofs.probes.gpu_run import CUDA_DIR as PROBE_DIR
-
     return CUDA_DIR / src if (CUDA_DIR / src).is_file() else PROBE_DIR / src
+
+
+def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = ()) -> None:
+    import shutil
+
+    cmd = [shutil.which("g++") or "g++", "-std=c++20", opt, "-shared", "-fPIC", "-pthread",
+           "-w", "-Wno-psabi", "-include", str(EMU_HEADER),
+           *(f"-I{d}" for d in cuda_include_dirs()), f"-I{CUDA_DIR}", f"-I{EMU_DIR}", *extra,
+           "-x", "c++", str(src), "-o", str(so)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise AssertionError(f"emulation build of {src.name} failed:\n{p.stderr[-4000:]}")
+
+
+def build_driver_source(ds: DriverSource, out: Path, text: str | None = None,
+                        defines: tuple[str, ...] = ("RB_BOUNDED_WAIT",), opt: str = "-O2"
+                        ) -> Path:
+    """driver_<stem>.so in ``out``: the source (or ``text``, e.g. a mutant of it, with its
+    kernels/cuda includes already inlined) with the driver entries of its kernels, built as
+    the check build (-DRB_BOUNDED_WAIT) by default."""
+    out.mkdir(parents=True, exist_ok=True)
+    body = ds.path
+    if text is not None:
+        body = out / f"{ds.stem}.mutant.cu"
+        body.write_text(text)
+    wrapper = out / f"driver_{ds.stem}.cpp"
+    wrapper.write_text(f'#include "{body}"\n' + "".join(f"RB_ENTRY({k})\n" for k in ds.kernels))
+    so = out / f"driver_{ds.stem}.so"
+    _emu_compile(wrapper, so, opt, tuple(f"-D{d}" for d in defines))
+    return so
 
 
 @cache
 def build_emulation() -> Path:
     """The CUDA C sources compiled by g++ against tests/cuda_emu/emu.h, one shared library per
-    source, in a session temp dir (cached). Returns the directory."""
-    import shutil
-
+    source, in a session temp dir (cached): the RawModule kernels (<stem>.so, launched with
+    rb_launch) and the driver-launched sm_90a ones (driver_<stem>.so). Returns the directory."""
     out = _TMP / "emu"
     out.mkdir(exist_ok=True)
-
-    def build(src: str) -> None:
-        so = out / (Path(src).stem + ".so")
-        cmd = [shutil.which("g++") or "g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
-               "-w", "-include", str(EMU_HEADER), *(f"-I{d}" for d in cuda_include_dirs()),
-               f"-I{CUDA_DIR}", "-x", "c++", str(_source_path(src)), "-o", str(so)]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if p.returncode != 0:
-            raise AssertionError(f"emulation build of {src} failed:\n{p.stderr[-4000:]}")
-
+    jobs = [lambda s=src: _emu_compile(_source_path(s), out / (Path(s).stem + ".so"), "-O1")
+            for src in EMU_SOURCES]
+    jobs += [lambda d=ds: build_driver_source(d, out) for ds in driver_sources().values()]
     with ThreadPoolExecutor(max_workers=2) as ex:
-        list(ex.map(build, EMU_SOURCES))
+        list(ex.map(lambda j: j(), jobs))
     return out

@@ -1,8 +1,10 @@
 """The real CuPy (and PyCUDA) backends, runner and CLI end to end without a GPU: stand-ins
 `cupy` / `pycuda` (tests/fake_cupy: host memory, CUDA events on the host clock) launch the
-CUDA C kernels through the CPU emulation of tests/cuda_emu. Proves the backends' plumbing
-(launch geometry, storage types, poisoning, per-launch timing, occupancy facts, results
-files); the times they record are emulation times and mean nothing."""
+CUDA C kernels through the CPU emulation of tests/cuda_emu; the sm_90a wgmma GEMM goes
+through the stand-in cuda.bindings (NVRTC, tensor maps, driver launch) as on a Hopper GPU.
+Proves the backends' plumbing (launch geometry, storage types, poisoning, per-launch timing,
+occupancy facts, results files); the times they record are emulation times and mean
+nothing."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cuda_tools as ct  # noqa: E402
+from roofbench.kernels import cuda_impl as cu  # noqa: E402
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,
@@ -32,7 +35,7 @@ RUNS = [
     ["--kernel", "vector_add", "--variant", "vec4", "--dtype", "fp8", "--dtype", "fp32",
      "--size", "1003"],
     ["--kernel", "rownorm", "--variant", "naive", "--dtype", "fp16", "--size", "3x1001"],
-    # sm_90: `tensor` is the wgmma kernel (no emulation); tensor_mma is the emulated mma.sync
+    # sm_90: `tensor` is the wgmma kernel (test_cli_run_wgmma_emulated); tensor_mma mma.sync
     ["--kernel", "gemm", "--variant", "tensor_mma", "--dtype", "bf16", "--size", "130x136x97"],
     ["--kernel", "gemm", "--variant", "library", "--dtype", "fp32", "--size", "33x17x9"],
 ]
@@ -118,3 +121,27 @@ def test_attention_and_gemv_through_the_cupy_backend(tmp_path):
                                     "--size", "37x1001"])
     assert g["status"] == "ok" and g["valid"], g["error"]
     assert g["extra"]["launches"][0]["function"] == "gemv_warp_fp8"
+
+
+# Partial tiles in every dimension the TMA stride rule allows (N, K multiples of 16 bytes);
+# 1001 rows: 8 tile rows, a grouped raster of one group; K = 2048: 32 fp16 k tiles wrap the
+# 4-stage ring 8 times, 16 fp8 ones the 3-stage ring 5 times.
+WGMMA_SIZES = ("130x272x112", "1001x784x336", "128x256x2048")
+
+
+@pytest.mark.parametrize("size", WGMMA_SIZES)
+def test_cli_run_wgmma_emulated(tmp_path, size):
+    """`roofbench run --backend cuda --variant tensor` on the sm_90 stand-in: the real CuPy
+    backend plans the wgmma/TMA GEMM, builds it with NVRTC for sm_90a, encodes both tensor maps
+    with cuTensorMapEncodeTiled and launches it with cuLaunchKernel (tests/fake_cupy/cuda: the
+    stand-in bindings store the encoded fields, the emulated TMA reads them), and validates
+    fp16, bf16 and fp8 against float64."""
+    cases = run_cli(tmp_path, ["--kernel", "gemm", "--variant", "tensor", "--dtype", "fp16",
+                               "--dtype", "bf16", "--dtype", "fp8", "--size", size])
+    assert sorted(c["dtype"] for c in cases) == ["bf16", "fp16", "fp8"]
+    for c in cases:
+        assert c["status"] == "ok" and c["valid"], (c["dtype"], c["error"])
+        (la,) = c["extra"]["launches"]
+        assert la["function"] == f"gemm_wgmma_{c['dtype']}", la
+        assert la["compiler"] == "nvrtc sm_90a (cuda-python driver launch)", la
+        assert la["grid"][0] == len(cu.wgmma_schedule(*map(int, size.split("x")), c["dtype"]))

@@ -10,8 +10,13 @@
 * A CPU model of the schedule (same constants, read from the .cu) covers every output element
   exactly once for odd M, N, K and reproduces A @ B with zero-filled boxes; a model of the
   mbarrier ring (the kernel's parity formulas) never deadlocks nor overwrites a stage in use.
+* The shared-memory layouts against CuTe (tests/cute_oracle.cpp): the kernel's descriptors,
+  TMA boxes and fp8 transpose, and the emulator's descriptor decode; the fp8 transpose's bank
+  wavefronts counted from the header's own index formulas.
+* The check build (ROOFBENCH_BOUNDED_WAIT=1) traps where the timed build waits.
 * Host plumbing: tensor-map arguments, kernel parameter packing, per-arch dispatch, refusals.
-The kernel has not run on a GPU yet: NOT_VALIDATED_ON_HARDWARE says so until it has.
+The kernel itself runs on the CPU in tests/test_cuda_emu.py and tests/test_cupy_emulated.py.
+It has not run on a GPU yet: NOT_VALIDATED_ON_HARDWARE says so until it has.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -243,12 +249,16 @@ class _Bar:
         return (self.phase & 1) != parity
 
 
-def _run_ring(stages: int, ktiles: int, seed: int) -> bool:
-    """One random interleaving of the producer and two consumers; True when all finished."""
+def _run_ring(stages: int, ktiles: int, seed: int, late: bool = False) -> tuple[bool, int]:
+    """One random interleaving of the producer and two consumers: (all finished, the most
+    stages a consumer held while it waited for its next tile). The kernel's order releases a
+    stage right after the wait_group of the group that read it; ``late`` is the former order
+    (wait_group 1 after the next tile's group, then release the previous stage)."""
     full = [_Bar(1) for _ in range(stages)]
     empty = [_Bar(2) for _ in range(stages)]
     slot = [-1] * stages
     reading: list[set[int]] = [set() for _ in range(stages)]
+    held_while_waiting = 0
 
     def producer():
         for kt in range(ktiles):
@@ -261,42 +271,61 @@ def _run_ring(stages: int, ktiles: int, seed: int) -> bool:
             full[s].arrive()
             yield
 
+    def release(cid: int, s: int) -> None:
+        reading[s].discard(cid)
+        empty[s].arrive()
+
     def consumer(cid: int):
+        nonlocal held_while_waiting
         for kt in range(ktiles):
             s = kt % stages
             while not full[s].passed((kt // stages) & 1):
+                held = sum(cid in r for r in reading)
+                held_while_waiting = max(held_while_waiting, held)
                 yield
             assert slot[s] == kt
-            reading[s].add(cid)  # wgmma in flight until the next wait_group(1)
+            reading[s].add(cid)  # wgmma issued and committed
             yield
-            if kt > 0:
-                p = (kt - 1) % stages
-                reading[p].discard(cid)
-                empty[p].arrive()
+            if not late:
+                release(cid, s)  # wait_group 0: the group that read stage s is done
+            elif kt > 0:
+                release(cid, (kt - 1) % stages)  # wait_group 1: the previous one is
             yield
+        if late:
+            release(cid, (ktiles - 1) % stages)
 
     rnd = random.Random(seed)
     actors = [producer(), consumer(0), consumer(1)]
     for _ in range(100000):
         if not actors:
-            return True
+            return True, held_while_waiting
         a = rnd.choice(actors)
         try:
             next(a)
         except StopIteration:
             actors.remove(a)
-    return not actors
+    return not actors, held_while_waiting
 
 
 def test_mbarrier_ring_protocol():
     """The kernel's ring as a model: full[s] (one expect_tx arrival) and empty[s] (every
     consumer thread; one arrival per consumer here) with the parity formulas of
     gemm_wgmma.cu; random interleavings finish without deadlock, deliver tiles in order and
-    never overwrite a stage whose wgmma may still read it."""
+    never overwrite a stage whose wgmma may still read it. A consumer waiting for its next
+    tile holds no stage, so the producer can fill all of them (the late release held one:
+    3 fp8 stages acted as 2). The emulation (test_cuda_emu) runs the kernel itself."""
     for stages in (C["WG_STAGES_16"], C["WG_STAGES_8"]):
         for ktiles in (1, 2, stages, stages + 1, 3 * stages + 2):
+            held = []
             for seed in range(20):
-                assert _run_ring(stages, ktiles, seed), f"deadlock: {stages} stages, {ktiles}"
+                done, h = _run_ring(stages, ktiles, seed)
+                assert done, f"deadlock: {stages} stages, {ktiles}"
+                held.append(h)
+                done, _ = _run_ring(stages, ktiles, seed, late=True)
+                assert done
+            assert max(held) == 0, (stages, ktiles)
+    late = max(_run_ring(3, 11, seed, late=True)[1] for seed in range(20))
+    assert late == 1
 
 
 def test_mbarrier_model_parity_semantics():
@@ -332,6 +361,8 @@ extern "C" void rb_transpose(const unsigned* stg, unsigned char* bs) {
 extern "C" void rb_tile(int bid, int tiles_m, int tiles_n, int* out) {
     wgmma_tile(bid, tiles_m, tiles_n, out[0], out[1]);
 }
+extern "C" int rb_store_offset(int t, int kc, int s) { return fp8_store_offset(t, kc, s); }
+extern "C" int rb_load_word(int t, int kc, int j) { return fp8_load_word(t, kc, j); }
 """
 
 
@@ -371,6 +402,39 @@ def test_fp8_transpose_lands_in_the_swizzled_k_major_layout(layout_lib):
     np.testing.assert_array_equal(out[addr], stg.T)
 
 
+def _wavefronts(addrs: list[int], width: int) -> int:
+    """Shared-memory wavefronts of one warp-wide access of ``width`` bytes per lane: 32 banks
+    of 4 bytes, one distinct 4-byte word per bank per wavefront (lanes on the same word share
+    it), so the access takes as many wavefronts as the most distinct words any bank holds."""
+    words = {a // 4 + i for a in addrs for i in range(width // 4)}
+    return max(Counter(w % 32 for w in words).values())
+
+
+def _quarter_wavefronts(addrs: list[int]) -> int:
+    """The same for 16-byte accesses served a quarter-warp (8 lanes, 128 bytes) at a time."""
+    return sum(_wavefronts(addrs[q:q + 8], 16) for q in range(0, 32, 8))
+
+
+def test_fp8_transpose_is_free_of_bank_conflicts(layout_lib):
+    """Every warp access of the producer's transpose, enumerated from the header's own index
+    formulas (fp8_load_word, fp8_store_offset) for the 32 lanes: the 4-byte staging loads take
+    1 wavefront, the 16-byte stores the 4 a warp's 512 bytes need at least (rotating the rows
+    by (s + n4) & 3 reached only 4 of the 8 chunk positions: 8 wavefronts)."""
+    for warp in range(4):  # the producer warpgroup
+        lanes = range(32 * warp, 32 * warp + 32)
+        kc0 = {t >> 6 for t in lanes}
+        assert len(kc0) == 1  # the loop's k chunks are uniform across the warp
+        for kc in range(kc0.pop(), 8, 2):
+            for j in range(16):
+                words = [layout_lib.rb_load_word(t, kc, j) for t in lanes]
+                assert _wavefronts([4 * w for w in words], 4) == 1, (warp, kc, j)
+            for s in range(4):
+                offs = [layout_lib.rb_store_offset(t, kc, s) for t in lanes]
+                assert len(set(offs)) == 32 and all(o % 16 == 0 for o in offs)
+                got = (_wavefronts(offs, 16), _quarter_wavefronts(offs))
+                assert got == (4, 4), f"warp {warp} k chunk {kc} store {s}: {got} wavefronts"
+
+
 @pytest.mark.parametrize("m,n", [(1, 1), (129, 257), (1000, 130), (128 * 9 + 5, 256 * 3 + 1),
                                  (4096, 4096), (8192, 8192)])
 def test_c_schedule_matches_the_python_model(layout_lib, m, n):
@@ -381,6 +445,120 @@ def test_c_schedule_matches_the_python_model(layout_lib, m, n):
     for bid in range(tiles_m * tiles_n):
         layout_lib.rb_tile(bid, tiles_m, tiles_n, out)
         assert (out[0], out[1]) == cu.wgmma_tile(bid, tiles_m, tiles_n), bid
+
+
+# ------------------------------------------- the descriptors against CuTe (the oracle)
+def _cutlass_include() -> Path | None:
+    try:
+        import cutlass_library
+    except ImportError:
+        return None
+    d = Path(cutlass_library.__file__).parent / "source" / "include"
+    return d if (d / "cute" / "atom" / "mma_traits_sm90_gmma.hpp").is_file() else None
+
+
+@pytest.fixture(scope="module")
+def cute_oracle() -> Callable[[str], dict[str, tuple[int, int, str]]]:
+    """tests/cute_oracle.cpp built with g++ against CUTLASS's headers (nvidia-cutlass): per
+    check, (elements checked, mismatches, the first mismatch)."""
+    import shutil
+
+    inc = _cutlass_include()
+    if inc is None:
+        pytest.skip("CUTLASS headers missing: pip install -e '.[cudatools]' (nvidia-cutlass)")
+    gxx = shutil.which("g++")
+    if gxx is None or not ct.cuda_include_dirs():
+        pytest.skip("g++ or the CUDA headers are missing")
+    cuda = [f"-I{d}" for d in ct.cuda_include_dirs()]
+    cuda += [f"-I{d}/cccl" for d in ct.cuda_include_dirs() if (Path(d) / "cccl").is_dir()]
+    exe = ct._TMP / "cute_oracle"
+    p = subprocess.run([gxx, "-std=c++17", "-O1", "-w", f"-I{inc}", *cuda, f"-I{ct.EMU_DIR}",
+                        f"-I{cu.CUDA_DIR}", str(Path(__file__).parent / "cute_oracle.cpp"),
+                        "-o", str(exe)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-4000:]
+
+    def run(plant: str) -> dict[str, tuple[int, int, str]]:
+        out = subprocess.run([str(exe), plant], capture_output=True, text=True, timeout=120,
+                             check=True).stdout
+        rows = {}
+        for line in out.splitlines():
+            name, checked, bad, *first = line.split(" ", 3)
+            rows[name] = (int(checked), int(bad), " ".join(first))
+        return rows
+    return run
+
+
+def test_cute_layouts_agree_with_the_emulator_and_the_kernel(cute_oracle):
+    """CuTe's GMMA layout atoms (K-major and MN-major, 128/64/32-byte swizzle, interleaved;
+    16- and 8-bit) and make_gmma_desc, against the emulator's decode of the same descriptors
+    for every element of every k step; and the descriptors the kernel builds (bit for bit),
+    their decode for every (m, k) / (n, k) of a stage, and where TMA's boxes and the fp8
+    transpose put each element: all agree."""
+    rows = cute_oracle("none")
+    atoms = [n for n in rows if n.startswith("atom_")]
+    assert len(atoms) == 13 and {"atom_MN_SW64_f16", "atom_K_SW32_e4m3"} <= set(atoms)
+    for dt in DTYPES:
+        for what in ("kernel_desc_A", "kernel_decode_A", "tma_box_A", "kernel_desc_B",
+                     "kernel_decode_B", "transpose_B" if dt == "fp8" else "tma_box_B"):
+            assert f"{what}_{dt}" in rows
+    for name, (checked, bad, first) in rows.items():
+        assert checked > 0 and bad == 0, f"{name}: {bad} of {checked} disagree, {first}"
+    assert rows["kernel_decode_B_fp16"][0] == 256 * 16 * 4  # every (n, k) of the 4 k steps
+
+
+@pytest.mark.parametrize("plant", ["swap_lbo_sbo", "swizzle64", "swizzle32"])
+def test_planted_descriptor_errors_disagree_with_cute(cute_oracle, plant):
+    """LBO and SBO swapped, or a wrong swizzle mode, in the kernel's descriptors: CuTe and the
+    decode disagree for A and B of every dtype (and the descriptors differ)."""
+    rows = cute_oracle(plant)
+    for dt in DTYPES:
+        for op in "AB":
+            assert rows[f"kernel_desc_{op}_{dt}"][1] > 0, (plant, op, dt)
+            assert rows[f"kernel_decode_{op}_{dt}"][1] > 0, (plant, op, dt)
+
+
+# ------------------------------------------------------------ the bounded (check) build
+def test_bounded_wait_option_follows_the_environment(monkeypatch):
+    for value, want in (("1", ("-DRB_BOUNDED_WAIT",)), ("0", ()), ("", ())):
+        monkeypatch.setenv(cu.BOUNDED_WAIT_ENV, value)
+        assert cu.bounded_wait_options() == want
+    monkeypatch.delenv(cu.BOUNDED_WAIT_ENV)
+    assert cu.bounded_wait_options() == ()
+
+
+def test_check_build_traps_where_the_timed_build_waits(monkeypatch):
+    """NVRTC on the backend's path: with ROOFBENCH_BOUNDED_WAIT=1 every kernel of the GEMM
+    (and the probe) has the trap of the bounded wait, the producer's code still fits its
+    setmaxnreg budget; the timed build has no trap."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings not installed")
+    if ct.missing_tools("cuobjdump") or not ct.cuda_include_dirs():
+        pytest.skip("pip CUDA toolchain / headers missing: pip install -e '.[cudatools]'")
+    from roofbench.bench.backends.tma_launch import compile_cubin
+    from roofbench.roofs.probes import cuda_driver as cd
+
+    def sass_of(cubin: bytes, tag: str) -> dict[str, str]:
+        path = ct._TMP / f"gemm_wgmma.{tag}.cubin"
+        path.write_bytes(cubin)
+        text = subprocess.run([str(ct.pip_tool("cuobjdump")), "-sass", str(path)],
+                              capture_output=True, text=True, timeout=120, check=True).stdout
+        return dict(re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", text, re.S))
+
+    monkeypatch.delenv(cu.BOUNDED_WAIT_ENV, raising=False)
+    timed = sass_of(compile_cubin(SRC, "sm_90a"), "timed")
+    monkeypatch.setenv(cu.BOUNDED_WAIT_ENV, "1")
+    check = sass_of(compile_cubin(SRC, "sm_90a"), "check")
+    probe = cd.compile_cubin((ct.PROBE_DIR / "wgmma.cu").read_text(), "wgmma.cu", "sm_90a",
+                             ("-std=c++17",))
+    assert len(probe) > 0
+    prod = C["WG_PRODUCER_REGS"]
+    for d in DTYPES:
+        k = f"gemm_wgmma_{d}"
+        assert "BPT.TRAP" not in timed[k] and "BPT.TRAP" in check[k], k
+        lines = check[k].splitlines()
+        start = next(i for i, ln in enumerate(lines) if "USETMAXREG.DEALLOC" in ln)
+        regs = [int(r) for ln in lines[start:] for r in re.findall(r"\bR(\d+)\b",
+                                                                  ln.split(";")[0])]
+        assert max(regs) < prod, (k, max(regs))
 
 
 # ------------------------------------------------------------------------ host plumbing

@@ -11,8 +11,9 @@
 //     tensor maps encoded on the host, passed as __grid_constant__ parameters). Raw mbarriers:
 //     full[s] (data landed: TMA transaction bytes) and empty[s] (both consumers done reading).
 //   * Consumers run wgmma.mma_async m64n256k16 (fp16/bf16) or m64n256k32 (e4m3) straight from
-//     shared memory, keeping one wgmma group in flight (wait_group 1) and releasing the stage
-//     the finished group read.
+//     shared memory, one commit group per k tile, and release the stage as soon as that group
+//     has completed (wait_group 0): a stage is never held while its reader waits for the next
+//     one, so all WG_STAGES of the ring prefetch. The two consumer warpgroups interleave.
 //   * A: K-major tile [128 rows][128 bytes of k], 128-byte swizzle (TMA and wgmma agree).
 //     B fp16/bf16: B is N-major in memory; TMA loads it as 4 boxes [k][64 n] with the 128-byte
 //     swizzle and wgmma reads it transposed (imm-trans-b = 1; MN-major descriptor).
@@ -28,122 +29,36 @@
 #include "common.cuh"
 // constants, tile schedule, fp8 transpose (host-testable):
 #include "wgmma_layout.cuh"
+// mbarrier, TMA, wgmma, fences (the emulation in tests/cuda_emu replaces its primitives):
+#include "hopper_ops.cuh"
 
 // A CUtensorMap as the driver encodes it: 128 opaque bytes, 64-byte aligned (cuda.h is not
 // needed: NVRTC has no default include path).
 struct __align__(64) TmaDesc { unsigned long long v[16]; };
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(RB_HOPPER)
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// ----------------------------------------------------------------------------- mbarriers
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-// Wait until the phase of parity `parity` has completed (raw try_wait loop).
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    unsigned done = 0;
-    do {
-        asm volatile(
-            "{\n .reg .pred p;\n"
-            " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-            " selp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(bar), "r"(parity)
-            : "memory");
-    } while (!done);
-}
-
-// ---------------------------------------------------------------------------------- TMA
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDesc* map, int c0, int c1,
-                                            unsigned bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-        " [%0], [%1, {%2, %3}], [%4];"
-        ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar)
-        : "memory");
-}
-
-// -------------------------------------------------------------------------------- wgmma
-// Shared-memory matrix descriptor: start, leading and stride byte offsets (>> 4, 14 bits
-// each), 128-byte swizzle (mode 1 in bits 62-63).
-__device__ __forceinline__ unsigned long long gmma_desc(unsigned addr, unsigned lbo,
-                                                        unsigned sbo) {
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) |
-           ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
-           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
-}
-
-#define WG_D_OPERANDS                                                                        \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "       \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "       \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "       \
-    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "       \
-    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "       \
-    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, " \
-    "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, "   \
-    "%125, %126, %127}"
-#define WG_D8(i)                                                                             \
-    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]),              \
-        "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define WG_D128                                                                              \
-    WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56),      \
-        WG_D8(64), WG_D8(72), WG_D8(80), WG_D8(88), WG_D8(96), WG_D8(104), WG_D8(112),        \
-        WG_D8(120)
-
-// D[64x256] += A[64xK] B[Kx256], one k step (16 values for 16-bit types, 32 for fp8).
+// D[64x256] += A[64xK] B[Kx256], one k step (16 values for 16-bit types, 32 for fp8). A is
+// K-major; B is N-major for 16-bit types (read transposed), K-major for fp8.
 template <typename T> struct Wgmma;
 template <> struct Wgmma<__half> {
     static __device__ __forceinline__ void run(float (&d)[128], unsigned long long da,
                                                unsigned long long db) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " WG_D_OPERANDS
-                     ", %128, %129, p, 1, 1, 0, 1;\n}\n"
-                     : WG_D128
-                     : "l"(da), "l"(db), "r"(1));
+        wgmma_m64n256k16_f16<1>(d, da, db);
     }
 };
 template <> struct Wgmma<__nv_bfloat16> {
     static __device__ __forceinline__ void run(float (&d)[128], unsigned long long da,
                                                unsigned long long db) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " WG_D_OPERANDS
-                     ", %128, %129, p, 1, 1, 0, 1;\n}\n"
-                     : WG_D128
-                     : "l"(da), "l"(db), "r"(1));
+        wgmma_m64n256k16_bf16<1>(d, da, db);
     }
 };
 template <> struct Wgmma<fp8_t> {
     static __device__ __forceinline__ void run(float (&d)[128], unsigned long long da,
                                                unsigned long long db) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 " WG_D_OPERANDS
-                     ", %128, %129, p, 1, 1;\n}\n"
-                     : WG_D128
-                     : "l"(da), "l"(db), "r"(1));
+        wgmma_m64n256k32_e4m3(d, da, db);
     }
 };
-
-__device__ __forceinline__ void wgmma_fence() {
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-template <int N> __device__ __forceinline__ void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
 
 // ---------------------------------------------------------------------- output stores
 template <typename T> struct Store2;
@@ -171,7 +86,7 @@ __device__ __forceinline__ void gemm_wgmma(const TmaDesc* tmA, const TmaDesc* tm
     constexpr bool FP8 = sizeof(T) == 1;
     constexpr int STAGES = FP8 ? WG_STAGES_8 : WG_STAGES_16;
     constexpr int BK = WG_BK_BYTES / (int)sizeof(T);
-    extern __shared__ unsigned char smem_raw[];
+    RB_DYNAMIC_SMEM(smem_raw);
     // Offset (not an integer cast) keeps the pointer in the shared window: LDS/STS, not LD/ST.
     unsigned char* smem =
         smem_raw + ((WG_SMEM_ALIGN - (smem_u32(smem_raw) & (WG_SMEM_ALIGN - 1))) &
@@ -200,20 +115,21 @@ __device__ __forceinline__ void gemm_wgmma(const TmaDesc* tmA, const TmaDesc* tm
             mbar_init(sfull0, 1);
             mbar_init(sfull0 + 8, 1);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        mbar_init_fence();
+        fence_proxy_async();
     }
     __syncthreads();
 
     if (wg == 0) {
         // ------------------------------------------------------------------ producer
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(WG_PRODUCER_REGS));
+        setmaxnreg_dec<WG_PRODUCER_REGS>();
         if constexpr (!FP8) {
             if (t == 0) {
                 for (int kt = 0; kt < ktiles; ++kt) {
                     const int s = kt % STAGES;
                     const unsigned full = full0 + 8 * s, sa = base + s * WG_STAGE_BYTES;
-                    if (kt >= STAGES) mbar_wait(empty0 + 8 * s, ((kt / STAGES) & 1) ^ 1);
+                    if (kt >= STAGES)
+                        mbar_wait(empty0 + 8 * s, ((kt / STAGES) & 1) ^ 1, "empty", s);
                     mbar_expect_tx(full, WG_STAGE_BYTES);
                     tma_load_2d(sa, tmA, kt * BK, m0, full);
 #pragma unroll
@@ -230,7 +146,8 @@ __device__ __forceinline__ void gemm_wgmma(const TmaDesc* tmA, const TmaDesc* tm
             for (int kt = 0; kt < ktiles; ++kt) {
                 const int s = kt % STAGES, sb = kt & 1;
                 const unsigned full = full0 + 8 * s, sa = base + s * WG_STAGE_BYTES;
-                if (kt >= STAGES) mbar_wait(empty0 + 8 * s, ((kt / STAGES) & 1) ^ 1);
+                if (kt >= STAGES)
+                    mbar_wait(empty0 + 8 * s, ((kt / STAGES) & 1) ^ 1, "empty", s);
                 if (t == 0) {
                     mbar_expect_tx(full, WG_A_BYTES);
                     tma_load_2d(sa, tmA, kt * BK, m0, full);
@@ -241,14 +158,14 @@ __device__ __forceinline__ void gemm_wgmma(const TmaDesc* tmA, const TmaDesc* tm
                                     (kt + 1) * BK, nb);
                     }
                 }
-                mbar_wait(sfull0 + 8 * sb, (kt >> 1) & 1);
+                mbar_wait(sfull0 + 8 * sb, (kt >> 1) & 1, "staging", sb);
                 transpose_fp8_tile(
                     reinterpret_cast<const unsigned*>(staging + sb * WG_STAGING_BYTES),
                     smem + s * WG_STAGE_BYTES + WG_A_BYTES, t);
                 // Generic-proxy writes -> visible to wgmma (async proxy); staging reads done
                 // before the next TMA overwrites it.
-                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                asm volatile("bar.sync 1, 128;" ::: "memory");
+                fence_proxy_async();
+                named_barrier_sync(1, 128);
                 if (t == 0) mbar_arrive(full);
             }
         }
@@ -256,7 +173,7 @@ __device__ __forceinline__ void gemm_wgmma(const TmaDesc* tmA, const TmaDesc* tm
     }
 
     // ---------------------------------------------------------------------- consumers
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(WG_CONSUMER_REGS));
+    setmaxnreg_inc<WG_CONSUMER_REGS>();
     const int cw = wg - 1;  // rows cw*64 .. +63 of the tile
     float d[128];
 #pragma unroll
@@ -264,7 +181,7 @@ __device__ __forceinline__ void gemm_wgmma(const TmaDesc* tmA, const TmaDesc* tm
 
     for (int kt = 0; kt < ktiles; ++kt) {
         const int s = kt % STAGES;
-        mbar_wait(full0 + 8 * s, (kt / STAGES) & 1);
+        mbar_wait(full0 + 8 * s, (kt / STAGES) & 1, "full", s);
         const unsigned sa = base + s * WG_STAGE_BYTES + cw * 64 * WG_BK_BYTES;
         const unsigned sb = base + s * WG_STAGE_BYTES + WG_A_BYTES;
         wgmma_fence();
@@ -279,10 +196,12 @@ __device__ __forceinline__ void gemm_wgmma(const TmaDesc* tmA, const TmaDesc* tm
             Wgmma<T>::run(d, da, db);
         }
         wgmma_commit();
-        wgmma_wait<1>();  // the previous k tile's group is done: release its stage
-        if (kt > 0) mbar_arrive(empty0 + 8 * ((kt - 1) % STAGES));
+        // Release the stage as soon as the group that read it has completed, so that every
+        // stage of the ring can be loading while this warpgroup waits for the next one (the
+        // other consumer warpgroup keeps the tensor cores busy meanwhile).
+        wgmma_wait<0>();
+        mbar_arrive(empty0 + 8 * s);
     }
-    wgmma_wait<0>();
 
     // Accumulator layout (per warp w of the warpgroup, lane l): for column block j (8 wide),
     // d[4j], d[4j+1] at row 16w + l/4, columns 8j + 2(l%4) + {0,1}; d[4j+2], d[4j+3] 8 rows

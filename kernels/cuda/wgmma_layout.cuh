@@ -41,16 +41,32 @@ __device__ __forceinline__ void wgmma_tile(int bid, int tiles_m, int tiles_n, in
 // Staging tile: [128 k][256 n] bytes, rows of 64 words. Output: B K-major [256 n][128 k],
 // 16-byte chunk c of row n stored at chunk c ^ (n & 7) (the 128-byte swizzle). Thread t owns
 // columns 4*(t & 63) .. +3 and k chunks (t >> 6), +2, +4, +6. A 4x4 byte transpose per word
-// quad; the four rows' stores are rotated by column group so a warp's 16-byte stores spread
-// over all eight chunk positions (no bank conflicts beyond the 4 wavefronts a warp needs).
+// quad; store s of thread t writes row n = 4*n4 + ((s + n4/2) & 3), n4 = t & 63, whose chunk
+// position (kc ^ n) & 7 takes all 8 values over any 8 consecutive lanes: a warp's 16-byte
+// stores take the 4 wavefronts its 512 bytes need (rotating by (s + n4) & 3 reached only 4
+// positions: 8 wavefronts), and each thread still stores each of its 4 rows once.
+
+// Word of the staging tile that thread t loads as word j (0..15) of k chunk kc.
+__device__ __forceinline__ int fp8_load_word(int t, int kc, int j) {
+    return (kc * 16 + j) * 64 + (t & 63);
+}
+// Row quad (0..3: which of its 4 columns) that thread t stores in its store s (0..3).
+__device__ __forceinline__ int fp8_store_quad(int t, int s) {
+    return (s + ((t & 63) >> 1)) & 3;
+}
+// Byte offset in the B tile of thread t's store s of k chunk kc (16 bytes).
+__device__ __forceinline__ int fp8_store_offset(int t, int kc, int s) {
+    const int n = 4 * (t & 63) + fp8_store_quad(t, s);
+    return n * WG_BK_BYTES + ((kc ^ (n & 7)) << 4);
+}
+
 __device__ __forceinline__ void transpose_fp8_tile(const unsigned* __restrict__ stg,
                                                    unsigned char* __restrict__ bs, int t) {
-    const int n4 = t & 63;
 #pragma unroll 1
     for (int kc = t >> 6; kc < 8; kc += 2) {
         unsigned w[16];
 #pragma unroll
-        for (int j = 0; j < 16; ++j) w[j] = stg[(kc * 16 + j) * 64 + n4];
+        for (int j = 0; j < 16; ++j) w[j] = stg[fp8_load_word(t, kc, j)];
         uint4 c[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -66,11 +82,9 @@ __device__ __forceinline__ void transpose_fp8_tile(const unsigned* __restrict__ 
         }
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
-            const int i = (s + n4) & 3;
+            const int i = fp8_store_quad(t, s);
             const uint4 v = i == 0 ? c[0] : i == 1 ? c[1] : i == 2 ? c[2] : c[3];
-            const int n = 4 * n4 + i;
-            *reinterpret_cast<uint4*>(bs + n * WG_BK_BYTES + ((kc ^ (n & 7)) << 4)) = v;
+            *reinterpret_cast<uint4*>(bs + fp8_store_offset(t, kc, s)) = v;
         }
     }
 }
-

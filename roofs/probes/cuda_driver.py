@@ -83,10 +83,19 @@ def check(result: Any) -> Any:
     return rest[0] if len(rest) == 1 else tuple(rest)
 
 
-@cache
 def compile_cubin(text: str, name: str, arch: str, options: tuple[str, ...] = ()) -> bytes:
     """NVRTC (cuda.bindings) -> cubin of ``text`` for ``arch`` (e.g. sm_90a); RuntimeError with
-    the compiler log on failure."""
+    the compiler log on failure. Headers of kernels/cuda that ``text`` includes (the probes
+    share hopper_ops.cuh with the kernels) are inlined first: NVRTC gets no include path. With
+    ROOFBENCH_BOUNDED_WAIT=1 it is the check build (cuda_impl.bounded_wait_options)."""
+    from roofbench.kernels.cuda_impl import bounded_wait_options, expand_includes
+
+    return _compile_cubin(expand_includes(text), name, arch,
+                          (*options, *bounded_wait_options()))
+
+
+@cache
+def _compile_cubin(text: str, name: str, arch: str, options: tuple[str, ...]) -> bytes:
     from cuda.bindings import nvrtc
 
     err, prog = nvrtc.nvrtcCreateProgram(text.encode(), name.encode(), 0, [], [])
