@@ -1,54 +1,152 @@
-"""`roofbench compare A B`: per-case speedups and regressions of run B over run A."""
+"""`roofbench compare A B`: per-case speedups of run B over run A, classified from the raw
+samples (roofbench/gate.py), and the regression gate of a CI job (``--fail-on slower:5%``).
+
+Writes the plot (``compare.png``/``.svg``), the page (``compare.html``) and the
+classification (``compare.json``) beside each other. Exit codes: 1 when the gate fails (a case
+it names, e.g. slower by more than the threshold and beyond the noise); 2 for bad input, and
+when a gate was asked but nothing could be compared (no common case, or runs of different
+devices: a gate that judged nothing must not pass); 0 otherwise (without a gate, two devices
+side by side on one plot is a legitimate use: a note says that nothing was compared).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from roofbench.gate import Comparison, FailOn, classify
+
+from ..errors import UserError
 from ..results import atomic_write_text, check_writable, load_run, resolve_run
+
+DEFAULT_THRESHOLD = 0.05
+
+
+def fraction(text: str) -> float:
+    """'0.05' or '5%' -> 0.05; NaN, infinite or negative values are refused."""
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number or a percentage: {text!r}") from None
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return v
+
+
+def fail_on_spec(text: str) -> list[tuple[str, float | None]]:
+    """'slower:5%', 'slower', 'invalid', or several joined by commas."""
+    out: list[tuple[str, float | None]] = []
+    for part in (p.strip() for p in text.split(",")):
+        kind, _, value = part.partition(":")
+        if kind == "slower":
+            if value and not value.endswith("%"):
+                raise argparse.ArgumentTypeError(
+                    f"give the slowdown as a percentage (slower:5%), got {part!r}")
+            out.append(("slower", fraction(value) if value else None))
+        elif kind == "invalid" and not value:
+            out.append(("invalid", None))
+        else:
+            raise argparse.ArgumentTypeError(
+                f"unknown gate {part!r}; use slower:N% (e.g. slower:5%), slower or invalid")
+    return out
+
+
+def gate_of(args: argparse.Namespace) -> tuple[float, FailOn]:
+    """The classification threshold and what fails the gate, from --threshold, --fail-on and
+    --fail-on-regression; a threshold given twice with two values is refused."""
+    specs = [s for group in args.fail_on or [] for s in group]
+    slower = [v for k, v in specs if k == "slower"]
+    given = {v for v in slower if v is not None}
+    if args.threshold is not None:
+        given.add(args.threshold)
+    if len(given) > 1:
+        shown = ", ".join(f"{v:.4g}" for v in sorted(given))
+        raise UserError(f"two thresholds given ({shown}): give one, with --threshold or "
+                        "--fail-on slower:N%")
+    threshold = given.pop() if given else DEFAULT_THRESHOLD
+    fail_on = FailOn(slower=bool(slower) or args.fail_on_regression,
+                     invalid=any(k == "invalid" for k, _ in specs) or args.fail_on_regression)
+    return threshold, fail_on
+
+
+def _ms(x: float | None) -> str:
+    if x is None or not isinstance(x, (int, float)):
+        return "-"
+    return f"{x * 1e3:.3f} ms" if math.isfinite(x) else str(x)
+
+
+def table(cmp: Comparison) -> Table:
+    t = Table(title=f"A: {cmp.a.device} {cmp.a.created}  vs  B: {cmp.b.device} {cmp.b.created}")
+    for col in ("case", "time A", "time B", "speedup (A/B)", "time B/A, 95% interval",
+                "verdict"):
+        t.add_column(col)
+    for v in cmp.cases:
+        interval = (f"{v.ratio:.3f} [{v.ratio_lo:.3f}, {v.ratio_hi:.3f}]"
+                    if v.ratio_lo is not None and v.ratio_hi is not None and v.ratio
+                    else f"{v.ratio:.3f}" if v.ratio else "-")
+        t.add_row(escape(v.key), _ms(v.median_a), _ms(v.median_b),
+                  f"{v.speedup:.3f}x" if v.speedup else "-", interval,
+                  escape(v.verdict + (f" ({v.reason})" if v.reason else "")))
+    return t
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..present.compare import compare
+    from ..present.compare import deltas
     from ..present.plot import plot_roofline
+    from ..present.report_html import render_compare_html
 
+    threshold, fail_on = gate_of(args)
     a, b = load_run(args.a), load_run(args.b)
-    deltas = compare(a, b, threshold=args.threshold)
-    t = Table(title=f"A: {a.device} {a.created}  vs  B: {b.device} {b.created}")
-    for col in ("case", "time A", "time B", "speedup (A/B)", "verdict"):
-        t.add_column(col)
-    for d in deltas:
-        t.add_row(d.key, f"{d.time_a * 1e3:.3f} ms" if d.time_a else "-",
-                  f"{d.time_b * 1e3:.3f} ms" if d.time_b else "-",
-                  f"{d.speedup:.3f}x" if d.speedup else "-", d.verdict)
-    Console().print(t)
     base = Path(args.out) if args.out else resolve_run(args.b).parent / "compare"
     check_writable(base.parent)
+    cmp = classify(a, b, threshold, fail_on,
+                   paths=(str(resolve_run(args.a)), str(resolve_run(args.b))))
+    Console(width=max(Console().width, 160)).print(table(cmp))
     rs = [r for r in (a.roofs, b.roofs) if r is not None]
     paths = plot_roofline(rs, [a.cases, b.cases], base.with_suffix(""),
                           f"A: {a.device} ({a.backend})  vs  B: {b.device} ({b.backend})",
                           tags=["A: ", "B: "])
     print(f"plot: {paths[0]}")
-    from ..present.report_html import render_compare_html
-
     page = base.with_suffix(".html")
-    atomic_write_text(page, render_compare_html(a, b, deltas))
+    atomic_write_text(page, render_compare_html(a, b, deltas(cmp)))
     print(f"html: {page}")
-    regressions = [d for d in deltas if d.verdict.startswith("regression")]
-    if regressions:
-        print(f"{len(regressions)} regression(s)")
-    return 1 if regressions and args.fail_on_regression else 0
+    js = base.with_suffix(".json")
+    atomic_write_text(js, json.dumps(cmp.to_dict(), indent=1) + "\n")
+    print(f"json: {js}")
+    counts = cmp.counts()
+    print(", ".join(f"{n} {v}" for v, n in counts.items()))
+    for note in cmp.notes:
+        print(f"note: {note}")
+    if cmp.failed:
+        gate = " or ".join(cmp.fail_on)
+        print(f"gate failed ({gate}): {', '.join(cmp.failed)}")
+        return 1
+    if fail_on.active and cmp.compared == 0:
+        raise UserError(cmp.notes[0] if cmp.notes else
+                        "nothing compared: no common case has readable times in both runs")
+    return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="per-case speedups and regressions of run B over A")
+    p = sub.add_parser("compare", help="per-case speedups of run B over A; a regression gate")
     p.add_argument("a")
     p.add_argument("b")
-    p.add_argument("--threshold", type=float, default=0.05,
-                   help="slowdown beyond which (and beyond the noise) a case regressed")
-    p.add_argument("--out", help="plot path without extension (default: B's folder/compare)")
-    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 on a regression")
+    p.add_argument("--threshold", type=fraction, default=None,
+                   help=f"a change smaller than this is 'same' (0.05 or 5%%; default "
+                        f"{DEFAULT_THRESHOLD:g})")
+    p.add_argument("--fail-on", type=fail_on_spec, action="append", metavar="GATE",
+                   help="exit 1 on: slower:N%% (slower by more than N%% and beyond the "
+                        "noise), invalid (valid in A, invalid in B); comma-separated or "
+                        "repeated")
+    p.add_argument("--out", help="path of the plot, page and JSON without extension "
+                                 "(default: B's folder/compare)")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="the same as --fail-on slower,invalid")
     p.set_defaults(func=cmd_compare)

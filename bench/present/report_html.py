@@ -451,9 +451,10 @@ def render_compare_html(a: RunResult, b: RunResult, deltas: list[Delta]) -> str:
     rows = [{"case": d.key, "time A": _t(d.time_a), "time B": _t(d.time_b),
              "speedup (A/B)": f"{d.speedup:.3f}x" if d.speedup else "-",
              "verdict": d.verdict} for d in deltas]
-    n_reg = sum(d.verdict.startswith("regression") for d in deltas)
+    n_reg = sum(d.verdict in ("slower", "invalid in B") for d in deltas)
     intro = (f"<p>A: {_e(a.created)} ({_e(a.git_commit)}), B: {_e(b.created)} "
-             f"({_e(b.git_commit)}). {n_reg} regression(s).</p>")
+             f"({_e(b.git_commit)}). {n_reg} regression(s) (slower beyond the threshold "
+             "and the noise, or invalid in B).</p>")
     sections = [("Roofline", plot), ("Speedup of B over A, case by case", _table(rows)),
                 ("Roofs of A", roofs_section(a.roofs)), ("Roofs of B", roofs_section(b.roofs)),
                 ("Fusion in A", fusion_section(a.cases)),

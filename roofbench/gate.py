@@ -1,0 +1,336 @@
+"""The regression gate of `roofbench compare`: each common case of two runs classified from
+its raw samples, and the classification as a typed record (``compare.json``).
+
+The interval is for the ratio of medians, time B / time A, and is distribution-free: each
+run's median gets the order-statistic interval of exact binomial ranks (the sample median's
+rank is Binomial(n, 1/2) whatever the distribution); both at confidence sqrt(c) cover their
+true medians together with probability >= c (the runs are independent), and the ratio
+interval is [lo_B / hi_A, hi_B / lo_A]. The intervals are simultaneous over the m cases
+judged (Bonferroni: c = 1 - 0.05 / m per case), so two repeats of one run fail the gate in at
+most 5% of comparisons however many cases they hold, where per-case 95% intervals would let
+one of 35 noisy cases fail now and then (it happened on resampled real CPU runs). Order
+statistics rather than a bootstrap: they assume nothing of the samples' shape (the H200's
+memory-bound samples are bimodal with rare slow outliers, where a bootstrap of the median is
+coarse and unstable for small n), need no seed, cost one sort per case, and are the rule the
+timer already stops on. The price is stated: a run with too few samples for the per-case
+confidence (7 for one case, 12 for 35) has no interval, and its cases are `uncertain`.
+
+Verdicts, with t the threshold (0.05 = 5%) and r = median B / median A:
+
+- ``slower``: r > 1 + t and the interval lies above 1 (slower by more than t, beyond noise);
+- ``faster``: r < 1 / (1 + t) and the interval lies below 1;
+- ``same``: 1 / (1 + t) <= r <= 1 + t (no change larger than the threshold was measured);
+- ``uncertain``: r beyond the threshold but the interval holds 1 (the noise cannot tell), or
+  no interval (too few samples, or no raw samples stored);
+- ``unreadable``: a time that is not a positive finite number (NaN, inf, <= 0): never `same`;
+- ``invalid in B`` / ``fixed in B`` / ``not measured``: valid in A only / in B only / neither;
+- ``only in A`` / ``only in B``: a case of one run alone; ``other device``: the runs measured
+  different devices, so no case is compared.
+
+The gate fails on the verdicts named by ``--fail-on`` (``slower:N%``, ``invalid``) and on
+nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+from .schema import CaseResult, RunResult
+
+Verdict = Literal["faster", "slower", "same", "uncertain", "unreadable", "invalid in B",
+                  "fixed in B", "not measured", "only in A", "only in B", "other device"]
+VERDICTS: tuple[str, ...] = Verdict.__args__  # type: ignore[attr-defined]
+
+CONFIDENCE = 0.95  # of all the ratio intervals of a comparison together
+METHOD = ("ratio of medians, distribution-free: order-statistic interval of each median at "
+          "exact binomial ranks, confidence sqrt(c) each, ratio [lo_B/hi_A, hi_B/lo_A]; "
+          "c = 1 - 0.05/m over the m cases judged (simultaneous, Bonferroni)")
+COMPARE_SCHEMA = "roofbench.compare"
+COMPARE_SCHEMA_VERSION = 1
+
+
+@lru_cache(maxsize=4096)
+def median_rank(n: int, confidence: float) -> int:
+    """The largest k (1-based) such that [x_(k), x_(n+1-k)] covers the median with at least
+    ``confidence``: P(Binomial(n, 1/2) <= k - 1) <= (1 - confidence) / 2. 0 when n is too
+    small for any such interval. Exact in integers (no normal approximation)."""
+    alpha = (1.0 - confidence) / 2.0
+    total = 1 << n
+    term, cdf, k = 1, 0, 0  # term = C(n, j)
+    for j in range(n // 2 + 1):
+        cdf += term
+        if cdf / total > alpha:
+            break
+        k = j + 1
+        term = term * (n - j) // (j + 1)
+    return k
+
+
+def median_interval(samples: list[float], confidence: float) -> tuple[float, float] | None:
+    """Distribution-free interval of the median of ``samples`` (None: too few samples)."""
+    s = sorted(samples)
+    k = median_rank(len(s), confidence)
+    if k == 0:
+        return None
+    return s[k - 1], s[len(s) - k]
+
+
+def min_samples(confidence: float = math.sqrt(CONFIDENCE)) -> int:
+    """The fewest samples for which a run's median has an interval at ``confidence``."""
+    n = 1
+    while median_rank(n, confidence) == 0:
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """time B / time A: the ratio of the medians and its interval."""
+
+    ratio: float
+    lo: float | None
+    hi: float | None
+
+    @property
+    def bounded(self) -> bool:
+        return self.lo is not None and self.hi is not None
+
+
+def ratio_interval(a: list[float], b: list[float],
+                   confidence: float = CONFIDENCE) -> RatioInterval:
+    """Median(b) / median(a) and its distribution-free interval at ``confidence``."""
+    import statistics
+
+    ratio = statistics.median(b) / statistics.median(a)
+    per_side = math.sqrt(confidence)  # independent runs: the joint coverage is the product
+    ia, ib = median_interval(a, per_side), median_interval(b, per_side)
+    if ia is None or ib is None:
+        return RatioInterval(ratio, None, None)
+    return RatioInterval(ratio, ib[0] / ia[1], ib[1] / ia[0])
+
+
+def judge(iv: RatioInterval, threshold: float) -> Verdict:
+    """The verdict of a ratio interval (see the module doc)."""
+    up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
+    if down <= iv.ratio <= up:
+        return "same"
+    if not iv.bounded:
+        return "uncertain"
+    assert iv.lo is not None and iv.hi is not None
+    if iv.ratio > up and iv.lo > 1.0:
+        return "slower"
+    if iv.ratio < down and iv.hi < 1.0:
+        return "faster"
+    return "uncertain"
+
+
+@dataclass(frozen=True)
+class CaseVerdict:
+    """One case of the comparison: what was compared and what the gate concluded."""
+
+    key: str
+    verdict: Verdict
+    median_a: float | None = None  # seconds
+    median_b: float | None = None
+    ratio: float | None = None  # median B / median A (> 1: B is slower)
+    ratio_lo: float | None = None
+    ratio_hi: float | None = None
+    n_a: int = 0  # raw samples of each side
+    n_b: int = 0
+    reason: str = ""
+
+    @property
+    def speedup(self) -> float | None:
+        """median A / median B (> 1: B is faster)."""
+        return 1.0 / self.ratio if self.ratio else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CaseVerdict:
+        if d.get("verdict") not in VERDICTS:
+            raise ValueError(f"unknown verdict {d.get('verdict')!r}")
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass(frozen=True)
+class FailOn:
+    """What makes the gate fail: cases ``slower`` beyond the comparison's threshold, and/or
+    cases valid in A and invalid in B."""
+
+    slower: bool = False
+    invalid: bool = False
+
+    @property
+    def active(self) -> bool:
+        return self.slower or self.invalid
+
+    def describe(self, threshold: float) -> list[str]:
+        return ([f"slower:{threshold * 100:g}%"] if self.slower else []) + \
+            (["invalid"] if self.invalid else [])
+
+    def fails(self, v: CaseVerdict) -> bool:
+        return ((self.slower and v.verdict == "slower")
+                or (self.invalid and v.verdict == "invalid in B"))
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """Which run a side of the comparison is."""
+
+    path: str
+    device: str
+    backend: str
+    created: str
+    git_commit: str | None
+
+    @classmethod
+    def of(cls, run: RunResult, path: str) -> RunRef:
+        return cls(path, run.device, run.backend, run.created, run.git_commit)
+
+
+@dataclass
+class Comparison:
+    """Every case of two runs, classified (``roofbench.compare`` version 1)."""
+
+    a: RunRef
+    b: RunRef
+    threshold: float
+    cases: list[CaseVerdict]
+    fail_on: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # keys that make the gate fail
+    notes: list[str] = field(default_factory=list)
+    compared: int = 0  # common cases whose times were judged
+    method: str = METHOD
+    confidence: float = CONFIDENCE  # of every interval together
+    case_confidence: float = CONFIDENCE  # of each case's interval (Bonferroni)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.cases:
+            out[c.verdict] = out.get(c.verdict, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": COMPARE_SCHEMA, "schema_version": COMPARE_SCHEMA_VERSION,
+                "a": asdict(self.a), "b": asdict(self.b), "threshold": self.threshold,
+                "method": self.method, "confidence": self.confidence,
+                "case_confidence": self.case_confidence,
+                "fail_on": list(self.fail_on), "failed": list(self.failed),
+                "compared": self.compared, "counts": self.counts(),
+                "notes": list(self.notes), "cases": [c.to_dict() for c in self.cases]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Comparison:
+        if not isinstance(d, dict) or d.get("schema") != COMPARE_SCHEMA:
+            raise ValueError("not a roofbench comparison (schema missing or wrong)")
+        if d.get("schema_version") != COMPARE_SCHEMA_VERSION:
+            raise ValueError(f"comparison schema version {d.get('schema_version')!r}; this "
+                             f"roofbench reads {COMPARE_SCHEMA_VERSION}")
+        return cls(a=RunRef(**d["a"]), b=RunRef(**d["b"]), threshold=float(d["threshold"]),
+                   cases=[CaseVerdict.from_dict(c) for c in d["cases"]],
+                   fail_on=list(d.get("fail_on") or []), failed=list(d.get("failed") or []),
+                   notes=list(d.get("notes") or []), compared=int(d.get("compared", 0)),
+                   method=str(d.get("method", METHOD)),
+                   confidence=float(d.get("confidence", CONFIDENCE)),
+                   case_confidence=float(d.get("case_confidence", CONFIDENCE)))
+
+
+def case_key(c: CaseResult) -> str:
+    return f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}/{'x'.join(map(str, c.size))}"
+
+
+def _positive(x: float | None) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def _unreadable(c: CaseResult) -> str | None:
+    """Why the times of a valid case cannot be read, or None."""
+    if not _positive(c.median_s):
+        return f"median time {c.median_s!r}"
+    if c.timing is not None:
+        bad = [x for x in c.timing.samples if not _positive(x)]
+        if bad:
+            return f"{len(bad)} of {c.timing.n} samples not a positive finite time ({bad[0]!r})"
+    return None
+
+
+def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
+                  confidence: float = CONFIDENCE) -> CaseVerdict:
+    """The verdict of one case that both runs hold."""
+    ma, mb = ca.median_s, cb.median_s
+    if not (ca.valid and cb.valid):
+        verdict: Verdict = ("invalid in B" if ca.valid else "fixed in B" if cb.valid
+                            else "not measured")
+        why = cb.error if ca.valid else ca.error if cb.valid else (cb.error or ca.error)
+        return CaseVerdict(key, verdict, ma, mb, reason=str(why or ""))
+    na = ca.timing.n if ca.timing else 0
+    nb = cb.timing.n if cb.timing else 0
+    for side, c in (("A", ca), ("B", cb)):
+        why = _unreadable(c)
+        if why:
+            return CaseVerdict(key, "unreadable", ma, mb, n_a=na, n_b=nb,
+                               reason=f"{side}: {why}")
+    assert ma is not None and mb is not None
+    if ca.timing is None or cb.timing is None:
+        side = "A" if ca.timing is None else "B"
+        iv = RatioInterval(mb / ma, None, None)
+        reason = f"{side} stores no raw samples: no interval"
+    else:
+        iv = ratio_interval(ca.timing.samples, cb.timing.samples, confidence)
+        reason = "" if iv.bounded else (f"fewer than {min_samples(math.sqrt(confidence))} "
+                                        "samples in a run: no interval")
+    verdict = judge(iv, threshold)
+    if verdict == "uncertain" and iv.bounded:
+        reason = "beyond the threshold, within the noise"
+    return CaseVerdict(key, verdict, ma, mb, iv.ratio, iv.lo, iv.hi, na, nb,
+                       reason if verdict != "same" or not iv.bounded else "")
+
+
+def judged(ca: CaseResult, cb: CaseResult) -> bool:
+    """Whether the times of a common case are compared (both valid, readable, sampled)."""
+    return (ca.valid and cb.valid and ca.timing is not None and cb.timing is not None
+            and _unreadable(ca) is None and _unreadable(cb) is None)
+
+
+def classify(a: RunResult, b: RunResult, threshold: float = 0.05,
+             fail_on: FailOn | None = None, paths: tuple[str, str] = ("A", "B"),
+             confidence: float = CONFIDENCE) -> Comparison:
+    """Every case of A and B: common cases judged, the others named (see the module doc)."""
+    if not (math.isfinite(threshold) and threshold >= 0):
+        raise ValueError(f"threshold must be a finite number >= 0, got {threshold!r}")
+    fail_on = fail_on or FailOn()
+    ia = {case_key(c): c for c in a.cases}
+    ib = {case_key(c): c for c in b.cases}
+    keys = list(ia) + [k for k in ib if k not in ia]
+    same_device = a.device == b.device
+    m = sum(judged(ia[k], ib[k]) for k in keys if k in ia and k in ib) if same_device else 0
+    per_case = 1.0 - (1.0 - confidence) / max(m, 1)
+    out = Comparison(RunRef.of(a, paths[0]), RunRef.of(b, paths[1]), threshold, [],
+                     fail_on=fail_on.describe(threshold), confidence=confidence,
+                     case_confidence=per_case)
+    for k in keys:
+        ca, cb = ia.get(k), ib.get(k)
+        if ca is None or cb is None:
+            out.cases.append(CaseVerdict(k, "only in A" if cb is None else "only in B",
+                                         ca.median_s if ca else None,
+                                         cb.median_s if cb else None))
+        elif not same_device:
+            out.cases.append(CaseVerdict(k, "other device", ca.median_s, cb.median_s,
+                                         reason=f"A ran on {a.device}, B on {b.device}"))
+        else:
+            out.cases.append(classify_case(k, ca, cb, threshold, per_case))
+    common = [c for c in out.cases if c.verdict not in ("only in A", "only in B")]
+    out.compared = sum(c.verdict in ("faster", "slower", "same", "uncertain")
+                       for c in out.cases)
+    if not same_device:
+        out.notes.append(f"nothing compared: A ran on {a.device!r}, B on {b.device!r} "
+                         "(a gate compares runs of one device)")
+    elif not common:
+        out.notes.append("nothing compared: the runs have no case in common")
+    out.failed = [c.key for c in out.cases if fail_on.fails(c)]
+    return out
