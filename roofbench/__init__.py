@@ -2,7 +2,8 @@
 
 The code lives in three folders installed under this one import name:
 ``roofbench.kernels`` (what is measured), ``roofbench.roofs`` (what the hardware can do) and
-``roofbench.bench`` (how it is measured and shown).
+``roofbench.bench`` (how it is measured and shown). ``roofbench.measure`` and
+``roofbench.Session`` (bench/api.py) put one's own kernel on this device's roofline.
 """
 
 from pathlib import Path as _Path
@@ -17,3 +18,11 @@ _root = _Path(__file__).resolve().parent.parent
 if not (_Path(__file__).resolve().parent / "kernels").is_dir() and all(
         (_root / d / "__init__.py").is_file() for d in ("kernels", "bench", "roofs")):
     __path__.append(str(_root))  # noqa: F821 (the package's own __path__)
+
+
+def __getattr__(name: str):  # the user API, imported on first use (numba and numpy are heavy)
+    if name in ("measure", "Session"):
+        from .bench import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'roofbench' has no attribute {name!r}")

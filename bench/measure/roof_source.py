@@ -47,13 +47,22 @@ def obtain_roofs(backend: backends.Backend, *, roofs_file: str | Path | None = N
         return _load(Path(roofs_file), require_schema=False)
     if backend.kind != "gpu":
         return backend.measure_roofs(quick=quick, progress=progress)
-    path = Path(cache) if cache else default_path(backend.device_name())
+    return cached_roofs(backend, Path(cache) if cache else None, recalibrate=recalibrate,
+                        quick=quick, progress=progress)
+
+
+def cached_roofs(backend: backends.Backend, cache: Path | None = None, *,
+                 recalibrate: bool = False, quick: bool = False,
+                 progress: Callable[[str], None] | None = None) -> RoofSet:
+    """The device's calibration cache (``cache``, by default roofs/<slug>.json): reused when
+    present and of this device, else measured and saved there (see ``obtain_roofs``)."""
+    path = cache or default_path(backend.device_name())
     if path.exists() and not recalibrate:
         rs = _load(path, require_schema=True)
         if device_slug(rs.device) != device_slug(backend.device_name()):
-            raise UserError(f"{path} holds roofs of {rs.device!r}, this GPU is "
+            raise UserError(f"{path} holds roofs of {rs.device!r}, this device is "
                             f"{backend.device_name()!r}; run `roofbench calibrate "
-                            f"--recalibrate` or pass the right --roofs file")
+                            f"--recalibrate` or pass the right roofs file")
         return rs
     rs = backend.measure_roofs(quick=quick, progress=progress, checkpoint=_saver(path))
     try:
@@ -62,6 +71,15 @@ def obtain_roofs(backend: backends.Backend, *, roofs_file: str | Path | None = N
     except OSError as e:  # an unwritable package folder must not lose the measurement
         rs.info["calibrated_file_error"] = f"{path}: {e.strerror or e}"
     return rs
+
+
+def stored_or_quick_roofs(backend: backends.Backend, cache: Path | None = None,
+                          progress: Callable[[str], None] | None = None) -> RoofSet:
+    """The roofs `roofbench.measure` places a callable under: this device's calibration cache
+    (the same file as a GPU run's, roofs/<slug>.json), measured once by the quick calibration
+    when there is none. On a CPU too: unlike `roofbench run` there (which measures every
+    run), one measured function must not cost the probes' seconds each time."""
+    return cached_roofs(backend, cache, quick=True, progress=progress)
 
 
 def _saver(path: Path) -> Callable[[RoofSet], None]:

@@ -172,23 +172,34 @@ def validate(case: Case, outputs: dict[str, Array], reference: dict[str, Array],
         if name not in outputs:
             return False, float("inf"), f"output {name!r} missing"
         out = arrays.values(xp.asarray(outputs[name]), bufs[name].dtype)
-        if out.shape != ref.shape:
-            return False, float("inf"), f"output {name!r} has shape {out.shape}, " \
-                                        f"expected {ref.shape}"
-        bad = ~xp.isfinite(out)
-        if bool(bad.any()):
-            at = int(xp.flatnonzero(bad)[0])
-            first = tuple(int(i) for i in np.unravel_index(at, out.shape))
-            return False, float("inf"), (f"{int(bad.sum())} element(s) of {name!r} not "
-                                         f"written or not finite (first at {first})")
-        del bad
-        denom = float(xp.linalg.norm(ref)) or 1.0
-        out -= ref  # in place on the float64 copy: no third full-size array
-        err = float(xp.linalg.norm(out)) / denom
+        ok, err, why = check_output(name, out, ref, tol, xp)
+        if not ok:
+            return False, err, why
         worst = max(worst, err)
-        if err > tol:
-            return False, err, f"{name!r}: relative error {err:.3g} > tolerance {tol:.3g}"
     return True, worst, None
+
+
+def check_output(name: str, out: Array, ref: Array, tol: float,
+                 xp: Any) -> tuple[bool, float, str | None]:
+    """One output (float64, overwritten) against its float64 reference, both arrays of
+    ``xp``: the same shape, every element finite (a NaN left by the poison is an element
+    never written), and the relative norm error ||out - ref|| / ||ref|| within ``tol``."""
+    if out.shape != ref.shape:
+        return False, float("inf"), f"output {name!r} has shape {out.shape}, " \
+                                    f"expected {ref.shape}"
+    bad = ~xp.isfinite(out)
+    if bool(bad.any()):
+        at = int(xp.flatnonzero(bad)[0])
+        first = tuple(int(i) for i in np.unravel_index(at, out.shape))
+        return False, float("inf"), (f"{int(bad.sum())} element(s) of {name!r} not "
+                                     f"written or not finite (first at {first})")
+    del bad
+    denom = float(xp.linalg.norm(ref)) or 1.0
+    out -= ref  # in place on the float64 copy: no third full-size array
+    err = float(xp.linalg.norm(out)) / denom
+    if err > tol:
+        return False, err, f"{name!r}: relative error {err:.3g} > tolerance {tol:.3g}"
+    return True, err, None
 
 
 class InputCache:

@@ -64,10 +64,11 @@ class Stream:
         self.ptr = 1
 
     def __enter__(self) -> Stream:
+        _CURRENT.append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        pass
+        _CURRENT.pop()
 
     def synchronize(self) -> None:
         import cupy
@@ -78,11 +79,23 @@ class Stream:
         return self
 
 
+# The current stream (CuPy's `with stream:` makes it current), and the stream of every event
+# recorded: the tests assert that work is timed on the stream it was queued on.
+_NULL = Stream()
+_CURRENT: list[Stream] = []
+RECORDED_ON: list[Any] = []
+
+
+def get_current_stream() -> Stream:
+    return _CURRENT[-1] if _CURRENT else _NULL
+
+
 class Event:
     def __init__(self, *a: Any, **k: Any) -> None:
         self.t = 0.0
 
     def record(self, stream: Any = None) -> None:
+        RECORDED_ON.append(stream)
         self.t = time.perf_counter()
 
     def synchronize(self) -> None:

@@ -1,0 +1,379 @@
+"""Any callable measured as a run measures a workload: counted, validated, timed, placed.
+
+A workload module declares its buffers and launches; a user's function declares its FLOPs and
+bytes by hand (``Accounting``). The clock comes from the arguments (``clock_for``): CUDA events
+on the current stream when any argument is a CuPy array or a torch CUDA tensor, the host clock
+(the CPU backend's, with its noise probe) otherwise; the loop, warm-up and stopping rule are
+the timer's (``sample_loop``), the same as every backend's. Validation, when a reference is
+given, is the runner's rule (``runner.check_output``) on what the function produced.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from roofbench.kernels.spec import DTYPES
+
+from roofbench.schema import CaseResult, RoofSet, Timing
+
+from ..backends.cuda_timer import EventOps, cuda_time
+from .runner import _fill_metrics, check_output
+from .timer import TimerConfig
+
+# Tolerance of the relative norm error when none is given: about a thousand units in the
+# last place of each storage type (a long reduction in fp32 stays well inside 1e-4).
+DEFAULT_TOLERANCE = {"fp64": 1e-12, "fp32": 1e-4, "fp16": 5e-3, "bf16": 3e-2, "fp8": 0.1}
+_TORCH_DTYPES = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
+                 "float8_e4m3fn": "fp8"}
+
+
+class MeasureError(ValueError):
+    """A call of `roofbench.measure` that cannot be measured as given (one line)."""
+
+
+# -- what the call declares -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Accounting:
+    """What one call of the function does, as its caller counts it."""
+
+    flops: int
+    bytes: dict[str, int]  # memory level -> bytes moved through it
+    dtype: str
+    precision: str  # the compute roof it meets
+    size: list[int]
+
+    @property
+    def unit(self) -> str:
+        return "tensor" if self.precision.endswith("_tc") else "simt"
+
+    @property
+    def ai(self) -> dict[str, float]:
+        return {level: self.flops / b for level, b in self.bytes.items() if b > 0}
+
+
+def byte_count(x: Any, what: str) -> int:
+    """Bytes given as a number, an array (its nbytes), or a sequence of those (their sum)."""
+    if isinstance(x, bool):
+        raise MeasureError(f"{what} must be a byte count or arrays, got {x!r}")
+    if hasattr(x, "nbytes"):
+        return int(x.nbytes)
+    if isinstance(x, (int, np.integer)):
+        n = int(x)
+    elif isinstance(x, float):
+        if not (math.isfinite(x) and x.is_integer()):
+            raise MeasureError(f"{what} must be a whole number of bytes, got {x!r}")
+        n = int(x)
+    elif isinstance(x, (list, tuple)):
+        return sum(byte_count(v, what) for v in x)
+    else:
+        raise MeasureError(f"{what} must be a byte count or arrays, got {type(x).__name__}")
+    if n < 0:
+        raise MeasureError(f"{what} must be >= 0, got {n}")
+    return n
+
+
+def _whole(x: Any, what: str) -> int:
+    ok = isinstance(x, (int, np.integer)) and not isinstance(x, bool) or (
+        isinstance(x, float) and math.isfinite(x) and x.is_integer())
+    if not ok or int(x) <= 0:
+        raise MeasureError(f"{what} must be a positive whole number, got {x!r}")
+    return int(x)
+
+
+def dtype_name(a: Any) -> str | None:
+    """The roofbench dtype name of an array's floating dtype (numpy, CuPy, torch), or None."""
+    dt = getattr(a, "dtype", None)
+    if dt is None:
+        return None
+    text = str(dt).removeprefix("torch.")
+    if text in _TORCH_DTYPES and not isinstance(dt, np.dtype):
+        return _TORCH_DTYPES[text]
+    try:
+        npdt = np.dtype(dt)
+    except TypeError:
+        return None
+    return next((name for name, d in DTYPES.items() if d == npdt), None)
+
+
+def _arrays(args: Sequence[Any]) -> list[Any]:
+    return [a for a in args if hasattr(a, "shape") and hasattr(a, "dtype")]
+
+
+def accounting(args: Sequence[Any], *, flops: Any, reads: Any = 0, writes: Any = 0,
+               bytes: Mapping[str, Any] | None = None, dtype: str | None = None,
+               precision: str | None = None, size: Sequence[int] | None = None) -> Accounting:
+    """The declared counts, checked: FLOPs positive; bytes as reads + writes (DRAM) and/or per
+    memory level; the dtype given or that of the first floating array argument."""
+    f = _whole(flops, "flops")
+    per_level: dict[str, int] = {}
+    dram = byte_count(reads, "reads") + byte_count(writes, "writes")
+    if dram:
+        per_level["dram"] = dram
+    for level, b in (bytes or {}).items():
+        if level in per_level:
+            raise MeasureError(f"bytes[{level!r}] given twice: by reads/writes and by bytes=")
+        per_level[str(level)] = byte_count(b, f"bytes[{level!r}]")
+    if not any(per_level.values()):
+        raise MeasureError("no bytes given: pass reads=/writes= (bytes or arrays) or "
+                           "bytes={'dram': ...}")
+    arrays = _arrays(args)
+    if dtype is None:
+        dtype = next((d for d in map(dtype_name, arrays) if d), None)
+        if dtype is None:
+            raise MeasureError("no floating-point array among the arguments: pass dtype=")
+    elif dtype not in DTYPES:
+        raise MeasureError(f"unknown dtype {dtype!r}; choose from: {', '.join(DTYPES)}")
+    # As in a run: low-precision storage computes in fp32 unless the caller says otherwise.
+    prec = precision or (dtype if dtype in ("fp64", "fp32") else "fp32")
+    if size is None:
+        big = max(arrays, key=lambda a: int(getattr(a, "nbytes", 0)), default=None)
+        size = list(big.shape) if big is not None else []
+    return Accounting(f, per_level, dtype, prec, [int(s) for s in size])
+
+
+# -- the clock ------------------------------------------------------------------------------
+
+class Clock:
+    """Where the callable runs, how one sample is taken, and the backend whose roofs and
+    facts the record carries."""
+
+    kind = "cpu"
+    backend_name = "cpu"
+    array_module = "numpy"
+
+    def __init__(self) -> None:
+        from ..backends.cpu import CpuBackend
+
+        self.backend: Any = CpuBackend()
+
+    def device_name(self) -> str:
+        return str(self.backend.device_name())
+
+    def info(self) -> dict[str, Any]:
+        return dict(self.backend.info())
+
+    def roofs_backend(self) -> Any:
+        """The backend whose quick calibration measures this device (None: none can)."""
+        return self.backend
+
+    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+        return self.backend.time(fn, cfg)
+
+    def sync(self) -> None:
+        """Wait for the work the function queued (nothing on the host)."""
+
+    def extra(self) -> dict[str, Any]:
+        noise = getattr(self.backend, "last_noise", None)
+        return {"timing_environment": noise.to_dict()} if noise is not None else {}
+
+    def host(self, a: Any) -> Any:
+        """An array where its values can be validated (numpy or CuPy), and that module."""
+        return np.asarray(a), np
+
+    def poison(self, a: Any) -> None:
+        a.fill(np.nan)
+
+
+class CupyClock(Clock):
+    """CUDA events on CuPy's current stream (the one the caller's work is queued on)."""
+
+    kind = "gpu"
+    backend_name = "cuda"
+    array_module = "cupy"
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.cupy = cupy
+        self.index = int(cupy.cuda.Device().id)
+        self._backend: Any = None
+
+    @property
+    def backend(self) -> Any:  # type: ignore[override]
+        if self._backend is None:
+            from ..backends.cupy import CupyBackend
+
+            self._backend = CupyBackend(device=self.index)
+        return self._backend
+
+    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+        cp = self.cupy
+        stream = cp.cuda.get_current_stream()
+        ops = EventOps(new_event=cp.cuda.Event, record=lambda ev: ev.record(stream),
+                       wait=lambda ev: ev.synchronize(),
+                       elapsed_s=lambda a, b: cp.cuda.get_elapsed_time(a, b) / 1e3)
+        return cuda_time(fn, cfg, ops, device_index=self.index)
+
+    def sync(self) -> None:
+        self.cupy.cuda.get_current_stream().synchronize()
+
+    def extra(self) -> dict[str, Any]:
+        return {}
+
+    def host(self, a: Any) -> Any:
+        return self.cupy.asarray(a), self.cupy  # validated on the device: scalars come back
+
+    def poison(self, a: Any) -> None:
+        a.fill(self.cupy.nan)
+
+
+class TorchClock(Clock):
+    """CUDA events on torch's current stream; validation on a host copy."""
+
+    kind = "gpu"
+    backend_name = "cuda"
+    array_module = "torch"
+
+    def __init__(self, device_index: int) -> None:
+        import torch
+
+        self.torch = torch
+        self.index = device_index
+        self._backend: Any = None
+
+    def device_name(self) -> str:
+        return str(self.torch.cuda.get_device_name(self.index))
+
+    def info(self) -> dict[str, Any]:
+        return {"kind": "gpu", "name": self.device_name(), "index": self.index,
+                "torch_version": str(self.torch.__version__),
+                "torch_cuda": str(getattr(self.torch.version, "cuda", None))}
+
+    def roofs_backend(self) -> Any:
+        """CuPy's backend calibrates the device when CuPy is there too."""
+        from ..backends.cupy import CupyBackend
+
+        if CupyBackend.unavailable_reason() is not None:
+            return None
+        if self._backend is None:
+            self._backend = CupyBackend(device=self.index)
+        return self._backend
+
+    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+        cuda = self.torch.cuda
+        stream = cuda.current_stream(self.index)
+        ops = EventOps(new_event=lambda: cuda.Event(enable_timing=True),
+                       record=lambda ev: ev.record(stream), wait=lambda ev: ev.synchronize(),
+                       elapsed_s=lambda a, b: a.elapsed_time(b) / 1e3)
+        return cuda_time(fn, cfg, ops, device_index=self.index)
+
+    def sync(self) -> None:
+        self.torch.cuda.synchronize(self.index)
+
+    def extra(self) -> dict[str, Any]:
+        return {}
+
+    def host(self, a: Any) -> Any:
+        if isinstance(a, self.torch.Tensor):
+            a = a.detach().to("cpu").double().numpy()
+        return np.asarray(a), np
+
+    def poison(self, a: Any) -> None:
+        a.fill_(float("nan"))
+
+
+def clock_for(args: Sequence[Any]) -> Clock:
+    """CuPy events when an argument is a CuPy array, torch events when one is a torch CUDA
+    tensor, the host clock otherwise (only modules the caller imported are looked at)."""
+    cupy, torch = sys.modules.get("cupy"), sys.modules.get("torch")
+    for a in args:
+        if cupy is not None and isinstance(a, cupy.ndarray):
+            return CupyClock()
+        if torch is not None and isinstance(a, torch.Tensor) and a.is_cuda:
+            idx = a.device.index
+            return TorchClock(int(idx if idx is not None else torch.cuda.current_device()))
+    return Clock()
+
+
+# -- validation -----------------------------------------------------------------------------
+
+def _parts(x: Any) -> list[tuple[str, Any]]:
+    """The outputs of a result: one array, a tuple/list of arrays, or a dict of them."""
+    if isinstance(x, Mapping):
+        return [(str(k), v) for k, v in x.items()]
+    if isinstance(x, (list, tuple)):
+        return [(f"output {i}", v) for i, v in enumerate(x)]
+    return [("output", x)]
+
+
+def validate(fn: Callable[[], Any], clock: Clock, reference: Any, output: Any,
+             args: Sequence[Any], tolerance: float) -> tuple[bool, float, str | None]:
+    """One call, then the runner's check of each output against the reference: the same
+    shape, every element finite, the relative norm error within ``tolerance``. Arrays named
+    by ``output`` (those the function writes in place) are poisoned with NaN before the call,
+    so an element it never writes fails as in a run; a returned array must be finite."""
+    for _, a in _parts(output) if output is not None else []:
+        if dtype_name(a) is not None:
+            clock.poison(a)
+    result = fn()
+    clock.sync()
+    produced = output if output is not None else result
+    if produced is None:
+        return False, float("inf"), ("the function returned None: pass output= (the arrays "
+                                     "it writes) to validate them")
+    ref = reference(*args) if callable(reference) else reference
+    outs, refs = _parts(produced), _parts(ref)
+    if len(outs) != len(refs):
+        return False, float("inf"), f"{len(outs)} output(s) against {len(refs)} reference(s)"
+    worst = 0.0
+    for (name, o), (_, r) in zip(outs, refs, strict=True):
+        o_arr, xp = clock.host(o)
+        r_arr = clock.host(r)[0]
+        out64 = xp.array(o_arr, dtype=xp.float64)  # a copy: check_output overwrites it
+        ref64 = xp.asarray(r_arr, dtype=xp.float64)
+        ok, err, why = check_output(name, out64, ref64, tolerance, xp)
+        if not ok:
+            return False, err, why
+        worst = max(worst, err)
+    return True, worst, None
+
+
+# -- the record -----------------------------------------------------------------------------
+
+def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounting, *,
+                     name: str, clock: Clock, cfg: TimerConfig, roofs: RoofSet | None,
+                     reference: Any = None, output: Any = None,
+                     tolerance: float | None = None) -> CaseResult:
+    """Validate (when a reference is given), time and place one callable: the record a run
+    would write for a workload, with ``name`` as 'workload/variant' (variant 'default')."""
+    workload, _, variant = name.partition("/")
+    tol = tolerance if tolerance is not None else DEFAULT_TOLERANCE[acct.dtype]
+    phases: dict[str, float] = {}
+
+    def call() -> Any:
+        return fn(*args)
+
+    rec = CaseResult(workload=workload, variant=variant or "default",
+                     backend=clock.backend_name, dtype=acct.dtype, size=list(acct.size),
+                     precision=acct.precision, unit=acct.unit, flops=acct.flops,
+                     bytes=dict(acct.bytes), ai=acct.ai, status="ok", valid=False,
+                     tolerance=tol if reference is not None else None, phases=phases,
+                     extra={"measured_by": "roofbench.measure",
+                            "callable": getattr(fn, "__qualname__", repr(fn)),
+                            "array_module": clock.array_module})
+    if reference is not None:
+        t0 = time.perf_counter()
+        ok, err, why = validate(call, clock, reference, output, args, tol)
+        phases["validate"] = time.perf_counter() - t0
+        rec.rel_error = err
+        if not ok:
+            rec.status, rec.error = "invalid", f"validation failed: {why}"
+            rec.extra["validation"] = "failed"
+            return rec
+        rec.extra["validation"] = "relative norm error against the reference"
+    else:
+        rec.extra["validation"] = "none: no reference given"
+    t0 = time.perf_counter()
+    timing = clock.time(call, cfg)
+    phases["time"] = time.perf_counter() - t0
+    rec.valid = True
+    rec.extra.update(clock.extra())
+    _fill_metrics(rec, timing, roofs)
+    return rec
