@@ -25,7 +25,8 @@ from roofbench.roofs.model import device_slug
 
 from roofbench.errors_text import first_line
 from roofbench.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401 (re-export)
-from roofbench.schema import RunResult, SchemaError
+from roofbench.pytest_benchmark import is_pytest_benchmark, read_pytest_benchmark
+from roofbench.schema import RoofSet, RunResult, SchemaError
 
 from .errors import UserError
 
@@ -122,7 +123,7 @@ def save_run(run: RunResult, out: Path) -> Path:
 
 
 def resolve_run(path: str | Path) -> Path:
-    """A run folder or its results.json -> the results.json path."""
+    """A run folder or its results.json (or a pytest-benchmark JSON file) -> the file."""
     p = Path(path)
     if p.is_dir():
         p = p / "results.json"
@@ -138,11 +139,24 @@ def load_run(path: str | Path) -> RunResult:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UserError(f"{p}: not a readable results file ({first_line(e)})") from None
     try:
+        if is_pytest_benchmark(d):  # a `pytest --benchmark-json` file: its counted entries
+            return read_pytest_benchmark(d, stored_roofs)
         return RunResult.from_dict(d)  # every version it reads, migrated (roofbench/schema.py)
     except SchemaError as e:
         raise UserError(f"{p}: {e}") from None
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(f"{p}: malformed results file ({type(e).__name__}: {e})") from None
+
+
+def stored_roofs(device: str) -> RoofSet | None:
+    """The calibration cache of ``device`` (roofs/<slug>.json), when there is a usable one."""
+    from roofbench.roofs.calibrated import CalibrationError, default_path, load_roofs
+
+    path = default_path(device)
+    try:
+        return load_roofs(path, require_schema=True) if path.exists() else None
+    except CalibrationError:
+        return None
 
 
 def load_for_output(run_arg: str, out: str | None, default_name: str) -> tuple[RunResult, Path]:
