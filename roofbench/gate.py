@@ -299,8 +299,10 @@ def judged(ca: CaseResult, cb: CaseResult) -> bool:
 
 def classify(a: RunResult, b: RunResult, threshold: float = 0.05,
              fail_on: FailOn | None = None, paths: tuple[str, str] = ("A", "B"),
-             confidence: float = CONFIDENCE) -> Comparison:
-    """Every case of A and B: common cases judged, the others named (see the module doc)."""
+             confidence: float = CONFIDENCE, simultaneous: bool = True) -> Comparison:
+    """Every case of A and B: common cases judged, the others named (see the module doc).
+    ``simultaneous=False`` gives each case an interval at ``confidence`` of its own (the
+    weaker rule the docs measure the gate against)."""
     if not (math.isfinite(threshold) and threshold >= 0):
         raise ValueError(f"threshold must be a finite number >= 0, got {threshold!r}")
     fail_on = fail_on or FailOn()
@@ -309,7 +311,7 @@ def classify(a: RunResult, b: RunResult, threshold: float = 0.05,
     keys = list(ia) + [k for k in ib if k not in ia]
     same_device = a.device == b.device
     m = sum(judged(ia[k], ib[k]) for k in keys if k in ia and k in ib) if same_device else 0
-    per_case = 1.0 - (1.0 - confidence) / max(m, 1)
+    per_case = 1.0 - (1.0 - confidence) / max(m, 1) if simultaneous else confidence
     out = Comparison(RunRef.of(a, paths[0]), RunRef.of(b, paths[1]), threshold, [],
                      fail_on=fail_on.describe(threshold), confidence=confidence,
                      case_confidence=per_case)

@@ -403,3 +403,19 @@ def test_module_attributes():
     assert roofbench.measure is api.measure and roofbench.Session is api.Session
     with pytest.raises(AttributeError):
         roofbench.nothing_here  # noqa: B018
+
+
+def test_the_measure_vs_run_benchmark_runs(tmp_path):
+    """The benchmark script end to end at a small size (its figure is the benchmark's, not a
+    test's: only that both sides measured the same validated kernel is asserted)."""
+    roofs = tmp_path / "roofs.json"
+    roofs.write_text(json.dumps(roofs_of(cpu_model()).to_dict()))
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_measure_vs_run.py"),
+                        "--mib", "1", "--rounds", "1", "--roofs", str(roofs), "--out",
+                        str(tmp_path / "b.json")], capture_output=True, text=True,
+                       timeout=600, cwd=tmp_path)
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    d = json.loads((tmp_path / "b.json").read_text())
+    (rnd,) = d["rounds"]
+    assert rnd["run"][0] > 0 and rnd["measure"][0] > 0 and d["mib"] == 1
+    assert "measure / run, median over 1 rounds" in p.stdout

@@ -175,7 +175,7 @@ def test_planted_slowdown_of_one_case_fails_the_gate():
             cmp = classify(run, fast, 0.05, FailOn(slower=True))
             assert cmp.failed == [] and {v.key: v for v in cmp.cases}[key].verdict == "faster"
             planted += 1
-    assert planted >= 40  # CPU and H200 cases alike
+    assert planted >= 70  # CPU and H200 cases alike (71 of 172 sampled cases in results/)
 
 
 def test_planted_slowdown_in_resampled_halves_fails():
