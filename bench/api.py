@@ -91,6 +91,13 @@ class _Named:
         raise UserError(f"cannot calibrate {self.device_name()} here")
 
 
+def _command() -> list[str]:
+    """This process's command line: `pytest ...` for `python -m pytest ...` too."""
+    prog = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    name = prog.parent.name if prog.name == "__main__.py" else prog.name
+    return [name, *sys.argv[1:]]
+
+
 def _timer(clock: Clock, timer: TimerConfig | None, quick: bool) -> TimerConfig:
     if timer is not None:
         return timer
@@ -153,7 +160,7 @@ class Session:
         if self.run is None:
             self.run = RunResult(backend=clock.backend_name, device=device, roofs=roofs,
                                  cases=[], environment=environment(clock.info()),
-                                 command=[Path(sys.argv[0]).name, *sys.argv[1:]],
+                                 command=_command(),
                                  created=utc_stamp(), git_commit=git_commit(Path.cwd()),
                                  timer=asdict(cfg))
             if note:

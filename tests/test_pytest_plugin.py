@@ -84,6 +84,7 @@ def test_roofline_out_without_pytest_benchmark(suite):
         ("test_wrong/default/fp32/65536", "invalid")]
     assert run.cases[0].attainable == pytest.approx(2e10 / 12)
     assert run.cases[0].timing.config["budget_s"] == 0.3  # --roofline-quick
+    assert run.command[0] == "pytest" and "--roofline-out" in run.command
     assert "test_add" in (out / "report.md").read_text()
 
 
