@@ -154,7 +154,8 @@ class Session:
         if self.run is not None and self.run.device != device:
             raise MeasureError(f"this session measures on {self.run.device}; a case on "
                                f"{device} needs a Session of its own")
-        roofs, note = device_roofs(clock, self.roofs_arg, self.roofs_cache)
+        roofs, note = ((self.run.roofs, None) if self.run is not None
+                       else device_roofs(clock, self.roofs_arg, self.roofs_cache))
         cfg = _timer(clock, self.timer, self.quick)
         label = name or getattr(fn, "__qualname__", None) or "callable"
         if self.run is None:
