@@ -124,6 +124,16 @@ def test_bad_declarations_are_one_line_errors(arrays, kw, needle):
         roofbench.measure(add, a, b, c, roofs=roofs_of(cpu_model()), **kw)
 
 
+def test_byte_counts_as_numbers_arrays_and_lists():
+    from roofbench.bench.measure.callables import byte_count
+
+    x = np.ones((4, 8), np.float32)
+    assert byte_count(x, "r") == 128 and byte_count([x, x, 3], "r") == 259
+    assert byte_count(np.int64(1000), "r") == 1000 and byte_count(2e3, "r") == 2000
+    with pytest.raises(MeasureError, match="must be a byte count"):
+        byte_count(True, "r")
+
+
 def test_dtype_is_needed_without_a_float_array():
     x = np.arange(10)
     with pytest.raises(MeasureError, match="pass dtype="):

@@ -60,12 +60,12 @@ class Accounting:
 
 def byte_count(x: Any, what: str) -> int:
     """Bytes given as a number, an array (its nbytes), or a sequence of those (their sum)."""
-    if isinstance(x, bool):
+    if isinstance(x, (bool, np.bool_)):
         raise MeasureError(f"{what} must be a byte count or arrays, got {x!r}")
-    if hasattr(x, "nbytes"):
-        return int(x.nbytes)
-    if isinstance(x, (int, np.integer)):
+    if isinstance(x, (int, np.integer)):  # before nbytes: a numpy integer has one too
         n = int(x)
+    elif hasattr(x, "nbytes"):
+        return int(x.nbytes)
     elif isinstance(x, float):
         if not (math.isfinite(x) and x.is_integer()):
             raise MeasureError(f"{what} must be a whole number of bytes, got {x!r}")
