@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from roofbench.roofs.model import device_slug
 
 from roofbench.errors_text import first_line
 from roofbench.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401 (re-export)
-from roofbench.schema import RunResult, SchemaError
+from roofbench.readers import SchemaError, read_run
+from roofbench.records import RunResult
+from roofbench.roofline import device_slug
 
 from .errors import UserError
 
@@ -137,7 +138,7 @@ def load_run(path: str | Path) -> RunResult:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UserError(f"{p}: not a readable results file ({first_line(e)})") from None
     try:
-        return RunResult.from_dict(d)  # every version it reads, migrated (roofbench/schema.py)
+        return read_run(d)  # every version it reads, migrated (roofbench/readers.py)
     except SchemaError as e:
         raise UserError(f"{p}: {e}") from None
     except (KeyError, TypeError, ValueError) as e:

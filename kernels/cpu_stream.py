@@ -27,7 +27,8 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
-from roofbench.roofs.probes.cpu_cache import last_level_cache_bytes
+
+from roofbench.cpu_cache import last_level_cache_bytes
 
 VEC_BYTES = 64  # one cache line: every vector store writes a whole line
 CHUNK_BYTES = 64 << 10  # of output per prange iteration (a multiple of VEC_BYTES)

@@ -1,6 +1,6 @@
 """Roofs files: the one loader of every roofs file roofbench writes, and the calibration cache.
 
-The calibration cache ``roofs/<device-slug>.json`` (``CalibratedRoofs`` in roofbench/schema.py)
+The calibration cache ``roofs/<device-slug>.json`` (``CalibratedRoofs`` in roofbench/records.py)
 is a RoofSet dict (any RoofSet reader can use it) plus a ``schema`` tag, a creation time and a
 ``table`` of measured vs datasheet figures. It is written atomically (temp file + os.replace):
 an interrupted calibration never leaves a half-written file. ``load_roofs`` reads it, a bare
@@ -17,17 +17,15 @@ from typing import Any
 
 from roofbench.errors_text import first_line
 from roofbench.fileio import atomic_write_text
-from roofbench.schema import (
+from roofbench.readers import SchemaError, read_calibrated, read_roof, read_roofset
+from roofbench.records import (
     CALIBRATED_SCHEMA,
     FLEET_SCHEMA,
     RESULTS_SCHEMA,
     CalibratedRoofs,
-    Roof,
     RoofSet,
-    SchemaError,
 )
-
-from .model import LEVELS, PRECISIONS, device_slug
+from roofbench.roofline import LEVELS, PRECISIONS, device_slug
 
 ROOFS_DIR = Path(__file__).resolve().parent
 ADVICE = "run `roofbench calibrate --recalibrate` to measure it again"
@@ -42,9 +40,9 @@ class CalibrationError(ValueError):
 def _fleet_roofs(d: dict[str, Any]) -> RoofSet:
     """fleet.json: the first rank that measured its roofs, with every link roof added."""
     ok = [r for r in d["ranks"] if r.get("status") == "ok" and r.get("roofs")]
-    rs = RoofSet.from_dict(ok[0]["roofs"]) if ok else RoofSet(device="fleet")
+    rs = read_roofset(ok[0]["roofs"]) if ok else RoofSet(device="fleet")
     for r in d["interconnect"]["roofs"]:
-        rs.add(Roof.from_dict(r))
+        rs.add(read_roof(r))
     return rs
 
 
@@ -125,7 +123,7 @@ def load_roofs(path: str | Path, *, require_schema: bool = False) -> RoofSet:
     schema, created = d.get("schema"), None
     try:
         if schema == CALIBRATED_SCHEMA:
-            cal = CalibratedRoofs.from_dict(d)
+            cal = read_calibrated(d)
             rs, created = cal.roofs, cal.created_utc
         elif not require_schema and schema == FLEET_SCHEMA:
             rs = _fleet_roofs(d)
@@ -137,9 +135,9 @@ def load_roofs(path: str | Path, *, require_schema: bool = False) -> RoofSet:
                               + ("" if require_schema else f", a roof set or {RESULTS_SCHEMA!r}")
                               + ")")
         elif isinstance(d.get("roofs"), dict):
-            rs = RoofSet.from_dict(d["roofs"])  # a run's results.json: the roofs it was under
+            rs = read_roofset(d["roofs"])  # a run's results.json: the roofs it was under
         else:
-            rs = RoofSet.from_dict(d)
+            rs = read_roofset(d)
     except SchemaError as e:
         raise CalibrationError(f"{path}: {e}; {advice}") from None
     except (KeyError, TypeError, ValueError, IndexError) as e:

@@ -36,8 +36,9 @@ from typing import Any
 
 import numba
 from roofbench.bench.backends.cpu import cpu_model
-from roofbench.bench.measure.timer import TimerConfig, host_timer
 from roofbench.roofs.probes import cpu as cp
+
+from roofbench.timing import TimerConfig, host_timer
 
 C_REF_DIR = Path(__file__).resolve().parent / "c_ref"
 CFLAGS = ("-O3", "-march=native", "-fopenmp")

@@ -21,7 +21,7 @@ from typing import Any
 from roofbench.bench.backends import base as be
 
 import roofbench
-from roofbench.schema import Roof, RoofSet
+from roofbench.records import Roof, RoofSet
 
 
 def _rank() -> str:

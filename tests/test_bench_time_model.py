@@ -22,9 +22,10 @@ import pytest
 from roofbench.bench.backends.gpu_common import CudaCBackend, plan_launches
 from roofbench.bench.cli.run import _timer_config
 from roofbench.bench.measure.runner import select_cases
-from roofbench.bench.measure.timer import sample_loop
 from roofbench.kernels.cuda_impl import DeviceProps
 from roofbench.kernels.spec import Case, itemsize
+
+from roofbench.timing import sample_loop
 
 pytestmark = pytest.mark.slow
 GiB = 1 << 30

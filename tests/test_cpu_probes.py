@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from roofbench.roofs.probes import cpu as cp
 from roofbench.roofs.probes import cpu_fma
-from roofbench.roofs.probes.cpu_cache import parse_size
 
-from roofbench.schema import Roof, RoofSet
+from roofbench.cpu_cache import parse_size
+from roofbench.records import Roof, RoofSet
 
 MiB = 1 << 20
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ cr = _load_script("cpu_reference")
 
 
 class FakeTiming:
-    """Duck-typed Timing: what the probes may use of roofbench.bench.measure.timer.Timing."""
+    """Duck-typed Timing: what the probes may use of roofbench.timing.Timing."""
 
     def __init__(self, samples: list[float]) -> None:
         self.samples = samples

@@ -14,7 +14,8 @@ from roofbench.kernels import cpu_stream as cs
 from roofbench.kernels import l2norm, rownorm, vector_add
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
-from roofbench.roofs.probes.cpu_cache import llc_from_sysfs
+
+from roofbench.cpu_cache import llc_from_sysfs
 
 # Elements in one 64 KiB chunk: FP32 16384, FP64 8192. The sizes cover n < W, odd n, a chunk
 # boundary with a peel in the second chunk (misaligned views), and several chunks.

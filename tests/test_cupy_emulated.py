@@ -77,7 +77,7 @@ def test_cli_run_backend_cuda_emulated(tmp_path, args):
         for la, lr in zip(c["extra"]["launches"], c["launches"], strict=True):
             if "function" in la:
                 assert la["function"].endswith("_" + c["dtype"])
-                assert "occupancy" not in la  # a typed field of the launch (schema.py)
+                assert "occupancy" not in la  # a typed field of the launch (records.py)
                 assert 0 < lr["occupancy"]["occupancy"] <= 1
         if len(c["launches"]) > 1:
             assert all(lr["timing"]["n"] >= 1 for lr in c["launches"])

@@ -156,7 +156,7 @@ import numpy as np
 import cupy
 from roofbench.bench.backends.cupy import CupyBackend
 from roofbench.bench.measure.runner import run_cases
-from roofbench.bench.measure.timer import TimerConfig
+from roofbench.timing import TimerConfig
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 

@@ -11,7 +11,8 @@ from roofbench.bench.cli import main
 from roofbench.roofs import distributed as dist
 from roofbench.roofs.probes import links as ic
 
-from roofbench.schema import Roof, RoofSet
+from roofbench.readers import read_roofset
+from roofbench.records import Roof, RoofSet
 
 MiB = 1 << 20
 
@@ -147,7 +148,7 @@ def test_link_measurement_roof_takes_best_busbw():
     assert roof is not None and roof.kind == "interconnect" and roof.level == "mpi_allreduce"
     assert roof.value == pytest.approx(16 * MiB / 8e-3 * 1.5)
     assert roof.evidence["best_size_bytes"] == 16 * MiB
-    assert RoofSet.from_dict({"device": "x", "roofs": [roof.to_dict()]}).interconnect(
+    assert read_roofset({"device": "x", "roofs": [roof.to_dict()]}).interconnect(
         "mpi_allreduce").value == roof.value
     one = ic.LinkMeasurement(op="allreduce", library="NCCL", level="nccl_allreduce", ranks=1)
     one.points.append(ic.SizePoint(bytes=MiB, iters=1, samples_s=[1e-4], algbw=1e10, busbw=0))

@@ -13,21 +13,15 @@ from pathlib import Path
 
 import pytest
 from roofbench.bench.cli import main
-from roofbench.bench.measure.timer import TimerConfig, converged, median_ci, sample_loop
 from roofbench.bench.present import report as report_mod
 from roofbench.bench.results import load_run
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
-from roofbench.schema import (
-    CaseResult,
-    DatasheetMatch,
-    ProbeFailure,
-    Roof,
-    RoofSet,
-    apply_roofs,
-    roof_precision,
-)
+from roofbench.readers import read_roofset
+from roofbench.records import CaseResult, DatasheetMatch, ProbeFailure, Roof, RoofSet
+from roofbench.roofline import apply_roofs, roof_precision
+from roofbench.timing import TimerConfig, converged, median_ci, sample_loop
 
 FIXTURES = Path(__file__).parent / "fixtures" / "h200-2026-11-30"
 RESULTS = sorted(FIXTURES.glob("results-*.json"))
@@ -45,15 +39,15 @@ def _v1(info: dict) -> dict:
 
 
 def test_v1_failed_probes_as_list_or_dict_become_typed():
-    as_list = RoofSet.from_dict(_v1({"failed_probes": [{"probe": "mma_fp8_tc", "reason": "x"}]}))
-    as_dict = RoofSet.from_dict(_v1({"failed_probes": {"mma_fp8_tc": "x"}}))
+    as_list = read_roofset(_v1({"failed_probes": [{"probe": "mma_fp8_tc", "reason": "x"}]}))
+    as_dict = read_roofset(_v1({"failed_probes": {"mma_fp8_tc": "x"}}))
     assert as_list.failed_probes == as_dict.failed_probes == [ProbeFailure("mma_fp8_tc", "x")]
     assert "failed_probes" not in as_list.info  # one place for each fact
 
 
 def test_v1_datasheet_of_the_cpu_and_the_gpu_path_become_one_field():
-    cpu = RoofSet.from_dict(_v1({"datasheet": "unknown for CPUs"}))
-    gpu = RoofSet.from_dict(_v1({"datasheet_match": {"entry": "h200-sxm", "reason": "r"}}))
+    cpu = read_roofset(_v1({"datasheet": "unknown for CPUs"}))
+    gpu = read_roofset(_v1({"datasheet_match": {"entry": "h200-sxm", "reason": "r"}}))
     assert cpu.datasheet == DatasheetMatch(None, "unknown for CPUs")
     assert gpu.datasheet == DatasheetMatch("h200-sxm", "r")
 
@@ -64,10 +58,10 @@ def test_roof_set_round_trip_is_version_2_and_unknown_versions_are_refused():
                  failed_probes=[ProbeFailure("p", "why")], notes=["n"], elapsed_s=1.5)
     d = json.loads(json.dumps(rs.to_dict()))
     assert d["schema_version"] == 2
-    assert RoofSet.from_dict(d) == rs
+    assert read_roofset(d) == rs
     d["schema_version"] = 99
     with pytest.raises(ValueError, match="schema version 99"):
-        RoofSet.from_dict(d)
+        read_roofset(d)
 
 
 @pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.name)

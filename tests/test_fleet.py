@@ -11,7 +11,8 @@ from roofbench.bench.cli import main
 from roofbench.bench.errors import UserError
 from roofbench.bench.fleet import calibrate, compare, environment, output, plan, records
 
-from roofbench.schema import Roof, RoofSet
+from roofbench.readers import read_roofset
+from roofbench.records import Roof, RoofSet
 
 
 def test_no_mpi_is_one_clear_message(monkeypatch, capsys):
@@ -141,7 +142,7 @@ def test_gpu_links_without_gpu(tmp_path, capsys):
 def test_gpu_links_on_this_node(tmp_path, capsys):
     out = tmp_path / "g.json"
     assert main(["fleet", "gpu-links", "--quick", "--out", str(out)]) == 0
-    rs = RoofSet.from_dict(json.loads(out.read_text()))
+    rs = read_roofset(json.loads(out.read_text()))
     text = capsys.readouterr().out
     if rs.info["p2p"]["devices"] == 1:
         assert "one device" in text and rs.roofs == []  # nothing crosses a link

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from roofbench.schema import RoofSet
+from roofbench.readers import read_roofset
 
 pytestmark = pytest.mark.mpi
 
@@ -63,7 +63,7 @@ def test_cpu_fleet_of_two_ranks(tmp_path):
     assert [r["local_rank"] for r in d["ranks"]] == [0, 1]
     assert any("measured after them, in turn" in n for n in d["ranks"][1]["notes"])
     for r in d["ranks"]:
-        rs = RoofSet.from_dict(r["roofs"])
+        rs = read_roofset(r["roofs"])
         assert rs.memory("dram", "measured").value > 0
         assert rs.compute("fp64", "measured").value > 0
     assert {row["rank"] for row in d["comparison"]} == {0, 1}
@@ -82,7 +82,7 @@ def test_cpu_fleet_of_two_ranks(tmp_path):
     assert "## Interconnect (MPI)" in (out / "fleet.md").read_text()
     # Each rank's file carries its roofs and the links: the distributed model reads it.
     rank0 = next(out.glob("rank0-*.json"))
-    assert RoofSet.from_dict(json.loads(rank0.read_text())).interconnect("mpi_allreduce")
+    assert read_roofset(json.loads(rank0.read_text())).interconnect("mpi_allreduce")
     q = subprocess.run([sys.executable, "-m", "roofbench.bench.cli", "tp", "--roofs",
                         str(rank0), "--precision", "fp64", "--dtype", "fp64", "-p", "2"],
                        capture_output=True, text=True, timeout=60)

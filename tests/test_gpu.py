@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from roofbench.bench.measure.runner import run_case
-from roofbench.bench.measure.timer import TimerConfig
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
+
+from roofbench.timing import TimerConfig
 
 pytestmark = pytest.mark.gpu
 

@@ -20,11 +20,12 @@ from roofbench.bench.backends.gpu_common import (
     to_storage,
 )
 from roofbench.bench.backends.occupancy import occupancy
-from roofbench.bench.measure.timer import TimerConfig
 from roofbench.kernels import cuda_impl as cu
 from roofbench.kernels import gemm, rownorm
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Buf, Case, np_dtype
+
+from roofbench.timing import TimerConfig
 
 H200 = cu.DeviceProps(cc=(9, 0), sm_count=132, l2_bytes=60 << 20, name="fake H200")
 A100 = cu.DeviceProps(cc=(8, 0), sm_count=108, l2_bytes=40 << 20, name="fake A100")

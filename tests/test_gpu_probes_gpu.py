@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 def _event_time_fn():
     """CUDA events on the current stream around each launch, the shared sampling loop."""
     import cupy as cp
-    from roofbench.bench.measure.timer import TimerConfig, sample_loop
+
+    from roofbench.timing import TimerConfig, sample_loop
 
     cfg = TimerConfig.quick()
 

@@ -41,8 +41,9 @@ from roofbench.roofs.probes import gpu_math as gm
 from roofbench.roofs.probes import gpu_memory as gmem
 from roofbench.roofs.probes import gpu_run as pr
 
-from roofbench.schema import CALIBRATED_SCHEMA as SCHEMA
-from roofbench.schema import Roof, RoofSet
+from roofbench.readers import read_roofset
+from roofbench.records import CALIBRATED_SCHEMA as SCHEMA
+from roofbench.records import Roof, RoofSet
 
 CUDA_DIR = pr.CUDA_DIR
 SOURCES = ("stream.cu", "cache.cu", "fma.cu", "mma.cu", "ert.cu", "wgmma.cu")
@@ -691,7 +692,7 @@ def test_calibrated_round_trip(tmp_path):
     assert rs.info["ert_curves"]["fp32"][1] == [256.0, 6e13]
     assert not list(tmp_path.glob(".*.tmp"))  # atomic: no temp file left behind
     # The same file is a plain RoofSet for any reader (the runner's --roofs loader too).
-    assert RoofSet.from_dict(d).device == "NVIDIA H200"
+    assert read_roofset(d).device == "NVIDIA H200"
 
 
 @pytest.mark.parametrize("content,what", [
@@ -1124,7 +1125,7 @@ class ModelGpu(FakeGpu):
 
 
 def _model_time_fn(gpu: ModelGpu, quick: bool):
-    from roofbench.bench.measure.timer import calibration_timers, sample_loop
+    from roofbench.timing import calibration_timers, sample_loop
 
     full, search_cfg = calibration_timers(quick)
 

@@ -19,7 +19,8 @@ from roofbench.bench.measure.runner import _record
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
-from roofbench.schema import CaseResult, LaunchCounters, RunResult
+from roofbench.readers import read_counters
+from roofbench.records import CaseResult, LaunchCounters, RunResult
 
 HERE = Path(__file__).parent
 FAKE = HERE / "fake_ncu" / "ncu"
@@ -147,7 +148,7 @@ def test_assign_checks_names_and_counts():
 
 def test_counters_round_trip_through_json():
     lc = ncu.counters_from_rows(ncu.parse_csv(H200["vadd"].read_text())[:1])
-    back = LaunchCounters.from_dict(json.loads(json.dumps(lc.to_dict())))
+    back = read_counters(json.loads(json.dumps(lc.to_dict())))
     assert back == lc
     assert back.dram_read == 536886272 and back.kernel == "vadd_scalar_fp32"
 

@@ -180,7 +180,7 @@ def test_hardware_intensity_is_a_hollow_twin_of_the_point():
     model, as the H200 evidence shows for writes), attached to a real H200 rownorm run."""
     from roofbench.bench.measure.ncu import hw_dram_ai
 
-    from roofbench.schema import LaunchCounters
+    from roofbench.records import LaunchCounters
 
     run = load_run(H200[[p.stem for p in H200].index("results-rownorm-default")])
     case = next(c for c in run.cases if c.variant == "naive" and c.valid)
@@ -205,11 +205,11 @@ def test_a_sweep_draws_one_fusion_arrow_per_size():
     import numpy as np
     from roofbench.bench.backends.cpu import CpuBackend
     from roofbench.bench.measure.runner import run_case
-    from roofbench.bench.measure.timer import TimerConfig
     from roofbench.kernels.registry import workloads
     from roofbench.kernels.spec import Case
 
-    from roofbench.schema import Roof, RoofSet
+    from roofbench.records import Roof, RoofSet
+    from roofbench.timing import TimerConfig
 
     rs = RoofSet("test", [Roof("dram", "memory", 1e10, "measured", level="dram"),
                           Roof("fp32", "compute", 1e11, "measured", precision="fp32")])

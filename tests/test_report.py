@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from roofbench.bench.present.report import fusion_bound, fusion_rows, occupancy_text
 
-from roofbench.schema import CaseResult, LaunchResult, Occupancy
+from roofbench.readers import read_case
+from roofbench.records import CaseResult, LaunchResult, Occupancy
 
 
 def rec(variant: str, median: float | None, dram: int, valid: bool = True, **kw) -> CaseResult:
@@ -34,14 +35,14 @@ def test_occupancy_of_an_older_file_moves_from_extra_to_the_launch():
     d["extra"] = {"arch": "sm_90", "launches": [
         {"kernel": "fused", "function": "l2norm_fused_fp32", "registers": 40,
          "occupancy": OCC.to_dict()}]}
-    c = CaseResult.from_dict(d)
+    c = read_case(d)
     assert c.launches[0].occupancy == OCC and occupancy_text(c) == "75% (40 regs)"
     assert c.extra == {"arch": "sm_90", "launches": [
         {"kernel": "fused", "function": "l2norm_fused_fp32", "registers": 40}]}
     assert "occupancy" in d["extra"]["launches"][0]  # the caller's dict is left as it was
     again = c.to_dict()
     assert again["launches"][0]["occupancy"] == OCC.to_dict()
-    assert CaseResult.from_dict(again).to_dict() == again
+    assert read_case(again).to_dict() == again
 
 
 def test_fusion_row_gives_speedup_and_bytes_ratio():
@@ -57,7 +58,7 @@ def test_fusion_table_text_is_read_from_the_typed_rows():
     from roofbench.bench.cli.run import summary_table
     from roofbench.bench.present.report import fusion_table
 
-    from roofbench.schema import RunResult
+    from roofbench.records import RunResult
 
     cases = [rec("naive", 3e-3, 36000), rec("fused", 1e-3, 12000)]
     assert fusion_table(cases) == [{

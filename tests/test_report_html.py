@@ -118,7 +118,7 @@ def test_page_size_stays_near_bokehjs_alone():
 
 
 def test_hardware_intensity_has_its_own_hollow_group():
-    from roofbench.schema import LaunchCounters
+    from roofbench.records import LaunchCounters
 
     run = load_run(H200[[p.stem for p in H200].index("results-rownorm-default")])
     case = next(c for c in run.cases if c.variant == "naive" and c.valid)

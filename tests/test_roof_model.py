@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from roofbench.roofs.model import device_slug
 
-from roofbench.schema import Roof, RoofSet
+from roofbench.readers import read_roofset
+from roofbench.records import Roof, RoofSet
+from roofbench.roofline import device_slug
 
 
 def roofset() -> RoofSet:
@@ -68,7 +69,7 @@ def test_invalid_roofs_are_refused():
 def test_json_round_trip():
     rs = roofset()
     rs.roofs[0].evidence = {"probe": "triad", "samples": [1e-3, 1.1e-3]}
-    back = RoofSet.from_dict(json.loads(json.dumps(rs.to_dict())))
+    back = read_roofset(json.loads(json.dumps(rs.to_dict())))
     assert back.to_dict() == rs.to_dict()
     assert back.roofs[0].evidence["samples"] == [1e-3, 1.1e-3]
 

@@ -11,13 +11,13 @@ from numba import njit, prange
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.errors import UserError
 from roofbench.bench.measure.runner import parse_size, run_case, select_cases
-from roofbench.bench.measure.timer import TimerConfig, sample_loop
 from roofbench.bench.present.plot import valid_points
 from roofbench.bench.present.report import render
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
-from roofbench.schema import Roof, RoofSet, RunResult
+from roofbench.records import Roof, RoofSet, RunResult
+from roofbench.timing import TimerConfig, sample_loop
 
 FAST = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=3, max_samples=5,
                    budget_s=0.05)

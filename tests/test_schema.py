@@ -1,5 +1,6 @@
-"""The one schema (roofbench/schema.py): every stored file reads, migrates and round-trips; the
-one roofs loader takes every roofs file roofbench writes; the one roof-sourcing policy."""
+"""The one schema (roofbench/records.py, read by roofbench/readers.py): every stored file
+reads, migrates and round-trips; the one roofs loader takes every roofs file roofbench writes;
+the one roof-sourcing policy."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from roofbench.bench.measure.roof_source import obtain_roofs
 from roofbench.bench.results import load_run
 from roofbench.roofs.calibrated import CalibrationError, load_roofs, save_calibrated
 
-from roofbench.schema import (
+from roofbench.readers import read_case, read_roofset, read_run
+from roofbench.records import (
     RESULTS_SCHEMA,
     RESULTS_SCHEMA_VERSION,
     ROOFSET_SCHEMA_VERSION,
@@ -44,7 +46,7 @@ def test_every_stored_results_file_loads_and_round_trips(path):
     run = load_run(path)
     once = run.to_dict()
     assert once["schema_version"] == RESULTS_SCHEMA_VERSION
-    assert _text(RunResult.from_dict(json.loads(_text(once))).to_dict()) == _text(once)
+    assert _text(read_run(json.loads(_text(once))).to_dict()) == _text(once)
     # Measured numbers are carried as read: times, samples and the roofs' values.
     for c, rc in zip(run.cases, raw["cases"], strict=True):
         assert c.median_s == rc["median_s"] and c.flops == rc["flops"]
@@ -56,7 +58,7 @@ def test_every_stored_results_file_loads_and_round_trips(path):
         # The one roofs loader takes a results.json too: the roofs it was placed under.
         rs = load_roofs(path)
         assert rs.to_dict() == run.roofs.to_dict()
-        assert _text(RoofSet.from_dict(rs.to_dict()).to_dict()) == _text(rs.to_dict())
+        assert _text(read_roofset(rs.to_dict()).to_dict()) == _text(rs.to_dict())
 
 
 def test_a_version_2_file_is_written_back_unchanged():
@@ -188,7 +190,8 @@ def test_policy_an_explicit_file_of_another_device_is_used_as_given(tmp_path):
 
 
 def test_case_round_trip_keeps_typed_timing_and_launches():
-    from roofbench.schema import LaunchResult, Timing
+    from roofbench.records import LaunchResult
+    from roofbench.timing import Timing
 
     t = Timing([1e-3, 2e-3, 3e-3], warmup_runs=2, stopped_by="budget", flags=["noisy"])
     c = CaseResult(workload="l2norm", variant="naive", backend="cpu", dtype="fp32",
@@ -198,5 +201,5 @@ def test_case_round_trip_keeps_typed_timing_and_launches():
     d = json.loads(json.dumps(c.to_dict()))
     assert d["timing"]["p25_s"] == 1.5e-3 and d["timing"]["samples_s"] == [1e-3, 2e-3, 3e-3]
     assert "occupancy" not in d["launches"][0]  # unknown on a CPU: absent, the file unchanged
-    back = CaseResult.from_dict(d)
+    back = read_case(d)
     assert back.timing == t and back.launches[0].timing == t and back.to_dict() == d

@@ -23,10 +23,10 @@ from roofbench.kernels.arrays import Arrays
 from roofbench.kernels.spec import Case
 
 from roofbench.errors_text import first_line  # noqa: F401 (the backends import it from here)
-from roofbench.schema import RoofSet, Timing
+from roofbench.records import RoofSet
+from roofbench.timing import TimerConfig, Timing
 
 from ...plugins import PluginError, plugin_attr
-from ..measure.timer import TimerConfig
 from . import AUTO_ORDER, REGISTRY  # noqa: F401  (re-exported: base.REGISTRY is the same dict)
 
 

@@ -22,9 +22,9 @@ from roofbench.roofs.probes.cpu import (
     last_level_cache_bytes,
 )
 
-from roofbench.schema import DatasheetMatch, RoofSet, Timing
+from roofbench.records import DatasheetMatch, RoofSet
+from roofbench.timing import TimerConfig, Timing, host_timer
 
-from ..measure.timer import TimerConfig, host_timer
 from .base import Backend, LaunchListPrepared
 from .cpu_noise import NoiseProbe, NoiseReport, huge_page_fraction, noise_cause
 

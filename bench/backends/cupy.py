@@ -26,9 +26,9 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Case
 
-from roofbench.schema import RoofSet, Timing
+from roofbench.records import RoofSet
+from roofbench.timing import TimerConfig, Timing, calibration_timers
 
-from ..measure.timer import TimerConfig, calibration_timers
 from .base import BackendUnavailable, CaseUnsupported, Prepared, first_line
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (

@@ -103,7 +103,7 @@ def plan_launches(case: Case, dev: DeviceProps, family: str = "cuda",
 def launch_facts(pl: PlannedLaunch, registers: int | None, static_smem: int | None,
                  local_bytes: int | None, cc: tuple[int, int]) -> dict[str, Any]:
     """Backend facts of one launch for Prepared.extra(): geometry, resources, occupancy. The
-    runner moves ``occupancy`` onto the typed LaunchResult.occupancy (roofbench/schema.py)."""
+    runner moves ``occupancy`` onto the typed LaunchResult.occupancy (roofbench/records.py)."""
     if pl.function is None:
         return {"kernel": pl.kernel, "library": getattr(pl.impl, "op", "library")}
     threads = pl.block[0] * pl.block[1] * pl.block[2]

@@ -21,9 +21,9 @@ from roofbench.kernels import numba_compat  # noqa: F401  (numpy 2.5 vs numba-cu
 from roofbench.kernels.numba_cuda_twins import DTYPES, NumbaTwin, build
 from roofbench.kernels.spec import Case, np_dtype
 
-from roofbench.schema import RoofSet, Timing
+from roofbench.records import RoofSet
+from roofbench.timing import TimerConfig, Timing, host_timer
 
-from ..measure.timer import TimerConfig, host_timer
 from .base import (
     Backend,
     BackendUnavailable,

@@ -24,9 +24,9 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Case
 
-from roofbench.schema import RoofSet, Timing
+from roofbench.records import RoofSet
+from roofbench.timing import TimerConfig, Timing
 
-from ..measure.timer import TimerConfig
 from .base import (
     BackendUnavailable,
     CaseUnsupported,

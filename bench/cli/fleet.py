@@ -108,7 +108,7 @@ def _gpu_links(args: argparse.Namespace) -> int:
 
     from roofbench.roofs.probes import links as ic
 
-    from roofbench.schema import RoofSet
+    from roofbench.records import RoofSet
     from roofbench.units import si
 
     from ..fleet.output import write_atomic

@@ -19,7 +19,7 @@ from roofbench.roofs.calibrated import (
     side_by_side,
 )
 
-from roofbench.schema import RoofSet
+from roofbench.records import RoofSet
 from roofbench.units import si
 
 from ..backends import base as backends

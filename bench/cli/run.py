@@ -18,13 +18,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from roofbench.schema import CaseResult, RoofSet, RunResult
+from roofbench.records import CaseResult, RoofSet, RunResult
+from roofbench.timing import TimerConfig
 
 from ..backends import base as backends
 from ..measure.progress import Heartbeat
 from ..measure.roof_source import obtain_roofs
 from ..measure.runner import parse_size, run_cases, select_cases
-from ..measure.timer import TimerConfig
 from ..results import (
     REPO_ROOT,
     atomic_write_text,

@@ -11,7 +11,7 @@ from typing import Any
 
 from roofbench.roofs.probes import links as ic
 
-from roofbench.schema import RoofSet
+from roofbench.records import RoofSet
 
 from ..errors import UserError
 from .environment import GPU_BACKENDS, assign_gpu, visible_gpus

@@ -9,7 +9,8 @@ from typing import Any
 
 from roofbench.roofs.probes import links as ic
 
-from roofbench.schema import Roof, RoofSet
+from roofbench.readers import read_roofset
+from roofbench.records import Roof
 
 from .records import SCHEMA, FleetConfig, Place, RankResult
 
@@ -23,7 +24,7 @@ def comparison_rows(results: dict[int, RankResult], margin: float) -> list[dict[
 
     Peers are the other devices with the same name; a device is an outlier on a roof when its
     value is more than ``margin`` below the median of its peers' values of that roof."""
-    sets = {r: RoofSet.from_dict(res.roofs) for r, res in results.items()
+    sets = {r: read_roofset(res.roofs) for r, res in results.items()
             if res.status == "ok" and res.roofs}
     groups: dict[tuple[str, str], dict[int, float]] = {}
     for r, rs in sets.items():

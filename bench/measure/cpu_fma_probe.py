@@ -23,9 +23,9 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from roofbench.schema import Roof
-
-from .timer import TimerConfig, host_timer
+from roofbench.readers import read_roof
+from roofbench.records import Roof
+from roofbench.timing import TimerConfig, host_timer
 
 CHILD_TIMEOUT_S = 300.0
 
@@ -58,7 +58,7 @@ def isolated_fma_roof(precision: str, quick: bool, timeout: float = CHILD_TIMEOU
     if r.returncode != 0 or not lines:
         why = (r.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"FMA probe child ({precision}) failed (exit {r.returncode}): {why}")
-    roof = Roof.from_dict(json.loads(lines[-1]))
+    roof = read_roof(json.loads(lines[-1]))
     # Over the whole child (start-up, compile, timing); its page faults are its own start-up,
     # not noise, so the cause is named from the other counters.
     load = replace(noise.report(), minor_faults=0, major_faults=0)

@@ -31,10 +31,11 @@ from typing import Any
 
 from roofbench.kernels.spec import Case
 
-from roofbench.schema import CaseResult
+from roofbench.readers import read_case
+from roofbench.records import CaseResult
+from roofbench.timing import TimerConfig
 
 from ..errors import UserError
-from .timer import TimerConfig
 
 RESULT_MARK = "ROOFBENCH_CASE_RESULT "
 TIMEOUT_ENV = "ROOFBENCH_CASE_TIMEOUT_S"
@@ -150,7 +151,7 @@ class IsolatedCases:
             if line is None:  # its output ended: the worker died without answering
                 return self._fault(case, time.perf_counter() - t0, timed_out=False)
             if line.startswith(RESULT_MARK):
-                rec = CaseResult.from_dict(json.loads(line[len(RESULT_MARK):]))
+                rec = read_case(json.loads(line[len(RESULT_MARK):]))
                 rec.extra = {**(rec.extra or {}), "isolated": "ran in its own process"}
                 if rec.status == "error":  # the worker exits after it (its context may be
                     self._stop()            # poisoned): the next case starts afresh

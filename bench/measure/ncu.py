@@ -34,10 +34,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofbench.schema import LaunchCounters
+from roofbench.readers import read_counters
+from roofbench.records import LaunchCounters
 
 if TYPE_CHECKING:
-    from roofbench.schema import CaseResult, RunResult
+    from roofbench.records import CaseResult, RunResult
 
 NCU_ENV = "ROOFBENCH_NCU"  # path of the ncu executable, when it is not on PATH
 FALLBACK_PATHS = ("/usr/local/cuda/bin/ncu",)  # where the CUDA toolkit puts it
@@ -149,7 +150,7 @@ TOLERANCES = Tolerances()
 def as_counters(x: LaunchCounters | dict[str, Any] | None) -> LaunchCounters | None:
     if x is None or isinstance(x, LaunchCounters):
         return x
-    return LaunchCounters.from_dict(x)
+    return read_counters(x)
 
 
 # -- the CSV --------------------------------------------------------------------------------

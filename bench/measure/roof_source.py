@@ -16,10 +16,10 @@ from roofbench.roofs.calibrated import (
     load_roofs,
     save_calibrated,
 )
-from roofbench.roofs.model import device_slug
 
 from roofbench.errors_text import first_line
-from roofbench.schema import RoofSet
+from roofbench.records import RoofSet
+from roofbench.roofline import device_slug
 
 from ..backends import base as backends
 from ..errors import UserError

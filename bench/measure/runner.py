@@ -21,19 +21,14 @@ from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Array, Case, Size, SizeContext, Workload
 
 from roofbench.errors_text import first_line
-from roofbench.schema import (
-    CaseResult,
-    LaunchResult,
-    RoofSet,
-    Timing,
-    apply_roofs,
-    attach_occupancy,
-)
+from roofbench.readers import attach_occupancy
+from roofbench.records import CaseResult, LaunchResult, RoofSet
+from roofbench.roofline import apply_roofs
+from roofbench.timing import TimerConfig, Timing
 
 from ..backends.base import Backend
 from ..errors import UserError
 from .isolation import IsolatedCases
-from .timer import TimerConfig
 
 
 def parse_size(text: str) -> Size:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roofbench.schema import CaseResult, RunResult
+from roofbench.records import CaseResult, RunResult
 
 
 @dataclass

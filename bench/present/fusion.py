@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 
 from roofbench.kernels.registry import workloads
 
-from roofbench.schema import CaseResult
+from roofbench.records import CaseResult
 
 
 def fused_from(cases: Iterable[CaseResult]) -> Iterator[tuple[CaseResult, str]]:

@@ -31,9 +31,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
-from roofbench.roofs.model import LEVEL_LABELS  # noqa: E402
 
-from roofbench.schema import CaseResult, Roof, RoofSet, RunResult  # noqa: E402
+from roofbench.records import CaseResult, Roof, RoofSet, RunResult  # noqa: E402
+from roofbench.roofline import LEVEL_LABELS, SOURCE_RANK  # noqa: E402
 from roofbench.units import si  # noqa: E402
 
 from ..results import atomic_write_bytes  # noqa: E402
@@ -47,7 +47,6 @@ PREC_COLORS = {
 # their level.
 LEVEL_STYLES = {"dram": "-", "l2": "-.", "l1": (0, (5, 1.5, 1, 1.5, 1, 1.5)), "smem": ":"}
 FAINT = 0.45
-SOURCE_RANK = {"measured": 0, "user": 1, "theoretical": 2, "datasheet": 3}
 
 
 def marker(workload: str) -> str:

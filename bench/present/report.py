@@ -15,7 +15,7 @@ import pandas as pd
 from roofbench.kernels.registry import workloads
 
 from roofbench.errors_text import first_line
-from roofbench.schema import CaseResult, RoofSet, RunResult
+from roofbench.records import CaseResult, RoofSet, RunResult
 from roofbench.units import si
 
 from ..measure.ncu import ncu_section

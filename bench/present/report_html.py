@@ -19,9 +19,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from roofbench.roofs.model import LEVEL_LABELS
-
-from roofbench.schema import CaseResult, Roof, RoofSet, RunResult
+from roofbench.records import CaseResult, Roof, RoofSet, RunResult
+from roofbench.roofline import LEVEL_LABELS
 from roofbench.units import si
 
 from .compare import Delta

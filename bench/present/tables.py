@@ -17,7 +17,7 @@ from rich.table import Table
 from roofbench.roofs.calibrated import side_by_side
 
 from roofbench.errors_text import first_line
-from roofbench.schema import RoofSet
+from roofbench.records import RoofSet
 from roofbench.units import si
 
 

@@ -43,9 +43,9 @@ import numpy as np
 from numba import njit, prange
 from roofbench.kernels import cpu_stream
 
-from roofbench.schema import Roof
+from roofbench.cpu_cache import last_level_cache_bytes, llc_from_lscpu, llc_from_sysfs
+from roofbench.records import Roof
 
-from .cpu_cache import last_level_cache_bytes, llc_from_lscpu, llc_from_sysfs
 from .cpu_features import (
     host_cpu_features,
     parse_features,

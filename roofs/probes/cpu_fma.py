@@ -34,7 +34,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from roofbench.schema import Roof
+from roofbench.records import Roof
 
 from .cpu_features import host_cpu_features
 from .fma_model import FmaShape, fma_shape

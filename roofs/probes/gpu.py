@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from roofbench.schema import DatasheetMatch, ProbeFailure, RoofSet
+from roofbench.records import DatasheetMatch, ProbeFailure, RoofSet
 
 from .. import datasheet
 from .gpu_device import CupyGpu, Gpu, TimeFn, device_facts

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from roofbench.schema import Roof
+from roofbench.records import Roof
 
 KiB, MiB = 1 << 10, 1 << 20
 

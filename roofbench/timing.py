@@ -1,4 +1,4 @@
-"""One timing discipline for every backend.
+"""One timing discipline for every backend, and the record it fills (``Timing``).
 
 Warm up by a time budget (compilation, module load and first-touch stay out), then take samples
 until the noise criterion is met after at least ``min_samples`` — the coefficient of variation
@@ -18,9 +18,70 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
-from roofbench.schema import Timing
+
+@dataclass
+class Timing:
+    """The samples of one timed function and how sampling stopped (``sample_loop``)."""
+
+    samples: list[float]  # seconds, raw
+    warmup_runs: int
+    stopped_by: str  # "noise", "median_ci", "budget" or "max_samples"
+    config: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.samples)
+
+    @property
+    def stdev(self) -> float:
+        return statistics.stdev(self.samples) if self.n > 1 else 0.0
+
+    @property
+    def cv(self) -> float:
+        return self.stdev / self.mean if self.mean > 0 else 0.0
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    @property
+    def max(self) -> float:
+        return max(self.samples)
+
+    def quantile(self, q: float) -> float:
+        s = sorted(self.samples)
+        if len(s) == 1:
+            return s[0]
+        pos = q * (len(s) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(s) - 1)
+        return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+    def summary(self) -> dict[str, Any]:
+        return {"n": self.n, "median_s": self.median, "mean_s": self.mean, "min_s": self.min,
+                "max_s": self.max, "p25_s": self.quantile(0.25), "p75_s": self.quantile(0.75),
+                "stdev_s": self.stdev, "cv": self.cv, "warmup_runs": self.warmup_runs,
+                "stopped_by": self.stopped_by, "flags": list(self.flags)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary (derived, for a reader of the file) plus the raw samples."""
+        d = self.summary()
+        d["samples_s"] = list(self.samples)
+        d["config"] = dict(self.config)
+        return d
+
 
 
 @dataclass(frozen=True)
