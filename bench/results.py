@@ -24,8 +24,8 @@ import pandas as pd
 
 from roofbench.errors_text import first_line
 from roofbench.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401 (re-export)
-from roofbench.readers import SchemaError, read_run
-from roofbench.records import RunResult
+from roofbench.readers import BufferModel, SchemaError, read_run
+from roofbench.records import BufferFacts, CaseResult, RunResult
 from roofbench.roofline import device_slug
 
 from .errors import UserError
@@ -138,11 +138,30 @@ def load_run(path: str | Path) -> RunResult:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UserError(f"{p}: not a readable results file ({first_line(e)})") from None
     try:
-        return read_run(d)  # every version it reads, migrated (roofbench/readers.py)
+        return read_run(d, declared_buffers)  # every version, migrated (roofbench/readers.py)
     except SchemaError as e:
         raise UserError(f"{p}: {e}") from None
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(f"{p}: malformed results file ({type(e).__name__}: {e})") from None
+
+
+def declared_buffers(c: CaseResult) -> BufferModel | None:
+    """The buffers of a stored case as its workload declares them: what files before results
+    version 3 did not store (the reader asks; the shared root never imports the workloads)."""
+    from roofbench.kernels.registry import workloads
+    from roofbench.kernels.spec import Case
+
+    w = workloads().get(c.workload)
+    v = w.variants.get(c.variant) if w is not None else None
+    if v is None:
+        return None
+    case = Case(w, v, c.dtype, tuple(c.size))
+    try:
+        bufs, launches = case.buffers(), case.launches()
+    except Exception:  # a size or dtype the declaration of today does not take
+        return None
+    return BufferModel({n: BufferFacts(b.role, b.nbytes) for n, b in bufs.items()},
+                       [(list(la.reads), list(la.writes)) for la in launches])
 
 
 def load_for_output(run_arg: str, out: str | None, default_name: str) -> tuple[RunResult, Path]:

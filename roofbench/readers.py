@@ -7,9 +7,11 @@ migrations of older files:
   library GEMM on tensor cores (cuBLAS HGEMM) met the FP32 CUDA-core roof; ``migrate_v1_units``
   re-holds those cases from a frozen table of the declarations it migrates (legacy.py), never
   from today's workloads;
-- a launch's theoretical occupancy, once kept in the backend facts
-  ``extra["launches"][i]["occupancy"]``, is the typed ``LaunchResult.occupancy``
-  (``attach_occupancy``);
+- results.json before version 3 kept the backend facts of each launch (occupancy included)
+  in ``extra["launches"]``, the ncu settings in ``extra["ncu"]``, and none of the report facts
+  of the declarations: ``fill_v2_case`` moves the first two onto their typed fields and fills
+  the report facts from the frozen table (legacy.py) and the buffers from an injected
+  resolver;
 - a roof set of version 1 kept its typed facts in the free-form ``info``.
 
 Part of the shared root: it imports nothing from kernels/, roofs/ or bench/.
@@ -17,6 +19,8 @@ Part of the shared root: it imports nothing from kernels/, roofs/ or bench/.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from . import legacy
@@ -25,11 +29,14 @@ from .records import (
     RESULTS_SCHEMA,
     RESULTS_SCHEMA_VERSION,
     ROOFSET_SCHEMA_VERSION,
+    BufferFacts,
     CalibratedRoofs,
     CaseResult,
     DatasheetMatch,
     LaunchCounters,
+    LaunchFacts,
     LaunchResult,
+    NcuSettings,
     Occupancy,
     ProbeFailure,
     Roof,
@@ -39,7 +46,7 @@ from .records import (
 from .roofline import apply_roofs
 from .timing import Timing
 
-RESULTS_READS_VERSIONS = (1, RESULTS_SCHEMA_VERSION)
+RESULTS_READS_VERSIONS = (1, 2, RESULTS_SCHEMA_VERSION)
 
 
 class SchemaError(ValueError):
@@ -126,49 +133,104 @@ def read_counters(d: dict[str, Any]) -> LaunchCounters:
     return LaunchCounters(**{k: v for k, v in d.items() if k in known})
 
 
+def read_facts(d: dict[str, Any]) -> LaunchFacts:
+    known = set(LaunchFacts.__dataclass_fields__) - {"occupancy"}
+    occ = d.get("occupancy")
+    return LaunchFacts(**{k: v for k, v in d.items() if k in known},
+                       occupancy=read_occupancy(occ) if isinstance(occ, dict) else None)
+
+
 def read_launch(d: dict[str, Any]) -> LaunchResult:
-    return LaunchResult(kernel=d["kernel"], note=d["note"], flops=d["flops"],
-                        bytes=dict(d["bytes"]),
-                        timing=read_timing(d["timing"]) if d.get("timing") else None,
-                        counters=read_counters(d["counters"]) if d.get("counters") else None,
-                        occupancy=read_occupancy(d["occupancy"]) if d.get("occupancy")
-                        else None)
+    la = LaunchResult(kernel=d["kernel"], note=d["note"], flops=d["flops"],
+                      bytes=dict(d["bytes"]),
+                      timing=read_timing(d["timing"]) if d.get("timing") else None,
+                      counters=read_counters(d["counters"]) if d.get("counters") else None,
+                      facts=read_facts(d["facts"]) if d.get("facts") else None,
+                      reads=list(d.get("reads") or []), writes=list(d.get("writes") or []))
+    if la.facts is None and isinstance(d.get("occupancy"), dict):  # version 2
+        la.facts = LaunchFacts(occupancy=read_occupancy(d["occupancy"]))
+    return la
+
+
+def read_ncu(d: dict[str, Any]) -> NcuSettings:
+    known = set(NcuSettings.__dataclass_fields__)
+    return NcuSettings(**{k: v for k, v in d.items() if k in known})
 
 
 def read_case(d: dict[str, Any]) -> CaseResult:
     d = dict(d)
     d["launches"] = [read_launch(x) for x in d.get("launches") or []]
     d["timing"] = read_timing(d["timing"]) if d.get("timing") else None
+    d["buffers"] = {n: BufferFacts(**b) for n, b in (d.get("buffers") or {}).items()}
+    d["ncu"] = read_ncu(d["ncu"]) if d.get("ncu") else None
     known = set(CaseResult.__dataclass_fields__)
-    c = CaseResult(**{k: v for k, v in d.items() if k in known})
-    c.extra = attach_occupancy(c.launches, c.extra)  # files that kept it in extra
-    return c
+    return CaseResult(**{k: v for k, v in d.items() if k in known})
 
 
-def attach_occupancy(launches: list[LaunchResult], extra: dict[str, Any]) -> dict[str, Any]:
-    """Move each launch's occupancy out of the backend facts (``extra["launches"][i]``, one per
-    launch, in order: how older files stored it) onto the typed ``LaunchResult.occupancy``;
-    returns ``extra`` without it (a copy: the caller's is kept)."""
-    facts = (extra or {}).get("launches")
-    if not isinstance(facts, list) or not any(
-            isinstance(f, dict) and "occupancy" in f for f in facts):
-        return extra
-    if len(facts) == len(launches):
-        for la, f in zip(launches, facts, strict=True):
-            occ = f.get("occupancy") if isinstance(f, dict) else None
-            if isinstance(occ, dict) and la.occupancy is None:
-                la.occupancy = read_occupancy(occ)
-    else:  # facts that do not map one-to-one on the launches: leave them as they are
-        return extra
-    return {**extra, "launches": [{k: v for k, v in f.items() if k != "occupancy"}
-                                  if isinstance(f, dict) else f for f in facts]}
+# ---------------------------------------------------------------------------- older cases
+
+
+@dataclass(frozen=True)
+class BufferModel:
+    """The buffers of a case and the ones each launch reads and writes, as a workload
+    declares them: what a file before version 3 did not store."""
+
+    buffers: dict[str, BufferFacts]
+    launches: list[tuple[list[str], list[str]]]  # (reads, writes) per launch
+
+
+# Given a case record, its BufferModel (None when no declaration matches it). Injected by
+# the caller that knows the workloads (bench/results.py): the shared root never imports them.
+BufferResolver = Callable[[CaseResult], "BufferModel | None"]
+
+
+def fill_v2_case(c: CaseResult, resolver: BufferResolver | None = None) -> None:
+    """What a case of a file before version 3 lacks: the declarations' facts from the frozen
+    table (legacy.py), the backend facts of each launch and the ncu settings out of ``extra``,
+    and, when a resolver is given, the buffers."""
+    w = legacy.WORKLOADS.get(c.workload)
+    if w is not None:
+        c.marker, c.flop_convention = w.marker, w.flop_convention
+    c.arrow_from = legacy.ARROW_FROM.get((c.workload, c.variant))
+    c.extra = attach_launch_facts(c.launches, dict(c.extra or {}))
+    ncu = c.extra.pop("ncu", None)
+    if isinstance(ncu, dict):
+        c.ncu = read_ncu(ncu)
+    model = resolver(c) if resolver is not None else None
+    if model is not None and len(model.launches) == len(c.launches):
+        c.buffers = dict(model.buffers)
+        for la, (reads, writes) in zip(c.launches, model.launches, strict=True):
+            la.reads, la.writes = list(reads), list(writes)
+
+
+def attach_launch_facts(launches: list[LaunchResult], extra: dict[str, Any]) -> dict[str, Any]:
+    """Move the backend facts of each launch out of ``extra["launches"]`` (one dict per launch,
+    in order, occupancy included: how files before version 3 stored them) onto the typed
+    ``LaunchResult.facts``; returns ``extra`` without them."""
+    facts = extra.get("launches")
+    if not isinstance(facts, list) or len(facts) != len(launches) or not all(
+            isinstance(f, dict) for f in facts):
+        return extra  # facts that do not map one-to-one on the launches: left as they are
+    arch = extra.get("arch")
+    for la, f in zip(launches, facts, strict=True):
+        fn = f.get("function")
+        known = set(LaunchFacts.__dataclass_fields__) - {"occupancy", "arch",
+                                                         "validated_on_hardware"}
+        occ = f.get("occupancy")
+        la.facts = LaunchFacts(
+            **{k: v for k, v in f.items() if k in known}, arch=arch,
+            occupancy=(read_occupancy(occ) if isinstance(occ, dict) else la.occupancy),
+            validated_on_hardware=not (isinstance(fn, str) and any(
+                fn.startswith(p) for p in legacy.NOT_VALIDATED_ON_HARDWARE)))
+    return {k: v for k, v in extra.items() if k != "launches"}
 
 
 # ---------------------------------------------------------------------------- runs
 
 
-def read_run(d: Any) -> RunResult:
-    """Any version this roofbench reads (SchemaError otherwise); version 1 is migrated."""
+def read_run(d: Any, resolver: BufferResolver | None = None) -> RunResult:
+    """Any version this roofbench reads (SchemaError otherwise); older versions are migrated
+    (``resolver``: the buffers of a case of a file before version 3, see fill_v2_case)."""
     if not isinstance(d, dict) or d.get("schema") != RESULTS_SCHEMA:
         raise SchemaError("not a roofbench results file (schema missing or wrong)")
     version = d.get("schema_version")
@@ -182,6 +244,9 @@ def read_run(d: Any) -> RunResult:
                     created=d.get("created", ""), git_commit=d.get("git_commit"),
                     timer=d.get("timer") or {}, notes=d.get("notes") or [],
                     interrupted=bool(d.get("interrupted", False)))
+    if version < 3:
+        for c in run.cases:
+            fill_v2_case(c, resolver)
     if version == 1:
         migrate_v1_units(run)
     return run

@@ -4,7 +4,7 @@ Each record is a dataclass with ``to_dict`` (what is written, exactly); reading 
 version ever written, is readers.py's job. Users get typed fields, never dict keys agreed by
 convention. The files and their versions:
 
-- ``roofbench.results`` (results.json), version 2 (``RESULTS_SCHEMA_VERSION``);
+- ``roofbench.results`` (results.json), version 3 (``RESULTS_SCHEMA_VERSION``);
 - a roof set (``RoofSet.to_dict``), version 2 (``ROOFSET_SCHEMA_VERSION``);
 - ``roofbench.calibrated-roofs/1`` (``CalibratedRoofs``): a GPU's calibration cache, a roof set
   plus a creation time and a measured-vs-datasheet table.
@@ -215,6 +215,30 @@ class LaunchCounters:
 
 
 @dataclass
+class LaunchFacts:
+    """How a backend ran one launch: the function (or the library call standing in for one),
+    its geometry and resources where the backend knows them, and the occupancy they give."""
+
+    function: str | None = None  # the kernel function as launched (CUDA C name, Numba twin)
+    library: str | None = None  # a vendor-library call instead of a kernel ("matmul", "sdpa")
+    arch: str | None = None  # the device architecture it ran on ("sm_90")
+    grid: list[int] | None = None
+    block: list[int] | None = None
+    dynamic_smem: int | None = None  # bytes
+    static_smem: int | None = None
+    registers: int | None = None  # per thread
+    local_bytes: int | None = None  # per thread (spills)
+    compiler: str | None = None  # when it differs from the case's (extra["compiler"])
+    occupancy: Occupancy | None = None  # theoretical, where the registers are known
+    # False: the function has never run on real hardware before (compiled, inspected and
+    # emulated only); a report names such cases.
+    validated_on_hardware: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
 class LaunchResult:
     """One launch of a case's pipeline: what the model counts, and what was measured of it."""
 
@@ -224,17 +248,50 @@ class LaunchResult:
     bytes: dict[str, int]
     timing: Timing | None = None  # this launch timed alone (multi-launch pipelines)
     counters: LaunchCounters | None = None  # Nsight Compute's reading (run --ncu)
-    occupancy: Occupancy | None = None  # theoretical, where the backend knows the registers
+    facts: LaunchFacts | None = None  # how the backend ran it (GPU backends)
+    # The buffers the launch moves through DRAM, by name (CaseResult.buffers): the model's
+    # read and write bytes of the launch.
+    reads: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+
+    @property
+    def occupancy(self) -> Occupancy | None:
+        return self.facts.occupancy if self.facts is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "kernel": self.kernel, "note": self.note, "flops": self.flops,
-            "bytes": dict(self.bytes),
+            "bytes": dict(self.bytes), "reads": list(self.reads), "writes": list(self.writes),
             "timing": self.timing.to_dict() if self.timing else None,
             "counters": self.counters.to_dict() if self.counters else None}
-        if self.occupancy is not None:  # absent, not null, where unknown (CPU files unchanged)
-            d["occupancy"] = self.occupancy.to_dict()
+        if self.facts is not None:  # absent, not null, where unknown (CPU backends)
+            d["facts"] = self.facts.to_dict()
         return d
+
+
+@dataclass(frozen=True)
+class BufferFacts:
+    """One buffer of a case: its role (input, output, temp) and its bytes."""
+
+    role: str
+    nbytes: int
+
+
+@dataclass
+class NcuSettings:
+    """How Nsight Compute collected a case's counters (``roofbench run --ncu``)."""
+
+    path: str
+    version: str
+    clock_control: str = "none"
+    cache_control: str = "all"
+    metrics: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # wanted but not on this device
+    # input dtype -> the tensor-op metrics collected for it ([] when the device lists none)
+    tensor_ops: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 # ---------------------------------------------------------------------------- cases, runs
@@ -269,6 +326,14 @@ class CaseResult:
     limiting_roof: str | None = None
     launches: list[LaunchResult] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # backend facts, free-form evidence
+    # What a report needs of the declarations, stored at run time so that a report is a
+    # function of this record alone: the workload's plot marker and FLOP convention, the
+    # variant this one is fused from (the plot's arrow, the fusion table), every buffer.
+    marker: str = "o"
+    flop_convention: str = ""
+    arrow_from: str | None = None
+    buffers: dict[str, BufferFacts] = field(default_factory=dict)
+    ncu: NcuSettings | None = None  # how its counters were collected (run --ncu)
     # Wall (host) seconds of each phase of this case (inputs, compile, prepare, validate,
     # time, time_launches): where a slow run spent its time.
     phases: dict[str, float] = field(default_factory=dict)
@@ -285,15 +350,34 @@ class CaseResult:
         d = asdict(replace(self, timing=None, launches=[]))
         d["timing"] = self.timing.to_dict() if self.timing else None
         d["launches"] = [la.to_dict() for la in self.launches]
-        if not d["device_phases"]:  # optional in version 2: a host-only case writes none
+        if not d["device_phases"]:  # optional: a host-only case writes none
             del d["device_phases"]
         return d
+
+    def io_bytes(self) -> int | None:
+        """Bytes of the case's inputs and outputs: what one fused launch must still move."""
+        if not self.buffers:
+            return None
+        return sum(b.nbytes for b in self.buffers.values() if b.role in ("input", "output"))
+
+    def launch_split(self) -> list[tuple[int, int]] | None:
+        """The model's DRAM (read, write) bytes of each launch, from the buffers it names."""
+        if not self.buffers or not self.launches or not all(
+                la.reads or la.writes for la in self.launches):
+            return None
+        try:
+            return [(sum(self.buffers[n].nbytes for n in la.reads),
+                     sum(self.buffers[n].nbytes for n in la.writes)) for la in self.launches]
+        except KeyError:
+            return None
 
 
 RESULTS_SCHEMA = "roofbench.results"
 # 1: first release. 2: cases carry ``phases`` (and, optional, ``device_phases``), runs
-# ``interrupted``, the roof set its typed fields (readers.py reads both).
-RESULTS_SCHEMA_VERSION = 2
+# ``interrupted``, the roof set its typed fields. 3: cases carry what a report needs of the
+# declarations (marker, flop_convention, arrow_from, buffers, each launch's reads and writes)
+# and typed launch facts and ncu settings. readers.py reads every version.
+RESULTS_SCHEMA_VERSION = 3
 
 
 @dataclass

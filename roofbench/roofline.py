@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .records import CaseResult, Roof, RoofSet
@@ -129,3 +129,30 @@ def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
         rec.attainable, rec.bound, rec.limiting_roof = b.attainable, b.limiter, b.roof
     if rec.flop_per_s and rec.attainable:
         rec.efficiency = rec.flop_per_s / rec.attainable
+
+
+def side_by_side(rs: RoofSet) -> list[dict[str, Any]]:
+    """One row per memory level / precision: best measured, datasheet, theoretical, ratio."""
+    keys = [("memory", lv) for lv in LEVELS] + [("compute", p) for p in PRECISIONS]
+    seen = {(r.kind, r.level if r.kind == "memory" else r.precision) for r in rs.roofs}
+    keys += sorted(k for k in seen if k not in keys and k[0] in ("memory", "compute"))
+    rows = []
+    for kind, key in keys:
+        pick = rs.memory if kind == "memory" else rs.compute
+        m, d, t = pick(key, "measured"), pick(key, "datasheet"), pick(key, "theoretical")
+        if not (m or d or t):
+            continue
+        ceiling = (m.evidence.get("ceiling") if m else None) or ""
+        # The hand-written mma.sync ceiling, kept beside the library one (max of the two wins).
+        mma = [r.value for r in rs.roofs if r.kind == "compute" and r.precision == key
+               and r.source == "measured" and r.evidence.get("ceiling") == "mma.sync"]
+        rows.append({
+            "kind": kind, "key": key, "unit": "B/s" if kind == "memory" else "FLOP/s",
+            "measured": m.value if m else None, "measured_by": m.name if m else None,
+            "ceiling": ceiling, "mma_sync": max(mma) if mma else None,
+            "datasheet": d.value if d else None,
+            "theoretical": t.value if t else None,
+            "measured_over_datasheet": (m.value / d.value) if (m and d) else None,
+            "measured_over_theoretical": (m.value / t.value) if (m and t) else None,
+        })
+    return rows

@@ -20,6 +20,8 @@ from roofbench.kernels.cuda_impl import CudaLibrary, DeviceProps
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case, SizeContext
 
+from roofbench.records import LaunchFacts, NcuSettings
+
 H200 = DeviceProps(cc=(9, 0), sm_count=132, name="test H200")
 
 
@@ -147,16 +149,16 @@ def test_launches_carry_kernel_names_ncu_selects(tmp_path, name, variant, functi
     c = Case(w, w.variants[variant], "fp16", size)
     plans = plan_launches(c, H200)
     assert [pl.function for pl in plans] == functions
-    rec = _record(c, SimpleNamespace(name="cuda", kind="gpu"), status="ok", valid=True)
-    rec.extra = {"launches": [{"kernel": pl.kernel, "function": pl.function} for pl in plans]}
-    s = ncu.NcuSettings(path="ncu", version="2025.3.1.0",
+    rec = _record(c, SimpleNamespace(name="cuda", kind="gpu"),
+                  [LaunchFacts(function=pl.function) for pl in plans], status="ok", valid=True)
+    s = NcuSettings(path="ncu", version="2025.3.1.0",
                         metrics=[ncu.DRAM_READ, ncu.DRAM_WRITE, ncu.DURATION])
     cmd = ncu.ncu_command(s, rec, tmp_path / "log.csv", seed=1)
     assert cmd[cmd.index("--kernel-name") + 1] == \
         f"regex:^({'|'.join(dict.fromkeys(functions))})$"
     assert cmd[cmd.index("--launch-count") + 1] == str(len(functions))
     # the model's DRAM split per launch, what the counters are held against
-    assert ncu.model_split(rec) == [
+    assert rec.launch_split() == [
         (sum(c.buffers()[b].nbytes for b in la.reads),
          sum(c.buffers()[b].nbytes for b in la.writes)) for la in c.launches()]
 

@@ -74,11 +74,12 @@ def test_cli_run_backend_cuda_emulated(tmp_path, args):
         assert c["status"] == "ok" and c["valid"], (c["workload"], c["variant"], c["error"])
         assert c["backend"] == "cuda"
         assert c["timing"]["config"]["timer"] == "cuda_events"
-        for la, lr in zip(c["extra"]["launches"], c["launches"], strict=True):
-            if "function" in la:
+        assert "launches" not in c["extra"]  # typed facts of each launch (records.py)
+        for lr in c["launches"]:
+            la = lr["facts"]
+            if la["function"]:
                 assert la["function"].endswith("_" + c["dtype"])
-                assert "occupancy" not in la  # a typed field of the launch (records.py)
-                assert 0 < lr["occupancy"]["occupancy"] <= 1
+                assert 0 < la["occupancy"]["occupancy"] <= 1
         if len(c["launches"]) > 1:
             assert all(lr["timing"]["n"] >= 1 for lr in c["launches"])
 
@@ -112,7 +113,7 @@ def test_attention_and_gemv_through_the_cupy_backend(tmp_path):
                      ("flash", ["attn_flash_fp16"])):
         c = by[v]
         assert c["status"] == "ok" and c["valid"], c["error"]
-        assert [la["function"] for la in c["extra"]["launches"]] == names
+        assert [la["facts"]["function"] for la in c["launches"]] == names
         assert c["unit"] == "tensor" and c["precision"] == "fp16_tc"
     if importlib.util.find_spec("torch") is None:
         assert by["library"]["status"] == "unsupported" and "torch" in by["library"]["error"]
@@ -120,7 +121,8 @@ def test_attention_and_gemv_through_the_cupy_backend(tmp_path):
     (g,) = run_cli(tmp_path / "g", ["--kernel", "gemv", "--variant", "rows", "--dtype", "fp8",
                                     "--size", "37x1001"])
     assert g["status"] == "ok" and g["valid"], g["error"]
-    assert g["extra"]["launches"][0]["function"] == "gemv_warp_fp8"
+    assert g["launches"][0]["facts"]["function"] == "gemv_warp_fp8"
+    assert not g["launches"][0]["facts"]["validated_on_hardware"]
 
 
 # Partial tiles in every dimension the TMA stride rule allows (N, K multiples of 16 bytes);
@@ -141,7 +143,7 @@ def test_cli_run_wgmma_emulated(tmp_path, size):
     assert sorted(c["dtype"] for c in cases) == ["bf16", "fp16", "fp8"]
     for c in cases:
         assert c["status"] == "ok" and c["valid"], (c["dtype"], c["error"])
-        (la,) = c["extra"]["launches"]
+        (la,) = [x["facts"] for x in c["launches"]]
         assert la["function"] == f"gemm_wgmma_{c['dtype']}", la
         assert la["compiler"] == "nvrtc sm_90a (cuda-python driver launch)", la
         assert la["grid"][0] == len(cu.wgmma_schedule(*map(int, size.split("x")), c["dtype"]))

@@ -229,7 +229,8 @@ def test_kernels_not_yet_validated_on_hardware_are_marked_in_the_report():
     run = load_run(FIXTURES / "results-gemm-4096.json")  # mma.sync at ea800a6: validated
     assert "not yet validated" not in report_mod.render(run)
     tensor = next(c for c in run.cases if c.variant == "tensor")
-    tensor.extra["launches"][0]["function"] = "gemm_wgmma_fp16"  # as the sm_90 backend records
+    facts = tensor.launches[0].facts
+    facts.function, facts.validated_on_hardware = "gemm_wgmma_fp16", False  # as on sm_90
     text = report_mod.render(run)
     assert ("gemm/tensor/fp16/4096x4096x4096 (gemm_wgmma_fp16 on sm_90): not yet validated on "
             "hardware before this run; here it is `ok`") in text

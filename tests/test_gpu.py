@@ -88,14 +88,13 @@ def _validated(backend, case: tuple, seed: int, **kw):
 @pytest.mark.parametrize("case", _cases("cuda"), ids=_id)
 def test_cuda_kernel_validates(cupy_backend, case):
     c, rec = _validated(cupy_backend, case, 11)
-    launches = rec.extra["launches"]
-    assert len(launches) == len(c.launches())
-    for la, lr in zip(launches, rec.launches, strict=True):
-        if "function" in la:
-            assert la["registers"] > 0 and la["local_bytes"] == 0, la
-            # occupancy is the launch's typed field, no longer a backend fact
-            assert "occupancy" not in la and 0 < lr.occupancy.occupancy <= 1
-            assert lr.occupancy.registers_per_thread == la["registers"]
+    assert len(rec.launches) == len(c.launches()) and "launches" not in rec.extra
+    for lr in rec.launches:
+        la = lr.facts
+        if la.function:
+            assert la.registers > 0 and la.local_bytes == 0, la
+            assert 0 < la.occupancy.occupancy <= 1
+            assert la.occupancy.registers_per_thread == la.registers
     if len(c.launches()) > 1:  # per-launch timings of a pipeline
         assert all(lr.timing and lr.timing.median > 0 for lr in rec.launches)
 

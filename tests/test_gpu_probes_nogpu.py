@@ -29,12 +29,7 @@ import numpy as np
 import pytest
 from roofbench.kernels.cuda_impl import CUDA_DIR as KERNEL_HEADERS
 from roofbench.kernels.cuda_impl import expand_includes
-from roofbench.roofs.calibrated import (
-    CalibrationError,
-    load_roofs,
-    save_calibrated,
-    side_by_side,
-)
+from roofbench.roofs.calibrated import CalibrationError, load_roofs, save_calibrated
 from roofbench.roofs.probes import gpu as gp
 from roofbench.roofs.probes import gpu_device as gd
 from roofbench.roofs.probes import gpu_math as gm
@@ -44,6 +39,7 @@ from roofbench.roofs.probes import gpu_run as pr
 from roofbench.readers import read_roofset
 from roofbench.records import CALIBRATED_SCHEMA as SCHEMA
 from roofbench.records import Roof, RoofSet
+from roofbench.roofline import side_by_side
 
 CUDA_DIR = pr.CUDA_DIR
 SOURCES = ("stream.cu", "cache.cu", "fma.cu", "mma.cu", "ert.cu", "wgmma.cu")

@@ -16,11 +16,13 @@ from types import SimpleNamespace
 import pytest
 from roofbench.bench.measure import ncu
 from roofbench.bench.measure.runner import _record
+from roofbench.bench.present.ncu_section import ncu_section
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
+from roofbench import ncu_checks as nc
 from roofbench.readers import read_counters
-from roofbench.records import CaseResult, LaunchCounters, RunResult
+from roofbench.records import CaseResult, LaunchCounters, LaunchFacts, NcuSettings, RunResult
 
 HERE = Path(__file__).parent
 FAKE = HERE / "fake_ncu" / "ncu"
@@ -34,11 +36,9 @@ def record(workload: str, variant: str, dtype: str, n: int | tuple[int, ...],
     w = workloads()[workload]
     be = SimpleNamespace(name=backend, kind="cpu" if backend in ("cpu", "sim") else "gpu")
     size = n if isinstance(n, tuple) else (n,)
-    rec = _record(Case(w, w.variants[variant], dtype, size), be, status="ok", valid=True)
-    if functions is not None:
-        rec.extra = {"launches": [{"kernel": la.kernel, "function": f}
-                                  for la, f in zip(rec.launches, functions, strict=True)]}
-    return rec
+    facts = [LaunchFacts(function=f) for f in functions] if functions is not None else None
+    return _record(Case(w, w.variants[variant], dtype, size), be, facts, status="ok",
+                   valid=True)
 
 
 def attach(rec: CaseResult, counters: list[LaunchCounters]) -> None:
@@ -233,7 +233,7 @@ def test_settings_from_the_stand_in(monkeypatch):
 
 def test_command_selects_by_name_and_count_with_clock_and_cache_control(tmp_path):
     rec = record("l2norm", "naive", "fp32", N64M, "cuda", NAIVE_FUNCS)
-    s = ncu.NcuSettings(path="ncu", version="2025.3.1.0",
+    s = NcuSettings(path="ncu", version="2025.3.1.0",
                         metrics=[ncu.DRAM_READ, ncu.DRAM_WRITE, ncu.DURATION])
     cmd = ncu.ncu_command(s, rec, tmp_path / "log.csv", seed=5)
     text = " ".join(cmd)
@@ -266,7 +266,7 @@ def test_recorded_h200_session_through_the_whole_csv_path(monkeypatch):
     assert [lc.dram_write for lc in counters] == [246252800, 244806400, 249656832, 244200192]
     assert counters[2].duration_s == 0.000190304
     attach(rec, counters)
-    rows = ncu.case_checks(rec)
+    rows = nc.case_checks(rec)
     assert [r[0].split(" ")[0] for r in rows] == ["square", "square", "add", "sqrt", "pipeline"]
     for _, _, chs in rows:
         fl, rd, wr = chs
@@ -284,11 +284,11 @@ def test_h200_naive_over_fused_bytes_and_hardware_intensity():
     fused = record("l2norm", "fused", "fp32", N64M, "cuda")
     attach(naive, ncu.assign(ncu.parse_csv(H200["naive"].read_text())[:4], 4))
     attach(fused, ncu.assign(ncu.parse_csv(H200["fused"].read_text())[:1], 1))
-    hw_naive = 1 / ncu.hw_dram_ai(naive) * naive.flops
-    hw_fused = 1 / ncu.hw_dram_ai(fused) * fused.flops
+    hw_naive = 1 / nc.hw_dram_ai(naive) * naive.flops
+    hw_fused = 1 / nc.hw_dram_ai(fused) * fused.flops
     assert hw_naive / hw_fused == pytest.approx(2.94, abs=0.01)  # the model says 3.00
-    assert ncu.hw_dram_ai(fused) == pytest.approx(3 * N64M / (536912896 + 255896832))
-    assert ncu.hw_dram_ai(record("l2norm", "fused", "fp32", 1000)) is None  # no counters
+    assert nc.hw_dram_ai(fused) == pytest.approx(3 * N64M / (536912896 + 255896832))
+    assert nc.hw_dram_ai(record("l2norm", "fused", "fp32", 1000)) is None  # no counters
 
 
 @pytest.mark.parametrize("metric,factor,flag", [
@@ -304,15 +304,15 @@ def test_tolerances_flag_what_is_beyond_them(metric, factor, flag):
     meas = dict(model, **{metric: model[metric] * factor})
     lc = LaunchCounters("k", dram_read=meas["read"], dram_write=meas["write"],
                             flops={"fp32": meas["flops"]})
-    chs = ncu.checks(model["flops"], model["read"], model["write"], lc)
+    chs = nc.checks(model["flops"], model["read"], model["write"], lc)
     assert [c.flag() for c in chs if c.flag()] == [flag]
 
 
 def test_tolerances_accept_what_is_within_them():
     lc = LaunchCounters("k", dram_read=8000 * 1.049, dram_write=4000 * 0.901,
                             flops={"fp32": 1019.0})
-    assert all(c.ok for c in ncu.checks(1000, 8000, 4000, lc))
-    zero = ncu.checks(0, 8000, 4000, LaunchCounters("k", dram_read=8000, dram_write=4000,
+    assert all(c.ok for c in nc.checks(1000, 8000, 4000, lc))
+    zero = nc.checks(0, 8000, 4000, LaunchCounters("k", dram_read=8000, dram_write=4000,
                                                         flops={"fp32": 12.0}))[0]
     assert zero.ok is False and zero.flag() == "FLOPs: model 0, hardware 12"
 
@@ -320,8 +320,7 @@ def test_tolerances_accept_what_is_within_them():
 def test_report_section_from_stored_results(tmp_path):
     naive = record("l2norm", "naive", "fp32", N64M, "cuda")
     attach(naive, ncu.assign(ncu.parse_csv(H200["naive"].read_text())[:4], 4))
-    naive.extra = {"ncu": ncu.NcuSettings("ncu", "2025.3.1.0", missing=["lts__t_bytes.sum"])
-                   .to_dict()}
+    naive.ncu = NcuSettings("ncu", "2025.3.1.0", missing=["lts__t_bytes.sum"])
     bad = record("l2norm", "fused", "fp32", N64M, "cuda")
     [lc] = ncu.assign(ncu.parse_csv(H200["fused"].read_text())[:1], 1)
     lc.dram_read *= 1.2  # planted: 20% more reads than the model
@@ -333,19 +332,19 @@ def test_report_section_from_stored_results(tmp_path):
     from roofbench.bench.results import load_run, save_run
 
     save_run(run, tmp_path)
-    lines = ncu.ncu_section(load_run(tmp_path))
+    lines = ncu_section(load_run(tmp_path))
     text = "\n".join(lines)
     assert lines[0] == "## Model vs hardware (Nsight Compute)"
     assert "ncu 2025.3.1.0, `--clock-control none`, `--cache-control all`; not on this " \
            "device: lts__t_bytes.sum" in text
-    assert ncu.TOLERANCES.text() in text
+    assert nc.TOLERANCES.text() in text
     table = [ln for ln in lines if ln.startswith("| l2norm")]
     assert len(table) == 4 + 1 + 1  # 4 launches + pipeline, 1 fused; vector_add has none
     assert "| 268,435,456 | 268,450,816 | 1.000 |" in table[0]
     # the first contact collected no FLOP counters: that check is named as not run
     assert table[-1].endswith("DRAM read x1.200; FLOPs not checked |")
     assert all(row.endswith("| FLOPs not checked |") for row in table[:-1])
-    assert ncu.ncu_section(RunResult(backend="cpu", device="x", roofs=None,
+    assert ncu_section(RunResult(backend="cpu", device="x", roofs=None,
                                      cases=[plain])) == []
     from roofbench.bench.present.report import render
 
@@ -369,9 +368,9 @@ def test_collect_runs_each_case_once_under_the_stand_in(monkeypatch, tmp_path):
     assert len(profile_calls(log)) == 2  # the invalid case is not profiled
     naive, vadd = cases
     assert [la.counters.kernel for la in naive.launches] == ["square", "square", "add", "sqrt"]
-    assert all(c.ok is not False for _, _, chs in ncu.case_checks(naive) for c in chs)
+    assert all(c.ok is not False for _, _, chs in nc.case_checks(naive) for c in chs)
     assert vadd.launches[0].counters.dram_read == 8000  # the model's reads, as announced
-    assert vadd.extra["ncu"]["version"] == "2025.3.1.0"
+    assert vadd.ncu.version == "2025.3.1.0"
     assert skipped.launches[0].__dict__.get("counters") is None
 
 
@@ -426,7 +425,7 @@ def test_missing_metrics_are_dropped_and_recorded(monkeypatch):
                     f"{ncu.OCCUPANCY}")
     lc = cases[0].launches[0].counters
     assert lc.l2_bytes is None and lc.achieved_occupancy is None and lc.dram_read == 8000
-    assert cases[0].extra["ncu"]["missing"] == ["lts__t_bytes.sum", ncu.OCCUPANCY]
+    assert cases[0].ncu.missing == ["lts__t_bytes.sum", ncu.OCCUPANCY]
 
 
 def test_a_missing_check_metric_skips_that_check_and_says_so_in_one_line(monkeypatch):
@@ -444,12 +443,12 @@ def test_a_missing_check_metric_skips_that_check_and_says_so_in_one_line(monkeyp
     assert any("DRAM read not checked" in n and n.endswith("dram__bytes_read.sum")
                for n in skip), skip
     for c in cases:
-        for _, lc, (fl, rd, wr) in ncu.case_checks(c):
+        for _, lc, (fl, rd, wr) in nc.case_checks(c):
             assert lc.flops == {} and fl.measured is None and fl.ok is None
             assert rd.measured is None and rd.ok is None
             assert wr.ok is True
     run = RunResult(backend="cuda", device="NVIDIA H200", roofs=None, cases=cases)
-    table = [ln for ln in ncu.ncu_section(run) if ln.startswith("| vector_add")]
+    table = [ln for ln in ncu_section(run) if ln.startswith("| vector_add")]
     assert table and table[0].endswith("| FLOPs not checked; DRAM read not checked |")
 
 
@@ -476,8 +475,8 @@ def test_a_tensor_case_without_its_tensor_metrics_skips_only_its_flops(monkeypat
     assert [n for n in notes if "not checked" in n] == [
         "ncu 2025.3.1.0: FLOPs not checked for gemm/tensor/fp8/64x64x64 and cases like it: "
         "this device does not list sm__ops_path_tensor_src_fp8.sum"]
-    [(_, _, (fl8, _, _))] = ncu.case_checks(fp8)
-    [(_, lc16, (fl16, _, _))] = ncu.case_checks(fp16)
+    [(_, _, (fl8, _, _))] = nc.case_checks(fp8)
+    [(_, lc16, (fl16, _, _))] = nc.case_checks(fp16)
     assert fl8.measured is None and fl8.ok is None
     assert lc16.flops == {"tensor": 2 * 64 ** 3} and fl16.ok is True  # one set: counted once
 
@@ -486,7 +485,7 @@ def test_planted_disagreement_is_flagged(monkeypatch):
     monkeypatch.setenv("FAKE_NCU_SCALE", "dram__bytes_read.sum=1.25")
     cases = small_cases()[1:]
     assert ncu.collect(cases, ncu_path=str(FAKE)) == []
-    [(_, _, chs)] = ncu.case_checks(cases[0])
+    [(_, _, chs)] = nc.case_checks(cases[0])
     assert [c.flag() for c in chs if c.flag()] == ["DRAM read x1.250"]
 
 
@@ -533,7 +532,7 @@ def test_cli_run_sim_with_ncu_stores_counters_and_report_rebuilds(tmp_path):
     assert [la["counters"]["kernel"] for la in case["launches"]] == ["square", "square", "add",
                                                                      "sqrt"]
     assert [la["counters"]["dram_read"] for la in case["launches"]] == [1028, 1028, 2056, 1028]
-    assert case["extra"]["ncu"]["clock_control"] == "none"
+    assert case["ncu"]["clock_control"] == "none"
     [call] = profile_calls(tmp_path / "argv.jsonl")
     assert call[call.index("--launch-count") + 1] == "4"
     assert call[call.index("roofbench.bench.measure.ncu_case") + 1:][:2] == ["--backend", "sim"]

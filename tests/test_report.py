@@ -5,7 +5,7 @@ from __future__ import annotations
 from roofbench.bench.present.report import fusion_bound, fusion_rows, occupancy_text
 
 from roofbench.readers import read_case
-from roofbench.records import CaseResult, LaunchResult, Occupancy
+from roofbench.records import BufferFacts, CaseResult, LaunchFacts, LaunchResult, Occupancy
 
 
 def rec(variant: str, median: float | None, dram: int, valid: bool = True, **kw) -> CaseResult:
@@ -22,26 +22,33 @@ OCC = Occupancy(threads_per_block=256, registers_per_thread=40, smem_per_block=0
 
 def test_occupancy_is_shown_per_launch_with_its_registers():
     c = rec("fused", 1e-3, 12000, launches=[
-        LaunchResult("fused", "", 3000, {"dram": 12000}, occupancy=OCC),
+        LaunchResult("fused", "", 3000, {"dram": 12000}, facts=LaunchFacts(
+            function="l2norm_fused_fp32", registers=40, occupancy=OCC)),
         LaunchResult("lib", "", 0, {"dram": 0})])  # a library launch: no occupancy known
     assert occupancy_text(c) == "75% (40 regs)"
     assert occupancy_text(rec("fused", 1e-3, 12000)) == "-"
 
 
-def test_occupancy_of_an_older_file_moves_from_extra_to_the_launch():
-    """Files written before the typed field kept it in the backend facts (extra)."""
+def test_launch_facts_of_an_older_file_move_from_extra_to_the_launch():
+    """Files before results version 3 kept each launch's backend facts, occupancy included,
+    in ``extra["launches"]``: they are read onto the typed LaunchResult.facts."""
+    from roofbench.readers import fill_v2_case
+
     d = rec("fused", 1e-3, 12000, launches=[
         LaunchResult("fused", "", 3000, {"dram": 12000})]).to_dict()
     d["extra"] = {"arch": "sm_90", "launches": [
-        {"kernel": "fused", "function": "l2norm_fused_fp32", "registers": 40,
+        {"kernel": "fused", "function": "gemv_warp_fp32", "registers": 40,
          "occupancy": OCC.to_dict()}]}
     c = read_case(d)
+    fill_v2_case(c)
     assert c.launches[0].occupancy == OCC and occupancy_text(c) == "75% (40 regs)"
-    assert c.extra == {"arch": "sm_90", "launches": [
-        {"kernel": "fused", "function": "l2norm_fused_fp32", "registers": 40}]}
+    facts = c.launches[0].facts
+    assert (facts.function, facts.registers, facts.arch) == ("gemv_warp_fp32", 40, "sm_90")
+    assert not facts.validated_on_hardware  # gemv_warp: in the frozen table of its time
+    assert c.extra == {"arch": "sm_90"}
     assert "occupancy" in d["extra"]["launches"][0]  # the caller's dict is left as it was
     again = c.to_dict()
-    assert again["launches"][0]["occupancy"] == OCC.to_dict()
+    assert again["launches"][0]["facts"]["occupancy"] == OCC.to_dict()
     assert read_case(again).to_dict() == again
 
 
@@ -80,4 +87,7 @@ def test_fusion_row_with_an_invalid_side_has_no_speedup():
 
 
 def test_fusion_bound_is_pipeline_bytes_over_input_output_bytes():
-    assert fusion_bound(rec("naive", 3e-3, 36000)) == 3.0
+    bufs = {"a": BufferFacts("input", 4000), "b": BufferFacts("input", 4000),
+            "out": BufferFacts("output", 4000), "t": BufferFacts("temp", 4000)}
+    assert fusion_bound(rec("naive", 3e-3, 36000, buffers=bufs)) == 3.0
+    assert fusion_bound(rec("naive", 3e-3, 36000)) is None  # no buffers known: no bound

@@ -61,14 +61,34 @@ def test_every_stored_results_file_loads_and_round_trips(path):
         assert _text(read_roofset(rs.to_dict()).to_dict()) == _text(rs.to_dict())
 
 
-def test_a_version_2_file_is_written_back_unchanged():
-    """Reading and writing a current file changes nothing but what the writer stamps."""
-    for path in STORED:
-        raw = json.loads(path.read_text())
-        if raw["schema_version"] == RESULTS_SCHEMA_VERSION:
-            again = load_run(path).to_dict()
-            assert _text({**again, "roofbench_version": None}) == _text(
-                {**raw, "roofbench_version": None}), path
+REPORT_FACTS = ("marker", "flop_convention", "arrow_from", "buffers", "ncu")
+
+
+@pytest.mark.parametrize("path", [p for p in STORED if json.loads(p.read_text())[
+    "schema_version"] == 2], ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_version_2_file_gains_only_the_report_facts(path):
+    """Reading a version 2 file and writing it again adds what version 3 stores (the report
+    facts, each launch's buffers and typed facts) and changes nothing else."""
+    raw = json.loads(path.read_text())
+    again = load_run(path).to_dict()
+    assert again["schema_version"] == 3
+    for rc, c in zip(raw["cases"], again["cases"], strict=True):
+        assert c["marker"] != "o" or c["workload"] == "vector_add"  # the frozen table's
+        assert c["buffers"], c["workload"]  # declared_buffers: the bytes of every buffer
+        assert sum(b["nbytes"] for la in c["launches"] for b in (
+            c["buffers"][n] for n in la["reads"] + la["writes"])) == c["bytes"]["dram"]
+        old_facts = rc["extra"].get("launches")
+        for la, ra in zip(c["launches"], rc["launches"], strict=True):
+            facts = la.pop("facts", None)
+            assert (facts is None) == (old_facts is None and "occupancy" not in ra)
+            del la["reads"], la["writes"]
+            ra.pop("occupancy", None)
+        for k in REPORT_FACTS:
+            c.pop(k)
+        rc["extra"] = {k: v for k, v in rc["extra"].items() if k not in ("launches", "ncu")}
+    strip = ("roofbench_version", "schema_version")
+    assert _text({k: v for k, v in again.items() if k not in strip}) == _text(
+        {k: v for k, v in raw.items() if k not in strip})
 
 
 def _roof_set() -> RoofSet:

@@ -643,8 +643,8 @@ def test_wgmma_gemm_validates_on_hopper(dtype, size):
         rec = run_case(case, be, None, cfg, np.random.default_rng(5))
         assert rec.status == "ok" and rec.valid, f"{case.key}: {rec.status}: {rec.error}"
         assert rec.rel_error <= case.workload.tolerance[dtype]
-        (la,) = rec.extra["launches"]
-        assert la["function"] == f"gemm_wgmma_{dtype}" and la["local_bytes"] == 0
-        assert la["registers"] <= 168 and "sm_90a" in la["compiler"]
+        (la,) = [x.facts for x in rec.launches]
+        assert la.function == f"gemm_wgmma_{dtype}" and la.local_bytes == 0
+        assert la.registers <= 168 and "sm_90a" in la.compiler
     finally:
         be.close()

@@ -23,7 +23,7 @@ from roofbench.kernels.arrays import Arrays
 from roofbench.kernels.spec import Case
 
 from roofbench.errors_text import first_line  # noqa: F401 (the backends import it from here)
-from roofbench.records import RoofSet
+from roofbench.records import LaunchFacts, RoofSet
 from roofbench.timing import TimerConfig, Timing
 
 from ...plugins import PluginError, plugin_attr
@@ -63,8 +63,13 @@ class Prepared(ABC):
         raise NotImplementedError(f"{type(self).__name__} keeps no device array module")
 
     def extra(self) -> dict[str, Any]:
-        """Backend facts recorded with the case (occupancy, registers, clocks...)."""
+        """Backend facts recorded with the case (compiler, machine load...), free-form."""
         return {}
+
+    def launch_facts(self) -> list[LaunchFacts]:
+        """How each launch runs here (function, geometry, resources, occupancy), one per launch
+        in order, or [] where the backend knows none."""
+        return []
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Free device memory."""

@@ -143,7 +143,7 @@ class CupyPrepared(CudaCPrepared):
         params = KernelParams(param_bytes(pl.args, lambda b: self.arrays[b].data.ptr, maps))
         stream = self.backend.stream
         facts = function_facts(pl, fn, self.backend.props.cc)
-        facts["compiler"] = f"nvrtc {pl.impl.arch} (cuda-python driver launch)"
+        facts.compiler = f"nvrtc {pl.impl.arch} (cuda-python driver launch)"
         self.facts.append(facts)
         return lambda: fn.launch(pl.grid, pl.block, pl.smem, stream.ptr, params)
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from roofbench.kernels.arrays import DEVICE_STORAGE
 from roofbench.kernels.cuda_impl import (
+    NOT_VALIDATED_ON_HARDWARE,
     ByArch,
     CudaKernel,
     CudaLibrary,
@@ -23,6 +24,8 @@ from roofbench.kernels.cuda_impl import (
     scalar_arg,
 )
 from roofbench.kernels.spec import Buf, Case, np_dtype
+
+from roofbench.records import LaunchFacts
 
 from .base import Backend, CaseUnsupported, LaunchListPrepared
 from .occupancy import occupancy
@@ -101,23 +104,24 @@ def plan_launches(case: Case, dev: DeviceProps, family: str = "cuda",
 
 
 def launch_facts(pl: PlannedLaunch, registers: int | None, static_smem: int | None,
-                 local_bytes: int | None, cc: tuple[int, int]) -> dict[str, Any]:
-    """Backend facts of one launch for Prepared.extra(): geometry, resources, occupancy. The
-    runner moves ``occupancy`` onto the typed LaunchResult.occupancy (roofbench/records.py)."""
+                 local_bytes: int | None, cc: tuple[int, int]) -> LaunchFacts:
+    """How one planned launch runs: geometry, resources, the occupancy they give, and whether
+    its function has run on hardware before (NOT_VALIDATED_ON_HARDWARE)."""
+    arch = f"sm_{cc[0]}{cc[1]}"
     if pl.function is None:
-        return {"kernel": pl.kernel, "library": getattr(pl.impl, "op", "library")}
+        return LaunchFacts(library=getattr(pl.impl, "op", "library"), arch=arch)
     threads = pl.block[0] * pl.block[1] * pl.block[2]
     smem = (static_smem or 0) + pl.smem
-    d: dict[str, Any] = {"kernel": pl.kernel, "function": pl.function, "grid": list(pl.grid),
-                         "block": list(pl.block), "dynamic_smem": pl.smem,
-                         "static_smem": static_smem, "registers": registers,
-                         "local_bytes": local_bytes}
-    if registers is not None:
-        d["occupancy"] = occupancy(threads, registers, smem, cc).to_dict()
-    return d
+    return LaunchFacts(
+        function=pl.function, arch=arch, grid=list(pl.grid), block=list(pl.block),
+        dynamic_smem=pl.smem, static_smem=static_smem, registers=registers,
+        local_bytes=local_bytes,
+        occupancy=occupancy(threads, registers, smem, cc) if registers is not None else None,
+        validated_on_hardware=not any(pl.function.startswith(p)
+                                      for p in NOT_VALIDATED_ON_HARDWARE))
 
 
-def function_facts(pl: PlannedLaunch, fn: Any, cc: tuple[int, int]) -> dict[str, Any]:
+def function_facts(pl: PlannedLaunch, fn: Any, cc: tuple[int, int]) -> LaunchFacts:
     """launch_facts of a compiled function: CuPy's RawKernel and PyCUDA's Function name their
     resources alike (num_regs, shared_size_bytes, local_size_bytes)."""
     return launch_facts(pl, fn.num_regs, fn.shared_size_bytes, fn.local_size_bytes, cc)
@@ -144,7 +148,7 @@ class CudaCPrepared(LaunchListPrepared):
                     self.arrays[name] = self._input(inputs[name], buf)
                 else:
                     self.arrays[name] = self._empty(buf.shape, STORAGE[buf.dtype])
-        self.facts: list[dict[str, Any]] = []
+        self.facts: list[LaunchFacts] = []
         self._calls: list[Callable[[], None]] = [self._call(pl) for pl in plans]
 
     def _on_stream(self) -> contextlib.AbstractContextManager[Any]:
@@ -183,8 +187,10 @@ class CudaCPrepared(LaunchListPrepared):
         return {n: self.arrays[n] for n, b in self.bufs.items() if b.role == "output"}
 
     def extra(self) -> dict[str, Any]:
-        return {"arch": self.backend.props.arch, "compiler": self.compiler,
-                "launches": self.facts}
+        return {"arch": self.backend.props.arch, "compiler": self.compiler}
+
+    def launch_facts(self) -> list[LaunchFacts]:
+        return list(self.facts)
 
 
 class CudaCBackend(Backend):

@@ -21,7 +21,7 @@ from roofbench.kernels import numba_compat  # noqa: F401  (numpy 2.5 vs numba-cu
 from roofbench.kernels.numba_cuda_twins import DTYPES, NumbaTwin, build
 from roofbench.kernels.spec import Case, np_dtype
 
-from roofbench.records import RoofSet
+from roofbench.records import LaunchFacts, RoofSet
 from roofbench.timing import TimerConfig, Timing, host_timer
 
 from .base import (
@@ -95,7 +95,7 @@ class NumbaPrepared(LaunchListPrepared):
                 self.arrays[name] = cuda.device_array(buf.shape, dtype=np_dtype(buf.dtype),
                                                       stream=stream)
         self._calls: list[Callable[[], None]] = []
-        self.facts: list[dict[str, Any]] = []
+        self.facts: list[LaunchFacts] = []
         for la in case.launches():
             twin = table.get(la.kernel)
             if not isinstance(twin, NumbaTwin):
@@ -105,8 +105,8 @@ class NumbaPrepared(LaunchListPrepared):
             args = tuple(self.arrays[a] if isinstance(a, str) else a for a in la.args)
             launch = kern[grid, block, stream]
             self._calls.append(lambda launch=launch, args=args: launch(*args))
-            self.facts.append({"kernel": la.kernel, "function": twin.name, "grid": list(grid),
-                               "block": list(block)})
+            self.facts.append(LaunchFacts(function=twin.name, grid=list(grid),
+                                          block=list(block)))
 
     def poison(self) -> None:
         for name, buf in self.bufs.items():
@@ -121,7 +121,10 @@ class NumbaPrepared(LaunchListPrepared):
                 if b.role == "output"}
 
     def extra(self) -> dict[str, Any]:
-        return {"runtime": self.backend.name, "launches": self.facts}
+        return {"runtime": self.backend.name}
+
+    def launch_facts(self) -> list[LaunchFacts]:
+        return list(self.facts)
 
     def close(self) -> None:
         self.backend.stream.synchronize()

@@ -11,15 +11,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from roofbench.roofs.calibrated import (
-    CalibrationError,
-    default_path,
-    load_roofs,
-    save_calibrated,
-    side_by_side,
-)
+from roofbench.roofs.calibrated import CalibrationError, default_path, load_roofs, save_calibrated
 
 from roofbench.records import RoofSet
+from roofbench.roofline import side_by_side
 from roofbench.units import si
 
 from ..backends import base as backends

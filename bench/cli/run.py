@@ -129,7 +129,7 @@ def execute(args: argparse.Namespace, be: backends.Backend, roofs: RoofSet | Non
             run_cases(cases, be, roofs, cfg, seed=args.seed, done=done, launch_cfg=launch_cfg,
                       progress=beat.start)
             if getattr(args, "ncu", False):  # counters of each valid case, after all are timed
-                from ..measure.ncu import collect
+                from roofbench.bench.measure.ncu import collect
 
                 notes = collect(finished, seed=args.seed,
                                 progress=lambda m: print(m, file=sys.stderr, flush=True))

@@ -30,15 +30,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofbench.readers import read_counters
-from roofbench.records import LaunchCounters
+from roofbench.records import LaunchCounters, NcuSettings
 
 if TYPE_CHECKING:
-    from roofbench.records import CaseResult, RunResult
+    from roofbench.records import CaseResult
 
 NCU_ENV = "ROOFBENCH_NCU"  # path of the ncu executable, when it is not on PATH
 FALLBACK_PATHS = ("/usr/local/cuda/bin/ncu",)  # where the CUDA toolkit puts it
@@ -107,50 +106,6 @@ class NcuCaseError(RuntimeError):
 def base_name(metric: str) -> str:
     """'dram__bytes_read.sum' -> 'dram__bytes_read' (what --query-metrics lists)."""
     return metric.split(".", 1)[0]
-
-
-# -- records --------------------------------------------------------------------------------
-
-@dataclass
-class NcuSettings:
-    """How the counters were collected, stored in each profiled case's extra['ncu']."""
-
-    path: str
-    version: str
-    clock_control: str = CLOCK_CONTROL
-    cache_control: str = CACHE_CONTROL
-    metrics: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)  # wanted but not on this device
-    # input dtype -> the tensor-op metrics collected for it ([] when the device lists none)
-    tensor_ops: dict[str, list[str]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Tolerances:
-    """Allowed hardware/model ratios. DRAM writes may read low: dirty lines still in L2 when a
-    kernel ends are written back after it, so the read tolerance is the wider one."""
-
-    flops: float = 0.02
-    read: float = 0.05
-    write_low: float = 0.10
-    write_high: float = 0.05
-
-    def text(self) -> str:
-        return (f"FLOPs within {self.flops:.0%}; DRAM reads within {self.read:.0%}; DRAM writes "
-                f"from {self.write_low:.0%} low to {self.write_high:.0%} high (dirty lines "
-                "still in L2 when a kernel ends are written back after it)")
-
-
-TOLERANCES = Tolerances()
-
-
-def as_counters(x: LaunchCounters | dict[str, Any] | None) -> LaunchCounters | None:
-    if x is None or isinstance(x, LaunchCounters):
-        return x
-    return read_counters(x)
 
 
 # -- the CSV --------------------------------------------------------------------------------
@@ -437,21 +392,16 @@ def case_command(c: CaseResult, seed: int | None) -> list[str]:
     return cmd
 
 
+def _functions(c: CaseResult) -> list[str] | None:
+    """The function of each launch, when every launch is one kernel of ours (no library call,
+    which may launch several)."""
+    names = [la.facts.function if la.facts else None for la in c.launches]
+    return [n for n in names if n] if names and all(names) else None
+
+
 def kernel_functions(c: CaseResult) -> list[str] | None:
     """The CUDA C names of the case's launches, when every launch is one such kernel."""
-    if c.backend not in NAMED_BACKENDS:
-        return None
-    facts = (c.extra or {}).get("launches") or []
-    names = [f.get("function") for f in facts]
-    if len(names) != len(c.launches) or not all(isinstance(n, str) and n for n in names):
-        return None
-    return names  # type: ignore[return-value]
-
-
-def _one_kernel_each(c: CaseResult) -> bool:
-    """Every launch is one kernel of ours (no library call, which may launch several)."""
-    facts = (c.extra or {}).get("launches") or []
-    return len(facts) == len(c.launches) and all(f.get("function") for f in facts)
+    return _functions(c) if c.backend in NAMED_BACKENDS else None
 
 
 def ncu_command(settings: NcuSettings, c: CaseResult, log: Path,
@@ -465,7 +415,7 @@ def ncu_command(settings: NcuSettings, c: CaseResult, log: Path,
     if names is not None:
         alt = "|".join(re.escape(n) for n in dict.fromkeys(names))
         cmd += ["--kernel-name", f"regex:^({alt})$", "--launch-count", str(len(names))]
-    elif _one_kernel_each(c):
+    elif _functions(c) is not None:
         cmd += ["--launch-count", str(len(c.launches))]
     return cmd + case_command(c, seed)
 
@@ -503,7 +453,7 @@ def collect(cases: Iterable[CaseResult], *, seed: int | None = None,
             ncu_path: str | None = None, timeout: float = TIMEOUT_S,
             progress: Callable[[str], None] | None = None) -> list[str]:
     """The ``--ncu`` hook: counters for every valid case, attached to its launches
-    (``LaunchResult.counters``) and the settings to ``extra['ncu']``. Returns one-line notes
+    (``LaunchResult.counters``) and the settings to ``CaseResult.ncu``. Returns one-line notes
     for the run (why nothing or something was not collected)."""
     todo = [c for c in cases if c.status == "ok"]
     if not todo:
@@ -534,176 +484,9 @@ def collect(cases: Iterable[CaseResult], *, seed: int | None = None,
             notes.append(f"ncu {c.key}: {e}")
             continue
         for la, lc in zip(c.launches, counters, strict=True):
-            la.counters = lc  # type: ignore[attr-defined]
-        c.extra = {**(c.extra or {}), "ncu": settings.to_dict()}
+            la.counters = lc
+        c.ncu = settings
     return notes
-
-
-# -- model vs hardware ----------------------------------------------------------------------
-
-@dataclass
-class Check:
-    """One quantity of one launch (or pipeline): the model's figure and the hardware's."""
-
-    quantity: str  # "FLOPs", "DRAM read", "DRAM write"
-    model: float
-    measured: float | None
-    low: float  # allowed ratio range
-    high: float
-
-    @property
-    def ratio(self) -> float | None:
-        if self.measured is None or not self.model:
-            return None
-        return self.measured / self.model
-
-    @property
-    def ok(self) -> bool | None:
-        if self.measured is None:
-            return None
-        if not self.model:
-            return self.measured == 0
-        return self.low <= self.ratio <= self.high  # type: ignore[operator]
-
-    def flag(self) -> str | None:
-        if self.ok is not False:
-            return None
-        if not self.model:
-            return f"{self.quantity}: model 0, hardware {_int(self.measured)}"
-        return f"{self.quantity} x{self.ratio:.3f}"
-
-
-def checks(model_flops: float, model_read: float, model_write: float,
-           lc: LaunchCounters, tol: Tolerances = TOLERANCES) -> list[Check]:
-    return [Check("FLOPs", model_flops, lc.flops_total, 1 - tol.flops, 1 + tol.flops),
-            Check("DRAM read", model_read, lc.dram_read, 1 - tol.read, 1 + tol.read),
-            Check("DRAM write", model_write, lc.dram_write, 1 - tol.write_low,
-                  1 + tol.write_high)]
-
-
-def model_split(c: CaseResult) -> list[tuple[int, int]] | None:
-    """Model DRAM (read, write) bytes of each launch, from the workload's declaration."""
-    from roofbench.kernels.registry import workloads
-    from roofbench.kernels.spec import Case
-
-    w = workloads().get(c.workload)
-    if w is None or c.variant not in w.variants:
-        return None
-    case = Case(w, w.variants[c.variant], c.dtype, tuple(c.size))
-    bufs = case.buffers()
-    out = [(sum(bufs[n].nbytes for n in la.reads), sum(bufs[n].nbytes for n in la.writes))
-           for la in case.launches()]
-    return out if len(out) == len(c.launches) else None
-
-
-def _sum_counters(items: list[LaunchCounters]) -> LaunchCounters:
-    def add(vals: list[float | None]) -> float | None:
-        return None if any(v is None for v in vals) else float(sum(vals))  # type: ignore[arg-type]
-
-    precs = {p for lc in items for p in lc.flops}
-    return LaunchCounters(
-        kernel="pipeline", dram_read=add([lc.dram_read for lc in items]),
-        dram_write=add([lc.dram_write for lc in items]),
-        l2_bytes=add([lc.l2_bytes for lc in items]),
-        flops={p: sum(lc.flops.get(p, 0.0) for lc in items) for p in precs},
-        duration_s=add([lc.duration_s for lc in items]), kernels=sum(lc.kernels for lc in items))
-
-
-def case_checks(c: CaseResult, tol: Tolerances = TOLERANCES
-                ) -> list[tuple[str, LaunchCounters, list[Check]]]:
-    """(label, counters, checks) per launch, then the pipeline total for multi-launch cases;
-    [] when the case has no counters."""
-    lcs = [as_counters(getattr(la, "counters", None)) for la in c.launches]
-    if not lcs or any(lc is None for lc in lcs):
-        return []
-    split = model_split(c)
-    rows = []
-    for i, (la, lc) in enumerate(zip(c.launches, lcs, strict=True)):
-        r, w = split[i] if split else (la.bytes.get("dram", 0), 0)
-        label = la.kernel + (f" ({la.note})" if la.note else "")
-        rows.append((label, lc, checks(la.flops, r, w, lc, tol)))  # type: ignore[arg-type]
-    if len(lcs) > 1:
-        tot = _sum_counters(lcs)  # type: ignore[arg-type]
-        r = sum(s[0] for s in split) if split else c.bytes.get("dram", 0)
-        w = sum(s[1] for s in split) if split else 0
-        rows.append(("pipeline", tot, checks(c.flops, r, w, tot, tol)))
-    return rows
-
-
-def hw_dram_ai(c: CaseResult) -> float | None:
-    """Model FLOPs / DRAM bytes the hardware moved (all launches): the plot's hollow marker."""
-    lcs = [as_counters(getattr(la, "counters", None)) for la in c.launches]
-    if not lcs or any(lc is None or lc.dram_total is None for lc in lcs):
-        return None
-    moved = sum(lc.dram_total for lc in lcs)  # type: ignore[union-attr,misc]
-    return c.flops / moved if moved > 0 else None
-
-
-def _int(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}"
-
-
-def _ratio(ch: Check) -> str:
-    r = ch.ratio
-    return "-" if r is None else f"{r:.3f}" + ("" if ch.ok else " !")
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return out
-
-
-def ncu_section(run: RunResult) -> list[str]:
-    """The report's 'Model vs hardware' section (markdown lines); [] when no case has
-    counters."""
-    profiled = [(c, case_checks(c)) for c in run.cases]
-    profiled = [(c, rows) for c, rows in profiled if rows]
-    if not profiled:
-        return []
-    out = ["## Model vs hardware (Nsight Compute)", ""]
-    seen = []
-    for c, _ in profiled:
-        s = (c.extra or {}).get("ncu") or {}
-        desc = (f"ncu {s.get('version', '?')}, `--clock-control {s.get('clock_control', '?')}`, "
-                f"`--cache-control {s.get('cache_control', '?')}`")
-        if s.get("missing"):
-            desc += f"; not on this device: {', '.join(s['missing'])}"
-        if desc not in seen:
-            seen.append(desc)
-    out += [f"Counters: {d}." for d in seen]
-    out += ["Each case ran once more under ncu, alone. With `--clock-control none` its "
-            "durations run at the clocks the timed runs saw; `--cache-control all` starts each "
-            "launch from cold caches, so they are not the timed medians above. A check whose "
-            "metrics this device does not list is shown as `-` and named under flags.", ""]
-    out += [f"Tolerances: {TOLERANCES.text()}. A ratio is hardware / model; `!` marks one "
-            "outside its tolerance. FLOPs are counted as Nsight Compute's roofline counts them "
-            "(FMA = 2; a half-precision instruction = 2 lanes; tensor ops as reported), so "
-            "operations the FLOP convention leaves out (e.g. the FMAs inside an IEEE sqrt) "
-            "show up as extra hardware FLOPs.", ""]
-    header = ["case", "launch", "FLOPs model", "FLOPs hw", "ratio", "DRAM read model",
-              "DRAM read hw", "ratio", "DRAM write model", "DRAM write hw", "ratio",
-              "L2 bytes hw", "time (ncu)", "achieved occ.", "flags"]
-    rows = []
-    for c, crow in profiled:
-        for label, lc, chs in crow:
-            fl, rd, wr = chs
-            flags = [f for f in (ch.flag() for ch in chs) if f]
-            flags += [f"{ch.quantity} not checked" for ch in chs if ch.measured is None]
-            rows.append([
-                c.key, label, _int(fl.model), _int(fl.measured), _ratio(fl),
-                _int(rd.model), _int(rd.measured), _ratio(rd),
-                _int(wr.model), _int(wr.measured), _ratio(wr), _int(lc.l2_bytes),
-                "-" if lc.duration_s is None else f"{lc.duration_s * 1e6:.6g} us",
-                "-" if lc.achieved_occupancy is None else f"{lc.achieved_occupancy:.1%}",
-                "; ".join(flags) if flags else "ok"])
-    out += _table(header, rows) + [""]
-    ais = [(c.key, c.ai.get("dram"), hw_dram_ai(c)) for c, _ in profiled]
-    ais = [(k, m, h) for k, m, h in ais if m and h]
-    if ais:
-        out += ["Arithmetic intensity, model FLOPs over model vs measured DRAM bytes: "
-                + "; ".join(f"{k} {m:.4g} vs {h:.4g} FLOP/B" for k, m, h in ais), ""]
-    return out
 
 
 def case_json(case: Any, functions: list[str | None], kind: str = "gpu") -> str:

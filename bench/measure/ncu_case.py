@@ -57,11 +57,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> None:
+    from roofbench.bench.measure.ncu import case_json
     from roofbench.kernels.registry import workloads
     from roofbench.kernels.spec import Case
 
     from ..backends import base as backends
-    from .ncu import case_json
     from .runner import parse_size, w_check
 
     ws = workloads()
@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> None:
     inputs = w.make_inputs(size, args.dtype, np.random.default_rng(args.seed))
     prepared = be.prepare(case, inputs)
     try:
-        facts = prepared.extra().get("launches") or []
-        names = [f.get("function") for f in facts] if len(facts) == len(case.launches()) \
+        facts = prepared.launch_facts()
+        names = [f.function for f in facts] if len(facts) == len(case.launches()) \
             else [None] * len(case.launches())
         print(case_json(case, names, be.kind), flush=True)
         if hooks:

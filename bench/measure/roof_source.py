@@ -10,12 +10,7 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
-from roofbench.roofs.calibrated import (
-    CalibrationError,
-    default_path,
-    load_roofs,
-    save_calibrated,
-)
+from roofbench.roofs.calibrated import CalibrationError, default_path, load_roofs, save_calibrated
 
 from roofbench.errors_text import first_line
 from roofbench.records import RoofSet

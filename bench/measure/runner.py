@@ -21,8 +21,7 @@ from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Array, Case, Size, SizeContext, Workload
 
 from roofbench.errors_text import first_line
-from roofbench.readers import attach_occupancy
-from roofbench.records import CaseResult, LaunchResult, RoofSet
+from roofbench.records import BufferFacts, CaseResult, LaunchFacts, LaunchResult, RoofSet
 from roofbench.roofline import apply_roofs
 from roofbench.timing import TimerConfig, Timing
 
@@ -139,18 +138,23 @@ def default_sizes(w: Workload, backend: Backend, dtype: str, quick: bool, budget
     return w.default_sizes(ctx)
 
 
-def _record(case: Case, backend: Backend, **kw: Any) -> CaseResult:
-    ai = case.intensity()
-    rec = CaseResult(
+def _record(case: Case, backend: Backend, facts: list[LaunchFacts] | None = None,
+            **kw: Any) -> CaseResult:
+    """The record of a case, with everything a report needs of its declaration: a report is
+    a function of the record alone."""
+    launches = case.launches()
+    facts = facts if facts and len(facts) == len(launches) else [None] * len(launches)
+    return CaseResult(
         workload=case.workload.name, variant=case.variant.name, backend=backend.name,
         dtype=case.dtype, size=list(case.size), precision=case.precision_on(backend.kind),
-        unit=case.unit(backend.kind), flops=case.flops, bytes=case.bytes(), ai=ai,
-        valid=kw.pop("valid", False),
-        launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la))
-                  for la in case.launches()],
-        tolerance=case.workload.tolerance.get(case.dtype), **kw)
-    rec.extra = attach_occupancy(rec.launches, rec.extra)  # a typed field, not a backend fact
-    return rec
+        unit=case.unit(backend.kind), flops=case.flops, bytes=case.bytes(),
+        ai=case.intensity(), valid=kw.pop("valid", False),
+        launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la), facts=f,
+                               reads=list(la.reads), writes=list(la.writes))
+                  for la, f in zip(launches, facts, strict=True)],
+        tolerance=case.workload.tolerance.get(case.dtype), marker=case.workload.marker,
+        flop_convention=case.workload.flop_convention, arrow_from=case.variant.arrow_from,
+        buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()}, **kw)
 
 
 def validate(case: Case, outputs: dict[str, Array], reference: dict[str, Array],
@@ -240,15 +244,15 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
                 del outs
             del reference
             if not ok:
-                return _record(case, backend, status="invalid",
+                return _record(case, backend, prepared.launch_facts(), status="invalid",
                                error=f"validation failed: {why}", rel_error=err,
                                extra=prepared.extra(), **facts)
             with clock("time", device=False):
                 timing = backend.time(prepared.run, cfg)
             if arrays.device:
                 device["time"] = float(sum(timing.samples))
-            rec = _record(case, backend, status="ok", valid=True, rel_error=err,
-                          extra=prepared.extra(), **facts)
+            rec = _record(case, backend, prepared.launch_facts(), status="ok", valid=True,
+                          rel_error=err, extra=prepared.extra(), **facts)
             _fill_metrics(rec, timing, roofs)
             fns = prepared.launch_fns()
             if per_launch and len(fns) > 1:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,11 +31,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
+from roofbench.fileio import atomic_write_bytes  # noqa: E402
+from roofbench.ncu_checks import hw_dram_ai  # noqa: E402
 from roofbench.records import CaseResult, Roof, RoofSet, RunResult  # noqa: E402
 from roofbench.roofline import LEVEL_LABELS, SOURCE_RANK  # noqa: E402
 from roofbench.units import si  # noqa: E402
-
-from ..results import atomic_write_bytes  # noqa: E402
 
 PREC_COLORS = {
     "fp64": "#1f77b4", "fp32": "#d62728", "fp16": "#2ca02c", "bf16": "#9467bd",
@@ -47,14 +46,6 @@ PREC_COLORS = {
 # their level.
 LEVEL_STYLES = {"dram": "-", "l2": "-.", "l1": (0, (5, 1.5, 1, 1.5, 1, 1.5)), "smem": ":"}
 FAINT = 0.45
-
-
-def marker(workload: str) -> str:
-    """The workload's own plot marker (Workload.marker); "o" for one no longer known."""
-    from roofbench.kernels.registry import workloads
-
-    w = workloads().get(workload)
-    return w.marker if w is not None else "o"
 
 
 @dataclass
@@ -69,6 +60,7 @@ class Point:
     level: str | None = None  # the memory level that bounds it (None: compute-bound)
     hw_ai: float | None = None  # DRAM intensity from hardware counters, when measured
     size: str = ""
+    marker: str = "o"  # the workload's own (Workload.marker, stored with the case)
 
 
 def _level_of(rs: RoofSet | None, c: CaseResult) -> str | None:
@@ -80,29 +72,19 @@ def _level_of(rs: RoofSet | None, c: CaseResult) -> str | None:
     return "dram"
 
 
-def _hw_ai_fn() -> Callable[[CaseResult], float | None] | None:
-    """ncu.hw_dram_ai (issue 11) when that module has landed."""
-    try:
-        from ..measure.ncu import hw_dram_ai  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return hw_dram_ai
-
-
 def valid_points(cases: list[CaseResult], level: str = "dram",
                  roofs: RoofSet | None = None) -> list[Point]:
-    hw = _hw_ai_fn()
     pts = []
     for c in cases:
         if not (c.valid and c.status == "ok" and c.flop_per_s and c.ai.get(level)):
             continue
-        hw_ai = hw(c) if hw else None
+        hw_ai = hw_dram_ai(c)
         pts.append(Point(label=f"{c.workload}/{c.variant} {c.dtype}", ai=c.ai[level],
                          flops=c.flop_per_s, precision=c.precision, workload=c.workload,
                          key=f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
                          efficiency=c.efficiency, level=_level_of(roofs, c),
                          hw_ai=hw_ai if hw_ai and hw_ai > 0 else None,
-                         size="x".join(map(str, c.size))))
+                         size="x".join(map(str, c.size)), marker=c.marker))
     return pts
 
 
@@ -357,12 +339,12 @@ def _draw_points(out: RooflineFigure, cases_by_run: list[list[CaseResult]],
         tag = tags[i] if len(cases_by_run) > 1 else ""
         for p in pts:
             color = PREC_COLORS.get(p.precision, "gray")
-            (ln,) = ax.plot(p.ai, p.flops, marker(p.workload), color=color, ms=8,
+            (ln,) = ax.plot(p.ai, p.flops, p.marker, color=color, ms=8,
                             mec="black", mew=0.6, alpha=1.0 if i == 0 else 0.7, zorder=5)
             out.points.append(ln)
             out.xy.append((p.ai, p.flops))
             if p.hw_ai:
-                (hw,) = ax.plot(p.hw_ai, p.flops, marker(p.workload), mfc="none",
+                (hw,) = ax.plot(p.hw_ai, p.flops, p.marker, mfc="none",
                                 mec=color, ms=8, mew=1.2, zorder=5)
                 ax.plot([p.ai, p.hw_ai], [p.flops, p.flops], ":", color=color, lw=0.8)
                 out.points.append(hw)
@@ -541,8 +523,9 @@ def _label_point(ax, renderer, layout: Layout, text: str, x: float, y: float):
 
 def _legend(ax, points: list[Point], roof_lines, legend_roofs: list[str]):
     handles = []
-    for wl in sorted({p.workload for p in points}):
-        handles.append(Line2D([], [], linestyle="", marker=marker(wl), color="white",
+    markers = {p.workload: p.marker for p in points}
+    for wl in sorted(markers):
+        handles.append(Line2D([], [], linestyle="", marker=markers[wl], color="white",
                               mec="black", label=wl))
     if any(p.hw_ai for p in points):
         handles.append(Line2D([], [], linestyle="", marker="o", mfc="none", mec="black",

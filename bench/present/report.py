@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from roofbench.kernels.registry import workloads
 
 from roofbench.errors_text import first_line
 from roofbench.records import CaseResult, RoofSet, RunResult
 from roofbench.units import si
 
-from ..measure.ncu import ncu_section
 from .fusion import fused_from
+from .ncu_section import ncu_section
 
 
 def _t(s: float | None) -> str:
@@ -129,13 +128,7 @@ def fusion_rows(cases: list[CaseResult]) -> list[FusionRow]:
 def fusion_bound(c: CaseResult) -> float | None:
     """The end-to-end speedup fusion can at most give a memory-bound pipeline: its bytes over
     the bytes of its inputs and outputs alone (what one fused launch must still move)."""
-    w = workloads().get(c.workload)
-    if w is None or c.variant not in w.variants:
-        return None
-    from roofbench.kernels.spec import Case
-
-    case = Case(w, w.variants[c.variant], c.dtype, tuple(c.size))
-    io = sum(b.nbytes for b in case.buffers().values() if b.role in ("input", "output"))
+    io = c.io_bytes()
     return c.bytes["dram"] / io if io else None
 
 
@@ -239,7 +232,6 @@ def above_roof_cause(c: CaseResult, roofs: RoofSet | None) -> str:
 
 
 def _cases_section(run: RunResult) -> list[str]:
-    ws = workloads()
     ok = [c for c in run.cases if c.status == "ok"]
     out = ["## Cases", ""]
     if not ok:
@@ -254,8 +246,7 @@ def _cases_section(run: RunResult) -> list[str]:
             out.append("")
     out += _hardware_validation_lines(run)
     out += _vs_library_lines(ok)
-    conventions = sorted({ws[c.workload].flop_convention for c in run.cases
-                          if c.workload in ws and ws[c.workload].flop_convention})
+    conventions = sorted({c.flop_convention for c in run.cases if c.flop_convention})
     if conventions:
         out += ["FLOP conventions: " + " | ".join(conventions), ""]
     return out
@@ -279,14 +270,13 @@ def _vs_library_lines(ok: list[CaseResult]) -> list[str]:
 def _hardware_validation_lines(run: RunResult) -> list[str]:
     """Kernels whose code has never been validated on real hardware (proven only by compile,
     SASS and CPU models) are marked; a run on that hardware is their first real test."""
-    from roofbench.kernels.cuda_impl import NOT_VALIDATED_ON_HARDWARE
-
     lines = []
     for c in run.cases:
-        fns = [str(la.get("function") or "") for la in (c.extra or {}).get("launches") or []]
-        new = sorted({f for f in fns for p in NOT_VALIDATED_ON_HARDWARE if f.startswith(p)})
+        new_facts = [la.facts for la in c.launches
+                     if la.facts is not None and not la.facts.validated_on_hardware]
+        new = sorted({f.function or "" for f in new_facts})
         if new:
-            lines.append(f"- {c.key} ({', '.join(new)} on {c.extra.get('arch')}): not yet "
+            lines.append(f"- {c.key} ({', '.join(new)} on {new_facts[0].arch}): not yet "
                          f"validated on hardware before this run; here it is `{c.status}`"
                          + (f" ({c.error})" if c.error else ""))
     return ["Kernels not yet validated on hardware:", "", *lines, ""] if lines else []

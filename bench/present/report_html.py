@@ -31,7 +31,6 @@ from .plot import (
     best_roofs,
     build_figure,
     frame,
-    marker,
     ridge_points,
     select_roofs,
     valid_points,
@@ -205,7 +204,8 @@ def _bokeh_points(p, cs: list[CaseResult], pts: list, tag: str, speedups: dict[s
         rows = [{**_case_row(c, tag), "speedup": speedups.get(_key(c), "-")}
                 for c in cs if c.workload == wl]
         src = ColumnDataSource({k: [r[k] for r in rows] for k in rows[0]})
-        r = p.scatter("x", "y", source=src, marker=BOKEH_MARKERS.get(marker(wl), "circle"),
+        mk = next(c.marker for c in cs if c.workload == wl)
+        r = p.scatter("x", "y", source=src, marker=BOKEH_MARKERS.get(mk, "circle"),
                       size=11, fill_color="color", line_color="black",
                       fill_alpha=fill_alpha, name=f"points:{tag}{wl}")
         renderers.append(r)
@@ -243,16 +243,11 @@ def _bokeh_joins(p, a: list[CaseResult], b: list[CaseResult]) -> list:
 
 
 def _fusion_segments(cases: list[CaseResult]) -> dict[str, list]:
-    from roofbench.kernels.registry import workloads
-
-    ws = workloads()
     by = {(c.backend, c.workload, c.variant, c.dtype, tuple(c.size)): c for c in cases}
     seg: dict[str, list] = {"x0": [], "y0": [], "x1": [], "y1": []}
     for c in cases:
-        w = ws.get(c.workload)
-        v = w.variants.get(c.variant) if w else None
-        src = by.get((c.backend, c.workload, v.arrow_from, c.dtype, tuple(c.size))) if (
-            v and v.arrow_from) else None
+        src = by.get((c.backend, c.workload, c.arrow_from, c.dtype, tuple(c.size))) if (
+            c.arrow_from) else None
         if src is not None:
             for k, val in zip(seg, (src.ai["dram"], src.flop_per_s, c.ai["dram"],
                                     c.flop_per_s), strict=True):

@@ -14,10 +14,10 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from roofbench.roofs.calibrated import side_by_side
 
 from roofbench.errors_text import first_line
 from roofbench.records import RoofSet
+from roofbench.roofline import side_by_side
 from roofbench.units import si
 
 
