@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from roofbench.bench.present.report import fusion_bound, fusion_rows, occupancy_text
+from roofbench.bench.present.fusion import fusion_bound, fusion_rows
+from roofbench.bench.present.sections import occupancy_text
 
 from roofbench.readers import read_case
 from roofbench.records import BufferFacts, CaseResult, LaunchFacts, LaunchResult, Occupancy
@@ -63,7 +64,7 @@ def test_fusion_row_gives_speedup_and_bytes_ratio():
 def test_fusion_table_text_is_read_from_the_typed_rows():
     """The report's table (and run's summary caption) read FusionRow fields, same text."""
     from roofbench.bench.cli.run import summary_table
-    from roofbench.bench.present.report import fusion_table
+    from roofbench.bench.present.fusion import fusion_table
 
     from roofbench.records import RunResult
 
@@ -80,7 +81,7 @@ def test_fusion_table_text_is_read_from_the_typed_rows():
 def test_fusion_row_with_an_invalid_side_has_no_speedup():
     rows = fusion_rows([rec("naive", None, 36000, valid=False), rec("fused", 1e-3, 12000)])
     assert rows[0].speedup is None and not rows[0].valid
-    from roofbench.bench.present.report import fusion_table
+    from roofbench.bench.present.fusion import fusion_table
 
     assert fusion_table([rec("naive", None, 36000, valid=False),
                          rec("fused", 1e-3, 12000)])[0]["speedup"] == "- (not valid)"

@@ -27,7 +27,6 @@ from ..measure.roof_source import obtain_roofs
 from ..measure.runner import parse_size, run_cases, select_cases
 from ..results import (
     REPO_ROOT,
-    atomic_write_text,
     check_writable,
     environment,
     git_commit,
@@ -163,22 +162,13 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def render_outputs(run: RunResult, out: Path) -> list[Path]:
-    from ..present.plot import plot_run
-    from ..present.report import render
-    from ..present.report_html import missing_note as html_missing_note
-    from ..present.report_html import render_html
+    from ..present.outputs import write_outputs
 
-    paths = plot_run(run, out / "roofline")
-    report = out / "report.md"
-    note = html_missing_note()
-    atomic_write_text(report, render(run) + (f"\n> {note}\n" if note else ""))
-    page = out / "report.html"  # after report.md: a failing page never costs the report
-    atomic_write_text(page, render_html(run))
-    return paths + [page, report]
+    return write_outputs(run, out)
 
 
 def summary_table(run: RunResult) -> Table:
-    from ..present.report import fusion_rows
+    from ..present.fusion import fusion_rows
 
     t = Table(title=f"{run.device} ({run.backend})", show_lines=False)
     t.add_column("case", no_wrap=True)
@@ -211,8 +201,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     paths = render_outputs(run, out)
     Console(width=max(Console().width, 140)).print(summary_table(run))
     print(f"results: {out / 'results.json'}")
-    print(f"report:  {paths[-1]}")
-    print(f"html:    {paths[-2]}")
+    print(f"report:  {paths[-2]}")
+    print(f"html:    {paths[-1]}")
     if run.interrupted:
         print("interrupted: the finished cases are saved", file=sys.stderr)
         return 130

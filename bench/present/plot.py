@@ -20,7 +20,6 @@ Invalid cases are never drawn.
 from __future__ import annotations
 
 import io
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,214 +31,22 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from roofbench.fileio import atomic_write_bytes  # noqa: E402
-from roofbench.ncu_checks import hw_dram_ai  # noqa: E402
 from roofbench.records import CaseResult, Roof, RoofSet, RunResult  # noqa: E402
 from roofbench.roofline import LEVEL_LABELS, SOURCE_RANK  # noqa: E402
 from roofbench.units import si  # noqa: E402
 
-PREC_COLORS = {
-    "fp64": "#1f77b4", "fp32": "#d62728", "fp16": "#2ca02c", "bf16": "#9467bd",
-    "fp8": "#ff7f0e", "fp64_tc": "#17becf", "tf32_tc": "#8c564b", "fp16_tc": "#bcbd22",
-    "bf16_tc": "#e377c2", "fp8_tc": "#7f7f7f",
-}
-# Memory level by line style (measured roofs); datasheet roofs are dashed and faint whatever
-# their level.
-LEVEL_STYLES = {"dram": "-", "l2": "-.", "l1": (0, (5, 1.5, 1, 1.5, 1, 1.5)), "smem": ":"}
-FAINT = 0.45
+from .figure_data import (  # noqa: E402
+    FAINT,
+    LEVEL_STYLES,
+    PREC_COLORS,
+    Point,
+    frame,
+    ridge_points,
+    select_roofs,
+    valid_points,
+)
+from .label_layout import Layout, label_point, label_roof  # noqa: E402
 
-
-@dataclass
-class Point:
-    label: str
-    ai: float
-    flops: float
-    precision: str
-    workload: str
-    key: str
-    efficiency: float | None = None
-    level: str | None = None  # the memory level that bounds it (None: compute-bound)
-    hw_ai: float | None = None  # DRAM intensity from hardware counters, when measured
-    size: str = ""
-    marker: str = "o"  # the workload's own (Workload.marker, stored with the case)
-
-
-def _level_of(rs: RoofSet | None, c: CaseResult) -> str | None:
-    if c.bound != "memory" or rs is None:
-        return None
-    for r in rs.roofs:
-        if r.kind == "memory" and r.name == c.limiting_roof:
-            return r.level
-    return "dram"
-
-
-def valid_points(cases: list[CaseResult], level: str = "dram",
-                 roofs: RoofSet | None = None) -> list[Point]:
-    pts = []
-    for c in cases:
-        if not (c.valid and c.status == "ok" and c.flop_per_s and c.ai.get(level)):
-            continue
-        hw_ai = hw_dram_ai(c)
-        pts.append(Point(label=f"{c.workload}/{c.variant} {c.dtype}", ai=c.ai[level],
-                         flops=c.flop_per_s, precision=c.precision, workload=c.workload,
-                         key=f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
-                         efficiency=c.efficiency, level=_level_of(roofs, c),
-                         hw_ai=hw_ai if hw_ai and hw_ai > 0 else None,
-                         size="x".join(map(str, c.size)), marker=c.marker))
-    return pts
-
-
-# -- which roofs ----------------------------------------------------------------------------
-
-def best_roofs(rs: RoofSet, all_roofs: bool = False) -> tuple[list[Roof], list[Roof]]:
-    """The highest roof per (source, precision) and per (source, level): one line each.
-    Theoretical roofs only with ``all_roofs`` (a datasheet beside the measurement is enough)."""
-    compute: dict[tuple[str, str], Roof] = {}
-    memory: dict[tuple[str, str], Roof] = {}
-    for r in rs.roofs:
-        if r.source == "theoretical" and not all_roofs:
-            continue
-        if r.kind == "compute":
-            k = (r.source, r.precision)
-            if k not in compute or r.value > compute[k].value:
-                compute[k] = r
-        elif r.kind == "memory":
-            k = (r.source, r.level)
-            if k not in memory or r.value > memory[k].value:
-                memory[k] = r
-    return list(compute.values()), list(memory.values())
-
-
-def select_roofs(rs: RoofSet, points: list[Point],
-                 all_roofs: bool = False) -> tuple[list[Roof], list[Roof]]:
-    """The roofs to draw: those the points use (their precisions, the memory levels that bound
-    them, DRAM always), or every roof with ``all_roofs`` or when there is no point."""
-    compute, memory = best_roofs(rs, all_roofs)
-    if all_roofs or not points:
-        return compute, memory
-    precisions = {p.precision for p in points}
-    levels = {"dram"} | {p.level for p in points if p.level}
-    return ([r for r in compute if r.precision in precisions],
-            [r for r in memory if r.level in levels])
-
-
-def _dram_for(rs: RoofSet, source: str) -> Roof | None:
-    return rs.memory("dram", source) or rs.memory("dram")
-
-
-def ridge_points(rs: RoofSet, compute: list[Roof]) -> list[tuple[Roof, float]]:
-    """(compute roof, intensity where it meets the DRAM roof of its source)."""
-    out = []
-    for c in compute:
-        m = _dram_for(rs, c.source)
-        if m is not None:
-            out.append((c, c.value / m.value))
-    return out
-
-
-# -- frame ----------------------------------------------------------------------------------
-
-def _decade_floor(v: float) -> float:
-    return 10.0 ** math.floor(math.log10(v))
-
-
-def _decade_ceil(v: float) -> float:
-    return 10.0 ** math.ceil(math.log10(v))
-
-
-def frame(roofsets: list[RoofSet], points: list[Point]) -> tuple[tuple, tuple]:
-    """Axes limits from every roof of the devices (decades), widened for outlying points."""
-    ridges, tops, bws = [], [], []
-    for rs in roofsets:
-        comp, mem = best_roofs(rs, all_roofs=True)
-        tops += [r.value for r in comp]
-        bws += [r.value for r in mem if r.level == "dram"]
-        ridges += [x for _, x in ridge_points(rs, comp)]
-    if ridges:
-        xlo, xhi = _decade_floor(min(ridges) / 256), _decade_ceil(max(ridges) * 16)
-    else:
-        xlo, xhi = 0.01, 1000.0
-    xs = [p.ai for p in points] + [p.hw_ai for p in points if p.hw_ai]
-    if xs:
-        xlo = min(xlo, _decade_floor(min(xs) / 2))
-        xhi = max(xhi, _decade_ceil(max(xs) * 4))
-    lows = [b * xlo for b in bws] + [p.flops for p in points]
-    highs = [t * 3 for t in tops] + [p.flops * 4 for p in points]
-    ylo = _decade_floor(min(lows) / 2) if lows else 1e9
-    yhi = _decade_ceil(max(highs)) if highs else 1e15
-    if tops and not points:
-        ylo = max(ylo, _decade_floor(min(tops) / 1e4))
-    return (xlo, xhi), (ylo, yhi)
-
-
-# -- label placement ------------------------------------------------------------------------
-
-def _seg_hits(bb: Bbox, seg: tuple[float, float, float, float]) -> bool:
-    """Does the display segment cross the box? (Liang-Barsky clipping)"""
-    x0, y0, x1, y1 = seg
-    dx, dy = x1 - x0, y1 - y0
-    t0, t1 = 0.0, 1.0
-    for p, q in ((-dx, x0 - bb.x0), (dx, bb.x1 - x0), (-dy, y0 - bb.y0), (dy, bb.y1 - y0)):
-        if p == 0:
-            if q < 0:
-                return False
-            continue
-        r = q / p
-        if p < 0:
-            t0 = max(t0, r)
-        else:
-            t1 = min(t1, r)
-        if t0 > t1:
-            return False
-    return True
-
-
-@dataclass
-class Layout:
-    """Display-space boxes already taken, the lines labels should not cross, and the axes box
-    labels must stay inside."""
-
-    inside: Bbox
-    taken: list[Bbox] = field(default_factory=list)
-    segments: list[tuple[object, tuple[float, float, float, float]]] = field(
-        default_factory=list)
-
-    def fits(self, bb: Bbox, own: object = None, lines: bool = True, pad: float = 2.0) -> bool:
-        bb = bb.padded(pad)
-        if not (self.inside.x0 <= bb.x0 and bb.x1 <= self.inside.x1
-                and self.inside.y0 <= bb.y0 and bb.y1 <= self.inside.y1):
-            return False
-        if any(bb.overlaps(t) for t in self.taken):
-            return False
-        return not (lines and any(_seg_hits(bb, s) for o, s in self.segments if o is not own))
-
-
-def _text_size(ax, renderer, text: str, fontsize: float) -> tuple[float, float]:
-    t = ax.text(0, 0, text, fontsize=fontsize, transform=None)
-    bb = t.get_window_extent(renderer)
-    t.remove()
-    return bb.width, bb.height
-
-
-def _box(cx: float, cy: float, w: float, h: float, angle: float = 0.0) -> Bbox:
-    """Axis-aligned box of a w x h text centred at (cx, cy), rotated by angle degrees."""
-    a = math.radians(angle)
-    hw = (abs(w * math.cos(a)) + abs(h * math.sin(a))) / 2
-    hh = (abs(w * math.sin(a)) + abs(h * math.cos(a))) / 2
-    return Bbox.from_extents(cx - hw, cy - hh, cx + hw, cy + hh)
-
-
-def _choose(layout: Layout, cands, own: object = None):
-    """The first candidate (centre x, centre y, box, ...) whose box fits: clear of lines if
-    possible, else only clear of boxes. Its box is then taken."""
-    for lines in (True, False):
-        for cand in cands:
-            if layout.fits(cand[2], own=own, lines=lines):
-                layout.taken.append(cand[2])
-                return cand
-    return None
-
-
-# -- the figure -----------------------------------------------------------------------------
 
 @dataclass
 class RooflineFigure:
@@ -390,13 +197,13 @@ def _place_labels(out: RooflineFigure, renderer, layout: Layout, roof_lines: lis
     """Roof labels on their lines, then the point numbers around their points; a roof label
     that fits nowhere goes to the legend, an unplaced number is flagged in the key."""
     for roof, texts, seg, alpha in roof_lines:
-        art = _label_roof(out.ax, renderer, layout, roof, texts, seg, alpha)
+        art = label_roof(out.ax, renderer, layout, roof, texts, seg, alpha)
         if art is None:
             out.legend_roofs.append(texts[-1])
         else:
             out.labels.append(art)
     for num, _p, (x, y) in numbered:
-        art = _label_point(out.ax, renderer, layout, str(num), x, y)
+        art = label_point(out.ax, renderer, layout, str(num), x, y)
         if art is not None:
             out.labels.append(art)
         else:  # no free spot near the point: the key names it by its coordinates instead
@@ -461,64 +268,6 @@ def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, 
             lines.append((c, [f"{tag}{c.name} {si(c.value, 'FLOP/s')}"],
                           [(x0, c.value), (x1, c.value)], alpha))
     return lines
-
-
-def _label_roof(ax, renderer, layout: Layout, roof: Roof, texts: list[str], seg,
-                alpha: float):
-    """Write the roof's label along its own line, at the first free spot; None if none is."""
-    pa, pb = (ax.transData.transform(p) for p in seg)
-    faint = roof.source not in ("measured", "user")
-    color = "black" if roof.kind == "memory" else PREC_COLORS.get(roof.precision, "gray")
-    angle = math.degrees(math.atan2(pb[1] - pa[1], pb[0] - pa[0]))
-    nx, ny = -math.sin(math.radians(angle)), math.cos(math.radians(angle))
-    # Measured labels go under their line first, datasheet ones over it: a datasheet roof is
-    # usually the higher of the two.
-    sides = (1, -1) if faint else (-1, 1)
-    if roof.kind == "memory":
-        fracs = [0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8, 0.12, 0.88, 0.45, 0.55, 0.35, 0.65]
-    else:
-        fracs = [1.0, 0.85, 0.7, 0.55, 0.4, 0.25, 0.1, 0.92, 0.78, 0.62, 0.48, 0.32]
-    cands = []
-    for text in texts:
-        w, h = _text_size(ax, renderer, text, 7)
-        for f in fracs:
-            for side in sides:
-                if roof.kind == "memory":
-                    cx, cy = pa + (pb - pa) * f
-                else:  # right-aligned at the fraction, but never past the axes' right edge
-                    cx = min(pa[0] + (pb[0] - pa[0]) * f, layout.inside.x1 - 4) - w / 2
-                    cy = pa[1]
-                off = h / 2 + 2
-                cx, cy = cx + side * off * nx, cy + side * off * ny
-                cands.append((cx, cy, _box(cx, cy, w, h, angle), text))
-    got = _choose(layout, cands, own=roof)
-    if got is None:
-        return None
-    cx, cy, _bb, text = got
-    return ax.text(*ax.transData.inverted().transform((cx, cy)), text, fontsize=7,
-                   color=color, alpha=max(alpha, 0.75), rotation=angle,
-                   rotation_mode="anchor", ha="center", va="center", zorder=6)
-
-
-def _label_point(ax, renderer, layout: Layout, text: str, x: float, y: float):
-    """The point's number close to it (a leader line when it had to move further)."""
-    px, py = ax.transData.transform((x, y))
-    w, h = _text_size(ax, renderer, text, 7)
-    cands = []
-    for r in (10, 14, 20, 28, 38, 50, 64, 80):
-        for k in range(16):
-            ang = math.pi / 4 + 2 * math.pi * k / 16
-            cx, cy = px + r * math.cos(ang), py + r * math.sin(ang)
-            cands.append((cx, cy, _box(cx, cy, w, h), r))
-    got = _choose(layout, cands)
-    if got is None:
-        return None
-    cx, cy, _bb, r = got
-    far = r > 14
-    return ax.annotate(text, (x, y), textcoords="offset pixels", xytext=(cx - px, cy - py),
-                       fontsize=7, ha="center", va="center", zorder=7,
-                       arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "gray",
-                                   "shrinkA": 0, "shrinkB": 5} if far else None)
 
 
 def _legend(ax, points: list[Point], roof_lines, legend_roofs: list[str]):
