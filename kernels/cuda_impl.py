@@ -8,9 +8,10 @@ long`` and floating scalars ``float``; math is FP32 (FP64 for fp64) whatever the
 A :class:`CudaKernel` says which source and function run a launch, its grid/block/shared memory
 as a function of the case and the device, and the compute capability it needs. A
 :class:`CudaLibrary` is a vendor-library call (cuBLAS through ``cupy.matmul``) in the same table.
-A :class:`CudaTmaGemm` is the Hopper wgmma GEMM (sm_90a, TMA tensor maps, launched through
-cuda-python), and :class:`ByArch` picks an implementation per compute capability (the
-``tensor`` GEMM: wgmma on 9.0, mma.sync elsewhere). NOT_VALIDATED_ON_HARDWARE lists the
+A :class:`TmaKernel` is a kernel fed by TMA tensor maps, built for sm_90a and launched
+through cuda-python (the Hopper wgmma GEMM), and :class:`ByArch` picks an implementation per
+compute capability (the ``tensor`` GEMM: wgmma on 9.0, mma.sync elsewhere). Each says how a
+backend launches it (``launcher``). NOT_VALIDATED_ON_HARDWARE lists the
 kernels that have not run on a GPU yet.
 
 This module is the generic machinery only (descriptors, launch-shape helpers, sources and
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -84,6 +85,12 @@ def no_dtype_kernel(name: str, dtype: str, dtypes: tuple[str, ...]) -> str:
 class CudaKernel(_PerDtype):
     """One launch as a CUDA C kernel of ``kernels/cuda/<source>``."""
 
+    # How a backend launches it: "runtime" (compiled for the device's arch and launched by
+    # CuPy or PyCUDA), "driver" (TmaKernel: arch-specific cubin through cuda-python), or
+    # "library" (CudaLibrary: a vendor call). Each implementation says which; no backend
+    # tells them apart by type.
+    launcher: ClassVar[str] = "runtime"
+
     source: str
     prefix: str  # function name is f"{prefix}_{dtype}"
     grid: Callable[[LaunchCtx], Dim3]
@@ -95,6 +102,12 @@ class CudaKernel(_PerDtype):
     # Run its cases in a process of their own (bench/measure/isolation.py): a kernel that can
     # hang or fault stickily costs one case, never the run.
     isolated: bool = False
+
+    def resolve(self, cc: tuple[int, int]) -> CudaKernel:
+        return self
+
+    def tensor_maps(self, ctx: LaunchCtx) -> tuple[TensorMapSpec, ...]:
+        return ()
 
     def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
         """Why this kernel cannot run ``dtype`` on a device of compute capability ``cc``."""
@@ -115,6 +128,11 @@ class CudaLibrary:
     dtypes: tuple[str, ...] = ("fp64", "fp32", "fp16")
     note: str = ""
     module: str = ""  # a Python package the call needs beyond CuPy (e.g. "torch")
+    launcher: ClassVar[str] = "library"
+    isolated: ClassVar[bool] = False
+
+    def resolve(self, cc: tuple[int, int]) -> CudaLibrary:
+        return self
 
     def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
         if dtype not in self.dtypes:
@@ -425,9 +443,11 @@ def wgmma_tensor_maps(size: Size, dtype: str) -> tuple[TensorMapSpec, TensorMapS
 
 
 @dataclass(frozen=True)
-class CudaTmaGemm(_PerDtype):
-    """The wgmma GEMM: compiled for sm_90a, two tensor maps (A, B) as ``__grid_constant__``
-    parameters then C, M, N, K. Launched through cuda-python's driver API (the CuPy backend):
+class TmaKernel(_PerDtype):
+    """A kernel fed by TMA tensor maps, compiled for sm_90a: the wgmma GEMM, with two tensor
+    maps (A, B) as ``__grid_constant__`` parameters then C, M, N, K (its grid, shared memory
+    and maps from the wgmma tile model). Launched through cuda-python's driver API (the CuPy
+    backend):
     CuPy picks the compile arch itself (sm_90, not sm_90a) and passes 128-byte structs only as
     NumPy records, so compile, load and launch go through cuda.bindings directly."""
 
@@ -439,6 +459,10 @@ class CudaTmaGemm(_PerDtype):
     note: str = ""
     # Its mbarrier waits can hang and its faults are sticky: each case in its own process.
     isolated: bool = True
+    launcher: ClassVar[str] = "driver"
+
+    def resolve(self, cc: tuple[int, int]) -> TmaKernel:
+        return self
 
     def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
         if dtype not in self.dtypes:
@@ -471,6 +495,21 @@ class CudaTmaGemm(_PerDtype):
 
 
 @dataclass(frozen=True)
+class NotRunHere:
+    """What a per-arch choice resolves to on a device it has no implementation for."""
+
+    reason: str
+    launcher: ClassVar[str] = "none"
+    isolated: ClassVar[bool] = False
+
+    def resolve(self, cc: tuple[int, int]) -> NotRunHere:
+        return self
+
+    def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
+        return self.reason
+
+
+@dataclass(frozen=True)
 class ByArch:
     """One launch implemented per compute capability: ``exact`` maps a capability to its
     implementation; any other device gets ``default`` (an implementation, or the reason it is
@@ -485,10 +524,14 @@ class ByArch:
                 return impl
         return self.default
 
+    def resolve(self, cc: tuple[int, int]) -> Any:
+        """The implementation for capability ``cc`` (a reason becomes NotRunHere)."""
+        impl = self.pick(cc)
+        return NotRunHere(impl) if isinstance(impl, str) else impl
+
     def unsupported(self, dtype: str, cc: tuple[int, int]) -> str | None:
         """Why ``dtype`` cannot run on a device of capability ``cc`` (as CudaKernel's)."""
-        impl = self.pick(cc)
-        return impl if isinstance(impl, str) else impl.unsupported(dtype, cc)
+        return self.resolve(cc).unsupported(dtype, cc)
 
     def choices(self) -> list[Any]:
         """Every implementation it may resolve to (reasons left out)."""

@@ -192,7 +192,7 @@ def driver_sources() -> dict[str, DriverSource]:
     from roofbench.kernels import cuda_impl as cu
     from roofbench.roofs.probes.gpu_math import WGMMA_KERNELS
 
-    gemm = [f"gemm_wgmma_{d}" for d in cu.CudaTmaGemm(cu.WGMMA_SOURCE, "").dtypes]
+    gemm = [f"gemm_wgmma_{d}" for d in cu.TmaKernel(cu.WGMMA_SOURCE, "").dtypes]
     unit = ("unit_wait", "unit_phase", "unit_tma", "unit_mbar_misuse", "unit_wgmma")
     return {"gemm_wgmma": DriverSource(CUDA_DIR / cu.WGMMA_SOURCE, tuple(gemm)),
             "wgmma": DriverSource(PROBE_DIR / "wgmma.cu",

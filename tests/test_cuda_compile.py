@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cuda_tools as ct  # noqa: E402
-from roofbench.kernels.cuda_impl import ByArch, CudaKernel, CudaTmaGemm, sources  # noqa: E402
+from roofbench.kernels.cuda_impl import ByArch, CudaKernel, TmaKernel, sources  # noqa: E402
 from roofbench.kernels.registry import workloads  # noqa: E402
 
 pytestmark = pytest.mark.skipif(ct.missing_tools("nvcc", "ptxas") is not None,
@@ -71,7 +71,7 @@ def test_tables_name_existing_kernels(compiled):
                 # the plain archs, so its names exist there too)
                 impls = entry.choices() if isinstance(entry, ByArch) else [entry]
                 for impl in impls:
-                    if not isinstance(impl, (CudaKernel, CudaTmaGemm)):
+                    if not isinstance(impl, (CudaKernel, TmaKernel)):
                         continue
                     for dt in v.dtypes:
                         if dt not in impl.dtypes:

@@ -20,7 +20,7 @@ import pytest
 from roofbench.bench.backends.gpu_common import CudaCBackend, plan_launches
 from roofbench.bench.errors import UserError
 from roofbench.bench.measure import isolation
-from roofbench.kernels.cuda_impl import CudaKernel, CudaTmaGemm, DeviceProps
+from roofbench.kernels.cuda_impl import CudaKernel, DeviceProps, TmaKernel
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
@@ -98,7 +98,7 @@ class H200(CudaCBackend):
 
 
 def test_isolation_is_declared_by_the_kernel_not_by_a_list():
-    assert CudaTmaGemm("gemm_wgmma.cu", "gemm_wgmma").isolated
+    assert TmaKernel("gemm_wgmma.cu", "gemm_wgmma").isolated
     assert not CudaKernel("gemm.cu", "gemm_tensor", grid=None, block=None).isolated
     be, ws = H200(), workloads()
     g = ws["gemm"]

@@ -606,7 +606,7 @@ def test_refuses_sizes_tma_cannot_read(dtype, size, ok):
 
 def test_wgmma_needs_exactly_sm90():
     k = gemm.CUDA["tensor"]["tensor"].pick((9, 0))
-    assert isinstance(k, cu.CudaTmaGemm)
+    assert isinstance(k, cu.TmaKernel)
     assert k.unsupported("fp16", (10, 0)) and k.unsupported("fp32", (9, 0))
     assert k.unsupported("fp16", (9, 0)) is None
 

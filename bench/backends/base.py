@@ -89,10 +89,16 @@ class LaunchListPrepared(Prepared):
         return list(self._calls)
 
 
+Hooks = tuple[Callable[[], None], Callable[[], None]]
+
+
 class Backend(ABC):
     name: str = ""
     family: str = ""  # which entry of Variant.impls this backend runs
     kind: str = "cpu"  # "cpu" or "gpu"
+    # The kernels it launches carry their source names (extern "C"), so a profiler can select
+    # them by exact name (ncu --kernel-name).
+    exact_kernel_names: bool = False
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -170,6 +176,16 @@ class Backend(ABC):
 
     def warm(self, case: Case) -> None:  # noqa: B027 - optional hook
         """Compile and load what the case launches (the runner's compile phase)."""
+
+    def profiler_hooks(self) -> Hooks | None:
+        """(start, stop) of the profiler range (cudaProfilerStart/Stop through the backend's
+        own library), or None where there is none."""
+        return None
+
+    @classmethod
+    def has_profiler_range(cls) -> bool:
+        """Whether it brackets a pipeline for a profiler (asked before it is opened)."""
+        return cls.profiler_hooks is not Backend.profiler_hooks
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass

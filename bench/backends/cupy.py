@@ -18,7 +18,6 @@ import numpy as np
 from roofbench.kernels.arrays import Arrays
 from roofbench.kernels.cuda_impl import (
     CudaLibrary,
-    CudaTmaGemm,
     DeviceProps,
     compile_options,
     cuda_include_dirs,
@@ -29,7 +28,7 @@ from roofbench.kernels.spec import Case
 from roofbench.records import RoofSet
 from roofbench.timing import TimerConfig, Timing, calibration_timers
 
-from .base import BackendUnavailable, CaseUnsupported, Prepared, first_line
+from .base import BackendUnavailable, CaseUnsupported, Hooks, Prepared, first_line
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (
     POISON,
@@ -122,11 +121,11 @@ class CupyPrepared(CudaCPrepared):
 
     def _call(self, pl: PlannedLaunch) -> Callable[[], None]:
         args = tuple(self.arrays[a] if isinstance(a, str) else a for a in pl.args)
-        if isinstance(pl.impl, CudaLibrary):
+        if pl.impl.launcher == "library":
             call = self._library(pl.impl, args)
             self.facts.append(launch_facts(pl, None, None, None, self.backend.props.cc))
             return call
-        if isinstance(pl.impl, CudaTmaGemm):
+        if pl.impl.launcher == "driver":
             return self._tma(pl)
         fn = self.backend.function(pl.impl.source, pl.function)
         self.facts.append(function_facts(pl, fn, self.backend.props.cc))
@@ -233,8 +232,8 @@ class CupyBackend(CudaCBackend):
         """plan_launches with tensor-map kernels allowed when cuda-python is importable."""
         from .tma_launch import tma_unavailable
 
-        plans = plan_launches(case, self.props, tma=True)
-        if any(isinstance(pl.impl, CudaTmaGemm) for pl in plans):
+        plans = plan_launches(case, self.props, launchers=("runtime", "library", "driver"))
+        if any(pl.impl.launcher == "driver" for pl in plans):
             why = tma_unavailable()
             if why:
                 raise CaseUnsupported(why)
@@ -303,13 +302,18 @@ class CupyBackend(CudaCBackend):
     def warm(self, case: Case) -> None:
         """Compile and load what the case launches: NVRTC modules, the sm_90a TMA kernels."""
         for pl in self.plan(case):
-            if isinstance(pl.impl, CudaTmaGemm):
+            if pl.impl.launcher == "driver":
                 self.tma.function(pl.impl.source, pl.function, pl.smem)
             elif pl.function is not None:
                 self.function(pl.impl.source, pl.function)
 
     def prepare(self, case: Case, inputs: dict[str, Any]) -> Prepared:
         return CupyPrepared(self, case, inputs)
+
+    def profiler_hooks(self) -> Hooks:
+        from cupy.cuda import runtime
+
+        return runtime.profilerStart, runtime.profilerStop
 
     def _event_ops(self) -> EventOps:
         import cupy

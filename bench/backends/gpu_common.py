@@ -14,13 +14,12 @@ import numpy as np
 from roofbench.kernels.arrays import DEVICE_STORAGE
 from roofbench.kernels.cuda_impl import (
     NOT_VALIDATED_ON_HARDWARE,
-    ByArch,
     CudaKernel,
     CudaLibrary,
-    CudaTmaGemm,
     DeviceProps,
     LaunchCtx,
     TensorMapSpec,
+    TmaKernel,
     scalar_arg,
 )
 from roofbench.kernels.spec import Buf, Case, np_dtype
@@ -56,50 +55,46 @@ class PlannedLaunch:
     """One launch resolved for a device: the implementation, its function and geometry."""
 
     kernel: str  # the launch's kernel name in the workload
-    impl: CudaKernel | CudaLibrary | CudaTmaGemm
+    impl: CudaKernel | CudaLibrary | TmaKernel
     function: str | None
     grid: tuple[int, int, int] | None
     block: tuple[int, int, int] | None
     smem: int
     args: tuple[Any, ...]  # buffer names (str) and device-typed scalars
-    # CudaTmaGemm only: tensor maps passed before ``args`` (encoded by the launcher).
+    # Tensor maps passed before ``args`` (a TMA kernel's; encoded by the launcher).
     tensor_maps: tuple[TensorMapSpec, ...] = ()
 
 
 def plan_launches(case: Case, dev: DeviceProps, family: str = "cuda",
-                  tma: bool = False) -> list[PlannedLaunch]:
+                  launchers: tuple[str, ...] = ("runtime", "library")) -> list[PlannedLaunch]:
     """Resolve every launch of ``case`` against its CUDA table (a per-arch choice resolved for
     this device); CaseUnsupported with the reason when a kernel lacks the dtype or the device
-    lacks the compute capability. ``tma``: the caller can launch tensor-map kernels (the CuPy
-    backend, through cuda-python)."""
+    lacks the compute capability, or when the caller has none of the implementation's
+    ``launcher`` (the CuPy backend adds "driver": tensor-map kernels through cuda-python)."""
     table = case.variant.impls.get(family) or {}
     ctx = LaunchCtx(case.size, case.dtype, dev)
     out = []
     for la in case.launches():
-        impl = table.get(la.kernel)
-        if isinstance(impl, ByArch):
-            impl = impl.pick(dev.cc)
-            if isinstance(impl, str):
-                raise CaseUnsupported(impl)
-        if impl is None:
+        entry = table.get(la.kernel)
+        if entry is None:
             raise CaseUnsupported(f"no {family} kernel for launch {la.kernel}")
-        if isinstance(impl, CudaTmaGemm) and not tma:
-            raise CaseUnsupported(f"{impl.name(case.dtype)} (TMA tensor maps) launches through "
-                                  "the cuda backend (CuPy + cuda-python) only")
+        impl = entry.resolve(dev.cc)
         why = impl.unsupported(case.dtype, dev.cc)
         if why:
             raise CaseUnsupported(why)
+        if impl.launcher not in launchers:
+            raise CaseUnsupported(f"{impl.name(case.dtype)} (TMA tensor maps) launches through "
+                                  "the cuda backend (CuPy + cuda-python) only")
         args = tuple(a if isinstance(a, str) else scalar_arg(a) for a in la.args)
-        if isinstance(impl, CudaLibrary):
+        if impl.launcher == "library":
             out.append(PlannedLaunch(la.kernel, impl, None, None, None, 0, args))
             continue
         try:
             grid, block, smem = impl.grid(ctx), impl.block(ctx), impl.smem(ctx)
         except ValueError as e:
             raise CaseUnsupported(str(e)) from None
-        maps = impl.tensor_maps(ctx) if isinstance(impl, CudaTmaGemm) else ()
         out.append(PlannedLaunch(la.kernel, impl, impl.name(case.dtype), grid, block, smem,
-                                 args, maps))
+                                 args, impl.tensor_maps(ctx)))
     return out
 
 
@@ -200,6 +195,7 @@ class CudaCBackend(Backend):
 
     family = "cuda"
     kind = "gpu"
+    exact_kernel_names = True
     props: DeviceProps
 
     def module(self, source: str) -> Any:
@@ -220,7 +216,7 @@ class CudaCBackend(Backend):
     def warm(self, case: Case) -> None:
         """Compile (or find in the cache) every CUDA C module the case launches."""
         for pl in self.plan(case):
-            if isinstance(pl.impl, CudaKernel):
+            if pl.impl.launcher == "runtime":
                 self.function(pl.impl.source, pl.function)
 
     def device_name(self) -> str:

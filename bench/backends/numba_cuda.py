@@ -28,6 +28,7 @@ from .base import (
     Backend,
     BackendUnavailable,
     CaseUnsupported,
+    Hooks,
     LaunchListPrepared,
     first_line,
 )
@@ -55,25 +56,6 @@ def enable_simulator() -> None:
     from numba.core import config
 
     config.reload_config()  # numba read its environment at import; numba.cuda reads this one
-
-
-def roofs_through_cupy(quick: bool, progress: Callable[[str], None] | None,
-                       checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
-    """The GPU probes run through CuPy: measure with the CuPy backend when it is available."""
-    from ..errors import UserError
-    from .base import unavailable_reason
-
-    why = unavailable_reason("cuda")
-    if why is not None:
-        raise UserError(f"GPU roofs are measured through CuPy, which is unavailable ({why}); "
-                        "pass --roofs FILE with calibrated roofs")
-    from .cupy import CupyBackend
-
-    be = CupyBackend()
-    try:
-        return be.measure_roofs(quick=quick, progress=progress, checkpoint=checkpoint)
-    finally:
-        be.close()
 
 
 class NumbaPrepared(LaunchListPrepared):
@@ -180,6 +162,9 @@ class NumbaCudaBackend(_NumbaBase):
     def device_name(self) -> str:
         return self._name
 
+    def profiler_hooks(self) -> Hooks:
+        return self.cuda.profile_start, self.cuda.profile_stop
+
     def info(self) -> dict[str, Any]:
         import numba
         from roofbench.roofs.probes import nvml
@@ -218,6 +203,8 @@ class NumbaCudaBackend(_NumbaBase):
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None,
                       checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
+        from .gpu_roofs import roofs_through_cupy
+
         return roofs_through_cupy(quick, progress, checkpoint)
 
 

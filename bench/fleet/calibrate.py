@@ -14,7 +14,7 @@ from roofbench.roofs.probes import links as ic
 from roofbench.records import RoofSet
 
 from ..errors import UserError
-from .environment import GPU_BACKENDS, assign_gpu, visible_gpus
+from .environment import assign_gpu, gpu_backend, visible_gpus
 from .messaging import watchdog
 from .records import FleetConfig, Place, RankResult
 
@@ -33,7 +33,7 @@ def calibrate_local(place: Place, cfg: FleetConfig,
     try:
         name = cfg.backend
         lr = place.local_rank or 0
-        if name in GPU_BACKENDS:
+        if gpu_backend(name):
             res.gpu, why = assign_gpu(lr, place.host, place.rank)
             if why:
                 raise UserError(why)

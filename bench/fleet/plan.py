@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ..errors import UserError
-from .environment import GPU_BACKENDS, visible_gpus
+from .environment import gpu_backend, visible_gpus
 from .records import Place
 
 
@@ -46,7 +46,7 @@ def _ranges(rs: list[int]) -> str:
 def turn_order(places: dict[int, Place], backend: str) -> dict[int, list[int]]:
     """rank -> ranks on the same host that calibrate before it. CPU backends only: GPUs are
     separate devices, but two CPU calibrations on one host would share cores and memory."""
-    if backend in GPU_BACKENDS or (backend == "auto" and visible_gpus()):
+    if gpu_backend(backend) or (backend == "auto" and visible_gpus()):
         return {}
     by_host: dict[str, list[int]] = {}
     for r in sorted(places):

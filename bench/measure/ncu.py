@@ -49,10 +49,6 @@ CLOCK_CONTROL = "none"
 CACHE_CONTROL = "all"  # flush caches before each launch: every launch starts from DRAM
 TIMEOUT_S = 600
 CASE_MARK = "ROOFBENCH_NCU_CASE "  # the line ncu_case prints: what it is about to launch
-# Backends whose kernels carry their CUDA C names (extern "C"): selectable by exact name.
-NAMED_BACKENDS = ("cuda", "pycuda")
-# Backends whose runner can bracket the pipeline with cudaProfilerStart/Stop.
-RANGE_BACKENDS = ("cuda", "pycuda", "numba")
 
 DRAM_READ = "dram__bytes_read.sum"
 DRAM_WRITE = "dram__bytes_write.sum"
@@ -387,7 +383,7 @@ def case_command(c: CaseResult, seed: int | None) -> list[str]:
            "--size", "x".join(map(str, c.size))]
     if seed is not None:
         cmd += ["--seed", str(seed)]
-    if c.backend in RANGE_BACKENDS:
+    if _backend_says(c.backend, "range"):
         cmd.append("--profiler-range")
     return cmd
 
@@ -401,7 +397,19 @@ def _functions(c: CaseResult) -> list[str] | None:
 
 def kernel_functions(c: CaseResult) -> list[str] | None:
     """The CUDA C names of the case's launches, when every launch is one such kernel."""
-    return _functions(c) if c.backend in NAMED_BACKENDS else None
+    return _functions(c) if _backend_says(c.backend, "names") else None
+
+
+def _backend_says(name: str, what: str) -> bool:
+    """What a backend says of itself: its kernels carry their exact names ("names"), it
+    brackets a pipeline with a profiler range ("range")."""
+    from ..backends.base import BackendUnavailable, backend_class
+
+    try:
+        cls = backend_class(name)
+    except (KeyError, BackendUnavailable):
+        return False
+    return cls.exact_kernel_names if what == "names" else cls.has_profiler_range()
 
 
 def ncu_command(settings: NcuSettings, c: CaseResult, log: Path,
@@ -409,7 +417,7 @@ def ncu_command(settings: NcuSettings, c: CaseResult, log: Path,
     cmd = [settings.path, "--csv", "--page", "raw", "--print-units", "base",
            "--log-file", str(log), "--metrics", ",".join(settings.metrics),
            "--clock-control", settings.clock_control, "--cache-control", settings.cache_control]
-    if c.backend in RANGE_BACKENDS:
+    if _backend_says(c.backend, "range"):
         cmd += ["--profile-from-start", "off"]
     names = kernel_functions(c)
     if names is not None:

@@ -14,32 +14,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
 import numpy as np
 
 from roofbench.errors_text import first_line
 
 from ..errors import UserError
-
-Hooks = tuple[Callable[[], None], Callable[[], None]]
-
-
-def profiler_hooks(backend: str) -> Hooks:
-    """cudaProfilerStart/Stop through the backend's own library."""
-    if backend == "cuda":
-        from cupy.cuda import runtime
-
-        return runtime.profilerStart, runtime.profilerStop
-    if backend == "numba":
-        from numba import cuda
-
-        return cuda.profile_start, cuda.profile_stop
-    if backend == "pycuda":
-        import pycuda.driver as drv
-
-        return drv.start_profiler, drv.stop_profiler
-    raise UserError(f"--profiler-range: backend {backend!r} has no profiler start/stop")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -77,8 +57,11 @@ def run(args: argparse.Namespace) -> None:
                         f"{', '.join(v.dtypes)}")
     size = parse_size(args.size)
     w_check(w, size)
-    hooks = profiler_hooks(args.backend) if args.profiler_range else None
     be = backends.open_for_user(args.backend)
+    hooks = be.profiler_hooks() if args.profiler_range else None
+    if args.profiler_range and hooks is None:
+        be.close()
+        raise UserError(f"--profiler-range: backend {be.name!r} has no profiler start/stop")
     case = Case(w, v, args.dtype, size)
     why = be.supports(case)
     if why is not None:
