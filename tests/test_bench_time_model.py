@@ -14,14 +14,12 @@ gpu-check step's limit is sized from it with a margin.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 from roofbench.bench.backends.gpu_common import CudaCBackend, plan_launches
-from roofbench.bench.cli.run import _timer_config
-from roofbench.bench.measure.runner import select_cases
+from roofbench.bench.measure.session import RunOptions, select_cases, timer_configs
 from roofbench.kernels.cuda_impl import DeviceProps
 from roofbench.kernels.spec import Case, itemsize
 
@@ -158,8 +156,7 @@ def model_make_bench() -> tuple[float, list[CaseTime], dict[str, float]]:
     be = H200Backend()
     cases, skipped = select_cases(be)
     assert not skipped, [s.error for s in skipped]
-    args = argparse.Namespace(quick=False, cold=False)
-    cfg, launch_cfg = _timer_config(args, "gpu")
+    cfg, launch_cfg = timer_configs(RunOptions(), "gpu")
     times = [model_case(c, cfg, launch_cfg) for c in cases]
     sources = {pl.impl.source for c in cases for pl in be.plan(c)
                if getattr(pl.impl, "source", None)}
@@ -192,7 +189,7 @@ def test_model_counts_bytes_and_launches():
     assert c.size == (503316480,)  # 8 x 60 MiB of fp8 per array
     assert launch_seconds(c, 0) == pytest.approx(3 * 503316480 / HBM + ASSUMED["launch_s"])
     # a memory-bound loop runs to its budget (bimodal samples never converge)
-    cfg, _ = _timer_config(argparse.Namespace(quick=False, cold=False), "gpu")
+    cfg, _ = timer_configs(RunOptions(), "gpu")
     s = loop_seconds(launch_seconds(c, 0), cfg, memory_bound=True)
     assert cfg.budget_s <= s <= cfg.budget_s + cfg.warmup_s + 2 * launch_seconds(c, 0) + 0.01
     steady = loop_seconds(1e-3, cfg, memory_bound=False)

@@ -211,14 +211,16 @@ def test_median_ci_is_distribution_free_and_narrows():
 
 
 def test_gpu_sampling_is_bounded_per_case_and_per_launch():
-    from roofbench.bench.cli.run import GPU_CASE_BUDGET_S, GPU_LAUNCH_BUDGET_S, _timer_config
+    from roofbench.bench.measure.session import (
+        GPU_CASE_BUDGET_S,
+        GPU_LAUNCH_BUDGET_S,
+        RunOptions,
+        timer_configs,
+    )
 
-    class Args:
-        quick, cold = False, False
-
-    case, launch = _timer_config(Args(), "gpu")
+    case, launch = timer_configs(RunOptions(), "gpu")
     assert case.budget_s == GPU_CASE_BUDGET_S and launch.budget_s == GPU_LAUNCH_BUDGET_S
-    case, launch = _timer_config(Args(), "cpu")
+    case, launch = timer_configs(RunOptions(), "cpu")
     assert case.budget_s == launch.budget_s == TimerConfig().budget_s
 
 
@@ -261,7 +263,7 @@ def test_hand_written_variants_are_given_as_a_fraction_of_the_library():
 def test_a_silent_case_gets_still_running_lines(capsys):
     import time
 
-    from roofbench.bench.measure.progress import Heartbeat
+    from roofbench.bench.cli.progress import Heartbeat
 
     with Heartbeat(every_s=0.2) as beat:
         beat.start("gemm/naive/fp64/4096x4096x4096")

@@ -10,7 +10,8 @@ import pytest
 from numba import njit, prange
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.errors import UserError
-from roofbench.bench.measure.runner import parse_size, run_case, select_cases
+from roofbench.bench.measure.runner import run_case
+from roofbench.bench.measure.session import parse_size, select_cases
 from roofbench.bench.present.plot import valid_points
 from roofbench.bench.present.report import render
 from roofbench.kernels.registry import workloads

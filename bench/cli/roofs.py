@@ -5,11 +5,8 @@ any backend; `roofbench roofs --compare A.json B.json [--out PNG]` puts two devi
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from roofbench.roofs.calibrated import CalibrationError, default_path, load_roofs, save_calibrated
 
@@ -20,16 +17,13 @@ from roofbench.units import si
 from ..backends import base as backends
 from ..errors import UserError
 from ..present.tables import plot_device, print_summary, wide_console
+from .progress import steps
 
 
 def _measure(args: argparse.Namespace) -> int:
     be = backends.open_for_user(args.backend)
-    err = Console(stderr=True)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not sys.stderr.isatty()) as prog:
-        task = prog.add_task("measuring roofs", total=None)
-        rs = be.measure_roofs(quick=args.quick,
-                              progress=lambda m: prog.update(task, description=f"roofs: {m}"))
+    with steps("roofs") as say:
+        rs = be.measure_roofs(quick=args.quick, progress=say)
     print_summary(rs)
     out = Path(args.out) if args.out else (default_path(be.device_name()) if be.kind == "gpu"
                                            else None)

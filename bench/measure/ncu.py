@@ -22,7 +22,6 @@ ncu): the case keeps its timing and model numbers and the run goes on.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import re
 import shutil
@@ -48,7 +47,6 @@ MIN_VERSION = (2022, 3)
 CLOCK_CONTROL = "none"
 CACHE_CONTROL = "all"  # flush caches before each launch: every launch starts from DRAM
 TIMEOUT_S = 600
-CASE_MARK = "ROOFBENCH_NCU_CASE "  # the line ncu_case prints: what it is about to launch
 
 DRAM_READ = "dram__bytes_read.sum"
 DRAM_WRITE = "dram__bytes_write.sum"
@@ -495,16 +493,3 @@ def collect(cases: Iterable[CaseResult], *, seed: int | None = None,
             la.counters = lc
         c.ncu = settings
     return notes
-
-
-def case_json(case: Any, functions: list[str | None], kind: str = "gpu") -> str:
-    """The line ncu_case prints before launching: the launches with their model numbers (read
-    by the tests' stand-in ncu, and useful in a log)."""
-    bufs = case.buffers()
-    launches = []
-    for la, fn in zip(case.launches(), functions, strict=True):
-        launches.append({"kernel": la.kernel, "function": fn, "flops": la.flops,
-                         "read": sum(bufs[n].nbytes for n in la.reads),
-                         "write": sum(bufs[n].nbytes for n in la.writes)})
-    return CASE_MARK + json.dumps({"case": case.key, "dtype": case.dtype,
-                                   "unit": case.unit(kind), "launches": launches})

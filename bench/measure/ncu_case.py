@@ -5,7 +5,7 @@ main process. It allocates the case, uploads fresh inputs and runs the launches 
 else: no poisoning or validation launches that ncu would also see. With ``--profiler-range``
 the pipeline is bracketed by cudaProfilerStart/Stop (ncu runs with ``--profile-from-start
 off``), so only its launches are profiled. Before launching it prints one line (see
-``ncu.case_json``) naming the launches and their model FLOPs and bytes.
+``case_json``) naming the launches and their model FLOPs and bytes.
 
 Exit codes: 0 done, 2 bad input (one line), 1 the case failed (one line).
 """
@@ -13,13 +13,30 @@ Exit codes: 0 done, 2 bad input (one line), 1 the case failed (one line).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import Any
 
 import numpy as np
 
 from roofbench.errors_text import first_line
 
 from ..errors import UserError
+
+CASE_MARK = "ROOFBENCH_NCU_CASE "  # the line printed before launching: what it launches
+
+
+def case_json(case: Any, functions: list[str | None], kind: str = "gpu") -> str:
+    """The line ncu_case prints before launching: the launches with their model numbers (read
+    by the tests' stand-in ncu, and useful in a log)."""
+    bufs = case.buffers()
+    launches = []
+    for la, fn in zip(case.launches(), functions, strict=True):
+        launches.append({"kernel": la.kernel, "function": fn, "flops": la.flops,
+                         "read": sum(bufs[n].nbytes for n in la.reads),
+                         "write": sum(bufs[n].nbytes for n in la.writes)})
+    return CASE_MARK + json.dumps({"case": case.key, "dtype": case.dtype,
+                                   "unit": case.unit(kind), "launches": launches})
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -37,36 +54,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> None:
-    from roofbench.bench.measure.ncu import case_json
-    from roofbench.kernels.registry import workloads
-    from roofbench.kernels.spec import Case
-
     from ..backends import base as backends
-    from .runner import parse_size, w_check
+    from .session import select_one
 
-    ws = workloads()
-    w = ws.get(args.kernel)
-    if w is None:
-        raise UserError(f"unknown kernel {args.kernel!r}; choose from: {', '.join(ws)}")
-    v = w.variants.get(args.variant)
-    if v is None:
-        raise UserError(f"unknown variant {args.variant!r} of {w.name}; choose from: "
-                        f"{', '.join(w.variants)}")
-    if args.dtype not in v.dtypes:
-        raise UserError(f"{w.name}/{v.name} has no dtype {args.dtype!r}; choose from: "
-                        f"{', '.join(v.dtypes)}")
-    size = parse_size(args.size)
-    w_check(w, size)
     be = backends.open_for_user(args.backend)
-    hooks = be.profiler_hooks() if args.profiler_range else None
-    if args.profiler_range and hooks is None:
+    try:
+        case = select_one(be, args.kernel, args.variant, args.dtype, args.size)
+        hooks = be.profiler_hooks() if args.profiler_range else None
+        if args.profiler_range and hooks is None:
+            raise UserError(f"--profiler-range: backend {be.name!r} has no profiler "
+                            "start/stop")
+    except UserError:
         be.close()
-        raise UserError(f"--profiler-range: backend {be.name!r} has no profiler start/stop")
-    case = Case(w, v, args.dtype, size)
-    why = be.supports(case)
-    if why is not None:
-        raise UserError(f"{case.key} does not run on {be.name}: {why}")
-    inputs = w.make_inputs(size, args.dtype, np.random.default_rng(args.seed))
+        raise
+    inputs = case.workload.make_inputs(case.size, case.dtype,
+                                       np.random.default_rng(args.seed))
     prepared = be.prepare(case, inputs)
     try:
         facts = prepared.launch_facts()

@@ -1,10 +1,16 @@
-"""Progress lines on stderr for long runs (logs, CI jobs, a GPU box over ssh)."""
+"""Progress on stderr for long jobs (logs, CI jobs, a GPU box over ssh): one helper, with the
+heartbeat, for a run's cases, its roofs, `calibrate` and `roofs`."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 
 class Heartbeat:
@@ -45,3 +51,25 @@ class Heartbeat:
                     print(f"  ... {self._key} still running ({now - self._started:.0f} s)",
                           file=sys.stderr, flush=True)
                     self._last = now
+
+
+@contextlib.contextmanager
+def steps(name: str, timed: bool = False) -> Iterator[Callable[[str], None]]:
+    """Progress of a long job made of steps (roof probes, a calibration): a spinner with the
+    current step on a terminal; elsewhere (a log, a CI job) one line per step, and the
+    heartbeat's "still running" line whenever a step is silent for long. Yields ``say(step)``.
+    ``timed``: each line starts with the seconds since the job began."""
+    t0 = time.perf_counter()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True,
+                  disable=not sys.stderr.isatty()) as prog:
+        task = prog.add_task(name, total=None)
+        with Heartbeat() as beat:
+            def say(msg: str) -> None:
+                prog.update(task, description=f"{name}: {msg}")
+                if prog.disable:
+                    when = f" [{time.perf_counter() - t0:5.1f} s]" if timed else ""
+                    beat.say(f"{name}{when}: {msg}")
+                    beat.start(f"{name}: {msg}")
+
+            yield say
