@@ -1,6 +1,6 @@
 """How big this CPU's last-level cache is: sysfs, then ``lscpu -B``, then a default.
 
-numba-free, so kernels/ (the streaming-store threshold) and the probes (the STREAM size rule)
+numba-free, so kernels/ (the non-temporal-store threshold) and the probes (the STREAM size rule)
 read the same figure the same way.
 """
 

@@ -1,5 +1,5 @@
-"""Compile the CPU probes and streaming kernels for the CPU numba is told to target and print
-what their loops do, as one JSON object (tests/test_cpu_codegen.py runs this under
+"""Compile the CPU probes and non-temporal-store kernels for the CPU numba is told to target and
+print what their loops do, as one JSON object (tests/test_cpu_codegen.py runs this under
 NUMBA_CPU_NAME / NUMBA_CPU_FEATURES of CPUs this machine is not). Nothing is run: code for a
 foreign CPU could fault here.
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numba
 from numba import types
-from roofbench.kernels import cpu_stream, rownorm
+from roofbench.kernels import nt_stores, rownorm
 from roofbench.roofs.probes import cpu, cpu_fma, x86_asm
 
 F64, F32 = types.float64, types.float32
@@ -54,18 +54,18 @@ def stream() -> dict:
     return out
 
 
-# Each streaming kernel once, the dtypes alternating (both widths of element covered; a
+# Each non-temporal-store kernel once, the dtypes alternating (both widths of element covered; a
 # compile takes about 2 s here and the matrix runs for ten CPUs).
 STREAMING = (("square", 1, F32), ("sqrt", 1, F64), ("add", 2, F64), ("hypot", 2, F32))
 
 
-def streaming_stores() -> dict:
+def nt_store_loops() -> dict:
     out = {}
     for name, n_in, t in STREAMING:
-        asm = _compiled(getattr(cpu_stream, name), (*[_arr(t)] * (n_in + 1), types.intp))
+        asm = _compiled(getattr(nt_stores, name), (*[_arr(t)] * (n_in + 1), types.intp))
         out[f"{name}-{t}"] = x86_asm.loop_facts(x86_asm.store_loop(asm, nontemporal=True), asm)
     # rownorm's row kernel (fused and onepass above the LLC): the reduction, then the row
-    # streamed through cpu_stream.scale_row.
+    # written non-temporally through nt_stores.scale_row.
     sig = (_arr(F32, 2), _arr(F32, 2), types.intp, types.intp, F64, types.intp)
     asm = _compiled(rownorm._norm_rows_nt, sig, fastmath=rownorm.REDUCE)
     out["rownorm-rows-float32"] = x86_asm.loop_facts(x86_asm.store_loop(asm, nontemporal=True),
@@ -80,7 +80,7 @@ def main(what: str) -> None:
            "fma": fma()}
     if what == "all":
         res["stream"] = stream()
-        res["streaming_stores"] = streaming_stores()
+        res["nt_stores"] = nt_store_loops()
     print(json.dumps(res))
 
 

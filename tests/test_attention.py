@@ -13,7 +13,7 @@ import pytest
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.backends.gpu_common import plan_launches
 from roofbench.bench.cli import main
-from roofbench.bench.measure import ncu
+from roofbench.bench.measure import ncu, ncu_csv
 from roofbench.bench.measure.runner import _record, validate
 from roofbench.kernels import attention
 from roofbench.kernels.cuda_impl import CudaLibrary, DeviceProps
@@ -152,7 +152,7 @@ def test_launches_carry_kernel_names_ncu_selects(tmp_path, name, variant, functi
     rec = _record(c, SimpleNamespace(name="cuda", kind="gpu"),
                   [LaunchFacts(function=pl.function) for pl in plans], status="ok", valid=True)
     s = NcuSettings(path="ncu", version="2025.3.1.0",
-                        metrics=[ncu.DRAM_READ, ncu.DRAM_WRITE, ncu.DURATION])
+                        metrics=[ncu_csv.DRAM_READ, ncu_csv.DRAM_WRITE, ncu_csv.DURATION])
     cmd = ncu.ncu_command(s, rec, tmp_path / "log.csv", seed=1)
     assert cmd[cmd.index("--kernel-name") + 1] == \
         f"regex:^({'|'.join(dict.fromkeys(functions))})$"

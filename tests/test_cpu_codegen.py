@@ -1,4 +1,4 @@
-"""What the CPU probes and streaming kernels compile to on x86 CPUs this machine is not.
+"""What the CPU probes and non-temporal-store kernels compile to on x86 CPUs this machine is not.
 
 numba compiles for whichever CPU ``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` name, on any x86
 host; nothing is run (tests/codegen_child.py only compiles, then reads the assembly). For
@@ -13,7 +13,7 @@ each target the emitted loops must show:
   256-bit vectors for auto-vectorised loops (a memory-bound loop runs alike at both widths;
   the STREAM roofs there matched a zmm C/OpenMP triad). copy may become a memcpy call.
   Plain stores: the cached STREAM kernels never stream.
-- streaming-store kernels: every vector store of the main loop non-temporal (vmovnt*), whole
+- non-temporal-store kernels: every vector store of the main loop non-temporal (vmovnt*), whole
   64-byte lines, no vector spill.
 
 The oracle (TARGETS, each row with its source) is written from LLVM 19's scheduling models
@@ -181,7 +181,7 @@ def test_stream_kernels_are_vector_loops_with_plain_stores(codegen, t: Target) -
 
 @pytest.mark.parametrize("t", TARGETS, ids=IDS)
 def test_streaming_store_kernels_stream_whole_lines(codegen, t: Target) -> None:
-    for name, loop in codegen[(t.cpu, "bench")]["streaming_stores"].items():
+    for name, loop in codegen[(t.cpu, "bench")]["nt_stores"].items():
         assert loop["loop"] is not None, name
         assert loop["stores"] > 0 and loop["nontemporal_stores"] == loop["stores"], (name, loop)
         # The explicit 64-byte vector: one zmm where the target has them, two ymm halves
@@ -305,7 +305,7 @@ def test_asm_reader_on_a_known_listing() -> None:
     facts = x86_asm.loop_facts(x86_asm.loops(asm)[1], asm)
     assert facts["nontemporal_stores"] == 1 and facts["stack_operands"] == 1
     assert np.isclose(facts["vector_bits"], 256)
-    # The vmovntpd sits in the outer loop only: no innermost loop streams.
+    # The vmovntpd sits in the outer loop only: no innermost loop stores non-temporally.
     assert x86_asm.store_loop(asm, nontemporal=True) is None
     # Only numba's parallel loop body is the kernel; its wrappers are not.
     listing = ("wrapper:\n\tvmovups\t%ymm0, (%rdi)\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from roofbench.bench.measure import ncu
+from roofbench.bench.measure import ncu, ncu_csv
 from roofbench.bench.measure.runner import _record
 from roofbench.bench.present.ncu_section import ncu_section
 from roofbench.kernels.registry import workloads
@@ -54,13 +54,13 @@ def profile_calls(log: Path) -> list[list[str]]:
 # -- parsing --------------------------------------------------------------------------------
 
 def test_details_page_of_the_h200_is_read_exactly():
-    rows = ncu.parse_csv(H200["naive"].read_text())
+    rows = ncu_csv.parse_csv(H200["naive"].read_text())
     assert [r.id for r in rows] == list(range(8))
     assert [r.kernel for r in rows[:4]] == NAIVE_FUNCS
     assert rows[0].values == {"dram__bytes_read.sum": 268450816.0,
                               "dram__bytes_write.sum": 246252800.0,
                               "gpu__time_duration.sum": 0.000135232}
-    fused = ncu.parse_csv(H200["fused"].read_text())
+    fused = ncu_csv.parse_csv(H200["fused"].read_text())
     assert fused[0].values["dram__bytes_read.sum"] == 536912896
     assert fused[0].values["gpu__time_duration.sum"] == 207424e-9
 
@@ -80,7 +80,7 @@ some output of the program, "quoted" in the middle
 
 
 def test_raw_page_units_row_separators_and_missing_values():
-    rows = ncu.parse_csv(RAW)
+    rows = ncu_csv.parse_csv(RAW)
     assert [(r.id, r.kernel) for r in rows] == [(0, "k_a"), (1, "k_b")]
     a, b = rows[0].values, rows[1].values
     assert a["dram__bytes_read.sum"] == 1234.5e6
@@ -93,31 +93,31 @@ def test_raw_page_units_row_separators_and_missing_values():
 
 
 def test_units_and_bad_input():
-    assert ncu.parse_value("207,424", "nsecond") == 0.000207424
-    assert ncu.parse_value("4.0e-05", "second") == 4e-05
-    assert ncu.parse_value("3", "Gbyte") == 3e9
-    assert ncu.parse_value("12", "inst") == 12
-    assert ncu.parse_value("no data", "byte") is None
+    assert ncu_csv.parse_value("207,424", "nsecond") == 0.000207424
+    assert ncu_csv.parse_value("4.0e-05", "second") == 4e-05
+    assert ncu_csv.parse_value("3", "Gbyte") == 3e9
+    assert ncu_csv.parse_value("12", "inst") == 12
+    assert ncu_csv.parse_value("no data", "byte") is None
     with pytest.raises(ValueError, match="unknown ncu unit 'furlong'"):
-        ncu.parse_value("1", "furlong")
+        ncu_csv.parse_value("1", "furlong")
     with pytest.raises(ValueError, match="not an ncu CSV"):
-        ncu.parse_csv('"a","b"\n"1","2"\n')
-    assert ncu.parse_csv("==PROF== No kernels were profiled.\n") == []
+        ncu_csv.parse_csv('"a","b"\n"1","2"\n')
+    assert ncu_csv.parse_csv("==PROF== No kernels were profiled.\n") == []
 
 
 def test_flops_weighted_as_nsight_computes_roofline():
     op = "sm__sass_thread_inst_executed_op_{}_pred_on.sum".format
-    row = ncu.KernelRow(0, "k", {
+    row = ncu_csv.KernelRow(0, "k", {
         op("fadd"): 3, op("fmul"): 2, op("ffma"): 10,  # 3 + 2 + 20
         op("hadd"): 1, op("hmul"): 0, op("hfma"): 5,  # 2 + 0 + 20 (2 lanes each)
         op("dadd"): 0, op("dmul"): 0, op("dfma"): 7,  # 14
         op("ffma2"): 1,  # 4: packed fp32x2 FMA
         "sm__ops_path_tensor_src_fp16_dst_fp32.sum": 4096,
         "sm__ops_path_tensor_src_bf16_dst_fp32.sum": 100,
-        ncu.DURATION: 2e-6, ncu.OCCUPANCY: 50.0,
-        ncu.DRAM_READ: 10.0, ncu.DRAM_WRITE: 6.0})
+        ncu_csv.DURATION: 2e-6, ncu_csv.OCCUPANCY: 50.0,
+        ncu_csv.DRAM_READ: 10.0, ncu_csv.DRAM_WRITE: 6.0})
     # tensor ops: only the set chosen for the case's input type (fp16 here)
-    lc = ncu.counters_from_rows([row], ["sm__ops_path_tensor_src_fp16_dst_fp32.sum"])
+    lc = ncu_csv.counters_from_rows([row], ["sm__ops_path_tensor_src_fp16_dst_fp32.sum"])
     assert lc.flops == {"fp32": 29, "fp16": 22, "fp64": 14, "tensor": 4096}
     assert lc.flops_total == 29 + 22 + 14 + 4096
     assert lc.achieved_occupancy == 0.5
@@ -125,10 +125,11 @@ def test_flops_weighted_as_nsight_computes_roofline():
 
 
 def test_several_kernels_of_one_launch_are_summed():
-    rows = [ncu.KernelRow(i, f"cublas_{i}", {ncu.DRAM_READ: 100.0 * (i + 1), ncu.DRAM_WRITE: 1.0,
-                                             ncu.DURATION: d, ncu.OCCUPANCY: occ})
+    rows = [ncu_csv.KernelRow(i, f"cublas_{i}", {
+        ncu_csv.DRAM_READ: 100.0 * (i + 1), ncu_csv.DRAM_WRITE: 1.0, ncu_csv.DURATION: d,
+        ncu_csv.OCCUPANCY: occ})
             for i, (d, occ) in enumerate([(1e-6, 20.0), (3e-6, 60.0)])]
-    [lc] = ncu.assign(rows, 1)
+    [lc] = ncu_csv.assign(rows, 1)
     assert (lc.kernels, lc.kernel, lc.dram_read, lc.dram_write) == (2, "cublas_0+cublas_1",
                                                                     300, 2)
     assert lc.duration_s == pytest.approx(4e-6)
@@ -136,18 +137,18 @@ def test_several_kernels_of_one_launch_are_summed():
 
 
 def test_assign_checks_names_and_counts():
-    rows = ncu.parse_csv(H200["naive"].read_text())[:4]
-    assert [lc.kernel for lc in ncu.assign(rows, 4, NAIVE_FUNCS)] == NAIVE_FUNCS
-    with pytest.raises(ncu.NcuCaseError, match="expected"):
-        ncu.assign(rows, 4, ["l2_add_fp32"] * 4)
-    with pytest.raises(ncu.NcuCaseError, match="8 kernels for a pipeline of 4"):
-        ncu.assign(ncu.parse_csv(H200["naive"].read_text()), 4)
-    with pytest.raises(ncu.NcuCaseError, match="no kernel"):
-        ncu.assign([], 1)
+    rows = ncu_csv.parse_csv(H200["naive"].read_text())[:4]
+    assert [lc.kernel for lc in ncu_csv.assign(rows, 4, NAIVE_FUNCS)] == NAIVE_FUNCS
+    with pytest.raises(ncu_csv.NcuCaseError, match="expected"):
+        ncu_csv.assign(rows, 4, ["l2_add_fp32"] * 4)
+    with pytest.raises(ncu_csv.NcuCaseError, match="8 kernels for a pipeline of 4"):
+        ncu_csv.assign(ncu_csv.parse_csv(H200["naive"].read_text()), 4)
+    with pytest.raises(ncu_csv.NcuCaseError, match="no kernel"):
+        ncu_csv.assign([], 1)
 
 
 def test_counters_round_trip_through_json():
-    lc = ncu.counters_from_rows(ncu.parse_csv(H200["vadd"].read_text())[:1])
+    lc = ncu_csv.counters_from_rows(ncu_csv.parse_csv(H200["vadd"].read_text())[:1])
     back = read_counters(json.loads(json.dumps(lc.to_dict())))
     assert back == lc
     assert back.dram_read == 536886272 and back.kernel == "vadd_scalar_fp32"
@@ -172,15 +173,16 @@ def test_metric_names_checked_against_the_device():
     avail = ncu.parse_query(QUERY)
     assert "dram__bytes_read" in avail and "Metric" not in avail and "Device" not in avail
     metrics, missing, tensor = ncu.choose_metrics(avail)
-    assert ncu.DRAM_READ in metrics and ncu.DRAM_WRITE in metrics and ncu.DURATION in metrics
+    assert ncu_csv.DRAM_READ in metrics and ncu_csv.DRAM_WRITE in metrics
+    assert ncu_csv.DURATION in metrics
     assert "sm__sass_thread_inst_executed_op_ffma_pred_on.sum" in metrics
     assert "sm__sass_thread_inst_executed_op_ffma2_pred_on.sum" in metrics
     assert tensor["fp16"] == ["sm__ops_path_tensor_src_fp16_dst_fp32.sum"] or tensor["fp16"] == []
-    assert "lts__t_bytes.sum" in missing and ncu.OCCUPANCY in missing
+    assert "lts__t_bytes.sum" in missing and ncu_csv.OCCUPANCY in missing
     assert not set(metrics) & set(missing)
     # a missing check metric is no longer fatal: that check is skipped, the others run
     metrics, missing, _ = ncu.choose_metrics(avail - {"dram__bytes_write"})
-    assert ncu.DRAM_WRITE in missing and ncu.DRAM_READ in metrics
+    assert ncu_csv.DRAM_WRITE in missing and ncu_csv.DRAM_READ in metrics
     with pytest.raises(ncu.NcuUnavailable, match="none of the metrics the checks need"):
         ncu.choose_metrics({"gpu__time_duration", "lts__t_bytes"})
 
@@ -211,11 +213,11 @@ def test_tensor_ops_are_one_non_overlapping_set_per_input_type():
                 "sm__ops_path_tensor_src_fp8_sparsity_on.sum"],
         "fp32": [], "fp64": ["sm__ops_path_tensor_src_fp64.sum"]}
     assert "sm__ops_path_tensor_src_tf32_dst_fp32.sum" in missing
-    row = ncu.KernelRow(0, "gemm_wgmma_bf16", {
+    row = ncu_csv.KernelRow(0, "gemm_wgmma_bf16", {
         "sm__ops_path_tensor_src_bf16_dst_fp32.sum": 1e9,
         "sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_off.sum": 1e9,
         "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off.sum": 1e9})
-    assert ncu.counters_from_rows([row], tensor["bf16"]).flops == {"tensor": 1e9}
+    assert ncu_csv.counters_from_rows([row], tensor["bf16"]).flops == {"tensor": 1e9}
 
 
 def test_settings_from_the_stand_in(monkeypatch):
@@ -234,7 +236,7 @@ def test_settings_from_the_stand_in(monkeypatch):
 def test_command_selects_by_name_and_count_with_clock_and_cache_control(tmp_path):
     rec = record("l2norm", "naive", "fp32", N64M, "cuda", NAIVE_FUNCS)
     s = NcuSettings(path="ncu", version="2025.3.1.0",
-                        metrics=[ncu.DRAM_READ, ncu.DRAM_WRITE, ncu.DURATION])
+                        metrics=[ncu_csv.DRAM_READ, ncu_csv.DRAM_WRITE, ncu_csv.DURATION])
     cmd = ncu.ncu_command(s, rec, tmp_path / "log.csv", seed=5)
     text = " ".join(cmd)
     for part in ("--csv", "--page raw", "--print-units base", "--clock-control none",
@@ -282,8 +284,8 @@ def test_recorded_h200_session_through_the_whole_csv_path(monkeypatch):
 def test_h200_naive_over_fused_bytes_and_hardware_intensity():
     naive = record("l2norm", "naive", "fp32", N64M, "cuda")
     fused = record("l2norm", "fused", "fp32", N64M, "cuda")
-    attach(naive, ncu.assign(ncu.parse_csv(H200["naive"].read_text())[:4], 4))
-    attach(fused, ncu.assign(ncu.parse_csv(H200["fused"].read_text())[:1], 1))
+    attach(naive, ncu_csv.assign(ncu_csv.parse_csv(H200["naive"].read_text())[:4], 4))
+    attach(fused, ncu_csv.assign(ncu_csv.parse_csv(H200["fused"].read_text())[:1], 1))
     hw_naive = 1 / nc.hw_dram_ai(naive) * naive.flops
     hw_fused = 1 / nc.hw_dram_ai(fused) * fused.flops
     assert hw_naive / hw_fused == pytest.approx(2.94, abs=0.01)  # the model says 3.00
@@ -319,10 +321,10 @@ def test_tolerances_accept_what_is_within_them():
 
 def test_report_section_from_stored_results(tmp_path):
     naive = record("l2norm", "naive", "fp32", N64M, "cuda")
-    attach(naive, ncu.assign(ncu.parse_csv(H200["naive"].read_text())[:4], 4))
+    attach(naive, ncu_csv.assign(ncu_csv.parse_csv(H200["naive"].read_text())[:4], 4))
     naive.ncu = NcuSettings("ncu", "2025.3.1.0", missing=["lts__t_bytes.sum"])
     bad = record("l2norm", "fused", "fp32", N64M, "cuda")
-    [lc] = ncu.assign(ncu.parse_csv(H200["fused"].read_text())[:1], 1)
+    [lc] = ncu_csv.assign(ncu_csv.parse_csv(H200["fused"].read_text())[:1], 1)
     lc.dram_read *= 1.2  # planted: 20% more reads than the model
     attach(bad, [lc])
     plain = record("vector_add", "scalar", "fp32", 1000)
@@ -422,10 +424,10 @@ def test_missing_metrics_are_dropped_and_recorded(monkeypatch):
     cases = small_cases()[1:]
     [note] = ncu.collect(cases, ncu_path=str(FAKE))
     assert note == ("ncu 2025.3.1.0: not on this device, not collected: lts__t_bytes.sum, "
-                    f"{ncu.OCCUPANCY}")
+                    f"{ncu_csv.OCCUPANCY}")
     lc = cases[0].launches[0].counters
     assert lc.l2_bytes is None and lc.achieved_occupancy is None and lc.dram_read == 8000
-    assert cases[0].ncu.missing == ["lts__t_bytes.sum", ncu.OCCUPANCY]
+    assert cases[0].ncu.missing == ["lts__t_bytes.sum", ncu_csv.OCCUPANCY]
 
 
 def test_a_missing_check_metric_skips_that_check_and_says_so_in_one_line(monkeypatch):
@@ -463,10 +465,10 @@ def test_a_tensor_case_without_its_tensor_metrics_skips_only_its_flops(monkeypat
     assert ncu.check_skips(s, fp16) == {}
 
     def profiled(settings, c, seed=None, timeout=0):  # the counters a tensor launch reads
-        row = ncu.KernelRow(0, "gemm_wgmma", {ncu.DRAM_READ: 1.0, ncu.DRAM_WRITE: 1.0,
+        row = ncu_csv.KernelRow(0, "gemm_wgmma", {ncu_csv.DRAM_READ: 1.0, ncu_csv.DRAM_WRITE: 1.0,
                                              **{m: 2.0 * 64 ** 3 for m in settings.metrics
                                                 if "tensor" in m}})
-        lc = ncu.counters_from_rows([row], settings.tensor_ops.get(c.dtype, []))
+        lc = ncu_csv.counters_from_rows([row], settings.tensor_ops.get(c.dtype, []))
         if ncu.check_skips(settings, c).get("FLOPs"):
             lc.flops = {}
         return [lc]

@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from numba import njit, prange
-from roofbench.kernels import cpu_stream
+from roofbench.kernels import nt_stores
 
 from roofbench.cpu_cache import last_level_cache_bytes, llc_from_lscpu, llc_from_sysfs
 from roofbench.records import Roof
@@ -68,7 +68,7 @@ MiB = 1 << 20
 GiB = 1 << 30
 
 # STREAM accounting: bytes read + written per element (FP64), and FLOPs per element.
-# "add-nt" is STREAM's add with streaming stores (kernels/cpu_stream.py), the store policy the
+# "add-nt" is STREAM's add with non-temporal stores (kernels/nt_stores.py), the store policy the
 # elementwise kernels use above the LLC: without it they could run above the DRAM roof.
 STREAM_BYTES_PER_ELEMENT: dict[str, int] = {"copy": 16, "scale": 16, "add": 24, "triad": 24,
                                             "add-nt": 24}
@@ -199,7 +199,7 @@ class StreamArrays:
             "scale": lambda: stream_scale(b, c, s),
             "add": lambda: stream_add(c, a, b),
             "triad": lambda: stream_triad(a, b, c, s),
-            "add-nt": lambda: cpu_stream.add(a, b, c, self.n),
+            "add-nt": lambda: nt_stores.add(a, b, c, self.n),
         }
         return calls[kernel]
 

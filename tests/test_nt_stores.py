@@ -1,4 +1,4 @@
-"""Streaming-store CPU kernels: right at any size and alignment, really streaming, and taken
+"""Non-temporal-store CPU kernels: right at any size and alignment, really non-temporal, and taken
 only for outputs larger than the last-level cache."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.measure.runner import validate
-from roofbench.kernels import cpu_stream as cs
 from roofbench.kernels import l2norm, rownorm, vector_add
+from roofbench.kernels import nt_stores as cs
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
@@ -20,7 +20,7 @@ from roofbench.cpu_cache import llc_from_sysfs
 # Elements in one 64 KiB chunk: FP32 16384, FP64 8192. The sizes cover n < W, odd n, a chunk
 # boundary with a peel in the second chunk (misaligned views), and several chunks.
 SIZES = [1, 3, 7, 15, 17, 1001, 8192 + 9, 16384 * 2 + 21]
-KERNELS = {  # name: (streaming kernel, number of inputs, numpy reference)
+KERNELS = {  # name: (non-temporal-store kernel, number of inputs, numpy reference)
     "square": (cs.square, 1, lambda x: x * x),
     "sqrt": (cs.sqrt, 1, np.sqrt),
     "add": (cs.add, 2, lambda x, y: x + y),
@@ -35,7 +35,7 @@ def _views(n: int, dtype, offset: int, count: int, rng) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", sorted(KERNELS))
-def test_streaming_kernels_match_numpy(name, dtype):
+def test_nt_store_kernels_match_numpy(name, dtype):
     fn, n_in, ref = KERNELS[name]
     rng = np.random.default_rng(11)
     for offset in (0, 1, 3):
@@ -53,7 +53,7 @@ def test_streaming_kernels_match_numpy(name, dtype):
 @pytest.mark.parametrize("w,v", [("l2norm", "naive"), ("l2norm", "fused"),
                                  ("vector_add", "scalar"), ("rownorm", "naive"),
                                  ("rownorm", "fused"), ("rownorm", "onepass")])
-@pytest.mark.parametrize("threshold", ["0", str(1 << 60)])  # streaming / cached
+@pytest.mark.parametrize("threshold", ["0", str(1 << 60)])  # non-temporal / cached
 def test_workloads_validate_on_both_paths(w, v, dtype, threshold, monkeypatch):
     monkeypatch.setenv(cs.THRESHOLD_ENV, threshold)
     wl = workloads()[w]
@@ -69,22 +69,23 @@ def test_workloads_validate_on_both_paths(w, v, dtype, threshold, monkeypatch):
     assert err <= wl.tolerance[dtype]
 
 
-def test_cpu_tables_stream_every_elementwise_kernel():
-    # One rule for naive and fused: every l2norm kernel and vector_add's add can stream, and
+def test_cpu_tables_give_every_elementwise_kernel_nt_stores():
+    # One rule for naive and fused: every l2norm kernel and vector_add's add can store
+    # non-temporally, and
     # every rownorm kernel whose output is as large as x.
     for fn in (*l2norm.CPU.values(), vector_add.WORKLOAD.variants["scalar"].impls["cpu"]["add"]):
-        assert isinstance(fn, cs.StreamingKernel)
+        assert isinstance(fn, cs.NtStoreKernel)
     assert l2norm.WORKLOAD.variants["fused"].impls["cpu"]["fused"] is l2norm.CPU["fused"]
     rn = rownorm.WORKLOAD.variants
     for fn in (rn["naive"].impls["cpu"]["square"], rn["naive"].impls["cpu"]["scale"],
                rn["fused"].impls["cpu"]["fused"], rn["onepass"].impls["cpu"]["onepass"]):
-        assert isinstance(fn, cs.StreamingKernel)
+        assert isinstance(fn, cs.NtStoreKernel)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_scale_row_streams_any_row(dtype):
-    # y[i] = x[i] * r[i] row by row through cpu_stream.scale_row, rows misaligned by the odd
-    # hidden size: exactly numpy's products in the head, the streamed lines and the tail.
+def test_scale_row_stores_any_row_non_temporally(dtype):
+    # y[i] = x[i] * r[i] row by row through nt_stores.scale_row, rows misaligned by the odd
+    # hidden size: exactly numpy's products in the head, the non-temporal lines and the tail.
     rng = np.random.default_rng(3)
     for batch, hidden, rows in ((1, 1, 1), (3, 7, 2), (5, 1001, 2), (9, 4099, 4)):
         x = rng.uniform(0.5, 2.0, (batch, hidden)).astype(dtype)
@@ -107,7 +108,7 @@ def _asm(fn, n_in: int, dtype) -> str:
 
 @pytest.mark.parametrize("dtype,mnemonic", [(np.float32, "ntps"), (np.float64, "ntpd")])
 @pytest.mark.parametrize("name", sorted(KERNELS))
-def test_streaming_kernels_store_whole_vectors_non_temporally(name, dtype, mnemonic):
+def test_nt_store_kernels_store_whole_vectors_non_temporally(name, dtype, mnemonic):
     fn, n_in, _ = KERNELS[name]
     asm = _asm(fn, n_in, dtype)
     if not re.search(r"\bv?movnt", asm):
@@ -119,7 +120,7 @@ def test_streaming_kernels_store_whole_vectors_non_temporally(name, dtype, mnemo
     assert not re.search(r"\bv?movnt(?:i|ss|sd)\b", asm), "scalar non-temporal store"
 
 
-def test_cached_kernels_do_not_stream():
+def test_cached_kernels_store_through_the_cache():
     asm = _asm(l2norm._fused_cached, 2, np.float32)
     assert not re.search(r"\bv?movnt", asm)
 
@@ -147,21 +148,21 @@ def test_llc_is_the_total_of_the_top_level_over_its_instances(tmp_path):
     assert llc_from_sysfs(tmp_path / "missing") is None
 
 
-def test_streaming_only_above_the_simulated_llc(monkeypatch):
+def test_nt_stores_only_above_the_simulated_llc(monkeypatch):
     monkeypatch.delenv(cs.THRESHOLD_ENV, raising=False)
     monkeypatch.setattr(cs, "llc_bytes", lambda: 1 << 20)
     calls: list[str] = []
-    k = cs.StreamingKernel(lambda x, y, n: calls.append("cached"),
-                           lambda x, y, n: calls.append("streaming"), out_arg=1)
+    k = cs.NtStoreKernel(lambda x, y, n: calls.append("cached"),
+                           lambda x, y, n: calls.append("nt"), out_arg=1)
     fits = np.empty((1 << 20) // 4, np.float32)  # exactly the LLC: stays cached
     over = np.empty((1 << 20) // 4 + 16, np.float32)
     k(over, fits, 0)
     k(fits, over, 0)  # the output decides, not the input
-    assert calls == ["cached", "streaming"]
+    assert calls == ["cached", "nt"]
     monkeypatch.setenv(cs.THRESHOLD_ENV, str(1 << 30))
     k(fits, over, 0)
     assert calls[-1] == "cached"
-    assert cs.use_streaming(over, threshold=0) and not cs.use_streaming(over, threshold=1 << 30)
+    assert cs.use_nt_stores(over, threshold=0) and not cs.use_nt_stores(over, threshold=1 << 30)
 
 
 def test_llc_bytes_reads_this_machine():

@@ -1,11 +1,12 @@
-"""Streaming (non-temporal) stores for the CPU elementwise kernels.
+"""Non-temporal stores for the CPU elementwise kernels.
 
 Why: a plain store to a line that is not in cache first reads the line (write-allocate, a
 "read for ownership"), so a kernel that writes n bytes moves 2n. The naive l2norm pipeline
-then moves 13 streams against the fused one's 4 (3.25x, not the model's 3.0x). A non-temporal
-store writes the line without reading it; it is what a tuned CPU stream kernel uses (STREAM
-built with streaming stores, glibc memcpy above its threshold). Below the last-level cache the
-output should stay cached, so the streaming path is taken only for larger outputs.
+then moves 13 arrays' worth against the fused one's 4 (3.25x, not the model's 3.0x). A
+non-temporal store writes the line without reading it; it is what a tuned CPU kernel uses
+(STREAM built with non-temporal stores, glibc memcpy above its threshold). Below the
+last-level cache the output should stay cached, so the non-temporal path is taken only for
+larger outputs.
 
 LLVM's loop vectoriser refuses a `!nontemporal` scalar store whose alignment is below the
 vector width (the loop stays scalar), so the vector is explicit here: an intrinsic loads W
@@ -32,7 +33,8 @@ from roofbench.cpu_cache import last_level_cache_bytes
 
 VEC_BYTES = 64  # one cache line: every vector store writes a whole line
 CHUNK_BYTES = 64 << 10  # of output per prange iteration (a multiple of VEC_BYTES)
-THRESHOLD_ENV = "ROOFBENCH_STREAM_THRESHOLD"  # bytes; overrides the last-level cache size
+THRESHOLD_ENV = "ROOFBENCH_NT_THRESHOLD"  # bytes; overrides the last-level cache size
+OLD_THRESHOLD_ENV = "ROOFBENCH_STREAM_THRESHOLD"  # its earlier name, still read
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 
 
@@ -44,30 +46,31 @@ def llc_bytes() -> int:
     return last_level_cache_bytes()
 
 
-def stream_threshold() -> int:
-    """Output bytes above which stores stream: $ROOFBENCH_STREAM_THRESHOLD, else the LLC."""
-    env = os.environ.get(THRESHOLD_ENV)
+def nt_threshold() -> int:
+    """Output bytes above which stores are non-temporal: $ROOFBENCH_NT_THRESHOLD, else the
+    LLC."""
+    env = os.environ.get(THRESHOLD_ENV) or os.environ.get(OLD_THRESHOLD_ENV)
     return int(env) if env else llc_bytes()
 
 
-def use_streaming(out: np.ndarray, threshold: int | None = None) -> bool:
+def use_nt_stores(out: np.ndarray, threshold: int | None = None) -> bool:
     # Like glibc's non-temporal threshold: an output that fits the LLC stays cached for the
     # next kernel; one that does not would only evict everything on its way to memory.
-    return out.nbytes > (stream_threshold() if threshold is None else threshold)
+    return out.nbytes > (nt_threshold() if threshold is None else threshold)
 
 
 @dataclass(frozen=True)
-class StreamingKernel:
-    """A CPU kernel with two paths: the cached prange loop and the streaming one."""
+class NtStoreKernel:
+    """A CPU kernel with two paths: the cached prange loop and the non-temporal one."""
 
     cached: Callable[..., None]
-    streaming: Callable[..., None]
+    nt: Callable[..., None]
     out_arg: int  # position of the output array in the arguments
-    threshold: int | None = None  # None: stream_threshold() at each call
+    threshold: int | None = None  # None: nt_threshold() at each call
 
     def __call__(self, *args) -> None:
         out = args[self.out_arg]
-        (self.streaming if use_streaming(out, self.threshold) else self.cached)(*args)
+        (self.nt if use_nt_stores(out, self.threshold) else self.cached)(*args)
 
 
 # ----------------------------------------------------------------------------- intrinsics
@@ -179,7 +182,7 @@ def _nt_scale(typingctx, out, i, x, r):
 
 @intrinsic
 def _store_fence(typingctx):
-    """Order this thread's streaming stores before whatever it does next (they are weakly
+    """Order this thread's non-temporal stores before whatever it does next (they are weakly
     ordered on x86: sfence; elsewhere a full fence)."""
     def codegen(context, builder, sig, args):
         if _X86:
@@ -209,7 +212,7 @@ def _address(typingctx, arr, i):
 
 # ----------------------------------------------------------------------------- kernels
 # One shape for all: prange over chunks; scalar peel to a 64-byte-aligned output; vector body
-# (streaming); scalar tail; fence. The scalar statements are the cached kernels' own.
+# (non-temporal); scalar tail; fence. The scalar statements are the cached kernels' own.
 
 
 @njit(inline="always")
@@ -221,7 +224,7 @@ def _chunks(out, n):
 @njit(inline="always")
 def _spans(out, c, step, n):
     """Chunk ``c`` of the output as lo <= v0 <= v1 <= hi: [lo, v0) the scalar peel up to a
-    64-byte-aligned element, [v0, v1) whole vectors (streamed), [v1, hi) the scalar tail."""
+    64-byte-aligned element, [v0, v1) whole vectors (non-temporal), [v1, hi) the scalar tail."""
     lo = c * step
     hi = min(lo + step, n)
     v0 = lo
@@ -234,7 +237,7 @@ def _spans(out, c, step, n):
 @njit(inline="always")
 def scale_row(x, y, r, n):
     """y[:n] = x[:n] * r for one row (r of y's dtype): the row's whole 64-byte lines of y with
-    streaming stores, the unaligned head and the tail scalar. The caller fences (store_fence)
+    non-temporal stores, the unaligned head and the tail scalar. The caller fences (store_fence)
     once per block of rows."""
     v0 = 0
     while v0 < n and _address(y, v0) % VEC_BYTES != 0:
