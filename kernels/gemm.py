@@ -16,6 +16,7 @@ from numba import njit, prange
 
 from . import cuda_impl as cu
 from . import numba_cuda_twins as nb
+from . import wgmma_gemm as wg
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
 
 # CPU kernels. Both fast variants read B through a packed copy Bt = B^T (n^2 copies against
@@ -244,7 +245,7 @@ _TC_MIN_CC = {"fp16": (8, 0), "bf16": (8, 0), "fp8": (8, 9)}
 _MMA_SYNC = cu.CudaKernel("gemm.cu", "gemm_tensor", grid=_grid(128, 128), block=cu.block1d(256),
                           dtypes=("fp16", "bf16", "fp8"), min_cc=_TC_MIN_CC,
                           note="mma.sync m16n8k16 (fp16/bf16), m16n8k32 e4m3 (fp8)")
-_WGMMA = cu.TmaKernel(cu.WGMMA_SOURCE, "gemm_wgmma",
+_WGMMA = wg.TmaKernel(wg.WGMMA_SOURCE, "gemm_wgmma",
                         note="wgmma m64n256 + TMA ring + mbarriers, producer/consumer "
                              "warpgroups (sm_90a)")
 CUDA = {

@@ -15,7 +15,8 @@ from typing import Any
 import numba
 from numba import types
 from roofbench.kernels import nt_stores, rownorm
-from roofbench.roofs.probes import cpu, cpu_fma, x86_asm
+from roofbench.roofs.probes import cpu_fma, x86_asm
+from roofbench.roofs.probes import cpu_stream as cs
 
 F64, F32 = types.float64, types.float32
 
@@ -43,8 +44,8 @@ def fma() -> dict:
 
 def stream() -> dict:
     a = _arr(F64)
-    sigs = {"copy": (cpu.stream_copy, (a, a)), "scale": (cpu.stream_scale, (a, a, F64)),
-            "add": (cpu.stream_add, (a, a, a)), "triad": (cpu.stream_triad, (a, a, a, F64))}
+    sigs = {"copy": (cs.stream_copy, (a, a)), "scale": (cs.stream_scale, (a, a, F64)),
+            "add": (cs.stream_add, (a, a, a)), "triad": (cs.stream_triad, (a, a, a, F64))}
     out = {}
     for name, (fn, sig) in sigs.items():
         asm = _compiled(fn, sig)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.cuda_impl import CUDA_DIR, cuda_include_dirs, load_source
 
 __all__ = ["cuda_include_dirs"]
@@ -189,12 +190,11 @@ class DriverSource:
 def driver_sources() -> dict[str, DriverSource]:
     """The sm_90a sources and their kernels, named from the tables that launch them (and the
     emulation's own unit kernels)."""
-    from roofbench.kernels import cuda_impl as cu
     from roofbench.roofs.probes.gpu_math import WGMMA_KERNELS
 
-    gemm = [f"gemm_wgmma_{d}" for d in cu.TmaKernel(cu.WGMMA_SOURCE, "").dtypes]
+    gemm = [f"gemm_wgmma_{d}" for d in wg.TmaKernel(wg.WGMMA_SOURCE, "").dtypes]
     unit = ("unit_wait", "unit_phase", "unit_tma", "unit_mbar_misuse", "unit_wgmma")
-    return {"gemm_wgmma": DriverSource(CUDA_DIR / cu.WGMMA_SOURCE, tuple(gemm)),
+    return {"gemm_wgmma": DriverSource(CUDA_DIR / wg.WGMMA_SOURCE, tuple(gemm)),
             "wgmma": DriverSource(PROBE_DIR / "wgmma.cu",
                                   tuple(k for k, _ in WGMMA_KERNELS.values())),
             "hopper_unit": DriverSource(EMU_DIR / "hopper_unit.cu", unit)}

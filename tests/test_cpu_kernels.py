@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.measure.runner import validate
-from roofbench.kernels import attention, gemm, gemv, rownorm
+from roofbench.kernels import attention_cpu, gemm, gemv, rownorm
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 from roofbench.roofs.probes import x86_asm
@@ -141,8 +141,8 @@ def test_attention_and_gemv_inner_loops_are_vectorised(dtype):
     # contiguous rows, no gathers.
     q = np.ones((2, 70, 64), dtype)
     s = np.empty((2, 70, 70), dtype)
-    packed, gathers = _packed_fma_and_gathers(attention._scores_core, (q, q, s),
-                                              attention.FASTMATH)
+    packed, gathers = _packed_fma_and_gathers(attention_cpu._scores_core, (q, q, s),
+                                              attention_cpu.FASTMATH)
     assert packed >= 8 and gathers == 0 and np.allclose(s, 64)
     W, x, y = np.ones((50, 300), dtype), np.ones(300, dtype), np.empty(50, dtype)
     packed, gathers = _packed_fma_and_gathers(gemv._rows, (W, x, y, 50, 300), gemv.FASTMATH)

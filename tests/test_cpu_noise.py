@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roofbench.bench.backends.cpu_noise import (
+from roofbench.roofs.probes.cpu_noise import (
     CpuTimes,
     NoiseProbe,
     NoiseReport,

@@ -14,8 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from roofbench.roofs.probes import cpu as cp
-from roofbench.roofs.probes import cpu_fma
+from roofbench.roofs.probes import cpu_features as feat
+from roofbench.roofs.probes import cpu_fma, x86_asm
+from roofbench.roofs.probes import cpu_fma as fma
+from roofbench.roofs.probes import cpu_stream as cs
+from roofbench.roofs.probes import host_memory as hm
 
+from roofbench import cpu_cache as llc
 from roofbench.cpu_cache import parse_size
 from roofbench.records import Roof, RoofSet
 
@@ -71,43 +76,43 @@ def test_stream_kernels_match_numpy(n: int) -> None:
     a, b, c = (rng.standard_normal(n) for _ in range(3))
     s = 3.0
     out = np.full(n, np.nan)
-    cp.stream_copy(out, a)
+    cs.stream_copy(out, a)
     assert np.array_equal(out, a)
-    cp.stream_scale(out, c, s)
+    cs.stream_scale(out, c, s)
     assert np.array_equal(out, s * c)
-    cp.stream_add(out, a, b)
+    cs.stream_add(out, a, b)
     assert np.array_equal(out, a + b)
-    cp.stream_triad(out, b, c, s)  # a = b + s * c
+    cs.stream_triad(out, b, c, s)  # a = b + s * c
     np.testing.assert_allclose(out, b + s * c, rtol=1e-15, atol=0)
 
 
-@pytest.mark.parametrize("kernel", cp.STREAM_KERNELS)
+@pytest.mark.parametrize("kernel", cs.STREAM_KERNELS)
 def test_stream_arrays_check_every_element(kernel: str) -> None:
-    arrays = cp.StreamArrays(3001)
+    arrays = cs.StreamArrays(3001)
     assert np.all(np.isfinite(arrays.b)) and np.any(arrays.b != 0)  # never timed on zeros
     arrays.check(kernel)  # poisons the output, runs, compares every element
 
 
 def test_stream_arrays_are_aligned() -> None:
-    arr = cp.aligned_empty(1001)
+    arr = cs.aligned_empty(1001)
     assert arr.ctypes.data % (2 * MiB) == 0 and arr.shape == (1001,) and arr.dtype == np.float64
-    assert cp.aligned_empty(10, offset=128).ctypes.data % (2 * MiB) == 128
-    arrays = cp.StreamArrays(2048)
+    assert cs.aligned_empty(10, offset=128).ctypes.data % (2 * MiB) == 128
+    arrays = cs.StreamArrays(2048)
     starts = [x.ctypes.data for x in (arrays.a, arrays.b, arrays.c)]
     assert all(s % 64 == 0 for s in starts)
     assert len({s % 4096 for s in starts}) == 3  # no 4K aliasing between a[i], b[i], c[i]
 
 
 def test_stream_accounting_is_streams() -> None:
-    assert cp.STREAM_BYTES_PER_ELEMENT == {"copy": 16, "scale": 16, "add": 24, "triad": 24,
+    assert cs.STREAM_BYTES_PER_ELEMENT == {"copy": 16, "scale": 16, "add": 24, "triad": 24,
                                            "add-nt": 24}
-    assert cp.STREAM_FLOPS_PER_ELEMENT["triad"] == 2
+    assert cs.STREAM_FLOPS_PER_ELEMENT["triad"] == 2
 
 
 def test_stream_roof_is_well_formed() -> None:
-    arrays = cp.StreamArrays(4096)
+    arrays = cs.StreamArrays(4096)
     timing = FakeTiming([2e-6, 1e-6, 3e-6])
-    roof = cp.stream_roof("triad", arrays, timing, llc_bytes=1 * MiB)
+    roof = cs.stream_roof("triad", arrays, timing, llc_bytes=1 * MiB)
     assert isinstance(roof, Roof)
     assert (roof.kind, roof.level, roof.source) == ("memory", "dram", "measured")
     assert roof.name == "dram stream-triad"
@@ -127,26 +132,26 @@ def test_stream_roof_is_well_formed() -> None:
 
 def test_stream_elements_at_least_4x_llc_when_memory_allows() -> None:
     llc = 32 * MiB
-    n = cp.stream_elements(llc, mem_budget=4 << 30)
+    n = cs.stream_elements(llc, mem_budget=4 << 30)
     assert 8 * n >= 4 * llc
     assert n % 1024 == 0
-    assert 8 * cp.stream_elements(llc, 4 << 30, factor=8) >= 8 * llc
+    assert 8 * cs.stream_elements(llc, 4 << 30, factor=8) >= 8 * llc
 
 
 def test_stream_elements_capped_by_budget() -> None:
     llc = 32 * MiB
     budget = 96 * MiB  # three arrays of 4 x 32 MiB would need 384 MiB
-    n = cp.stream_elements(llc, budget)
+    n = cs.stream_elements(llc, budget)
     assert 3 * 8 * n <= budget
     assert n == budget // 24 // 1024 * 1024
-    assert cp.stream_elements(llc, 1) == 1024  # never below one block
+    assert cs.stream_elements(llc, 1) == 1024  # never below one block
 
 
 def test_stream_elements_rejects_nonsense() -> None:
     with pytest.raises(ValueError):
-        cp.stream_elements(0, 1 << 30)
+        cs.stream_elements(0, 1 << 30)
     with pytest.raises(ValueError):
-        cp.stream_elements(32 * MiB, -1)
+        cs.stream_elements(32 * MiB, -1)
 
 
 @pytest.mark.parametrize("text,size", [("32768K", 32 * MiB), ("1024KiB", MiB), ("2M", 2 * MiB),
@@ -156,9 +161,9 @@ def test_cache_size_parsing(text: str, size: int) -> None:
 
 
 def test_machine_facts_are_positive() -> None:
-    assert cp.last_level_cache_bytes() > 0
-    assert cp.available_memory_bytes() > 0
-    assert 0 < cp.default_stream_budget() <= 2 << 30
+    assert llc.last_level_cache_bytes() > 0
+    assert hm.available_memory_bytes() > 0
+    assert 0 < cs.default_stream_budget() <= 2 << 30
 
 
 # ----------------------------------------------------------------------------- FMA
@@ -166,8 +171,8 @@ def test_machine_facts_are_positive() -> None:
 
 def test_fma_flop_count_formula() -> None:
     # 2 FLOPs per FMA per lane: threads x row elements x steps x iterations FMAs.
-    assert cp.fma_flops(threads=2, row=96, steps=8, iters=10) == 2 * 2 * 96 * 8 * 10
-    assert cp.fma_flops(1, 1, 1, 1) == 2
+    assert fma.fma_flops(threads=2, row=96, steps=8, iters=10) == 2 * 2 * 96 * 8 * 10
+    assert fma.fma_flops(1, 1, 1, 1) == 2
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -188,8 +193,8 @@ def test_fma_kernel_computes_the_chains(dtype) -> None:
 
 @pytest.mark.parametrize("precision", ["fp64", "fp32"])
 def test_fma_probe_gives_finite_positive_flops(precision: str) -> None:
-    probe = cp.FmaProbe(precision, target_s=0.002)
-    assert probe.flops == cp.fma_flops(probe.threads, probe.row, cp.STEPS, probe.iters)
+    probe = fma.FmaProbe(precision, target_s=0.002)
+    assert probe.flops == fma.fma_flops(probe.threads, probe.row, fma.STEPS, probe.iters)
     assert probe.row == probe.accumulators * probe.lanes
     roof = probe.roof(run_three_times(probe))
     assert (roof.kind, roof.precision, roof.source) == ("compute", precision, "measured")
@@ -199,8 +204,8 @@ def test_fma_probe_gives_finite_positive_flops(precision: str) -> None:
     model = ev["model"]
     assert ev["accumulators"] == model["accumulators"] >= model["needed_chains"]
     bits = ev["vector_bits"]
-    assert bits == model["vector_bits"] == cp.widest_vector_bits(
-        cp.parse_features(cp.host_cpu_features()))  # this machine's widest, in this process
+    assert bits == model["vector_bits"] == feat.widest_vector_bits(
+        feat.parse_features(feat.host_cpu_features()))  # this machine's widest, in this process
     assert probe.lanes == bits // (8 * probe.dtype.itemsize)
     assert str(bits) in roof.name
     loop = ev["asm"]["hot_loop"]  # the loop that ran: every chain a register, nothing spilled
@@ -210,19 +215,19 @@ def test_fma_probe_gives_finite_positive_flops(precision: str) -> None:
 def test_fma_asm_facts_counts_widths() -> None:
     asm = ("\tvfmadd213pd\t%zmm1, %zmm0, %zmm13\n\tvfmadd231ps\t%ymm2, %ymm3, %ymm4\n"
            "\tvfmadd213pd\t%zmm1, %zmm0, %zmm12\n\tvmovupd\t%zmm1, (%rax)\n")
-    facts = cp.fma_asm_facts(asm)
+    facts = x86_asm.fma_asm_facts(asm)
     assert facts["fma_instructions"] == {"xmm": 0, "ymm": 1, "zmm": 2, "scalar": 0}
     assert facts["vector_bits"] == 512
-    assert cp.fma_asm_facts("\taddsd\t%xmm0, %xmm1\n")["vector_bits"] is None
+    assert x86_asm.fma_asm_facts("\taddsd\t%xmm0, %xmm1\n")["vector_bits"] is None
     # Scalar FMAs name xmm registers but are one lane: not 128-bit vectors (the old FP64
     # probe on AVX2 was 48 of these, reported as 128-bit).
-    scalar = cp.fma_asm_facts("\tvfmadd213sd\t%xmm1, %xmm0, %xmm7\n")
+    scalar = x86_asm.fma_asm_facts("\tvfmadd213sd\t%xmm1, %xmm0, %xmm7\n")
     assert scalar["vector_bits"] is None and scalar["fma_instructions"]["scalar"] == 1
 
 
 def test_fma_probe_rejects_unknown_precision() -> None:
     with pytest.raises(ValueError):
-        cp.FmaProbe("fp16")
+        fma.FmaProbe("fp16")
 
 
 # ----------------------------------------------------------------------------- all roofs
@@ -231,13 +236,13 @@ def test_fma_probe_rejects_unknown_precision() -> None:
 def test_measure_cpu_roofs_well_formed(monkeypatch) -> None:
     # Small LLC and GEMM so the whole pipeline runs in seconds; the shapes are what is tested.
     monkeypatch.setattr(cp, "last_level_cache_bytes", lambda: 1 * MiB)
-    monkeypatch.setattr(cp.FmaProbe, "_calibrate", lambda self, target_s: 200)
+    monkeypatch.setattr(fma.FmaProbe, "_calibrate", lambda self, target_s: 200)
     real_gemm = cp.blas_gemm_roof
     monkeypatch.setattr(cp, "blas_gemm_roof", lambda prec, n, tf: real_gemm(prec, 128, tf))
     seen: list[str] = []
     roofs = cp.measure_cpu_roofs(run_three_times, quick=True, progress=seen.append)
     names = [r.name for r in roofs]
-    assert names[:5] == [f"dram stream-{k}" for k in cp.STREAM_KERNELS]
+    assert names[:5] == [f"dram stream-{k}" for k in cs.STREAM_KERNELS]
     nt = next(r for r in roofs if r.name == "dram stream-add-nt")
     assert "non-temporal" in nt.evidence["implementation"] and nt.value > 0
     assert any(n.startswith("fp64 FMA peak") for n in names)
@@ -254,9 +259,9 @@ def test_measure_cpu_roofs_well_formed(monkeypatch) -> None:
     assert {r.precision for r in blas} == {"fp64", "fp32"}
     assert all(r.evidence["flops_per_run"] == 2 * 128 ** 3 for r in blas)
     # One progress line per probe run: STREAM, each FMA repeat of both precisions, 2 BLAS.
-    assert len(seen) == len(cp.STREAM_KERNELS) + 2 * cp.FMA_REPEATS[True] + 2
-    fma = [r for r in roofs if r.evidence["probe"] == "fma-peak"]
-    assert [len(r.evidence["repeats"]) for r in fma] == [cp.FMA_REPEATS[True]] * 2
+    assert len(seen) == len(cs.STREAM_KERNELS) + 2 * cp.FMA_REPEATS[True] + 2
+    fmas = [r for r in roofs if r.evidence["probe"] == "fma-peak"]
+    assert [len(r.evidence["repeats"]) for r in fmas] == [cp.FMA_REPEATS[True]] * 2
     rs = RoofSet("cpu", roofs)
     assert rs.memory("dram").value == max(r.value for r in mem)
     assert rs.compute("fp64").value == max(r.value for r in roofs if r.precision == "fp64")
@@ -379,37 +384,37 @@ def test_compute_roof_below_blas_is_noted_and_blas_is_used() -> None:
 def test_best_of_repeats_keeps_the_highest_and_flags_disagreement() -> None:
     # Three consecutive FP32 runs once seen on a Zen 3 VM: 192.6, 183.8, 98.1 GFLOP/s.
     reps = [_roof("fp32 FMA peak (256-bit)", "fp32", "fma-peak", g) for g in (192.6, 183.8, 98.1)]
-    roof = cp.best_of_repeats(reps)
+    roof = fma.best_of_repeats(reps)
     assert roof.value == pytest.approx(192.6e9) and roof.name == "fp32 FMA peak (256-bit)"
     ev = roof.evidence
     assert [r["flop_per_s"] for r in ev["repeats"]] == [r.value for r in reps]
     assert ev["repeat_spread"] == pytest.approx(192.6 / 98.1 - 1)
     assert len(ev["flags"]) == 1 and "disagree by 96% (> 10%)" in ev["flags"][0]
     assert "192.6, 183.8, 98.1 GFLOP/s" in ev["flags"][0]
-    (note,) = cp.repeat_notes([roof])
+    (note,) = fma.repeat_notes([roof])
     assert note.startswith("fp32 FMA peak (256-bit): repeats disagree")
-    close = cp.best_of_repeats([_roof("x", "fp64", "fma-peak", g) for g in (100.0, 91.0)])
+    close = fma.best_of_repeats([_roof("x", "fp64", "fma-peak", g) for g in (100.0, 91.0)])
     assert close.value == pytest.approx(100e9) and close.evidence["flags"] == []
-    assert cp.repeat_notes([close]) == []
+    assert fma.repeat_notes([close]) == []
     with pytest.raises(ValueError):
-        cp.best_of_repeats([])
+        fma.best_of_repeats([])
 
 
 def test_fma_probe_in_its_own_process_uses_the_widest_vectors() -> None:
-    from roofbench.bench.measure.cpu_fma_probe import isolated_fma_roof
+    from roofbench.roofs.probes.cpu_fma_child import isolated_fma_roof
 
     roof = isolated_fma_roof("fp64", quick=True)
-    widest = cp.widest_vector_bits(cp.parse_features(cp.host_cpu_features()))
+    widest = feat.widest_vector_bits(feat.parse_features(feat.host_cpu_features()))
     assert roof.kind == "compute" and roof.precision == "fp64" and roof.value > 0
     assert roof.evidence["vector_bits"] == widest  # 512 on AVX-512 CPUs, Intel included
     assert roof.evidence["process"].startswith("own process")
-    assert roof.evidence["child_environment"] == cp.widest_vector_env()
+    assert roof.evidence["child_environment"] == feat.widest_vector_env()
     load = roof.evidence["machine_load"]  # what else ran meanwhile, the child's own time apart
     assert 0 <= load["other_busy"] <= 1 and 0 <= load["steal"] <= 1 and load["cause"]
 
 
 def test_fma_child_failure_is_one_line(monkeypatch) -> None:
-    from roofbench.bench.measure import cpu_fma_probe
+    from roofbench.roofs.probes import cpu_fma_child as cpu_fma_probe
 
     monkeypatch.setattr(cpu_fma_probe.sys, "executable", "/nonexistent/python")
     with pytest.raises(RuntimeError, match="FMA probe child"):

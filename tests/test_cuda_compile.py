@@ -11,8 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cuda_tools as ct  # noqa: E402
-from roofbench.kernels.cuda_impl import ByArch, CudaKernel, TmaKernel, sources  # noqa: E402
+from roofbench.kernels.cuda_impl import ByArch, CudaKernel, sources  # noqa: E402
 from roofbench.kernels.registry import workloads  # noqa: E402
+from roofbench.kernels.wgmma_gemm import TmaKernel
 
 pytestmark = pytest.mark.skipif(ct.missing_tools("nvcc", "ptxas") is not None,
                                 reason=ct.missing_tools("nvcc", "ptxas") or "")

@@ -38,6 +38,7 @@ from roofbench.bench.backends.gpu_common import (  # noqa: E402
 from roofbench.bench.backends.tma_launch import KernelParams, param_bytes  # noqa: E402
 from roofbench.bench.measure.runner import validate  # noqa: E402
 from roofbench.kernels import cuda_impl as cu  # noqa: E402
+from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.cuda_impl import DeviceProps  # noqa: E402
 from roofbench.kernels.registry import workloads  # noqa: E402
 from roofbench.kernels.spec import Case  # noqa: E402
@@ -276,7 +277,7 @@ def test_tensor_maps_reach_the_kernel_as_encoded(fake_cuda):
     """The 128 bytes the host hands the kernel hold what wgmma_tensor_maps specified."""
     drv = fake_cuda.drv
     for dtype in ("fp16", "fp8"):
-        for spec in cu.wgmma_tensor_maps((1001, 784, 336), dtype):
+        for spec in wg.wgmma_tensor_maps((1001, 784, 336), dtype):
             raw = tma_launch.encode_tensor_map(spec, 0x7F00_0000_1000)
             got = drv.decode_tensor_map(raw)
             assert got["magic"] == 0x4D544252 and got["addr"] == 0x7F00_0000_1000
@@ -295,7 +296,7 @@ def test_tensor_maps_reach_the_kernel_as_encoded(fake_cuda):
     ({"swizzle": "64B"}, "swizzle span"),
 ])
 def test_stand_in_driver_refuses_what_the_driver_refuses(fake_cuda, change, why):
-    a, _ = cu.wgmma_tensor_maps((256, 256, 64), "fp16")
+    a, _ = wg.wgmma_tensor_maps((256, 256, 64), "fp16")
     bad = dataclasses.replace(a, **change)
     with pytest.raises(RuntimeError, match="CUDA_ERROR_INVALID_VALUE"):
         tma_launch.encode_tensor_map(bad, 0x7F00_0000_1000)
@@ -307,7 +308,7 @@ def test_stand_in_driver_refuses_what_the_driver_refuses(fake_cuda, change, why)
 def _maps_with(buffer: str, **change: Any) -> Callable[[Case], Any]:
     def maps(case: Case) -> Any:
         return tuple(dataclasses.replace(m, **change) if m.buffer == buffer else m
-                     for m in cu.wgmma_tensor_maps(case.size, case.dtype))
+                     for m in wg.wgmma_tensor_maps(case.size, case.dtype))
     return maps
 
 
@@ -348,7 +349,7 @@ MUTANTS = {
 
 @pytest.fixture(scope="module")
 def mutants(fake_cuda) -> dict[str, Path]:
-    src = cu.load_source(cu.WGMMA_SOURCE)
+    src = cu.load_source(wg.WGMMA_SOURCE)
     ds = ct.driver_sources()["gemm_wgmma"]
     texts = {}
     for name, (old, new) in MUTANTS.items():

@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cuda_tools as ct  # noqa: E402
-from roofbench.kernels import cuda_impl as cu  # noqa: E402
+from roofbench.kernels import wgmma_gemm as wg
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,
@@ -146,4 +146,4 @@ def test_cli_run_wgmma_emulated(tmp_path, size):
         (la,) = [x["facts"] for x in c["launches"]]
         assert la["function"] == f"gemm_wgmma_{c['dtype']}", la
         assert la["compiler"] == "nvrtc sm_90a (cuda-python driver launch)", la
-        assert la["grid"][0] == len(cu.wgmma_schedule(*map(int, size.split("x")), c["dtype"]))
+        assert la["grid"][0] == len(wg.wgmma_schedule(*map(int, size.split("x")), c["dtype"]))

@@ -9,6 +9,7 @@ import math
 import pytest
 from roofbench.bench.cli import main
 from roofbench.roofs import distributed as dist
+from roofbench.roofs.probes import gpu_links as gl
 from roofbench.roofs.probes import links as ic
 
 from roofbench.readers import read_roofset
@@ -156,17 +157,17 @@ def test_link_measurement_roof_takes_best_busbw():
 
 
 def test_gpu_probes_say_no_gpu_cleanly():
-    if ic.gpu_count() > 0:
+    if gl.gpu_count() > 0:
         pytest.skip("a GPU is present: covered by the gpu tests")
-    with pytest.raises(ic.GpuUnavailable, match="no GPU"):
-        ic.nccl_collectives(sizes=[MiB])
-    with pytest.raises(ic.GpuUnavailable, match="no GPU"):
-        ic.p2p_matrix(size=MiB)
+    with pytest.raises(gl.GpuUnavailable, match="no GPU"):
+        gl.nccl_collectives(sizes=[MiB])
+    with pytest.raises(gl.GpuUnavailable, match="no GPU"):
+        gl.p2p_matrix(size=MiB)
 
 
 @pytest.mark.gpu
 def test_nccl_collectives_on_this_machine():
-    res = ic.nccl_collectives(sizes=[MiB, 16 * MiB], samples=3)
+    res = gl.nccl_collectives(sizes=[MiB, 16 * MiB], samples=3)
     assert [m.op for m in res] == ["allreduce", "allgather", "reducescatter"]
     for m in res:
         assert all(p.algbw > 0 for p in m.points)
@@ -178,7 +179,7 @@ def test_nccl_collectives_on_this_machine():
 
 @pytest.mark.gpu
 def test_p2p_matrix_on_this_machine():
-    res = ic.p2p_matrix(size=64 * MiB, samples=3)
+    res = gl.p2p_matrix(size=64 * MiB, samples=3)
     if res.devices == 1:
         assert res.note == "one device: no peer pairs to measure" and res.to_roof() is None
     else:

@@ -129,9 +129,9 @@ def test_unwritable_out_dir_is_user_error(tmp_path):
 
 
 def test_gpu_links_without_gpu(tmp_path, capsys):
-    from roofbench.roofs.probes import links as ic
+    from roofbench.roofs.probes import gpu_links as gl
 
-    if ic.gpu_count() > 0:
+    if gl.gpu_count() > 0:
         pytest.skip("a GPU is present: see test_gpu_links_on_this_node")
     assert main(["fleet", "gpu-links", "--out", str(tmp_path / "g.json")]) == 2
     err = capsys.readouterr().err

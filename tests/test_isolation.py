@@ -20,9 +20,10 @@ import pytest
 from roofbench.bench.backends.gpu_common import CudaCBackend, plan_launches
 from roofbench.bench.errors import UserError
 from roofbench.bench.measure import isolation
-from roofbench.kernels.cuda_impl import CudaKernel, DeviceProps, TmaKernel
+from roofbench.kernels.cuda_impl import CudaKernel, DeviceProps
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
+from roofbench.kernels.wgmma_gemm import TmaKernel
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cuda_tools as ct  # noqa: E402

@@ -14,8 +14,13 @@ from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.measure.session import select_cases
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case, SizeContext
-from roofbench.roofs.probes import cpu as cp
+from roofbench.roofs.probes import cpu_features as feat
+from roofbench.roofs.probes import cpu_fma as fma
+from roofbench.roofs.probes import cpu_stream as cs
+from roofbench.roofs.probes import host_memory as hm
 from roofbench.roofs.probes.fma_model import FMA_UNITS, accumulators_for, fma_shape
+
+from roofbench import cpu_cache as llc
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -50,7 +55,7 @@ class SimCpu(CpuBackend):
         return self.m.llc
 
     def memory_budget(self) -> int:
-        return cp.case_memory_budget(self.m.available)
+        return hm.case_memory_budget(self.m.available)
 
 
 MAIN = {"vector_add": "a", "l2norm": "a", "rownorm": "x", "gemv": "W"}  # the memory-bound ones
@@ -105,9 +110,9 @@ def test_size_count_is_exact_at_the_edges(llc: int, budget: int, dtype: str) -> 
 def test_budget_is_a_third_of_free_memory_at_most_2_gib() -> None:
     for avail, want in [(4 * GiB, 4 * GiB // 3), (6 * GiB, 2 * GiB), (24 * GiB, 2 * GiB),
                         (512 * GiB, 2 * GiB), (0, 0)]:
-        assert cp.case_memory_budget(avail) == want
+        assert hm.case_memory_budget(avail) == want
     meminfo = "MemTotal:       24576000 kB\nMemFree:  100 kB\nMemAvailable:   20000000 kB\n"
-    assert cp.available_memory_bytes(meminfo) == 20000000 * 1024
+    assert hm.available_memory_bytes(meminfo) == 20000000 * 1024
 
 
 # ----------------------------------------------------------------------------- cache reports
@@ -131,7 +136,7 @@ def test_intel_sysfs_one_shared_l3(tmp_path: Path) -> None:
     root = _sysfs(tmp_path, {c: [(1, "Data", "48K", str(c)), (1, "Instruction", "32K", str(c)),
                                  (2, "Unified", "2048K", str(c)),
                                  (3, "Unified", "266240K", "0-1")] for c in (0, 1)})
-    assert cp.llc_from_sysfs(root) == 260 * MiB
+    assert llc.llc_from_sysfs(root) == 260 * MiB
 
 
 def test_amd_sysfs_sums_every_ccd_l3(tmp_path: Path) -> None:
@@ -142,13 +147,13 @@ def test_amd_sysfs_sums_every_ccd_l3(tmp_path: Path) -> None:
         shared = "0-7,16-23" if ccd == 0 else "8-15,24-31"
         caches[cpu] = [(1, "Data", "32K", str(cpu)), (2, "Unified", "1024K", str(cpu)),
                        (3, "Unified", "32768K", shared)]
-    assert cp.llc_from_sysfs(_sysfs(tmp_path, caches)) == 64 * MiB
+    assert llc.llc_from_sysfs(_sysfs(tmp_path, caches)) == 64 * MiB
 
 
 def test_sysfs_without_l3_takes_the_l2(tmp_path: Path) -> None:
     root = _sysfs(tmp_path, {0: [(1, "Data", "32K", "0"), (2, "Unified", "1024K", "0")]})
-    assert cp.llc_from_sysfs(root) == 1 * MiB
-    assert cp.llc_from_sysfs(tmp_path / "nothing-here") is None
+    assert llc.llc_from_sysfs(root) == 1 * MiB
+    assert llc.llc_from_sysfs(tmp_path / "nothing-here") is None
 
 
 @pytest.mark.parametrize("text,size", [
@@ -164,7 +169,7 @@ def test_sysfs_without_l3_takes_the_l2(tmp_path: Path) -> None:
     ("Architecture: x86_64\n", None),
 ])
 def test_lscpu_reports(text: str, size: int | None) -> None:
-    assert cp.llc_from_lscpu(text) == size
+    assert llc.llc_from_lscpu(text) == size
 
 
 # ----------------------------------------------------------------------------- vector width
@@ -178,18 +183,18 @@ SSE_ONLY = "+sse2,+sse4.2,-avx,-avx2"
 @pytest.mark.parametrize("flat,bits", [(AVX2_ONLY, 256), (AVX512_INTEL, 512),
                                        (AVX512_ZEN4, 512), (SSE_ONLY, 128), ("", 128)])
 def test_widest_vector_bits(flat: str, bits: int) -> None:
-    assert cp.widest_vector_bits(cp.parse_features(flat)) == bits
+    assert feat.widest_vector_bits(feat.parse_features(flat)) == bits
 
 
 def test_widest_vector_env_lifts_prefer_256_bit_only_for_avx512() -> None:
     for flat in (AVX512_INTEL, AVX512_ZEN4):
-        env = cp.widest_vector_env(flat, environ={})
+        env = feat.widest_vector_env(flat, environ={})
         assert env == {"NUMBA_CPU_FEATURES": flat + ",-prefer-256-bit"}
-    assert cp.widest_vector_env(AVX2_ONLY, environ={}) == {}  # 256-bit is already the widest
-    assert cp.widest_vector_env(SSE_ONLY, environ={}) == {}
+    assert feat.widest_vector_env(AVX2_ONLY, environ={}) == {}  # 256-bit is already the widest
+    assert feat.widest_vector_env(SSE_ONLY, environ={}) == {}
     # A user's own choice stands.
-    assert cp.widest_vector_env(AVX512_INTEL, environ={"NUMBA_CPU_FEATURES": "+avx2"}) == {}
-    assert cp.widest_vector_env(AVX512_INTEL, environ={"NUMBA_CPU_NAME": "znver4"}) == {}
+    assert feat.widest_vector_env(AVX512_INTEL, environ={"NUMBA_CPU_FEATURES": "+avx2"}) == {}
+    assert feat.widest_vector_env(AVX512_INTEL, environ={"NUMBA_CPU_NAME": "znver4"}) == {}
 
 
 @pytest.mark.parametrize("cpu,flat,bits,regs,acc", [
@@ -224,7 +229,7 @@ def test_every_tabled_cpu_gets_enough_chains_that_fit() -> None:
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_fma_rows_one_page_per_thread(threads: int, dtype) -> None:
     row = 12 * 16
-    x = cp.aligned_rows(threads, row, np.dtype(dtype), np.random.default_rng(0))
+    x = fma.aligned_rows(threads, row, np.dtype(dtype), np.random.default_rng(0))
     assert x.shape[0] == threads and x.shape[1] >= row
     starts = [x[t].ctypes.data for t in range(threads)]
     assert all(s % 4096 == 0 for s in starts)
@@ -234,9 +239,9 @@ def test_fma_rows_one_page_per_thread(threads: int, dtype) -> None:
 
 @pytest.mark.parametrize("m", MACHINES, ids=lambda m: m.name)
 def test_stream_arrays_fit_their_budget_on_every_machine(m: Machine) -> None:
-    budget = cp.default_stream_budget(m.available)
+    budget = cs.default_stream_budget(m.available)
     for factor in (4.0, 8.0):
-        n = cp.stream_elements(m.llc, budget, factor=factor)
+        n = cs.stream_elements(m.llc, budget, factor=factor)
         assert 3 * 8 * n <= max(budget, 3 * 8 * 1024)
         assert 8 * n >= factor * m.llc or 3 * 8 * (n + 1024) > budget
 

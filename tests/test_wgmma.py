@@ -43,12 +43,13 @@ from roofbench.bench.backends.tma_launch import (  # noqa: E402
 )
 from roofbench.kernels import cuda_impl as cu  # noqa: E402
 from roofbench.kernels import gemm  # noqa: E402
+from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.registry import workloads  # noqa: E402
 from roofbench.kernels.spec import Case  # noqa: E402
 
-SRC = cu.WGMMA_SOURCE
+SRC = wg.WGMMA_SOURCE
 DTYPES = ("fp16", "bf16", "fp8")
-C = cu.wgmma_constants()
+C = wg.wgmma_constants()
 H200 = cu.DeviceProps(cc=(9, 0), sm_count=132, l2_bytes=60 << 20,
                       smem_per_block_optin=227 * 1024, name="fake H200")
 A100 = cu.DeviceProps(cc=(8, 0), sm_count=108, l2_bytes=40 << 20, name="fake A100")
@@ -169,9 +170,9 @@ def test_other_archs_get_a_trap_stub(arch):
 # ------------------------------------------------------------------- shared memory, TMA
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_shared_memory_fits_and_matches_tma_boxes(dtype):
-    smem = cu.wgmma_smem(dtype)
+    smem = wg.wgmma_smem(dtype)
     assert smem <= 227 * 1024
-    a, b = cu.wgmma_tensor_maps((4096, 4096, 4096), dtype)
+    a, b = wg.wgmma_tensor_maps((4096, 4096, 4096), dtype)
     a_bytes, b_bytes = C["WG_BM"] * C["WG_BK_BYTES"], C["WG_BN"] * C["WG_BK_BYTES"]
     assert a.box_bytes == a_bytes
     if dtype == "fp8":  # one staging box per stage, transposed on chip
@@ -189,7 +190,7 @@ def test_tensor_map_names_exist_in_the_driver_bindings():
     from roofbench.bench.backends.tma_launch import tensor_map_enums
 
     for d in DTYPES:
-        for spec in cu.wgmma_tensor_maps((256, 256, 256), d):
+        for spec in wg.wgmma_tensor_maps((256, 256, 256), d):
             dt, sw = tensor_map_enums(spec)
             assert dt.name.endswith(spec.data_type) and sw.name.endswith(spec.swizzle)
 
@@ -210,15 +211,15 @@ def test_kernel_params_pack_maps_pointers_and_scalars():
 @pytest.mark.parametrize("m,n", [(1, 1), (127, 255), (129, 257), (1000, 130), (2049, 777),
                                  (128 * 9 + 5, 256 * 3 + 1), (4096, 4096)])
 def test_tile_schedule_is_a_bijection(m, n):
-    tiles_m, tiles_n = cu.wgmma_tiles(m, n)
-    seen = [cu.wgmma_tile(b, tiles_m, tiles_n) for b in range(tiles_m * tiles_n)]
+    tiles_m, tiles_n = wg.wgmma_tiles(m, n)
+    seen = [wg.wgmma_tile(b, tiles_m, tiles_n) for b in range(tiles_m * tiles_n)]
     assert sorted(seen) == [(i, j) for i in range(tiles_m) for j in range(tiles_n)]
 
 
 def test_schedule_groups_tile_rows_for_l2_reuse():
-    tiles_m, tiles_n = cu.wgmma_tiles(4096, 4096)
+    tiles_m, tiles_n = wg.wgmma_tiles(4096, 4096)
     g = C["WG_GROUP_M"]
-    first = [cu.wgmma_tile(b, tiles_m, tiles_n) for b in range(g)]
+    first = [wg.wgmma_tile(b, tiles_m, tiles_n) for b in range(g)]
     assert first == [(i, 0) for i in range(g)]  # consecutive CTAs share a B column block
 
 
@@ -228,7 +229,7 @@ def test_cpu_model_writes_every_element_once(dtype, m, n, k):
     rng = np.random.default_rng(7)
     a = rng.uniform(-1, 1, (m, k))
     b = rng.uniform(-1, 1, (k, n))
-    c, writes = cu.wgmma_model(a, b, dtype)
+    c, writes = wg.wgmma_model(a, b, dtype)
     assert writes.min() == 1 and writes.max() == 1
     np.testing.assert_allclose(c, a @ b, rtol=1e-12, atol=1e-12)
 
@@ -440,11 +441,11 @@ def test_fp8_transpose_is_free_of_bank_conflicts(layout_lib):
 def test_c_schedule_matches_the_python_model(layout_lib, m, n):
     import ctypes
 
-    tiles_m, tiles_n = cu.wgmma_tiles(m, n)
+    tiles_m, tiles_n = wg.wgmma_tiles(m, n)
     out = (ctypes.c_int * 2)()
     for bid in range(tiles_m * tiles_n):
         layout_lib.rb_tile(bid, tiles_m, tiles_n, out)
-        assert (out[0], out[1]) == cu.wgmma_tile(bid, tiles_m, tiles_n), bid
+        assert (out[0], out[1]) == wg.wgmma_tile(bid, tiles_m, tiles_n), bid
 
 
 # ------------------------------------------- the descriptors against CuTe (the oracle)
@@ -571,8 +572,8 @@ def _case(variant: str, dtype: str, size: tuple[int, int, int]) -> Case:
 def test_tensor_is_wgmma_on_hopper_and_mma_sync_elsewhere(dtype):
     (pl,) = plan_launches(_case("tensor", dtype, (1000, 512, 256)), H200, tma=True)
     assert pl.function == f"gemm_wgmma_{dtype}" and pl.block == (C["WG_THREADS"], 1, 1)
-    assert pl.grid == (cu.wgmma_tiles(1000, 512)[0] * cu.wgmma_tiles(1000, 512)[1], 1, 1)
-    assert pl.smem == cu.wgmma_smem(dtype)
+    assert pl.grid == (wg.wgmma_tiles(1000, 512)[0] * wg.wgmma_tiles(1000, 512)[1], 1, 1)
+    assert pl.smem == wg.wgmma_smem(dtype)
     assert [m.buffer for m in pl.tensor_maps] == ["A", "B"]
     if dtype != "fp8":  # sm_80 has no FP8 mma
         (old,) = plan_launches(_case("tensor", dtype, (1000, 512, 256)), A100)
@@ -606,7 +607,7 @@ def test_refuses_sizes_tma_cannot_read(dtype, size, ok):
 
 def test_wgmma_needs_exactly_sm90():
     k = gemm.CUDA["tensor"]["tensor"].pick((9, 0))
-    assert isinstance(k, cu.TmaKernel)
+    assert isinstance(k, wg.TmaKernel)
     assert k.unsupported("fp16", (10, 0)) and k.unsupported("fp32", (9, 0))
     assert k.unsupported("fp16", (9, 0)) is None
 

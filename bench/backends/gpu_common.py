@@ -19,10 +19,10 @@ from roofbench.kernels.cuda_impl import (
     DeviceProps,
     LaunchCtx,
     TensorMapSpec,
-    TmaKernel,
     scalar_arg,
 )
 from roofbench.kernels.spec import Buf, Case, np_dtype
+from roofbench.kernels.wgmma_gemm import TmaKernel
 
 from roofbench.records import LaunchFacts
 

@@ -1,6 +1,6 @@
 """The CPU FMA roof, measured in a process of its own that numba starts with the widest vectors.
 
-    python -m roofbench.bench.measure.cpu_fma_probe fp64|fp32 [--quick]
+    python -m roofbench.roofs.probes.cpu_fma_child fp64|fp32 [--quick]
 
 Numba reads ``NUMBA_CPU_FEATURES`` once, when it is imported; on Intel AVX-512 cores LLVM
 prefers 256-bit vectors unless the features say ``-prefer-256-bit`` (see
@@ -40,12 +40,11 @@ def isolated_fma_roof(precision: str, quick: bool, timeout: float = CHILD_TIMEOU
 
     Raises RuntimeError with a one-line reason when the child fails.
     """
-    from roofbench.roofs.probes.cpu import widest_vector_env
-
-    from ..backends.cpu_noise import NoiseProbe, noise_cause
+    from .cpu_features import widest_vector_env
+    from .cpu_noise import NoiseProbe, noise_cause
 
     extra = widest_vector_env()
-    cmd = [sys.executable, "-m", "roofbench.bench.measure.cpu_fma_probe", precision]
+    cmd = [sys.executable, "-m", "roofbench.roofs.probes.cpu_fma_child", precision]
     if quick:
         cmd.append("--quick")
     noise = NoiseProbe(children=True)
@@ -71,7 +70,7 @@ def isolated_fma_roof(precision: str, quick: bool, timeout: float = CHILD_TIMEOU
 
 
 def _measure(precision: str, quick: bool) -> dict[str, Any]:
-    from roofbench.roofs.probes.cpu import fma_roof_in_process
+    from .cpu import fma_roof_in_process
 
     cfg = timer_config(quick)
     roof = fma_roof_in_process(lambda fn: host_timer(fn, cfg))(precision, quick)
@@ -79,7 +78,7 @@ def _measure(precision: str, quick: bool) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m roofbench.bench.measure.cpu_fma_probe",
+    ap = argparse.ArgumentParser(prog="python -m roofbench.roofs.probes.cpu_fma_child",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("precision", choices=("fp64", "fp32"))
     ap.add_argument("--quick", action="store_true")
