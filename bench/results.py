@@ -96,8 +96,8 @@ def cases_frame(run: RunResult) -> pd.DataFrame:
     for c in run.cases:
         t = c.timing
         rows.append({
-            "kernel": c.workload, "variant": c.variant, "backend": c.backend, "dtype": c.dtype,
-            "size": "x".join(map(str, c.size)), "precision": c.precision, "unit": c.unit,
+            "workload": c.workload, "variant": c.variant, "backend": c.backend, "dtype": c.dtype,
+            "size": "x".join(map(str, c.size)), "precision": c.precision, "cores": c.cores,
             "status": c.status, "valid": c.valid, "flops": c.flops,
             "bytes_dram": c.bytes.get("dram"), "ai_dram": c.ai.get("dram"),
             "launches": len(c.launches), "median_s": c.median_s,

@@ -192,7 +192,7 @@ def _cuda_tables(causal: bool) -> dict[str, dict[str, Any]]:
     }
 
 
-def _unit(kind: str, dtype: str) -> str:
+def _cores(kind: str, dtype: str) -> str:
     """Both products on tensor cores on a GPU (mma.sync; torch's SDPA kernels), SIMD lanes on
     a CPU."""
     return "tensor" if kind == "gpu" and dtype in _TC else "simt"
@@ -212,7 +212,7 @@ def workload(causal: bool = False) -> Workload:
             impls={"cpu": {"scores": ac.cpu_scores, "softmax": ac.cpu_softmax(causal),
                            "pv": ac.cpu_pv},
                    "cuda": cuda["naive"]},
-            unit_on=_unit, unsupported=no_twin,
+            cores_on=_cores, unsupported=no_twin,
             refuse=lambda size, dtype, backend: gpu_refuse(size, dtype, backend, True)),
         "flash": Variant(
             name="flash",
@@ -221,7 +221,7 @@ def workload(causal: bool = False) -> Workload:
             dtypes=dtypes,
             plan=_one_launch_plan("flash", causal, "online softmax over K/V tiles"),
             impls={"cpu": {"flash": ac.cpu_flash(causal)}, "cuda": cuda["flash"]},
-            unit_on=_unit, unsupported=no_twin, arrow_from="naive",
+            cores_on=_cores, unsupported=no_twin, arrow_from="naive",
             refuse=lambda size, dtype, backend: gpu_refuse(size, dtype, backend, False)),
         "library": Variant(
             name="library",
@@ -230,7 +230,7 @@ def workload(causal: bool = False) -> Workload:
             dtypes=dtypes,
             plan=_one_launch_plan("library", causal, "the library's own kernels"),
             impls={"cpu": {"library": ac.cpu_library(causal)}, "cuda": cuda["library"]},
-            unit_on=_unit, unsupported=no_twin),
+            cores_on=_cores, unsupported=no_twin),
     }
     name = "attention_causal" if causal else "attention"
     return Workload(

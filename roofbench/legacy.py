@@ -11,21 +11,21 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class UnitRule:
-    """A variant whose unit depends on where it runs (``Variant.unit_on`` of its time)."""
+class CoresRule:
+    """A variant whose cores depend on where it runs (``Variant.cores_on`` of its time)."""
 
     dtypes: tuple[str, ...]
     tensor_on_gpu: tuple[str, ...]  # dtypes it ran on tensor cores on a GPU
 
-    def unit(self, kind: str, dtype: str) -> str:
+    def cores(self, kind: str, dtype: str) -> str:
         return "tensor" if kind == "gpu" and dtype in self.tensor_on_gpu else "simt"
 
 
-# Results version 1 (roofbench up to ea800a6): the one variant whose unit depended on the
+# Results version 1 (roofbench up to ea800a6): the one variant whose cores depended on the
 # backend. cuBLAS runs HGEMM/BF16 and DGEMM on tensor cores, SGEMM on CUDA cores; a CPU BLAS
 # on the SIMD lanes.
-V1_UNIT_ON: dict[tuple[str, str], UnitRule] = {
-    ("gemm", "library"): UnitRule(dtypes=("fp32", "fp64", "fp16"),
+V1_CORES_ON: dict[tuple[str, str], CoresRule] = {
+    ("gemm", "library"): CoresRule(dtypes=("fp32", "fp64", "fp16"),
                                   tensor_on_gpu=("fp16", "bf16", "fp64")),
 }
 

@@ -4,7 +4,7 @@ One function per record (``read_run``, ``read_roofset``, ...), the version dispa
 migrations of older files:
 
 - results.json version 1 held every case against the roof of its variant's declared unit, so a
-  library GEMM on tensor cores (cuBLAS HGEMM) met the FP32 CUDA-core roof; ``migrate_v1_units``
+  library GEMM on tensor cores (cuBLAS HGEMM) met the FP32 CUDA-core roof; ``migrate_v1_cores``
   re-holds those cases from a frozen table of the declarations it migrates (legacy.py), never
   from today's workloads;
 - results.json before version 3 kept the backend facts of each launch (occupancy included)
@@ -163,6 +163,8 @@ def read_case(d: dict[str, Any]) -> CaseResult:
     d["timing"] = read_timing(d["timing"]) if d.get("timing") else None
     d["buffers"] = {n: BufferFacts(**b) for n, b in (d.get("buffers") or {}).items()}
     d["ncu"] = read_ncu(d["ncu"]) if d.get("ncu") else None
+    if "cores" not in d and "unit" in d:  # its name before version 3
+        d["cores"] = d.pop("unit")
     known = set(CaseResult.__dataclass_fields__)
     return CaseResult(**{k: v for k, v in d.items() if k in known})
 
@@ -248,25 +250,25 @@ def read_run(d: Any, resolver: BufferResolver | None = None) -> RunResult:
         for c in run.cases:
             fill_v2_case(c, resolver)
     if version == 1:
-        migrate_v1_units(run)
+        migrate_v1_cores(run)
     return run
 
 
-def migrate_v1_units(run: RunResult) -> None:
-    """Re-hold the version 1 cases whose unit depends on where they run (legacy.V1_UNIT_ON)
-    against the roof of that unit, and recompute their derived metrics (attainable,
+def migrate_v1_cores(run: RunResult) -> None:
+    """Re-hold the version 1 cases whose cores depend on where they run (legacy.V1_CORES_ON)
+    against the roof of those cores, and recompute their derived metrics (attainable,
     efficiency, bound) under the stored roofs; measured samples and times are untouched."""
     kind = "cpu" if run.backend == "cpu" else "gpu"
     fixed = []
     for c in run.cases:
-        rule = legacy.V1_UNIT_ON.get((c.workload, c.variant))
+        rule = legacy.V1_CORES_ON.get((c.workload, c.variant))
         if rule is None or c.dtype not in rule.dtypes:
             continue
-        unit = rule.unit(kind, c.dtype)
-        precision = f"{c.dtype}_tc" if unit == "tensor" else c.precision
+        cores = rule.cores(kind, c.dtype)
+        precision = f"{c.dtype}_tc" if cores == "tensor" else c.precision
         if precision == c.precision:
             continue
-        c.precision, c.unit = precision, unit
+        c.precision, c.cores = precision, cores
         if run.roofs is not None and c.median_s:
             c.attainable = c.efficiency = c.bound = c.limiting_roof = None
             apply_roofs(c, run.roofs)

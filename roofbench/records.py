@@ -307,7 +307,7 @@ class CaseResult:
     dtype: str
     size: list[int]
     precision: str  # the compute roof the case is held against
-    unit: str
+    cores: str  # what runs it: "simt" (CUDA cores / SIMD lanes) or "tensor"
     flops: int
     bytes: dict[str, int]
     ai: dict[str, float]

@@ -105,7 +105,7 @@ class TimerConfig:
         return replace(self, budget_s=min(self.budget_s, budget_s))
 
 
-def calibration_timers(quick: bool) -> tuple[TimerConfig, TimerConfig]:
+def probe_timers(quick: bool) -> tuple[TimerConfig, TimerConfig]:
     """(the timer of a figure a roof takes, the short timer of a configuration-search
     candidate or an ERT curve point). A full calibration's budget per figure is short:
     memory-bound samples on a GPU are bimodal and run to it (the calibration time model)."""

@@ -170,7 +170,7 @@ step make-bench 130 bash -c make_bench
 
 # The hand-written tensor GEMMs at 8192^3: the report gives each as a fraction of the library
 # roof (efficiency) and of cuBLAS where both ran (make-bench: 4096^3).
-step gemm-8192 35 "$PY" -m roofbench.bench.cli run --backend cuda --kernel gemm --variant tensor \
+step gemm-8192 35 "$PY" -m roofbench.bench.cli run --backend cuda --workload gemm --variant tensor \
   --dtype fp16 --dtype bf16 --dtype fp8 --size 8192x8192x8192 "${ROOFS_ARG[@]}" \
   --out "$OUT_DIR/gemm-8192"
 
@@ -204,7 +204,7 @@ esac
 [ "$pycuda_rc" = 0 ] && export PYTHONPATH="$PYTHONPATH:$PYCUDA_TARGET"
 if "$PY" -c "import pycuda" >/dev/null 2>&1; then
   step bench-pycuda 30 "$PY" -m roofbench.bench.cli run --backend pycuda --quick \
-    --kernel l2norm --kernel vector_add "${ROOFS_ARG[@]}" --out "$OUT_DIR/pycuda"
+    --workload l2norm --workload vector_add "${ROOFS_ARG[@]}" --out "$OUT_DIR/pycuda"
 else
   record bench-pycuda "skipped (no PyCUDA)" 0 "-"
 fi
@@ -217,8 +217,8 @@ step launch-overhead 20 bash -c 'pytest_must_pass "$OUT_DIR/launch-overhead.log"
 # Nsight Compute counters beside the model at the size of the hand-made H200 ncu runs (64M
 # fp32 elements): each valid case runs once more under ncu (~5-10 s a case).
 if command -v ncu >/dev/null 2>&1 || [ -n "${ROOFBENCH_NCU:-}" ]; then
-  step ncu 35 "$PY" -m roofbench.bench.cli run --backend cuda --ncu --kernel l2norm \
-    --kernel vector_add --dtype fp32 --size 64M "${ROOFS_ARG[@]}" --out "$OUT_DIR/ncu"
+  step ncu 35 "$PY" -m roofbench.bench.cli run --backend cuda --ncu --workload l2norm \
+    --workload vector_add --dtype fp32 --size 64M "${ROOFS_ARG[@]}" --out "$OUT_DIR/ncu"
 else
   record ncu "skipped (no ncu on PATH)" 0 "-"
 fi

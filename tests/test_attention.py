@@ -190,7 +190,7 @@ def test_cli_runs_attention_on_the_cpu(tmp_path, capsys):
          "source": "measured"},
         {"name": "fp64", "kind": "compute", "precision": "fp64", "value": 1e11,
          "source": "measured"}]}))
-    rc = main(["run", "--backend", "cpu", "--kernel", "attention", "--quick", "--roofs",
+    rc = main(["run", "--backend", "cpu", "--workload", "attention", "--quick", "--roofs",
                str(roofs), "--out", str(tmp_path / "out")])
     assert rc == 0, capsys.readouterr().err
     (res,) = (tmp_path / "out").glob("*/*/results.json")
@@ -200,7 +200,7 @@ def test_cli_runs_attention_on_the_cpu(tmp_path, capsys):
     for c in cases:
         assert c["status"] == "ok" and c["valid"], c["error"]
         assert c["size"] == list(workloads()["attention"].quick_size)
-        assert c["unit"] == "simt" and c["precision"] == c["dtype"]
+        assert c["cores"] == "simt" and c["precision"] == c["dtype"]
     report = (res.parent / "report.md").read_text()
     assert "attention" in report and "naive -> flash" in report
     assert "4d + 4 FLOPs per score" in report

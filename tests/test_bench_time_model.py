@@ -184,7 +184,7 @@ def test_make_bench_on_an_h200_fits_120_s():
 
 def test_model_counts_bytes_and_launches():
     be = H200Backend()
-    cases, _ = select_cases(be, kernels=["vector_add"], dtypes=["fp8"], variant="scalar")
+    cases, _ = select_cases(be, workloads=["vector_add"], dtypes=["fp8"], variant="scalar")
     (c,) = cases
     assert c.size == (503316480,)  # 8 x 60 MiB of fp8 per array
     assert launch_seconds(c, 0) == pytest.approx(3 * 503316480 / HBM + ASSUMED["launch_s"])

@@ -31,7 +31,7 @@ def one_run(tmp_path_factory) -> Path:
          "source": "measured"},
         {"name": "fp64", "kind": "compute", "precision": "fp64", "value": 1e11,
          "source": "measured"}]}))
-    rc = main(["run", *SMALL, "--kernel", "l2norm", "--dtype", "fp32", "--size", "100003",
+    rc = main(["run", *SMALL, "--workload", "l2norm", "--dtype", "fp32", "--size", "100003",
                "--roofs", str(roofs), "--out", str(out)])
     assert rc == 0
     (run_json,) = out.glob("*/*/results.json")
@@ -106,15 +106,15 @@ def test_list_names_kernels_variants_and_backends(capsys):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["run", "--kernel", "nope"], "unknown kernel 'nope'; choose from: vector_add"),
-    (["run", "--kernel", "l2norm", "--variant", "nope"], "unknown variant 'nope'"),
+    (["run", "--workload", "nope"], "unknown workload 'nope'; choose from: vector_add"),
+    (["run", "--workload", "l2norm", "--variant", "nope"], "unknown variant 'nope'"),
     (["run", "--dtype", "fp7"], "unknown dtype 'fp7'; choose from"),
     (["run", "--backend", "nope"], "unknown backend 'nope'; choose from: auto, cpu"),
     (["run", "--size", "0"], "size must be positive"),
     (["run", "--size", "-5"], "size must be positive"),
     (["run", "--size", "12q"], "malformed size"),
-    (["run", "--kernel", "vector_add", "--size", "1099511627776"], "more than"),
-    (["run", "--kernel", "gemm", "--size", "100"], "3 dimension(s)"),
+    (["run", "--workload", "vector_add", "--size", "1099511627776"], "more than"),
+    (["run", "--workload", "gemm", "--size", "100"], "3 dimension(s)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, roofs_file):
     if "--backend" not in args:
@@ -154,10 +154,10 @@ def test_missing_results_are_named(tmp_path, capsys):
 def test_unwritable_output_is_one_line(tmp_path, capsys, roofs_file):
     afile = tmp_path / "file"
     afile.write_text("x")
-    rc, _, err = run_cli(["run", *SMALL, "--kernel", "vector_add", "--roofs", str(roofs_file),
+    rc, _, err = run_cli(["run", *SMALL, "--workload", "vector_add", "--roofs", str(roofs_file),
                           "--out", str(afile / "sub")], capsys)
     assert rc == 2 and "not a folder" in err
-    rc, _, err = run_cli(["run", *SMALL, "--kernel", "vector_add", "--roofs", str(roofs_file),
+    rc, _, err = run_cli(["run", *SMALL, "--workload", "vector_add", "--roofs", str(roofs_file),
                           "--out", "/proc/roofbench-cannot-write"], capsys)
     assert rc == 2 and "not writable" in err and len(err.strip().splitlines()) == 1
 
@@ -180,7 +180,7 @@ def test_results_survive_an_interrupted_rewrite(one_run: Path, monkeypatch):
 
 
 def test_no_traceback_from_the_console_script(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "roofbench.bench.cli", "run", "--kernel", "nope"],
+    p = subprocess.run([sys.executable, "-m", "roofbench.bench.cli", "run", "--workload", "nope"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2
-    assert "Traceback" not in p.stderr and "unknown kernel" in p.stderr
+    assert "Traceback" not in p.stderr and "unknown workload" in p.stderr

@@ -47,7 +47,7 @@ def test_sim_backend_refuses_in_a_process_with_real_numba_cuda():
 def test_cli_sim_run_end_to_end(tmp_path):
     """`roofbench run --backend sim` in a fresh process: a tiny vector_add validates."""
     cmd = [sys.executable, "-m", "roofbench.bench.cli", "run", "--backend", "sim",
-           "--kernel", "vector_add", "--variant", "scalar", "--dtype", "fp32", "--size", "257",
+           "--workload", "vector_add", "--variant", "scalar", "--dtype", "fp32", "--size", "257",
            "--quick", "--out", str(tmp_path)]
     p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

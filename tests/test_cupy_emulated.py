@@ -32,12 +32,12 @@ ROOFS = {"device": "Fake Emulated GPU", "roofs": [
      "source": "measured"}]}
 
 RUNS = [
-    ["--kernel", "vector_add", "--variant", "vec4", "--dtype", "fp8", "--dtype", "fp32",
+    ["--workload", "vector_add", "--variant", "vec4", "--dtype", "fp8", "--dtype", "fp32",
      "--size", "1003"],
-    ["--kernel", "rownorm", "--variant", "naive", "--dtype", "fp16", "--size", "3x1001"],
+    ["--workload", "rownorm", "--variant", "naive", "--dtype", "fp16", "--size", "3x1001"],
     # sm_90: `tensor` is the wgmma kernel (test_cli_run_wgmma_emulated); tensor_mma mma.sync
-    ["--kernel", "gemm", "--variant", "tensor_mma", "--dtype", "bf16", "--size", "130x136x97"],
-    ["--kernel", "gemm", "--variant", "library", "--dtype", "fp32", "--size", "33x17x9"],
+    ["--workload", "gemm", "--variant", "tensor_mma", "--dtype", "bf16", "--size", "130x136x97"],
+    ["--workload", "gemm", "--variant", "library", "--dtype", "fp32", "--size", "33x17x9"],
 ]
 
 
@@ -62,7 +62,7 @@ def run_cli(tmp_path: Path, args: list[str], cc: str = "9.0",
 
 
 def test_fp8_tensor_refused_before_sm89(tmp_path):
-    (c,) = run_cli(tmp_path, ["--kernel", "gemm", "--variant", "tensor", "--dtype", "fp8",
+    (c,) = run_cli(tmp_path, ["--workload", "gemm", "--variant", "tensor", "--dtype", "fp8",
                               "--size", "64x64x64"], cc="8.0")
     assert c["status"] == "unsupported" and "8.9" in c["error"]
 
@@ -86,7 +86,7 @@ def test_cli_run_backend_cuda_emulated(tmp_path, args):
 
 def test_cli_run_backend_pycuda_emulated(tmp_path):
     """The PyCUDA backend through the same emulation (tests/fake_cupy/pycuda)."""
-    cases = run_cli(tmp_path, ["--kernel", "l2norm", "--dtype", "bf16", "--size", "2051"],
+    cases = run_cli(tmp_path, ["--workload", "l2norm", "--dtype", "bf16", "--size", "2051"],
                     backend="pycuda")
     assert {c["variant"] for c in cases} == {"naive", "fused"}
     for c in cases:
@@ -95,7 +95,7 @@ def test_cli_run_backend_pycuda_emulated(tmp_path):
 
 
 def test_pycuda_library_gemm_is_unsupported(tmp_path):
-    (c,) = run_cli(tmp_path, ["--kernel", "gemm", "--variant", "library", "--dtype", "fp32",
+    (c,) = run_cli(tmp_path, ["--workload", "gemm", "--variant", "library", "--dtype", "fp32",
                               "--size", "32x32x32"], backend="pycuda")
     assert c["status"] == "unsupported" and "cuBLAS" in c["error"]
 
@@ -106,7 +106,7 @@ def test_attention_and_gemv_through_the_cupy_backend(tmp_path):
     torch."""
     import importlib.util
 
-    cases = run_cli(tmp_path, ["--kernel", "attention", "--dtype", "fp16", "--size",
+    cases = run_cli(tmp_path, ["--workload", "attention", "--dtype", "fp16", "--size",
                                "1x1x17x64"])
     by = {c["variant"]: c for c in cases}
     for v, names in (("naive", ["attn_scores_fp16", "attn_softmax_fp16", "attn_pv_fp16"]),
@@ -114,11 +114,11 @@ def test_attention_and_gemv_through_the_cupy_backend(tmp_path):
         c = by[v]
         assert c["status"] == "ok" and c["valid"], c["error"]
         assert [la["facts"]["function"] for la in c["launches"]] == names
-        assert c["unit"] == "tensor" and c["precision"] == "fp16_tc"
+        assert c["cores"] == "tensor" and c["precision"] == "fp16_tc"
     if importlib.util.find_spec("torch") is None:
         assert by["library"]["status"] == "unsupported" and "torch" in by["library"]["error"]
     (tmp_path / "g").mkdir()
-    (g,) = run_cli(tmp_path / "g", ["--kernel", "gemv", "--variant", "rows", "--dtype", "fp8",
+    (g,) = run_cli(tmp_path / "g", ["--workload", "gemv", "--variant", "rows", "--dtype", "fp8",
                                     "--size", "37x1001"])
     assert g["status"] == "ok" and g["valid"], g["error"]
     assert g["launches"][0]["facts"]["function"] == "gemv_warp_fp8"
@@ -138,7 +138,7 @@ def test_cli_run_wgmma_emulated(tmp_path, size):
     with cuTensorMapEncodeTiled and launches it with cuLaunchKernel (tests/fake_cupy/cuda: the
     stand-in bindings store the encoded fields, the emulated TMA reads them), and validates
     fp16, bf16 and fp8 against float64."""
-    cases = run_cli(tmp_path, ["--kernel", "gemm", "--variant", "tensor", "--dtype", "fp16",
+    cases = run_cli(tmp_path, ["--workload", "gemm", "--variant", "tensor", "--dtype", "fp16",
                                "--dtype", "bf16", "--dtype", "fp8", "--size", size])
     assert sorted(c["dtype"] for c in cases) == ["bf16", "fp16", "fp8"]
     for c in cases:

@@ -134,7 +134,7 @@ def test_a_device_without_the_tensor_roof_falls_back_to_its_cuda_core_roof():
 def test_the_real_hgemm_is_no_longer_held_against_the_fp32_roof(tmp_path: Path):
     run = load_run(FIXTURES / "results-gemm-4096.json")
     lib16 = next(c for c in run.cases if c.variant == "library" and c.dtype == "fp16")
-    assert lib16.precision == "fp16_tc" and lib16.unit == "tensor"
+    assert lib16.precision == "fp16_tc" and lib16.cores == "tensor"
     assert lib16.limiting_roof.startswith("FP16 tensor") and 0.5 < lib16.efficiency < 1
     assert lib16.timing.samples[:3] == json.loads(
         (FIXTURES / "results-gemm-4096.json").read_text())["cases"][-1]["timing"]["samples_s"][:3]

@@ -9,7 +9,9 @@ import sys
 import pytest
 from roofbench.bench.cli import main
 from roofbench.bench.errors import UserError
-from roofbench.bench.fleet import calibrate, compare, environment, output, plan, records
+from roofbench.bench.fleet import environment, output, plan, records
+from roofbench.bench.fleet import outliers as compare
+from roofbench.bench.fleet import rank as calibrate
 
 from roofbench.readers import read_roofset
 from roofbench.records import Roof, RoofSet
@@ -45,7 +47,7 @@ def test_rank_without_gpu_is_recorded_not_fatal(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     place = records.Place(rank=3, size=4, host="n1", pid=1, version="x", python="3",
                         launcher="t", local_rank=0)
-    res = calibrate.calibrate_local(place, records.FleetConfig(backend="cuda", quick=True))
+    res = calibrate.measure_rank(place, records.FleetConfig(backend="cuda", quick=True))
     assert res.status == "error" and "rank 3 (host n1, local rank 0) cannot see a GPU" in res.error
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from roofbench.roofs import datasheet
-from roofbench.roofs.calibrated import load_roofs
+from roofbench.roofs.files import load_roofs
 from roofbench.roofs.probes.gpu import measure_gpu_roofs
 
 pytestmark = pytest.mark.gpu
@@ -119,7 +119,7 @@ def test_numba_twins_on_gpu():
 def test_calibrate_cli_reuses_a_calibrated_file(measured, tmp_path):
     """The CLI path on a GPU, cheaply: a file calibrated in this run is reused, not remeasured
     (make gpu-check runs the measuring `calibrate --quick --recalibrate` itself)."""
-    from roofbench.roofs.calibrated import save_calibrated
+    from roofbench.roofs.files import save_calibrated
 
     out = save_calibrated(measured, tmp_path / "gpu.json")
     p = subprocess.run([sys.executable, "-m", "roofbench.bench.cli", "calibrate", "--out",

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 from roofbench.kernels.cuda_impl import CUDA_DIR as KERNEL_HEADERS
 from roofbench.kernels.cuda_impl import expand_includes
-from roofbench.roofs.calibrated import CalibrationError, load_roofs, save_calibrated
+from roofbench.roofs.files import RoofsFileError, load_roofs, save_calibrated
 from roofbench.roofs.probes import gpu as gp
 from roofbench.roofs.probes import gpu_device as gd
 from roofbench.roofs.probes import gpu_math as gm
@@ -703,7 +703,7 @@ def test_calibrated_round_trip(tmp_path):
 def test_corrupt_calibrated_file_is_refused_by_name(tmp_path, content, what):
     p = tmp_path / "nvidia-h200.json"
     p.write_text(content)
-    with pytest.raises(CalibrationError) as ei:
+    with pytest.raises(RoofsFileError) as ei:
         load_roofs(p, require_schema=True)
     msg = str(ei.value)
     assert str(p) in msg and what in msg and "--recalibrate" in msg
@@ -713,7 +713,7 @@ def test_lenient_load_takes_bare_roof_sets_and_results(tmp_path):
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps(_small_set().to_dict(), default=float))
     assert load_roofs(bare).device == "NVIDIA H200"
-    with pytest.raises(CalibrationError, match="wrong schema"):
+    with pytest.raises(RoofsFileError, match="wrong schema"):
         load_roofs(bare, require_schema=True)  # the calibrated cache itself must carry its schema
     run = tmp_path / "results.json"
     run.write_text(json.dumps({"schema": "roofbench.results/1", "cases": [],
@@ -1121,9 +1121,9 @@ class ModelGpu(FakeGpu):
 
 
 def _model_time_fn(gpu: ModelGpu, quick: bool):
-    from roofbench.timing import calibration_timers, sample_loop
+    from roofbench.timing import probe_timers, sample_loop
 
-    full, search_cfg = calibration_timers(quick)
+    full, search_cfg = probe_timers(quick)
 
     def time_fn(fn, search=False):
         fn()

@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def _start(tmp_path: Path, roofs_file: Path) -> tuple[subprocess.Popen, Path]:
     out = tmp_path / "results"
     cmd = [sys.executable, "-m", "roofbench.bench.cli", "run", "--backend", "cpu", "--quick",
-           "--kernel", "l2norm", "--kernel", "rownorm", "--kernel", "vector_add",
-           "--kernel", "gemm", "--roofs", str(roofs_file), "--out", str(out)]
+           "--workload", "l2norm", "--workload", "rownorm", "--workload", "vector_add",
+           "--workload", "gemm", "--roofs", str(roofs_file), "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -139,7 +139,7 @@ def test_a_hang_and_a_sticky_error_cost_one_case_each(tmp_path):
     out = tmp_path / "out"
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "roofbench.bench.cli", "run", "--backend",
-                        "cuda", "--kernel", "planted", "--kernel", "vector_add", "--dtype",
+                        "cuda", "--workload", "planted", "--workload", "vector_add", "--dtype",
                         "fp32", "--size", "4099", "--quick", "--roofs", str(roofs), "--out",
                         str(out)], capture_output=True, text=True, env=env, timeout=600)
     elapsed = time.monotonic() - t0

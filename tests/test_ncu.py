@@ -246,7 +246,7 @@ def test_command_selects_by_name_and_count_with_clock_and_cache_control(tmp_path
     assert cmd[cmd.index("--kernel-name") + 1] == \
         "regex:^(l2_square_fp32|l2_add_fp32|l2_sqrt_fp32)$"
     app = cmd[cmd.index("-m") + 1:]
-    assert app == ["roofbench.bench.measure.ncu_case", "--backend", "cuda", "--kernel", "l2norm",
+    assert app == ["roofbench.bench.measure.ncu_case", "--backend", "cuda", "--workload", "l2norm",
                    "--variant", "naive", "--dtype", "fp32", "--size", str(N64M), "--seed", "5",
                    "--profiler-range"]
     cpu = record("l2norm", "fused", "fp32", 1000, "cpu")
@@ -493,11 +493,11 @@ def test_planted_disagreement_is_flagged(monkeypatch):
 
 def test_case_runner_bad_input_is_one_line():
     p = subprocess.run([sys.executable, "-m", "roofbench.bench.measure.ncu_case",
-                        "--backend", "cpu", "--kernel", "nope", "--variant", "x",
+                        "--backend", "cpu", "--workload", "nope", "--variant", "x",
                         "--dtype", "fp32", "--size", "8"],
                        capture_output=True, text=True, cwd=HERE.parent, timeout=120)
     assert p.returncode == 2
-    assert p.stderr.strip().startswith("ncu_case: error: unknown kernel 'nope'")
+    assert p.stderr.strip().startswith("ncu_case: error: unknown workload 'nope'")
     assert len(p.stderr.strip().splitlines()) == 1
 
 
@@ -524,7 +524,7 @@ needs_sim = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
 def test_cli_run_sim_with_ncu_stores_counters_and_report_rebuilds(tmp_path):
     out = tmp_path / "out"
     env = _sim_env(tmp_path)
-    p = _roofbench(["run", "--backend", "sim", "--ncu", "--kernel", "l2norm", "--variant",
+    p = _roofbench(["run", "--backend", "sim", "--ncu", "--workload", "l2norm", "--variant",
                     "naive", "--dtype", "fp32", "--size", "257", "--quick", "--out", str(out)],
                    env)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -551,7 +551,7 @@ def test_cli_run_sim_with_ncu_stores_counters_and_report_rebuilds(tmp_path):
 @needs_sim
 def test_cli_run_sim_without_counter_permission_keeps_the_timings(tmp_path):
     out = tmp_path / "out"
-    p = _roofbench(["run", "--backend", "sim", "--ncu", "--kernel", "vector_add", "--variant",
+    p = _roofbench(["run", "--backend", "sim", "--ncu", "--workload", "vector_add", "--variant",
                     "scalar", "--dtype", "fp32", "--size", "257", "--quick", "--out", str(out)],
                    _sim_env(tmp_path, FAKE_NCU_MODE="perm"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

@@ -132,7 +132,7 @@ def site(tmp_path: Path) -> Path:
 def test_toy_workload_on_toy_backend_without_editing_the_tree(site: Path):
     before = _git_status()
     out = site / "results"
-    p = _cli(site, "toyplug.workload,toyplug.backend", "run", "--backend", "toy", "--kernel",
+    p = _cli(site, "toyplug.workload,toyplug.backend", "run", "--backend", "toy", "--workload",
              "toy", "--size", str(N), "--quick", "--roofs", str(site / "roofs.json"),
              "--out", str(out))
     assert p.returncode == 0, p.stderr[-3000:]
@@ -164,7 +164,7 @@ def test_plugin_backend_is_listed_beside_the_registry(site: Path):
     ("toyplug.workload,toyplug.workload", "'toy' already exists"),
 ])
 def test_bad_plugin_is_one_line_and_exit_2(site: Path, plugins, needle):
-    for args in (["list"], ["run", "--backend", "cpu", "--kernel", "vector_add", "--quick",
+    for args in (["list"], ["run", "--backend", "cpu", "--workload", "vector_add", "--quick",
                             "--roofs", str(site / "roofs.json"), "--out", str(site / "r")]):
         p = _cli(site, plugins, *args)
         assert p.returncode == 2, (args, p.stderr[-3000:])

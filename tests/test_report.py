@@ -11,7 +11,7 @@ from roofbench.records import BufferFacts, CaseResult, LaunchFacts, LaunchResult
 
 def rec(variant: str, median: float | None, dram: int, valid: bool = True, **kw) -> CaseResult:
     return CaseResult(workload="l2norm", variant=variant, backend="cuda", dtype="fp32",
-                      size=[1000], precision="fp32", unit="simt", flops=3000,
+                      size=[1000], precision="fp32", cores="simt", flops=3000,
                       bytes={"dram": dram}, ai={"dram": 3000 / dram},
                       status="ok" if valid else "invalid", valid=valid, median_s=median, **kw)
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from roofbench.bench.present.compare import compare
+from roofbench.bench.present.deltas import compare
 from roofbench.bench.results import load_run
 
 from roofbench.units import si

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from roofbench.bench.present import report_html
-from roofbench.bench.present.compare import compare
+from roofbench.bench.present.deltas import compare
 from roofbench.bench.results import load_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,7 +148,7 @@ def test_cli_run_report_compare_and_plot_write_the_pages(tmp_path: Path, capsys)
         {"name": "dram", "kind": "memory", "level": "dram", "value": 2e10, "source": "measured"},
         {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 2e11,
          "source": "measured"}]}))
-    assert main(["run", "--backend", "cpu", "--quick", "--kernel", "l2norm", "--dtype", "fp32",
+    assert main(["run", "--backend", "cpu", "--quick", "--workload", "l2norm", "--dtype", "fp32",
                  "--size", "100003", "--roofs", str(roofs), "--out", str(tmp_path)]) == 0
     (run_dir,) = [p.parent for p in tmp_path.glob("*/*/results.json")]
     out = capsys.readouterr().out

@@ -118,18 +118,18 @@ def test_parse_size_rejects_bad_input(text):
 def test_select_rejects_unknown_names_and_wrong_dimensions():
     be = CpuBackend()
     with pytest.raises(UserError, match="choose from"):
-        select_cases(be, kernels=["nope"])
+        select_cases(be, workloads=["nope"])
     with pytest.raises(UserError, match="choose from"):
-        select_cases(be, kernels=["l2norm"], variant="nope")
+        select_cases(be, workloads=["l2norm"], variant="nope")
     with pytest.raises(UserError, match="choose from"):
         select_cases(be, dtypes=["fp7"])
     with pytest.raises(UserError, match="dimension"):
-        select_cases(be, kernels=["gemm"], size=(100,))
+        select_cases(be, workloads=["gemm"], size=(100,))
 
 
 def test_too_large_size_is_refused_before_allocating():
     with pytest.raises(UserError, match="more than"):
-        select_cases(CpuBackend(), kernels=["vector_add"], size=(1 << 40,))
+        select_cases(CpuBackend(), workloads=["vector_add"], size=(1 << 40,))
 
 
 def test_default_sizes_are_at_least_four_times_the_last_level_cache():
@@ -140,7 +140,7 @@ def test_default_sizes_are_at_least_four_times_the_last_level_cache():
     be = CpuBackend()
     budget = be.memory_budget()
     be.memory_budget = lambda: budget  # free memory moves while other work runs: pin it
-    cases, skipped = select_cases(be, kernels=["vector_add", "l2norm"])
+    cases, skipped = select_cases(be, workloads=["vector_add", "l2norm"])
     assert not [s for s in skipped if "budget" in (s.error or "")]
     for c in cases:
         main, item = c.buffers()["a"].nbytes, c.buffers()["a"].nbytes // c.size[0]
@@ -151,7 +151,7 @@ def test_default_sizes_are_at_least_four_times_the_last_level_cache():
 
 
 def test_cpu_backend_runs_only_fp32_and_fp64():
-    cases, skipped = select_cases(CpuBackend(), kernels=["vector_add"], quick=True)
+    cases, skipped = select_cases(CpuBackend(), workloads=["vector_add"], quick=True)
     assert {c.dtype for c in cases} <= {"fp32", "fp64"}
 
 
@@ -170,14 +170,14 @@ def test_a_workload_sweep_gives_one_case_per_size_and_size_overrides_it():
     # --size measures that one size; a workload without a sweep keeps its one default.
     be = CpuBackend()
     w = workloads()["attention"]
-    cases, _ = select_cases(be, kernels=["attention"], variant="flash", dtypes=["fp32"])
+    cases, _ = select_cases(be, workloads=["attention"], variant="flash", dtypes=["fp32"])
     from roofbench.kernels.attention import CPU_SWEEP
     assert [c.size[2] for c in cases] == list(CPU_SWEEP)
     assert [c.size for c in cases] == w.default_sizes(_ctx(be, "fp32"))
-    one, _ = select_cases(be, kernels=["attention"], variant="flash", dtypes=["fp32"],
+    one, _ = select_cases(be, workloads=["attention"], variant="flash", dtypes=["fp32"],
                           size=(1, 2, 300, 64))
     assert [c.size for c in one] == [(1, 2, 300, 64)]
-    quick, _ = select_cases(be, kernels=["attention"], variant="flash", dtypes=["fp32"],
+    quick, _ = select_cases(be, workloads=["attention"], variant="flash", dtypes=["fp32"],
                             quick=True)
     assert [c.size for c in quick] == [w.quick_size]
     plain = workloads()["vector_add"]

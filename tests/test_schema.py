@@ -11,7 +11,7 @@ import pytest
 from roofbench.bench.errors import UserError
 from roofbench.bench.measure.roof_source import obtain_roofs
 from roofbench.bench.results import load_run
-from roofbench.roofs.calibrated import CalibrationError, load_roofs, save_calibrated
+from roofbench.roofs.files import RoofsFileError, load_roofs, save_calibrated
 
 from roofbench.readers import read_case, read_roofset, read_run
 from roofbench.records import (
@@ -152,7 +152,7 @@ def test_a_fleet_file_gives_its_first_measured_rank_and_every_link(tmp_path):
     got = load_roofs(p)
     assert got.device == "NVIDIA H200"
     assert sorted(r.name for r in got.roofs) == ["hbm", "nccl all-reduce busbw"]
-    with pytest.raises(CalibrationError):
+    with pytest.raises(RoofsFileError):
         load_roofs(p, require_schema=True)  # the calibration cache is never a fleet file
 
 
@@ -169,11 +169,11 @@ def test_a_fleet_file_gives_its_first_measured_rank_and_every_link(tmp_path):
 def test_anything_else_is_one_line_naming_the_file(tmp_path, content, what):
     p = tmp_path / "roofs.json"
     p.write_text(content)
-    with pytest.raises(CalibrationError) as ei:
+    with pytest.raises(RoofsFileError) as ei:
         load_roofs(p)
     msg = str(ei.value)
     assert str(p) in msg and what in msg and len(msg.splitlines()) == 1
-    with pytest.raises(CalibrationError, match="no such roofs file"):
+    with pytest.raises(RoofsFileError, match="no such roofs file"):
         load_roofs(tmp_path / "absent.json")
 
 
@@ -215,7 +215,7 @@ def test_case_round_trip_keeps_typed_timing_and_launches():
 
     t = Timing([1e-3, 2e-3, 3e-3], warmup_runs=2, stopped_by="budget", flags=["noisy"])
     c = CaseResult(workload="l2norm", variant="naive", backend="cpu", dtype="fp32",
-                   size=[10], precision="fp32", unit="simt", flops=30, bytes={"dram": 120},
+                   size=[10], precision="fp32", cores="simt", flops=30, bytes={"dram": 120},
                    ai={"dram": 0.25}, status="ok", valid=True, timing=t, median_s=t.median,
                    launches=[LaunchResult("sq", "", 10, {"dram": 80}, timing=t)])
     d = json.loads(json.dumps(c.to_dict()))

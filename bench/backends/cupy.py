@@ -26,7 +26,7 @@ from roofbench.kernels.cuda_impl import (
 from roofbench.kernels.spec import Case
 
 from roofbench.records import RoofSet
-from roofbench.timing import TimerConfig, Timing, calibration_timers
+from roofbench.timing import TimerConfig, Timing, probe_timers
 
 from .base import BackendUnavailable, CaseUnsupported, Hooks, Prepared, first_line
 from .cuda_timer import EventOps, cuda_time
@@ -348,7 +348,7 @@ class CupyBackend(CudaCBackend):
             raise BackendUnavailable(
                 f"GPU roof probes are not available (roofbench.roofs.probes.gpu: {e}); "
                 "pass --roofs FILE with calibrated roofs") from None
-        cfg, search_cfg = calibration_timers(quick)
+        cfg, search_cfg = probe_timers(quick)
 
         def time_fn(fn: Callable[[], None], search: bool = False) -> Timing:
             return self.time(fn, search_cfg if search else cfg)

@@ -12,7 +12,8 @@ from ..results import atomic_write_text, check_writable, load_run, resolve_run
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..present.compare import compare
+    from roofbench.bench.present.deltas import compare
+
     from ..present.plot import plot_roofline
 
     a, b = load_run(args.a), load_run(args.b)

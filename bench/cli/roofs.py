@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from rich.table import Table
-from roofbench.roofs.calibrated import CalibrationError, default_path, load_roofs, save_calibrated
+from roofbench.roofs.files import RoofsFileError, default_path, load_roofs, save_calibrated
 
 from roofbench.records import RoofSet
 from roofbench.roofline import side_by_side
@@ -41,7 +41,7 @@ def _measure(args: argparse.Namespace) -> int:
 def _load(path: str) -> RoofSet:
     try:
         return load_roofs(Path(path))
-    except CalibrationError as e:
+    except RoofsFileError as e:
         raise UserError(str(e)) from None
 
 

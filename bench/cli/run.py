@@ -101,8 +101,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="auto",
                    help="auto (best available), " + ", ".join(backends.REGISTRY))
-    p.add_argument("--kernel", action="append", metavar="K",
-                   help="workload to run (repeatable; default: all)")
+    p.add_argument("--workload", "--kernel", dest="workload", action="append", metavar="W",
+                   help="workload to run (repeatable; default: all; --kernel is the same)")
     p.add_argument("--variant", help="only this variant")
     p.add_argument("--dtype", action="append", metavar="D",
                    help="fp64, fp32, fp16, bf16, fp8 (repeatable; default: all the backend runs)")

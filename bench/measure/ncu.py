@@ -169,7 +169,7 @@ def check_skips(settings: NcuSettings, c: CaseResult) -> dict[str, str]:
     out: dict[str, str] = {}
     for check, need in CHECK_METRICS.items():
         absent = [m for m in need if m not in have]
-        if check == "FLOPs" and c.unit == "tensor" and not settings.tensor_ops.get(c.dtype):
+        if check == "FLOPs" and c.cores == "tensor" and not settings.tensor_ops.get(c.dtype):
             absent.append(TENSOR_OPS.get(c.dtype, ((f"{TENSOR_SRC}{c.dtype}",),))[0][0] + ".sum")
         if absent:
             out[check] = ", ".join(absent)
@@ -210,7 +210,7 @@ def _package_parent() -> Path:
 
 def case_command(c: CaseResult, seed: int | None) -> list[str]:
     cmd = [sys.executable, "-m", "roofbench.bench.measure.ncu_case", "--backend", c.backend,
-           "--kernel", c.workload, "--variant", c.variant, "--dtype", c.dtype,
+           "--workload", c.workload, "--variant", c.variant, "--dtype", c.dtype,
            "--size", "x".join(map(str, c.size))]
     if seed is not None:
         cmd += ["--seed", str(seed)]
@@ -275,7 +275,7 @@ def profile_case(settings: NcuSettings, c: CaseResult, seed: int | None = None,
         rows = parse_csv(text)
     except ValueError as e:
         raise NcuCaseError(f"unreadable ncu output: {e}") from None
-    tensor = settings.tensor_ops.get(c.dtype, []) if c.unit == "tensor" else []
+    tensor = settings.tensor_ops.get(c.dtype, []) if c.cores == "tensor" else []
     counters = assign(rows, len(c.launches), kernel_functions(c), tensor)
     skips = check_skips(settings, c)
     for lc in counters:  # a check without its metrics is left unmeasured, never partial

@@ -36,14 +36,14 @@ def case_json(case: Any, functions: list[str | None], kind: str = "gpu") -> str:
                          "read": sum(bufs[n].nbytes for n in la.reads),
                          "write": sum(bufs[n].nbytes for n in la.writes)})
     return CASE_MARK + json.dumps({"case": case.key, "dtype": case.dtype,
-                                   "unit": case.unit(kind), "launches": launches})
+                                   "cores": case.cores(kind), "launches": launches})
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m roofbench.bench.measure.ncu_case",
                                 description="run one case's launches once (for ncu)")
     p.add_argument("--backend", required=True)
-    p.add_argument("--kernel", required=True)
+    p.add_argument("--workload", "--kernel", dest="workload", required=True)
     p.add_argument("--variant", required=True)
     p.add_argument("--dtype", required=True)
     p.add_argument("--size", required=True)
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> None:
 
     be = backends.open_for_user(args.backend)
     try:
-        case = select_one(be, args.kernel, args.variant, args.dtype, args.size)
+        case = select_one(be, args.workload, args.variant, args.dtype, args.size)
         hooks = be.profiler_hooks() if args.profiler_range else None
         if args.profiler_range and hooks is None:
             raise UserError(f"--profiler-range: backend {be.name!r} has no profiler "

@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
-from roofbench.roofs.calibrated import CalibrationError, default_path, load_roofs, save_calibrated
+from roofbench.roofs.files import RoofsFileError, default_path, load_roofs, save_calibrated
 
 from roofbench.errors_text import first_line
 from roofbench.records import RoofSet
@@ -72,7 +72,7 @@ def _saver(path: Path) -> Callable[[RoofSet], None]:
 def _load(path: Path, require_schema: bool) -> RoofSet:
     try:
         return load_roofs(path, require_schema=require_schema)
-    except CalibrationError as e:
+    except RoofsFileError as e:
         raise UserError(str(e)) from None
 
 

@@ -37,7 +37,7 @@ def _record(case: Case, backend: Backend, facts: list[LaunchFacts] | None = None
     return CaseResult(
         workload=case.workload.name, variant=case.variant.name, backend=backend.name,
         dtype=case.dtype, size=list(case.size), precision=case.precision_on(backend.kind),
-        unit=case.unit(backend.kind), flops=case.flops, bytes=case.bytes(),
+        cores=case.cores(backend.kind), flops=case.flops, bytes=case.bytes(),
         ai=case.intensity(), valid=kw.pop("valid", False),
         launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la), facts=f,
                                reads=list(la.reads), writes=list(la.writes))

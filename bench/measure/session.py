@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from roofbench.kernels.registry import workloads
+from roofbench.kernels import registry
 from roofbench.kernels.spec import Case, Size, SizeContext, Workload
 
 from roofbench.records import CaseResult, RoofSet, RunResult
@@ -53,7 +53,7 @@ class RunOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
-        return cls(workloads=tuple(args.kernel) if args.kernel else None,
+        return cls(workloads=tuple(args.workload) if args.workload else None,
                    variant=args.variant, dtypes=tuple(args.dtype) if args.dtype else None,
                    size=args.size, quick=args.quick, cold=args.cold, seed=args.seed,
                    ncu=bool(getattr(args, "ncu", False)))
@@ -96,7 +96,7 @@ def parse_size(text: str) -> Size:
     return tuple(dims)
 
 
-def select_cases(backend: Backend, *, kernels: Iterable[str] | None = None,
+def select_cases(backend: Backend, *, workloads: Iterable[str] | None = None,
                  variant: str | None = None, dtypes: Iterable[str] | None = None,
                  size: Size | None = None, quick: bool = False,
                  reserve_bytes: int = 0) -> tuple[list[Case], list[CaseResult]]:
@@ -104,11 +104,11 @@ def select_cases(backend: Backend, *, kernels: Iterable[str] | None = None,
 
     Unknown names raise UserError naming the valid choices.
     """
-    ws = workloads()
-    names = list(kernels or ws)
+    ws = registry.workloads()
+    names = list(workloads or ws)
     for n in names:
         if n not in ws:
-            raise UserError(f"unknown kernel {n!r}; choose from: {', '.join(ws)}")
+            raise UserError(f"unknown workload {n!r}; choose from: {', '.join(ws)}")
     if variant is not None:
         all_v = sorted({v for n in names for v in ws[n].variants})
         if variant not in all_v:
@@ -162,12 +162,12 @@ def select_cases(backend: Backend, *, kernels: Iterable[str] | None = None,
 def select_one(backend: Backend, workload: str, variant: str, dtype: str, size: str) -> Case:
     """The one case of a selection that names everything (the ncu child's): the same checks
     as a run's, and the reason when this backend cannot run it."""
-    ws = workloads()
+    ws = registry.workloads()
     if workload in ws and variant in ws[workload].variants and \
             dtype not in ws[workload].variants[variant].dtypes:
         raise UserError(f"{workload}/{variant} has no dtype {dtype!r}; choose from: "
                         f"{', '.join(ws[workload].variants[variant].dtypes)}")
-    cases, skipped = select_cases(backend, kernels=[workload], variant=variant,
+    cases, skipped = select_cases(backend, workloads=[workload], variant=variant,
                                   dtypes=[dtype], size=parse_size(size))
     if skipped:
         raise UserError(f"{skipped[0].key} does not run on {backend.name}: {skipped[0].error}")
@@ -219,7 +219,7 @@ def execute(opts: RunOptions, be: Backend, roofs: RoofSet | None, out_root: Path
             progress: Progress) -> tuple[RunResult, Path]:
     """Run the selected cases into a new run folder under ``out_root``; see the module doc."""
     size = parse_size(opts.size) if opts.size else None
-    cases, skipped = select_cases(be, kernels=opts.workloads, variant=opts.variant,
+    cases, skipped = select_cases(be, workloads=opts.workloads, variant=opts.variant,
                                   dtypes=opts.dtypes, size=size, quick=opts.quick)
     cfg, launch_cfg = timer_configs(opts, be.kind)
     out = run_dir(out_root, be.device_name())

@@ -18,11 +18,12 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from roofbench.bench.present.deltas import Delta
+
 from roofbench.records import CaseResult, Roof, RoofSet, RunResult
 from roofbench.roofline import LEVEL_LABELS
 from roofbench.units import duration, si
 
-from .compare import Delta
 from .figure_data import (
     FAINT,
     LEVEL_STYLES,
@@ -74,7 +75,7 @@ def missing_note() -> str | None:
 def _case_row(c: CaseResult, tag: str = "") -> dict[str, Any]:
     return {
         "x": c.ai["dram"], "y": c.flop_per_s, "run": tag.strip(": "),
-        "kernel": c.workload, "variant": c.variant, "dtype": c.dtype,
+        "workload": c.workload, "variant": c.variant, "dtype": c.dtype,
         "size": "x".join(map(str, c.size)), "time": duration(c.median_s),
         "flops": si(c.flop_per_s, "FLOP/s"), "bps": si(c.bytes_per_s.get("dram"), "B/s"),
         "ai": f"{c.ai['dram']:.4g} FLOP/B",
@@ -91,7 +92,7 @@ def _valid(cases: list[CaseResult]) -> list[CaseResult]:
                                  "x".join(map(str, c.size))) in keys]
 
 
-TOOLTIPS = [("case", "@run @kernel/@variant @dtype"), ("size", "@size"), ("time", "@time"),
+TOOLTIPS = [("case", "@run @workload/@variant @dtype"), ("size", "@size"), ("time", "@time"),
             ("FLOP/s", "@flops"), ("B/s", "@bps"), ("AI", "@ai"), ("efficiency", "@eff"),
             ("bound", "@bound"), ("roof", "@roof")]
 

@@ -166,7 +166,7 @@ def cases_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
     for c in cases:
         t = c.timing
         rows.append({
-            "kernel": c.workload, "variant": c.variant, "dtype": c.dtype,
+            "workload": c.workload, "variant": c.variant, "dtype": c.dtype,
             "size": "x".join(map(str, c.size)), "AI": f"{c.ai.get('dram', 0):.3g}",
             "time": duration(c.median_s), "cv": f"{t.cv:.1%}" if t else "-",
             "FLOP/s": si(c.flop_per_s), "B/s": si(c.bytes_per_s.get("dram")),
@@ -189,7 +189,7 @@ def above_roof_cause(c: CaseResult, roofs: RoofSet | None) -> str:
                     "(the model counts minimum DRAM traffic per launch)")
         return "the bandwidth roof underestimates the device (its probe is slower than this kernel)"
     roof = next((r for r in (roofs.roofs if roofs else []) if r.name == c.limiting_roof), None)
-    if roof is not None and not (roof.precision or "").endswith("_tc") and c.unit == "tensor":
+    if roof is not None and not (roof.precision or "").endswith("_tc") and c.cores == "tensor":
         return "held against a CUDA-core roof while it runs on tensor cores"
     if roof is not None and roof.evidence.get("ceiling") == "mma.sync":
         return "the roof is a hand-written mma.sync probe; a library reaches more"

@@ -4,7 +4,7 @@ The calibration cache ``roofs/<device-slug>.json`` (``CalibratedRoofs`` in roofb
 is a RoofSet dict (any RoofSet reader can use it) plus a ``schema`` tag, a creation time and a
 ``table`` of measured vs datasheet figures. It is written atomically (temp file + os.replace):
 an interrupted calibration never leaves a half-written file. ``load_roofs`` reads it, a bare
-roof set, or a run's results.json (its roofs); a file it cannot use raises CalibrationError, one
+roof set, or a run's results.json (its roofs); a file it cannot use raises RoofsFileError, one
 line naming the file and the way out; it is never silently used.
 """
 
@@ -33,7 +33,7 @@ OTHER_ADVICE = ("pass a roofs file roofbench wrote (roofs/<device>.json, a bare 
                 "run's results.json, a fleet file) or none to measure")
 
 
-class CalibrationError(ValueError):
+class RoofsFileError(ValueError):
     """A calibrated roofs file that cannot be used; the message names the file."""
 
 
@@ -80,18 +80,18 @@ def load_roofs(path: str | Path, *, require_schema: bool = False) -> RoofSet:
     hand-written or `save_roofs`; a fleet rank file or links.json), a run's results.json (the
     roof set it was placed under), or a fleet.json (its first measured rank plus the links).
     ``require_schema``: only a calibrated file will do (the calibration cache must carry its
-    tag, and hold roofs). Anything else raises CalibrationError, one line naming the file."""
+    tag, and hold roofs). Anything else raises RoofsFileError, one line naming the file."""
     path = Path(path)
     what, advice = ("calibrated roofs", ADVICE) if require_schema else ("roofs", OTHER_ADVICE)
     try:
         d = json.loads(path.read_text())
     except FileNotFoundError:
-        raise CalibrationError(f"{path}: no such {what} file") from None
+        raise RoofsFileError(f"{path}: no such {what} file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CalibrationError(f"{path}: corrupt {what} file ({first_line(e)}); "
+        raise RoofsFileError(f"{path}: corrupt {what} file ({first_line(e)}); "
                                f"{advice}") from None
     if not isinstance(d, dict):
-        raise CalibrationError(f"{path}: not a {what} file (top level is "
+        raise RoofsFileError(f"{path}: not a {what} file (top level is "
                                f"{type(d).__name__}); {advice}")
     schema, created = d.get("schema"), None
     try:
@@ -112,11 +112,11 @@ def load_roofs(path: str | Path, *, require_schema: bool = False) -> RoofSet:
         else:
             rs = read_roofset(d)
     except SchemaError as e:
-        raise CalibrationError(f"{path}: {e}; {advice}") from None
+        raise RoofsFileError(f"{path}: {e}; {advice}") from None
     except (KeyError, TypeError, ValueError, IndexError) as e:
-        raise CalibrationError(f"{path}: invalid roofs ({first_line(e)}); {advice}") from None
+        raise RoofsFileError(f"{path}: invalid roofs ({first_line(e)}); {advice}") from None
     if require_schema and not rs.roofs:
-        raise CalibrationError(f"{path}: holds no roofs; {advice}")
+        raise RoofsFileError(f"{path}: holds no roofs; {advice}")
     if schema == CALIBRATED_SCHEMA:  # a calibration: which file, and when it was measured
         rs.info.setdefault("calibrated_file", str(path))
         if created:

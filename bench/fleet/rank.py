@@ -24,8 +24,8 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}" if not isinstance(e, UserError) else msg
 
 
-def calibrate_local(place: Place, cfg: FleetConfig,
-                    opener: Callable[[str], Any] | None = None) -> RankResult:
+def measure_rank(place: Place, cfg: FleetConfig,
+                 opener: Callable[[str], Any] | None = None) -> RankResult:
     """Open this rank's backend and measure its roofs; any failure becomes the result's error."""
     res = RankResult(rank=place.rank, host=place.host, status="error",
                      local_rank=place.local_rank)
