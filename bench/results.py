@@ -23,14 +23,14 @@ from typing import Any
 import pandas as pd
 
 from roofbench.errors_text import first_line
-from roofbench.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401 (re-export)
+from roofbench.fileio import atomic_write_text
 from roofbench.readers import BufferModel, SchemaError, read_run
 from roofbench.records import BufferFacts, CaseResult, RunResult
 from roofbench.roofline import device_slug
 
 from .errors import UserError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+CODE_DIR = Path(__file__).resolve().parent  # read only: the commit of the code that ran
 
 
 def utc_stamp() -> str:
@@ -39,14 +39,14 @@ def utc_stamp() -> str:
 
 def git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=CODE_DIR, capture_output=True,
                              text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
         return None
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=5).stdout
+                           cwd=CODE_DIR, capture_output=True, text=True, timeout=5).stdout
     return out.stdout.strip() + ("+dirty" if dirty.strip() else "")
 
 

@@ -298,7 +298,7 @@ class Case:
         return sum(b.nbytes for b in self.buffers().values())
 
     def cores(self, kind: str = "gpu") -> str:
-        """The cores ("simt" or "tensor") that run this case on a backend of ``kind`` ("cpu" or "gpu")."""
+        """The cores ("simt" or "tensor") that run this case on a backend of ``kind``."""
         v = self.variant
         return v.cores_on(kind, self.dtype) if v.cores_on is not None else v.cores
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from roofbench.errors_text import first_line
 from roofbench.fileio import atomic_write_text
+from roofbench.paths import home
 from roofbench.readers import SchemaError, read_calibrated, read_roof, read_roofset
 from roofbench.records import (
     CALIBRATED_SCHEMA,
@@ -27,7 +28,6 @@ from roofbench.records import (
 )
 from roofbench.roofline import device_slug, side_by_side
 
-ROOFS_DIR = Path(__file__).resolve().parent
 ADVICE = "run `roofbench calibrate --recalibrate` to measure it again"
 OTHER_ADVICE = ("pass a roofs file roofbench wrote (roofs/<device>.json, a bare roof set, a "
                 "run's results.json, a fleet file) or none to measure")
@@ -47,7 +47,9 @@ def _fleet_roofs(d: dict[str, Any]) -> RoofSet:
 
 
 def default_path(device_name: str, directory: Path | None = None) -> Path:
-    return (directory or ROOFS_DIR) / f"{device_slug(device_name)}.json"
+    """The calibration cache of a device: roofs/<slug>.json under roofbench's home
+    ($ROOFBENCH_HOME, else the working directory), or under ``directory``."""
+    return (directory or home() / "roofs") / f"{device_slug(device_name)}.json"
 
 
 def to_payload(rs: RoofSet) -> dict[str, Any]:

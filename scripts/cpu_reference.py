@@ -2,14 +2,14 @@
 
     python scripts/cpu_reference.py [--rounds N] [--quick] [--out FILE] [--strict]
 
-Compiles ``bench/c_ref/triad.c`` (C/OpenMP STREAM triad) and ``bench/c_ref/fma_peak.c`` (C
+Compiles ``scripts/c_ref/triad.c`` (C/OpenMP STREAM triad) and ``scripts/c_ref/fma_peak.c`` (C
 intrinsics FMA peak, widest vectors) with ``gcc -O3 -march=native -fopenmp`` into
-``bench/c_ref/bin/`` (a temp dir when that is not writable), then runs rounds that interleave
+``scripts/c_ref/bin/`` (a temp dir when that is not writable), then runs rounds that interleave
 a C run and the matching numba probe (same array size, same thread count, alternating which
 goes first) so that both see the same machine load. Per round each side reports its best
 sample (STREAM's convention) and its median; the table shows the median over rounds of each
 side's value and, as the verdict, the median over rounds of the paired numba/C ratios (the
-ratio of the per-round medians is shown for information). Targets (issue 2): numba triad
+ratio of the per-round medians is shown for information). Targets: numba triad
 >= 95% of the C triad, numba FP64 FMA >= 90% of the C intrinsics peak. FP32 is information.
 Run it on a quiet machine: other load makes every number noisy (pairing only makes it fair).
 
@@ -75,7 +75,7 @@ def compile_program(name: str, out_dir: Path | None = None, cc: str | None = Non
     the command used."""
     cc = cc or find_cc()
     if not cc:
-        raise ReferenceError("no C compiler: install gcc (or set CC) to build bench/c_ref")
+        raise ReferenceError("no C compiler: install gcc (or set CC) to build scripts/c_ref")
     out_dir = out_dir or bin_dir()
     exe = out_dir / name
     cmd = [cc, *CFLAGS, *(f"-D{d}" for d in defines), str(C_REF_DIR / f"{name}.c"), "-o",
@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _restart_with_widest_vectors() -> None:
     """Numba reads NUMBA_CPU_FEATURES only at import: when the CPU needs it for its widest
-    vectors (AVX-512 on Intel, see cpu_probes.widest_vector_env), start this program again
+    vectors (AVX-512 on Intel, see cpu_features.widest_vector_env), start this program again
     with it, once (the variable is then set, so the new process does not restart)."""
     extra = feat.widest_vector_env()
     if extra:

@@ -889,7 +889,7 @@ def test_calibrate_summary_prints_the_ratios(fake_run):
     buf = io.StringIO()
     print_summary(rs, Console(file=buf, width=200))
     text = buf.getvalue()
-    assert "ratios (issue 10 targets)" in text and "HBM roof / datasheet" in text
+    assert "ratios against their targets" in text and "HBM roof / datasheet" in text
     assert "0.833" in text and "NO" in text  # 4.0 of 4.8 TB/s misses the 0.90 target
 
 

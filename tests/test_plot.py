@@ -175,7 +175,7 @@ def test_plot_run_writes_png_and_svg(tmp_path: Path):
 
 
 def test_hardware_intensity_is_a_hollow_twin_of_the_point():
-    """A case with Nsight Compute counters (issue 11) gets a hollow marker at the intensity
+    """A case with Nsight Compute counters gets a hollow marker at the intensity
     the hardware moved. The counters here are made up for the test (5% fewer bytes than the
     model, as the H200 evidence shows for writes), attached to a real H200 rownorm run."""
     from roofbench.ncu_checks import hw_dram_ai

@@ -132,7 +132,8 @@ def _sysfs(root: Path, caches: dict[int, list[tuple[int, str, str, str]]]) -> Pa
 
 
 def test_intel_sysfs_one_shared_l3(tmp_path: Path) -> None:
-    # The Emerald Rapids VM of issue 9: 2 cores, one 260 MiB L3 shared by both.
+    # The Emerald Rapids VM of results/intel-r-xeon-r-processor: 2 cores, one 260 MiB L3
+    # shared by both.
     root = _sysfs(tmp_path, {c: [(1, "Data", "48K", str(c)), (1, "Instruction", "32K", str(c)),
                                  (2, "Unified", "2048K", str(c)),
                                  (3, "Unified", "266240K", "0-1")] for c in (0, 1)})

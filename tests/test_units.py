@@ -56,7 +56,7 @@ def test_first_line():
 
 
 def test_no_second_si_formatter_or_first_line():
-    """One of each: a module that re-defines them is the duplication issue 13 removed."""
+    """One of each: a module that re-defines them is the duplication this test keeps out."""
     import re
     from pathlib import Path
 

@@ -1,7 +1,7 @@
 """The Hopper wgmma + TMA GEMM (kernels/cuda/gemm_wgmma.cu), proven without a GPU.
 
 * It compiles for sm_90a through NVRTC exactly as the CuPy backend's launcher does
-  (bench/tma_launch.compile_cubin), and through nvcc (pip toolchain).
+  (bench/backends/tma_launch.compile_cubin), and through nvcc (pip toolchain).
 * Its SASS holds the native Hopper forms: HGMMA 64x256x16 (fp16, bf16; B read transposed),
   QGMMA 64x256x32 E4M3 (fp8), UTMALDG (TMA loads), SYNCS (mbarriers), the setmaxnreg pair with
   the budgets of the source, and no local memory.

@@ -22,12 +22,12 @@ import numpy as np
 from roofbench.kernels.arrays import Arrays
 from roofbench.kernels.spec import Case
 
-from roofbench.errors_text import first_line  # noqa: F401 (the backends import it from here)
+from roofbench.errors_text import first_line
 from roofbench.records import LaunchFacts, RoofSet
 from roofbench.timing import TimerConfig, Timing
 
 from ...plugins import PluginError, plugin_attr
-from . import AUTO_ORDER, REGISTRY  # noqa: F401  (re-exported: base.REGISTRY is the same dict)
+from . import AUTO_ORDER, REGISTRY
 
 
 class BackendUnavailable(RuntimeError):

@@ -25,10 +25,11 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Case
 
+from roofbench.errors_text import first_line
 from roofbench.records import RoofSet
 from roofbench.timing import TimerConfig, Timing, probe_timers
 
-from .base import BackendUnavailable, CaseUnsupported, Hooks, Prepared, first_line
+from .base import BackendUnavailable, CaseUnsupported, Hooks, Prepared
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (
     POISON,

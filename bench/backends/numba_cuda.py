@@ -21,6 +21,7 @@ from roofbench.kernels import numba_compat  # noqa: F401  (numpy 2.5 vs numba-cu
 from roofbench.kernels.numba_cuda_twins import DTYPES, NumbaTwin, build
 from roofbench.kernels.spec import Case, np_dtype
 
+from roofbench.errors_text import first_line
 from roofbench.records import LaunchFacts, RoofSet
 from roofbench.timing import TimerConfig, Timing, host_timer
 
@@ -30,7 +31,6 @@ from .base import (
     CaseUnsupported,
     Hooks,
     LaunchListPrepared,
-    first_line,
 )
 from .cuda_timer import EventOps, cuda_time
 

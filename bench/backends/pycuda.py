@@ -23,6 +23,7 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Case
 
+from roofbench.errors_text import first_line
 from roofbench.records import RoofSet
 from roofbench.timing import TimerConfig, Timing
 
@@ -31,7 +32,6 @@ from .base import (
     CaseUnsupported,
     Hooks,
     LaunchListPrepared,
-    first_line,
 )
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (

@@ -8,7 +8,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ..results import atomic_write_text, check_writable, load_run, resolve_run
+from roofbench.fileio import atomic_write_text
+
+from ..results import check_writable, load_run, resolve_run
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

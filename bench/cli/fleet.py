@@ -35,7 +35,7 @@ def _bytes(s: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..backends.base import REGISTRY
+    from ..backends import REGISTRY
 
     p = sub.add_parser("fleet", help="calibrate every device of an MPI job into one report",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

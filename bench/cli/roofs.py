@@ -14,6 +14,7 @@ from roofbench.records import RoofSet
 from roofbench.roofline import side_by_side
 from roofbench.units import si
 
+from ..backends import REGISTRY
 from ..backends import base as backends
 from ..errors import UserError
 from ..present.tables import plot_device, print_summary, wide_console
@@ -89,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("roofs", help="measure a backend's roofs and write them as JSON, or "
                                      "--compare two roofs files on one plot")
     p.add_argument("--backend", default="auto",
-                   help="auto (best available), " + ", ".join(backends.REGISTRY))
+                   help="auto (best available), " + ", ".join(REGISTRY))
     p.add_argument("--quick", action="store_true", help="short probes")
     p.add_argument("--out", metavar="FILE", help="roofs JSON to write (with --compare: the "
                                                  "plot, .png/.svg)")

@@ -12,18 +12,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from roofbench.paths import home
 from roofbench.records import RoofSet, RunResult
 
+from ..backends import REGISTRY
 from ..backends import base as backends
 from ..measure.roof_source import obtain_roofs
 from ..measure.session import RunOptions, execute
 from ..results import (
-    REPO_ROOT,
     check_writable,
 )
 from .progress import Heartbeat, steps
 
-DEFAULT_RESULTS = REPO_ROOT / "results"
 console = Console(stderr=True)
 
 
@@ -72,7 +72,7 @@ def summary_table(run: RunResult) -> Table:
 
 def cmd_run(args: argparse.Namespace) -> int:
     be = backends.open_for_user(args.backend)
-    out_root = Path(args.out) if args.out else DEFAULT_RESULTS
+    out_root = Path(args.out) if args.out else home() / "results"
     check_writable(out_root)
     roofs = roofs_with_progress(be, args.roofs, args.quick)
     with Heartbeat() as beat:
@@ -100,7 +100,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="auto",
-                   help="auto (best available), " + ", ".join(backends.REGISTRY))
+                   help="auto (best available), " + ", ".join(REGISTRY))
     p.add_argument("--workload", "--kernel", dest="workload", action="append", metavar="W",
                    help="workload to run (repeatable; default: all; --kernel is the same)")
     p.add_argument("--variant", help="only this variant")
@@ -113,7 +113,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cold", action="store_true",
                    help="flush the last-level cache before every sample (outside the window)")
     p.add_argument("--seed", type=int, default=None, help="input generator seed")
-    p.add_argument("--out", metavar="DIR", help="results root (default: results/)")
+    p.add_argument("--out", metavar="DIR", help="results root (default: results/ under "
+                                                "$ROOFBENCH_HOME, else the working directory)")
     p.add_argument("--ncu", action="store_true",
                    help="after timing, run each valid case once more under Nsight Compute "
                         "(ncu on PATH or $ROOFBENCH_NCU) and compare its counters with the model")

@@ -6,6 +6,8 @@ import datetime as _dt
 import os
 from pathlib import Path
 
+from roofbench.paths import home
+
 from ..errors import UserError
 from .environment import gpu_backend, visible_gpus
 from .records import Place
@@ -57,7 +59,7 @@ def turn_order(places: dict[int, Place], backend: str) -> dict[int, list[int]]:
 def prepare_out(out: str | None) -> Path:
     """The report folder (default results/fleet/<UTC stamp>), made and proven writable."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    d = Path(out) if out else Path("results") / "fleet" / stamp
+    d = Path(out) if out else home() / "results" / "fleet" / stamp
     try:
         d.mkdir(parents=True, exist_ok=True)
         probe = d / f".write-test-{os.getpid()}"

@@ -11,17 +11,13 @@ from typing import Any
 
 from roofbench.roofs.probes import links as ic
 
+from roofbench.errors_text import first_line
 from roofbench.records import RoofSet
 
 from ..errors import UserError
 from .environment import assign_gpu, gpu_backend, visible_gpus
 from .messaging import watchdog
 from .records import FleetConfig, Place, RankResult
-
-
-def _one_line(e: BaseException) -> str:
-    msg = " ".join(str(e).split()) or type(e).__name__
-    return f"{type(e).__name__}: {msg}" if not isinstance(e, UserError) else msg
 
 
 def measure_rank(place: Place, cfg: FleetConfig,
@@ -54,7 +50,7 @@ def measure_rank(place: Place, cfg: FleetConfig,
         with contextlib.suppress(Exception):
             be.close()
     except Exception as e:  # a failing rank must not take the fleet down
-        res.error = _one_line(e)
+        res.error = first_line(e, typed=not isinstance(e, UserError))
         if not isinstance(e, UserError) and os.environ.get("ROOFBENCH_DEBUG"):
             traceback.print_exc()
     res.elapsed_s = time.monotonic() - t0

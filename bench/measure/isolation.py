@@ -26,11 +26,11 @@ import sys
 import threading
 import time
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from roofbench.kernels.spec import Case
 
+from roofbench.paths import child_env
 from roofbench.readers import read_case
 from roofbench.records import CaseResult
 from roofbench.timing import TimerConfig
@@ -60,12 +60,6 @@ def case_timeout() -> float:
     return v
 
 
-def _package_parent() -> Path:
-    import roofbench
-
-    return Path(roofbench.__file__).resolve().parent.parent
-
-
 class IsolatedCases:
     """The worker of a run's isolated cases, started on first use and after each fault."""
 
@@ -84,10 +78,10 @@ class IsolatedCases:
         self._stderr = []
         cmd = [sys.executable, "-m", "roofbench.bench.measure.case_child", "--backend",
                self.backend]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, bufsize=1,
-                                      cwd=_package_parent(), env=env, start_new_session=True)
+                                      env=child_env(PYTHONUNBUFFERED="1"),
+                                      start_new_session=True)
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines),
                          daemon=True).start()
         threading.Thread(target=self._pump_err, args=(self._proc.stderr, self._stderr),

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roofbench.paths import child_env
 from roofbench.records import LaunchCounters, NcuSettings
 
 from .ncu_csv import (
@@ -200,14 +201,6 @@ def _last_error(text: str) -> str:
 
 # -- one case -------------------------------------------------------------------------------
 
-def _package_parent() -> Path:
-    """The folder from which ``python -m roofbench...`` finds this package (a checkout root or
-    site-packages)."""
-    import roofbench
-
-    return Path(roofbench.__file__).resolve().parent.parent
-
-
 def case_command(c: CaseResult, seed: int | None) -> list[str]:
     cmd = [sys.executable, "-m", "roofbench.bench.measure.ncu_case", "--backend", c.backend,
            "--workload", c.workload, "--variant", c.variant, "--dtype", c.dtype,
@@ -264,7 +257,7 @@ def profile_case(settings: NcuSettings, c: CaseResult, seed: int | None = None,
     """Run ``c``'s launches once under ncu; one LaunchCounters per launch, in order."""
     with tempfile.TemporaryDirectory(prefix="roofbench-ncu-") as tmp:
         log = Path(tmp) / "ncu.csv"
-        p = _run(ncu_command(settings, c, log, seed), timeout, cwd=_package_parent())
+        p = _run(ncu_command(settings, c, log, seed), timeout, env=child_env())
         text = log.read_text() if log.exists() else ""
     everything = text + "\n" + p.stdout + "\n" + p.stderr
     if permission_error(everything):

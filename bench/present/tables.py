@@ -67,7 +67,7 @@ def probes_table(rs: RoofSet) -> Table | None:
     return t
 
 
-# Targets of issue 10 (HBM against the libraries and the datasheet, FMA against the clock).
+# The calibration's targets: HBM against the libraries and the datasheet, FMA against the clock.
 _TC = ("fp16_tc", "bf16_tc", "fp8_tc")
 
 
@@ -113,7 +113,7 @@ def ratios_table(rs: RoofSet) -> Table | None:
     rows = summary_ratios(rs)
     if not rows:
         return None
-    t = Table(title="ratios (issue 10 targets)")
+    t = Table(title="ratios against their targets")
     for col in ("ratio", "value", "target", "met"):
         t.add_column(col, overflow="fold")
     for what, v, target in rows:
