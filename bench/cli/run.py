@@ -19,13 +19,8 @@ from ..backends import REGISTRY
 from ..backends import base as backends
 from ..measure.roof_source import obtain_roofs
 from ..measure.session import RunOptions, execute
-from ..results import (
-    check_writable,
-)
+from ..results import check_writable
 from .progress import Heartbeat, steps
-
-console = Console(stderr=True)
-
 
 # -- helpers --------------------------------------------------------------------------------
 
@@ -37,12 +32,6 @@ def roofs_with_progress(be: backends.Backend, roofs_file: str | None, quick: boo
         return obtain_roofs(be, roofs_file=roofs_file)
     with steps("roofs") as say:
         return obtain_roofs(be, recalibrate=recalibrate, quick=quick, progress=say)
-
-
-def render_outputs(run: RunResult, out: Path) -> list[Path]:
-    from ..present.outputs import write_outputs
-
-    return write_outputs(run, out)
 
 
 def summary_table(run: RunResult) -> Table:
@@ -77,7 +66,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     roofs = roofs_with_progress(be, args.roofs, args.quick)
     with Heartbeat() as beat:
         run, out = execute(RunOptions.from_args(args), be, roofs, out_root, beat)
-    paths = render_outputs(run, out)
+    from ..present.outputs import write_outputs
+
+    paths = write_outputs(run, out)
     Console(width=max(Console().width, 140)).print(summary_table(run))
     print(f"results: {out / 'results.json'}")
     print(f"report:  {paths[-2]}")
