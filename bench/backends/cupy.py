@@ -32,6 +32,7 @@ from roofbench.timing import TimerConfig, Timing, probe_timers
 from .base import BackendUnavailable, CaseUnsupported, Hooks, Prepared
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (
+    ALL_LAUNCHERS,
     POISON,
     STORAGE,
     CudaCBackend,
@@ -233,7 +234,7 @@ class CupyBackend(CudaCBackend):
         """plan_launches with tensor-map kernels allowed when cuda-python is importable."""
         from .tma_launch import tma_unavailable
 
-        plans = plan_launches(case, self.props, launchers=("runtime", "library", "driver"))
+        plans = plan_launches(case, self.props, launchers=ALL_LAUNCHERS)
         if any(pl.impl.launcher == "driver" for pl in plans):
             why = tma_unavailable()
             if why:

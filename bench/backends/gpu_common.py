@@ -65,8 +65,14 @@ class PlannedLaunch:
     tensor_maps: tuple[TensorMapSpec, ...] = ()
 
 
+# How implementations are launched (their ``launcher``): what every CUDA C backend can, and
+# what the CuPy backend adds through cuda-python.
+RUNTIME_LAUNCHERS = ("runtime", "library")
+ALL_LAUNCHERS = (*RUNTIME_LAUNCHERS, "driver")
+
+
 def plan_launches(case: Case, dev: DeviceProps, family: str = "cuda",
-                  launchers: tuple[str, ...] = ("runtime", "library")) -> list[PlannedLaunch]:
+                  launchers: tuple[str, ...] = RUNTIME_LAUNCHERS) -> list[PlannedLaunch]:
     """Resolve every launch of ``case`` against its CUDA table (a per-arch choice resolved for
     this device); CaseUnsupported with the reason when a kernel lacks the dtype or the device
     lacks the compute capability, or when the caller has none of the implementation's

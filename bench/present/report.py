@@ -45,7 +45,7 @@ def block_lines(b: Block) -> list[str]:
         return [f"- {x}" for x in b.items]
     if isinstance(b, Sub):
         return [f"### {b.title}"]
-    return [_table(b)]
+    return _table(b).splitlines() or [""]
 
 
 def _table(t: Table) -> str:

@@ -3,7 +3,8 @@
 reconstructed from the PTX fragment layouts), with the launch geometry, storage types,
 poisoning and validation of the real backends. Not a timing, a correctness proof without a
 GPU: odd sizes, every tail and guard path, every dtype, the tensor-core fragment mapping.
-The Hopper kernels (the wgmma/TMA GEMM, the wgmma probe) run under tests/standins/cuda_emu/hopper_emu.h
+The Hopper kernels (the wgmma/TMA GEMM, the wgmma probe) run under
+tests/standins/cuda_emu/hopper_emu.h
 (mbarriers, TMA, wgmma; docs/hopper-emulation.md), launched by roofbench's own driver-launch
 code over the stand-in bindings, with planted errors in the host code and the kernel."""
 
@@ -26,6 +27,7 @@ import numpy as np
 import pytest
 from roofbench.bench.backends import tma_launch  # noqa: E402
 from roofbench.bench.backends.gpu_common import (  # noqa: E402
+    ALL_LAUNCHERS,
     POISON,
     STORAGE,
     PlannedLaunch,
@@ -169,7 +171,8 @@ def test_planted_wrong_attention_kernel_fails(libs, name, wrong):
 # The wgmma GEMM, the wgmma probe and the emulation's unit kernels, launched as the CuPy
 # backend launches the GEMM: roofbench's host code (plan_launches, wgmma_tensor_maps,
 # encode_tensor_map, param_bytes, KernelParams, DriverFunction) over the stand-in driver of
-# tests/standins/fake_cupy/cuda/bindings, which runs the kernels under tests/standins/cuda_emu/hopper_emu.h:
+# tests/standins/fake_cupy/cuda/bindings, which runs the kernels under
+# tests/standins/cuda_emu/hopper_emu.h:
 # mbarriers, TMA from the encoded tensor maps, wgmma from the shared-memory descriptors, and a
 # happens-before check of every TMA write and wgmma read.
 FAKE_BINDINGS = FAKE_CUPY / "cuda" / "bindings"
@@ -253,7 +256,7 @@ def run_gemm(fc: FakeCuda, dtype: str, size: tuple[int, int, int], libdir: Path 
             arrays[name][...] = x
         else:
             arrays[name] = np.full(buf.shape, POISON[buf.dtype], dtype=STORAGE[buf.dtype])
-    (pl,) = plan_launches(case, H200, tma=True)
+    (pl,) = plan_launches(case, H200, launchers=ALL_LAUNCHERS)
     specs = maps(case) if maps else pl.tensor_maps
     enc = {m.buffer: tma_launch.encode_tensor_map(m, arrays[m.buffer].ctypes.data)
            for m in specs}

@@ -15,7 +15,8 @@
   wavefronts counted from the header's own index formulas.
 * The check build (ROOFBENCH_BOUNDED_WAIT=1) traps where the timed build waits.
 * Host plumbing: tensor-map arguments, kernel parameter packing, per-arch dispatch, refusals.
-The kernel itself runs on the CPU in tests/kernels/test_cuda_emu.py and tests/bench/backends/test_cupy_emulated.py.
+The kernel itself runs on the CPU in tests/kernels/test_cuda_emu.py and
+tests/bench/backends/test_cupy_emulated.py.
 It has not run on a GPU yet: NOT_VALIDATED_ON_HARDWARE says so until it has.
 """
 
@@ -32,7 +33,7 @@ import cuda_tools as ct
 import numpy as np
 import pytest
 from roofbench.bench.backends.base import CaseUnsupported  # noqa: E402
-from roofbench.bench.backends.gpu_common import plan_launches  # noqa: E402
+from roofbench.bench.backends.gpu_common import ALL_LAUNCHERS, plan_launches  # noqa: E402
 from roofbench.bench.backends.tma_launch import (  # noqa: E402
     KernelParams,
     param_bytes,
@@ -568,7 +569,7 @@ def _case(variant: str, dtype: str, size: tuple[int, int, int]) -> Case:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_tensor_is_wgmma_on_hopper_and_mma_sync_elsewhere(dtype):
-    (pl,) = plan_launches(_case("tensor", dtype, (1000, 512, 256)), H200, tma=True)
+    (pl,) = plan_launches(_case("tensor", dtype, (1000, 512, 256)), H200, launchers=ALL_LAUNCHERS)
     assert pl.function == f"gemm_wgmma_{dtype}" and pl.block == (C["WG_THREADS"], 1, 1)
     assert pl.grid == (wg.wgmma_tiles(1000, 512)[0] * wg.wgmma_tiles(1000, 512)[1], 1, 1)
     assert pl.smem == wg.wgmma_smem(dtype)
@@ -597,10 +598,10 @@ def test_backends_without_tensor_map_launches_refuse():
 def test_refuses_sizes_tma_cannot_read(dtype, size, ok):
     case = _case("tensor", dtype, size)
     if ok:
-        assert plan_launches(case, H200, tma=True)
+        assert plan_launches(case, H200, launchers=ALL_LAUNCHERS)
     else:
         with pytest.raises(CaseUnsupported, match="multiples of"):
-            plan_launches(case, H200, tma=True)
+            plan_launches(case, H200, launchers=ALL_LAUNCHERS)
 
 
 def test_wgmma_needs_exactly_sm90():

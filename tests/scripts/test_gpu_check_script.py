@@ -91,7 +91,8 @@ def test_order_and_budget_fit_one_device_call():
     total = int(re.search(r"GPU_CHECK_TOTAL_S:-(\d+)", SCRIPT.read_text())[1])
     assert sum(limits.values()) <= total <= 8 * 60 < DEVICE_CALL_S - 60  # ~8 of the 10 min
     # sized from the models tested on the CPU (tests/roofs/test_gpu_probes_nogpu.py: the full
-    # calibration under 45 s; tests/bench/measure/test_bench_time_model.py: make bench at most 120 s), with
+    # calibration under 45 s; tests/bench/measure/test_bench_time_model.py: make bench at most 120
+    # s), with
     # the start-up and compile time those models leave out of their step
     assert limits["calibrate"] >= 45 + 10
     assert limits["make-bench"] >= 120

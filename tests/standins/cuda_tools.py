@@ -252,7 +252,8 @@ def build_driver_source(ds: DriverSource, out: Path, text: str | None = None,
 
 @cache
 def build_emulation() -> Path:
-    """The CUDA C sources compiled by g++ against tests/standins/cuda_emu/emu.h, one shared library per
+    """The CUDA C sources compiled by g++ against tests/standins/cuda_emu/emu.h, one shared
+    library per
     source, in a session temp dir (cached): the RawModule kernels (<stem>.so, launched with
     rb_launch) and the driver-launched sm_90a ones (driver_<stem>.so). Returns the directory."""
     out = _TMP / "emu"

@@ -1,5 +1,6 @@
 """Launch overhead: host time per launch of an empty kernel from CuPy, PyCUDA and Numba
-(pytest-benchmark). Run explicitly: `pytest tests/bench/backends/bench_launch_overhead.py` (not collected by
+(pytest-benchmark). Run explicitly: `pytest tests/bench/backends/bench_launch_overhead.py` (not
+collected by
 default: it measures, it does not test). Each launcher is skipped with its reason when it or a
 device is missing.
 

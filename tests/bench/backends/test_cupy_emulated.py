@@ -133,7 +133,8 @@ WGMMA_SIZES = ("130x272x112", "1001x784x336", "128x256x2048")
 def test_cli_run_wgmma_emulated(tmp_path, size):
     """`roofbench run --backend cuda --variant tensor` on the sm_90 stand-in: the real CuPy
     backend plans the wgmma/TMA GEMM, builds it with NVRTC for sm_90a, encodes both tensor maps
-    with cuTensorMapEncodeTiled and launches it with cuLaunchKernel (tests/standins/fake_cupy/cuda: the
+    with cuTensorMapEncodeTiled and launches it with cuLaunchKernel
+    (tests/standins/fake_cupy/cuda: the
     stand-in bindings store the encoded fields, the emulated TMA reads them), and validates
     fp16, bf16 and fp8 against float64."""
     cases = run_cli(tmp_path, ["--workload", "gemm", "--variant", "tensor", "--dtype", "fp16",

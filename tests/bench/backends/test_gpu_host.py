@@ -13,6 +13,7 @@ import pytest
 from roofbench.bench.backends.base import CaseUnsupported, unavailable_reason
 from roofbench.bench.backends.cuda_timer import EventOps, cuda_time, throttle_flag
 from roofbench.bench.backends.gpu_common import (
+    ALL_LAUNCHERS,
     POISON,
     STORAGE,
     from_storage,
@@ -78,7 +79,8 @@ def test_fp8_tensor_needs_sm89():
     case = Case(w, w.variants["tensor"], "fp8", (256, 256, 256))
     with pytest.raises(CaseUnsupported, match="8.9"):
         plan_launches(case, A100)
-    assert plan_launches(case, H200, tma=True)[0].function == "gemm_wgmma_fp8"  # native
+    # the native wgmma kernel on sm_90
+    assert plan_launches(case, H200, launchers=ALL_LAUNCHERS)[0].function == "gemm_wgmma_fp8"
 
 
 def test_tensor_has_no_fp32_kernel():

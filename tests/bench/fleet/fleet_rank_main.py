@@ -1,4 +1,5 @@
-"""Rank entry point for the fleet tests: `mpirun -n 2 python tests/bench/fleet/fleet_rank_main.py fleet ...`.
+"""Rank entry point for the fleet tests: `mpirun -n 2 python tests/bench/fleet/fleet_rank_main.py
+fleet ...`.
 
 Runs the real `roofbench` CLI after registering a test-only backend "fake" whose roofs are
 fixed test fixtures (not measurements), and after applying per-rank faults chosen through the

@@ -1,7 +1,8 @@
 """`roofbench fleet` under a real `mpirun -n 2 --oversubscribe` (Open MPI, shared memory).
 
 One run on the real CPU backend in quick mode checks the gathered report and the MPI
-interconnect roofs; the fault runs use tests/bench/fleet/fleet_rank_main.py's fixture backend so that they
+interconnect roofs; the fault runs use tests/bench/fleet/fleet_rank_main.py's fixture backend so
+that they
 take a second each. Every subprocess is bounded by a timeout; the file stays under ~60 s on
 2 cores. Skipped with the reason when mpirun or mpi4py is missing.
 """

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from roofbench.bench.backends.gpu_common import CudaCBackend, plan_launches
+from roofbench.bench.backends.gpu_common import ALL_LAUNCHERS, CudaCBackend, plan_launches
 from roofbench.bench.measure.session import RunOptions, select_cases, timer_configs
 from roofbench.kernels.cuda_impl import DeviceProps
 from roofbench.kernels.spec import Case, itemsize
@@ -57,7 +57,7 @@ class H200Backend(CudaCBackend):
     props = DeviceProps(cc=(9, 0), sm_count=132, l2_bytes=60 << 20, name="NVIDIA H200")
 
     def plan(self, case):  # tensor-map kernels allowed: the CuPy backend launches them
-        return plan_launches(case, self.props, tma=True)
+        return plan_launches(case, self.props, launchers=ALL_LAUNCHERS)
 
     def info(self):
         return {}

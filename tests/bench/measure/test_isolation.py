@@ -1,7 +1,8 @@
 """Cases whose kernels declare ``isolated`` run in a process of their own: a hang or a sticky
 CUDA error costs that case, recorded with its reason, and the run goes on.
 
-Proven on the CuPy stand-in (tests/standins/fake_cupy) with a plug-in workload whose kernels are planted:
+Proven on the CuPy stand-in (tests/standins/fake_cupy) with a plug-in workload whose kernels are
+planted:
 one never returns (an unbounded barrier wait), one fails stickily (every later call of its
 process fails too, as after an illegal address); the real CLI runs them beside good cases.
 """
@@ -17,7 +18,7 @@ import time
 
 import cuda_tools as ct
 import pytest
-from roofbench.bench.backends.gpu_common import CudaCBackend, plan_launches
+from roofbench.bench.backends.gpu_common import ALL_LAUNCHERS, CudaCBackend, plan_launches
 from roofbench.bench.errors import UserError
 from roofbench.bench.measure import isolation
 from roofbench.kernels.cuda_impl import CudaKernel, DeviceProps
@@ -77,7 +78,7 @@ class H200(CudaCBackend):
     props = DeviceProps(cc=(9, 0), sm_count=132, l2_bytes=60 << 20, name="NVIDIA H200")
 
     def plan(self, case):
-        return plan_launches(case, self.props, tma=True)
+        return plan_launches(case, self.props, launchers=ALL_LAUNCHERS)
 
     def info(self):
         return {}

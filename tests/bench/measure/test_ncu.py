@@ -1,6 +1,7 @@
 """`roofbench run --ncu`: the ncu CSV parser, the metric check, the model-vs-hardware comparison,
 the report section and every failure path, against a stand-in ncu (tests/standins/fake_ncu) that
-writes the real CSV format, and against the real H200 outputs (tests/fixtures/h200-2026-11-30/ncu-*.csv,
+writes the real CSV format, and against the real H200 outputs
+(tests/fixtures/h200-2026-11-30/ncu-*.csv,
 copied unedited from the evidence of 2026-11-30)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from roofbench.bench.measure import ncu, ncu_csv
 from roofbench.bench.measure.runner import _record
 from roofbench.bench.present.ncu_section import ncu_section
+from roofbench.bench.present.report import section_lines
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 from testpaths import FAKE_NCU, H200_NCU, ROOT
@@ -334,7 +336,7 @@ def test_report_section_from_stored_results(tmp_path):
     from roofbench.bench.results import load_run, save_run
 
     save_run(run, tmp_path)
-    lines = ncu_section(load_run(tmp_path))
+    lines = section_lines(ncu_section(load_run(tmp_path)))
     text = "\n".join(lines)
     assert lines[0] == "## Model vs hardware (Nsight Compute)"
     assert "ncu 2025.3.1.0, `--clock-control none`, `--cache-control all`; not on this " \
@@ -347,7 +349,7 @@ def test_report_section_from_stored_results(tmp_path):
     assert table[-1].endswith("DRAM read x1.200; FLOPs not checked |")
     assert all(row.endswith("| FLOPs not checked |") for row in table[:-1])
     assert ncu_section(RunResult(backend="cpu", device="x", roofs=None,
-                                     cases=[plain])) == []
+                                 cases=[plain])) is None
     from roofbench.bench.present.report import render
 
     assert "\n".join(lines) in render(load_run(tmp_path))  # report.md carries the section
@@ -450,7 +452,7 @@ def test_a_missing_check_metric_skips_that_check_and_says_so_in_one_line(monkeyp
             assert rd.measured is None and rd.ok is None
             assert wr.ok is True
     run = RunResult(backend="cuda", device="NVIDIA H200", roofs=None, cases=cases)
-    table = [ln for ln in ncu_section(run) if ln.startswith("| vector_add")]
+    table = [ln for ln in section_lines(ncu_section(run)) if ln.startswith("| vector_add")]
     assert table and table[0].endswith("| FLOPs not checked; DRAM read not checked |")
 
 

@@ -10,7 +10,7 @@ import pytest
 from numba import njit, prange
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.measure.runner import run_case
-from roofbench.bench.present.plot import valid_points
+from roofbench.bench.present.figure_data import valid_points
 from roofbench.bench.present.report import render
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case

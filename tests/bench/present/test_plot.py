@@ -10,14 +10,8 @@ from pathlib import Path
 
 import pytest
 from matplotlib.text import Text
-from roofbench.bench.present.plot import (
-    RooflineFigure,
-    best_roofs,
-    build_figure,
-    plot_roofline,
-    plot_run,
-    ridge_points,
-)
+from roofbench.bench.present.figure_data import best_roofs, ridge_points
+from roofbench.bench.present.plot import RooflineFigure, build_figure, plot_roofline, plot_run
 from roofbench.bench.results import load_run
 from testpaths import H200_RUNS, ROOT
 
@@ -98,7 +92,7 @@ def _drawn(rf: RooflineFigure) -> set[tuple[str, str, str]]:
 
 
 def test_default_draws_only_the_roofs_the_points_use():
-    path = H200[[p.stem for p in H200].index("results-gemm-4096")]
+    path = H200_RUNS["gemm-4096"]
     run = load_run(path)
     used = {c.precision for c in run.cases if c.valid}
     rf, rf_all = _figure(path), _figure(path, all_roofs=True)
@@ -116,14 +110,14 @@ def test_default_draws_only_the_roofs_the_points_use():
 
 
 def test_memory_bound_points_bring_their_level_and_nothing_else():
-    run = load_run(H200[[p.stem for p in H200].index("results-rownorm-default")])
+    run = load_run(H200_RUNS["rownorm-default"])
     rf = build_figure([run.roofs], [run.cases], "t")
     assert _drawn(rf) == {("memory", "dram", "measured"), ("memory", "dram", "datasheet"),
                           ("compute", "fp32", "measured"), ("compute", "fp32", "datasheet")}
 
 
 def test_no_valid_point_draws_every_roof():
-    run = load_run(H200[[p.stem for p in H200].index("results-numba-quick")])
+    run = load_run(H200_RUNS["numba-quick"])
     assert not any(c.valid for c in run.cases)
     rf = build_figure([run.roofs], [run.cases], "t")
     assert rf.points == [] and "no valid point" in rf.key.get_text()
@@ -181,7 +175,7 @@ def test_hardware_intensity_is_a_hollow_twin_of_the_point():
     from roofbench.ncu_checks import hw_dram_ai
     from roofbench.records import LaunchCounters
 
-    run = load_run(H200[[p.stem for p in H200].index("results-rownorm-default")])
+    run = load_run(H200_RUNS["rownorm-default"])
     case = next(c for c in run.cases if c.variant == "naive" and c.valid)
     for la in case.launches:
         b = la.bytes["dram"] * 0.95

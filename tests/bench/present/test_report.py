@@ -23,6 +23,7 @@ from roofbench.records import (
 
 
 def rec(variant: str, median: float | None, dram: int, valid: bool = True, **kw) -> CaseResult:
+    kw.setdefault("arrow_from", "naive" if variant == "fused" else None)  # as stored at run time
     return CaseResult(workload="l2norm", variant=variant, backend="cuda", dtype="fp32",
                       size=[1000], precision="fp32", cores="simt", flops=3000,
                       bytes={"dram": dram}, ai={"dram": 3000 / dram},

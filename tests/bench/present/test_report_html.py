@@ -124,7 +124,7 @@ def test_page_size_stays_near_bokehjs_alone():
 def test_hardware_intensity_has_its_own_hollow_group():
     from roofbench.records import LaunchCounters
 
-    run = load_run(H200[[p.stem for p in H200].index("results-rownorm-default")])
+    run = load_run(H200_RUNS["rownorm-default"])
     case = next(c for c in run.cases if c.variant == "naive" and c.valid)
     for la in case.launches:  # made-up counters for the test: 5% under the model's bytes
         la.counters = LaunchCounters(kernel=la.kernel, dram_read=la.bytes["dram"] * 0.95,
@@ -165,7 +165,7 @@ def test_cli_run_report_compare_and_plot_write_the_pages(tmp_path: Path, capsys)
     cmp = (tmp_path / "cmp.html").read_text()
     assert "Speedup of B over A" in cmp and "1.000x" in cmp and '"joins"' in cmp
 
-    gemm = H200[[p.stem for p in H200].index("results-gemm-4096")]
+    gemm = H200_RUNS["gemm-4096"]
     assert main(["plot", str(gemm), "--out", str(tmp_path / "used")]) == 0
     assert main(["plot", str(gemm), "--out", str(tmp_path / "all"), "--all-roofs"]) == 0
     assert "shared mem" in (tmp_path / "all.svg").read_text()
