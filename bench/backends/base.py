@@ -153,6 +153,11 @@ class Backend(ABC):
     def dtypes(self) -> tuple[str, ...]:
         return ("fp64", "fp32", "fp16", "bf16", "fp8")
 
+    def has_kernel(self, case: Case) -> bool:
+        """Whether this backend's implementation of the case's variant exists in its dtype. A
+        default run selects only these; a dtype asked for by name gets the reason instead."""
+        return True
+
     # -- where a case's inputs, reference and validation run ------------------------------
     def arrays(self) -> Arrays | None:
         """The device array module the runner draws inputs, computes the reference and

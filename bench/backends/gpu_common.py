@@ -213,6 +213,11 @@ class CudaCBackend(Backend):
     def plan(self, case: Case) -> list[PlannedLaunch]:
         return plan_launches(case, self.props)
 
+    def has_kernel(self, case: Case) -> bool:
+        table = case.variant.impls.get(self.family) or {}
+        entries = [table.get(la.kernel) for la in case.launches()]
+        return all(e is None or case.dtype in e.resolve(self.props.cc).dtypes for e in entries)
+
     def isolated(self, case: Case) -> bool:
         try:
             return any(getattr(pl.impl, "isolated", False) for pl in self.plan(case))

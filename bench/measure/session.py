@@ -141,6 +141,8 @@ def select_cases(backend: Backend, *, workloads: Iterable[str] | None = None,
                                                                       budget, v.name)
                 for sz in sizes:
                     case = Case(w, v, d, sz)
+                    if want_dtypes is None and not backend.has_kernel(case):
+                        continue  # e.g. attention on CUDA: fp16/bf16 kernels only
                     why = backend.supports(case)
                     if why is None and case.footprint() > budget:
                         if size is not None:

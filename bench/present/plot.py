@@ -211,15 +211,39 @@ def _place_labels(out: RooflineFigure, renderer, layout: Layout, roof_lines: lis
 
 
 def _key_text(out: RooflineFigure, renderer, key_lines: list[str]):
-    """The numbered points' key, under the legend (which must be drawn to be measured)."""
+    """The numbered points' key, under the legend (which must be drawn to be measured). A key
+    too long for the space under the legend is set smaller, down to 4.5 pt; past that the
+    figure grows downwards, the axes keeping their size in pixels (label angles stay true)."""
     fig = out.fig
     fig.canvas.draw()
     leg_bb = out.legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
-    size = 7 if len(key_lines) <= 40 else 6
-    return fig.text(leg_bb.x0, leg_bb.y0 - 0.02,
+    size = 7.0 if len(key_lines) <= 40 else 6.0
+    text = fig.text(leg_bb.x0, leg_bb.y0 - 0.02,
                     "valid points (efficiency vs roof)\n" + "\n".join(key_lines)
                     if key_lines else "no valid point to plot",
                     va="top", ha="left", family="monospace", fontsize=size)
+    margin = 4.0  # pixels kept free at the figure's bottom edge
+    while text.get_window_extent(renderer).y0 < margin and size > 4.5:
+        size -= 0.5
+        text.set_fontsize(size)
+    short = margin - text.get_window_extent(renderer).y0
+    if short > 0:
+        _grow_downwards(out, short)
+        leg_bb = out.legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
+        text.set_position((leg_bb.x0, leg_bb.y0 - 0.02 * 7.5 / fig.get_figheight()))
+    return text
+
+
+def _grow_downwards(out: RooflineFigure, pixels: float) -> None:
+    """Add ``pixels`` at the bottom of the figure; the axes keep their pixel box."""
+    fig, ax = out.fig, out.ax
+    box = ax.get_window_extent().frozen()  # the live box would follow the resize
+    h_old = fig.get_figheight() * fig.dpi
+    h_new = h_old + pixels
+    fig.set_figheight(h_new / fig.dpi)
+    ax.set_position((box.x0 / (fig.get_figwidth() * fig.dpi), (box.y0 + pixels) / h_new,
+                     box.width / (fig.get_figwidth() * fig.dpi), box.height / h_new))
+    fig.canvas.draw()
 
 
 def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, ylim,

@@ -216,3 +216,22 @@ def test_a_sweep_draws_one_fusion_arrow_per_size():
     at = {(c.variant, c.size[2]): (c.ai["dram"], c.flop_per_s) for c in cases}
     want = {(at[("naive", n)], at[("flash", n)]) for n in (64, 256)}
     assert set(rf.arrows) == want and len(rf.arrows) == 2
+
+
+def test_a_key_too_long_for_the_figure_grows_it_and_keeps_the_axes():
+    """Three times the points of the largest CPU run: the key is set smaller, then the figure
+    grows downwards; the key stays inside and the axes keep their size in pixels."""
+    import dataclasses
+
+    run = load_run(max(CPU, key=lambda p: len(load_run(p).cases)))
+    many = [dataclasses.replace(c, size=[*c.size, k]) for k in (1, 2, 3) for c in run.cases]
+    small = build_figure([run.roofs], [run.cases[:3]], "test")
+    big = build_figure([run.roofs], [many], "test")
+    big.fig.canvas.draw()
+    r = big.fig.canvas.get_renderer()
+    key = big.key.get_window_extent(r)
+    assert key.y0 >= 0 and big.fig.bbox.contains(key.x1, key.y0)
+    assert big.fig.get_figheight() > small.fig.get_figheight()
+    a, b = small.ax.get_window_extent(), big.ax.get_window_extent()
+    assert (round(a.width), round(a.height)) == (round(b.width), round(b.height))
+    assert not big.legend.get_window_extent(r).overlaps(key)
