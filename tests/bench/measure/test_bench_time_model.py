@@ -15,9 +15,8 @@ gpu-check step's limit is sized from it with a margin.
 from __future__ import annotations
 
 import importlib.util
-from unittest import mock
-
 from dataclasses import dataclass
+from unittest import mock
 
 import numpy as np
 import pytest
