@@ -11,10 +11,11 @@ bench:
 	@py=$$(scripts/setup_env.sh) && $$py -m roofbench.bench.cli bench $(ARGS)
 
 test:
-	@py=$$(scripts/setup_env.sh dev) && $$py -m ruff check . && $$py -m pytest $(ARGS)
+	@py=$$(scripts/setup_env.sh dev) && $$py -m ruff check . && $$py scripts/typecheck.py && \
+		$$py -m pytest $(ARGS)
 
 lint:
-	@py=$$(scripts/setup_env.sh dev) && $$py -m ruff check .
+	@py=$$(scripts/setup_env.sh dev) && $$py -m ruff check . && $$py scripts/typecheck.py
 
 # One prepared script for a GPU machine, from a plain clone: GPU tests, calibrate, make bench,
 # Numba and PyCUDA runs, launch overhead; everything under $${OUT:-results/_scratch/gpu-check}.

@@ -21,23 +21,24 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from roofbench.roofs.model import device_slug
 
 from roofbench.errors_text import first_line
-from roofbench.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401 (re-export)
+from roofbench.fileio import atomic_write_text
 from roofbench.pytest_benchmark import is_pytest_benchmark, read_pytest_benchmark
-from roofbench.schema import RoofSet, RunResult, SchemaError
+from roofbench.readers import BufferModel, SchemaError, read_run
+from roofbench.records import BufferFacts, CaseResult, RoofSet, RunResult
+from roofbench.roofline import device_slug
 
 from .errors import UserError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+CODE_DIR = Path(__file__).resolve().parent  # read only: the commit of the code that ran
 
 
 def utc_stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
-def git_commit(where: Path = REPO_ROOT) -> str | None:
+def git_commit(where: Path = CODE_DIR) -> str | None:
     """The commit checked out at ``where`` (+dirty with uncommitted changes), or None."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
@@ -97,8 +98,8 @@ def cases_frame(run: RunResult) -> pd.DataFrame:
     for c in run.cases:
         t = c.timing
         rows.append({
-            "kernel": c.workload, "variant": c.variant, "backend": c.backend, "dtype": c.dtype,
-            "size": "x".join(map(str, c.size)), "precision": c.precision, "unit": c.unit,
+            "workload": c.workload, "variant": c.variant, "backend": c.backend, "dtype": c.dtype,
+            "size": "x".join(map(str, c.size)), "precision": c.precision, "cores": c.cores,
             "status": c.status, "valid": c.valid, "flops": c.flops,
             "bytes_dram": c.bytes.get("dram"), "ai_dram": c.ai.get("dram"),
             "launches": len(c.launches), "median_s": c.median_s,
@@ -141,7 +142,7 @@ def load_run(path: str | Path) -> RunResult:
     try:
         if is_pytest_benchmark(d):  # a `pytest --benchmark-json` file: its counted entries
             return read_pytest_benchmark(d, stored_roofs)
-        return RunResult.from_dict(d)  # every version it reads, migrated (roofbench/schema.py)
+        return read_run(d, declared_buffers)  # every version, migrated (roofbench/readers.py)
     except SchemaError as e:
         raise UserError(f"{p}: {e}") from None
     except (KeyError, TypeError, ValueError) as e:
@@ -150,13 +151,32 @@ def load_run(path: str | Path) -> RunResult:
 
 def stored_roofs(device: str) -> RoofSet | None:
     """The calibration cache of ``device`` (roofs/<slug>.json), when there is a usable one."""
-    from roofbench.roofs.calibrated import CalibrationError, default_path, load_roofs
+    from roofbench.roofs.files import RoofsFileError, default_path, load_roofs
 
     path = default_path(device)
     try:
         return load_roofs(path, require_schema=True) if path.exists() else None
-    except CalibrationError:
+    except RoofsFileError:
         return None
+
+
+def declared_buffers(c: CaseResult) -> BufferModel | None:
+    """The buffers of a stored case as its workload declares them: what files before results
+    version 3 did not store (the reader asks; the shared root never imports the workloads)."""
+    from roofbench.kernels.registry import workloads
+    from roofbench.kernels.spec import Case
+
+    w = workloads().get(c.workload)
+    v = w.variants.get(c.variant) if w is not None else None
+    if v is None:
+        return None
+    case = Case(w, v, c.dtype, tuple(c.size))
+    try:
+        bufs, launches = case.buffers(), case.launches()
+    except Exception:  # a size or dtype the declaration of today does not take
+        return None
+    return BufferModel({n: BufferFacts(b.role, b.nbytes) for n, b in bufs.items()},
+                       [(list(la.reads), list(la.writes)) for la in launches])
 
 
 def load_for_output(run_arg: str, out: str | None, default_name: str) -> tuple[RunResult, Path]:

@@ -5,7 +5,7 @@ module (CuPy) on a GPU, so that only scalars cross to the host.
 types are numpy's (bf16 and fp8 through ml_dtypes); on a device, whose array module has no
 bf16 or fp8, they are raw 16- and 8-bit words that the kernels reinterpret (``DEVICE_STORAGE``),
 rounded from float32 to nearest-even on the device with the same result as ml_dtypes'
-conversion (tests/test_arrays.py checks every fp8 code, the ties and the overflow).
+conversion (tests/kernels/test_device_arrays.py checks every fp8 code, the ties and the overflow).
 Every operation is written against ``xp``, so the device form also runs on numpy.
 """
 

@@ -16,6 +16,7 @@ from numba import njit, prange
 
 from . import cuda_impl as cu
 from . import numba_cuda_twins as nb
+from . import wgmma_gemm as wg
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
 
 # CPU kernels. Both fast variants read B through a packed copy Bt = B^T (n^2 copies against
@@ -244,7 +245,7 @@ _TC_MIN_CC = {"fp16": (8, 0), "bf16": (8, 0), "fp8": (8, 9)}
 _MMA_SYNC = cu.CudaKernel("gemm.cu", "gemm_tensor", grid=_grid(128, 128), block=cu.block1d(256),
                           dtypes=("fp16", "bf16", "fp8"), min_cc=_TC_MIN_CC,
                           note="mma.sync m16n8k16 (fp16/bf16), m16n8k32 e4m3 (fp8)")
-_WGMMA = cu.CudaTmaGemm(cu.WGMMA_SOURCE, "gemm_wgmma",
+_WGMMA = wg.TmaKernel(wg.WGMMA_SOURCE, "gemm_wgmma",
                         note="wgmma m64n256 + TMA ring + mbarriers, producer/consumer "
                              "warpgroups (sm_90a)")
 CUDA = {
@@ -306,10 +307,10 @@ def _variant(name: str, description: str, fn, arrow_from: str | None = None) -> 
         impls["numba_cuda"] = NUMBA_CUDA[name]
     return Variant(name=name, description=description, dtypes=("fp32", "fp64", *gpu_dtypes),
                    plan=_plan(name), impls=impls, arrow_from=arrow_from,
-                   unit_on=_library_unit if name == "library" else None)
+                   cores_on=_library_cores if name == "library" else None)
 
 
-def _library_unit(kind: str, dtype: str) -> str:
+def _library_cores(kind: str, dtype: str) -> str:
     """cuBLAS runs HGEMM/BF16 and, from sm_80, DGEMM on tensor cores (above the CUDA-core
     FP64 datasheet peak), and SGEMM on CUDA cores unless
     TF32 is enabled; a CPU BLAS runs on the SIMD lanes. A device without the tensor roof of a
@@ -329,7 +330,7 @@ def _tensor_variant(name: str = "tensor") -> Variant:
         description = ("legacy tensor-core path on Hopper: mma.sync m16n8k16 fp16/bf16 (fp8 is "
                        "lowered to FP16 HMMA there), 128x128 tiles, double-buffered")
     return Variant(name=name, dtypes=("fp16", "bf16", "fp8"), plan=_plan("tensor"),
-                   description=description, impls={"cuda": CUDA[name]}, unit="tensor",
+                   description=description, impls={"cuda": CUDA[name]}, cores="tensor",
                    unsupported={"cpu": "tensor cores are GPU-only",
                                 "numba_cuda": "Numba CUDA exposes no mma instructions"},
                    arrow_from="regblock" if name == "tensor" else None)

@@ -16,8 +16,8 @@ from typing import Any
 
 from numba import njit, prange
 
-from . import cpu_stream
 from . import cuda_impl as cu
+from . import nt_stores
 from . import numba_cuda_twins as nb
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
 
@@ -49,12 +49,12 @@ def _fused_cached(a, b, out, n):
 
 
 # One rule for naive and fused alike: an output larger than the last-level cache is written
-# with streaming stores (no read for ownership; kernels/cpu_stream.py), a smaller one by the
+# with non-temporal stores (no read for ownership; kernels/nt_stores.py), a smaller one by the
 # cached loops above.
-_square = cpu_stream.StreamingKernel(_square_cached, cpu_stream.square, out_arg=1)
-_add = cpu_stream.StreamingKernel(_add_cached, cpu_stream.add, out_arg=2)
-_sqrt = cpu_stream.StreamingKernel(_sqrt_cached, cpu_stream.sqrt, out_arg=1)
-_fused = cpu_stream.StreamingKernel(_fused_cached, cpu_stream.hypot, out_arg=2)
+_square = nt_stores.NtStoreKernel(_square_cached, nt_stores.square, out_arg=1)
+_add = nt_stores.NtStoreKernel(_add_cached, nt_stores.add, out_arg=2)
+_sqrt = nt_stores.NtStoreKernel(_sqrt_cached, nt_stores.sqrt, out_arg=1)
+_fused = nt_stores.NtStoreKernel(_fused_cached, nt_stores.hypot, out_arg=2)
 
 
 def _inputs(size: Size, dtype: str) -> dict[str, Buf]:

@@ -19,8 +19,8 @@ from typing import Any
 
 from numba import njit, prange
 
-from . import cpu_stream
 from . import cuda_impl as cu
+from . import nt_stores
 from . import numba_cuda_twins as nb
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload, itemsize
 
@@ -31,7 +31,7 @@ FLOP_CONVENTION = ("rownorm: 3 FLOPs per element (square, accumulate, scale) + 1
 
 
 # CPU kernels. Two rules, as for l2norm: an output larger than the last-level cache is written
-# with streaming stores (no read for ownership; kernels/cpu_stream.py), a smaller one by plain
+# with non-temporal stores (no read for ownership; kernels/nt_stores.py), a smaller one by plain
 # stores; and a row's sum of squares keeps vector partial sums (fastmath reassoc, as the
 # GPU's tree reduction reorders it too), in the storage precision. Before both, on a 2-vCPU
 # Zen 3 VM the row kernels ran at 43-53% of the DRAM roof: each plain store to y first
@@ -55,8 +55,8 @@ def _square_cached(x, sq, batch, hidden):
             sq[i, j] = x[i, j] * x[i, j]
 
 
-def _square_streaming(x, sq, batch, hidden):
-    cpu_stream.square(x.reshape(-1), sq.reshape(-1), batch * hidden)
+def _square_nt(x, sq, batch, hidden):
+    nt_stores.square(x.reshape(-1), sq.reshape(-1), batch * hidden)
 
 
 @njit(parallel=True, cache=True, fastmath=REDUCE)
@@ -87,12 +87,12 @@ def _scale_cached(x, scale, y, batch, hidden):
 def _scale_rows_nt(x, scale, y, batch, hidden, rows):
     for c in prange((batch + rows - 1) // rows):
         for i in range(c * rows, min(c * rows + rows, batch)):
-            cpu_stream.scale_row(x[i], y[i], y.dtype.type(scale[i]), hidden)
-        cpu_stream.store_fence()
+            nt_stores.scale_row(x[i], y[i], y.dtype.type(scale[i]), hidden)
+        nt_stores.store_fence()
 
 
-def _scale_streaming(x, scale, y, batch, hidden):
-    _scale_rows_nt(x, scale, y, batch, hidden, cpu_stream.rows_per_chunk(hidden, y.itemsize))
+def _scale_nt(x, scale, y, batch, hidden):
+    _scale_rows_nt(x, scale, y, batch, hidden, nt_stores.rows_per_chunk(hidden, y.itemsize))
 
 
 @njit(parallel=True, cache=True, fastmath=REDUCE)
@@ -122,22 +122,22 @@ def _onepass_cached(x, y, batch, hidden, eps):
 
 @njit(parallel=True, cache=True, fastmath=REDUCE)
 def _norm_rows_nt(x, y, batch, hidden, eps, rows):
-    # fused and onepass with streaming stores: each row reduced, then scaled into y.
+    # fused and onepass with non-temporal stores: each row reduced, then scaled into y.
     for c in prange((batch + rows - 1) // rows):
         for i in range(c * rows, min(c * rows + rows, batch)):
             row = x[i]
-            cpu_stream.scale_row(row, y[i], _inv_norm(row, hidden, eps), hidden)
-        cpu_stream.store_fence()
+            nt_stores.scale_row(row, y[i], _inv_norm(row, hidden, eps), hidden)
+        nt_stores.store_fence()
 
 
-def _norm_streaming(x, y, batch, hidden, eps):
-    _norm_rows_nt(x, y, batch, hidden, eps, cpu_stream.rows_per_chunk(hidden, y.itemsize))
+def _norm_nt(x, y, batch, hidden, eps):
+    _norm_rows_nt(x, y, batch, hidden, eps, nt_stores.rows_per_chunk(hidden, y.itemsize))
 
 
-_square = cpu_stream.StreamingKernel(_square_cached, _square_streaming, out_arg=1)
-_scale = cpu_stream.StreamingKernel(_scale_cached, _scale_streaming, out_arg=2)
-_fused = cpu_stream.StreamingKernel(_fused_cached, _norm_streaming, out_arg=1)
-_onepass = cpu_stream.StreamingKernel(_onepass_cached, _norm_streaming, out_arg=1)
+_square = nt_stores.NtStoreKernel(_square_cached, _square_nt, out_arg=1)
+_scale = nt_stores.NtStoreKernel(_scale_cached, _scale_nt, out_arg=2)
+_fused = nt_stores.NtStoreKernel(_fused_cached, _norm_nt, out_arg=1)
+_onepass = nt_stores.NtStoreKernel(_onepass_cached, _norm_nt, out_arg=1)
 
 
 def _acc(dtype: str) -> str:

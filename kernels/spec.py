@@ -146,10 +146,10 @@ class Variant:
     plan: Callable[[Size, str], list[Launch]]
     temps: Callable[[Size, str], dict[str, Buf]] = lambda size, dtype: {}
     impls: dict[str, Any] = field(default_factory=dict)  # backend -> {kernel: impl}
-    unit: str = "simt"  # "simt" (CUDA cores / SIMD lanes) or "tensor" (matrix units)
-    # When the unit depends on where it runs (a vendor library picks its own: cuBLAS HGEMM
-    # runs on tensor cores, numpy's BLAS on SIMD lanes): (backend kind, dtype) -> unit.
-    unit_on: Callable[[str, str], str] | None = None
+    cores: str = "simt"  # what runs it: "simt" (CUDA cores / SIMD lanes) or "tensor" (matrix)
+    # When the cores depend on where it runs (a vendor library picks its own: cuBLAS HGEMM
+    # runs on tensor cores, numpy's BLAS on SIMD lanes): (backend kind, dtype) -> cores.
+    cores_on: Callable[[str, str], str] | None = None
     # What a backend cannot run and why, e.g. {"cpu": "tensor cores are GPU-only"}
     unsupported: dict[str, str] = field(default_factory=dict)
     arrow_from: str | None = None  # plot an arrow from that variant to this one (fusion)
@@ -297,21 +297,21 @@ class Case:
         """Bytes of memory the case allocates (every buffer once)."""
         return sum(b.nbytes for b in self.buffers().values())
 
-    def unit(self, kind: str = "gpu") -> str:
-        """The unit that runs this case on a backend of ``kind`` ("cpu" or "gpu")."""
+    def cores(self, kind: str = "gpu") -> str:
+        """The cores ("simt" or "tensor") that run this case on a backend of ``kind``."""
         v = self.variant
-        return v.unit_on(kind, self.dtype) if v.unit_on is not None else v.unit
+        return v.cores_on(kind, self.dtype) if v.cores_on is not None else v.cores
 
     def precision_on(self, kind: str) -> str:
         """The compute roof this case is held against on a backend of ``kind``."""
-        if self.unit(kind) == "tensor":
+        if self.cores(kind) == "tensor":
             return f"{self.dtype}_tc"
         return self.precision
 
     @property
     def precision(self) -> str:
-        """The compute roof this case is held against (declared unit)."""
-        if self.variant.unit == "tensor":
+        """The compute roof this case is held against (declared cores)."""
+        if self.variant.cores == "tensor":
             return f"{self.dtype}_tc"
         # Low-precision storage computed in fp32 on CUDA cores is held against the fp32 roof;
         # only kernels doing packed half2/bfloat162 math meet the fp16/bf16 roof.

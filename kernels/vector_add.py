@@ -6,8 +6,8 @@ from typing import Any
 
 from numba import njit, prange
 
-from . import cpu_stream
 from . import cuda_impl as cu
+from . import nt_stores
 from . import numba_cuda_twins as nb
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
 
@@ -18,9 +18,9 @@ def _add_cached(a, b, c, n):
         c[i] = a[i] + b[i]
 
 
-# An output larger than the last-level cache is written with streaming stores (no read for
-# ownership; kernels/cpu_stream.py), a smaller one by the cached loop above.
-_add = cpu_stream.StreamingKernel(_add_cached, cpu_stream.add, out_arg=2)
+# An output larger than the last-level cache is written with non-temporal stores (no read for
+# ownership; kernels/nt_stores.py), a smaller one by the cached loop above.
+_add = nt_stores.NtStoreKernel(_add_cached, nt_stores.add, out_arg=2)
 
 
 def _io(size: Size, dtype: str) -> dict[str, Buf]:

@@ -3,7 +3,7 @@
 The code lives in three folders installed under this one import name:
 ``roofbench.kernels`` (what is measured), ``roofbench.roofs`` (what the hardware can do) and
 ``roofbench.bench`` (how it is measured and shown). ``roofbench.measure`` and
-``roofbench.Session`` (bench/api.py) put one's own kernel on this device's roofline.
+``roofbench.Session`` (bench/measure/api.py) put one's own kernel on this device's roofline.
 """
 
 from pathlib import Path as _Path
@@ -20,9 +20,11 @@ if not (_Path(__file__).resolve().parent / "kernels").is_dir() and all(
     __path__.append(str(_root))  # noqa: F821 (the package's own __path__)
 
 
-def __getattr__(name: str):  # the user API, imported on first use (numba and numpy are heavy)
+def __getattr__(name: str):
+    # The user API, imported on first use: an eager import would make every module of the
+    # shared root pull in the floors above it (and numba); the one upward import of the root.
     if name in ("measure", "Session"):
-        from .bench import api
+        from .bench.measure import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'roofbench' has no attribute {name!r}")

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from .schema import CaseResult, RunResult
+from .records import CaseResult, RunResult
 
 Verdict = Literal["faster", "slower", "same", "uncertain", "unreadable", "invalid in B",
                   "fixed in B", "not measured", "only in A", "only in B", "other device"]

@@ -21,7 +21,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .schema import CaseResult, RoofSet, RunResult, SchemaError, Timing, apply_roofs
+from .readers import SchemaError, read_roofset
+from .records import CaseResult, RoofSet, RunResult
+from .roofline import apply_roofs
+from .timing import Timing
 
 EXTRA_SCHEMA = "roofbench.pytest-benchmark/1"
 # The storage types a case may name: kernels/spec.DTYPES' keys (the shared root does not
@@ -95,7 +98,7 @@ def _case(e: dict[str, Any], extra: dict[str, Any], device_backend: str,
         workload=str(extra.get("workload") or base), variant=str(
             extra.get("variant") or param.rstrip("]") or "default"),
         backend=str(extra.get("backend") or device_backend), dtype=dtype, size=list(size),
-        precision=precision, unit="tensor" if precision.endswith("_tc") else "simt",
+        precision=precision, cores="tensor" if precision.endswith("_tc") else "simt",
         flops=flops, bytes=per_level,
         ai={lvl: flops / b for lvl, b in per_level.items() if b > 0},
         status="ok" if valid else "invalid", valid=valid,
@@ -124,18 +127,18 @@ def read_pytest_benchmark(d: dict[str, Any],
     ours = ours or {}
     cpu = (d["machine_info"].get("cpu") or {}) if isinstance(d["machine_info"].get("cpu"),
                                                              dict) else {}
-    entries = []
+    entries: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     for i, e in enumerate(d["benchmarks"]):
         if not isinstance(e, dict):
             raise SchemaError(f"benchmarks[{i}] is not an object")
-        extra = e.get("extra_info") if isinstance(e.get("extra_info"), dict) else {}
+        extra: dict[str, Any] = e["extra_info"] if isinstance(e.get("extra_info"), dict) else {}
         entries.append((f"benchmarks[{i}] ({e.get('name', '?')})", e, extra))
     counted = [x for x in entries if {"flops", "bytes", "dtype"} <= set(x[2])]
     devices = [str(ours.get("device") or x[2].get("device") or cpu.get("brand_raw")
                    or "unknown device") for x in counted]
     device = devices[0] if devices else str(ours.get("device") or cpu.get("brand_raw")
                                             or "unknown device")
-    roofs = RoofSet.from_dict(ours["roofs"]) if isinstance(ours.get("roofs"), dict) else None
+    roofs = read_roofset(ours["roofs"]) if isinstance(ours.get("roofs"), dict) else None
     if roofs is None and roofs_for is not None:
         roofs = roofs_for(device)
     backend = str(ours.get("backend") or "cpu")
@@ -150,7 +153,7 @@ def read_pytest_benchmark(d: dict[str, Any],
     if missing:
         notes.append(f"{len(missing)} benchmark(s) without flops, bytes and dtype in "
                      f"extra_info, not placed: {', '.join(map(str, missing))}")
-    commit = d.get("commit_info") if isinstance(d.get("commit_info"), dict) else {}
+    commit: dict[str, Any] = d["commit_info"] if isinstance(d.get("commit_info"), dict) else {}
     sha = commit.get("id")
     mi = d["machine_info"]
     platform = "-".join(str(mi[k]) for k in ("system", "release", "machine") if mi.get(k))

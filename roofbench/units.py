@@ -26,3 +26,14 @@ def si(value: float | None, unit: str = "", digits: int = DIGITS) -> str:
         if abs(float(f"{value / scale:.{digits}g}")) >= 1:
             return f"{value / scale:.{digits}g} {prefix}{unit}"
     return f"{value:.{digits}g} {unit}".rstrip()
+
+
+def duration(seconds: float | None) -> str:
+    """'207 us', '1.23 ms', '2.5 s' (three significant digits); '-' for None."""
+    if seconds is None:
+        return MISSING
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.3g} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds:.3g} s"

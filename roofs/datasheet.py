@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from roofbench.schema import Roof
+from roofbench.records import Roof
 
 TB = 1e12
 GB = 1e9

@@ -24,7 +24,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from roofbench.schema import Roof, RoofSet
+from roofbench.records import Roof, RoofSet
 from roofbench.units import si
 
 Split = Literal["single", "column", "row"]

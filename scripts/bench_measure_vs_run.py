@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the checkout, importable without an install
 
 from roofbench.bench.backends.cpu import cpu_model  # noqa: E402
-from roofbench.roofs.model import device_slug  # noqa: E402
 
 import roofbench  # noqa: E402
+from roofbench.roofline import device_slug  # noqa: E402
 
 
 def newest_roofs() -> Path | None:

@@ -2,14 +2,14 @@
 
     python scripts/cpu_reference.py [--rounds N] [--quick] [--out FILE] [--strict]
 
-Compiles ``bench/c_ref/triad.c`` (C/OpenMP STREAM triad) and ``bench/c_ref/fma_peak.c`` (C
+Compiles ``scripts/c_ref/triad.c`` (C/OpenMP STREAM triad) and ``scripts/c_ref/fma_peak.c`` (C
 intrinsics FMA peak, widest vectors) with ``gcc -O3 -march=native -fopenmp`` into
-``bench/c_ref/bin/`` (a temp dir when that is not writable), then runs rounds that interleave
+``scripts/c_ref/bin/`` (a temp dir when that is not writable), then runs rounds that interleave
 a C run and the matching numba probe (same array size, same thread count, alternating which
 goes first) so that both see the same machine load. Per round each side reports its best
 sample (STREAM's convention) and its median; the table shows the median over rounds of each
 side's value and, as the verdict, the median over rounds of the paired numba/C ratios (the
-ratio of the per-round medians is shown for information). Targets (issue 2): numba triad
+ratio of the per-round medians is shown for information). Targets: numba triad
 >= 95% of the C triad, numba FP64 FMA >= 90% of the C intrinsics peak. FP32 is information.
 Run it on a quiet machine: other load makes every number noisy (pairing only makes it fair).
 
@@ -36,8 +36,12 @@ from typing import Any
 
 import numba
 from roofbench.bench.backends.cpu import cpu_model
-from roofbench.bench.measure.timer import TimerConfig, host_timer
-from roofbench.roofs.probes import cpu as cp
+from roofbench.roofs.probes import cpu_features as feat
+from roofbench.roofs.probes import cpu_fma as fma
+from roofbench.roofs.probes import cpu_stream as cs
+
+from roofbench import cpu_cache as llc
+from roofbench.timing import TimerConfig, host_timer
 
 C_REF_DIR = Path(__file__).resolve().parent / "c_ref"
 CFLAGS = ("-O3", "-march=native", "-fopenmp")
@@ -71,7 +75,7 @@ def compile_program(name: str, out_dir: Path | None = None, cc: str | None = Non
     the command used."""
     cc = cc or find_cc()
     if not cc:
-        raise ReferenceError("no C compiler: install gcc (or set CC) to build bench/c_ref")
+        raise ReferenceError("no C compiler: install gcc (or set CC) to build scripts/c_ref")
     out_dir = out_dir or bin_dir()
     exe = out_dir / name
     cmd = [cc, *CFLAGS, *(f"-D{d}" for d in defines), str(C_REF_DIR / f"{name}.c"), "-o",
@@ -187,9 +191,9 @@ class _Subjects:
     llc: int
     n: int  # triad elements per array
     settle_s: float
-    arrays: Any  # cp.StreamArrays
+    arrays: Any  # cs.StreamArrays
     triad_call: Any
-    probes: dict[str, Any]  # precision -> cp.FmaProbe
+    probes: dict[str, Any]  # precision -> fma.FmaProbe
     c_steps: int
 
 
@@ -198,29 +202,29 @@ def _prepare(rounds: int, reps: int, quick: bool, progress: Any) -> _Subjects:
     triad_exe, triad_cmd = compile_program("triad", out_dir)
     # The C probe runs as many chains as the numba probe (the target's model); the C file
     # refuses a count its vector registers cannot hold.
-    shape = cp.probe_shape()
+    shape = fma.probe_shape()
     fma_exe, fma_cmd = compile_program("fma_peak", out_dir,
                                        defines=(f"NACC={shape.accumulators}",))
     threads = int(numba.get_num_threads())
-    llc = cp.last_level_cache_bytes()
+    llc_bytes = llc.last_level_cache_bytes()
     # The C program holds its own three arrays beside ours: half the budget each.
-    n = cp.stream_elements(llc, cp.default_stream_budget() // 2, factor=4.0 if quick else 8.0)
-    progress(f"triad: {n} FP64 elements per array ({8 * n / llc:.1f}x LLC of "
-             f"{llc / cp.MiB:.0f} MiB), {threads} threads; {rounds} rounds x {reps} reps")
+    n = cs.stream_elements(llc_bytes, cs.default_stream_budget() // 2, factor=4.0 if quick else 8.0)
+    progress(f"triad: {n} FP64 elements per array ({8 * n / llc_bytes:.1f}x LLC of "
+             f"{llc_bytes / cs.MiB:.0f} MiB), {threads} threads; {rounds} rounds x {reps} reps")
 
-    arrays = cp.StreamArrays(n)
+    arrays = cs.StreamArrays(n)
     arrays.check("triad")
     triad_call = arrays.call("triad")
-    settle_s = 1.0 if quick else 3.0  # as cp.measure_stream does before timing
+    settle_s = 1.0 if quick else 3.0  # as cs.measure_stream does before timing
     progress(f"settling the numba arrays for {settle_s:.0f} s")
-    cp.settle(arrays, settle_s)
-    probes = {p: cp.FmaProbe(p, target_s=0.03 if quick else 0.05) for p in ("fp64", "fp32")}
+    cs.settle(arrays, settle_s)
+    probes = {p: fma.FmaProbe(p, target_s=0.03 if quick else 0.05) for p in ("fp64", "fp32")}
     for p in probes.values():
         p()
         p.check()
     # Same FLOPs per thread per call as the numba fp64 call (same accumulators and lanes).
-    c_steps = probes["fp64"].iters * cp.STEPS
-    return _Subjects(triad_exe, triad_cmd, fma_exe, fma_cmd, threads, llc, n, settle_s,
+    c_steps = probes["fp64"].iters * fma.STEPS
+    return _Subjects(triad_exe, triad_cmd, fma_exe, fma_cmd, threads, llc_bytes, n, settle_s,
                      arrays, triad_call, probes, c_steps)
 
 
@@ -294,7 +298,7 @@ def _result(s: _Subjects, rows: dict[str, Row], c_info: dict[str, Any], rounds: 
                   **{f"{p}_fma": {"vector_bits": pr.asm["vector_bits"], "row": pr.row,
                                   "accumulators": pr.accumulators,
                                   "model": pr.shape.to_dict(),
-                                  "steps": cp.STEPS, "iters": pr.iters,
+                                  "steps": fma.STEPS, "iters": pr.iters,
                                   "flops_per_run": pr.flops, "asm": pr.asm}
                      for p, pr in s.probes.items()}},
         "rows": [row.to_dict() for row in rows.values()],
@@ -325,7 +329,7 @@ def format_table(result: dict[str, Any]) -> str:
                      f"{d['ratio']:7.1%} {d['ratio_of_medians']:12.1%} {target:>7s}  {verdict}")
     lines.append(f"({result['estimator']}; {result['rounds']} rounds x "
                  f"{result['reps_per_round']} reps, {result['threads']} threads, "
-                 f"triad {result['triad_array_bytes'] / cp.MiB:.0f} MiB per array, "
+                 f"triad {result['triad_array_bytes'] / cs.MiB:.0f} MiB per array, "
                  f"numba FMA {_fma_shape(result['numba']['fp64_fma'], 'vector_bits')}, "
                  f"C FMA {_fma_shape(result['c'], 'fma_vector_bits')})")
     return "\n".join(lines)
@@ -365,9 +369,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _restart_with_widest_vectors() -> None:
     """Numba reads NUMBA_CPU_FEATURES only at import: when the CPU needs it for its widest
-    vectors (AVX-512 on Intel, see cpu_probes.widest_vector_env), start this program again
+    vectors (AVX-512 on Intel, see cpu_features.widest_vector_env), start this program again
     with it, once (the variable is then set, so the new process does not restart)."""
-    extra = cp.widest_vector_env()
+    extra = feat.widest_vector_env()
     if extra:
         os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()),
                                    *sys.argv[1:]], {**os.environ, **extra})

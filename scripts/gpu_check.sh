@@ -4,7 +4,7 @@
 # imported as it is, PYTHONPATH=<checkout>). The flagship first, then the roofs and the run.
 #   facts            nvidia-smi, toolkit, python packages (cuda-bindings, cuda-pathfinder too),
 #                    the libNVVM numba-cuda resolves, which roofbench, backends
-#   wgmma-tests      the wgmma/TMA GEMM validated on the device (tests/test_wgmma.py -m gpu):
+#   wgmma-tests      the wgmma/TMA GEMM validated on the device (tests/kernels/test_wgmma.py -m gpu):
 #                    done within the first 60 s
 #   calibrate        roofbench calibrate --recalibrate (full probes) -> roofs/<device>.json,
 #                    written after every probe
@@ -19,8 +19,8 @@
 #   launch-overhead  host time per empty-kernel launch from each launcher (pytest-benchmark)
 #   ncu              Nsight Compute counters beside the model
 # Each step's limit is sized from a model tested on the CPU (docs/gpu-check.md): the
-# calibration time model (tests/test_gpu_probes_nogpu.py) and the make-bench time model
-# (tests/test_bench_time_model.py); tests/test_gpu_check_script.py checks the order and that
+# calibration time model (tests/roofs/test_gpu_probes_nogpu.py) and the make-bench time model
+# (tests/bench/measure/test_bench_time_model.py); tests/scripts/test_gpu_check_script.py checks the order and that
 # the limits fit GPU_CHECK_TOTAL_S (default 480 s). A failing step is recorded and the next one
 # runs; a step with no time left is skipped. Exit status non-zero when a step failed, timed
 # out or was skipped.
@@ -151,7 +151,7 @@ step facts 15 bash -c facts  # 2 s at the first contact
 # -DRB_BOUNDED_WAIT to the sm_90a builds) instead of hanging until the step's limit.
 step wgmma-tests 40 env ROOFBENCH_BOUNDED_WAIT=1 bash -c 'pytest_must_pass "$OUT_DIR/wgmma-tests.log" -m gpu -q -rs \
   -p no:cacheprovider -o addopts="--import-mode=importlib" \
-  --junitxml="$OUT_DIR/wgmma-tests.xml" tests/test_wgmma.py'
+  --junitxml="$OUT_DIR/wgmma-tests.xml" tests/kernels/test_wgmma.py'
 
 # Full probes into roofs/<device>.json (written after every probe: a killed step keeps what it
 # measured), where `make bench` and later runs find them; a copy goes to the output folder.
@@ -170,14 +170,14 @@ step make-bench 130 bash -c make_bench
 
 # The hand-written tensor GEMMs at 8192^3: the report gives each as a fraction of the library
 # roof (efficiency) and of cuBLAS where both ran (make-bench: 4096^3).
-step gemm-8192 35 "$PY" -m roofbench.bench.cli run --backend cuda --kernel gemm --variant tensor \
+step gemm-8192 35 "$PY" -m roofbench.bench.cli run --backend cuda --workload gemm --variant tensor \
   --dtype fp16 --dtype bf16 --dtype fp8 --size 8192x8192x8192 "${ROOFS_ARG[@]}" \
   --out "$OUT_DIR/gemm-8192"
 
 # The other gpu-marked tests: 28 s at the first contact, when the Numba ones failed at once.
 step gpu-tests 50 bash -c 'pytest_must_pass "$OUT_DIR/gpu-tests.log" -m gpu -q -rs \
   -p no:cacheprovider --maxfail=20 -o addopts="--import-mode=importlib" \
-  --ignore=tests/test_wgmma.py --junitxml="$OUT_DIR/gpu-tests.xml" '"${GPU_CHECK_TESTS:-tests/}"
+  --ignore=tests/kernels/test_wgmma.py --junitxml="$OUT_DIR/gpu-tests.xml" '"${GPU_CHECK_TESTS:-tests/}"
 
 # 36 s there, every case failing at compile.
 step bench-numba 40 "$PY" -m roofbench.bench.cli run --backend numba --quick \
@@ -204,21 +204,21 @@ esac
 [ "$pycuda_rc" = 0 ] && export PYTHONPATH="$PYTHONPATH:$PYCUDA_TARGET"
 if "$PY" -c "import pycuda" >/dev/null 2>&1; then
   step bench-pycuda 30 "$PY" -m roofbench.bench.cli run --backend pycuda --quick \
-    --kernel l2norm --kernel vector_add "${ROOFS_ARG[@]}" --out "$OUT_DIR/pycuda"
+    --workload l2norm --workload vector_add "${ROOFS_ARG[@]}" --out "$OUT_DIR/pycuda"
 else
   record bench-pycuda "skipped (no PyCUDA)" 0 "-"
 fi
 
 # 9 s there (the Numba half failing at compile).
 step launch-overhead 20 bash -c 'pytest_must_pass "$OUT_DIR/launch-overhead.log" -q -rs \
-  -p no:cacheprovider -o addopts="--import-mode=importlib" tests/bench_launch_overhead.py \
+  -p no:cacheprovider -o addopts="--import-mode=importlib" tests/bench/backends/bench_launch_overhead.py \
   --benchmark-json="$OUT_DIR/launch_overhead.json"'
 
 # Nsight Compute counters beside the model at the size of the hand-made H200 ncu runs (64M
 # fp32 elements): each valid case runs once more under ncu (~5-10 s a case).
 if command -v ncu >/dev/null 2>&1 || [ -n "${ROOFBENCH_NCU:-}" ]; then
-  step ncu 35 "$PY" -m roofbench.bench.cli run --backend cuda --ncu --kernel l2norm \
-    --kernel vector_add --dtype fp32 --size 64M "${ROOFS_ARG[@]}" --out "$OUT_DIR/ncu"
+  step ncu 35 "$PY" -m roofbench.bench.cli run --backend cuda --ncu --workload l2norm \
+    --workload vector_add --dtype fp32 --size 64M "${ROOFS_ARG[@]}" --out "$OUT_DIR/ncu"
 else
   record ncu "skipped (no ncu on PATH)" 0 "-"
 fi

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
+
+# The stand-ins and helpers every test folder imports (cuda_tools, testpaths): one place.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "standins"))
 import roofbench.kernels.numba_compat  # noqa: F401  (numpy 2.5 vs numba-cuda 0.30)
 
 

@@ -1,4 +1,10 @@
-"""The architecture's promises: one import name, dependencies pointing one way."""
+"""The architecture's promises: one import name, one level per folder, imports one way.
+
+Floors, lowest first: the shared root (roofbench/*.py) <- kernels/ <- roofs/ <- bench/; inside
+bench/: backends/ <- measure/ and fleet/ <- cli/, and present/ imports only the shared root.
+No source file outside tests is longer than 450 lines. ``python tests/test_layout.py`` prints
+the import map's floors.
+"""
 
 from __future__ import annotations
 
@@ -9,34 +15,136 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
+MAX_LINES = 450
+
+# Each floor, and the floors it may import from (besides itself and the standard library).
+FLOORS: dict[str, set[str]] = {
+    "root": set(),
+    "kernels": {"root"},
+    "roofs": {"root", "kernels"},
+    "bench.backends": {"root", "kernels", "roofs", "bench"},
+    "bench.present": {"root"},
+    "bench.measure": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present"},
+    "bench.fleet": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present"},
+    "bench.cli": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present",
+                  "bench.measure", "bench.fleet"},
+    "bench": {"root", "kernels", "roofs"},  # bench/results.py, bench/errors.py
+}
+FOLDERS = {"roofbench": "roofbench", "kernels": "roofbench.kernels", "roofs": "roofbench.roofs",
+           "bench": "roofbench.bench"}
 
 
-def imports_of(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
+def floor_of_module(mod: str) -> str | None:
+    """The floor a roofbench module is on, None for anything else."""
+    parts = mod.split(".")
+    if parts[0] != "roofbench":
+        return None
+    if len(parts) == 1 or parts[1] not in ("kernels", "roofs", "bench"):
+        return "root"
+    if parts[1] == "bench" and len(parts) > 2 and f"bench.{parts[2]}" in FLOORS:
+        return f"bench.{parts[2]}"
+    return parts[1]
+
+
+def module_of(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("").parts
+    dotted = [FOLDERS[rel[0]], *rel[1:]]
+    if dotted[-1] == "__init__":
+        dotted = dotted[:-1]
+    return ".".join(dotted)
+
+
+# The one upward import, named: the package's face hands out the user API (roofbench.measure,
+# roofbench.Session) from its module __getattr__ on first use, never at import time.
+FACADE = ROOT / "roofbench" / "__init__.py"
+FACADE_IMPORTS = {"roofbench.bench.measure", "roofbench.bench.measure.api"}
+
+
+def facade_getattr(tree: ast.Module) -> ast.FunctionDef | None:
+    return next((n for n in tree.body if isinstance(n, ast.FunctionDef)
+                 and n.name == "__getattr__"), None)
+
+
+def imports_of(path: Path, tree: ast.AST | None = None) -> set[str]:
+    if tree is None:
+        tree = ast.parse(path.read_text())
+        if path == FACADE and (lazy := facade_getattr(tree)) is not None:
+            assert isinstance(tree, ast.Module)
+            tree.body.remove(lazy)  # checked on its own: test_the_facade_imports_lazily
     names: set[str] = set()
+    pkg = module_of(path).split(".")
+    if path.name != "__init__.py":
+        pkg = pkg[:-1]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             mod = node.module or ""
             if node.level:  # relative: resolve against the module's package
-                rel = path.parent.relative_to(ROOT).parts
-                pkg = ["roofbench", *rel]
                 base = pkg[: len(pkg) - (node.level - 1)]
                 mod = ".".join(base + ([mod] if mod else []))
             names.add(mod)
+            names |= {f"{mod}.{a.name}" for a in node.names}  # "from pkg import module"
     return names
 
 
-@pytest.mark.parametrize("folder", ["kernels", "roofs"])
-def test_kernels_and_roofs_never_import_bench(folder):
-    offenders = {str(p.relative_to(ROOT)): sorted(i for i in imports_of(p)
-                                                   if i.startswith("roofbench.bench"))
-                 for p in (ROOT / folder).rglob("*.py")}
-    assert {k: v for k, v in offenders.items() if v} == {}
+def sources() -> list[Path]:
+    out = list((ROOT / "roofbench").glob("*.py"))
+    for folder in ("kernels", "roofs", "bench"):
+        out += sorted((ROOT / folder).rglob("*.py"))
+    return sorted(out)
+
+
+def floor_map() -> dict[str, dict[str, set[str]]]:
+    """floor -> floor it imports -> the modules of the first that do."""
+    out: dict[str, dict[str, set[str]]] = {}
+    for p in sources():
+        me = floor_of_module(module_of(p))
+        assert me is not None
+        for imp in imports_of(p):
+            other = floor_of_module(imp)
+            if other is not None and other != me:
+                out.setdefault(me, {}).setdefault(other, set()).add(module_of(p))
+    return out
+
+
+def test_imports_point_one_way():
+    bad = {f"{src} -> {dst}": sorted(mods) for src, dsts in floor_map().items()
+           for dst, mods in dsts.items() if dst not in FLOORS[src]}
+    assert bad == {}
+
+
+def test_the_shared_root_and_present_import_nothing_above_them():
+    fm = floor_map()
+    assert set(fm.get("root", {})) == set()
+    assert set(fm.get("bench.present", {})) <= {"root"}
+
+
+def test_the_facade_imports_the_api_lazily():
+    """roofbench/__init__.py imports nothing above the root at import time; its __getattr__
+    imports the API module and nothing else, and importing a root module loads no floor."""
+    lazy = facade_getattr(ast.parse(FACADE.read_text()))
+    assert lazy is not None
+    assert imports_of(FACADE, lazy) == FACADE_IMPORTS
+    code = ("import sys, roofbench.records, roofbench.gate; "
+            "print(sorted(m for m in sys.modules if m.startswith('roofbench.bench')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    from roofbench.bench.measure import api
+
+    import roofbench
+
+    assert roofbench.measure is api.measure and roofbench.Session is api.Session
+
+
+def test_no_source_file_is_longer_than_450_lines():
+    files = sources() + sorted((ROOT / "scripts").rglob("*.py"))
+    long = {str(p.relative_to(ROOT)): n for p in files
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
 
 
 def test_every_code_folder_is_a_listed_package():
@@ -70,6 +178,16 @@ def test_code_folders_install_under_one_name():
     assert out.stdout.strip() == "[]"
 
 
+def test_tests_mirror_the_package():
+    """A test file sits in the folder of what it tests (tests/<folder>/...), the stand-ins in
+    tests/standins/."""
+    top = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    assert top == ["test_layout.py"]
+    for folder in ("roofbench", "kernels", "roofs", "bench/backends", "bench/measure",
+                   "bench/present", "bench/cli", "bench/fleet"):
+        assert list((ROOT / "tests" / folder).glob("test_*.py")), folder
+
+
 def test_offline_setup_installs_nothing_and_names_the_interpreter():
     """ROOFBENCH_NO_INSTALL=1: make bench on an offline GPU box uses the interpreter as is."""
     env = {**os.environ, "ROOFBENCH_NO_INSTALL": "1", "PYTHON": sys.executable,
@@ -81,3 +199,8 @@ def test_offline_setup_installs_nothing_and_names_the_interpreter():
         Path(out.stdout.strip()).resolve() == Path(sys.executable).resolve()
     assert "no install" in out.stderr
     assert not Path("/nonexistent-venv").exists()
+
+
+if __name__ == "__main__":  # the import map's floors, for a reader
+    for src, dsts in sorted(floor_map().items()):
+        print(f"{src:15s} imports {', '.join(sorted(dsts)) or '-'}")

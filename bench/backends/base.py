@@ -22,12 +22,12 @@ import numpy as np
 from roofbench.kernels.arrays import Arrays
 from roofbench.kernels.spec import Case
 
-from roofbench.errors_text import first_line  # noqa: F401 (the backends import it from here)
-from roofbench.schema import RoofSet, Timing
+from roofbench.errors_text import first_line
+from roofbench.records import LaunchFacts, RoofSet
+from roofbench.timing import TimerConfig, Timing
 
 from ...plugins import PluginError, plugin_attr
-from ..measure.timer import TimerConfig
-from . import AUTO_ORDER, REGISTRY  # noqa: F401  (re-exported: base.REGISTRY is the same dict)
+from . import AUTO_ORDER, REGISTRY
 
 
 class BackendUnavailable(RuntimeError):
@@ -63,8 +63,13 @@ class Prepared(ABC):
         raise NotImplementedError(f"{type(self).__name__} keeps no device array module")
 
     def extra(self) -> dict[str, Any]:
-        """Backend facts recorded with the case (occupancy, registers, clocks...)."""
+        """Backend facts recorded with the case (compiler, machine load...), free-form."""
         return {}
+
+    def launch_facts(self) -> list[LaunchFacts]:
+        """How each launch runs here (function, geometry, resources, occupancy), one per launch
+        in order, or [] where the backend knows none."""
+        return []
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Free device memory."""
@@ -84,10 +89,16 @@ class LaunchListPrepared(Prepared):
         return list(self._calls)
 
 
+Hooks = tuple[Callable[[], None], Callable[[], None]]
+
+
 class Backend(ABC):
     name: str = ""
     family: str = ""  # which entry of Variant.impls this backend runs
     kind: str = "cpu"  # "cpu" or "gpu"
+    # The kernels it launches carry their source names (extern "C"), so a profiler can select
+    # them by exact name (ncu --kernel-name).
+    exact_kernel_names: bool = False
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -142,6 +153,11 @@ class Backend(ABC):
     def dtypes(self) -> tuple[str, ...]:
         return ("fp64", "fp32", "fp16", "bf16", "fp8")
 
+    def has_kernel(self, case: Case) -> bool:
+        """Whether this backend's implementation of the case's variant exists in its dtype. A
+        default run selects only these; a dtype asked for by name gets the reason instead."""
+        return True
+
     # -- where a case's inputs, reference and validation run ------------------------------
     def arrays(self) -> Arrays | None:
         """The device array module the runner draws inputs, computes the reference and
@@ -165,6 +181,16 @@ class Backend(ABC):
 
     def warm(self, case: Case) -> None:  # noqa: B027 - optional hook
         """Compile and load what the case launches (the runner's compile phase)."""
+
+    def profiler_hooks(self) -> Hooks | None:
+        """(start, stop) of the profiler range (cudaProfilerStart/Stop through the backend's
+        own library), or None where there is none."""
+        return None
+
+    @classmethod
+    def has_profiler_range(cls) -> bool:
+        """Whether it brackets a pipeline for a profiler (asked before it is opened)."""
+        return cls.profiler_hooks is not Backend.profiler_hooks
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass

@@ -16,17 +16,19 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 from roofbench.kernels.spec import Case, np_dtype
-from roofbench.roofs.probes.cpu import (
-    available_memory_bytes,
-    case_memory_budget,
-    last_level_cache_bytes,
+from roofbench.roofs.probes.cpu_noise import (
+    NoiseProbe,
+    NoiseReport,
+    huge_page_fraction,
+    noise_cause,
 )
+from roofbench.roofs.probes.host_memory import available_memory_bytes, case_memory_budget
 
-from roofbench.schema import DatasheetMatch, RoofSet, Timing
+from roofbench.cpu_cache import last_level_cache_bytes
+from roofbench.records import DatasheetMatch, RoofSet
+from roofbench.timing import TimerConfig, Timing, host_timer
 
-from ..measure.timer import TimerConfig, host_timer
 from .base import Backend, LaunchListPrepared
-from .cpu_noise import NoiseProbe, NoiseReport, huge_page_fraction, noise_cause
 
 GiB = 1 << 30
 
@@ -94,7 +96,7 @@ class CpuPrepared(LaunchListPrepared):
                 _parallel_fill(self.arrays[name].reshape(-1), np.nan)
 
     def extra(self) -> dict[str, Any]:
-        # What the machine did while the whole pipeline was timed (see bench/backends/cpu_noise.py).
+        # What the machine did while the whole pipeline was timed (see roofs/probes/cpu_noise.py).
         out: dict[str, Any] = {}
         spans = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in self.arrays.values()
                  if a.nbytes]
@@ -137,7 +139,7 @@ class CpuBackend(Backend):
             "numba_threads": numba.config.NUMBA_NUM_THREADS,
             # The features the kernels were compiled for (None: numba's default tuning, which
             # on Intel AVX-512 prefers 256-bit vectors; the FMA roof is measured in a process
-            # of its own with the widest, see bench/measure/cpu_fma_probe.py).
+            # of its own with the widest, see roofs/probes/cpu_fma_child.py).
             "numba_cpu_features": numba.config.CPU_FEATURES,
             "caches": cache_sizes(),
             "mem_total": _mem_total(),
@@ -178,10 +180,9 @@ class CpuBackend(Backend):
             compute_roof_notes,
             fma_roof_in_process,
             measure_cpu_roofs,
-            repeat_notes,
         )
-
-        from ..measure.cpu_fma_probe import isolated_fma_roof, timer_config
+        from roofbench.roofs.probes.cpu_fma import repeat_notes
+        from roofbench.roofs.probes.cpu_fma_child import isolated_fma_roof, timer_config
 
         cfg = timer_config(quick)
         time_fn = lambda fn: host_timer(fn, cfg)  # noqa: E731

@@ -21,9 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from roofbench.schema import Timing
-
-from ..measure.timer import TimerConfig, sample_loop
+from roofbench.timing import TimerConfig, Timing, sample_loop
 
 # nvbench drops samples below 75% of the default clock; we flag the same condition.
 THROTTLE_FRACTION = 0.75

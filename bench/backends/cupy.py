@@ -18,7 +18,6 @@ import numpy as np
 from roofbench.kernels.arrays import Arrays
 from roofbench.kernels.cuda_impl import (
     CudaLibrary,
-    CudaTmaGemm,
     DeviceProps,
     compile_options,
     cuda_include_dirs,
@@ -26,12 +25,14 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Case
 
-from roofbench.schema import RoofSet, Timing
+from roofbench.errors_text import first_line
+from roofbench.records import RoofSet
+from roofbench.timing import TimerConfig, Timing, probe_timers
 
-from ..measure.timer import TimerConfig, calibration_timers
-from .base import BackendUnavailable, CaseUnsupported, Prepared, first_line
+from .base import BackendUnavailable, CaseUnsupported, Hooks, Prepared
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (
+    ALL_LAUNCHERS,
     POISON,
     STORAGE,
     CudaCBackend,
@@ -122,11 +123,11 @@ class CupyPrepared(CudaCPrepared):
 
     def _call(self, pl: PlannedLaunch) -> Callable[[], None]:
         args = tuple(self.arrays[a] if isinstance(a, str) else a for a in pl.args)
-        if isinstance(pl.impl, CudaLibrary):
+        if pl.impl.launcher == "library":
             call = self._library(pl.impl, args)
             self.facts.append(launch_facts(pl, None, None, None, self.backend.props.cc))
             return call
-        if isinstance(pl.impl, CudaTmaGemm):
+        if pl.impl.launcher == "driver":
             return self._tma(pl)
         fn = self.backend.function(pl.impl.source, pl.function)
         self.facts.append(function_facts(pl, fn, self.backend.props.cc))
@@ -143,7 +144,7 @@ class CupyPrepared(CudaCPrepared):
         params = KernelParams(param_bytes(pl.args, lambda b: self.arrays[b].data.ptr, maps))
         stream = self.backend.stream
         facts = function_facts(pl, fn, self.backend.props.cc)
-        facts["compiler"] = f"nvrtc {pl.impl.arch} (cuda-python driver launch)"
+        facts.compiler = f"nvrtc {pl.impl.arch} (cuda-python driver launch)"
         self.facts.append(facts)
         return lambda: fn.launch(pl.grid, pl.block, pl.smem, stream.ptr, params)
 
@@ -233,8 +234,8 @@ class CupyBackend(CudaCBackend):
         """plan_launches with tensor-map kernels allowed when cuda-python is importable."""
         from .tma_launch import tma_unavailable
 
-        plans = plan_launches(case, self.props, tma=True)
-        if any(isinstance(pl.impl, CudaTmaGemm) for pl in plans):
+        plans = plan_launches(case, self.props, launchers=ALL_LAUNCHERS)
+        if any(pl.impl.launcher == "driver" for pl in plans):
             why = tma_unavailable()
             if why:
                 raise CaseUnsupported(why)
@@ -303,13 +304,18 @@ class CupyBackend(CudaCBackend):
     def warm(self, case: Case) -> None:
         """Compile and load what the case launches: NVRTC modules, the sm_90a TMA kernels."""
         for pl in self.plan(case):
-            if isinstance(pl.impl, CudaTmaGemm):
+            if pl.impl.launcher == "driver":
                 self.tma.function(pl.impl.source, pl.function, pl.smem)
             elif pl.function is not None:
                 self.function(pl.impl.source, pl.function)
 
     def prepare(self, case: Case, inputs: dict[str, Any]) -> Prepared:
         return CupyPrepared(self, case, inputs)
+
+    def profiler_hooks(self) -> Hooks:
+        from cupy.cuda import runtime
+
+        return runtime.profilerStart, runtime.profilerStop
 
     def _event_ops(self) -> EventOps:
         import cupy
@@ -344,7 +350,7 @@ class CupyBackend(CudaCBackend):
             raise BackendUnavailable(
                 f"GPU roof probes are not available (roofbench.roofs.probes.gpu: {e}); "
                 "pass --roofs FILE with calibrated roofs") from None
-        cfg, search_cfg = calibration_timers(quick)
+        cfg, search_cfg = probe_timers(quick)
 
         def time_fn(fn: Callable[[], None], search: bool = False) -> Timing:
             return self.time(fn, search_cfg if search else cfg)

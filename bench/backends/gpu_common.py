@@ -13,16 +13,18 @@ from typing import Any
 import numpy as np
 from roofbench.kernels.arrays import DEVICE_STORAGE
 from roofbench.kernels.cuda_impl import (
-    ByArch,
+    NOT_VALIDATED_ON_HARDWARE,
     CudaKernel,
     CudaLibrary,
-    CudaTmaGemm,
     DeviceProps,
     LaunchCtx,
     TensorMapSpec,
     scalar_arg,
 )
 from roofbench.kernels.spec import Buf, Case, np_dtype
+from roofbench.kernels.wgmma_gemm import TmaKernel
+
+from roofbench.records import LaunchFacts
 
 from .base import Backend, CaseUnsupported, LaunchListPrepared
 from .occupancy import occupancy
@@ -53,71 +55,74 @@ class PlannedLaunch:
     """One launch resolved for a device: the implementation, its function and geometry."""
 
     kernel: str  # the launch's kernel name in the workload
-    impl: CudaKernel | CudaLibrary | CudaTmaGemm
+    impl: CudaKernel | CudaLibrary | TmaKernel
     function: str | None
     grid: tuple[int, int, int] | None
     block: tuple[int, int, int] | None
     smem: int
     args: tuple[Any, ...]  # buffer names (str) and device-typed scalars
-    # CudaTmaGemm only: tensor maps passed before ``args`` (encoded by the launcher).
+    # Tensor maps passed before ``args`` (a TMA kernel's; encoded by the launcher).
     tensor_maps: tuple[TensorMapSpec, ...] = ()
 
 
+# How implementations are launched (their ``launcher``): what every CUDA C backend can, and
+# what the CuPy backend adds through cuda-python.
+RUNTIME_LAUNCHERS = ("runtime", "library")
+ALL_LAUNCHERS = (*RUNTIME_LAUNCHERS, "driver")
+
+
 def plan_launches(case: Case, dev: DeviceProps, family: str = "cuda",
-                  tma: bool = False) -> list[PlannedLaunch]:
+                  launchers: tuple[str, ...] = RUNTIME_LAUNCHERS) -> list[PlannedLaunch]:
     """Resolve every launch of ``case`` against its CUDA table (a per-arch choice resolved for
     this device); CaseUnsupported with the reason when a kernel lacks the dtype or the device
-    lacks the compute capability. ``tma``: the caller can launch tensor-map kernels (the CuPy
-    backend, through cuda-python)."""
+    lacks the compute capability, or when the caller has none of the implementation's
+    ``launcher`` (the CuPy backend adds "driver": tensor-map kernels through cuda-python)."""
     table = case.variant.impls.get(family) or {}
     ctx = LaunchCtx(case.size, case.dtype, dev)
     out = []
     for la in case.launches():
-        impl = table.get(la.kernel)
-        if isinstance(impl, ByArch):
-            impl = impl.pick(dev.cc)
-            if isinstance(impl, str):
-                raise CaseUnsupported(impl)
-        if impl is None:
+        entry = table.get(la.kernel)
+        if entry is None:
             raise CaseUnsupported(f"no {family} kernel for launch {la.kernel}")
-        if isinstance(impl, CudaTmaGemm) and not tma:
-            raise CaseUnsupported(f"{impl.name(case.dtype)} (TMA tensor maps) launches through "
-                                  "the cuda backend (CuPy + cuda-python) only")
+        impl = entry.resolve(dev.cc)
         why = impl.unsupported(case.dtype, dev.cc)
         if why:
             raise CaseUnsupported(why)
+        if impl.launcher not in launchers:
+            raise CaseUnsupported(f"{impl.name(case.dtype)} (TMA tensor maps) launches through "
+                                  "the cuda backend (CuPy + cuda-python) only")
         args = tuple(a if isinstance(a, str) else scalar_arg(a) for a in la.args)
-        if isinstance(impl, CudaLibrary):
+        if impl.launcher == "library":
             out.append(PlannedLaunch(la.kernel, impl, None, None, None, 0, args))
             continue
         try:
             grid, block, smem = impl.grid(ctx), impl.block(ctx), impl.smem(ctx)
         except ValueError as e:
             raise CaseUnsupported(str(e)) from None
-        maps = impl.tensor_maps(ctx) if isinstance(impl, CudaTmaGemm) else ()
         out.append(PlannedLaunch(la.kernel, impl, impl.name(case.dtype), grid, block, smem,
-                                 args, maps))
+                                 args, impl.tensor_maps(ctx)))
     return out
 
 
 def launch_facts(pl: PlannedLaunch, registers: int | None, static_smem: int | None,
-                 local_bytes: int | None, cc: tuple[int, int]) -> dict[str, Any]:
-    """Backend facts of one launch for Prepared.extra(): geometry, resources, occupancy. The
-    runner moves ``occupancy`` onto the typed LaunchResult.occupancy (roofbench/schema.py)."""
+                 local_bytes: int | None, cc: tuple[int, int]) -> LaunchFacts:
+    """How one planned launch runs: geometry, resources, the occupancy they give, and whether
+    its function has run on hardware before (NOT_VALIDATED_ON_HARDWARE)."""
+    arch = f"sm_{cc[0]}{cc[1]}"
     if pl.function is None:
-        return {"kernel": pl.kernel, "library": getattr(pl.impl, "op", "library")}
+        return LaunchFacts(library=getattr(pl.impl, "op", "library"), arch=arch)
     threads = pl.block[0] * pl.block[1] * pl.block[2]
     smem = (static_smem or 0) + pl.smem
-    d: dict[str, Any] = {"kernel": pl.kernel, "function": pl.function, "grid": list(pl.grid),
-                         "block": list(pl.block), "dynamic_smem": pl.smem,
-                         "static_smem": static_smem, "registers": registers,
-                         "local_bytes": local_bytes}
-    if registers is not None:
-        d["occupancy"] = occupancy(threads, registers, smem, cc).to_dict()
-    return d
+    return LaunchFacts(
+        function=pl.function, arch=arch, grid=list(pl.grid), block=list(pl.block),
+        dynamic_smem=pl.smem, static_smem=static_smem, registers=registers,
+        local_bytes=local_bytes,
+        occupancy=occupancy(threads, registers, smem, cc) if registers is not None else None,
+        validated_on_hardware=not any(pl.function.startswith(p)
+                                      for p in NOT_VALIDATED_ON_HARDWARE))
 
 
-def function_facts(pl: PlannedLaunch, fn: Any, cc: tuple[int, int]) -> dict[str, Any]:
+def function_facts(pl: PlannedLaunch, fn: Any, cc: tuple[int, int]) -> LaunchFacts:
     """launch_facts of a compiled function: CuPy's RawKernel and PyCUDA's Function name their
     resources alike (num_regs, shared_size_bytes, local_size_bytes)."""
     return launch_facts(pl, fn.num_regs, fn.shared_size_bytes, fn.local_size_bytes, cc)
@@ -144,7 +149,7 @@ class CudaCPrepared(LaunchListPrepared):
                     self.arrays[name] = self._input(inputs[name], buf)
                 else:
                     self.arrays[name] = self._empty(buf.shape, STORAGE[buf.dtype])
-        self.facts: list[dict[str, Any]] = []
+        self.facts: list[LaunchFacts] = []
         self._calls: list[Callable[[], None]] = [self._call(pl) for pl in plans]
 
     def _on_stream(self) -> contextlib.AbstractContextManager[Any]:
@@ -183,8 +188,10 @@ class CudaCPrepared(LaunchListPrepared):
         return {n: self.arrays[n] for n, b in self.bufs.items() if b.role == "output"}
 
     def extra(self) -> dict[str, Any]:
-        return {"arch": self.backend.props.arch, "compiler": self.compiler,
-                "launches": self.facts}
+        return {"arch": self.backend.props.arch, "compiler": self.compiler}
+
+    def launch_facts(self) -> list[LaunchFacts]:
+        return list(self.facts)
 
 
 class CudaCBackend(Backend):
@@ -194,6 +201,7 @@ class CudaCBackend(Backend):
 
     family = "cuda"
     kind = "gpu"
+    exact_kernel_names = True
     props: DeviceProps
 
     def module(self, source: str) -> Any:
@@ -205,6 +213,11 @@ class CudaCBackend(Backend):
     def plan(self, case: Case) -> list[PlannedLaunch]:
         return plan_launches(case, self.props)
 
+    def has_kernel(self, case: Case) -> bool:
+        table = case.variant.impls.get(self.family) or {}
+        entries = [table.get(la.kernel) for la in case.launches()]
+        return all(e is None or case.dtype in e.resolve(self.props.cc).dtypes for e in entries)
+
     def isolated(self, case: Case) -> bool:
         try:
             return any(getattr(pl.impl, "isolated", False) for pl in self.plan(case))
@@ -214,7 +227,7 @@ class CudaCBackend(Backend):
     def warm(self, case: Case) -> None:
         """Compile (or find in the cache) every CUDA C module the case launches."""
         for pl in self.plan(case):
-            if isinstance(pl.impl, CudaKernel):
+            if pl.impl.launcher == "runtime":
                 self.function(pl.impl.source, pl.function)
 
     def device_name(self) -> str:

@@ -21,15 +21,16 @@ from roofbench.kernels import numba_compat  # noqa: F401  (numpy 2.5 vs numba-cu
 from roofbench.kernels.numba_cuda_twins import DTYPES, NumbaTwin, build
 from roofbench.kernels.spec import Case, np_dtype
 
-from roofbench.schema import RoofSet, Timing
+from roofbench.errors_text import first_line
+from roofbench.records import LaunchFacts, RoofSet
+from roofbench.timing import TimerConfig, Timing, host_timer
 
-from ..measure.timer import TimerConfig, host_timer
 from .base import (
     Backend,
     BackendUnavailable,
     CaseUnsupported,
+    Hooks,
     LaunchListPrepared,
-    first_line,
 )
 from .cuda_timer import EventOps, cuda_time
 
@@ -57,25 +58,6 @@ def enable_simulator() -> None:
     config.reload_config()  # numba read its environment at import; numba.cuda reads this one
 
 
-def roofs_through_cupy(quick: bool, progress: Callable[[str], None] | None,
-                       checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
-    """The GPU probes run through CuPy: measure with the CuPy backend when it is available."""
-    from ..errors import UserError
-    from .base import unavailable_reason
-
-    why = unavailable_reason("cuda")
-    if why is not None:
-        raise UserError(f"GPU roofs are measured through CuPy, which is unavailable ({why}); "
-                        "pass --roofs FILE with calibrated roofs")
-    from .cupy import CupyBackend
-
-    be = CupyBackend()
-    try:
-        return be.measure_roofs(quick=quick, progress=progress, checkpoint=checkpoint)
-    finally:
-        be.close()
-
-
 class NumbaPrepared(LaunchListPrepared):
     def __init__(self, backend: _NumbaBase, case: Case, inputs: dict[str, np.ndarray]) -> None:
         from numba import cuda
@@ -95,7 +77,7 @@ class NumbaPrepared(LaunchListPrepared):
                 self.arrays[name] = cuda.device_array(buf.shape, dtype=np_dtype(buf.dtype),
                                                       stream=stream)
         self._calls: list[Callable[[], None]] = []
-        self.facts: list[dict[str, Any]] = []
+        self.facts: list[LaunchFacts] = []
         for la in case.launches():
             twin = table.get(la.kernel)
             if not isinstance(twin, NumbaTwin):
@@ -105,8 +87,8 @@ class NumbaPrepared(LaunchListPrepared):
             args = tuple(self.arrays[a] if isinstance(a, str) else a for a in la.args)
             launch = kern[grid, block, stream]
             self._calls.append(lambda launch=launch, args=args: launch(*args))
-            self.facts.append({"kernel": la.kernel, "function": twin.name, "grid": list(grid),
-                               "block": list(block)})
+            self.facts.append(LaunchFacts(function=twin.name, grid=list(grid),
+                                          block=list(block)))
 
     def poison(self) -> None:
         for name, buf in self.bufs.items():
@@ -121,7 +103,10 @@ class NumbaPrepared(LaunchListPrepared):
                 if b.role == "output"}
 
     def extra(self) -> dict[str, Any]:
-        return {"runtime": self.backend.name, "launches": self.facts}
+        return {"runtime": self.backend.name}
+
+    def launch_facts(self) -> list[LaunchFacts]:
+        return list(self.facts)
 
     def close(self) -> None:
         self.backend.stream.synchronize()
@@ -177,6 +162,9 @@ class NumbaCudaBackend(_NumbaBase):
     def device_name(self) -> str:
         return self._name
 
+    def profiler_hooks(self) -> Hooks:
+        return self.cuda.profile_start, self.cuda.profile_stop
+
     def info(self) -> dict[str, Any]:
         import numba
         from roofbench.roofs.probes import nvml
@@ -215,6 +203,8 @@ class NumbaCudaBackend(_NumbaBase):
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None,
                       checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
+        from .gpu_roofs import roofs_through_cupy
+
         return roofs_through_cupy(quick, progress, checkpoint)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roofbench.schema import Occupancy
+from roofbench.records import Occupancy
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 from roofbench.kernels.cuda_impl import (
-    CudaLibrary,
     DeviceProps,
     compile_options,
     cuda_include_dirs,
@@ -24,14 +23,15 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Case
 
-from roofbench.schema import RoofSet, Timing
+from roofbench.errors_text import first_line
+from roofbench.records import RoofSet
+from roofbench.timing import TimerConfig, Timing
 
-from ..measure.timer import TimerConfig
 from .base import (
     BackendUnavailable,
     CaseUnsupported,
+    Hooks,
     LaunchListPrepared,
-    first_line,
 )
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (
@@ -171,13 +171,16 @@ class PycudaBackend(CudaCBackend):
     def plan(self, case: Case) -> list[PlannedLaunch]:
         """plan_launches, refusing the library baseline (PyCUDA has no cuBLAS binding)."""
         plans = plan_launches(case, self.props)
-        if any(isinstance(pl.impl, CudaLibrary) for pl in plans):
+        if any(pl.impl.launcher == "library" for pl in plans):
             raise CaseUnsupported("PyCUDA has no cuBLAS binding: the library baseline runs on "
                                   "--backend cuda")
         return plans
 
     def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> LaunchListPrepared:
         return PycudaPrepared(self, case, inputs)
+
+    def profiler_hooks(self) -> Hooks:
+        return self.drv.start_profiler, self.drv.stop_profiler
 
     def _flush_l2(self) -> None:
         if self._flush_buf is None:  # allocated once, outside every timed window
@@ -194,7 +197,7 @@ class PycudaBackend(CudaCBackend):
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None,
                       checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
-        from .numba_cuda import roofs_through_cupy
+        from .gpu_roofs import roofs_through_cupy
 
         return roofs_through_cupy(quick, progress, checkpoint)
 

@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-from ..measure.progress import Heartbeat
 from ..measure.roof_source import calibrate
 from ..present.tables import plot_device, print_summary
+from .progress import steps
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not sys.stderr.isatty()) as prog:
-        task = prog.add_task("calibrating", total=None)
-        t0 = time.perf_counter()
-        beat = Heartbeat()
-
-        def say(msg: str) -> None:
-            prog.update(task, description=f"calibrate: {msg}")
-            if prog.disable:  # a log or a CI job: one line per probe, never minutes of silence
-                beat.say(f"calibrate [{time.perf_counter() - t0:5.1f} s]: {msg}")
-                beat.start(f"calibrate: {msg}")
-
-        with beat:
-            rs, path, measured = calibrate(args.device, quick=args.quick,
-                                           recalibrate=args.recalibrate, out=args.out,
-                                           progress=say)
+    with steps("calibrate", timed=True) as say:
+        rs, path, measured = calibrate(args.device, quick=args.quick,
+                                       recalibrate=args.recalibrate, out=args.out,
+                                       progress=say)
     if measured:
         print(f"calibrated {rs.device}: {path}")
     else:

@@ -20,10 +20,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from roofbench.fileio import atomic_write_text
 from roofbench.gate import Comparison, FailOn, classify
 
 from ..errors import UserError
-from ..results import atomic_write_text, check_writable, load_run, resolve_run
+from ..results import check_writable, load_run, resolve_run
 
 DEFAULT_THRESHOLD = 0.05
 
@@ -98,7 +99,7 @@ def table(cmp: Comparison) -> Table:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..present.compare import deltas
+    from ..present.deltas import deltas
     from ..present.plot import plot_roofline
     from ..present.report_html import render_compare_html
 

@@ -83,12 +83,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def load_roofs(path: str):  # -> RoofSet
     """Any roofs file through the one loader; its error as the CLI's one line."""
-    from roofbench.roofs.calibrated import CalibrationError
-    from roofbench.roofs.calibrated import load_roofs as load
+    from roofbench.roofs.files import RoofsFileError
+    from roofbench.roofs.files import load_roofs as load
 
     try:
         return load(path)
-    except CalibrationError as e:
+    except RoofsFileError as e:
         raise UserError(str(e)) from None
 
 

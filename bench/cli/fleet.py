@@ -35,7 +35,7 @@ def _bytes(s: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..backends.base import REGISTRY
+    from ..backends import REGISTRY
 
     p = sub.add_parser("fleet", help="calibrate every device of an MPI job into one report",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -106,19 +106,20 @@ def _gpu_links(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from roofbench.roofs.probes import gpu_links as gl
     from roofbench.roofs.probes import links as ic
 
-    from roofbench.schema import RoofSet
+    from roofbench.records import RoofSet
     from roofbench.units import si
 
     from ..fleet.output import write_atomic
 
     try:
-        sizes = ic.QUICK_NCCL_SIZES if args.quick else ic.DEFAULT_NCCL_SIZES
+        sizes = gl.QUICK_NCCL_SIZES if args.quick else gl.DEFAULT_NCCL_SIZES
         samples = 3 if args.quick else 5
-        p2p = ic.p2p_matrix(size=(64 if args.quick else 256) * ic.MiB, samples=samples)
-        colls = ic.nccl_collectives(sizes=sizes, samples=samples)
-    except ic.GpuUnavailable as e:
+        p2p = gl.p2p_matrix(size=(64 if args.quick else 256) * ic.MiB, samples=samples)
+        colls = gl.nccl_collectives(sizes=sizes, samples=samples)
+    except gl.GpuUnavailable as e:
         raise UserError(str(e)) from None
     rs = RoofSet(device="gpu-links", info={"p2p": p2p.to_dict(),
                                            "nccl": [m.to_dict() for m in colls]})

@@ -13,7 +13,7 @@ from ..backends import base as backends
 
 def cmd_list(args: argparse.Namespace) -> int:
     t = Table(title="roofbench workloads")
-    for col in ("kernel", "variant", "dtypes", "implemented for", "launches", "description"):
+    for col in ("workload", "variant", "dtypes", "implemented for", "launches", "description"):
         t.add_column(col)
     for w in workloads().values():
         for v in w.variants.values():

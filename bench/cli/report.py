@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from ..results import atomic_write_text, load_for_output
+from ..results import load_for_output
 from .argtypes import stored_run_parser
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..present.report import render
-    from ..present.report_html import missing_note, render_html
+    from ..present.outputs import write_report
 
     run, path = load_for_output(args.run, args.out, "report.md")
-    note = missing_note()
-    atomic_write_text(path, render(run) + (f"\n> {note}\n" if note else ""))
-    print(path)
-    page = path.with_suffix(".html")  # report.html beside it
-    atomic_write_text(page, render_html(run))
-    print(page)
+    for p in write_report(run, path):
+        print(p)
     return 0
 
 

@@ -5,36 +5,26 @@ any backend; `roofbench roofs --compare A.json B.json [--out PNG]` puts two devi
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from roofbench.roofs.calibrated import (
-    CalibrationError,
-    default_path,
-    load_roofs,
-    save_calibrated,
-    side_by_side,
-)
+from roofbench.roofs.files import RoofsFileError, default_path, load_roofs, save_calibrated
 
-from roofbench.schema import RoofSet
+from roofbench.records import RoofSet
+from roofbench.roofline import side_by_side
 from roofbench.units import si
 
+from ..backends import REGISTRY
 from ..backends import base as backends
 from ..errors import UserError
 from ..present.tables import plot_device, print_summary, wide_console
+from .progress import steps
 
 
 def _measure(args: argparse.Namespace) -> int:
     be = backends.open_for_user(args.backend)
-    err = Console(stderr=True)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not sys.stderr.isatty()) as prog:
-        task = prog.add_task("measuring roofs", total=None)
-        rs = be.measure_roofs(quick=args.quick,
-                              progress=lambda m: prog.update(task, description=f"roofs: {m}"))
+    with steps("roofs") as say:
+        rs = be.measure_roofs(quick=args.quick, progress=say)
     print_summary(rs)
     out = Path(args.out) if args.out else (default_path(be.device_name()) if be.kind == "gpu"
                                            else None)
@@ -52,7 +42,7 @@ def _measure(args: argparse.Namespace) -> int:
 def _load(path: str) -> RoofSet:
     try:
         return load_roofs(Path(path))
-    except CalibrationError as e:
+    except RoofsFileError as e:
         raise UserError(str(e)) from None
 
 
@@ -100,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("roofs", help="measure a backend's roofs and write them as JSON, or "
                                      "--compare two roofs files on one plot")
     p.add_argument("--backend", default="auto",
-                   help="auto (best available), " + ", ".join(backends.REGISTRY))
+                   help="auto (best available), " + ", ".join(REGISTRY))
     p.add_argument("--quick", action="store_true", help="short probes")
     p.add_argument("--out", metavar="FILE", help="roofs JSON to write (with --compare: the "
                                                  "plot, .png/.svg)")

@@ -10,7 +10,6 @@ from roofbench.errors_text import first_line
 
 from ..errors import UserError
 
-GPU_BACKENDS = ("cuda", "pycuda", "numba")
 # Environment variables that give a rank's index on its node, by launcher.
 LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID",
                    "PMI_LOCAL_RANK", "PALS_LOCAL_RANKID", "LOCAL_RANK")
@@ -86,6 +85,17 @@ def assign_gpu(local_rank: int, host: str, rank: int) -> tuple[str | None, str |
                       f"{len(devs) - 1} take them; start at most one rank per GPU")
     os.environ["CUDA_VISIBLE_DEVICES"] = pick
     return pick, None
+
+
+def gpu_backend(name: str) -> bool:
+    """Whether the backend ``name`` runs on a GPU (Backend.kind; its class is looked up, no
+    device is touched: this runs before a rank is pinned to its GPU)."""
+    from ..backends.base import BackendUnavailable, backend_class
+
+    try:
+        return backend_class(name).kind == "gpu"
+    except (KeyError, BackendUnavailable):
+        return False
 
 
 def roofbench_version() -> str:

@@ -7,10 +7,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from roofbench.roofs.model import device_slug
-
 from roofbench.fileio import atomic_write_bytes
-from roofbench.schema import Roof, RoofSet
+from roofbench.readers import read_roof, read_roofset
+from roofbench.records import RoofSet
+from roofbench.roofline import device_slug
 from roofbench.units import si
 
 
@@ -142,9 +142,9 @@ def fleet_plot(rep: dict[str, Any]) -> bytes | None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    sets = [(r["rank"], r["host"], RoofSet.from_dict(r["roofs"])) for r in rep["ranks"]
+    sets = [(r["rank"], r["host"], read_roofset(r["roofs"])) for r in rep["ranks"]
             if r["status"] == "ok" and r["roofs"]]
-    links = [Roof.from_dict(d) for d in rep["interconnect"]["roofs"]]
+    links = [read_roof(d) for d in rep["interconnect"]["roofs"]]
     if not sets and not links:
         return None
     fig, ax = plt.subplots(figsize=(9, 6))

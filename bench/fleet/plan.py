@@ -6,8 +6,10 @@ import datetime as _dt
 import os
 from pathlib import Path
 
+from roofbench.paths import home
+
 from ..errors import UserError
-from .environment import GPU_BACKENDS, visible_gpus
+from .environment import gpu_backend, visible_gpus
 from .records import Place
 
 
@@ -46,7 +48,7 @@ def _ranges(rs: list[int]) -> str:
 def turn_order(places: dict[int, Place], backend: str) -> dict[int, list[int]]:
     """rank -> ranks on the same host that calibrate before it. CPU backends only: GPUs are
     separate devices, but two CPU calibrations on one host would share cores and memory."""
-    if backend in GPU_BACKENDS or (backend == "auto" and visible_gpus()):
+    if gpu_backend(backend) or (backend == "auto" and visible_gpus()):
         return {}
     by_host: dict[str, list[int]] = {}
     for r in sorted(places):
@@ -57,7 +59,7 @@ def turn_order(places: dict[int, Place], backend: str) -> dict[int, list[int]]:
 def prepare_out(out: str | None) -> Path:
     """The report folder (default results/fleet/<UTC stamp>), made and proven writable."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    d = Path(out) if out else Path("results") / "fleet" / stamp
+    d = Path(out) if out else home() / "results" / "fleet" / stamp
     try:
         d.mkdir(parents=True, exist_ok=True)
         probe = d / f".write-test-{os.getpid()}"

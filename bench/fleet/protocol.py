@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roofbench.bench.fleet.outliers import build_report, exit_code
+from roofbench.bench.fleet.rank import measure_links, measure_rank
 from roofbench.roofs.probes import links as ic
 
 from ..errors import UserError
-from .calibrate import calibrate_local, measure_links
-from .compare import build_report, exit_code
 from .environment import env_local_rank, import_mpi, launcher, roofbench_version
 from .messaging import (
     TAG_DONE,
@@ -183,7 +183,7 @@ def _calibrate_step(me: _Rank, hs: _Handshake,
             me.msg.recv(before[-1], TAG_TOKEN, me.T * len(before), "turn on shared host")
         except FleetTimeout as e:
             notes.append(f"measured concurrently with rank {before[-1]} ({e})")
-    result = calibrate_local(place, me.cfg, opener)
+    result = measure_rank(place, me.cfg, opener)
     result.notes += notes
     if before:
         result.notes.append(f"shares host {place.host} with rank(s) "

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 from roofbench.kernels.spec import DTYPES
 
-from roofbench.schema import CaseResult, RoofSet, Timing
+from roofbench.records import CaseResult, RoofSet
+from roofbench.timing import TimerConfig, Timing
 
 from ..backends.cuda_timer import EventOps, cuda_time
 from .runner import _fill_metrics, check_output
-from .timer import TimerConfig
 
 # Tolerance of the relative norm error when none is given: about a thousand units in the
 # last place of each storage type (a long reduction in fp32 stays well inside 1e-4).
@@ -50,7 +50,7 @@ class Accounting:
     size: list[int]
 
     @property
-    def unit(self) -> str:
+    def cores(self) -> str:
         return "tensor" if self.precision.endswith("_tc") else "simt"
 
     @property
@@ -196,7 +196,7 @@ class CupyClock(Clock):
         self._backend: Any = None
 
     @property
-    def backend(self) -> Any:  # type: ignore[override]
+    def backend(self) -> Any:
         if self._backend is None:
             from ..backends.cupy import CupyBackend
 
@@ -352,7 +352,7 @@ def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounti
 
     rec = CaseResult(workload=workload, variant=variant or "default",
                      backend=clock.backend_name, dtype=acct.dtype, size=list(acct.size),
-                     precision=acct.precision, unit=acct.unit, flops=acct.flops,
+                     precision=acct.precision, cores=acct.cores, flops=acct.flops,
                      bytes=dict(acct.bytes), ai=acct.ai, status="ok", valid=False,
                      tolerance=tol if reference is not None else None, phases=phases,
                      extra={"measured_by": "roofbench.measure",

@@ -17,10 +17,10 @@ import sys
 import numpy as np
 
 from roofbench.errors_text import first_line
+from roofbench.timing import TimerConfig
 
 from ..errors import UserError
 from .isolation import RESULT_MARK
-from .timer import TimerConfig
 
 
 def main(argv: list[str] | None = None) -> int:

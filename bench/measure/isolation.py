@@ -26,15 +26,16 @@ import sys
 import threading
 import time
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from roofbench.kernels.spec import Case
 
-from roofbench.schema import CaseResult
+from roofbench.paths import child_env
+from roofbench.readers import read_case
+from roofbench.records import CaseResult
+from roofbench.timing import TimerConfig
 
 from ..errors import UserError
-from .timer import TimerConfig
 
 RESULT_MARK = "ROOFBENCH_CASE_RESULT "
 TIMEOUT_ENV = "ROOFBENCH_CASE_TIMEOUT_S"
@@ -59,12 +60,6 @@ def case_timeout() -> float:
     return v
 
 
-def _package_parent() -> Path:
-    import roofbench
-
-    return Path(roofbench.__file__).resolve().parent.parent
-
-
 class IsolatedCases:
     """The worker of a run's isolated cases, started on first use and after each fault."""
 
@@ -83,10 +78,10 @@ class IsolatedCases:
         self._stderr = []
         cmd = [sys.executable, "-m", "roofbench.bench.measure.case_child", "--backend",
                self.backend]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, bufsize=1,
-                                      cwd=_package_parent(), env=env, start_new_session=True)
+                                      env=child_env(PYTHONUNBUFFERED="1"),
+                                      start_new_session=True)
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines),
                          daemon=True).start()
         threading.Thread(target=self._pump_err, args=(self._proc.stderr, self._stderr),
@@ -150,7 +145,7 @@ class IsolatedCases:
             if line is None:  # its output ended: the worker died without answering
                 return self._fault(case, time.perf_counter() - t0, timed_out=False)
             if line.startswith(RESULT_MARK):
-                rec = CaseResult.from_dict(json.loads(line[len(RESULT_MARK):]))
+                rec = read_case(json.loads(line[len(RESULT_MARK):]))
                 rec.extra = {**(rec.extra or {}), "isolated": "ran in its own process"}
                 if rec.status == "error":  # the worker exits after it (its context may be
                     self._stop()            # poisoned): the next case starts afresh

@@ -5,7 +5,7 @@ main process. It allocates the case, uploads fresh inputs and runs the launches 
 else: no poisoning or validation launches that ncu would also see. With ``--profiler-range``
 the pipeline is bracketed by cudaProfilerStart/Stop (ncu runs with ``--profile-from-start
 off``), so only its launches are profiled. Before launching it prints one line (see
-``ncu.case_json``) naming the launches and their model FLOPs and bytes.
+``case_json``) naming the launches and their model FLOPs and bytes.
 
 Exit codes: 0 done, 2 bad input (one line), 1 the case failed (one line).
 """
@@ -13,8 +13,9 @@ Exit codes: 0 done, 2 bad input (one line), 1 the case failed (one line).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,31 +23,27 @@ from roofbench.errors_text import first_line
 
 from ..errors import UserError
 
-Hooks = tuple[Callable[[], None], Callable[[], None]]
+CASE_MARK = "ROOFBENCH_NCU_CASE "  # the line printed before launching: what it launches
 
 
-def profiler_hooks(backend: str) -> Hooks:
-    """cudaProfilerStart/Stop through the backend's own library."""
-    if backend == "cuda":
-        from cupy.cuda import runtime
-
-        return runtime.profilerStart, runtime.profilerStop
-    if backend == "numba":
-        from numba import cuda
-
-        return cuda.profile_start, cuda.profile_stop
-    if backend == "pycuda":
-        import pycuda.driver as drv
-
-        return drv.start_profiler, drv.stop_profiler
-    raise UserError(f"--profiler-range: backend {backend!r} has no profiler start/stop")
+def case_json(case: Any, functions: list[str | None], kind: str = "gpu") -> str:
+    """The line ncu_case prints before launching: the launches with their model numbers (read
+    by the tests' stand-in ncu, and useful in a log)."""
+    bufs = case.buffers()
+    launches = []
+    for la, fn in zip(case.launches(), functions, strict=True):
+        launches.append({"kernel": la.kernel, "function": fn, "flops": la.flops,
+                         "read": sum(bufs[n].nbytes for n in la.reads),
+                         "write": sum(bufs[n].nbytes for n in la.writes)})
+    return CASE_MARK + json.dumps({"case": case.key, "dtype": case.dtype,
+                                   "cores": case.cores(kind), "launches": launches})
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m roofbench.bench.measure.ncu_case",
                                 description="run one case's launches once (for ncu)")
     p.add_argument("--backend", required=True)
-    p.add_argument("--kernel", required=True)
+    p.add_argument("--workload", "--kernel", dest="workload", required=True)
     p.add_argument("--variant", required=True)
     p.add_argument("--dtype", required=True)
     p.add_argument("--size", required=True)
@@ -57,37 +54,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> None:
-    from roofbench.kernels.registry import workloads
-    from roofbench.kernels.spec import Case
-
     from ..backends import base as backends
-    from .ncu import case_json
-    from .runner import parse_size, w_check
+    from .session import select_one
 
-    ws = workloads()
-    w = ws.get(args.kernel)
-    if w is None:
-        raise UserError(f"unknown kernel {args.kernel!r}; choose from: {', '.join(ws)}")
-    v = w.variants.get(args.variant)
-    if v is None:
-        raise UserError(f"unknown variant {args.variant!r} of {w.name}; choose from: "
-                        f"{', '.join(w.variants)}")
-    if args.dtype not in v.dtypes:
-        raise UserError(f"{w.name}/{v.name} has no dtype {args.dtype!r}; choose from: "
-                        f"{', '.join(v.dtypes)}")
-    size = parse_size(args.size)
-    w_check(w, size)
-    hooks = profiler_hooks(args.backend) if args.profiler_range else None
     be = backends.open_for_user(args.backend)
-    case = Case(w, v, args.dtype, size)
-    why = be.supports(case)
-    if why is not None:
-        raise UserError(f"{case.key} does not run on {be.name}: {why}")
-    inputs = w.make_inputs(size, args.dtype, np.random.default_rng(args.seed))
+    try:
+        case = select_one(be, args.workload, args.variant, args.dtype, args.size)
+        hooks = be.profiler_hooks() if args.profiler_range else None
+        if args.profiler_range and hooks is None:
+            raise UserError(f"--profiler-range: backend {be.name!r} has no profiler "
+                            "start/stop")
+    except UserError:
+        be.close()
+        raise
+    inputs = case.workload.make_inputs(case.size, case.dtype,
+                                       np.random.default_rng(args.seed))
     prepared = be.prepare(case, inputs)
     try:
-        facts = prepared.extra().get("launches") or []
-        names = [f.get("function") for f in facts] if len(facts) == len(case.launches()) \
+        facts = prepared.launch_facts()
+        names = [f.function for f in facts] if len(facts) == len(case.launches()) \
             else [None] * len(case.launches())
         print(case_json(case, names, be.kind), flush=True)
         if hooks:

@@ -10,16 +10,11 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
-from roofbench.roofs.calibrated import (
-    CalibrationError,
-    default_path,
-    load_roofs,
-    save_calibrated,
-)
-from roofbench.roofs.model import device_slug
+from roofbench.roofs.files import RoofsFileError, default_path, load_roofs, save_calibrated
 
 from roofbench.errors_text import first_line
-from roofbench.schema import RoofSet
+from roofbench.records import RoofSet
+from roofbench.roofline import device_slug
 
 from ..backends import base as backends
 from ..errors import UserError
@@ -95,7 +90,7 @@ def _saver(path: Path) -> Callable[[RoofSet], None]:
 def _load(path: Path, require_schema: bool) -> RoofSet:
     try:
         return load_roofs(path, require_schema=require_schema)
-    except CalibrationError as e:
+    except RoofsFileError as e:
         raise UserError(str(e)) from None
 
 

@@ -12,150 +12,39 @@ from __future__ import annotations
 import contextlib
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 from roofbench.kernels.arrays import HOST, Arrays
-from roofbench.kernels.registry import workloads
-from roofbench.kernels.spec import Array, Case, Size, SizeContext, Workload
+from roofbench.kernels.spec import Array, Case
 
 from roofbench.errors_text import first_line
-from roofbench.schema import (
-    CaseResult,
-    LaunchResult,
-    RoofSet,
-    Timing,
-    apply_roofs,
-    attach_occupancy,
-)
+from roofbench.records import BufferFacts, CaseResult, LaunchFacts, LaunchResult, RoofSet
+from roofbench.roofline import apply_roofs
+from roofbench.timing import TimerConfig, Timing
 
 from ..backends.base import Backend
-from ..errors import UserError
 from .isolation import IsolatedCases
-from .timer import TimerConfig
 
 
-def parse_size(text: str) -> Size:
-    """'1048576', '16M', '2^24', '4096x1024', '2048x2048x2048' -> a tuple of ints."""
-    dims = []
-    for part in text.lower().replace("*", "x").split("x"):
-        p = part.strip()
-        if not p:
-            raise UserError(f"malformed size {text!r}: use N, NxM or MxNxK (e.g. 16M, 4096x1024)")
-        mult = 1
-        if p[-1] in "kmg" and p[:-1]:
-            mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[p[-1]]
-            p = p[:-1]
-        try:
-            if "^" in p:
-                base, exp = p.split("^")
-                val = int(base) ** int(exp)
-            else:
-                val = int(p)
-        except ValueError:
-            raise UserError(f"malformed size {text!r}: use N, NxM or MxNxK "
-                            "(e.g. 16M, 4096x1024)") from None
-        val *= mult
-        if val <= 0:
-            raise UserError(f"size must be positive, got {text!r}")
-        dims.append(val)
-    return tuple(dims)
-
-
-def select_cases(backend: Backend, *, kernels: Iterable[str] | None = None,
-                 variant: str | None = None, dtypes: Iterable[str] | None = None,
-                 size: Size | None = None, quick: bool = False,
-                 reserve_bytes: int = 0) -> tuple[list[Case], list[CaseResult]]:
-    """The cases a run will measure, and records for those it cannot (with the reason).
-
-    Unknown names raise UserError naming the valid choices.
-    """
-    ws = workloads()
-    names = list(kernels or ws)
-    for n in names:
-        if n not in ws:
-            raise UserError(f"unknown kernel {n!r}; choose from: {', '.join(ws)}")
-    if variant is not None:
-        all_v = sorted({v for n in names for v in ws[n].variants})
-        if variant not in all_v:
-            raise UserError(f"unknown variant {variant!r} for {', '.join(names)}; "
-                            f"choose from: {', '.join(all_v)}")
-    want_dtypes = list(dtypes) if dtypes else None
-    if want_dtypes:
-        known = sorted({d for n in names for d in ws[n].dtypes()})
-        for d in want_dtypes:
-            if d not in known:
-                raise UserError(f"unknown dtype {d!r}; choose from: {', '.join(known)}")
-    budget = backend.memory_budget() - reserve_bytes
-    cases: list[Case] = []
-    skipped: list[CaseResult] = []
-    for n in names:
-        w = ws[n]
-        if size is not None:
-            w_check(w, size)
-        for v in w.variants.values():
-            if variant is not None and v.name != variant:
-                continue
-            for d in v.dtypes:
-                if want_dtypes is None:
-                    # By default each variant runs in the dtypes this backend supports.
-                    if d not in backend.dtypes():
-                        continue
-                elif d not in want_dtypes:
-                    continue
-                sizes = [size] if size is not None else default_sizes(w, backend, d, quick,
-                                                                      budget, v.name)
-                for sz in sizes:
-                    case = Case(w, v, d, sz)
-                    why = backend.supports(case)
-                    if why is None and case.footprint() > budget:
-                        if size is not None:
-                            raise UserError(
-                                f"size {'x'.join(map(str, sz))} of {case.key} needs "
-                                f"{case.footprint() / 2**20:.0f} MiB, more than the "
-                                f"{budget / 2**20:.0f} MiB available to a case on "
-                                f"{backend.name}")
-                        why = f"needs {case.footprint() >> 20} MiB > budget {budget >> 20} MiB"
-                    if why is None:
-                        cases.append(case)
-                    else:
-                        skipped.append(_record(case, backend, status="unsupported", error=why))
-    if size is not None and not cases and not skipped:
-        raise UserError("no case matches the selection")
-    return cases, skipped
-
-
-def w_check(w: Workload, size: Size) -> None:
-    try:
-        w.check_size(size)
-    except ValueError as e:
-        raise UserError(str(e)) from None
-
-
-def default_sizes(w: Workload, backend: Backend, dtype: str, quick: bool, budget: int,
-                  variant: str = "") -> list[Size]:
-    """The sizes a run without --size measures: the workload's sweep or its one default
-    (--quick on a CPU: the quick size alone)."""
-    ctx = SizeContext(kind=backend.kind, llc_bytes=backend.last_level_cache(),
-                      budget_bytes=budget, dtype=dtype, quick=quick, variant=variant)
-    if quick and backend.kind == "cpu":
-        return [w.quick_size]
-    return w.default_sizes(ctx)
-
-
-def _record(case: Case, backend: Backend, **kw: Any) -> CaseResult:
-    ai = case.intensity()
-    rec = CaseResult(
+def _record(case: Case, backend: Backend, facts: list[LaunchFacts] | None = None,
+            **kw: Any) -> CaseResult:
+    """The record of a case, with everything a report needs of its declaration: a report is
+    a function of the record alone."""
+    launches = case.launches()
+    facts = facts if facts and len(facts) == len(launches) else [None] * len(launches)
+    return CaseResult(
         workload=case.workload.name, variant=case.variant.name, backend=backend.name,
         dtype=case.dtype, size=list(case.size), precision=case.precision_on(backend.kind),
-        unit=case.unit(backend.kind), flops=case.flops, bytes=case.bytes(), ai=ai,
-        valid=kw.pop("valid", False),
-        launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la))
-                  for la in case.launches()],
-        tolerance=case.workload.tolerance.get(case.dtype), **kw)
-    rec.extra = attach_occupancy(rec.launches, rec.extra)  # a typed field, not a backend fact
-    return rec
+        cores=case.cores(backend.kind), flops=case.flops, bytes=case.bytes(),
+        ai=case.intensity(), valid=kw.pop("valid", False),
+        launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la), facts=f,
+                               reads=list(la.reads), writes=list(la.writes))
+                  for la, f in zip(launches, facts, strict=True)],
+        tolerance=case.workload.tolerance.get(case.dtype), marker=case.workload.marker,
+        flop_convention=case.workload.flop_convention, arrow_from=case.variant.arrow_from,
+        buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()}, **kw)
 
 
 def validate(case: Case, outputs: dict[str, Array], reference: dict[str, Array],
@@ -256,15 +145,15 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
                 del outs
             del reference
             if not ok:
-                return _record(case, backend, status="invalid",
+                return _record(case, backend, prepared.launch_facts(), status="invalid",
                                error=f"validation failed: {why}", rel_error=err,
                                extra=prepared.extra(), **facts)
             with clock("time", device=False):
                 timing = backend.time(prepared.run, cfg)
             if arrays.device:
                 device["time"] = float(sum(timing.samples))
-            rec = _record(case, backend, status="ok", valid=True, rel_error=err,
-                          extra=prepared.extra(), **facts)
+            rec = _record(case, backend, prepared.launch_facts(), status="ok", valid=True,
+                          rel_error=err, extra=prepared.extra(), **facts)
             _fill_metrics(rec, timing, roofs)
             fns = prepared.launch_fns()
             if per_launch and len(fns) > 1:

@@ -20,8 +20,6 @@ Invalid cases are never drawn.
 from __future__ import annotations
 
 import io
-import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,234 +29,24 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
-from roofbench.roofs.model import LEVEL_LABELS  # noqa: E402
 
-from roofbench.schema import CaseResult, Roof, RoofSet, RunResult  # noqa: E402
+from roofbench.fileio import atomic_write_bytes  # noqa: E402
+from roofbench.records import CaseResult, Roof, RoofSet, RunResult  # noqa: E402
+from roofbench.roofline import LEVEL_LABELS, SOURCE_RANK  # noqa: E402
 from roofbench.units import si  # noqa: E402
 
-from ..results import atomic_write_bytes  # noqa: E402
+from .figure_data import (  # noqa: E402
+    FAINT,
+    LEVEL_STYLES,
+    PREC_COLORS,
+    Point,
+    frame,
+    ridge_points,
+    select_roofs,
+    valid_points,
+)
+from .label_layout import Layout, label_point, label_roof  # noqa: E402
 
-PREC_COLORS = {
-    "fp64": "#1f77b4", "fp32": "#d62728", "fp16": "#2ca02c", "bf16": "#9467bd",
-    "fp8": "#ff7f0e", "fp64_tc": "#17becf", "tf32_tc": "#8c564b", "fp16_tc": "#bcbd22",
-    "bf16_tc": "#e377c2", "fp8_tc": "#7f7f7f",
-}
-# Memory level by line style (measured roofs); datasheet roofs are dashed and faint whatever
-# their level.
-LEVEL_STYLES = {"dram": "-", "l2": "-.", "l1": (0, (5, 1.5, 1, 1.5, 1, 1.5)), "smem": ":"}
-FAINT = 0.45
-SOURCE_RANK = {"measured": 0, "user": 1, "theoretical": 2, "datasheet": 3}
-
-
-def marker(workload: str) -> str:
-    """The workload's own plot marker (Workload.marker); "o" for one no longer known."""
-    from roofbench.kernels.registry import workloads
-
-    w = workloads().get(workload)
-    return w.marker if w is not None else "o"
-
-
-@dataclass
-class Point:
-    label: str
-    ai: float
-    flops: float
-    precision: str
-    workload: str
-    key: str
-    efficiency: float | None = None
-    level: str | None = None  # the memory level that bounds it (None: compute-bound)
-    hw_ai: float | None = None  # DRAM intensity from hardware counters, when measured
-    size: str = ""
-
-
-def _level_of(rs: RoofSet | None, c: CaseResult) -> str | None:
-    if c.bound != "memory" or rs is None:
-        return None
-    for r in rs.roofs:
-        if r.kind == "memory" and r.name == c.limiting_roof:
-            return r.level
-    return "dram"
-
-
-def _hw_ai_fn() -> Callable[[CaseResult], float | None] | None:
-    """ncu.hw_dram_ai (issue 11) when that module has landed."""
-    try:
-        from ..measure.ncu import hw_dram_ai  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return hw_dram_ai
-
-
-def valid_points(cases: list[CaseResult], level: str = "dram",
-                 roofs: RoofSet | None = None) -> list[Point]:
-    hw = _hw_ai_fn()
-    pts = []
-    for c in cases:
-        if not (c.valid and c.status == "ok" and c.flop_per_s and c.ai.get(level)):
-            continue
-        hw_ai = hw(c) if hw else None
-        pts.append(Point(label=f"{c.workload}/{c.variant} {c.dtype}", ai=c.ai[level],
-                         flops=c.flop_per_s, precision=c.precision, workload=c.workload,
-                         key=f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
-                         efficiency=c.efficiency, level=_level_of(roofs, c),
-                         hw_ai=hw_ai if hw_ai and hw_ai > 0 else None,
-                         size="x".join(map(str, c.size))))
-    return pts
-
-
-# -- which roofs ----------------------------------------------------------------------------
-
-def best_roofs(rs: RoofSet, all_roofs: bool = False) -> tuple[list[Roof], list[Roof]]:
-    """The highest roof per (source, precision) and per (source, level): one line each.
-    Theoretical roofs only with ``all_roofs`` (a datasheet beside the measurement is enough)."""
-    compute: dict[tuple[str, str], Roof] = {}
-    memory: dict[tuple[str, str], Roof] = {}
-    for r in rs.roofs:
-        if r.source == "theoretical" and not all_roofs:
-            continue
-        if r.kind == "compute":
-            k = (r.source, r.precision)
-            if k not in compute or r.value > compute[k].value:
-                compute[k] = r
-        elif r.kind == "memory":
-            k = (r.source, r.level)
-            if k not in memory or r.value > memory[k].value:
-                memory[k] = r
-    return list(compute.values()), list(memory.values())
-
-
-def select_roofs(rs: RoofSet, points: list[Point],
-                 all_roofs: bool = False) -> tuple[list[Roof], list[Roof]]:
-    """The roofs to draw: those the points use (their precisions, the memory levels that bound
-    them, DRAM always), or every roof with ``all_roofs`` or when there is no point."""
-    compute, memory = best_roofs(rs, all_roofs)
-    if all_roofs or not points:
-        return compute, memory
-    precisions = {p.precision for p in points}
-    levels = {"dram"} | {p.level for p in points if p.level}
-    return ([r for r in compute if r.precision in precisions],
-            [r for r in memory if r.level in levels])
-
-
-def _dram_for(rs: RoofSet, source: str) -> Roof | None:
-    return rs.memory("dram", source) or rs.memory("dram")
-
-
-def ridge_points(rs: RoofSet, compute: list[Roof]) -> list[tuple[Roof, float]]:
-    """(compute roof, intensity where it meets the DRAM roof of its source)."""
-    out = []
-    for c in compute:
-        m = _dram_for(rs, c.source)
-        if m is not None:
-            out.append((c, c.value / m.value))
-    return out
-
-
-# -- frame ----------------------------------------------------------------------------------
-
-def _decade_floor(v: float) -> float:
-    return 10.0 ** math.floor(math.log10(v))
-
-
-def _decade_ceil(v: float) -> float:
-    return 10.0 ** math.ceil(math.log10(v))
-
-
-def frame(roofsets: list[RoofSet], points: list[Point]) -> tuple[tuple, tuple]:
-    """Axes limits from every roof of the devices (decades), widened for outlying points."""
-    ridges, tops, bws = [], [], []
-    for rs in roofsets:
-        comp, mem = best_roofs(rs, all_roofs=True)
-        tops += [r.value for r in comp]
-        bws += [r.value for r in mem if r.level == "dram"]
-        ridges += [x for _, x in ridge_points(rs, comp)]
-    if ridges:
-        xlo, xhi = _decade_floor(min(ridges) / 256), _decade_ceil(max(ridges) * 16)
-    else:
-        xlo, xhi = 0.01, 1000.0
-    xs = [p.ai for p in points] + [p.hw_ai for p in points if p.hw_ai]
-    if xs:
-        xlo = min(xlo, _decade_floor(min(xs) / 2))
-        xhi = max(xhi, _decade_ceil(max(xs) * 4))
-    lows = [b * xlo for b in bws] + [p.flops for p in points]
-    highs = [t * 3 for t in tops] + [p.flops * 4 for p in points]
-    ylo = _decade_floor(min(lows) / 2) if lows else 1e9
-    yhi = _decade_ceil(max(highs)) if highs else 1e15
-    if tops and not points:
-        ylo = max(ylo, _decade_floor(min(tops) / 1e4))
-    return (xlo, xhi), (ylo, yhi)
-
-
-# -- label placement ------------------------------------------------------------------------
-
-def _seg_hits(bb: Bbox, seg: tuple[float, float, float, float]) -> bool:
-    """Does the display segment cross the box? (Liang-Barsky clipping)"""
-    x0, y0, x1, y1 = seg
-    dx, dy = x1 - x0, y1 - y0
-    t0, t1 = 0.0, 1.0
-    for p, q in ((-dx, x0 - bb.x0), (dx, bb.x1 - x0), (-dy, y0 - bb.y0), (dy, bb.y1 - y0)):
-        if p == 0:
-            if q < 0:
-                return False
-            continue
-        r = q / p
-        if p < 0:
-            t0 = max(t0, r)
-        else:
-            t1 = min(t1, r)
-        if t0 > t1:
-            return False
-    return True
-
-
-@dataclass
-class Layout:
-    """Display-space boxes already taken, the lines labels should not cross, and the axes box
-    labels must stay inside."""
-
-    inside: Bbox
-    taken: list[Bbox] = field(default_factory=list)
-    segments: list[tuple[object, tuple[float, float, float, float]]] = field(
-        default_factory=list)
-
-    def fits(self, bb: Bbox, own: object = None, lines: bool = True, pad: float = 2.0) -> bool:
-        bb = bb.padded(pad)
-        if not (self.inside.x0 <= bb.x0 and bb.x1 <= self.inside.x1
-                and self.inside.y0 <= bb.y0 and bb.y1 <= self.inside.y1):
-            return False
-        if any(bb.overlaps(t) for t in self.taken):
-            return False
-        return not (lines and any(_seg_hits(bb, s) for o, s in self.segments if o is not own))
-
-
-def _text_size(ax, renderer, text: str, fontsize: float) -> tuple[float, float]:
-    t = ax.text(0, 0, text, fontsize=fontsize, transform=None)
-    bb = t.get_window_extent(renderer)
-    t.remove()
-    return bb.width, bb.height
-
-
-def _box(cx: float, cy: float, w: float, h: float, angle: float = 0.0) -> Bbox:
-    """Axis-aligned box of a w x h text centred at (cx, cy), rotated by angle degrees."""
-    a = math.radians(angle)
-    hw = (abs(w * math.cos(a)) + abs(h * math.sin(a))) / 2
-    hh = (abs(w * math.sin(a)) + abs(h * math.cos(a))) / 2
-    return Bbox.from_extents(cx - hw, cy - hh, cx + hw, cy + hh)
-
-
-def _choose(layout: Layout, cands, own: object = None):
-    """The first candidate (centre x, centre y, box, ...) whose box fits: clear of lines if
-    possible, else only clear of boxes. Its box is then taken."""
-    for lines in (True, False):
-        for cand in cands:
-            if layout.fits(cand[2], own=own, lines=lines):
-                layout.taken.append(cand[2])
-                return cand
-    return None
-
-
-# -- the figure -----------------------------------------------------------------------------
 
 @dataclass
 class RooflineFigure:
@@ -358,12 +146,12 @@ def _draw_points(out: RooflineFigure, cases_by_run: list[list[CaseResult]],
         tag = tags[i] if len(cases_by_run) > 1 else ""
         for p in pts:
             color = PREC_COLORS.get(p.precision, "gray")
-            (ln,) = ax.plot(p.ai, p.flops, marker(p.workload), color=color, ms=8,
+            (ln,) = ax.plot(p.ai, p.flops, p.marker, color=color, ms=8,
                             mec="black", mew=0.6, alpha=1.0 if i == 0 else 0.7, zorder=5)
             out.points.append(ln)
             out.xy.append((p.ai, p.flops))
             if p.hw_ai:
-                (hw,) = ax.plot(p.hw_ai, p.flops, marker(p.workload), mfc="none",
+                (hw,) = ax.plot(p.hw_ai, p.flops, p.marker, mfc="none",
                                 mec=color, ms=8, mew=1.2, zorder=5)
                 ax.plot([p.ai, p.hw_ai], [p.flops, p.flops], ":", color=color, lw=0.8)
                 out.points.append(hw)
@@ -409,13 +197,13 @@ def _place_labels(out: RooflineFigure, renderer, layout: Layout, roof_lines: lis
     """Roof labels on their lines, then the point numbers around their points; a roof label
     that fits nowhere goes to the legend, an unplaced number is flagged in the key."""
     for roof, texts, seg, alpha in roof_lines:
-        art = _label_roof(out.ax, renderer, layout, roof, texts, seg, alpha)
+        art = label_roof(out.ax, renderer, layout, roof, texts, seg, alpha)
         if art is None:
             out.legend_roofs.append(texts[-1])
         else:
             out.labels.append(art)
     for num, _p, (x, y) in numbered:
-        art = _label_point(out.ax, renderer, layout, str(num), x, y)
+        art = label_point(out.ax, renderer, layout, str(num), x, y)
         if art is not None:
             out.labels.append(art)
         else:  # no free spot near the point: the key names it by its coordinates instead
@@ -423,15 +211,39 @@ def _place_labels(out: RooflineFigure, renderer, layout: Layout, roof_lines: lis
 
 
 def _key_text(out: RooflineFigure, renderer, key_lines: list[str]):
-    """The numbered points' key, under the legend (which must be drawn to be measured)."""
+    """The numbered points' key, under the legend (which must be drawn to be measured). A key
+    too long for the space under the legend is set smaller, down to 4.5 pt; past that the
+    figure grows downwards, the axes keeping their size in pixels (label angles stay true)."""
     fig = out.fig
     fig.canvas.draw()
     leg_bb = out.legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
-    size = 7 if len(key_lines) <= 40 else 6
-    return fig.text(leg_bb.x0, leg_bb.y0 - 0.02,
+    size = 7.0 if len(key_lines) <= 40 else 6.0
+    text = fig.text(leg_bb.x0, leg_bb.y0 - 0.02,
                     "valid points (efficiency vs roof)\n" + "\n".join(key_lines)
                     if key_lines else "no valid point to plot",
                     va="top", ha="left", family="monospace", fontsize=size)
+    margin = 4.0  # pixels kept free at the figure's bottom edge
+    while text.get_window_extent(renderer).y0 < margin and size > 4.5:
+        size -= 0.5
+        text.set_fontsize(size)
+    short = margin - text.get_window_extent(renderer).y0
+    if short > 0:
+        _grow_downwards(out, short)
+        leg_bb = out.legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
+        text.set_position((leg_bb.x0, leg_bb.y0 - 0.02 * 7.5 / fig.get_figheight()))
+    return text
+
+
+def _grow_downwards(out: RooflineFigure, pixels: float) -> None:
+    """Add ``pixels`` at the bottom of the figure; the axes keep their pixel box."""
+    fig, ax = out.fig, out.ax
+    box = ax.get_window_extent().frozen()  # the live box would follow the resize
+    h_old = fig.get_figheight() * fig.dpi
+    h_new = h_old + pixels
+    fig.set_figheight(h_new / fig.dpi)
+    ax.set_position((box.x0 / (fig.get_figwidth() * fig.dpi), (box.y0 + pixels) / h_new,
+                     box.width / (fig.get_figwidth() * fig.dpi), box.height / h_new))
+    fig.canvas.draw()
 
 
 def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, ylim,
@@ -482,68 +294,11 @@ def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, 
     return lines
 
 
-def _label_roof(ax, renderer, layout: Layout, roof: Roof, texts: list[str], seg,
-                alpha: float):
-    """Write the roof's label along its own line, at the first free spot; None if none is."""
-    pa, pb = (ax.transData.transform(p) for p in seg)
-    faint = roof.source not in ("measured", "user")
-    color = "black" if roof.kind == "memory" else PREC_COLORS.get(roof.precision, "gray")
-    angle = math.degrees(math.atan2(pb[1] - pa[1], pb[0] - pa[0]))
-    nx, ny = -math.sin(math.radians(angle)), math.cos(math.radians(angle))
-    # Measured labels go under their line first, datasheet ones over it: a datasheet roof is
-    # usually the higher of the two.
-    sides = (1, -1) if faint else (-1, 1)
-    if roof.kind == "memory":
-        fracs = [0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8, 0.12, 0.88, 0.45, 0.55, 0.35, 0.65]
-    else:
-        fracs = [1.0, 0.85, 0.7, 0.55, 0.4, 0.25, 0.1, 0.92, 0.78, 0.62, 0.48, 0.32]
-    cands = []
-    for text in texts:
-        w, h = _text_size(ax, renderer, text, 7)
-        for f in fracs:
-            for side in sides:
-                if roof.kind == "memory":
-                    cx, cy = pa + (pb - pa) * f
-                else:  # right-aligned at the fraction, but never past the axes' right edge
-                    cx = min(pa[0] + (pb[0] - pa[0]) * f, layout.inside.x1 - 4) - w / 2
-                    cy = pa[1]
-                off = h / 2 + 2
-                cx, cy = cx + side * off * nx, cy + side * off * ny
-                cands.append((cx, cy, _box(cx, cy, w, h, angle), text))
-    got = _choose(layout, cands, own=roof)
-    if got is None:
-        return None
-    cx, cy, _bb, text = got
-    return ax.text(*ax.transData.inverted().transform((cx, cy)), text, fontsize=7,
-                   color=color, alpha=max(alpha, 0.75), rotation=angle,
-                   rotation_mode="anchor", ha="center", va="center", zorder=6)
-
-
-def _label_point(ax, renderer, layout: Layout, text: str, x: float, y: float):
-    """The point's number close to it (a leader line when it had to move further)."""
-    px, py = ax.transData.transform((x, y))
-    w, h = _text_size(ax, renderer, text, 7)
-    cands = []
-    for r in (10, 14, 20, 28, 38, 50, 64, 80):
-        for k in range(16):
-            ang = math.pi / 4 + 2 * math.pi * k / 16
-            cx, cy = px + r * math.cos(ang), py + r * math.sin(ang)
-            cands.append((cx, cy, _box(cx, cy, w, h), r))
-    got = _choose(layout, cands)
-    if got is None:
-        return None
-    cx, cy, _bb, r = got
-    far = r > 14
-    return ax.annotate(text, (x, y), textcoords="offset pixels", xytext=(cx - px, cy - py),
-                       fontsize=7, ha="center", va="center", zorder=7,
-                       arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "gray",
-                                   "shrinkA": 0, "shrinkB": 5} if far else None)
-
-
 def _legend(ax, points: list[Point], roof_lines, legend_roofs: list[str]):
     handles = []
-    for wl in sorted({p.workload for p in points}):
-        handles.append(Line2D([], [], linestyle="", marker=marker(wl), color="white",
+    markers = {p.workload: p.marker for p in points}
+    for wl in sorted(markers):
+        handles.append(Line2D([], [], linestyle="", marker=markers[wl], color="white",
                               mec="black", label=wl))
     if any(p.hw_ai for p in points):
         handles.append(Line2D([], [], linestyle="", marker="o", mfc="none", mec="black",

@@ -2,10 +2,9 @@
 
 The interactive roofline is drawn with Bokeh, its JavaScript inlined (about 1.3 MB a page):
 hover a point for its numbers, click a legend entry to hide a roof or a group, wheel/box zoom,
-log axes. Below it the same tables as report.md, taken from the report module's builders: roofs
-with their evidence, ridges, fusion, cases, where the time goes in each pipeline, cases not
-measured with their reasons, and the environment. ``render_compare_html`` does the same for
-two runs, with each case's speedup and the two points of a case joined.
+log axes. Below it every section of report.md (sections.SECTIONS, rendered as HTML; the roofs
+table adds each roof's evidence). ``render_compare_html`` does the same for two runs, with each
+case's speedup and the two points of a case joined.
 
 Bokeh is the optional extra ``roofbench[report]``. Without it the page is still written, with
 the static roofline inlined as SVG and a note saying how to get the interactive one.
@@ -15,29 +14,40 @@ from __future__ import annotations
 
 import html
 import io
-import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
-from roofbench.roofs.model import LEVEL_LABELS
+from roofbench.bench.present.deltas import Delta
 
-from roofbench.schema import CaseResult, Roof, RoofSet, RunResult
-from roofbench.units import si
+from roofbench.records import CaseResult, Roof, RoofSet, RunResult
+from roofbench.roofline import LEVEL_LABELS
+from roofbench.units import duration, si
 
-from .compare import Delta
-from .plot import (
+from .figure_data import (
     FAINT,
     LEVEL_STYLES,
     PREC_COLORS,
     best_roofs,
-    build_figure,
     frame,
-    marker,
     ridge_points,
     select_roofs,
     valid_points,
 )
-from .report import _t, cases_table, fusion_table, pipeline_rows, ridges, roofs_frame
+from .sections import (
+    SECTIONS,
+    Block,
+    Items,
+    Lines,
+    Section,
+    Sub,
+    Text,
+    environment_section,
+    fusion_section,
+    guarded,
+    not_measured_section,
+    roofs_section,
+)
 
 MISSING_NOTE = ("report.html has a static roofline only: `pip install roofbench[report]` "
                 "(Bokeh) for the interactive one.")
@@ -65,8 +75,8 @@ def missing_note() -> str | None:
 def _case_row(c: CaseResult, tag: str = "") -> dict[str, Any]:
     return {
         "x": c.ai["dram"], "y": c.flop_per_s, "run": tag.strip(": "),
-        "kernel": c.workload, "variant": c.variant, "dtype": c.dtype,
-        "size": "x".join(map(str, c.size)), "time": _t(c.median_s),
+        "workload": c.workload, "variant": c.variant, "dtype": c.dtype,
+        "size": "x".join(map(str, c.size)), "time": duration(c.median_s),
         "flops": si(c.flop_per_s, "FLOP/s"), "bps": si(c.bytes_per_s.get("dram"), "B/s"),
         "ai": f"{c.ai['dram']:.4g} FLOP/B",
         "eff": f"{c.efficiency:.1%}" if c.efficiency else "-", "bound": c.bound or "-",
@@ -82,7 +92,7 @@ def _valid(cases: list[CaseResult]) -> list[CaseResult]:
                                  "x".join(map(str, c.size))) in keys]
 
 
-TOOLTIPS = [("case", "@run @kernel/@variant @dtype"), ("size", "@size"), ("time", "@time"),
+TOOLTIPS = [("case", "@run @workload/@variant @dtype"), ("size", "@size"), ("time", "@time"),
             ("FLOP/s", "@flops"), ("B/s", "@bps"), ("AI", "@ai"), ("efficiency", "@eff"),
             ("bound", "@bound"), ("roof", "@roof")]
 
@@ -206,7 +216,8 @@ def _bokeh_points(p, cs: list[CaseResult], pts: list, tag: str, speedups: dict[s
         rows = [{**_case_row(c, tag), "speedup": speedups.get(_key(c), "-")}
                 for c in cs if c.workload == wl]
         src = ColumnDataSource({k: [r[k] for r in rows] for k in rows[0]})
-        r = p.scatter("x", "y", source=src, marker=BOKEH_MARKERS.get(marker(wl), "circle"),
+        mk = next(c.marker for c in cs if c.workload == wl)
+        r = p.scatter("x", "y", source=src, marker=BOKEH_MARKERS.get(mk, "circle"),
                       size=11, fill_color="color", line_color="black",
                       fill_alpha=fill_alpha, name=f"points:{tag}{wl}")
         renderers.append(r)
@@ -244,16 +255,11 @@ def _bokeh_joins(p, a: list[CaseResult], b: list[CaseResult]) -> list:
 
 
 def _fusion_segments(cases: list[CaseResult]) -> dict[str, list]:
-    from roofbench.kernels.registry import workloads
-
-    ws = workloads()
     by = {(c.backend, c.workload, c.variant, c.dtype, tuple(c.size)): c for c in cases}
     seg: dict[str, list] = {"x0": [], "y0": [], "x1": [], "y1": []}
     for c in cases:
-        w = ws.get(c.workload)
-        v = w.variants.get(c.variant) if w else None
-        src = by.get((c.backend, c.workload, v.arrow_from, c.dtype, tuple(c.size))) if (
-            v and v.arrow_from) else None
+        src = by.get((c.backend, c.workload, c.arrow_from, c.dtype, tuple(c.size))) if (
+            c.arrow_from) else None
         if src is not None:
             for k, val in zip(seg, (src.ai["dram"], src.flop_per_s, c.ai["dram"],
                                     c.flop_per_s), strict=True):
@@ -296,99 +302,55 @@ def _e(v: Any) -> str:
     return html.escape("" if v is None else str(v))
 
 
-def _table(rows: Iterable[dict[str, Any]], raw: Iterable[str] = ()) -> str:
+_CODE = re.compile(r"`([^`]+)`")
+_EM = re.compile(r"(?<![\w])_([^_]+)_(?![\w])")
+
+
+def inline(text: str) -> str:
+    """A line of Markdown inline text as HTML: escaped, `code` and _emphasis_ kept."""
+    return _EM.sub(r"<em>\1</em>", _CODE.sub(r"<code>\1</code>", _e(text)))
+
+
+def _table(rows: Iterable[dict[str, Any]], raw: Iterable[str] = (),
+           headers: list[str] | None = None) -> str:
     """An HTML table of dict rows; cells escaped except the columns named in ``raw``."""
     rows = list(rows)
     if not rows:
         return "<p>none</p>"
     raw = set(raw)
     cols = list(rows[0])
-    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
+    head = "".join(f"<th>{_e(c)}</th>" for c in (headers or cols))
     body = "".join("<tr>" + "".join(
         f"<td>{r.get(c, '') if c in raw else _e(r.get(c, ''))}</td>" for c in cols) + "</tr>"
         for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _evidence(ev: dict[str, Any]) -> str:
-    if not ev:
-        return ""
-    text = json.dumps(ev, indent=1, default=str)
-    summary = ev.get("probe") or ev.get("source") or "evidence"
-    return f"<details><summary>{_e(summary)}</summary><pre>{_e(text)}</pre></details>"
+def block_html(b: Block) -> str:
+    if isinstance(b, Text):
+        return f"<p>{inline(b.text)}</p>"
+    if isinstance(b, Lines):
+        return "".join(f"<p>{inline(x)}</p>" for x in b.lines)
+    if isinstance(b, Items):
+        return "<ul>" + "".join(f"<li>{inline(x)}</li>" for x in b.items) + "</ul>"
+    if isinstance(b, Sub):
+        return f"<h3>{_e(b.title)}</h3>"
+    rows = [{**row, **{k: v[i] for k, v in b.html_columns.items()}}
+            for i, row in enumerate(b.rows)]
+    return _table(rows, raw=b.html_columns, headers=b.headers)
 
 
-def roofs_section(rs: RoofSet | None) -> str:
-    if rs is None:
-        return "<p>No roofs: points are shown without attainable performance.</p>"
-    frame_rows = roofs_frame(rs).to_dict("records")
-    rows = [{**row, "evidence": _evidence(r.evidence)}
-            for row, r in zip(frame_rows, rs.roofs, strict=True)]
-    out = [_table(rows, raw=["evidence"])]
-    rl = ridges(rs)
-    if rl:
-        out.append("<p>Ridge points (compute / DRAM bandwidth): " + ", ".join(
-            f"{_e(p)} {x:.3g} FLOP/B ({_e(s)})" for s, p, x in rl) + "</p>")
-    if rs.failed_probes:  # typed since roof-set version 2 (info no longer holds them)
-        out.append("<p>Probes that failed: " + "; ".join(
-            f"{_e(f.probe)}: {_e(f.reason)}" for f in rs.failed_probes) + "</p>")
-    return "\n".join(out)
+def section_html(section: Section | None, title: str | None = None) -> tuple[str, str] | None:
+    """(heading, body) of a section, or None when it has nothing to say."""
+    if section is None:
+        return None
+    return title or section.title, "\n".join(block_html(b) for b in section.blocks)
 
 
-def fusion_section(cases: list[CaseResult]) -> str:
-    rows = fusion_table(cases)
-    if not rows:
-        return "<p>No naive/fused pair in this run.</p>"
-    return ("<p>Fusing keeps intermediates out of memory: the bytes ratio is what a "
-            "memory-bound device can gain at most; the speedup is what it did.</p>"
-            + _table(rows))
-
-
-def pipelines_section(cases: list[CaseResult]) -> str:
-    pipes = [c for c in cases if c.status == "ok" and len(c.launches) > 1]
-    if not pipes:
-        return "<p>No multi-launch pipeline in this run.</p>"
-    out = []
-    for c in pipes:
-        s = sum(la.timing.median for la in c.launches if la.timing)
-        out.append(f"<h3>{_e(c.key)}</h3><p>End to end {_e(_t(c.median_s))}; sum of "
-                   f"launches timed alone {_e(_t(s))}.</p>" + _table(pipeline_rows(c)))
-    return "\n".join(out)
-
-
-def not_measured_section(cases: list[CaseResult]) -> str:
-    bad = [c for c in cases if c.status != "ok"]
-    if not bad:
-        return "<p>Every case was measured.</p>"
-    return ("<p>Cases that failed validation or could not run (never plotted):</p>"
-            + _table({"case": c.key, "status": c.status, "reason": c.error} for c in bad))
-
-
-def environment_section(run: RunResult) -> str:
-    env = run.environment or {}
-    rows = [{"item": "host", "value": env.get("host")},
-            {"item": "platform", "value": env.get("platform")},
-            {"item": "command", "value": " ".join(run.command)},
-            {"item": "git commit", "value": run.git_commit},
-            {"item": "created", "value": run.created}]
-    for k, v in (env.get("device") or {}).items():
-        rows.append({"item": k, "value": v if not isinstance(v, (dict, list))
-                     else json.dumps(v, default=str)})
-    libs = env.get("libraries") or {}
-    if libs:
-        rows.append({"item": "libraries", "value": ", ".join(f"{k} {v}" for k, v in
-                                                              libs.items())})
-    if run.timer:
-        rows.append({"item": "timer", "value": ", ".join(f"{k}={v}" for k, v in
-                                                          run.timer.items())})
-    return _table(rows)
-
-
-def _cases_section(cases: list[CaseResult]) -> str:
-    ok = [c for c in cases if c.status == "ok"]
-    if not ok:
-        return "<p>No case ran to completion.</p>"
-    return _table(cases_table(ok).to_dict("records"))
+def run_sections(run: RunResult) -> list[tuple[str, str]]:
+    """Every section of the report (sections.SECTIONS), as report.md has them."""
+    out = [section_html(guarded(title, fn, run)) for title, fn in SECTIONS]
+    return [s for s in out if s is not None]
 
 
 def _plot_html(roofsets: list[RoofSet], runs: list[list[CaseResult]], title: str,
@@ -406,6 +368,8 @@ def _plot_html(roofsets: list[RoofSet], runs: list[list[CaseResult]], title: str
             "or a group (roofs the points do not use start hidden); wheel or box to zoom."
             "</p>" + div)
     import matplotlib.pyplot as plt
+
+    from .plot import build_figure
 
     rf = build_figure(roofsets, runs, title, tags)
     buf = io.StringIO()
@@ -431,13 +395,7 @@ def render_html(run: RunResult) -> str:
     notes = "".join(f'<p class="note">{_e(n)}</p>' for n in run.notes)
     intro = (f"<p>backend <code>{_e(run.backend)}</code>, created {_e(run.created)}, "
              f"commit <code>{_e(run.git_commit)}</code></p>{notes}")
-    sections = [("Roofline", plot), ("Roofs", roofs_section(run.roofs)),
-                ("Fusion", fusion_section(run.cases)), ("Cases", _cases_section(run.cases)),
-                ("Where the time goes in multi-launch pipelines",
-                 pipelines_section(run.cases)),
-                ("Not measured", not_measured_section(run.cases)),
-                ("Environment", environment_section(run))]
-    return _page(title, head, sections, intro)
+    return _page(title, head, [("Roofline", plot), *run_sections(run)], intro)
 
 
 def render_compare_html(a: RunResult, b: RunResult, deltas: list[Delta]) -> str:
@@ -448,19 +406,19 @@ def render_compare_html(a: RunResult, b: RunResult, deltas: list[Delta]) -> str:
     head, plot = _plot_html(rs, [a.cases, b.cases],
                             f"A: {a.device} {a.created}  vs  B: {b.device} {b.created}",
                             tags=["A: ", "B: "])
-    rows = [{"case": d.key, "time A": _t(d.time_a), "time B": _t(d.time_b),
+    rows = [{"case": d.key, "time A": duration(d.time_a), "time B": duration(d.time_b),
              "speedup (A/B)": f"{d.speedup:.3f}x" if d.speedup else "-",
              "verdict": d.verdict} for d in deltas]
     n_reg = sum(d.verdict in ("slower", "invalid in B") for d in deltas)
     intro = (f"<p>A: {_e(a.created)} ({_e(a.git_commit)}), B: {_e(b.created)} "
              f"({_e(b.git_commit)}). {n_reg} regression(s) (slower beyond the threshold "
              "and the noise, or invalid in B).</p>")
-    sections = [("Roofline", plot), ("Speedup of B over A, case by case", _table(rows)),
-                ("Roofs of A", roofs_section(a.roofs)), ("Roofs of B", roofs_section(b.roofs)),
-                ("Fusion in A", fusion_section(a.cases)),
-                ("Fusion in B", fusion_section(b.cases)),
-                ("Not measured in A", not_measured_section(a.cases)),
-                ("Not measured in B", not_measured_section(b.cases)),
-                ("Environment of A", environment_section(a)),
-                ("Environment of B", environment_section(b))]
+    sections = [("Roofline", plot), ("Speedup of B over A, case by case", _table(rows))]
+    for name, fn in (("Roofs", roofs_section), ("Fusion", fusion_section),
+                     ("Not measured", not_measured_section),
+                     ("Environment", environment_section)):
+        for tag, run in (("A", a), ("B", b)):
+            got = section_html(guarded(name, fn, run), f"{name} of {tag}")
+            if got is not None:
+                sections.append(got)
     return _page(title, head, sections, intro)

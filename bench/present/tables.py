@@ -14,10 +14,10 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from roofbench.roofs.calibrated import side_by_side
 
 from roofbench.errors_text import first_line
-from roofbench.schema import RoofSet
+from roofbench.records import RoofSet
+from roofbench.roofline import side_by_side
 from roofbench.units import si
 
 
@@ -67,7 +67,7 @@ def probes_table(rs: RoofSet) -> Table | None:
     return t
 
 
-# Targets of issue 10 (HBM against the libraries and the datasheet, FMA against the clock).
+# The calibration's targets: HBM against the libraries and the datasheet, FMA against the clock.
 _TC = ("fp16_tc", "bf16_tc", "fp8_tc")
 
 
@@ -113,7 +113,7 @@ def ratios_table(rs: RoofSet) -> Table | None:
     rows = summary_ratios(rs)
     if not rows:
         return None
-    t = Table(title="ratios (issue 10 targets)")
+    t = Table(title="ratios against their targets")
     for col in ("ratio", "value", "target", "met"):
         t.add_column(col, overflow="fold")
     for what, v, target in rows:

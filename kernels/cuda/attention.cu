@@ -38,7 +38,7 @@ __device__ __forceinline__ void att_mma(float (&d)[4], const unsigned (&a)[4],
 template <>
 __device__ __forceinline__ void att_mma<__half>(float (&d)[4], const unsigned (&a)[4],
                                                 const unsigned (&b)[2]) {
-#ifdef RB_HOST_EMU  // tests/cuda_emu: CPU emulation of the warp-wide mma
+#ifdef RB_HOST_EMU  // tests/standins/cuda_emu: CPU emulation of the warp-wide mma
     rb_emu_mma<__half>(d, a, b);
 #else
     asm volatile(

@@ -196,7 +196,7 @@ template <typename T> struct Mma;
 template <> struct Mma<__half> {
     static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4],
                                                const unsigned (&b)[2]) {
-#ifdef RB_HOST_EMU  // tests/cuda_emu: CPU emulation of the warp-wide mma
+#ifdef RB_HOST_EMU  // tests/standins/cuda_emu: CPU emulation of the warp-wide mma
         rb_emu_mma<__half>(d, a, b);
 #else
         asm volatile(

@@ -29,7 +29,7 @@
 #include "common.cuh"
 // constants, tile schedule, fp8 transpose (host-testable):
 #include "wgmma_layout.cuh"
-// mbarrier, TMA, wgmma, fences (the emulation in tests/cuda_emu replaces its primitives):
+// mbarrier, TMA, wgmma, fences (the emulation in tests/standins/cuda_emu replaces its primitives):
 #include "hopper_ops.cuh"
 
 // A CUtensorMap as the driver encodes it: 128 opaque bytes, 64-byte aligned (cuda.h is not

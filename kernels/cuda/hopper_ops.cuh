@@ -6,7 +6,7 @@
 // Three parts:
 //   1. the shared-memory matrix descriptor (plain integer code, also built on the host);
 //   2. the primitives, one inline-asm wrapper each, compiled only for sm_90a. The CPU emulation
-//      (tests/cuda_emu/hopper_emu.h) defines RB_HOPPER_EMULATED and its own implementation of
+//      (tests/standins/cuda_emu/hopper_emu.h) defines RB_HOPPER_EMULATED and its own implementation of
 //      exactly these functions, so the kernels run unchanged on the host;
 //   3. what is built on the primitives: the mbarrier wait, bounded when RB_BOUNDED_WAIT is
 //      defined (a trap with a message naming the barrier and phase instead of a hang).
@@ -155,7 +155,7 @@ __device__ __forceinline__ void wgmma_m64n256k32_e4m3(float (&d)[128], unsigned 
 }
 
 #elif defined(RB_HOPPER_EMULATED)
-#define RB_HOPPER 1  // tests/cuda_emu/hopper_emu.h has defined the primitives
+#define RB_HOPPER 1  // tests/standins/cuda_emu/hopper_emu.h has defined the primitives
 #endif
 
 // ------------------------------------------------------------- 3. built on them

@@ -1,5 +1,5 @@
 // The parts of gemm_wgmma.cu that are plain integer/byte code, kept apart so that the host
-// tests compile this very text with g++ (tests/test_wgmma.py): the tile constants (also read
+// tests compile this very text with g++ (tests/kernels/test_wgmma.py): the tile constants (also read
 // by kernels/cuda_impl.py), the CTA -> tile schedule and the fp8 B transpose into the
 // 128-byte-swizzled K-major layout wgmma reads. Needs uint4/make_uint4 and __byte_perm.
 #pragma once

@@ -5,7 +5,7 @@ one as ``v = v * a + b``, ``STEPS`` times per loop trip, for ``iters`` trips: th
 intrinsics probe (scripts/c_ref/fma_peak.c) written as LLVM IR. The shape comes from the CPU
 numba compiles for (``fma_model.fma_shape``: vector width from its features, chains from its
 register file and FMA latency x pipes), so it holds by construction on CPUs never run here;
-tests/test_cpu_codegen.py compiles it for them and reads the loop back.
+tests/roofs/test_cpu_codegen.py compiles it for them and reads the loop back.
 
 Why explicit vectors: a scalar loop over a row of ``12 x lanes`` elements left to LLVM's
 vectorisers comes out scalar, xmm, ymm or zmm depending on the row length, the CPU's tuning and
@@ -34,7 +34,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from roofbench.schema import Roof
+from roofbench.records import Roof
 
 from .cpu_features import host_cpu_features
 from .fma_model import FmaShape, fma_shape

@@ -22,7 +22,7 @@ Sapphire Rapids models describe the one-unit client core (reciprocal throughput 
 
 Sources (the ``source`` of each row; docs/cpu-roofs.md has the full table):
   [llvm] LLVM 19 scheduling models, ``llvm-mca-19 -mcpu=<cpu> -instruction-info`` on
-         ``vfmadd231pd`` (latency, reciprocal throughput); tests/test_cpu_codegen.py checks
+         ``vfmadd231pd`` (latency, reciprocal throughput); tests/roofs/test_cpu_codegen.py checks
          the table against it when llvm-mca is installed.
   [uops] uops.info instruction tables, VFMADD231PD (YMM/ZMM): https://uops.info/table.html
   [agner] Agner Fog, Instruction tables (2022), https://www.agner.org/optimize/

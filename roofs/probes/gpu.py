@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from roofbench.schema import DatasheetMatch, ProbeFailure, RoofSet
+from roofbench.records import DatasheetMatch, ProbeFailure, RoofSet
 
 from .. import datasheet
 from .gpu_device import CupyGpu, Gpu, TimeFn, device_facts
@@ -53,7 +53,7 @@ from .gpu_run import ProbeRun
 
 # Wall-clock budget of one calibration: a probe that would start later is recorded as not run.
 # The probes run in order of what the roofline needs most; the full calibration's modelled
-# time on an H200 is ~40 s (tests/test_gpu_probes_nogpu.py: the calibration time model).
+# time on an H200 is ~40 s (tests/roofs/test_gpu_probes_nogpu.py: the calibration time model).
 CALIBRATION_BUDGET_S = {False: 55.0, True: 25.0}  # by quick
 
 Checkpoint = Callable[[RoofSet], None]

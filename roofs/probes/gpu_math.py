@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from roofbench.schema import Roof
+from roofbench.records import Roof
 
 from .. import datasheet
 from .gpu_device import ProbeUnavailable

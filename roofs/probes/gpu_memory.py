@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from roofbench.schema import Roof
+from roofbench.records import Roof
 
 from .gpu_device import GiB, Gpu, MiB, ProbeUnavailable
 from .gpu_run import SUSTAIN_WINDOW, ConfigResult, ProbeRun, pick_best_config, scale_iters

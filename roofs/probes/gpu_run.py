@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from roofbench.errors_text import first_line
-from roofbench.schema import RoofSet
+from roofbench.records import RoofSet
 
 from .gpu_device import Gpu, ProbeUnavailable, TimeFn
 

@@ -122,7 +122,7 @@ def fma_loop(asm: str) -> Loop | None:
 def store_loop(asm: str, nontemporal: bool = False) -> Loop | None:
     """The innermost loop that stores the most vector bytes per trip (a kernel's main vector
     loop; its remainder loops store less); with ``nontemporal``, among the loops that store
-    with ``movnt`` (a streaming kernel's main loop), None if no loop does."""
+    with ``movnt`` (a non-temporal-store kernel's main loop), None if no loop does."""
     cands = [lp for lp in innermost(loops(asm)) if lp.stores()]
     if nontemporal:
         cands = [lp for lp in cands if any("movnt" in m for m, _ in lp.stores())]

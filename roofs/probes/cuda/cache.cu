@@ -1,5 +1,5 @@
 // On-chip bandwidth probes. Header-free (NVRTC and nvcc alike); under the CPU emulation
-// (tests/cuda_emu, RB_HOST_EMU) the PTX loads become plain loads.
+// (tests/standins/cuda_emu, RB_HOST_EMU) the PTX loads become plain loads.
 //
 // L2: the working set is `nchunks` chunks of `chunk_vecs` uint4 (16 B); block b reads (or
 // copies) chunk b % nchunks, every thread `rows = chunk_vecs / blockDim.x` vectors of it,

@@ -1,0 +1,263 @@
+"""The Python API: your own kernel on this device's roofline.
+
+``roofbench.measure(fn, *args, flops=..., reads=..., writes=...)`` times ``fn(*args)`` with the
+project's timer, validates it against ``reference`` when given, and returns the typed case
+record (``CaseResult``) placed under this device's calibrated roofs. ``roofbench.Session(out=)``
+collects measured cases into a results.json of the run schema, rewritten atomically after
+every case, with report.md, report.html and the roofline plot written when it closes: the
+files `roofbench report`, `plot` and `compare` read like any run's.
+
+Roofs: ``roofs=`` (a RoofSet or any roofs file) is used as given; otherwise this device's
+calibration cache (roofs/<device-slug>.json, the file `roofbench calibrate` writes), measured
+once by the quick calibration when there is none and reused by every later call and process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, cast
+
+from roofbench.roofs.files import RoofsFileError, default_path, load_roofs
+
+from roofbench.errors_text import first_line
+from roofbench.records import CaseResult, RoofSet, RunResult
+from roofbench.timing import TimerConfig
+
+from ..backends.base import Backend
+from ..errors import UserError
+from ..results import environment, git_commit, save_run, utc_stamp
+from .callables import Clock, MeasureError, accounting, clock_for, measure_callable
+from .roof_source import stored_or_quick_roofs
+from .session import GPU_CASE_BUDGET_S
+
+# Roofs found per (device, cache file) in this process: the calibration cache is read once.
+_ROOFS: dict[tuple[str, str], tuple[RoofSet | None, str | None]] = {}
+_ACTIVE: list[Session] = []
+
+
+def _say(line: str) -> None:
+    print(f"roofbench: {line}", file=sys.stderr, flush=True)
+
+
+def device_roofs(clock: Clock, roofs: RoofSet | str | Path | None = None,
+                 cache: str | Path | None = None) -> tuple[RoofSet | None, str | None]:
+    """The roofs a callable on ``clock``'s device is placed under, and a note (or None)."""
+    device = clock.device_name()
+    rs: RoofSet
+    if isinstance(roofs, RoofSet):
+        rs = roofs
+    elif roofs is not None:
+        try:
+            rs = load_roofs(roofs)
+        except RoofsFileError as e:
+            raise UserError(str(e)) from None
+    else:
+        key = (device, str(cache or ""))
+        if key not in _ROOFS:
+            _ROOFS[key] = _calibrated(clock, Path(cache) if cache else None)
+        return _ROOFS[key]
+    note = f"roofs come from {rs.device}, cases ran on {device}" if rs.device != device \
+        else None
+    return rs, note
+
+
+def _calibrated(clock: Clock, cache: Path | None) -> tuple[RoofSet | None, str | None]:
+    path = cache or default_path(clock.device_name())
+    be = clock.roofs_backend()
+    if be is None:
+        if path.exists():
+            return stored_or_quick_roofs(cast(Backend, _Named(clock)), path), None
+        return None, (f"no roofs: {path} does not exist and nothing here can calibrate "
+                      f"{clock.device_name()} (the GPU probes need CuPy)")
+    if not path.exists():
+        _say(f"no stored roofs for {clock.device_name()}: the quick calibration runs once "
+             f"and saves them to {path}")
+    return stored_or_quick_roofs(be, path), None
+
+
+class _Named:
+    """A device known by name only: its stored roofs can be read, never measured."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def device_name(self) -> str:
+        return self.clock.device_name()
+
+    def measure_roofs(self, **_: Any) -> RoofSet:  # pragma: no cover - the file exists
+        raise UserError(f"cannot calibrate {self.device_name()} here")
+
+
+def _command() -> list[str]:
+    """This process's command line: `pytest ...` for `python -m pytest ...` too."""
+    prog = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    name = prog.parent.name if prog.name == "__main__.py" else prog.name
+    return [name, *sys.argv[1:]]
+
+
+def _timer(clock: Clock, timer: TimerConfig | None, quick: bool) -> TimerConfig:
+    if timer is not None:
+        return timer
+    cfg = TimerConfig.quick() if quick else TimerConfig()
+    if clock.kind == "gpu":
+        cfg = cfg.with_budget(GPU_CASE_BUDGET_S)
+    return cfg
+
+
+class Session:
+    """Measured cases of one device collected into one results.json (see the module doc).
+
+    ``out``: the folder results.json, results.csv, report.md, report.html and roofline.png
+    go to (None: kept in memory, ``run`` holds them). ``roofs``: a RoofSet or roofs file to
+    place every case under instead of the calibration cache; ``roofs_cache``: another path
+    for that cache. ``timer`` / ``quick``: the timer's configuration (default: a run's).
+    Use it as a context manager, or call ``close()``; inside ``with Session(...)``,
+    ``roofbench.measure`` adds its cases to it.
+    """
+
+    def __init__(self, out: str | Path | None = None, *,
+                 roofs: RoofSet | str | Path | None = None,
+                 roofs_cache: str | Path | None = None, timer: TimerConfig | None = None,
+                 quick: bool = False) -> None:
+        self.out = Path(out) if out is not None else None
+        self.roofs_arg, self.roofs_cache = roofs, roofs_cache
+        self.timer, self.quick = timer, quick
+        self.run: RunResult | None = None
+        self.closed = False
+        if self.out is not None:
+            from ..results import check_writable
+
+            check_writable(self.out)  # fail before measuring, not after
+
+    @property
+    def cases(self) -> list[CaseResult]:
+        return list(self.run.cases) if self.run else []
+
+    def measure(self, fn: Callable[..., Any], *args: Any, flops: Any, reads: Any = 0,
+                writes: Any = 0, bytes: Mapping[str, Any] | None = None,
+                dtype: str | None = None, precision: str | None = None,
+                name: str | None = None, reference: Any = None, output: Any = None,
+                tolerance: float | None = None,
+                size: Sequence[int] | None = None) -> CaseResult:
+        """Measure ``fn(*args)`` (see ``roofbench.measure``) and add it to this session."""
+        if self.closed:
+            raise MeasureError("this session is closed")
+        acct = accounting(args, flops=flops, reads=reads, writes=writes, bytes=bytes,
+                          dtype=dtype, precision=precision, size=size)
+        clock = clock_for(args)
+        device = clock.device_name()
+        if self.run is not None and self.run.device != device:
+            raise MeasureError(f"this session measures on {self.run.device}; a case on "
+                               f"{device} needs a Session of its own")
+        roofs, note = ((self.run.roofs, None) if self.run is not None
+                       else device_roofs(clock, self.roofs_arg, self.roofs_cache))
+        cfg = _timer(clock, self.timer, self.quick)
+        label = name or getattr(fn, "__qualname__", None) or "callable"
+        if self.run is None:
+            self.run = RunResult(backend=clock.backend_name, device=device, roofs=roofs,
+                                 cases=[], environment=environment(clock.info()),
+                                 command=_command(),
+                                 created=utc_stamp(), git_commit=git_commit(Path.cwd()),
+                                 timer=asdict(cfg))
+            if note:
+                self.run.notes.append(note)
+        try:
+            rec = measure_callable(fn, args, acct, name=label, clock=clock, cfg=cfg,
+                                   roofs=roofs, reference=reference, output=output,
+                                   tolerance=tolerance)
+        except Exception as e:  # the caller's function raised: recorded, then raised again
+            self._add(_failed(label, clock, acct, e))
+            raise
+        self._add(rec)
+        return rec
+
+    def _add(self, rec: CaseResult) -> None:
+        assert self.run is not None
+        if any(c.key == rec.key and c.backend == rec.backend for c in self.run.cases):
+            raise MeasureError(f"{rec.key} was measured already in this session: give each "
+                               "case its own name=")
+        self.run.cases.append(rec)
+        self.save()
+
+    def save(self) -> Path | None:
+        """Rewrite results.json (and results.csv) atomically; None without ``out``."""
+        if self.out is None or self.run is None:
+            return None
+        return save_run(self.run, self.out)
+
+    def close(self, interrupted: bool = False) -> list[Path]:
+        """Save, then write report.md, report.html and the roofline; returns their paths."""
+        if self.closed:
+            return []
+        self.closed = True
+        if self.run is None or self.out is None:
+            return []
+        if interrupted:
+            self.run.interrupted = True
+            self.run.notes.append(f"interrupted: {len(self.run.cases)} cases measured")
+        from ..present.outputs import write_outputs
+
+        path = self.save()
+        assert path is not None
+        return [path, *write_outputs(self.run, self.out)]
+
+    def __enter__(self) -> Session:
+        _ACTIVE.append(self)
+        return self
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        with contextlib.suppress(ValueError):
+            _ACTIVE.remove(self)
+        self.close(interrupted=kind is not None and issubclass(kind, KeyboardInterrupt))
+
+
+def _failed(label: str, clock: Clock, acct: Any, e: BaseException) -> CaseResult:
+    workload, _, variant = label.partition("/")
+    return CaseResult(workload=workload, variant=variant or "default",
+                      backend=clock.backend_name, dtype=acct.dtype, size=list(acct.size),
+                      precision=acct.precision, cores=acct.cores, flops=acct.flops,
+                      bytes=dict(acct.bytes), ai=acct.ai, status="error", valid=False,
+                      error=first_line(e), extra={"measured_by": "roofbench.measure"})
+
+
+def measure(fn: Callable[..., Any], *args: Any, flops: Any, reads: Any = 0, writes: Any = 0,
+            bytes: Mapping[str, Any] | None = None, dtype: str | None = None,
+            precision: str | None = None, name: str | None = None, reference: Any = None,
+            output: Any = None, tolerance: float | None = None,
+            size: Sequence[int] | None = None, session: Session | None = None,
+            roofs: RoofSet | str | Path | None = None) -> CaseResult:
+    """Time ``fn(*args)`` and place it on this device's roofline.
+
+    ``flops``: floating-point operations of one call. ``reads`` / ``writes``: the DRAM bytes
+    it moves, as byte counts or the arrays themselves (their ``nbytes``); ``bytes``: bytes
+    per memory level ({"dram": ..., "l2": ...}). ``dtype``: fp64, fp32, fp16, bf16 or fp8
+    (default: the first floating array argument's); ``precision``: the compute roof it meets
+    (default: fp64/fp32 as the dtype, fp32 for lower-precision storage; "fp16_tc" etc. for
+    tensor cores). ``name``: "workload" or "workload/variant" (default: the function's name).
+
+    Validation, when ``reference`` is given (an array, a tuple/dict of them, or a callable
+    taking ``*args``): one call before timing; what it returned, or the arrays ``output``
+    names (poisoned with NaN first: the function must write every element), must have the
+    reference's shape, be finite everywhere, and be within ``tolerance`` in relative norm
+    error ||out - ref|| / ||ref|| computed in float64, the rule of a run. A case that fails
+    is returned with status "invalid", untimed. Without a reference nothing is checked (the
+    record's ``extra["validation"]`` says so).
+
+    Timing: CUDA events on the current stream when an argument is a CuPy array or a torch
+    CUDA tensor, else the host clock; warm-up, then samples until the noise stops them (the
+    timer of a run), raw samples kept in ``record.timing``. Inside ``with Session(...)`` (or
+    with ``session=``) the case is added to that session's results.json.
+    """
+    sess = session or (_ACTIVE[-1] if _ACTIVE else None)
+    kw = dict(flops=flops, reads=reads, writes=writes, bytes=bytes, dtype=dtype,
+              precision=precision, name=name, reference=reference, output=output,
+              tolerance=tolerance, size=size)
+    if sess is not None:
+        if roofs is not None:
+            raise MeasureError("roofs= belongs to the Session when one collects the case")
+        return sess.measure(fn, *args, **kw)
+    return Session(roofs=roofs).measure(fn, *args, **kw)

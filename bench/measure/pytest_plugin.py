@@ -1,0 +1,139 @@
+"""The pytest plugin (the ``pytest11`` entry point ``roofbench``: installing roofbench is
+enough; from a checkout without an install, ``-p roofbench.bench.measure.pytest_plugin``).
+
+- the ``roofline`` fixture: ``roofline(fn, *args, flops=..., reads=..., writes=...)`` takes
+  every keyword of ``roofbench.measure`` and returns the case record; a case that fails
+  validation fails its test (after it is recorded). Its name is the test's ("test_add", and
+  the parameters' id as the variant: "test_add/fp32").
+- ``pytest --roofline-out DIR``: one results.json of the session's cases, with report.md,
+  report.html and the roofline, written when the session ends.
+- with pytest-benchmark active, ``roofline`` also hands the callable to its ``benchmark``
+  fixture (the first call of a test: pytest-benchmark times one callable per test), with
+  FLOPs, bytes, dtype and device in ``extra_info``, and ``--benchmark-json`` files carry the
+  device's roofs under a ``roofbench`` key: `roofbench report` and `plot` read them
+  (roofbench/pytest_benchmark.py).
+
+Imports of the measuring code wait for the first use: a pytest run that never asks for the
+fixture pays nothing for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_STATE = pytest.StashKey["_State"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("roofline", "roofbench: your kernels on this device's roofline")
+    g.addoption("--roofline-out", metavar="DIR",
+                help="write the session's cases as a run: DIR/results.json, report.md, "
+                     "report.html, roofline.png")
+    g.addoption("--roofline-roofs", metavar="FILE",
+                help="place the cases under this roofs file, not the calibration cache")
+    g.addoption("--roofline-quick", action="store_true",
+                help="short timing (a smoke test; the figures are noisier)")
+
+
+class _State:
+    """The session every ``roofline`` call of this pytest run adds its case to."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.out = config.getoption("roofline_out")
+        self.roofs = config.getoption("roofline_roofs")
+        self.quick = bool(config.getoption("roofline_quick"))
+        self._session: Any = None
+        self.written: list[Path] = []
+
+    @property
+    def session(self) -> Any:
+        if self._session is None:
+            from .api import Session
+
+            self._session = Session(out=self.out, roofs=self.roofs, quick=self.quick)
+        return self._session
+
+    def finish(self, interrupted: bool) -> None:
+        if self._session is not None and self._session.run is not None:
+            self.written = self._session.close(interrupted=interrupted)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_STATE] = _State(config)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(_STATE, None)
+    if state is not None:
+        state.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
+                            config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None or state._session is None or state._session.run is None:
+        return
+    run = state._session.run
+    ok = [c for c in run.cases if c.status == "ok"]
+    terminalreporter.section("roofline")
+    for c in run.cases:
+        where = (f"{c.efficiency:.0%} of {c.limiting_roof}" if c.efficiency
+                 else c.error or "not placed (no roofs)")
+        terminalreporter.write_line(f"{c.key}: {c.status}, {where}")
+    if state.written:
+        terminalreporter.write_line(f"{len(ok)} case(s) on the roofline of {run.device}: "
+                                    f"{state.written[0]}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any,
+                                 output_json: dict[str, Any]) -> None:
+    """The device and its roofs beside pytest-benchmark's entries, for `roofbench report`."""
+    state = config.stash.get(_STATE, None)
+    if state is None or state._session is None or state._session.run is None:
+        return
+    from roofbench.pytest_benchmark import EXTRA_SCHEMA
+
+    run = state._session.run
+    output_json["roofbench"] = {"schema": EXTRA_SCHEMA, "device": run.device,
+                                "backend": run.backend,
+                                "roofs": run.roofs.to_dict() if run.roofs else None}
+
+
+def extra_info(rec: Any) -> dict[str, Any]:
+    """What a pytest-benchmark entry carries of a case: enough to place it on a roofline."""
+    return {"flops": rec.flops, "bytes": dict(rec.bytes), "dtype": rec.dtype,
+            "precision": rec.precision, "size": list(rec.size), "workload": rec.workload,
+            "variant": rec.variant, "backend": rec.backend, "valid": rec.valid,
+            "rel_error": rec.rel_error, "tolerance": rec.tolerance}
+
+
+@pytest.fixture
+def roofline(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``roofline(fn, *args, flops=..., reads=..., writes=..., **measure_options)``."""
+    state: _State = request.config.stash[_STATE]
+    bench = None
+    if request.config.pluginmanager.has_plugin("benchmark"):
+        bench = request.getfixturevalue("benchmark")
+    node = request.node
+    callspec = getattr(node, "callspec", None)
+    default = getattr(node, "originalname", node.name) + (f"/{callspec.id}" if callspec else "")
+    handed: list[str] = []
+
+    def measure(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        kw.setdefault("name", default)
+        rec = state.session.measure(fn, *args, **kw)
+        if rec.status == "invalid":
+            pytest.fail(f"{rec.key}: {rec.error}", pytrace=False)
+        if bench is not None and not handed:
+            handed.append(rec.key)
+            bench.extra_info.update(extra_info(rec), device=state.session.run.device)
+            bench(fn, *args)  # pytest-benchmark's own timing, for its table and JSON
+        return rec
+
+    return measure

@@ -1,0 +1,280 @@
+"""A run session: which cases, run one after the other, saved after each, stoppable.
+
+``execute`` is what `roofbench run` and `roofbench bench` do between the roofs and the reports:
+select the cases (unknown names and impossible sizes are one-line errors before anything is
+allocated), run them, rewrite results.json atomically after every case (a run killed at any
+moment keeps every finished case), end on SIGTERM or Ctrl-C like a finished run (the finished
+cases saved with an `interrupted` note), and, with ``ncu``, profile each valid case once more.
+``select_one`` is the same selection for the one case the ncu child runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+from roofbench.kernels import registry
+from roofbench.kernels.spec import Case, Size, SizeContext, Workload
+
+from roofbench.records import CaseResult, RoofSet, RunResult
+from roofbench.timing import TimerConfig
+
+from ..backends.base import Backend
+from ..errors import UserError
+from ..results import check_writable, environment, git_commit, run_dir, save_run, utc_stamp
+from .runner import _record, run_cases
+
+# Sampling time per case on a GPU: a memory-bound kernel there takes ~0.3 ms, so half a
+# second is over a thousand samples, and the median-CI rule usually stops far sooner.
+GPU_CASE_BUDGET_S = 0.5
+GPU_LAUNCH_BUDGET_S = 0.2
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a run measures and how (the options of `roofbench run`)."""
+
+    workloads: tuple[str, ...] | None = None  # None: every workload
+    variant: str | None = None
+    dtypes: tuple[str, ...] | None = None
+    size: str | None = None  # as typed: N, NxM, MxNxK with k/M/G or powers
+    quick: bool = False
+    cold: bool = False
+    seed: int | None = None
+    ncu: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RunOptions:
+        return cls(workloads=tuple(args.workload) if args.workload else None,
+                   variant=args.variant, dtypes=tuple(args.dtype) if args.dtype else None,
+                   size=args.size, quick=args.quick, cold=args.cold, seed=args.seed,
+                   ncu=bool(getattr(args, "ncu", False)))
+
+
+class Progress(Protocol):
+    """Who hears a run's progress: a case starts (``start``), a line to print (``say``)."""
+
+    def start(self, key: str) -> None: ...
+
+    def say(self, line: str) -> None: ...
+
+
+# -- selection ------------------------------------------------------------------------------
+
+def parse_size(text: str) -> Size:
+    """'1048576', '16M', '2^24', '4096x1024', '2048x2048x2048' -> a tuple of ints."""
+    dims = []
+    for part in text.lower().replace("*", "x").split("x"):
+        p = part.strip()
+        if not p:
+            raise UserError(f"malformed size {text!r}: use N, NxM or MxNxK (e.g. 16M, 4096x1024)")
+        mult = 1
+        if p[-1] in "kmg" and p[:-1]:
+            mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[p[-1]]
+            p = p[:-1]
+        try:
+            if "^" in p:
+                base, exp = p.split("^")
+                val = int(base) ** int(exp)
+            else:
+                val = int(p)
+        except ValueError:
+            raise UserError(f"malformed size {text!r}: use N, NxM or MxNxK "
+                            "(e.g. 16M, 4096x1024)") from None
+        val *= mult
+        if val <= 0:
+            raise UserError(f"size must be positive, got {text!r}")
+        dims.append(val)
+    return tuple(dims)
+
+
+def select_cases(backend: Backend, *, workloads: Iterable[str] | None = None,
+                 variant: str | None = None, dtypes: Iterable[str] | None = None,
+                 size: Size | None = None, quick: bool = False,
+                 reserve_bytes: int = 0) -> tuple[list[Case], list[CaseResult]]:
+    """The cases a run will measure, and records for those it cannot (with the reason).
+
+    Unknown names raise UserError naming the valid choices.
+    """
+    ws = registry.workloads()
+    names = list(workloads or ws)
+    for n in names:
+        if n not in ws:
+            raise UserError(f"unknown workload {n!r}; choose from: {', '.join(ws)}")
+    if variant is not None:
+        all_v = sorted({v for n in names for v in ws[n].variants})
+        if variant not in all_v:
+            raise UserError(f"unknown variant {variant!r} for {', '.join(names)}; "
+                            f"choose from: {', '.join(all_v)}")
+    want_dtypes = list(dtypes) if dtypes else None
+    if want_dtypes:
+        known = sorted({d for n in names for d in ws[n].dtypes()})
+        for d in want_dtypes:
+            if d not in known:
+                raise UserError(f"unknown dtype {d!r}; choose from: {', '.join(known)}")
+    budget = backend.memory_budget() - reserve_bytes
+    cases: list[Case] = []
+    skipped: list[CaseResult] = []
+    for n in names:
+        w = ws[n]
+        if size is not None:
+            w_check(w, size)
+        for v in w.variants.values():
+            if variant is not None and v.name != variant:
+                continue
+            for d in v.dtypes:
+                if want_dtypes is None:
+                    # By default each variant runs in the dtypes this backend supports.
+                    if d not in backend.dtypes():
+                        continue
+                elif d not in want_dtypes:
+                    continue
+                sizes = [size] if size is not None else default_sizes(w, backend, d, quick,
+                                                                      budget, v.name)
+                for sz in sizes:
+                    case = Case(w, v, d, sz)
+                    if want_dtypes is None and not backend.has_kernel(case):
+                        continue  # e.g. attention on CUDA: fp16/bf16 kernels only
+                    why = backend.supports(case)
+                    if why is None and case.footprint() > budget:
+                        if size is not None:
+                            raise UserError(
+                                f"size {'x'.join(map(str, sz))} of {case.key} needs "
+                                f"{case.footprint() / 2**20:.0f} MiB, more than the "
+                                f"{budget / 2**20:.0f} MiB available to a case on "
+                                f"{backend.name}")
+                        why = f"needs {case.footprint() >> 20} MiB > budget {budget >> 20} MiB"
+                    if why is None:
+                        cases.append(case)
+                    else:
+                        skipped.append(_record(case, backend, status="unsupported", error=why))
+    if size is not None and not cases and not skipped:
+        raise UserError("no case matches the selection")
+    return cases, skipped
+
+
+def select_one(backend: Backend, workload: str, variant: str, dtype: str, size: str) -> Case:
+    """The one case of a selection that names everything (the ncu child's): the same checks
+    as a run's, and the reason when this backend cannot run it."""
+    ws = registry.workloads()
+    if workload in ws and variant in ws[workload].variants and \
+            dtype not in ws[workload].variants[variant].dtypes:
+        raise UserError(f"{workload}/{variant} has no dtype {dtype!r}; choose from: "
+                        f"{', '.join(ws[workload].variants[variant].dtypes)}")
+    cases, skipped = select_cases(backend, workloads=[workload], variant=variant,
+                                  dtypes=[dtype], size=parse_size(size))
+    if skipped:
+        raise UserError(f"{skipped[0].key} does not run on {backend.name}: {skipped[0].error}")
+    return cases[0]
+
+
+def w_check(w: Workload, size: Size) -> None:
+    try:
+        w.check_size(size)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def default_sizes(w: Workload, backend: Backend, dtype: str, quick: bool, budget: int,
+                  variant: str = "") -> list[Size]:
+    """The sizes a run without --size measures: the workload's sweep or its one default
+    (--quick on a CPU: the quick size alone)."""
+    ctx = SizeContext(kind=backend.kind, llc_bytes=backend.last_level_cache(),
+                      budget_bytes=budget, dtype=dtype, quick=quick, variant=variant)
+    if quick and backend.kind == "cpu":
+        return [w.quick_size]
+    return w.default_sizes(ctx)
+
+
+# -- the run --------------------------------------------------------------------------------
+
+def timer_configs(opts: RunOptions, kind: str = "cpu") -> tuple[TimerConfig, TimerConfig]:
+    """(config of a whole case, config of each launch of a pipeline timed alone)."""
+    cfg = TimerConfig.quick() if opts.quick else TimerConfig()
+    if opts.cold:
+        cfg = replace(cfg, cold=True)
+    if kind == "gpu":
+        return cfg.with_budget(GPU_CASE_BUDGET_S), cfg.with_budget(GPU_LAUNCH_BUDGET_S)
+    return cfg, cfg
+
+
+def case_line(i: int, n: int, c: CaseResult, elapsed_s: float) -> str:
+    """One line per finished case: the run is never silent for longer than one case."""
+    if c.status == "ok" and c.median_s:
+        what = (f"ok {c.median_s * 1e3:.4g} ms"
+                + (f", {c.efficiency:.0%} of roof" if c.efficiency else ""))
+    else:
+        what = f"{c.status}: {c.error}"
+    spent = sum(c.phases.values())
+    return f"[{i}/{n}] {c.key} {what} ({spent:.1f} s; run {elapsed_s:.0f} s)"
+
+
+def execute(opts: RunOptions, be: Backend, roofs: RoofSet | None, out_root: Path,
+            progress: Progress) -> tuple[RunResult, Path]:
+    """Run the selected cases into a new run folder under ``out_root``; see the module doc."""
+    size = parse_size(opts.size) if opts.size else None
+    cases, skipped = select_cases(be, workloads=opts.workloads, variant=opts.variant,
+                                  dtypes=opts.dtypes, size=size, quick=opts.quick)
+    cfg, launch_cfg = timer_configs(opts, be.kind)
+    out = run_dir(out_root, be.device_name())
+    check_writable(out)  # fail before measuring, not after
+    run = RunResult(backend=be.name, device=be.device_name(), roofs=roofs,
+                    cases=list(skipped), environment=environment(be.info()),
+                    command=["roofbench"] + sys.argv[1:], created=utc_stamp(),
+                    git_commit=git_commit(), timer=cfg.__dict__)
+    if roofs is not None and roofs.device != be.device_name():
+        run.notes.append(f"roofs come from {roofs.device}, cases ran on {be.device_name()}")
+    save_run(run, out)
+    t0 = time.perf_counter()
+    finished: list[CaseResult] = []
+
+    def done(rec: CaseResult) -> None:
+        finished.append(rec)
+        run.cases = finished + list(skipped)
+        save_run(run, out)
+        progress.say(case_line(len(finished), len(cases), rec, time.perf_counter() - t0))
+
+    try:
+        with stop_on_sigterm():
+            run_cases(cases, be, roofs, cfg, seed=opts.seed, done=done, launch_cfg=launch_cfg,
+                      progress=progress.start)
+            if opts.ncu:  # counters of each valid case, after all are timed
+                from .ncu import collect
+
+                notes = collect(finished, seed=opts.seed, progress=progress.say)
+                for note in notes:  # each a one-line reason: the run still goes on
+                    progress.say(note)
+                run.notes += notes
+                save_run(run, out)
+    except KeyboardInterrupt:
+        run.notes.append(f"interrupted: {len(finished)} of {len(cases)} cases finished")
+        run.interrupted = True
+        save_run(run, out)
+    return run, out
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM (a scheduler's or `timeout`'s stop) raises KeyboardInterrupt in the main
+    thread, as Ctrl-C (SIGINT) does, so the finished cases are saved with a note instead of
+    the process vanishing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)

@@ -1,0 +1,143 @@
+"""What both rooflines draw (the static one, plot.py, and report.html's interactive one): the
+valid points, which roofs to draw, their ridges, the frame, the colours and line styles."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from roofbench.ncu_checks import hw_dram_ai
+from roofbench.records import CaseResult, Roof, RoofSet
+
+PREC_COLORS = {
+    "fp64": "#1f77b4", "fp32": "#d62728", "fp16": "#2ca02c", "bf16": "#9467bd",
+    "fp8": "#ff7f0e", "fp64_tc": "#17becf", "tf32_tc": "#8c564b", "fp16_tc": "#bcbd22",
+    "bf16_tc": "#e377c2", "fp8_tc": "#7f7f7f",
+}
+# Memory level by line style (measured roofs); datasheet roofs are dashed and faint whatever
+# their level.
+LEVEL_STYLES = {"dram": "-", "l2": "-.", "l1": (0, (5, 1.5, 1, 1.5, 1, 1.5)), "smem": ":"}
+FAINT = 0.45
+
+
+@dataclass
+class Point:
+    label: str
+    ai: float
+    flops: float
+    precision: str
+    workload: str
+    key: str
+    efficiency: float | None = None
+    level: str | None = None  # the memory level that bounds it (None: compute-bound)
+    hw_ai: float | None = None  # DRAM intensity from hardware counters, when measured
+    size: str = ""
+    marker: str = "o"  # the workload's own (Workload.marker, stored with the case)
+
+
+def _level_of(rs: RoofSet | None, c: CaseResult) -> str | None:
+    if c.bound != "memory" or rs is None:
+        return None
+    for r in rs.roofs:
+        if r.kind == "memory" and r.name == c.limiting_roof:
+            return r.level
+    return "dram"
+
+
+def valid_points(cases: list[CaseResult], level: str = "dram",
+                 roofs: RoofSet | None = None) -> list[Point]:
+    pts = []
+    for c in cases:
+        if not (c.valid and c.status == "ok" and c.flop_per_s and c.ai.get(level)):
+            continue
+        hw_ai = hw_dram_ai(c)
+        pts.append(Point(label=f"{c.workload}/{c.variant} {c.dtype}", ai=c.ai[level],
+                         flops=c.flop_per_s, precision=c.precision, workload=c.workload,
+                         key=f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
+                         efficiency=c.efficiency, level=_level_of(roofs, c),
+                         hw_ai=hw_ai if hw_ai and hw_ai > 0 else None,
+                         size="x".join(map(str, c.size)), marker=c.marker))
+    return pts
+
+
+# -- which roofs ----------------------------------------------------------------------------
+
+def best_roofs(rs: RoofSet, all_roofs: bool = False) -> tuple[list[Roof], list[Roof]]:
+    """The highest roof per (source, precision) and per (source, level): one line each.
+    Theoretical roofs only with ``all_roofs`` (a datasheet beside the measurement is enough)."""
+    compute: dict[tuple[str, str], Roof] = {}
+    memory: dict[tuple[str, str], Roof] = {}
+    for r in rs.roofs:
+        if r.source == "theoretical" and not all_roofs:
+            continue
+        if r.kind == "compute":
+            k = (r.source, r.precision)
+            if k not in compute or r.value > compute[k].value:
+                compute[k] = r
+        elif r.kind == "memory":
+            k = (r.source, r.level)
+            if k not in memory or r.value > memory[k].value:
+                memory[k] = r
+    return list(compute.values()), list(memory.values())
+
+
+def select_roofs(rs: RoofSet, points: list[Point],
+                 all_roofs: bool = False) -> tuple[list[Roof], list[Roof]]:
+    """The roofs to draw: those the points use (their precisions, the memory levels that bound
+    them, DRAM always), or every roof with ``all_roofs`` or when there is no point."""
+    compute, memory = best_roofs(rs, all_roofs)
+    if all_roofs or not points:
+        return compute, memory
+    precisions = {p.precision for p in points}
+    levels = {"dram"} | {p.level for p in points if p.level}
+    return ([r for r in compute if r.precision in precisions],
+            [r for r in memory if r.level in levels])
+
+
+def _dram_for(rs: RoofSet, source: str) -> Roof | None:
+    return rs.memory("dram", source) or rs.memory("dram")
+
+
+def ridge_points(rs: RoofSet, compute: list[Roof]) -> list[tuple[Roof, float]]:
+    """(compute roof, intensity where it meets the DRAM roof of its source)."""
+    out = []
+    for c in compute:
+        m = _dram_for(rs, c.source)
+        if m is not None:
+            out.append((c, c.value / m.value))
+    return out
+
+
+# -- frame ----------------------------------------------------------------------------------
+
+def _decade_floor(v: float) -> float:
+    return 10.0 ** math.floor(math.log10(v))
+
+
+def _decade_ceil(v: float) -> float:
+    return 10.0 ** math.ceil(math.log10(v))
+
+
+def frame(roofsets: list[RoofSet], points: list[Point]) -> tuple[tuple, tuple]:
+    """Axes limits from every roof of the devices (decades), widened for outlying points."""
+    ridges, tops, bws = [], [], []
+    for rs in roofsets:
+        comp, mem = best_roofs(rs, all_roofs=True)
+        tops += [r.value for r in comp]
+        bws += [r.value for r in mem if r.level == "dram"]
+        ridges += [x for _, x in ridge_points(rs, comp)]
+    if ridges:
+        xlo, xhi = _decade_floor(min(ridges) / 256), _decade_ceil(max(ridges) * 16)
+    else:
+        xlo, xhi = 0.01, 1000.0
+    xs = [p.ai for p in points] + [p.hw_ai for p in points if p.hw_ai]
+    if xs:
+        xlo = min(xlo, _decade_floor(min(xs) / 2))
+        xhi = max(xhi, _decade_ceil(max(xs) * 4))
+    lows = [b * xlo for b in bws] + [p.flops for p in points]
+    highs = [t * 3 for t in tops] + [p.flops * 4 for p in points]
+    ylo = _decade_floor(min(lows) / 2) if lows else 1e9
+    yhi = _decade_ceil(max(highs)) if highs else 1e15
+    if tops and not points:
+        ylo = max(ylo, _decade_floor(min(tops) / 1e4))
+    return (xlo, xhi), (ylo, yhi)

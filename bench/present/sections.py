@@ -1,0 +1,360 @@
+"""The report's sections, once: report.md (report.py) and report.html (report_html.py) render
+the same list.
+
+A section is a title and blocks: text (a paragraph with Markdown's inline `code` and _emphasis_),
+lines (written one under the other), bullet items, a table, a sub-heading. Each section is a
+pure function of the stored run; one that has nothing to say is None (left out), one that
+fails is rendered as its title and the reason, and the others are still written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from roofbench.errors_text import first_line
+from roofbench.records import CaseResult, RoofSet, RunResult
+from roofbench.units import duration, si
+
+from .fusion import fusion_bound, fusion_table
+
+
+@dataclass
+class Text:
+    text: str
+
+
+@dataclass
+class Lines:
+    lines: list[str]
+
+
+@dataclass
+class Items:
+    items: list[str]
+
+
+@dataclass
+class Table:
+    rows: list[dict[str, Any]]
+    plain: bool = False  # Markdown: a bare pipe table, cells as given (no column padding)
+    headers: list[str] | None = None  # shown instead of the row keys (names may repeat)
+    html_columns: dict[str, list[str]] = field(default_factory=dict)  # raw HTML, per row
+
+
+@dataclass
+class Sub:
+    title: str
+
+
+Block = Text | Lines | Items | Table | Sub
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[Block]
+
+
+SectionFn = Callable[[RunResult], "Section | None"]
+
+
+def guarded(title: str, section: SectionFn, run: RunResult) -> Section | None:
+    """One section on its own: one that fails is named with the reason and the others are
+    still written (a report of a partial or older file is still a report)."""
+    try:
+        return section(run)
+    except Exception as e:  # one broken section must not cost the whole report
+        return Section(title, [Text(f"_This section could not be rendered: {first_line(e)}_")])
+
+
+# -- roofs ----------------------------------------------------------------------------------
+
+def roofs_rows(rs: RoofSet) -> list[dict[str, Any]]:
+    rows = []
+    for r in rs.roofs:
+        key = r.level if r.kind != "compute" else r.precision
+        ds = (rs.memory(key, "datasheet") if r.kind == "memory"
+              else rs.compute(key, "datasheet") if r.kind == "compute" else None)
+        rows.append({
+            "roof": r.name, "kind": r.kind, "level/precision": key, "value": si(r.value, r.unit),
+            "source": r.source, "probe": r.evidence.get("probe", ""),
+            "vs datasheet": (f"{r.value / ds.value:.1%}" if ds is not None and r.source
+                             == "measured" else ""),
+        })
+    return rows
+
+
+def ridges(rs: RoofSet) -> list[tuple[str, str, float]]:
+    out = []
+    precs = sorted({r.precision for r in rs.roofs if r.kind == "compute"})
+    for src in ("measured", "datasheet"):
+        for p in precs:
+            try:
+                out.append((src, p, rs.ridge(p, "dram", src)))
+            except KeyError:
+                continue
+    return out
+
+
+def roofs_blocks(rs: RoofSet | None) -> list[Block]:
+    if rs is None:
+        return [Text("No roofs: points are shown without attainable performance.")]
+    out: list[Block] = [Table(roofs_rows(rs), html_columns={
+        "evidence": [evidence_html(r.evidence) for r in rs.roofs]})]
+    rl = ridges(rs)
+    if rl:
+        out.append(Text("Ridge points (compute / DRAM bandwidth): " + ", ".join(
+            f"{p} {x:.3g} FLOP/B ({s})" for s, p, x in rl)))
+    if rs.datasheet is not None:
+        entry = f"`{rs.datasheet.entry}` " if rs.datasheet.entry else ""
+        out.append(Text(f"Datasheet: {entry}({rs.datasheet.reason})"))
+    if rs.failed_probes:
+        out.append(Text("Probes that failed: " + "; ".join(f"{f.probe}: {f.reason}"
+                                                          for f in rs.failed_probes)))
+    if rs.notes:
+        out.append(Lines([f"Note: {n}" for n in rs.notes]))
+    if rs.elapsed_s is not None:
+        out.append(Text(f"The probes took {rs.elapsed_s:.1f} s."))
+    return out
+
+
+def evidence_html(ev: dict[str, Any]) -> str:
+    """A roof's evidence as a collapsed block of JSON (report.html only)."""
+    import html
+    import json
+
+    if not ev:
+        return ""
+    text = json.dumps(ev, indent=1, default=str)
+    summary = ev.get("probe") or ev.get("source") or "evidence"
+    return (f"<details><summary>{html.escape(str(summary))}</summary>"
+            f"<pre>{html.escape(text)}</pre></details>")
+
+
+def roofs_section(run: RunResult) -> Section:
+    return Section("Roofs", roofs_blocks(run.roofs))
+
+
+# -- fusion ---------------------------------------------------------------------------------
+
+def fusion_section(run: RunResult) -> Section | None:
+    rows = fusion_table(run.cases)
+    if not rows:
+        return None
+    return Section("Fusion", [
+        Text("Fusing keeps intermediates out of memory: the bytes ratio is what a memory-bound "
+             "device can gain at most; the speedup is what it did."), Table(rows)])
+
+
+# -- cases ----------------------------------------------------------------------------------
+
+def occupancy_text(c: CaseResult) -> str:
+    """Theoretical occupancy of each launch (GPU backends record it per launch), with the
+    registers that set it: shown beside efficiency because the two axes are independent."""
+    parts = []
+    for la in c.launches:
+        if la.occupancy is not None:
+            regs = la.occupancy.registers_per_thread
+            parts.append(f"{la.occupancy.occupancy:.0%}" + (f" ({regs} regs)" if regs else ""))
+    return ", ".join(parts) if parts else "-"
+
+
+def cases_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
+    rows = []
+    for c in cases:
+        t = c.timing
+        rows.append({
+            "workload": c.workload, "variant": c.variant, "dtype": c.dtype,
+            "size": "x".join(map(str, c.size)), "AI": f"{c.ai.get('dram', 0):.3g}",
+            "time": duration(c.median_s), "cv": f"{t.cv:.1%}" if t else "-",
+            "FLOP/s": si(c.flop_per_s), "B/s": si(c.bytes_per_s.get("dram")),
+            "attainable": si(c.attainable),
+            "efficiency": (f"{c.efficiency:.1%}" + (" (above roof)" if c.efficiency > 1 else ""))
+            if c.efficiency else "-",
+            "bound": c.bound or "-",
+            "occupancy": occupancy_text(c),
+            "status": c.status + (" (" + "; ".join(t.flags) + ")" if t and t.flags else ""),
+        })
+    return rows
+
+
+def above_roof_cause(c: CaseResult, roofs: RoofSet | None) -> str:
+    """The likely reason a point sits above its roof (no point can beat a true roof)."""
+    if c.bound == "memory":
+        bound = fusion_bound(c)
+        if bound is not None and bound > 1.0001:
+            return ("counted bytes include re-reads or temporaries that a cache served "
+                    "(the model counts minimum DRAM traffic per launch)")
+        return "the bandwidth roof underestimates the device (its probe is slower than this kernel)"
+    roof = next((r for r in (roofs.roofs if roofs else []) if r.name == c.limiting_roof), None)
+    if roof is not None and not (roof.precision or "").endswith("_tc") and c.cores == "tensor":
+        return "held against a CUDA-core roof while it runs on tensor cores"
+    if roof is not None and roof.evidence.get("ceiling") == "mma.sync":
+        return "the roof is a hand-written mma.sync probe; a library reaches more"
+    return "the compute roof underestimates the device (its probe is slower than this kernel)"
+
+
+def cases_section(run: RunResult) -> Section:
+    ok = [c for c in run.cases if c.status == "ok"]
+    out: list[Block] = []
+    if not ok:
+        out.append(Text("No case ran to completion."))
+    else:
+        out.append(Table(cases_rows(ok)))
+        above = [c for c in ok if c.efficiency and c.efficiency > 1]
+        if above:
+            out += [Text("Above their roof (no point can beat a true roof):"), Items([
+                f"{c.key}: {c.efficiency:.0%} of {c.limiting_roof}; likely cause: "
+                f"{above_roof_cause(c, run.roofs)}" for c in above])]
+    new = not_validated_items(run.cases)
+    if new:
+        out += [Text("Kernels not yet validated on hardware:"), Items(new)]
+    ratios = vs_library(ok)
+    if ratios:
+        out.append(Text("Hand-written vs library (FLOP/s ratio): " + ", ".join(ratios)))
+    conventions = sorted({c.flop_convention for c in run.cases if c.flop_convention})
+    if conventions:
+        out.append(Text("FLOP conventions: " + " | ".join(conventions)))
+    return Section("Cases", out)
+
+
+def vs_library(ok: list[CaseResult]) -> list[str]:
+    """Each hand-written variant's FLOP/s as a fraction of the vendor library's on the same
+    workload, dtype and size (the hand-written GEMMs' targets are stated against cuBLAS)."""
+    lib = {(c.backend, c.workload, c.dtype, tuple(c.size)): c for c in ok
+           if c.variant == "library" and c.flop_per_s}
+    lines = []
+    for c in ok:
+        ref = lib.get((c.backend, c.workload, c.dtype, tuple(c.size)))
+        if ref is not None and ref.flop_per_s and c.variant != "library" and c.flop_per_s:
+            lines.append(f"{c.variant} {c.dtype} {'x'.join(map(str, c.size))} "
+                         f"{c.flop_per_s / ref.flop_per_s:.2f}")
+    return lines
+
+
+def not_validated_items(cases: list[CaseResult]) -> list[str]:
+    """Kernels whose code has never been validated on real hardware (proven only by compile,
+    SASS and CPU models) are marked; a run on that hardware is their first real test."""
+    lines = []
+    for c in cases:
+        facts = [la.facts for la in c.launches
+                 if la.facts is not None and not la.facts.validated_on_hardware]
+        new = sorted({f.function or "" for f in facts})
+        if new:
+            lines.append(f"{c.key} ({', '.join(new)} on {facts[0].arch}): not yet validated "
+                         f"on hardware before this run; here it is `{c.status}`"
+                         + (f" ({c.error})" if c.error else ""))
+    return lines
+
+
+# -- pipelines, phases, the rest ------------------------------------------------------------
+
+def pipeline_rows(c: CaseResult) -> list[dict[str, Any]]:
+    times = [la.timing.median if la.timing else None for la in c.launches]
+    total = sum(t for t in times if t) or None
+    rows = []
+    for la, t in zip(c.launches, times, strict=True):
+        rows.append({"launch": f"{la.kernel}" + (f" ({la.note})" if la.note else ""),
+                     "FLOPs": la.flops, "bytes": la.bytes.get("dram"), "time": duration(t),
+                     "share": f"{t / total:.1%}" if t and total else "-",
+                     "B/s": si(la.bytes.get("dram", 0) / t if t else None)})
+    return rows
+
+
+def pipelines_section(run: RunResult) -> Section | None:
+    pipes = [c for c in run.cases if c.status == "ok" and len(c.launches) > 1]
+    if not pipes:
+        return None
+    out: list[Block] = []
+    for c in pipes:
+        e2e = c.median_s or 0
+        s = sum(la.timing.median for la in c.launches if la.timing)
+        bound = fusion_bound(c)
+        out += [Sub(f"{c.workload}/{c.variant} {c.dtype} {'x'.join(map(str, c.size))}"),
+                Text(f"End to end {duration(e2e)}; sum of launches timed alone {duration(s)}."
+                     + (f" Fused into one launch that moves only the inputs and outputs at "
+                        f"the same bandwidth, it would be at most {bound:.2f}x faster."
+                        if bound else "")),
+                Table(pipeline_rows(c))]
+    return Section("Where the time goes in multi-launch pipelines", out)
+
+
+PHASES = ("inputs", "compile", "prepare", "validate", "time", "time_launches")
+
+
+def phases_section(run: RunResult) -> Section | None:
+    """Where the run spent its time: per phase in total (wall, and device seconds where the
+    work ran on a GPU), and the slowest cases."""
+    timed = [c for c in run.cases if c.phases]
+    if not timed:
+        return None
+    total = {p: sum(c.phases.get(p, 0.0) for c in timed) for p in PHASES}
+    dev = {p: sum(c.device_phases.get(p, 0.0) for c in timed) for p in PHASES
+           if any(p in c.device_phases for c in timed)}
+    grand = sum(total.values()) or 1.0
+
+    def part(p: str, v: float) -> str:
+        d = f", device {dev[p]:.1f} s" if p in dev else ""
+        return f"{p} {v:.1f} s ({v / grand:.0%}{d})"
+    out: list[Block] = [Text(f"{len(timed)} cases, {sum(total.values()):.1f} s in all: "
+                             + ", ".join(part(p, v) for p, v in total.items() if v))]
+    if dev:
+        out.append(Text("Wall seconds on the host; device seconds by CUDA events around the "
+                        "phase (inputs drawn, reference and validation computed on the GPU) and, "
+                        "for time, the sum of the timed samples (warm-ups not counted). A phase "
+                        "far longer than its device seconds was spent on the host."))
+
+    def cell(c: CaseResult, p: str) -> str:
+        w = f"{c.phases.get(p, 0):.2f}"
+        return f"{w} / {c.device_phases[p]:.2f}" if p in c.device_phases else w
+    slow = sorted(timed, key=lambda c: -sum(c.phases.values()))[:5]
+    out.append(Table([{"case": c.key, "seconds": f"{sum(c.phases.values()):.2f}",
+                       **{(f"{p} (wall / device)" if p in dev else p): cell(c, p)
+                          for p in PHASES}} for c in slow]))
+    return Section("Where the run spent its time", out)
+
+
+def not_measured_section(run: RunResult) -> Section | None:
+    bad = [c for c in run.cases if c.status != "ok"]
+    if not bad:
+        return None
+    return Section("Not measured", [
+        Text("Cases that failed validation or could not run (never plotted as valid points):"),
+        Table([{"case": c.key, "status": c.status, "reason": c.error} for c in bad])])
+
+
+def environment_section(run: RunResult) -> Section:
+    env = run.environment or {}
+    items = [f"host: {env.get('host')}", f"platform: {env.get('platform')}"]
+    dev = env.get("device") or {}
+    for k in ("name", "cores", "numba_threads", "caches", "mem_total", "compute_capability",
+              "sm_count", "driver", "cuda"):
+        if k in dev:
+            items.append(f"{k}: {dev[k]}")
+    libs = env.get("libraries") or {}
+    if libs:
+        items.append("libraries: " + ", ".join(f"{k} {v}" for k, v in libs.items()))
+    timer = run.timer or {}
+    if timer:
+        items.append("timer: " + ", ".join(f"{k}={v}" for k, v in timer.items()))
+    return Section("Environment", [Items(items)])
+
+
+def _ncu(run: RunResult) -> Section | None:
+    from .ncu_section import ncu_section
+
+    return ncu_section(run)
+
+
+SECTIONS: list[tuple[str, SectionFn]] = [
+    ("Roofs", roofs_section),
+    ("Fusion", fusion_section),
+    ("Cases", cases_section),
+    ("Where the time goes in multi-launch pipelines", pipelines_section),
+    ("Model vs hardware (Nsight Compute)", _ncu),  # only when run --ncu collected
+    ("Where the run spent its time", phases_section),
+    ("Not measured", not_measured_section),
+    ("Environment", environment_section),
+]

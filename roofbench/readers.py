@@ -1,0 +1,279 @@
+"""Reading roofbench's files: every version ever written, migrated to today's records.
+
+One function per record (``read_run``, ``read_roofset``, ...), the version dispatch, and the
+migrations of older files:
+
+- results.json version 1 held every case against the roof of its variant's declared unit, so a
+  library GEMM on tensor cores (cuBLAS HGEMM) met the FP32 CUDA-core roof; ``migrate_v1_cores``
+  re-holds those cases from a frozen table of the declarations it migrates (legacy.py), never
+  from today's workloads;
+- results.json before version 3 kept the backend facts of each launch (occupancy included)
+  in ``extra["launches"]``, the ncu settings in ``extra["ncu"]``, and none of the report facts
+  of the declarations: ``fill_v2_case`` moves the first two onto their typed fields and fills
+  the report facts from the frozen table (legacy.py) and the buffers from an injected
+  resolver;
+- a roof set of version 1 kept its typed facts in the free-form ``info``.
+
+Part of the shared root: it imports nothing from kernels/, roofs/ or bench/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import legacy
+from .records import (
+    CALIBRATED_SCHEMA,
+    RESULTS_SCHEMA,
+    RESULTS_SCHEMA_VERSION,
+    ROOFSET_SCHEMA_VERSION,
+    BufferFacts,
+    CalibratedRoofs,
+    CaseResult,
+    DatasheetMatch,
+    LaunchCounters,
+    LaunchFacts,
+    LaunchResult,
+    NcuSettings,
+    Occupancy,
+    ProbeFailure,
+    Roof,
+    RoofSet,
+    RunResult,
+)
+from .roofline import apply_roofs
+from .timing import Timing
+
+RESULTS_READS_VERSIONS = (1, 2, RESULTS_SCHEMA_VERSION)
+
+
+class SchemaError(ValueError):
+    """A file that is not a roofbench file of the expected kind or version (one line)."""
+
+
+# ---------------------------------------------------------------------------- roofs
+
+
+def read_roof(d: dict[str, Any]) -> Roof:
+    known = {"name", "kind", "value", "source", "level", "precision", "evidence"}
+    return Roof(**{k: v for k, v in d.items() if k in known})
+
+
+def read_roofset(d: Any) -> RoofSet:
+    """A roof set of any stored version (files written before version 2 are migrated)."""
+    if not isinstance(d, dict) or "device" not in d or not isinstance(d.get("roofs"), list):
+        raise ValueError("not a roof set: needs 'device' and a 'roofs' list")
+    version = d.get("schema_version", 1)
+    if version not in (1, ROOFSET_SCHEMA_VERSION):
+        raise ValueError(f"roof set schema version {version!r}; this roofbench reads "
+                         f"1 and {ROOFSET_SCHEMA_VERSION}")
+    info = dict(d.get("info") or {})
+    if version == 1:
+        failed = _failures(info.pop("failed_probes", None))
+        ds = _datasheet_v1(info.pop("datasheet_match", None), info.pop("datasheet", None))
+        elapsed = info.pop("elapsed_s", None)
+        notes: list[str] = []
+    else:
+        failed = _failures(d.get("failed_probes"))
+        ds = DatasheetMatch(**d["datasheet"]) if d.get("datasheet") else None
+        elapsed = d.get("elapsed_s")
+        notes = [str(n) for n in d.get("notes") or []]
+    return RoofSet(device=str(d["device"]), info=info, datasheet=ds, failed_probes=failed,
+                   notes=notes, elapsed_s=float(elapsed) if elapsed is not None else None,
+                   roofs=[read_roof(r) for r in d["roofs"]])
+
+
+def _failures(raw: Any) -> list[ProbeFailure]:
+    """Failed probes as stored: a list of {probe, reason} (calibrate) or a {probe: reason}
+    dict (an older writer)."""
+    if not raw:
+        return []
+    if isinstance(raw, dict):
+        return [ProbeFailure(str(k), str(v)) for k, v in raw.items()]
+    if isinstance(raw, list):
+        return [ProbeFailure(str(f.get("probe")), str(f.get("reason"))) if isinstance(f, dict)
+                else ProbeFailure(str(f), "") for f in raw]
+    raise ValueError(f"failed_probes must be a list or a dict, not {type(raw).__name__}")
+
+
+def _datasheet_v1(match: Any, text: Any) -> DatasheetMatch | None:
+    if isinstance(match, dict):
+        return DatasheetMatch(entry=match.get("entry"), reason=str(match.get("reason") or ""))
+    if text:
+        return DatasheetMatch(entry=None, reason=str(text))
+    return None
+
+
+def read_calibrated(d: dict[str, Any]) -> CalibratedRoofs:
+    """A calibration cache. Files written before the roof set carried a ``schema_version``
+    hold only ``device``/``info``/``roofs`` (a version 1 roof set) and read as such."""
+    if d.get("schema") != CALIBRATED_SCHEMA:
+        raise ValueError(f"wrong schema {d.get('schema')!r} (expected {CALIBRATED_SCHEMA!r})")
+    return CalibratedRoofs(roofs=read_roofset(d), created_utc=d.get("created_utc"),
+                           slug=str(d.get("slug") or ""), table=list(d.get("table") or []))
+
+
+# ---------------------------------------------------------------------------- cases
+
+
+def read_timing(d: dict[str, Any]) -> Timing:
+    return Timing(samples=[float(x) for x in d["samples_s"]], warmup_runs=int(d["warmup_runs"]),
+                  stopped_by=str(d["stopped_by"]), config=dict(d.get("config") or {}),
+                  flags=list(d.get("flags") or []))
+
+
+def read_occupancy(d: dict[str, Any]) -> Occupancy:
+    return Occupancy(**{k: d[k] for k in Occupancy.__dataclass_fields__})
+
+
+def read_counters(d: dict[str, Any]) -> LaunchCounters:
+    known = set(LaunchCounters.__dataclass_fields__)
+    return LaunchCounters(**{k: v for k, v in d.items() if k in known})
+
+
+def read_facts(d: dict[str, Any]) -> LaunchFacts:
+    known = set(LaunchFacts.__dataclass_fields__) - {"occupancy"}
+    occ = d.get("occupancy")
+    return LaunchFacts(**{k: v for k, v in d.items() if k in known},
+                       occupancy=read_occupancy(occ) if isinstance(occ, dict) else None)
+
+
+def read_launch(d: dict[str, Any]) -> LaunchResult:
+    la = LaunchResult(kernel=d["kernel"], note=d["note"], flops=d["flops"],
+                      bytes=dict(d["bytes"]),
+                      timing=read_timing(d["timing"]) if d.get("timing") else None,
+                      counters=read_counters(d["counters"]) if d.get("counters") else None,
+                      facts=read_facts(d["facts"]) if d.get("facts") else None,
+                      reads=list(d.get("reads") or []), writes=list(d.get("writes") or []))
+    if la.facts is None and isinstance(d.get("occupancy"), dict):  # version 2
+        la.facts = LaunchFacts(occupancy=read_occupancy(d["occupancy"]))
+    return la
+
+
+def read_ncu(d: dict[str, Any]) -> NcuSettings:
+    known = set(NcuSettings.__dataclass_fields__)
+    return NcuSettings(**{k: v for k, v in d.items() if k in known})
+
+
+def read_case(d: dict[str, Any]) -> CaseResult:
+    d = dict(d)
+    d["launches"] = [read_launch(x) for x in d.get("launches") or []]
+    d["timing"] = read_timing(d["timing"]) if d.get("timing") else None
+    d["buffers"] = {n: BufferFacts(**b) for n, b in (d.get("buffers") or {}).items()}
+    d["ncu"] = read_ncu(d["ncu"]) if d.get("ncu") else None
+    if "cores" not in d and "unit" in d:  # its name before version 3
+        d["cores"] = d.pop("unit")
+    known = set(CaseResult.__dataclass_fields__)
+    return CaseResult(**{k: v for k, v in d.items() if k in known})
+
+
+# ---------------------------------------------------------------------------- older cases
+
+
+@dataclass(frozen=True)
+class BufferModel:
+    """The buffers of a case and the ones each launch reads and writes, as a workload
+    declares them: what a file before version 3 did not store."""
+
+    buffers: dict[str, BufferFacts]
+    launches: list[tuple[list[str], list[str]]]  # (reads, writes) per launch
+
+
+# Given a case record, its BufferModel (None when no declaration matches it). Injected by
+# the caller that knows the workloads (bench/results.py): the shared root never imports them.
+BufferResolver = Callable[[CaseResult], "BufferModel | None"]
+
+
+def fill_v2_case(c: CaseResult, resolver: BufferResolver | None = None) -> None:
+    """What a case of a file before version 3 lacks: the declarations' facts from the frozen
+    table (legacy.py), the backend facts of each launch and the ncu settings out of ``extra``,
+    and, when a resolver is given, the buffers."""
+    w = legacy.WORKLOADS.get(c.workload)
+    if w is not None:
+        c.marker, c.flop_convention = w.marker, w.flop_convention
+    c.arrow_from = legacy.ARROW_FROM.get((c.workload, c.variant))
+    c.extra = attach_launch_facts(c.launches, dict(c.extra or {}))
+    ncu = c.extra.pop("ncu", None)
+    if isinstance(ncu, dict):
+        c.ncu = read_ncu(ncu)
+    model = resolver(c) if resolver is not None else None
+    if model is not None and len(model.launches) == len(c.launches):
+        c.buffers = dict(model.buffers)
+        for la, (reads, writes) in zip(c.launches, model.launches, strict=True):
+            la.reads, la.writes = list(reads), list(writes)
+
+
+def attach_launch_facts(launches: list[LaunchResult], extra: dict[str, Any]) -> dict[str, Any]:
+    """Move the backend facts of each launch out of ``extra["launches"]`` (one dict per launch,
+    in order, occupancy included: how files before version 3 stored them) onto the typed
+    ``LaunchResult.facts``; returns ``extra`` without them."""
+    facts = extra.get("launches")
+    if not isinstance(facts, list) or len(facts) != len(launches) or not all(
+            isinstance(f, dict) for f in facts):
+        return extra  # facts that do not map one-to-one on the launches: left as they are
+    arch = extra.get("arch")
+    for la, f in zip(launches, facts, strict=True):
+        fn = f.get("function")
+        known = set(LaunchFacts.__dataclass_fields__) - {"occupancy", "arch",
+                                                         "validated_on_hardware"}
+        occ = f.get("occupancy")
+        la.facts = LaunchFacts(
+            **{k: v for k, v in f.items() if k in known}, arch=arch,
+            occupancy=(read_occupancy(occ) if isinstance(occ, dict) else la.occupancy),
+            validated_on_hardware=not (isinstance(fn, str) and any(
+                fn.startswith(p) for p in legacy.NOT_VALIDATED_ON_HARDWARE)))
+    return {k: v for k, v in extra.items() if k != "launches"}
+
+
+# ---------------------------------------------------------------------------- runs
+
+
+def read_run(d: Any, resolver: BufferResolver | None = None) -> RunResult:
+    """Any version this roofbench reads (SchemaError otherwise); older versions are migrated
+    (``resolver``: the buffers of a case of a file before version 3, see fill_v2_case)."""
+    if not isinstance(d, dict) or d.get("schema") != RESULTS_SCHEMA:
+        raise SchemaError("not a roofbench results file (schema missing or wrong)")
+    version = d.get("schema_version")
+    if version not in RESULTS_READS_VERSIONS:
+        raise SchemaError(f"results schema version {version!r}, this roofbench reads "
+                          f"versions {', '.join(map(str, RESULTS_READS_VERSIONS))}")
+    run = RunResult(backend=d["backend"], device=d["device"],
+                    roofs=read_roofset(d["roofs"]) if d.get("roofs") else None,
+                    cases=[read_case(c) for c in d["cases"]],
+                    environment=d.get("environment") or {}, command=d.get("command") or [],
+                    created=d.get("created", ""), git_commit=d.get("git_commit"),
+                    timer=d.get("timer") or {}, notes=d.get("notes") or [],
+                    interrupted=bool(d.get("interrupted", False)))
+    if version < 3:
+        for c in run.cases:
+            fill_v2_case(c, resolver)
+    if version == 1:
+        migrate_v1_cores(run)
+    return run
+
+
+def migrate_v1_cores(run: RunResult) -> None:
+    """Re-hold the version 1 cases whose cores depend on where they run (legacy.V1_CORES_ON)
+    against the roof of those cores, and recompute their derived metrics (attainable,
+    efficiency, bound) under the stored roofs; measured samples and times are untouched."""
+    kind = "cpu" if run.backend == "cpu" else "gpu"
+    fixed = []
+    for c in run.cases:
+        rule = legacy.V1_CORES_ON.get((c.workload, c.variant))
+        if rule is None or c.dtype not in rule.dtypes:
+            continue
+        cores = rule.cores(kind, c.dtype)
+        precision = f"{c.dtype}_tc" if cores == "tensor" else c.precision
+        if precision == c.precision:
+            continue
+        c.precision, c.cores = precision, cores
+        if run.roofs is not None and c.median_s:
+            c.attainable = c.efficiency = c.bound = c.limiting_roof = None
+            apply_roofs(c, run.roofs)
+        fixed.append(c.key)
+    if fixed:
+        run.notes.append(f"read from schema version 1: {', '.join(fixed)} re-held against "
+                         "the roof of the unit that runs them (derived metrics recomputed; "
+                         "measured times unchanged)")

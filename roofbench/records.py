@@ -1,0 +1,409 @@
+"""Every record roofbench writes to disk: results.json, roofs files, the calibration cache.
+
+Each record is a dataclass with ``to_dict`` (what is written, exactly); reading a file, any
+version ever written, is readers.py's job. Users get typed fields, never dict keys agreed by
+convention. The files and their versions:
+
+- ``roofbench.results`` (results.json), version 3 (``RESULTS_SCHEMA_VERSION``);
+- a roof set (``RoofSet.to_dict``), version 2 (``ROOFSET_SCHEMA_VERSION``);
+- ``roofbench.calibrated-roofs/1`` (``CalibratedRoofs``): a GPU's calibration cache, a roof set
+  plus a creation time and a measured-vs-datasheet table.
+
+Part of the shared root: it imports nothing from kernels/, roofs/ or bench/.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from . import __version__, roofline
+from .timing import Timing
+
+# ---------------------------------------------------------------------------- roofs
+
+RoofKind = Literal["memory", "compute", "interconnect"]
+Source = Literal["measured", "datasheet", "theoretical", "user"]
+
+
+@dataclass
+class Roof:
+    """One ceiling of a device.
+
+    ``value`` is in FLOP/s for compute roofs and bytes/s for memory and interconnect roofs.
+    ``evidence`` holds how a measured roof was obtained (probe, size, samples, clocks) or where
+    a datasheet figure comes from.
+    """
+
+    name: str
+    kind: RoofKind
+    value: float
+    source: Source
+    level: str | None = None  # memory/interconnect roofs
+    precision: str | None = None  # compute roofs
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.value, (int, float)) and math.isfinite(self.value)
+                and self.value > 0):
+            raise ValueError(f"roof {self.name!r}: value must be a positive finite number, "
+                             f"got {self.value!r}")
+        if self.kind == "compute" and not self.precision:
+            raise ValueError(f"compute roof {self.name!r} needs a precision")
+        if self.kind in ("memory", "interconnect") and not self.level:
+            raise ValueError(f"{self.kind} roof {self.name!r} needs a level")
+
+    @property
+    def unit(self) -> str:
+        return "FLOP/s" if self.kind == "compute" else "B/s"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["unit"] = self.unit
+        return d
+
+
+@dataclass(frozen=True)
+class ProbeFailure:
+    """A probe that could not measure its roof, and why (the others are still measured)."""
+
+    probe: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class DatasheetMatch:
+    """Which datasheet entry the device matched (None: no datasheet roofs), and why."""
+
+    entry: str | None
+    reason: str
+
+
+# Version of the roof-set layout below. 1: free-form ``info`` (failed probes as a list or a
+# dict, the datasheet as ``info["datasheet"]`` on CPUs or ``info["datasheet_match"]`` on GPUs);
+# 2: those facts are typed fields and ``info`` holds only raw probe evidence.
+ROOFSET_SCHEMA_VERSION = 2
+
+
+@dataclass
+class RoofSet:
+    """All roofs of one device, measured and datasheet side by side.
+
+    ``datasheet``, ``failed_probes``, ``notes`` and ``elapsed_s`` are what reports read;
+    ``info`` keeps the raw evidence of the probes (sweeps, configurations, per-probe seconds),
+    stored as measured and shown only as evidence.
+    """
+
+    device: str
+    roofs: list[Roof] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    datasheet: DatasheetMatch | None = None
+    failed_probes: list[ProbeFailure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # caveats a report must print
+    elapsed_s: float | None = None  # seconds the probes took
+
+    def add(self, roof: Roof) -> None:
+        self.roofs.append(roof)
+
+    def compute(self, precision: str, source: str | None = None) -> Roof | None:
+        return roofline.pick(self.roofs, "compute", precision, source)
+
+    def memory(self, level: str = "dram", source: str | None = None) -> Roof | None:
+        return roofline.pick(self.roofs, "memory", level, source)
+
+    def interconnect(self, level: str, source: str | None = None) -> Roof | None:
+        return roofline.pick(self.roofs, "interconnect", level, source)
+
+    def sources(self) -> list[str]:
+        return sorted({r.source for r in self.roofs})
+
+    def ridge(self, precision: str, level: str = "dram", source: str | None = None) -> float:
+        return roofline.ridge(self, precision, level, source)
+
+    def bound(self, intensities: dict[str, float], precision: str,
+              link_intensities: dict[str, float] | None = None,
+              source: str | None = None) -> roofline.Bound:
+        return roofline.bound(self, intensities, precision, link_intensities, source)
+
+    def attainable(self, ai: float, precision: str, level: str = "dram",
+                   source: str | None = None) -> float:
+        return roofline.attainable(self, ai, precision, level, source)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": ROOFSET_SCHEMA_VERSION, "device": self.device,
+                "datasheet": asdict(self.datasheet) if self.datasheet else None,
+                "failed_probes": [asdict(f) for f in self.failed_probes],
+                "notes": list(self.notes), "elapsed_s": self.elapsed_s,
+                "info": self.info, "roofs": [r.to_dict() for r in self.roofs]}
+
+
+CALIBRATED_SCHEMA = "roofbench.calibrated-roofs/1"
+# `roofbench fleet`: every rank's roof set and the link roofs, in one report file
+FLEET_SCHEMA = "roofbench.fleet/1"
+
+
+@dataclass
+class CalibratedRoofs:
+    """A GPU's calibration cache (roofs/<slug>.json): the roof set plus when it was measured
+    and the measured-vs-datasheet ``table`` (kept for a reader of the file; never read back).
+
+    Written as a roof set dict with three more keys, so any roof-set reader takes it. Files
+    written before the roof set carried a ``schema_version`` hold only ``device``/``info``/
+    ``roofs`` (a version 1 roof set) and read as such.
+    """
+
+    roofs: RoofSet
+    created_utc: str | None = None
+    slug: str = ""
+    table: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.roofs.to_dict()
+        return {"schema": CALIBRATED_SCHEMA, "created_utc": self.created_utc,
+                "device": d["device"], "slug": self.slug, "table": self.table,
+                **{k: d[k] for k in ("schema_version", "datasheet", "failed_probes", "notes",
+                                     "elapsed_s", "info", "roofs")}}
+
+
+# ---------------------------------------------------------------------------- launches
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Theoretical occupancy of one launch (bench/backends/occupancy.py computes it)."""
+
+    threads_per_block: int
+    registers_per_thread: int
+    smem_per_block: int
+    blocks_per_sm: int
+    warps_per_sm: int
+    max_warps_per_sm: int
+    occupancy: float  # warps_per_sm / max_warps_per_sm
+    limiter: str  # "warps", "blocks", "registers" or "shared_memory"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class LaunchCounters:
+    """What ncu measured for one launch of a pipeline (values exactly as read, base units)."""
+
+    kernel: str  # the kernel name ncu reported (joined by '+' when several were summed)
+    dram_read: float | None = None  # bytes
+    dram_write: float | None = None  # bytes
+    l2_bytes: float | None = None  # bytes
+    flops: dict[str, float] = field(default_factory=dict)  # precision -> FLOPs (tensor: ops)
+    duration_s: float | None = None
+    achieved_occupancy: float | None = None  # fraction of the peak warps per SM
+    kernels: int = 1  # kernels summed into this launch (a library call may launch several)
+    metrics: dict[str, float | None] = field(default_factory=dict)  # every metric as read
+
+    @property
+    def flops_total(self) -> float | None:
+        return sum(self.flops.values()) if self.flops else None
+
+    @property
+    def dram_total(self) -> float | None:
+        if self.dram_read is None or self.dram_write is None:
+            return None
+        return self.dram_read + self.dram_write
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class LaunchFacts:
+    """How a backend ran one launch: the function (or the library call standing in for one),
+    its geometry and resources where the backend knows them, and the occupancy they give."""
+
+    function: str | None = None  # the kernel function as launched (CUDA C name, Numba twin)
+    library: str | None = None  # a vendor-library call instead of a kernel ("matmul", "sdpa")
+    arch: str | None = None  # the device architecture it ran on ("sm_90")
+    grid: list[int] | None = None
+    block: list[int] | None = None
+    dynamic_smem: int | None = None  # bytes
+    static_smem: int | None = None
+    registers: int | None = None  # per thread
+    local_bytes: int | None = None  # per thread (spills)
+    compiler: str | None = None  # when it differs from the case's (extra["compiler"])
+    occupancy: Occupancy | None = None  # theoretical, where the registers are known
+    # False: the function has never run on real hardware before (compiled, inspected and
+    # emulated only); a report names such cases.
+    validated_on_hardware: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class LaunchResult:
+    """One launch of a case's pipeline: what the model counts, and what was measured of it."""
+
+    kernel: str
+    note: str
+    flops: int
+    bytes: dict[str, int]
+    timing: Timing | None = None  # this launch timed alone (multi-launch pipelines)
+    counters: LaunchCounters | None = None  # Nsight Compute's reading (run --ncu)
+    facts: LaunchFacts | None = None  # how the backend ran it (GPU backends)
+    # The buffers the launch moves through DRAM, by name (CaseResult.buffers): the model's
+    # read and write bytes of the launch.
+    reads: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+
+    @property
+    def occupancy(self) -> Occupancy | None:
+        return self.facts.occupancy if self.facts is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "kernel": self.kernel, "note": self.note, "flops": self.flops,
+            "bytes": dict(self.bytes), "reads": list(self.reads), "writes": list(self.writes),
+            "timing": self.timing.to_dict() if self.timing else None,
+            "counters": self.counters.to_dict() if self.counters else None}
+        if self.facts is not None:  # absent, not null, where unknown (CPU backends)
+            d["facts"] = self.facts.to_dict()
+        return d
+
+
+@dataclass(frozen=True)
+class BufferFacts:
+    """One buffer of a case: its role (input, output, temp) and its bytes."""
+
+    role: str
+    nbytes: int
+
+
+@dataclass
+class NcuSettings:
+    """How Nsight Compute collected a case's counters (``roofbench run --ncu``)."""
+
+    path: str
+    version: str
+    clock_control: str = "none"
+    cache_control: str = "all"
+    metrics: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # wanted but not on this device
+    # input dtype -> the tensor-op metrics collected for it ([] when the device lists none)
+    tensor_ops: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------- cases, runs
+
+
+@dataclass
+class CaseResult:
+    """One (workload, variant, dtype, size) on one backend: counted, validated, timed, placed."""
+
+    workload: str
+    variant: str
+    backend: str
+    dtype: str
+    size: list[int]
+    precision: str  # the compute roof the case is held against
+    cores: str  # what runs it: "simt" (CUDA cores / SIMD lanes) or "tensor"
+    flops: int
+    bytes: dict[str, int]
+    ai: dict[str, float]
+    status: str  # "ok", "invalid" (failed validation), "error", "unsupported"
+    valid: bool
+    error: str | None = None
+    rel_error: float | None = None
+    tolerance: float | None = None
+    timing: Timing | None = None  # raw samples kept
+    median_s: float | None = None
+    flop_per_s: float | None = None
+    bytes_per_s: dict[str, float] = field(default_factory=dict)
+    attainable: float | None = None
+    efficiency: float | None = None  # achieved / attainable
+    bound: str | None = None  # "memory" or "compute" (what limits it under the roofs)
+    limiting_roof: str | None = None
+    launches: list[LaunchResult] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # backend facts, free-form evidence
+    # What a report needs of the declarations, stored at run time so that a report is a
+    # function of this record alone: the workload's plot marker and FLOP convention, the
+    # variant this one is fused from (the plot's arrow, the fusion table), every buffer.
+    marker: str = "o"
+    flop_convention: str = ""
+    arrow_from: str | None = None
+    buffers: dict[str, BufferFacts] = field(default_factory=dict)
+    ncu: NcuSettings | None = None  # how its counters were collected (run --ncu)
+    # Wall (host) seconds of each phase of this case (inputs, compile, prepare, validate,
+    # time, time_launches): where a slow run spent its time.
+    phases: dict[str, float] = field(default_factory=dict)
+    # Device seconds of the phases whose work ran on a GPU: CUDA events around the phase
+    # (inputs, prepare, validate), the timed samples' sum (time, time_launches; warm-ups not
+    # counted). Absent for phases that ran on the host only.
+    device_phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.workload}/{self.variant}/{self.dtype}/{'x'.join(map(str, self.size))}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(replace(self, timing=None, launches=[]))
+        d["timing"] = self.timing.to_dict() if self.timing else None
+        d["launches"] = [la.to_dict() for la in self.launches]
+        if not d["device_phases"]:  # optional: a host-only case writes none
+            del d["device_phases"]
+        return d
+
+    def io_bytes(self) -> int | None:
+        """Bytes of the case's inputs and outputs: what one fused launch must still move."""
+        if not self.buffers:
+            return None
+        return sum(b.nbytes for b in self.buffers.values() if b.role in ("input", "output"))
+
+    def launch_split(self) -> list[tuple[int, int]] | None:
+        """The model's DRAM (read, write) bytes of each launch, from the buffers it names."""
+        if not self.buffers or not self.launches or not all(
+                la.reads or la.writes for la in self.launches):
+            return None
+        try:
+            return [(sum(self.buffers[n].nbytes for n in la.reads),
+                     sum(self.buffers[n].nbytes for n in la.writes)) for la in self.launches]
+        except KeyError:
+            return None
+
+
+RESULTS_SCHEMA = "roofbench.results"
+# 1: first release. 2: cases carry ``phases`` (and, optional, ``device_phases``), runs
+# ``interrupted``, the roof set its typed fields. 3: cases carry what a report needs of the
+# declarations (marker, flop_convention, arrow_from, buffers, each launch's reads and writes)
+# and typed launch facts and ncu settings. readers.py reads every version.
+RESULTS_SCHEMA_VERSION = 3
+
+
+@dataclass
+class RunResult:
+    """One `roofbench run`: what ran where, under which roofs, and every case."""
+
+    backend: str
+    device: str
+    roofs: RoofSet | None
+    cases: list[CaseResult]
+    environment: dict[str, Any] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)
+    created: str = ""
+    git_commit: str | None = None
+    timer: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    interrupted: bool = False  # stopped (SIGTERM, Ctrl-C) before every case ran
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": RESULTS_SCHEMA, "schema_version": RESULTS_SCHEMA_VERSION,
+            "roofbench_version": __version__,
+            "created": self.created, "command": self.command, "git_commit": self.git_commit,
+            "backend": self.backend, "device": self.device,
+            "environment": self.environment, "timer": self.timer, "notes": self.notes,
+            "interrupted": self.interrupted,
+            "roofs": self.roofs.to_dict() if self.roofs else None,
+            "cases": [c.to_dict() for c in self.cases],
+        }

@@ -1,0 +1,197 @@
+"""One timing discipline for every backend, and the record it fills (``Timing``).
+
+Warm up by a time budget (compilation, module load and first-touch stay out), then take samples
+until the noise criterion is met after at least ``min_samples`` — the coefficient of variation
+is under ``target_cv``, or the distribution-free 95% confidence interval of the median is
+narrower than ``target_rel_ci`` of it — or a sample/time budget runs out. The second rule is
+what converges on real GPU samples: memory-bound kernels can alternate between two modes or
+throw rare slow outliers, so their CV never falls under the target while their median is
+known to a fraction of a percent after a few hundred samples. Raw samples are kept as
+measured, never rounded. A backend supplies only how to take one sample (host clock after a
+synchronising call on the CPU, CUDA events on a GPU); the loop and the statistics are shared.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+
+@dataclass
+class Timing:
+    """The samples of one timed function and how sampling stopped (``sample_loop``)."""
+
+    samples: list[float]  # seconds, raw
+    warmup_runs: int
+    stopped_by: str  # "noise", "median_ci", "budget" or "max_samples"
+    config: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.samples)
+
+    @property
+    def stdev(self) -> float:
+        return statistics.stdev(self.samples) if self.n > 1 else 0.0
+
+    @property
+    def cv(self) -> float:
+        return self.stdev / self.mean if self.mean > 0 else 0.0
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    @property
+    def max(self) -> float:
+        return max(self.samples)
+
+    def quantile(self, q: float) -> float:
+        s = sorted(self.samples)
+        if len(s) == 1:
+            return s[0]
+        pos = q * (len(s) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(s) - 1)
+        return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+    def summary(self) -> dict[str, Any]:
+        return {"n": self.n, "median_s": self.median, "mean_s": self.mean, "min_s": self.min,
+                "max_s": self.max, "p25_s": self.quantile(0.25), "p75_s": self.quantile(0.75),
+                "stdev_s": self.stdev, "cv": self.cv, "warmup_runs": self.warmup_runs,
+                "stopped_by": self.stopped_by, "flags": list(self.flags)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary (derived, for a reader of the file) plus the raw samples."""
+        d = self.summary()
+        d["samples_s"] = list(self.samples)
+        d["config"] = dict(self.config)
+        return d
+
+
+
+@dataclass(frozen=True)
+class TimerConfig:
+    warmup_s: float = 0.1
+    warmup_min_runs: int = 1
+    min_samples: int = 10
+    max_samples: int = 1000
+    budget_s: float = 2.0  # sampling time budget per case (excluding warm-up)
+    target_cv: float = 0.01  # stop once stdev/mean of the samples falls under this
+    target_rel_ci: float = 0.005  # ... or the 95% CI of the median is within +-this of it
+    noisy_cv: float = 0.05  # a result whose CV stays above this is flagged noisy
+    cold: bool = False  # run the backend's cache flush before every sample, outside the window
+
+    @classmethod
+    def quick(cls) -> TimerConfig:
+        return cls(warmup_s=0.02, warmup_min_runs=1, min_samples=5, max_samples=50,
+                   budget_s=0.3, target_cv=0.02, target_rel_ci=0.01)
+
+    def with_budget(self, budget_s: float) -> TimerConfig:
+        return replace(self, budget_s=min(self.budget_s, budget_s))
+
+
+def probe_timers(quick: bool) -> tuple[TimerConfig, TimerConfig]:
+    """(the timer of a figure a roof takes, the short timer of a configuration-search
+    candidate or an ERT curve point). A full calibration's budget per figure is short:
+    memory-bound samples on a GPU are bimodal and run to it (the calibration time model)."""
+    full = TimerConfig.quick() if quick else TimerConfig(warmup_s=0.05, budget_s=0.3)
+    search = TimerConfig(warmup_s=0.01, warmup_min_runs=1, min_samples=5, max_samples=40,
+                         budget_s=0.04, target_cv=0.02, target_rel_ci=0.01)
+    return full, search
+
+
+def sample_loop(one: Callable[[], float], cfg: TimerConfig,
+                clock: Callable[[], float] = time.perf_counter) -> Timing:
+    """Warm up, then sample ``one()`` (which returns the seconds of one timed run)."""
+    t_start = clock()
+    warm = 0
+    while warm < cfg.warmup_min_runs or clock() - t_start < cfg.warmup_s:
+        one()
+        warm += 1
+        if warm >= 10_000:
+            break
+    samples: list[float] = []
+    ordered: list[float] = []
+    t0 = clock()
+    stopped = "max_samples"
+    while len(samples) < cfg.max_samples:
+        x = float(one())
+        samples.append(x)
+        bisect.insort(ordered, x)
+        if len(samples) >= max(cfg.min_samples, 2):
+            why = converged(samples, ordered, cfg)
+            if why:
+                stopped = why
+                break
+        # A long case (seconds per run) stops on the budget after a few samples rather than
+        # min_samples: the median of 3 is still reported with its spread.
+        if len(samples) >= min(3, cfg.min_samples) and clock() - t0 >= cfg.budget_s:
+            stopped = "budget"
+            break
+    t = Timing(samples=samples, warmup_runs=warm, stopped_by=stopped, config=asdict(cfg))
+    if t.n > 1 and t.cv > cfg.noisy_cv:
+        t.flags.append(f"noisy: cv {t.cv:.1%} > {cfg.noisy_cv:.0%}")
+    return t
+
+
+CI_MIN_SAMPLES = 30
+
+
+def median_ci(ordered: list[float], z: float = 1.96) -> tuple[float, float]:
+    """Distribution-free ~95% confidence interval of the median of sorted samples: the order
+    statistics at ranks n/2 -+ z sqrt(n)/2 (normal approximation of the binomial), which
+    assumes nothing of the samples' shape (bimodal or heavy-tailed alike)."""
+    n = len(ordered)
+    half = z * math.sqrt(n) / 2
+    lo = max(int(math.floor(n / 2 - half)), 0)
+    hi = min(int(math.ceil(n / 2 + half)), n - 1)
+    return ordered[lo], ordered[hi]
+
+
+def converged(samples: list[float], ordered: list[float], cfg: TimerConfig) -> str | None:
+    """'noise' when the CV is under target, 'median_ci' when the median's CI is narrow."""
+    mean = statistics.fmean(samples)
+    if mean > 0 and statistics.stdev(samples) / mean <= cfg.target_cv:
+        return "noise"
+    if len(ordered) < CI_MIN_SAMPLES:  # a few early samples say little of a drifting device
+        return None
+    lo, hi = median_ci(ordered)
+    med = statistics.median(ordered)
+    if med > 0 and (hi - lo) / 2 <= cfg.target_rel_ci * med:
+        return "median_ci"
+    return None
+
+
+def host_timer(fn: Callable[[], None], cfg: TimerConfig,
+               before: Callable[[], None] | None = None,
+               sync: Callable[[], None] | None = None) -> Timing:
+    """Time ``fn`` with the host clock. ``before`` (cache flush) runs outside the window;
+    ``sync`` waits for asynchronous work so the host clock sees it end."""
+
+    def one() -> float:
+        if before is not None:
+            before()
+        if sync is not None:
+            sync()
+        t0 = time.perf_counter()
+        fn()
+        if sync is not None:
+            sync()
+        return time.perf_counter() - t0
+
+    return sample_loop(one, cfg)

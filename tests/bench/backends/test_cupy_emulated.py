@@ -1,0 +1,148 @@
+"""The real CuPy (and PyCUDA) backends, runner and CLI end to end without a GPU: stand-ins
+`cupy` / `pycuda` (tests/standins/fake_cupy: host memory, CUDA events on the host clock) launch the
+CUDA C kernels through the CPU emulation of tests/standins/cuda_emu; the sm_90a wgmma GEMM goes
+through the stand-in cuda.bindings (NVRTC, tensor maps, driver launch) as on a Hopper GPU.
+Proves the backends' plumbing (launch geometry, storage types, poisoning, per-launch timing,
+occupancy facts, results files); the times they record are emulation times and mean
+nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import cuda_tools as ct
+import pytest
+from roofbench.kernels import wgmma_gemm as wg
+from testpaths import FAKE_CUPY
+
+pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,
+                                reason=ct.emulation_missing() or "")
+
+ROOFS = {"device": "Fake Emulated GPU", "roofs": [
+    {"name": "hbm", "kind": "memory", "level": "dram", "value": 4e12, "source": "measured"},
+    {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 6e13,
+     "source": "measured"},
+    {"name": "fp16 tc", "kind": "compute", "precision": "fp16_tc", "value": 9e14,
+     "source": "measured"}]}
+
+RUNS = [
+    ["--workload", "vector_add", "--variant", "vec4", "--dtype", "fp8", "--dtype", "fp32",
+     "--size", "1003"],
+    ["--workload", "rownorm", "--variant", "naive", "--dtype", "fp16", "--size", "3x1001"],
+    # sm_90: `tensor` is the wgmma kernel (test_cli_run_wgmma_emulated); tensor_mma mma.sync
+    ["--workload", "gemm", "--variant", "tensor_mma", "--dtype", "bf16", "--size", "130x136x97"],
+    ["--workload", "gemm", "--variant", "library", "--dtype", "fp32", "--size", "33x17x9"],
+]
+
+
+def run_cli(tmp_path: Path, args: list[str], cc: str = "9.0",
+            backend: str = "cuda") -> list[dict]:
+    roofs = tmp_path / "roofs.json"
+    roofs.write_text(json.dumps(ROOFS))
+    env = dict(os.environ, RB_EMU_LIBDIR=str(ct.build_emulation()), RB_FAKE_CC=cc,
+               PYTHONPATH=os.pathsep.join([str(FAKE_CUPY),
+                                           os.environ.get("PYTHONPATH", "")]))
+    nvcc = ct.pip_tool("nvcc")  # the PyCUDA backend wants an nvcc (the fake never calls it)
+    if nvcc is not None:
+        env["PATH"] = os.pathsep.join([str(nvcc.parent), env.get("PATH", "")])
+    cmd = [sys.executable, "-m", "roofbench.bench.cli", "run", "--backend", backend, "--quick",
+           "--roofs", str(roofs), "--out", str(tmp_path / "out"), *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    (res,) = list((tmp_path / "out").glob("*/*/results.json"))
+    cases = json.loads(res.read_text())["cases"]
+    assert cases
+    return cases
+
+
+def test_fp8_tensor_refused_before_sm89(tmp_path):
+    (c,) = run_cli(tmp_path, ["--workload", "gemm", "--variant", "tensor", "--dtype", "fp8",
+                              "--size", "64x64x64"], cc="8.0")
+    assert c["status"] == "unsupported" and "8.9" in c["error"]
+
+
+@pytest.mark.parametrize("args", RUNS, ids=[r[1] + "-" + r[3] for r in RUNS])
+def test_cli_run_backend_cuda_emulated(tmp_path, args):
+    cases = run_cli(tmp_path, args)
+    for c in cases:
+        assert c["status"] == "ok" and c["valid"], (c["workload"], c["variant"], c["error"])
+        assert c["backend"] == "cuda"
+        assert c["timing"]["config"]["timer"] == "cuda_events"
+        assert "launches" not in c["extra"]  # typed facts of each launch (records.py)
+        for lr in c["launches"]:
+            la = lr["facts"]
+            if la["function"]:
+                assert la["function"].endswith("_" + c["dtype"])
+                assert 0 < la["occupancy"]["occupancy"] <= 1
+        if len(c["launches"]) > 1:
+            assert all(lr["timing"]["n"] >= 1 for lr in c["launches"])
+
+
+def test_cli_run_backend_pycuda_emulated(tmp_path):
+    """The PyCUDA backend through the same emulation (tests/standins/fake_cupy/pycuda)."""
+    cases = run_cli(tmp_path, ["--workload", "l2norm", "--dtype", "bf16", "--size", "2051"],
+                    backend="pycuda")
+    assert {c["variant"] for c in cases} == {"naive", "fused"}
+    for c in cases:
+        assert c["status"] == "ok" and c["valid"], c["error"]
+        assert c["backend"] == "pycuda" and c["extra"]["compiler"].startswith("nvcc")
+
+
+def test_pycuda_library_gemm_is_unsupported(tmp_path):
+    (c,) = run_cli(tmp_path, ["--workload", "gemm", "--variant", "library", "--dtype", "fp32",
+                              "--size", "32x32x32"], backend="pycuda")
+    assert c["status"] == "unsupported" and "cuBLAS" in c["error"]
+
+
+def test_attention_and_gemv_through_the_cupy_backend(tmp_path):
+    """The new workloads' launches through the real CuPy backend (emulated): names, geometry
+    and facts recorded per launch; the torch baseline is refused with its reason without
+    torch."""
+    import importlib.util
+
+    cases = run_cli(tmp_path, ["--workload", "attention", "--dtype", "fp16", "--size",
+                               "1x1x17x64"])
+    by = {c["variant"]: c for c in cases}
+    for v, names in (("naive", ["attn_scores_fp16", "attn_softmax_fp16", "attn_pv_fp16"]),
+                     ("flash", ["attn_flash_fp16"])):
+        c = by[v]
+        assert c["status"] == "ok" and c["valid"], c["error"]
+        assert [la["facts"]["function"] for la in c["launches"]] == names
+        assert c["cores"] == "tensor" and c["precision"] == "fp16_tc"
+    if importlib.util.find_spec("torch") is None:
+        assert by["library"]["status"] == "unsupported" and "torch" in by["library"]["error"]
+    (tmp_path / "g").mkdir()
+    (g,) = run_cli(tmp_path / "g", ["--workload", "gemv", "--variant", "rows", "--dtype", "fp8",
+                                    "--size", "37x1001"])
+    assert g["status"] == "ok" and g["valid"], g["error"]
+    assert g["launches"][0]["facts"]["function"] == "gemv_warp_fp8"
+    assert not g["launches"][0]["facts"]["validated_on_hardware"]
+
+
+# Partial tiles in every dimension the TMA stride rule allows (N, K multiples of 16 bytes);
+# 1001 rows: 8 tile rows, a grouped raster of one group; K = 2048: 32 fp16 k tiles wrap the
+# 4-stage ring 8 times, 16 fp8 ones the 3-stage ring 5 times.
+WGMMA_SIZES = ("130x272x112", "1001x784x336", "128x256x2048")
+
+
+@pytest.mark.parametrize("size", WGMMA_SIZES)
+def test_cli_run_wgmma_emulated(tmp_path, size):
+    """`roofbench run --backend cuda --variant tensor` on the sm_90 stand-in: the real CuPy
+    backend plans the wgmma/TMA GEMM, builds it with NVRTC for sm_90a, encodes both tensor maps
+    with cuTensorMapEncodeTiled and launches it with cuLaunchKernel
+    (tests/standins/fake_cupy/cuda: the
+    stand-in bindings store the encoded fields, the emulated TMA reads them), and validates
+    fp16, bf16 and fp8 against float64."""
+    cases = run_cli(tmp_path, ["--workload", "gemm", "--variant", "tensor", "--dtype", "fp16",
+                               "--dtype", "bf16", "--dtype", "fp8", "--size", size])
+    assert sorted(c["dtype"] for c in cases) == ["bf16", "fp16", "fp8"]
+    for c in cases:
+        assert c["status"] == "ok" and c["valid"], (c["dtype"], c["error"])
+        (la,) = [x["facts"] for x in c["launches"]]
+        assert la["function"] == f"gemm_wgmma_{c['dtype']}", la
+        assert la["compiler"] == "nvrtc sm_90a (cuda-python driver launch)", la
+        assert la["grid"][0] == len(wg.wgmma_schedule(*map(int, size.split("x")), c["dtype"]))

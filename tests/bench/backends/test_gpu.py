@@ -1,0 +1,148 @@
+"""Every CUDA kernel through CuPy and the runner on small, odd sizes (fresh random inputs,
+outputs poisoned, float64 reference). GPU-only: the `gpu` marker skips these with a reason
+when no device is present (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from roofbench.bench.measure.runner import run_case
+from roofbench.kernels.registry import workloads
+from roofbench.kernels.spec import Case
+
+from roofbench.timing import TimerConfig
+
+pytestmark = pytest.mark.gpu
+
+CFG = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=3, max_samples=5,
+                  budget_s=0.05)
+# Small sizes that are not multiples of any tile or pack; rownorm also at a row that takes the
+# scalar path (1001) and one that fills onepass's registers.
+SIZES = {
+    "vector_add": [((1 << 20) + 3,)],
+    "l2norm": [((1 << 20) + 5,)],
+    "rownorm": [(67, 1024), (33, 1001), (9, 16384)],
+    "gemm": [(257, 129, 97), (256, 256, 256)],
+    "attention": [(1, 2, 67, 64), (2, 4, 1000, 128)],
+    "attention_causal": [(1, 2, 67, 64), (2, 4, 1000, 128)],
+    "gemv": [(37, 1001), (4099, 4096)],
+}
+
+
+def _cases(family: str) -> list[tuple[str, str, str, tuple[int, ...]]]:
+    out = []
+    for w in workloads().values():
+        for v in w.variants.values():
+            if family not in v.impls:
+                continue
+            for d in v.dtypes:
+                for s in SIZES[w.name]:
+                    out.append((w.name, v.name, d, s))
+    return out
+
+
+def _id(c: tuple) -> str:
+    return f"{c[0]}-{c[1]}-{c[2]}-{'x'.join(map(str, c[3]))}"
+
+
+@pytest.fixture(scope="module")
+def cupy_backend():
+    from roofbench.bench.backends.cupy import CupyBackend
+
+    be = CupyBackend()
+    yield be
+    be.close()
+
+
+@pytest.fixture(scope="module")
+def numba_backend():
+    from roofbench.bench.backends.base import unavailable_reason
+
+    why = unavailable_reason("numba")
+    if why:
+        pytest.skip(why)
+    from roofbench.bench.backends.numba_cuda import NumbaCudaBackend
+
+    return NumbaCudaBackend()
+
+
+def _validated(backend, case: tuple, seed: int, **kw):
+    """Run one (workload, variant, dtype, size) through the runner; skip what the backend or
+    the device refuses; assert it validated within tolerance."""
+    name, variant, dtype, size = case
+    w = workloads()[name]
+    c = Case(w, w.variants[variant], dtype, size)
+    why = backend.supports(c)
+    if why:
+        pytest.skip(why)
+    rec = run_case(c, backend, None, CFG, np.random.default_rng(seed), **kw)
+    if rec.status == "unsupported" or (rec.status == "error" and "compute capability"
+                                       in (rec.error or "")):
+        pytest.skip(rec.error)
+    assert rec.status == "ok" and rec.valid, f"{c.key}: {rec.status}: {rec.error}"
+    assert rec.rel_error <= w.tolerance[dtype]
+    assert rec.median_s and rec.median_s > 0
+    return c, rec
+
+
+@pytest.mark.parametrize("case", _cases("cuda"), ids=_id)
+def test_cuda_kernel_validates(cupy_backend, case):
+    c, rec = _validated(cupy_backend, case, 11)
+    assert len(rec.launches) == len(c.launches()) and "launches" not in rec.extra
+    for lr in rec.launches:
+        la = lr.facts
+        if la.function:
+            assert la.registers > 0 and la.local_bytes == 0, la
+            assert 0 < la.occupancy.occupancy <= 1
+            assert la.occupancy.registers_per_thread == la.registers
+    if len(c.launches()) > 1:  # per-launch timings of a pipeline
+        assert all(lr.timing and lr.timing.median > 0 for lr in rec.launches)
+
+
+@pytest.mark.parametrize("case", _cases("numba_cuda"), ids=_id)
+def test_numba_twin_validates(numba_backend, case):
+    _validated(numba_backend, case, 12, per_launch=False)
+
+
+def test_cold_timing_and_clocks(cupy_backend):
+    w = workloads()["vector_add"]
+    c = Case(w, w.variants["vec4"], "fp32", (1 << 22,))
+    rng = np.random.default_rng(3)
+    p = cupy_backend.prepare(c, w.make_inputs(c.size, c.dtype, rng))
+    try:
+        warm = cupy_backend.time(p.run, CFG)
+        cold = cupy_backend.time(p.run, TimerConfig(**{**CFG.__dict__, "cold": True}))
+    finally:
+        p.close()
+    assert warm.n >= 3 and cold.n >= 3
+    assert warm.config["timer"] == "cuda_events"
+    assert "clocks" in cold.config
+
+
+def test_backend_facts(cupy_backend):
+    info = cupy_backend.info()
+    assert info["sm_count"] > 0 and info["l2_bytes"] > 0
+    assert cupy_backend.memory_budget() > 0
+    assert cupy_backend.last_level_cache() == info["l2_bytes"]
+
+
+def test_onepass_refusal_is_recorded(cupy_backend):
+    w = workloads()["rownorm"]
+    c = Case(w, w.variants["onepass"], "fp32", (2, 40000))
+    why = cupy_backend.supports(c)
+    assert why and "fused" in why
+
+
+def test_pycuda_matches_when_installed():
+    from roofbench.bench.backends.base import unavailable_reason
+
+    why = unavailable_reason("pycuda")
+    if why:
+        pytest.skip(why)
+    from roofbench.bench.backends.pycuda import PycudaBackend
+
+    be = PycudaBackend()
+    try:
+        _validated(be, ("l2norm", "fused", "fp32", ((1 << 20) + 5,)), 5)
+    finally:
+        be.close()

@@ -1,5 +1,0 @@
-"""A stand-in for PyCUDA, for tests only (see ../cupy): host memory, kernels through the CPU
-emulation of tests/cuda_emu. It implements only what roofbench's PyCUDA backend calls."""
-
-VERSION_TEXT = "0.0-fake-emulated"
-FAKE = True

@@ -1,0 +1,266 @@
+"""Test helpers for the CUDA sources: the pip CUDA toolchain, compiles cached per session,
+ptxas resource reports and SASS listings.
+
+Only the pip wheels of the ``cudatools`` extra are used (one pinned CUDA version across nvcc,
+ptxas, nvrtc, cuobjdump and nvdisasm), never a system toolkit, so the resource reports and SASS
+the tests check are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import site
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from roofbench.kernels import wgmma_gemm as wg
+from roofbench.kernels.cuda_impl import CUDA_DIR, cuda_include_dirs, load_source
+from testpaths import ROOT
+
+__all__ = ["cuda_include_dirs"]
+
+ARCHS = ("sm_80", "sm_89", "sm_90")
+_TMP = Path(tempfile.mkdtemp(prefix="roofbench-cubin-"))
+
+
+def _site_dirs() -> list[Path]:
+    dirs = [Path(p) for p in sys.path if p.endswith("site-packages")]
+    with contextlib.suppress(AttributeError):  # old virtualenvs lack getsitepackages
+        dirs += [Path(p) for p in site.getsitepackages()]
+    return list(dict.fromkeys(dirs))
+
+
+@cache
+def pip_tool(name: str) -> Path | None:
+    """A binary from the CUDA pip wheels (CUDA 13 layout nvidia/cu13/bin, CUDA 12 layout
+    nvidia/cuda_<pkg>/bin), or None."""
+    for sp in _site_dirs():
+        for cand in (sp / "nvidia" / "cu13" / "bin" / name,
+                     *sorted((sp / "nvidia").glob(f"cuda_*/bin/{name}"))):
+            if cand.is_file():
+                return cand
+    return None
+
+
+def missing_tools(*names: str) -> str | None:
+    """A skip reason when a pip tool is missing."""
+    absent = [n for n in names if pip_tool(n) is None]
+    if absent:
+        return (f"pip CUDA toolchain missing ({', '.join(absent)}): "
+                "pip install -e '.[cudatools]'")
+    return None
+
+
+@dataclass
+class Resources:
+    registers: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack: int = 0
+    smem: int = 0
+
+
+@dataclass
+class Compiled:
+    source: str
+    arch: str
+    cubin: Path
+    log: str
+    resources: dict[str, Resources] = field(default_factory=dict)
+
+
+_FUNC = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+a?)'")  # sm_90a too
+_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+
+
+def parse_ptxas(log: str) -> dict[str, Resources]:
+    """Per-kernel resources from ``ptxas -v`` output."""
+    out: dict[str, Resources] = {}
+    cur: Resources | None = None
+    for line in log.splitlines():
+        if m := _FUNC.search(line):
+            cur = out.setdefault(m.group(1), Resources())
+        elif cur is not None and (m := _STACK.search(line)):
+            cur.stack, cur.spill_stores, cur.spill_loads = map(int, m.groups())
+        elif cur is not None and (m := _USED.search(line)):
+            cur.registers = int(m.group(1))
+            cur.smem = int(m.group(2) or 0)
+    return out
+
+
+@cache
+def compile_cu(source: str, arch: str) -> Compiled:
+    """nvcc (pip) -> cubin for one arch, with the ptxas resource report. Cached per session."""
+    nvcc = pip_tool("nvcc")
+    assert nvcc is not None, missing_tools("nvcc")
+    out = _TMP / f"{Path(source).stem}.{arch}.cubin"
+    cmd = [str(nvcc), "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
+           "-I", str(CUDA_DIR), str(CUDA_DIR / source), "-o", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    log = p.stdout + p.stderr
+    if p.returncode != 0:
+        raise AssertionError(f"nvcc failed for {source} {arch}:\n{log}")
+    return Compiled(source, arch, out, log, parse_ptxas(log))
+
+
+def compile_all(sources: list[str], archs: tuple[str, ...] = ARCHS) -> list[Compiled]:
+    """Every (source, arch), two compiles at a time (CI has 2 cores)."""
+    jobs = [(s, a) for s in sources for a in archs]
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        return list(ex.map(lambda j: compile_cu(*j), jobs))
+
+
+@cache
+def sass(source: str, arch: str) -> dict[str, str]:
+    """SASS text per kernel of a compiled source (cuobjdump -sass, pip)."""
+    cuobjdump = pip_tool("cuobjdump")
+    assert cuobjdump is not None, missing_tools("cuobjdump")
+    c = compile_cu(source, arch)
+    p = subprocess.run([str(cuobjdump), "-sass", str(c.cubin)], capture_output=True, text=True,
+                       timeout=120, check=True)
+    out: dict[str, str] = {}
+    name = None
+    for line in p.stdout.splitlines():
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            name = m.group(1)
+            out[name] = ""
+        elif name is not None:
+            out[name] += line + "\n"
+    return out
+
+
+_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
+
+
+def opcodes(sass_text: str) -> list[str]:
+    """Full opcodes (with modifiers) of a SASS listing, in order."""
+    return _OPCODE.findall(sass_text)
+
+
+def nvrtc_compile(source: str, arch: str) -> tuple[bool, str, int]:
+    """Compile the expanded source with NVRTC (the library CuPy's RawModule uses) through
+    cuda-bindings: (ok, log, cubin size)."""
+    from cuda.bindings import nvrtc
+
+    text = load_source(source).encode()
+    err, prog = nvrtc.nvrtcCreateProgram(text, source.encode(), 0, [], [])
+    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
+    opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17"]
+    opts += [f"-I{d}".encode() for d in cuda_include_dirs()]
+    try:
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * n
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        size = 0
+        if err == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, size = nvrtc.nvrtcGetCUBINSize(prog)
+        return err == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace"), int(size)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+EMU_DIR = Path(__file__).resolve().parent / "cuda_emu"
+EMU_HEADER = EMU_DIR / "emu.h"
+EMU_SOURCES = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu", "cache.cu", "attention.cu",
+               "gemv.cu")
+PROBE_DIR = ROOT / "roofs" / "probes" / "cuda"
+
+
+@dataclass(frozen=True)
+class DriverSource:
+    """A source launched through the driver (cuLaunchKernel with a parameter array): built
+    with an rb_params__<kernel> entry per kernel, as $RB_EMU_LIBDIR/driver_<stem>.so."""
+
+    path: Path
+    kernels: tuple[str, ...]
+
+    @property
+    def stem(self) -> str:
+        return self.path.stem
+
+
+def driver_sources() -> dict[str, DriverSource]:
+    """The sm_90a sources and their kernels, named from the tables that launch them (and the
+    emulation's own unit kernels)."""
+    from roofbench.roofs.probes.gpu_math import WGMMA_KERNELS
+
+    gemm = [f"gemm_wgmma_{d}" for d in wg.TmaKernel(wg.WGMMA_SOURCE, "").dtypes]
+    unit = ("unit_wait", "unit_phase", "unit_tma", "unit_mbar_misuse", "unit_wgmma")
+    return {"gemm_wgmma": DriverSource(CUDA_DIR / wg.WGMMA_SOURCE, tuple(gemm)),
+            "wgmma": DriverSource(PROBE_DIR / "wgmma.cu",
+                                  tuple(k for k, _ in WGMMA_KERNELS.values())),
+            "hopper_unit": DriverSource(EMU_DIR / "hopper_unit.cu", unit)}
+
+
+def emulation_missing() -> str | None:
+    """A skip reason when the host emulation cannot be built here."""
+    import platform
+    import shutil
+
+    if shutil.which("g++") is None:
+        return "g++ not found (the CUDA host emulation is built with it)"
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return "the emulated launcher assumes the x86-64 calling convention"
+    if not cuda_include_dirs():
+        return "CUDA headers (cuda_fp16.h) not found: pip install -e '.[cudatools]'"
+    return None
+
+
+def _source_path(src: str) -> Path:
+    """A kernel source (kernels/cuda) or a probe source (roofs/probes/cuda)."""
+    return CUDA_DIR / src if (CUDA_DIR / src).is_file() else PROBE_DIR / src
+
+
+def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = ()) -> None:
+    import shutil
+
+    cmd = [shutil.which("g++") or "g++", "-std=c++20", opt, "-shared", "-fPIC", "-pthread",
+           "-w", "-Wno-psabi", "-include", str(EMU_HEADER),
+           *(f"-I{d}" for d in cuda_include_dirs()), f"-I{CUDA_DIR}", f"-I{EMU_DIR}", *extra,
+           "-x", "c++", str(src), "-o", str(so)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise AssertionError(f"emulation build of {src.name} failed:\n{p.stderr[-4000:]}")
+
+
+def build_driver_source(ds: DriverSource, out: Path, text: str | None = None,
+                        defines: tuple[str, ...] = ("RB_BOUNDED_WAIT",), opt: str = "-O2"
+                        ) -> Path:
+    """driver_<stem>.so in ``out``: the source (or ``text``, e.g. a mutant of it, with its
+    kernels/cuda includes already inlined) with the driver entries of its kernels, built as
+    the check build (-DRB_BOUNDED_WAIT) by default."""
+    out.mkdir(parents=True, exist_ok=True)
+    body = ds.path
+    if text is not None:
+        body = out / f"{ds.stem}.mutant.cu"
+        body.write_text(text)
+    wrapper = out / f"driver_{ds.stem}.cpp"
+    wrapper.write_text(f'#include "{body}"\n' + "".join(f"RB_ENTRY({k})\n" for k in ds.kernels))
+    so = out / f"driver_{ds.stem}.so"
+    _emu_compile(wrapper, so, opt, tuple(f"-D{d}" for d in defines))
+    return so
+
+
+@cache
+def build_emulation() -> Path:
+    """The CUDA C sources compiled by g++ against tests/standins/cuda_emu/emu.h, one shared
+    library per
+    source, in a session temp dir (cached): the RawModule kernels (<stem>.so, launched with
+    rb_launch) and the driver-launched sm_90a ones (driver_<stem>.so). Returns the directory."""
+    out = _TMP / "emu"
+    out.mkdir(exist_ok=True)
+    jobs = [lambda s=src: _emu_compile(_source_path(s), out / (Path(s).stem + ".so"), "-O1")
+            for src in EMU_SOURCES]
+    jobs += [lambda d=ds: build_driver_source(d, out) for ds in driver_sources().values()]
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        list(ex.map(lambda j: j(), jobs))
+    return out

@@ -1,0 +1,54 @@
+"""Real runs and their raw samples, resampled or slowed: what the regression gate's tests
+(tests/roofbench/test_gate.py, tests/bench/cli/test_compare.py) compare."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+import statistics
+
+from testpaths import ROOT
+
+from roofbench.gate import median_interval
+from roofbench.records import RunResult
+
+# Every stored real run whose cases carry raw samples (CPU runs and the H200's first contact).
+REAL = sorted(p for p in (ROOT / "results").rglob("results.json")
+              if any(c.get("timing") for c in json.loads(p.read_text())["cases"]))
+PER_SIDE = math.sqrt(0.95)
+
+
+def with_samples(run: RunResult, fn) -> RunResult:
+    """A copy of ``run`` whose valid cases' samples are ``fn(key, samples)``."""
+    out = copy.deepcopy(run)
+    for c in out.cases:
+        if c.timing is not None and c.valid:
+            c.timing.samples = list(fn(c.key, list(c.timing.samples)))
+            c.median_s = statistics.median(c.timing.samples)
+    return out
+
+
+def halves(run: RunResult, seed: float | None) -> tuple[RunResult, RunResult]:
+    """Two runs from one: each case's samples in two halves, interleaved (seed None) or
+    shuffled by the seed first."""
+    order: dict[str, list[float]] = {}
+
+    def pick(key: str, s: list[float], first: bool) -> list[float]:
+        if key not in order:
+            order[key] = s[:]
+            if seed is not None:
+                random.Random(f"{seed}{key}").shuffle(order[key])
+        return order[key][0::2] if first else order[key][1::2]
+
+    return (with_samples(run, lambda k, s: pick(k, s, True)),
+            with_samples(run, lambda k, s: pick(k, s, False)))
+
+
+def narrow(c, run: RunResult) -> bool:
+    """Whether the median of ``c`` is known to +-4% at the per-case confidence of a
+    comparison of ``run`` with itself (simultaneous over its sampled cases)."""
+    m = sum(1 for x in run.cases if x.valid and x.timing)
+    iv = median_interval(c.timing.samples, math.sqrt(1 - 0.05 / m))
+    return iv is not None and (iv[1] - iv[0]) / 2 <= 0.04 * c.median_s
