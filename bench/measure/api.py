@@ -8,7 +8,8 @@ every case, with report.md, report.html and the roofline plot written when it cl
 files `roofbench report`, `plot` and `compare` read like any run's.
 
 Roofs: ``roofs=`` (a RoofSet or any roofs file) is used as given; otherwise this device's
-calibration cache (roofs/<device-slug>.json, the file `roofbench calibrate` writes), measured
+calibration cache (roofs/<device-slug>.json under $ROOFBENCH_HOME, else the working
+directory: the file `roofbench calibrate` writes), measured
 once by the quick calibration when there is none and reused by every later call and process.
 """
 
