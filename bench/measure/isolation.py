@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import queue
 import signal
@@ -54,9 +55,9 @@ def case_timeout() -> float:
         v = float(raw)
     except ValueError:
         v = -1.0
-    if not v > 0:
+    if not (v > 0 and math.isfinite(v)):
         raise UserError(f"{TIMEOUT_ENV}={raw!r}: give the seconds an isolated case may take "
-                        "(a positive number)")
+                        "(a positive, finite number)")
     return v
 
 
