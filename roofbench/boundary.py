@@ -5,8 +5,9 @@ documented exit code (``EXIT_CODES``, README "Exit codes"), never a traceback: a
 the input (``Refusal`` and its subclasses), anything the operating system refuses (OSError:
 a full disk, a file-size limit, permissions, a path that is a folder or under a file), memory
 exhausted, input nested too deep, text the terminal cannot encode, and a stop (Ctrl-C,
-SIGTERM, SIGHUP) at any moment. ``stop_signals()`` makes SIGTERM and SIGHUP stop the process
-as Ctrl-C does, so that whoever is running (a run session) can save what it has first.
+SIGTERM, SIGHUP) at any moment; anything else is a bug, said as one "internal error" line
+(exit 70; ``ROOFBENCH_DEBUG=1`` prints its traceback). ``stop_signals()`` makes SIGTERM and
+SIGHUP stop the process as Ctrl-C does, so that whoever runs (a session) saves what it has.
 
 Part of the shared root: importable by any command, the measure API and the pytest plugin.
 """
@@ -27,6 +28,7 @@ EXIT_FAILED = 1  # the command ran, and something it measured failed (a case inv
 EXIT_USAGE = 2  # bad input or settings, refused before any work: nothing written
 EXIT_OS = 3  # the operating system refused a read or a write (disk full, permissions, ...)
 EXIT_MEMORY = 4  # out of memory (a limit such as `ulimit -v`, or an input far too large)
+EXIT_INTERNAL = 70  # a bug in roofbench (ROOFBENCH_DEBUG=1 shows the traceback)
 EXIT_TIMEOUT = 124  # a fleet rank or a wait ran past its bound
 EXIT_STOPPED = 130  # stopped by Ctrl-C, SIGTERM or SIGHUP: what had finished is saved
 
@@ -36,6 +38,7 @@ EXIT_CODES = {
     EXIT_USAGE: "bad input or settings (one line says which), nothing was run",
     EXIT_OS: "a file could not be read or written (one line names it and the cause)",
     EXIT_MEMORY: "out of memory",
+    EXIT_INTERNAL: "a bug in roofbench: one line; ROOFBENCH_DEBUG=1 prints the traceback",
     EXIT_TIMEOUT: "a rank or a bounded wait timed out",
     EXIT_STOPPED: "stopped by a signal; the finished work is saved and marked interrupted",
 }
@@ -101,7 +104,8 @@ def outcome(e: BaseException) -> Outcome:
     if isinstance(e, UnicodeError):
         return Outcome(f"text this terminal or file system cannot encode ({first_line(e)}); "
                        "set PYTHONIOENCODING=utf-8", EXIT_OS)
-    raise e
+    return Outcome(f"internal error: {first_line(e)} (a bug in roofbench; ROOFBENCH_DEBUG=1 "
+                   "shows the traceback)", EXIT_INTERNAL)
 
 
 def safe_streams() -> None:
@@ -146,8 +150,12 @@ def guarded(fn: Callable[[], int], prog: str = "roofbench") -> int:
     try:
         with stop_signals():
             return int(fn() or 0)
-    except (KeyboardInterrupt, Refusal, OSError, MemoryError, RecursionError,
-            UnicodeError) as e:
+    except (KeyboardInterrupt, Exception) as e:  # SystemExit (argparse, --help) passes
+        if not isinstance(e, (KeyboardInterrupt, Refusal, OSError, MemoryError,
+                              RecursionError, UnicodeError)) and os.environ.get("ROOFBENCH_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
         try:
             o = outcome(e)
         except KeyboardInterrupt:  # a second Ctrl-C while the first is said

@@ -317,6 +317,12 @@ def case_problem(c: CaseResult) -> str | None:
     """The first number of a case that a report cannot use, said in words; None when every
     one is a finite, non-negative number of the right type."""
     checks: list[tuple[str, Any, bool, bool]] = []  # (what, value, integer, positive)
+    for what in ("workload", "variant", "backend", "dtype", "precision", "status"):
+        v = getattr(c, what)
+        if not isinstance(v, str) or not v:
+            return f"{what} is {v!r}, not a name"
+    if not isinstance(c.valid, bool):
+        return f"valid is {c.valid!r}, not true or false"
     if not isinstance(c.size, list) or not c.size:
         return f"size {c.size!r} is not a list of dimensions"
     checks += [(f"size[{i}]", n, True, True) for i, n in enumerate(c.size)]
