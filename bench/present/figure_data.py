@@ -52,8 +52,8 @@ def valid_points(cases: list[CaseResult], level: str = "dram",
                  roofs: RoofSet | None = None) -> list[Point]:
     pts = []
     for c in cases:
-        if not (c.valid and c.status == "ok" and _usable(c.flop_per_s, c.ai.get(level),
-                                                          c.median_s)):
+        if c.flop_per_s is None or not (c.valid and c.status == "ok" and _usable(
+                c.flop_per_s, c.ai.get(level), c.median_s)):
             continue  # a NaN or negative time is never a point, nor in the key
         hw_ai = hw_dram_ai(c)
         pts.append(Point(label=f"{c.workload}/{c.variant} {c.dtype}", ai=c.ai[level],

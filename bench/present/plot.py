@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -91,8 +92,9 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
         out.points, out.xy, key_lines = draw_dense(out.ax, points_by_run, tags)
         numbered, arrows = [], []
         out.note = dense_note(len(all_points))
-        out.ax.text(0.01, 0.01, out.note, transform=out.ax.transAxes, fontsize=7,
-                    va="bottom", ha="left", color="dimgray")
+        ax: Any = out.ax
+        ax.text(0.01, 0.01, out.note, transform=ax.transAxes, fontsize=7, va="bottom",
+                ha="left", color="dimgray")
     else:
         key_lines, numbered, arrows = _draw_points(out, cases_by_run, points_by_run, tags)
     out.arrows = list(arrows)
