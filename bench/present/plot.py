@@ -71,7 +71,8 @@ class RooflineFigure:
 
 
 def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], title: str,
-                 tags: list[str] | None = None, all_roofs: bool = False) -> RooflineFigure:
+                 tags: list[str] | None = None, all_roofs: bool = False,
+                 dense_above: int = DENSE_POINTS) -> RooflineFigure:
     n_runs = max(len(roofsets), len(cases_by_run), 1)
     tags = tags or [""] * n_runs
     rs_for = [roofsets[min(i, len(roofsets) - 1)] if roofsets else None
@@ -86,7 +87,7 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
 
     roof_lines = _draw_device_roofs(out, roofsets, rs_for, points_by_run, tags, xlim, ylim,
                                     all_roofs)
-    dense = len(all_points) > DENSE_POINTS
+    dense = len(all_points) > dense_above
     # Obstacles first: every point, its hardware-intensity twin and every ridge marker.
     if dense:  # dots and a key by group (plot_dense.py): linear in the points
         out.points, out.xy, key_lines = draw_dense(out.ax, points_by_run, tags)
