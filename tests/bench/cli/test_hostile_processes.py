@@ -29,6 +29,7 @@ SIGNALS = [signal.SIGINT, signal.SIGTERM]
 # How many attempts this file makes: the signal matrix, the FMA child, two concurrent runs, the
 # full disk (a run, a report), the file-size limit, two encodings
 PROCESS_ATTEMPTS = len(PHASES) * len(SIGNALS) + 1 + 1 + 2 + 1 + 2
+FLEET_ATTEMPTS = 1  # a rank SIGKILLed under mpirun (tests/bench/fleet/test_fleet_mpi.py)
 
 # A report written slowly enough to be stopped in the middle (the stand-in's marker line says
 # when): the run is real, only write_outputs waits first.
