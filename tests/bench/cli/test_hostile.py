@@ -411,3 +411,31 @@ def test_count(capsys):
         print(f"\nhostile attempts: {len(HOSTILE) + 1} table + {props} property examples + "
               f"{PROCESS_ATTEMPTS} in processes (the fleet's under mpirun) = {total}")
     assert total > 300
+
+
+def test_a_run_that_cannot_save_stops_and_records_it(tmp_path: Path, roofs_file: Path,
+                                                     monkeypatch, capsys):
+    """ENOSPC on the save after the first case (the disk frees again at once): exit 3, one
+    line naming the file and the cause; results.json keeps the first case and says the run
+    was cut short, in which phase, and why."""
+    import roofbench.bench.measure.session as session
+
+    real, calls = session.save_run, []
+
+    def save(run, out):  # noqa: ANN001
+        calls.append(len(run.cases))
+        if len(calls) == 3:  # folder made, roofs set, then the first case: this save fails
+            raise OSError(errno.ENOSPC, "No space left on device", str(out / "results.json"))
+        return real(run, out)
+    monkeypatch.setattr(session, "save_run", save)
+    code = main(["run", "--backend", "cpu", "--quick", "--kernel", "l2norm", "--dtype", "fp32",
+                 "--size", "1k", "--roofs", str(roofs_file), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("roofbench")]
+    assert code == 3 and "ENOSPC" in line and "results.json" in line, err
+    (path,) = (tmp_path / "o").glob("*/*/results.json")
+    run = load_run(path)
+    assert run.interrupted and run.stop is not None
+    assert (run.stop.cause, run.stop.phase) == ("os-error", "cases")
+    assert "ENOSPC" in run.stop.detail
+    assert len([c for c in run.cases if c.status != "unsupported"]) == 1
