@@ -50,7 +50,7 @@ def _positive_int(name: str, raw: str) -> None:
 def _timeout(name: str, raw: str) -> None:
     from ..measure.isolation import case_timeout
 
-    case_timeout()
+    case_timeout()  # reads the variable itself: a UserError when not a positive number
 
 
 def _flag01(name: str, raw: str) -> None:
@@ -110,8 +110,7 @@ def check_environment(environ: dict[str, str] | None = None) -> None:
 
 
 def check_flags(args: argparse.Namespace) -> None:
-    given = vars(args).pop("_given", None)
-    del given
+    vars(args).pop("_given", None)  # Once's record of the flags given
     for dest, v in vars(args).items():
         flag = "--" + dest.replace("_", "-")
         if isinstance(v, str) and not v.strip():
