@@ -58,7 +58,7 @@ def case_timeout() -> float:
         v = -1.0
     if not (v > 0 and math.isfinite(v)):
         raise UserError(f"{TIMEOUT_ENV}={raw!r}: give the seconds an isolated case may take "
-                        "(a positive, finite number)")
+                        "(a positive number, finite)")
     return v
 
 
