@@ -439,3 +439,18 @@ def test_a_run_that_cannot_save_stops_and_records_it(tmp_path: Path, roofs_file:
     assert (run.stop.cause, run.stop.phase) == ("os-error", "cases")
     assert "ENOSPC" in run.stop.detail
     assert len([c for c in run.cases if c.status != "unsupported"]) == 1
+
+
+def test_runs_stamped_in_one_instant_get_folders_of_their_own(tmp_path: Path):
+    """Sixteen threads make a run folder with one stamp at once: sixteen folders (exclusive
+    mkdir, a suffix on collision), each returned to exactly one of them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from roofbench.bench.results import make_run_dir
+
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(lambda _: make_run_dir(tmp_path, "AMD EPYC", "20261201T000000Z"),
+                            range(16)))
+    assert len(set(got)) == 16 and all(p.is_dir() for p in got)
+    assert sorted(p.name for p in got) == sorted(
+        ["20261201T000000Z"] + [f"20261201T000000Z-{i}" for i in range(2, 17)])
