@@ -1,9 +1,8 @@
 """Errors that reach the user as one line and a non-zero exit, never as a traceback."""
 
+from roofbench.boundary import Refusal
 
-class UserError(Exception):
-    """Bad input or an unusable environment: printed as one line, exit code ``code``."""
 
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
+class UserError(Refusal):
+    """Bad input or an unusable environment: printed as one line, exit code ``code`` (2 unless
+    given; roofbench/boundary.py holds the table)."""

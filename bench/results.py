@@ -12,9 +12,11 @@ import json
 import os
 import platform
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -23,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from roofbench.errors_text import first_line
-from roofbench.fileio import atomic_write_text
+from roofbench.fileio import atomic_write_text, is_results_file
 from roofbench.pytest_benchmark import is_pytest_benchmark, read_pytest_benchmark
 from roofbench.readers import BufferModel, SchemaError, read_run
 from roofbench.records import BufferFacts, CaseResult, RoofSet, RunResult
@@ -89,8 +91,26 @@ def check_writable(path: Path) -> None:
 
 # -- save / load ----------------------------------------------------------------------------
 
-def run_dir(results_root: Path, device: str, stamp: str | None = None) -> Path:
-    return results_root / device_slug(device) / (stamp or utc_stamp())
+def make_run_dir(results_root: Path, device: str, stamp: str | None = None) -> Path:
+    """A new, empty run folder ``<root>/<device-slug>/<UTC stamp>``, created here and now.
+
+    Created with an exclusive ``mkdir``: two runs started in the same second (on one machine,
+    or fleet ranks on a shared file system) never share one; the second gets ``<stamp>-2``,
+    the next ``-3``, and so on. The path returned is the folder this run owns."""
+    parent = results_root / device_slug(device)
+    base = stamp or utc_stamp()
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"output path {parent} is a file, not a folder") from None
+    for i in range(1, 10_000):
+        d = parent / (base if i == 1 else f"{base}-{i}")
+        try:
+            d.mkdir()
+        except FileExistsError:
+            continue
+        return d
+    raise UserError(f"{parent} already holds 10000 runs stamped {base}")
 
 
 def cases_frame(run: RunResult) -> pd.DataFrame:
@@ -118,35 +138,57 @@ def save_run(run: RunResult, out: Path) -> Path:
     """Write results.json and results.csv into ``out`` atomically; returns the json path."""
     check_writable(out)
     path = out / "results.json"
-    atomic_write_text(path, json.dumps(run.to_dict(), indent=1, allow_nan=True) + "\n")
+    atomic_write_text(path, json.dumps(run.to_dict(), indent=1, allow_nan=True) + "\n",
+                      replace_results=True)
     atomic_write_text(out / "results.csv", cases_frame(run).to_csv(index=False))
     return path
 
 
 def resolve_run(path: str | Path) -> Path:
-    """A run folder or its results.json (or a pytest-benchmark JSON file) -> the file."""
+    """A run folder or its results.json (or a pytest-benchmark JSON file) -> the file (a
+    regular file)."""
     p = Path(path)
-    if p.is_dir():
-        p = p / "results.json"
-    if not p.exists():
-        raise UserError(f"no results at {path} (expected a run folder or its results.json)")
+    if not str(path).strip():
+        raise UserError("no results given (an empty path)")
+    try:
+        if p.is_dir():
+            p = p / "results.json"
+        st = p.stat()
+    except FileNotFoundError:
+        raise UserError(f"no results at {path} (expected a run folder or its results.json)") \
+            from None
+    except OSError as e:  # a folder without search permission, a loop of links
+        raise UserError(f"cannot read {p}: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"{p} is not a regular file (a results.json is)")
+    if st.st_size > MAX_RESULTS_BYTES:
+        raise UserError(f"{p} is {st.st_size >> 20} MiB, more than a results file can be "
+                        f"({MAX_RESULTS_BYTES >> 20} MiB)")
     return p
+
+
+# 20,000 cases are ~50 MB; ten times that is no results file roofbench wrote.
+MAX_RESULTS_BYTES = 512 << 20
 
 
 def load_run(path: str | Path) -> RunResult:
     p = resolve_run(path)
     try:
-        d = json.loads(p.read_text())
+        d = json.loads(p.read_bytes())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UserError(f"{p}: not a readable results file ({first_line(e)})") from None
+    except RecursionError:
+        raise UserError(f"{p}: not a readable results file (nested too deeply)") from None
     try:
         if is_pytest_benchmark(d):  # a `pytest --benchmark-json` file: its counted entries
             return read_pytest_benchmark(d, stored_roofs)
         return read_run(d, declared_buffers)  # every version, migrated (roofbench/readers.py)
     except SchemaError as e:
         raise UserError(f"{p}: {e}") from None
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise UserError(f"{p}: malformed results file ({type(e).__name__}: {e})") from None
+    except RecursionError:
+        raise UserError(f"{p}: malformed results file (nested too deeply)") from None
 
 
 def stored_roofs(device: str) -> RoofSet | None:
@@ -179,10 +221,43 @@ def declared_buffers(c: CaseResult) -> BufferModel | None:
                        [(list(la.reads), list(la.writes)) for la in launches])
 
 
-def load_for_output(run_arg: str, out: str | None, default_name: str) -> tuple[RunResult, Path]:
+def load_for_output(run_arg: str, out: str | None, default_name: str,
+                    suffixes: tuple[str, ...] = ("",)) -> tuple[RunResult, Path]:
     """A stored run, and where to write what is rebuilt from it (``out``, else ``default_name``
-    beside its results.json); the folder is checked writable before any work is done."""
+    beside its results.json); the folder is checked writable, and no file written (``path``
+    with each of ``suffixes``) may replace an input (check_output), before any work is done."""
     run = load_run(run_arg)
-    path = Path(out) if out else resolve_run(run_arg).parent / default_name
+    src = resolve_run(run_arg)
+    if out is not None and not out.strip():
+        raise UserError("--out is empty: give a path, or leave --out out for the default")
+    path = Path(out) if out else src.parent / default_name
+    check_output([path.with_suffix(sx) if sx else path for sx in suffixes], inputs=[src])
     check_writable(path.parent)
     return run, path
+
+
+# The files a run folder holds that only `roofbench run` writes: no other output replaces them.
+RUN_OWN_FILES = ("results.json", "results.csv")
+
+
+def check_output(paths: Sequence[Path], inputs: Sequence[Path] = ()) -> None:
+    """Refuse (one line, exit 2) an output path that would replace an input of the command,
+    a run's own files (results.json, results.csv beside a results.json), a roofbench results
+    file of any name, or that is a folder."""
+    ins = {_same(p) for p in inputs}
+    for p in paths:
+        if p.is_dir():
+            raise UserError(f"output path {p} is a folder: give a file name")
+        if _same(p) in ins:
+            raise UserError(f"output path {p} is an input of this command: it would be replaced")
+        if p.name in RUN_OWN_FILES and (p.parent / "results.json").exists():
+            raise UserError(f"output path {p} is a run's own file: write elsewhere")
+        if p.is_file() and is_results_file(p):
+            raise UserError(f"output path {p} is a roofbench results file: write elsewhere")
+
+
+def _same(p: Path) -> Path:
+    try:
+        return p.resolve()
+    except (OSError, RuntimeError):
+        return p.absolute()

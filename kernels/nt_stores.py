@@ -49,8 +49,17 @@ def llc_bytes() -> int:
 def nt_threshold() -> int:
     """Output bytes above which stores are non-temporal: $ROOFBENCH_NT_THRESHOLD, else the
     LLC."""
-    env = os.environ.get(THRESHOLD_ENV) or os.environ.get(OLD_THRESHOLD_ENV)
-    return int(env) if env else llc_bytes()
+    name = THRESHOLD_ENV if os.environ.get(THRESHOLD_ENV) else OLD_THRESHOLD_ENV
+    env = os.environ.get(name)
+    if not env:
+        return llc_bytes()
+    try:
+        v = int(env)
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise ValueError(f"{name}={env!r}: give a number of bytes (an integer >= 0)")
+    return v
 
 
 def use_nt_stores(out: np.ndarray, threshold: int | None = None) -> bool:

@@ -13,6 +13,7 @@ how a backend runs them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -112,7 +113,7 @@ class Buf:
 
     @property
     def count(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(int(n) for n in self.shape)  # Python ints: never wraps
 
     @property
     def nbytes(self) -> int:

@@ -2,6 +2,8 @@
 
 A temporary file in the target's folder is written, flushed to disk, then renamed over the
 target: a reader never sees a half-written file, and an interrupted write leaves the old one.
+No write replaces a roofbench results file but the run's own save (``replace_results``): a
+report, a plot or a roofs file sent onto one is refused (one line, exit 2), whatever the command.
 """
 
 from __future__ import annotations
@@ -10,11 +12,30 @@ import os
 import tempfile
 from pathlib import Path
 
+RESULTS_MARK = b'"schema": "roofbench.results"'  # the first key of every results.json
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+
+def is_results_file(path: Path) -> bool:
+    """Whether ``path`` is a file that a run wrote (its results.json, under any name)."""
+    try:
+        with open(path, "rb") as f:
+            return RESULTS_MARK in f.read(4096)
+    except OSError:
+        return False
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, replace_results: bool = False) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if not replace_results and path.is_file() and is_results_file(path):
+        from .boundary import Refusal
+
+        raise Refusal(f"{path} is a roofbench results file: refusing to replace it "
+                      "(write elsewhere)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:  # said of the file being written, not of a temporary name
+        raise OSError(e.errno, e.strerror, str(path)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -23,13 +44,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         # mkstemp makes the file 0600; a results file is shared like any other (umask applies)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror, str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+def atomic_write_text(path: Path, text: str, *, replace_results: bool = False) -> None:
+    atomic_write_bytes(path, text.encode(), replace_results=replace_results)
 
 
 def _umask() -> int:

@@ -16,15 +16,14 @@ import os
 from functools import cache
 from types import ModuleType
 
+from .boundary import Refusal
 from .errors_text import first_line
 
 ENV = "ROOFBENCH_PLUGINS"
 
 
-class PluginError(Exception):
-    """A plug-in named in $ROOFBENCH_PLUGINS cannot be used (message: one line)."""
-
-    code = 2
+class PluginError(Refusal):
+    """A plug-in named in $ROOFBENCH_PLUGINS cannot be used (message: one line, exit 2)."""
 
 
 def plugin_names() -> tuple[str, ...]:
@@ -46,6 +45,9 @@ def plugin_attr(attr: str) -> list[tuple[str, object]]:
 def _load(name: str) -> ModuleType:
     try:
         mod = importlib.import_module(name)
+    except SystemExit as e:  # sys.exit() on import would end roofbench without a word
+        raise PluginError(f"plug-in {name!r} (from ${ENV}) called sys.exit({e.code!r}) "
+                          "on import") from None
     except Exception as e:  # any failure of third-party code is the plug-in's, said in a line
         raise PluginError(f"plug-in {name!r} (from ${ENV}) does not import: "
                           f"{first_line(e)}") from None

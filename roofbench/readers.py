@@ -19,6 +19,7 @@ Part of the shared root: it imports nothing from kernels/, roofs/ or bench/.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ from .records import (
     Roof,
     RoofSet,
     RunResult,
+    RunStop,
 )
 from .roofline import apply_roofs
 from .timing import Timing
@@ -232,26 +234,136 @@ def attach_launch_facts(launches: list[LaunchResult], extra: dict[str, Any]) -> 
 
 def read_run(d: Any, resolver: BufferResolver | None = None) -> RunResult:
     """Any version this roofbench reads (SchemaError otherwise); older versions are migrated
-    (``resolver``: the buffers of a case of a file before version 3, see fill_v2_case)."""
+    (``resolver``: the buffers of a case of a file before version 3, see fill_v2_case).
+
+    Every number of every case is checked (``case_problem``): a case that cannot be read or
+    holds a negative or non-finite time, count or rate is left out and named in the notes
+    ("unreadable case ..."), and the rest is read."""
     if not isinstance(d, dict) or d.get("schema") != RESULTS_SCHEMA:
         raise SchemaError("not a roofbench results file (schema missing or wrong)")
     version = d.get("schema_version")
     if version not in RESULTS_READS_VERSIONS:
         raise SchemaError(f"results schema version {version!r}, this roofbench reads "
                           f"versions {', '.join(map(str, RESULTS_READS_VERSIONS))}")
-    run = RunResult(backend=d["backend"], device=d["device"],
+    if not isinstance(d.get("cases"), list):
+        raise SchemaError("not a roofbench results file ('cases' is not a list)")
+    notes = d.get("notes") or []
+    if not isinstance(notes, list):
+        raise SchemaError("'notes' is not a list")
+    cases: list[CaseResult] = []
+    unreadable: list[str] = []
+    for raw in d["cases"]:
+        c, why = _read_checked_case(raw)
+        if c is None:
+            unreadable.append(f"unreadable case {_raw_key(raw)}: {why} (left out)")
+        else:
+            cases.append(c)
+    stop = d.get("stop")
+    run = RunResult(backend=str(d["backend"]), device=str(d["device"]),
                     roofs=read_roofset(d["roofs"]) if d.get("roofs") else None,
-                    cases=[read_case(c) for c in d["cases"]],
+                    cases=cases,
                     environment=d.get("environment") or {}, command=d.get("command") or [],
-                    created=d.get("created", ""), git_commit=d.get("git_commit"),
-                    timer=d.get("timer") or {}, notes=d.get("notes") or [],
-                    interrupted=bool(d.get("interrupted", False)))
+                    created=str(d.get("created", "")), git_commit=d.get("git_commit"),
+                    timer=d.get("timer") or {}, notes=[str(n) for n in notes] + unreadable,
+                    interrupted=bool(d.get("interrupted", False)),
+                    stop=_read_stop(stop) if isinstance(stop, dict) else None)
     if version < 3:
         for c in run.cases:
             fill_v2_case(c, resolver)
     if version == 1:
         migrate_v1_cores(run)
     return run
+
+
+def _read_stop(d: dict[str, Any]) -> RunStop | None:
+    cause, phase = d.get("cause"), d.get("phase")
+    if cause not in ("signal", "os-error", "memory", "error") or \
+            phase not in ("start", "roofs", "cases", "report"):
+        return None
+    return RunStop(cause=cause, detail=str(d.get("detail") or ""), phase=phase)
+
+
+def _raw_key(raw: Any) -> str:
+    if not isinstance(raw, dict):
+        return f"({type(raw).__name__}, not a case)"
+    size = raw.get("size")
+    size_s = "x".join(map(str, size)) if isinstance(size, list) else str(size)
+    return "/".join(str(raw.get(k, "?")) for k in ("workload", "variant", "dtype")) + "/" + size_s
+
+
+def _read_checked_case(raw: Any) -> tuple[CaseResult | None, str]:
+    if not isinstance(raw, dict):
+        return None, "not an object"
+    try:
+        c = read_case(raw)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        return None, f"malformed ({type(e).__name__}: {e})"
+    why = case_problem(c)
+    return (None, why) if why else (c, "")
+
+
+def _bad_number(x: Any, *, integer: bool = False, positive: bool = False) -> str | None:
+    """Why ``x`` is not a usable count or measure (None when it is)."""
+    t = type(x)  # the common cases first: a 20,000-case file has a million numbers
+    if (t is float and not integer and 0.0 < x < math.inf) or (t is int and x > 0) or \
+            (not positive and x == 0 and (t is int or (t is float and not integer))):
+        return None
+    if isinstance(x, bool) or not isinstance(x, int if integer else (int, float)):
+        return f"{type(x).__name__} {x!r}, not {'an integer' if integer else 'a number'}"
+    if not math.isfinite(x):
+        return f"{x} (not finite)"
+    if x < 0 or (positive and x == 0):
+        return f"{x} ({'not positive' if positive else 'negative'})"
+    return None
+
+
+def _samples(what: str, xs: list[float]) -> list[tuple[str, Any, bool, bool]]:
+    """The first sample that is not a finite number >= 0, as a check that fails (else none):
+    one pass over the floats ``read_timing`` made of them."""
+    for i, x in enumerate(xs):
+        if not 0.0 <= x < math.inf:
+            return [(f"{what} sample {i}", x, False, False)]
+    return []
+
+
+def case_problem(c: CaseResult) -> str | None:
+    """The first number of a case that a report cannot use, said in words; None when every
+    one is a finite, non-negative number of the right type."""
+    checks: list[tuple[str, Any, bool, bool]] = []  # (what, value, integer, positive)
+    for what in ("workload", "variant", "backend", "dtype", "precision", "status"):
+        v = getattr(c, what)
+        if not isinstance(v, str) or not v:
+            return f"{what} is {v!r}, not a name"
+    if not isinstance(c.valid, bool):
+        return f"valid is {c.valid!r}, not true or false"
+    if not isinstance(c.size, list) or not c.size:
+        return f"size {c.size!r} is not a list of dimensions"
+    checks += [(f"size[{i}]", n, True, True) for i, n in enumerate(c.size)]
+    checks.append(("flops", c.flops, True, False))
+    for what, d in (("bytes", c.bytes), ("ai", c.ai), ("bytes_per_s", c.bytes_per_s)):
+        if not isinstance(d, dict):
+            return f"{what} is {type(d).__name__}, not a mapping"
+        checks += [(f"{what}[{k}]", v, False, False) for k, v in d.items()]
+    for what in ("median_s", "flop_per_s", "attainable", "efficiency"):
+        v = getattr(c, what)
+        if v is not None:
+            checks.append((what, v, False, what == "median_s"))
+    if c.timing is not None:
+        checks += _samples("timing", c.timing.samples)
+    for j, la in enumerate(c.launches):
+        checks.append((f"launch {j} flops", la.flops, False, False))
+        if not isinstance(la.bytes, dict):
+            return f"launch {j} bytes is {type(la.bytes).__name__}, not a mapping"
+        checks += [(f"launch {j} bytes[{k}]", v, False, False) for k, v in la.bytes.items()]
+        if la.timing is not None:
+            checks += _samples(f"launch {j} timing", la.timing.samples)
+    for what, v, integer, positive in checks:
+        why = _bad_number(v, integer=integer, positive=positive)
+        if why:
+            return f"{what} is {why}"
+    if c.status == "ok" and c.valid and c.median_s is None:
+        return "status ok without a time"
+    return None
 
 
 def migrate_v1_cores(run: RunResult) -> None:

@@ -376,8 +376,21 @@ RESULTS_SCHEMA = "roofbench.results"
 # 1: first release. 2: cases carry ``phases`` (and, optional, ``device_phases``), runs
 # ``interrupted``, the roof set its typed fields. 3: cases carry what a report needs of the
 # declarations (marker, flop_convention, arrow_from, buffers, each launch's reads and writes)
-# and typed launch facts and ncu settings. readers.py reads every version.
+# and typed launch facts and ncu settings. readers.py reads every version. A run cut short
+# also carries ``stop`` (RunStop), optional: a reader of version 3 without it reads None.
 RESULTS_SCHEMA_VERSION = 3
+
+StopCause = Literal["signal", "os-error", "memory", "error"]
+StopPhase = Literal["start", "roofs", "cases", "report"]
+
+
+@dataclass(frozen=True)
+class RunStop:
+    """Why a run was cut short: the cause, what the one line said, and the phase it was in."""
+
+    cause: StopCause
+    detail: str  # e.g. "SIGTERM", "results.json: No space left on device (ENOSPC)"
+    phase: StopPhase
 
 
 @dataclass
@@ -394,7 +407,8 @@ class RunResult:
     git_commit: str | None = None
     timer: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    interrupted: bool = False  # stopped (SIGTERM, Ctrl-C) before every case ran
+    interrupted: bool = False  # cut short (a signal, a write that failed) before the end
+    stop: RunStop | None = None  # why, when interrupted
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -404,6 +418,7 @@ class RunResult:
             "backend": self.backend, "device": self.device,
             "environment": self.environment, "timer": self.timer, "notes": self.notes,
             "interrupted": self.interrupted,
+            **({"stop": asdict(self.stop)} if self.stop else {}),  # only a run cut short
             "roofs": self.roofs.to_dict() if self.roofs else None,
             "cases": [c.to_dict() for c in self.cases],
         }

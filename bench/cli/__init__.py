@@ -1,18 +1,19 @@
 """The `roofbench` command line.
 
 Each subcommand lives in a module of this folder that defines
-``register(subparsers)``; add the module to COMMANDS to expose it. Errors a user can cause are
-raised as UserError and printed as one line (exit 2); no traceback reaches the user for them.
+``register(subparsers)``; add the module to COMMANDS to expose it. Every command runs inside
+the one error boundary (roofbench/boundary.py): a refusal (UserError, a bad plug-in), an
+OSError, memory exhausted, a stop signal at any moment, each becomes one line and a documented
+exit code; no traceback reaches the user for them.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import sys
+from typing import Any
 
-from ...plugins import PluginError
-from ..errors import UserError
+from ...boundary import guarded
 
 COMMANDS = [
     "roofbench.bench.cli.listing",
@@ -29,6 +30,13 @@ COMMANDS = [
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        from .settings import Once
+
+        self.register("action", None, Once)  # a one-value flag given twice: refused
+        self.register("action", "store", Once)
+
     def error(self, message: str) -> None:  # one line, exit 2, like every other user error
         self.exit(2, f"{self.prog}: error: {message}\n")
 
@@ -43,14 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
+    def command() -> int:
+        args = build_parser().parse_args(argv)
+        from .settings import check_settings
+
+        check_settings(args)  # every flag and ROOFBENCH_* variable, before any work
         return int(args.func(args) or 0)
-    except (UserError, PluginError) as e:  # a bad $ROOFBENCH_PLUGINS entry is a user error
-        print(f"roofbench: error: {e}", file=sys.stderr)
-        return e.code
-    except KeyboardInterrupt:
-        print("roofbench: interrupted", file=sys.stderr)
-        return 130
+
+    return guarded(command)
 

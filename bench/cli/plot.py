@@ -11,7 +11,7 @@ from .argtypes import stored_run_parser
 def cmd_plot(args: argparse.Namespace) -> int:
     from ..present.plot import plot_run
 
-    run, base = load_for_output(args.run, args.out, "roofline")
+    run, base = load_for_output(args.run, args.out, "roofline", suffixes=(".png", ".svg"))
     for p in plot_run(run, base.with_suffix(""), all_roofs=args.all_roofs):
         print(p)
     return 0

@@ -11,7 +11,7 @@ from .argtypes import stored_run_parser
 def cmd_report(args: argparse.Namespace) -> int:
     from ..present.outputs import write_report
 
-    run, path = load_for_output(args.run, args.out, "report.md")
+    run, path = load_for_output(args.run, args.out, "report.md", suffixes=("", ".html"))
     for p in write_report(run, path):
         print(p)
     return 0

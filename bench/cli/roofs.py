@@ -18,16 +18,20 @@ from ..backends import REGISTRY
 from ..backends import base as backends
 from ..errors import UserError
 from ..present.tables import plot_device, print_summary, wide_console
+from ..results import check_output, check_writable
 from .progress import steps
 
 
 def _measure(args: argparse.Namespace) -> int:
-    be = backends.open_for_user(args.backend)
+    be = backends.open_for_user(args.backend or "auto")
+    out = Path(args.out) if args.out else (default_path(be.device_name()) if be.kind == "gpu"
+                                           else None)
+    if out is not None:  # before the probes: a bad --out never costs their minutes
+        check_output([out])
+        check_writable(out.parent)
     with steps("roofs") as say:
         rs = be.measure_roofs(quick=args.quick, progress=say)
     print_summary(rs)
-    out = Path(args.out) if args.out else (default_path(be.device_name()) if be.kind == "gpu"
-                                           else None)
     if out is None:
         print("not saved (CPU roofs are measured on every run); --out FILE saves them")
         return 0
@@ -70,10 +74,16 @@ def compare_table(a: RoofSet, b: RoofSet) -> Table:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    if args.backend is not None or args.quick:
+        raise UserError("--compare draws two roofs files already measured: it takes no "
+                        "--backend or --quick")
     a, b = (_load(p) for p in args.compare)
     wide_console().print(compare_table(a, b))
     base = Path(args.out).with_suffix("") if args.out else \
         Path(args.compare[1]).with_name("compare-roofs")
+    check_output([base.with_suffix(".png"), base.with_suffix(".svg")],
+                 inputs=[Path(p) for p in args.compare])
+    check_writable(base.parent)
     paths, why = plot_device([a, b], base, f"A: {a.device}  vs  B: {b.device}",
                              tags=["A: ", "B: "])
     if not paths:
@@ -89,8 +99,8 @@ def cmd_roofs(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("roofs", help="measure a backend's roofs and write them as JSON, or "
                                      "--compare two roofs files on one plot")
-    p.add_argument("--backend", default="auto",
-                   help="auto (best available), " + ", ".join(REGISTRY))
+    p.add_argument("--backend", default=None,
+                   help="auto (best available, the default), " + ", ".join(REGISTRY))
     p.add_argument("--quick", action="store_true", help="short probes")
     p.add_argument("--out", metavar="FILE", help="roofs JSON to write (with --compare: the "
                                                  "plot, .png/.svg)")

@@ -12,13 +12,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from roofbench.boundary import EXIT_STOPPED
 from roofbench.paths import home
 from roofbench.records import RoofSet, RunResult
 
 from ..backends import REGISTRY
 from ..backends import base as backends
 from ..measure.roof_source import obtain_roofs
-from ..measure.session import RunOptions, execute
+from ..measure.session import RunOptions, Session
 from ..results import check_writable
 from .progress import Heartbeat, steps
 
@@ -60,23 +61,47 @@ def summary_table(run: RunResult) -> Table:
 # -- commands -------------------------------------------------------------------------------
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Settings and names checked, then the run's own folder; roofs, cases and the report each
+    inside the session's guard: whatever stops the run is saved in results.json as its stop,
+    and the report is still written when a signal stopped it."""
     be = backends.open_for_user(args.backend)
     out_root = Path(args.out) if args.out else home() / "results"
     check_writable(out_root)
-    roofs = roofs_with_progress(be, args.roofs, args.quick)
-    with Heartbeat() as beat:
-        run, out = execute(RunOptions.from_args(args), be, roofs, out_root, beat)
-    from ..present.outputs import write_outputs
-
-    paths = write_outputs(run, out)
+    given = obtain_roofs(be, roofs_file=args.roofs) if args.roofs else None  # checked first
+    session = Session(RunOptions.from_args(args), be, out_root)
+    try:
+        with session.guard("roofs"):
+            roofs = given or roofs_with_progress(be, None, args.quick)
+        session.set_roofs(roofs)
+        with Heartbeat() as beat, session.guard("cases"):
+            session.run_cases(beat)
+    except KeyboardInterrupt:
+        pass  # recorded by the guard; the report of what finished is still written
+    paths = write_report_files(session)
+    run, out = session.run, session.out
     Console(width=max(Console().width, 140)).print(summary_table(run))
     print(f"results: {out / 'results.json'}")
-    print(f"report:  {paths[-2]}")
-    print(f"html:    {paths[-1]}")
+    if paths:
+        print(f"report:  {paths[-2]}")
+        print(f"html:    {paths[-1]}")
     if run.interrupted:
-        print("interrupted: the finished cases are saved", file=sys.stderr)
-        return 130
+        why = run.stop.detail if run.stop else "stopped"
+        print(f"interrupted ({why}): the finished cases are saved", file=sys.stderr)
+        return EXIT_STOPPED
     return 0 if all(c.status in ("ok", "unsupported") for c in run.cases) else 1
+
+
+def write_report_files(session: Session) -> list[Path]:
+    """The plot and the report of a session; a stop while they are written is recorded, and
+    the report (without the plot) is written once more."""
+    from ..present.outputs import write_outputs, write_report
+
+    try:
+        with session.guard("report"):
+            return write_outputs(session.run, session.out)
+    except KeyboardInterrupt:
+        with session.guard("report"):  # a second stop here ends the command
+            return write_report(session.run, session.out / "report.md")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

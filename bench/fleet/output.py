@@ -18,6 +18,35 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     atomic_write_bytes(path, data.encode() if isinstance(data, str) else data)
 
 
+PROGRESS_FILE = "fleet-progress.json"
+PROGRESS_SCHEMA = "roofbench.fleet-progress/1"
+
+
+def rank_roofs_name(res: dict[str, Any]) -> str:
+    return f"rank{res['rank']}-{device_slug(res['roofs']['device'])}.json"
+
+
+def write_progress(out: Path, results: list[dict[str, Any]], pending: list[int],
+                   state: str, why: str = "") -> None:
+    """Rank 0's record while it gathers (``state`` "gathering"), rewritten as each rank's
+    result arrives, with that rank's roofs file: a job that dies before the report (mpirun
+    aborts every rank when one is killed) leaves the results it had and who it was waiting
+    for. ``state`` "stopped": rank 0 itself was stopped, ``pending`` are the ranks lost."""
+    for res in results:
+        if res["status"] == "ok" and res["roofs"]:
+            write_atomic(out / rank_roofs_name(res), json.dumps(res["roofs"], indent=1,
+                                                               default=str) + "\n")
+    lost = pending if state == "stopped" else []
+    write_atomic(out / PROGRESS_FILE, json.dumps(
+        {"schema": PROGRESS_SCHEMA, "state": state, "why": why,
+         "received": [r["rank"] for r in results], "pending": pending, "lost": lost,
+         "note": ("the fleet report was not written: the job ended while rank 0 waited for "
+                  "the pending ranks" if state == "stopped" else
+                  "rank 0 is gathering; if this file outlives the job, the pending ranks "
+                  "never answered (killed, or the job was aborted)"),
+         "ranks": results}, indent=1, default=str) + "\n")
+
+
 def write_report(rep: dict[str, Any], out: Path) -> None:
     write_atomic(out / "fleet.json", json.dumps(rep, indent=1, default=str) + "\n")
     write_atomic(out / "fleet.md", fleet_markdown(rep))
@@ -28,8 +57,8 @@ def write_report(rep: dict[str, Any], out: Path) -> None:
             # Each device's calibrated roofs with the links it was measured over, ready for
             # `roofbench distributed --roofs FILE`.
             rs["roofs"] = list(rs["roofs"]) + link_roofs
-            name = f"rank{res['rank']}-{device_slug(rs['device'])}.json"
-            write_atomic(out / name, json.dumps(rs, indent=1, default=str) + "\n")
+            write_atomic(out / rank_roofs_name(res), json.dumps(rs, indent=1, default=str)
+                         + "\n")
     if link_roofs:
         write_atomic(out / "links.json", json.dumps(
             {"device": "interconnect", "roofs": link_roofs,
@@ -37,6 +66,7 @@ def write_report(rep: dict[str, Any], out: Path) -> None:
     png = fleet_plot(rep)
     if png is not None:
         write_atomic(out / "fleet.png", png)
+    (out / PROGRESS_FILE).unlink(missing_ok=True)  # the report says everything it said
 
 
 def md_table(header: list[str], rows: list[list[Any]]) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 from pathlib import Path
 
@@ -58,8 +57,11 @@ def turn_order(places: dict[int, Place], backend: str) -> dict[int, list[int]]:
 
 def prepare_out(out: str | None) -> Path:
     """The report folder (default results/fleet/<UTC stamp>), made and proven writable."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    d = Path(out) if out else home() / "results" / "fleet" / stamp
+    from ..results import make_run_dir
+
+    # The default is a folder of this job's own (exclusive mkdir: two jobs in one second get
+    # two folders); a folder given is used as it is.
+    d = Path(out) if out else make_run_dir(home() / "results", "fleet")
     try:
         d.mkdir(parents=True, exist_ok=True)
         probe = d / f".write-test-{os.getpid()}"

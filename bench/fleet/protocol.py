@@ -14,6 +14,10 @@ point-to-point messages polled against a deadline, so that no wait can hang:
    (blocking collectives, each under a watchdog that aborts the job after ``timeout``);
 5. rank 0 writes fleet.json, fleet.md, fleet.png and one roofs file per rank, atomically.
 
+While it gathers, rank 0 keeps ``fleet-progress.json`` and each arrived rank's roofs file on
+disk: a rank killed by a signal makes mpirun abort the whole job, and what had arrived stays,
+with the ranks it was waiting for (``lost`` when rank 0 was stopped itself).
+
 A rank that never answers is recorded as timed out, the report is written from the others, and
 rank 0 then aborts the job so that the hung rank cannot keep ``mpirun`` alive.
 """
@@ -24,13 +28,15 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from roofbench.bench.fleet.outliers import build_report, exit_code
 from roofbench.bench.fleet.rank import measure_links, measure_rank
 from roofbench.roofs.probes import links as ic
+
+from roofbench.boundary import signal_name
 
 from ..errors import UserError
 from .environment import env_local_rank, import_mpi, launcher, roofbench_version
@@ -46,7 +52,7 @@ from .messaging import (
     abort_job,
     wait_request,
 )
-from .output import summary_text, write_report
+from .output import summary_text, write_progress, write_report
 from .plan import fill_local_ranks, prepare_out, turn_order, version_problem
 from .records import FleetConfig, Place, RankResult
 
@@ -196,19 +202,35 @@ def _calibrate_step(me: _Rank, hs: _Handshake,
 
 
 def _gather(me: _Rank, hs: _Handshake, own: RankResult) -> dict[int, RankResult]:
-    """Rank 0: every rank's result, a silent one recorded as timed out."""
+    """Rank 0: every rank's result, a silent one recorded as timed out. Each result is on
+    disk as it arrives (write_progress), so a job aborted meanwhile keeps what arrived."""
     results: dict[int, RankResult] = {0: own}
-    for r in me.peers():
-        if r in hs.missing:
-            results[r] = RankResult(rank=r, host="?", status="timeout", error=hs.missing[r])
-            continue
-        # A peer may still be waiting for its turn on a shared host: allow for those.
-        wait = me.T * (1 + len(turn_order(hs.places, me.cfg.backend).get(r, [])))
-        try:
-            results[r] = me.msg.recv(r, TAG_RESULT, wait, "calibration result")
-        except FleetTimeout as e:
-            results[r] = RankResult(rank=r, host=hs.places[r].host, status="timeout",
-                                    local_rank=hs.places[r].local_rank, error=str(e))
+    out_dir = hs.out_dir
+    assert out_dir is not None
+
+    def record(state: str = "gathering", why: str = "") -> None:
+        pending = [r for r in me.peers() if r not in results]
+        write_progress(out_dir, [asdict(results[r]) for r in sorted(results)], pending,
+                       state, why)
+
+    record()
+    try:
+        for r in me.peers():
+            if r in hs.missing:
+                results[r] = RankResult(rank=r, host="?", status="timeout",
+                                        error=hs.missing[r])
+                continue
+            # A peer may still be waiting for its turn on a shared host: allow for those.
+            wait = me.T * (1 + len(turn_order(hs.places, me.cfg.backend).get(r, [])))
+            try:
+                results[r] = me.msg.recv(r, TAG_RESULT, wait, "calibration result")
+            except FleetTimeout as e:
+                results[r] = RankResult(rank=r, host=hs.places[r].host, status="timeout",
+                                        local_rank=hs.places[r].local_rank, error=str(e))
+            record()
+    except KeyboardInterrupt as e:  # mpirun's SIGTERM when a peer died, or the user's Ctrl-C
+        record("stopped", f"rank 0 stopped by {signal_name(e)} while waiting")
+        raise
     return results
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import queue
 import signal
@@ -30,6 +31,7 @@ from typing import Any
 
 from roofbench.kernels.spec import Case
 
+from roofbench.boundary import die_with_parent
 from roofbench.paths import child_env
 from roofbench.readers import read_case
 from roofbench.records import CaseResult
@@ -54,9 +56,9 @@ def case_timeout() -> float:
         v = float(raw)
     except ValueError:
         v = -1.0
-    if not v > 0:
+    if not (v > 0 and math.isfinite(v)):
         raise UserError(f"{TIMEOUT_ENV}={raw!r}: give the seconds an isolated case may take "
-                        "(a positive number)")
+                        "(a positive number, finite)")
     return v
 
 
@@ -81,7 +83,7 @@ class IsolatedCases:
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, bufsize=1,
                                       env=child_env(PYTHONUNBUFFERED="1"),
-                                      start_new_session=True)
+                                      start_new_session=True, preexec_fn=die_with_parent)
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines),
                          daemon=True).start()
         threading.Thread(target=self._pump_err, args=(self._proc.stderr, self._stderr),

@@ -1,10 +1,11 @@
 """A run session: which cases, run one after the other, saved after each, stoppable.
 
-``execute`` is what `roofbench run` and `roofbench bench` do between the roofs and the reports:
-select the cases (unknown names and impossible sizes are one-line errors before anything is
-allocated), run them, rewrite results.json atomically after every case (a run killed at any
-moment keeps every finished case), end on SIGTERM or Ctrl-C like a finished run (the finished
-cases saved with an `interrupted` note), and, with ``ncu``, profile each valid case once more.
+``Session`` is what `roofbench run` and `roofbench bench` hold from the selection to the
+reports: select the cases (unknown names and impossible sizes are one-line errors before
+anything is allocated or written), make the run's own folder, run the cases, rewrite
+results.json atomically after every case (a run killed at any moment keeps every finished
+case), record whatever cuts it short (a signal, a full disk) as its ``stop``, and, with
+``ncu``, profile each valid case once more.
 ``select_one`` is the same selection for the one case the ncu child runs.
 """
 
@@ -12,9 +13,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
+import math
 import sys
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -24,12 +24,14 @@ from typing import Protocol
 from roofbench.kernels import registry
 from roofbench.kernels.spec import Case, Size, SizeContext, Workload
 
-from roofbench.records import CaseResult, RoofSet, RunResult
+from roofbench.boundary import EXIT_OS, Refusal, os_line, signal_name, stop_signals
+from roofbench.errors_text import first_line
+from roofbench.records import CaseResult, RoofSet, RunResult, RunStop, StopCause, StopPhase
 from roofbench.timing import TimerConfig
 
 from ..backends.base import Backend
 from ..errors import UserError
-from ..results import check_writable, environment, git_commit, run_dir, save_run, utc_stamp
+from ..results import check_writable, environment, git_commit, make_run_dir, save_run, utc_stamp
 from .runner import _record, run_cases
 
 # Sampling time per case on a GPU: a memory-bound kernel there takes ~0.3 ms, so half a
@@ -69,30 +71,49 @@ class Progress(Protocol):
 
 # -- selection ------------------------------------------------------------------------------
 
+# No case has more elements than this (2^48: 256 TiB of bytes): a size past it is a typo, and
+# checking it in Python integers keeps every later product far from int64's wrap.
+MAX_ELEMENTS = 1 << 48
+
+
 def parse_size(text: str) -> Size:
-    """'1048576', '16M', '2^24', '4096x1024', '2048x2048x2048' -> a tuple of ints."""
+    """'1048576', '16M', '2^24', '4096x1024', '2048x2048x2048' -> a tuple of ints.
+
+    Checked in Python integers: each dimension and their product at most MAX_ELEMENTS (a
+    power is bounded before it is computed: ``2^1000000000`` is refused, not evaluated)."""
+    usage = f"malformed size {text!r}: use N, NxM or MxNxK (e.g. 16M, 4096x1024)"
+    too_large = (f"size {text!r} is too large: at most 2^{MAX_ELEMENTS.bit_length() - 1} "
+                 "elements in all")
     dims = []
     for part in text.lower().replace("*", "x").split("x"):
         p = part.strip()
         if not p:
-            raise UserError(f"malformed size {text!r}: use N, NxM or MxNxK (e.g. 16M, 4096x1024)")
+            raise UserError(usage)
         mult = 1
         if p[-1] in "kmg" and p[:-1]:
             mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[p[-1]]
             p = p[:-1]
         try:
             if "^" in p:
-                base, exp = p.split("^")
-                val = int(base) ** int(exp)
+                base_s, exp_s = p.split("^")
+                base, exp = int(base_s), int(exp_s)
+                if exp < 0:
+                    raise UserError(f"size must be a positive integer, got {text!r}")
+                if base > 1 and exp * (base.bit_length() - 1) > MAX_ELEMENTS.bit_length():
+                    raise UserError(too_large)
+                val = base ** exp
             else:
                 val = int(p)
         except ValueError:
-            raise UserError(f"malformed size {text!r}: use N, NxM or MxNxK "
-                            "(e.g. 16M, 4096x1024)") from None
+            raise UserError(usage) from None
         val *= mult
         if val <= 0:
             raise UserError(f"size must be positive, got {text!r}")
+        if val > MAX_ELEMENTS:
+            raise UserError(too_large)
         dims.append(val)
+    if math.prod(dims) > MAX_ELEMENTS:
+        raise UserError(too_large)
     return tuple(dims)
 
 
@@ -217,64 +238,108 @@ def case_line(i: int, n: int, c: CaseResult, elapsed_s: float) -> str:
     return f"[{i}/{n}] {c.key} {what} ({spent:.1f} s; run {elapsed_s:.0f} s)"
 
 
+class Session:
+    """One run: its own folder and its record, made before anything is measured (after every
+    name and size is checked), saved after every step, and left saying so whatever ends it.
+
+    ``guard(phase)`` wraps each phase (roofs, cases, report): a signal, an OSError (a full
+    disk), memory exhausted or any other error is recorded in results.json as the run's
+    ``stop`` (cause, detail, phase; ``interrupted``), saved when the disk still allows, and
+    passed on to the command's error boundary."""
+
+    def __init__(self, opts: RunOptions, be: Backend, out_root: Path) -> None:
+        self.opts, self.be = opts, be
+        size = parse_size(opts.size) if opts.size else None
+        self.cases, self.skipped = select_cases(be, workloads=opts.workloads,
+                                                variant=opts.variant, dtypes=opts.dtypes,
+                                                size=size, quick=opts.quick)
+        self.cfg, self.launch_cfg = timer_configs(opts, be.kind)
+        check_writable(out_root)  # fail before measuring, not after
+        self.out = make_run_dir(out_root, be.device_name())
+        self.run = RunResult(backend=be.name, device=be.device_name(), roofs=None,
+                             cases=list(self.skipped), environment=environment(be.info()),
+                             command=["roofbench"] + sys.argv[1:], created=utc_stamp(),
+                             git_commit=git_commit(), timer=self.cfg.__dict__)
+        self.finished: list[CaseResult] = []
+        self.phase: StopPhase = "start"
+        self.save()
+
+    @property
+    def results_path(self) -> Path:
+        return self.out / "results.json"
+
+    def save(self) -> None:
+        save_run(self.run, self.out)
+
+    def set_roofs(self, roofs: RoofSet | None) -> None:
+        self.run.roofs = roofs
+        if roofs is not None and roofs.device != self.be.device_name():
+            self.run.notes.append(f"roofs come from {roofs.device}, cases ran on "
+                                  f"{self.be.device_name()}")
+        self.save()
+
+    def cut_short(self, cause: StopCause, detail: str) -> bool:
+        """Record that the run stopped (the first cause is kept) and save; whether it saved."""
+        if self.run.stop is None:
+            self.run.stop = RunStop(cause=cause, detail=detail, phase=self.phase)
+        self.run.interrupted = True
+        self.run.notes.append(f"interrupted: {len(self.finished)} of {len(self.cases)} cases "
+                              f"finished ({detail}, during {self.phase})")
+        try:
+            self.save()
+        except (OSError, Refusal):  # the disk is full: the last save stands
+            return False
+        return True
+
+    @contextlib.contextmanager
+    def guard(self, phase: StopPhase) -> Iterator[None]:
+        self.phase = phase
+        try:
+            yield
+        except KeyboardInterrupt as e:
+            self.cut_short("signal", signal_name(e))
+            raise
+        except OSError as e:
+            saved = self.cut_short("os-error", os_line(e))
+            raise Refusal(f"cannot go on: {os_line(e)}; the run stopped, {self.results_path} "
+                          f"{'records it with' if saved else 'keeps'} the "
+                          f"{len(self.finished)} case(s) finished before", EXIT_OS) from None
+        except MemoryError:
+            self.cut_short("memory", "out of memory")
+            raise
+        except Exception as e:
+            self.cut_short("error", first_line(e))
+            raise
+
+    def run_cases(self, progress: Progress) -> None:
+        """Every selected case, saved after each; then, with ncu, the counters of each."""
+        t0 = time.perf_counter()
+
+        def done(rec: CaseResult) -> None:
+            self.finished.append(rec)
+            self.run.cases = self.finished + list(self.skipped)
+            self.save()
+            progress.say(case_line(len(self.finished), len(self.cases), rec,
+                                   time.perf_counter() - t0))
+
+        run_cases(self.cases, self.be, self.run.roofs, self.cfg, seed=self.opts.seed,
+                  done=done, launch_cfg=self.launch_cfg, progress=progress.start)
+        if self.opts.ncu:  # counters of each valid case, after all are timed
+            from .ncu import collect
+
+            notes = collect(self.finished, seed=self.opts.seed, progress=progress.say)
+            for note in notes:  # each a one-line reason: the run still goes on
+                progress.say(note)
+            self.run.notes += notes
+            self.save()
+
+
 def execute(opts: RunOptions, be: Backend, roofs: RoofSet | None, out_root: Path,
             progress: Progress) -> tuple[RunResult, Path]:
-    """Run the selected cases into a new run folder under ``out_root``; see the module doc."""
-    size = parse_size(opts.size) if opts.size else None
-    cases, skipped = select_cases(be, workloads=opts.workloads, variant=opts.variant,
-                                  dtypes=opts.dtypes, size=size, quick=opts.quick)
-    cfg, launch_cfg = timer_configs(opts, be.kind)
-    out = run_dir(out_root, be.device_name())
-    check_writable(out)  # fail before measuring, not after
-    run = RunResult(backend=be.name, device=be.device_name(), roofs=roofs,
-                    cases=list(skipped), environment=environment(be.info()),
-                    command=["roofbench"] + sys.argv[1:], created=utc_stamp(),
-                    git_commit=git_commit(), timer=cfg.__dict__)
-    if roofs is not None and roofs.device != be.device_name():
-        run.notes.append(f"roofs come from {roofs.device}, cases ran on {be.device_name()}")
-    save_run(run, out)
-    t0 = time.perf_counter()
-    finished: list[CaseResult] = []
-
-    def done(rec: CaseResult) -> None:
-        finished.append(rec)
-        run.cases = finished + list(skipped)
-        save_run(run, out)
-        progress.say(case_line(len(finished), len(cases), rec, time.perf_counter() - t0))
-
-    try:
-        with stop_on_sigterm():
-            run_cases(cases, be, roofs, cfg, seed=opts.seed, done=done, launch_cfg=launch_cfg,
-                      progress=progress.start)
-            if opts.ncu:  # counters of each valid case, after all are timed
-                from .ncu import collect
-
-                notes = collect(finished, seed=opts.seed, progress=progress.say)
-                for note in notes:  # each a one-line reason: the run still goes on
-                    progress.say(note)
-                run.notes += notes
-                save_run(run, out)
-    except KeyboardInterrupt:
-        run.notes.append(f"interrupted: {len(finished)} of {len(cases)} cases finished")
-        run.interrupted = True
-        save_run(run, out)
-    return run, out
-
-
-@contextlib.contextmanager
-def stop_on_sigterm() -> Iterator[None]:
-    """SIGTERM (a scheduler's or `timeout`'s stop) raises KeyboardInterrupt in the main
-    thread, as Ctrl-C (SIGINT) does, so the finished cases are saved with a note instead of
-    the process vanishing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
+    """A whole run with roofs already at hand, into a new run folder under ``out_root``; a
+    stop signal ends it like a finished run, with the finished cases saved and marked."""
+    session = Session(opts, be, out_root)
+    session.set_roofs(roofs)
+    with contextlib.suppress(KeyboardInterrupt), stop_signals(), session.guard("cases"):
+        session.run_cases(progress)
+    return session.run, session.out

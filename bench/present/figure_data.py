@@ -44,12 +44,17 @@ def _level_of(rs: RoofSet | None, c: CaseResult) -> str | None:
     return "dram"
 
 
+def _usable(*xs: float | None) -> bool:
+    return all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in xs)
+
+
 def valid_points(cases: list[CaseResult], level: str = "dram",
                  roofs: RoofSet | None = None) -> list[Point]:
     pts = []
     for c in cases:
-        if not (c.valid and c.status == "ok" and c.flop_per_s and c.ai.get(level)):
-            continue
+        if c.flop_per_s is None or not (c.valid and c.status == "ok" and _usable(
+                c.flop_per_s, c.ai.get(level), c.median_s)):
+            continue  # a NaN or negative time is never a point, nor in the key
         hw_ai = hw_dram_ai(c)
         pts.append(Point(label=f"{c.workload}/{c.variant} {c.dtype}", ai=c.ai[level],
                          flops=c.flop_per_s, precision=c.precision, workload=c.workload,

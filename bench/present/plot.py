@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -46,6 +47,7 @@ from .figure_data import (  # noqa: E402
     valid_points,
 )
 from .label_layout import Layout, label_point, label_roof  # noqa: E402
+from .plot_dense import DENSE_POINTS, dense_note, draw_dense  # noqa: E402
 
 
 @dataclass
@@ -65,10 +67,12 @@ class RooflineFigure:
     arrows: list[tuple[tuple[float, float], tuple[float, float]]] = field(
         default_factory=list)  # fusion arrows drawn: (from xy, to xy) in data units
     drawn_roofs: list[tuple[Roof, Line2D]] = field(default_factory=list)  # roof, its line
+    note: str = ""  # said on the plot: many points drawn as dots (plot_dense.py)
 
 
 def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], title: str,
-                 tags: list[str] | None = None, all_roofs: bool = False) -> RooflineFigure:
+                 tags: list[str] | None = None, all_roofs: bool = False,
+                 dense_above: int = DENSE_POINTS) -> RooflineFigure:
     n_runs = max(len(roofsets), len(cases_by_run), 1)
     tags = tags or [""] * n_runs
     rs_for = [roofsets[min(i, len(roofsets) - 1)] if roofsets else None
@@ -83,16 +87,25 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
 
     roof_lines = _draw_device_roofs(out, roofsets, rs_for, points_by_run, tags, xlim, ylim,
                                     all_roofs)
+    dense = len(all_points) > dense_above
     # Obstacles first: every point, its hardware-intensity twin and every ridge marker.
-    key_lines, numbered, arrows = _draw_points(out, cases_by_run, points_by_run, tags)
+    if dense:  # dots and a key by group (plot_dense.py): linear in the points
+        out.points, out.xy, key_lines = draw_dense(out.ax, points_by_run, tags)
+        numbered, arrows = [], []
+        out.note = dense_note(len(all_points))
+        ax: Any = out.ax
+        ax.text(0.01, 0.01, out.note, transform=ax.transAxes, fontsize=7, va="bottom",
+                ha="left", color="dimgray")
+    else:
+        key_lines, numbered, arrows = _draw_points(out, cases_by_run, points_by_run, tags)
     out.arrows = list(arrows)
-    if len(points_by_run) == 2:  # a comparison: the two points of each case joined
+    if len(points_by_run) == 2 and not dense:  # a comparison: each case's points joined
         arrows += _draw_joins(out, points_by_run[0], points_by_run[1])
-    _add_obstacles(out, renderer, layout, roof_lines, arrows)
+    _add_obstacles(out, renderer, layout, roof_lines, arrows, points=not dense)
 
     _place_labels(out, renderer, layout, roof_lines, numbered, key_lines)
     out.legend = _legend(out.ax, all_points, roof_lines, out.legend_roofs)
-    out.key = _key_text(out, renderer, key_lines)
+    out.key = _key_text(out, renderer, key_lines, dense)
     return out
 
 
@@ -178,14 +191,14 @@ def _draw_joins(out: RooflineFigure, run_a: list[Point], run_b: list[Point]) -> 
 
 
 def _add_obstacles(out: RooflineFigure, renderer, layout: Layout, roof_lines: list,
-                   arrows: list) -> None:
+                   arrows: list, points: bool = True) -> None:
     """What labels must avoid: roof lines and arrows (crossed), points and ridges (covered)."""
     to_px = out.ax.transData.transform
     for roof, _texts, seg, _a in roof_lines:
         layout.segments.append((roof, (*to_px(seg[0]), *to_px(seg[1]))))
     for a, b in arrows:
         layout.segments.append((None, (*to_px(a), *to_px(b))))
-    for ln in out.points:
+    for ln in out.points if points else []:  # dense dots: roof labels may cross them
         layout.taken.append(ln.get_window_extent(renderer))
     for x, y in out.ridges:
         px, py = to_px((x, y))
@@ -210,7 +223,7 @@ def _place_labels(out: RooflineFigure, renderer, layout: Layout, roof_lines: lis
             key_lines[num - 1] += "  (unlabelled on the plot)"
 
 
-def _key_text(out: RooflineFigure, renderer, key_lines: list[str]):
+def _key_text(out: RooflineFigure, renderer, key_lines: list[str], dense: bool = False):
     """The numbered points' key, under the legend (which must be drawn to be measured). A key
     too long for the space under the legend is set smaller, down to 4.5 pt; past that the
     figure grows downwards, the axes keeping their size in pixels (label angles stay true)."""
@@ -219,7 +232,8 @@ def _key_text(out: RooflineFigure, renderer, key_lines: list[str]):
     leg_bb = out.legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
     size = 7.0 if len(key_lines) <= 40 else 6.0
     text = fig.text(leg_bb.x0, leg_bb.y0 - 0.02,
-                    "valid points (efficiency vs roof)\n" + "\n".join(key_lines)
+                    ("valid points by group (count, median efficiency)\n" if dense else
+                     "valid points (efficiency vs roof)\n") + "\n".join(key_lines)
                     if key_lines else "no valid point to plot",
                     va="top", ha="left", family="monospace", fontsize=size)
     margin = 4.0  # pixels kept free at the figure's bottom edge

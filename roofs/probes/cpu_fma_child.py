@@ -23,6 +23,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from roofbench.boundary import die_with_parent
 from roofbench.readers import read_roof
 from roofbench.records import Roof
 from roofbench.timing import TimerConfig, host_timer
@@ -49,8 +50,9 @@ def isolated_fma_roof(precision: str, quick: bool, timeout: float = CHILD_TIMEOU
         cmd.append("--quick")
     noise = NoiseProbe(children=True)
     try:
+        # The child dies with this process, even by SIGKILL: never a probe left running.
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, **extra})
+                           env={**os.environ, **extra}, preexec_fn=die_with_parent)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise RuntimeError(f"FMA probe child ({precision}) did not finish: {e}") from None
     lines = r.stdout.strip().splitlines()

@@ -8,15 +8,38 @@ GiB = 1 << 30
 
 
 def available_memory_bytes(meminfo: str | None = None) -> int:
-    """MemAvailable from /proc/meminfo (or the given text), else 4 GiB."""
+    """MemAvailable from /proc/meminfo (or the given text), else 4 GiB; never more than the
+    address space this process may still map (RLIMIT_AS, `ulimit -v`)."""
+    free = 4 * GiB
     try:
         text = Path("/proc/meminfo").read_text() if meminfo is None else meminfo
         for line in text.splitlines():
             if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
+                free = int(line.split()[1]) * 1024
+                break
     except (OSError, ValueError, IndexError):
         pass
-    return 4 * GiB
+    return min(free, address_space_left())
+
+
+def address_space_left(status: str | None = None) -> int:
+    """Bytes of address space left under RLIMIT_AS (its soft limit less what this process
+    maps now, VmSize); a very large number when there is no limit."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return 1 << 62
+    mapped = 0
+    try:
+        text = Path("/proc/self/status").read_text() if status is None else status
+        for line in text.splitlines():
+            if line.startswith("VmSize:"):
+                mapped = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    return max(soft - mapped, 0)
 
 
 def case_memory_budget(available: int) -> int:

@@ -166,6 +166,20 @@ def test_machine_facts_are_positive() -> None:
     assert 0 < cs.default_stream_budget() <= 2 << 30
 
 
+def test_the_memory_budget_honours_ulimit_v(monkeypatch) -> None:
+    """RLIMIT_AS (`ulimit -v`) caps what is free: the soft limit less what is mapped now."""
+    import resource
+
+    meminfo = "MemTotal: 100000000 kB\nMemAvailable: 50000000 kB\n"
+    status = "VmSize:  1000000 kB\n"
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (3 << 30, resource.RLIM_INFINITY))
+    monkeypatch.setattr(hm, "address_space_left",
+                        lambda status_text=status, f=hm.address_space_left: f(status_text))
+    assert hm.available_memory_bytes(meminfo) == (3 << 30) - 1000000 * 1024
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY,) * 2)
+    assert hm.available_memory_bytes(meminfo) == 50000000 * 1024
+
+
 # ----------------------------------------------------------------------------- FMA
 
 

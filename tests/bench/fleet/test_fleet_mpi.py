@@ -166,3 +166,56 @@ def test_unwritable_out_dir_stops_every_rank(tmp_path):
     assert p.returncode == 2
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("roofbench")]
     assert len(lines) == 1 and "cannot write the fleet report" in lines[0]
+
+
+def _rank_pid(root_pid: int, rank: int) -> int | None:
+    """The pid of ``rank`` among mpirun's descendants (Open MPI sets OMPI_COMM_WORLD_RANK)."""
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit() or int(p.name) == root_pid:
+            continue
+        try:
+            env = (p / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env and \
+                any(b"fleet_rank_main" in a for a in (p / "cmdline").read_bytes().split(b"\0")):
+            return int(p.name)
+    return None
+
+
+def test_a_killed_rank_leaves_the_others_results_and_names_the_lost(tmp_path):
+    """SIGKILL to rank 1: Open MPI aborts the whole job; rank 0's roofs and a record naming
+    rank 1 as lost are on disk already."""
+    import signal
+    import time
+
+    out = tmp_path / "fleet"
+    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+             OMPI_MCA_rmaps_base_oversubscribe="1", PYTHONUNBUFFERED="1",
+             FLEET_FAKE_HANG_RANK="1")
+    e.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+    proc = subprocess.Popen([MPIRUN, "-n", "2", "--oversubscribe", sys.executable,
+                             str(HERE / "fleet_rank_main.py"), "fleet", "calibrate", "--backend",
+                             "fake", "--no-links", "--timeout", "120", "--out", str(out)],
+                            env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    progress = out / "fleet-progress.json"
+    t0 = time.monotonic()
+    while not progress.exists() or _rank_pid(proc.pid, 1) is None:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < 60, "rank 0 never recorded its progress"
+        time.sleep(0.1)
+    os.kill(_rank_pid(proc.pid, 1), signal.SIGKILL)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("mpirun outlived its killed rank by 60 s")
+    assert proc.returncode != 0
+    rec = json.loads(progress.read_text())
+    assert rec["received"] == [0] and rec["pending"] == [1]
+    assert rec["state"] in ("gathering", "stopped")
+    if rec["state"] == "stopped":  # rank 0 heard mpirun's SIGTERM before the end
+        assert rec["lost"] == [1] and "SIGTERM" in rec["why"]
+    (roofs0,) = out.glob("rank0-*.json")
+    assert read_roofset(json.loads(roofs0.read_text())).memory("dram", "measured").value > 0
+    assert not (out / "fleet.json").exists()

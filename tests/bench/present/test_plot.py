@@ -226,7 +226,7 @@ def test_a_key_too_long_for_the_figure_grows_it_and_keeps_the_axes():
     run = load_run(max(CPU, key=lambda p: len(load_run(p).cases)))
     many = [dataclasses.replace(c, size=[*c.size, k]) for k in (1, 2, 3) for c in run.cases]
     small = build_figure([run.roofs], [run.cases[:3]], "test")
-    big = build_figure([run.roofs], [many], "test")
+    big = build_figure([run.roofs], [many], "test", dense_above=len(many))  # every one numbered
     big.fig.canvas.draw()
     r = big.fig.canvas.get_renderer()
     key = big.key.get_window_extent(r)
@@ -235,3 +235,25 @@ def test_a_key_too_long_for_the_figure_grows_it_and_keeps_the_axes():
     a, b = small.ax.get_window_extent(), big.ax.get_window_extent()
     assert (round(a.width), round(a.height)) == (round(b.width), round(b.height))
     assert not big.legend.get_window_extent(r).overlaps(key)
+
+
+def test_many_points_are_dots_with_a_key_by_group_and_say_so():
+    """Past DENSE_POINTS valid points: no numbers, one artist per glyph, the key one line per
+    group with its count, and a note on the plot (a 20,000-case file: tests/bench_plot.py)."""
+    import dataclasses
+
+    from roofbench.bench.present.plot_dense import DENSE_POINTS
+
+    run = load_run(max(CPU, key=lambda p: len(load_run(p).cases)))
+    valid = [c for c in run.cases if c.valid and c.status == "ok"]
+    reps = DENSE_POINTS // len(valid) + 2
+    many = [dataclasses.replace(c, size=[*c.size, k]) for k in range(reps) for c in valid]
+    rf = build_figure([run.roofs], [many], "test")
+    assert len(rf.xy) == len(many) > DENSE_POINTS and rf.note.startswith(f"{len(many)} points")
+    assert len(rf.points) < 20 and not rf.arrows  # one artist per glyph, not per point
+    texts = [t.get_text() for t in rf.ax.texts]
+    assert rf.note in texts
+    lines = rf.key.get_text().splitlines()[1:]
+    groups = {f"{c.workload}/{c.variant} {c.dtype}" for c in valid}
+    assert len(lines) == len(groups)
+    assert sum(int(ln.split(" x ")[0]) for ln in lines) == len(many)

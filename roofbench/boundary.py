@@ -1,0 +1,176 @@
+"""The one error boundary of every command: whatever ends it becomes one line and an exit code.
+
+``guarded(fn)`` runs a command and turns what can end it into one line on stderr and a
+documented exit code (``EXIT_CODES``, README "Exit codes"), never a traceback: a refusal of
+the input (``Refusal`` and its subclasses), anything the operating system refuses (OSError:
+a full disk, a file-size limit, permissions, a path that is a folder or under a file), memory
+exhausted, input nested too deep, text the terminal cannot encode, and a stop (Ctrl-C,
+SIGTERM, SIGHUP) at any moment; anything else is a bug, said as one "internal error" line
+(exit 70; ``ROOFBENCH_DEBUG=1`` prints its traceback). ``stop_signals()`` makes SIGTERM and
+SIGHUP stop the process as Ctrl-C does, so that whoever runs (a session) saves what it has.
+
+Part of the shared root: importable by any command, the measure API and the pytest plugin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command ran, and something it measured failed (a case invalid or raised)
+EXIT_USAGE = 2  # bad input or settings, refused before any work: nothing written
+EXIT_OS = 3  # the operating system refused a read or a write (disk full, permissions, ...)
+EXIT_MEMORY = 4  # out of memory (a limit such as `ulimit -v`, or an input far too large)
+EXIT_INTERNAL = 70  # a bug in roofbench (ROOFBENCH_DEBUG=1 shows the traceback)
+EXIT_TIMEOUT = 124  # a fleet rank or a wait ran past its bound
+EXIT_STOPPED = 130  # stopped by Ctrl-C, SIGTERM or SIGHUP: what had finished is saved
+
+EXIT_CODES = {
+    EXIT_OK: "done",
+    EXIT_FAILED: "done, and a case failed validation or raised",
+    EXIT_USAGE: "bad input or settings (one line says which), nothing was run",
+    EXIT_OS: "a file could not be read or written (one line names it and the cause)",
+    EXIT_MEMORY: "out of memory",
+    EXIT_INTERNAL: "a bug in roofbench: one line; ROOFBENCH_DEBUG=1 prints the traceback",
+    EXIT_TIMEOUT: "a rank or a bounded wait timed out",
+    EXIT_STOPPED: "stopped by a signal; the finished work is saved and marked interrupted",
+}
+
+
+class Refusal(Exception):
+    """An error a user can cause and fix: printed as one line, exit code ``code``."""
+
+    code = EXIT_USAGE
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal (SIGTERM, SIGHUP) raised in the main thread, as Ctrl-C raises
+    KeyboardInterrupt; ``signame`` says which."""
+
+    def __init__(self, signame: str) -> None:
+        super().__init__(signame)
+        self.signame = signame
+
+
+def signal_name(e: BaseException) -> str:
+    """'SIGTERM' for a Stopped, 'SIGINT' for a plain KeyboardInterrupt (Ctrl-C)."""
+    return e.signame if isinstance(e, Stopped) else "SIGINT"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ended a command, said once: its one line and its exit code."""
+
+    line: str
+    code: int
+
+
+def os_line(e: OSError) -> str:
+    """'cannot write PATH: No space left on device (ENOSPC)': the cause and the path."""
+    code = errno.errorcode.get(e.errno or 0, "")
+    cause = (e.strerror or str(e) or type(e).__name__) + (f" ({code})" if code else "")
+    paths = [p for p in (e.filename, e.filename2) if p]
+    where = " -> ".join(os.fsdecode(p) if isinstance(p, bytes) else str(p) for p in paths)
+    return f"{where}: {cause}" if where else cause
+
+
+def outcome(e: BaseException) -> Outcome:
+    """The one line and exit code of what ended a command (see the module doc)."""
+    from .errors_text import first_line
+
+    if isinstance(e, KeyboardInterrupt):
+        return Outcome(f"stopped by {signal_name(e)}", EXIT_STOPPED)
+    if isinstance(e, Refusal):
+        return Outcome(first_line(e, typed=False), e.code)
+    if isinstance(e, OSError):
+        return Outcome(os_line(e), EXIT_OS)
+    if isinstance(e, MemoryError):
+        return Outcome("out of memory (a memory limit such as `ulimit -v`, or an input far "
+                       "too large)", EXIT_MEMORY)
+    if isinstance(e, RecursionError):
+        return Outcome("input nested too deeply to read", EXIT_USAGE)
+    if isinstance(e, UnicodeError):
+        return Outcome(f"text this terminal or file system cannot encode ({first_line(e)}); "
+                       "set PYTHONIOENCODING=utf-8", EXIT_OS)
+    return Outcome(f"internal error: {first_line(e)} (a bug in roofbench; ROOFBENCH_DEBUG=1 "
+                   "shows the traceback)", EXIT_INTERNAL)
+
+
+def safe_streams() -> None:
+    """stdout and stderr replace what their encoding cannot write (a non-ASCII path under
+    LC_ALL=C, PYTHONIOENCODING=latin-1) instead of raising halfway through a line."""
+    for stream in (sys.stdout, sys.stderr):
+        reconf = getattr(stream, "reconfigure", None)
+        if reconf is not None:
+            with contextlib.suppress(ValueError, OSError):
+                reconf(errors="backslashreplace")
+
+
+def say(line: str, prog: str = "roofbench") -> None:
+    """One line on stderr, whatever the stream can encode."""
+    with contextlib.suppress(OSError, ValueError):
+        print(f"{prog}: {line}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise ``Stopped`` in the main thread while inside (Ctrl-C raises
+    KeyboardInterrupt already). Outside the main thread, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise Stopped(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def guarded(fn: Callable[[], int], prog: str = "roofbench") -> int:
+    """Run a command inside the boundary: its exit code, or the one line and code of what
+    ended it (``outcome``)."""
+    safe_streams()
+    try:
+        with stop_signals():
+            return int(fn() or 0)
+    except (KeyboardInterrupt, Exception) as e:  # SystemExit (argparse, --help) passes
+        if not isinstance(e, (KeyboardInterrupt, Refusal, OSError, MemoryError,
+                              RecursionError, UnicodeError)) and os.environ.get("ROOFBENCH_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        try:
+            o = outcome(e)
+        except KeyboardInterrupt:  # a second Ctrl-C while the first is said
+            o = Outcome("stopped by SIGINT", EXIT_STOPPED)
+        say(("error: " if o.code not in (EXIT_STOPPED,) else "") + o.line, prog)
+        return o.code
+
+
+def die_with_parent() -> None:
+    """In a child (``preexec_fn``): the kernel kills it when its parent dies, even by SIGKILL,
+    so that no probe keeps running re-parented to PID 1 (Linux; elsewhere nothing)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
