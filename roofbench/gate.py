@@ -308,7 +308,8 @@ def classify(a: RunResult, b: RunResult, threshold: float = 0.05,
     fail_on = fail_on or FailOn()
     ia = {case_key(c): c for c in a.cases}
     ib = {case_key(c): c for c in b.cases}
-    keys = list(ia) + [k for k in ib if k not in ia]
+    bad = {"A": a.unreadable, "B": b.unreadable}  # cases a reader left out, with why
+    keys = list(dict.fromkeys([*ia, *ib, *bad["A"], *bad["B"]]))
     same_device = a.device == b.device
     m = sum(judged(ia[k], ib[k]) for k in keys if k in ia and k in ib) if same_device else 0
     per_case = 1.0 - (1.0 - confidence) / max(m, 1) if simultaneous else confidence
@@ -317,7 +318,12 @@ def classify(a: RunResult, b: RunResult, threshold: float = 0.05,
                      case_confidence=per_case)
     for k in keys:
         ca, cb = ia.get(k), ib.get(k)
-        if ca is None or cb is None:
+        side = next((sd for sd in ("A", "B") if k in bad[sd]), None)
+        if side is not None:  # never `same`, never `only in`: named with the reader's reason
+            out.cases.append(CaseVerdict(k, "unreadable", ca.median_s if ca else None,
+                                         cb.median_s if cb else None,
+                                         reason=f"{side}: {bad[side][k]}"))
+        elif ca is None or cb is None:
             out.cases.append(CaseVerdict(k, "only in A" if cb is None else "only in B",
                                          ca.median_s if ca else None,
                                          cb.median_s if cb else None))

@@ -252,10 +252,13 @@ def read_run(d: Any, resolver: BufferResolver | None = None) -> RunResult:
         raise SchemaError("'notes' is not a list")
     cases: list[CaseResult] = []
     unreadable: list[str] = []
+    left_out: dict[str, str] = {}
     for raw in d["cases"]:
         c, why = _read_checked_case(raw)
         if c is None:
             unreadable.append(f"unreadable case {_raw_key(raw)}: {why} (left out)")
+            backend = raw.get("backend", d.get("backend")) if isinstance(raw, dict) else "?"
+            left_out[f"{backend}/{_raw_key(raw)}"] = why
         else:
             cases.append(c)
     stop = d.get("stop")
@@ -266,7 +269,8 @@ def read_run(d: Any, resolver: BufferResolver | None = None) -> RunResult:
                     created=str(d.get("created", "")), git_commit=d.get("git_commit"),
                     timer=d.get("timer") or {}, notes=[str(n) for n in notes] + unreadable,
                     interrupted=bool(d.get("interrupted", False)),
-                    stop=_read_stop(stop) if isinstance(stop, dict) else None)
+                    stop=_read_stop(stop) if isinstance(stop, dict) else None,
+                    unreadable=left_out)
     if version < 3:
         for c in run.cases:
             fill_v2_case(c, resolver)

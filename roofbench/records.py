@@ -409,6 +409,8 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     interrupted: bool = False  # cut short (a signal, a write that failed) before the end
     stop: RunStop | None = None  # why, when interrupted
+    # read-time only: cases the reader left out, by backend/key, with the reason (never saved)
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
