@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofbench.records import OccupancyLevel
+
 if TYPE_CHECKING:
     from .arrays import Arrays
 
@@ -250,17 +252,21 @@ class Workload:
 
 @dataclass(frozen=True)
 class Case:
-    """One concrete thing to measure: workload x variant x dtype x size."""
+    """One concrete thing to measure: workload x variant x dtype x size, and, in an occupancy
+    scan, the level it runs at (how a backend applies it is the backend's; the FLOPs and bytes
+    do not depend on it)."""
 
     workload: Workload
     variant: Variant
     dtype: str
     size: Size
+    occupancy: OccupancyLevel | None = None
 
     @property
     def key(self) -> str:
         return (f"{self.workload.name}/{self.variant.name}/{self.dtype}/"
-                f"{'x'.join(map(str, self.size))}")
+                f"{'x'.join(map(str, self.size))}"
+                + (f"@{self.occupancy.tag}" if self.occupancy else ""))
 
     def buffers(self) -> dict[str, Buf]:
         b = dict(self.workload.inputs(self.size, self.dtype))

@@ -38,6 +38,7 @@ from .records import (
     LaunchResult,
     NcuSettings,
     Occupancy,
+    OccupancyLevel,
     ProbeFailure,
     Roof,
     RoofSet,
@@ -163,6 +164,9 @@ def read_case(d: dict[str, Any]) -> CaseResult:
     d["timing"] = read_timing(d["timing"]) if d.get("timing") else None
     d["buffers"] = {n: BufferFacts(**b) for n, b in (d.get("buffers") or {}).items()}
     d["ncu"] = read_ncu(d["ncu"]) if d.get("ncu") else None
+    lv = d.get("occupancy_level")
+    d["occupancy_level"] = OccupancyLevel(
+        **{k: lv[k] for k in OccupancyLevel.__dataclass_fields__}) if lv else None
     if "cores" not in d and "unit" in d:  # its name before version 3
         d["cores"] = d.pop("unit")
     known = set(CaseResult.__dataclass_fields__)

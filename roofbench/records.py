@@ -297,6 +297,36 @@ class NcuSettings:
 # ---------------------------------------------------------------------------- cases, runs
 
 
+@dataclass(frozen=True)
+class OccupancyLevel:
+    """Where a case of an occupancy scan (`roofbench occupancy`) sits on the occupancy axis:
+    the same case at every level, only how much of the device runs it changes.
+
+    ``axis`` "threads": the CPU's Numba threads (``value`` of ``of`` cores); "blocks_per_sm":
+    a GPU's resident blocks per SM, limited through dynamic shared memory (and, for a
+    grid-stride kernel, the grid), ``value`` of the ``of`` the kernel reaches unlimited. The
+    theoretical occupancy each launch then gets is in its facts, the achieved one in its ncu
+    counters."""
+
+    axis: Literal["threads", "blocks_per_sm"]
+    value: int
+    of: int
+
+    @property
+    def fraction(self) -> float:
+        """The level as a fraction of the device (threads / cores, blocks / most blocks)."""
+        return self.value / self.of
+
+    @property
+    def tag(self) -> str:
+        """The level in a case key: ``2threads``, ``3blocks-per-SM``."""
+        return f"{self.value}threads" if self.axis == "threads" else f"{self.value}blocks-per-SM"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+
 @dataclass
 class CaseResult:
     """One (workload, variant, dtype, size) on one backend: counted, validated, timed, placed."""
@@ -341,10 +371,13 @@ class CaseResult:
     # (inputs, prepare, validate), the timed samples' sum (time, time_launches; warm-ups not
     # counted). Absent for phases that ran on the host only.
     device_phases: dict[str, float] = field(default_factory=dict)
+    # Its level of an occupancy scan; None for every case of a plain run.
+    occupancy_level: OccupancyLevel | None = None
 
     @property
     def key(self) -> str:
-        return f"{self.workload}/{self.variant}/{self.dtype}/{'x'.join(map(str, self.size))}"
+        base = f"{self.workload}/{self.variant}/{self.dtype}/{'x'.join(map(str, self.size))}"
+        return base + (f"@{self.occupancy_level.tag}" if self.occupancy_level else "")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(replace(self, timing=None, launches=[]))
@@ -352,6 +385,8 @@ class CaseResult:
         d["launches"] = [la.to_dict() for la in self.launches]
         if not d["device_phases"]:  # optional: a host-only case writes none
             del d["device_phases"]
+        if d["occupancy_level"] is None:  # optional: only an occupancy scan's cases have one
+            del d["occupancy_level"]
         return d
 
     def io_bytes(self) -> int | None:

@@ -17,6 +17,7 @@ from ..errors import UserError
 COMMANDS = [
     "roofbench.bench.cli.listing",
     "roofbench.bench.cli.run",
+    "roofbench.bench.cli.occupancy",
     "roofbench.bench.cli.plot",
     "roofbench.bench.cli.report",
     "roofbench.bench.cli.compare",

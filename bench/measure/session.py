@@ -50,13 +50,15 @@ class RunOptions:
     cold: bool = False
     seed: int | None = None
     ncu: bool = False
+    occupancy: bool = False  # every case once per occupancy level (`roofbench occupancy`)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
         return cls(workloads=tuple(args.workload) if args.workload else None,
                    variant=args.variant, dtypes=tuple(args.dtype) if args.dtype else None,
                    size=args.size, quick=args.quick, cold=args.cold, seed=args.seed,
-                   ncu=bool(getattr(args, "ncu", False)))
+                   ncu=bool(getattr(args, "ncu", False)),
+                   occupancy=bool(getattr(args, "occupancy", False)))
 
 
 class Progress(Protocol):
@@ -223,6 +225,11 @@ def execute(opts: RunOptions, be: Backend, roofs: RoofSet | None, out_root: Path
     size = parse_size(opts.size) if opts.size else None
     cases, skipped = select_cases(be, workloads=opts.workloads, variant=opts.variant,
                                   dtypes=opts.dtypes, size=size, quick=opts.quick)
+    if opts.occupancy:
+        from .scan import occupancy_cases
+
+        cases, unscanned = occupancy_cases(cases, be)
+        skipped += unscanned
     cfg, launch_cfg = timer_configs(opts, be.kind)
     out = run_dir(out_root, be.device_name())
     check_writable(out)  # fail before measuring, not after

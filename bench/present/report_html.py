@@ -37,6 +37,7 @@ from .figure_data import (
 from .sections import (
     SECTIONS,
     Block,
+    Image,
     Items,
     Lines,
     Section,
@@ -335,6 +336,8 @@ def block_html(b: Block) -> str:
         return "<ul>" + "".join(f"<li>{inline(x)}</li>" for x in b.items) + "</ul>"
     if isinstance(b, Sub):
         return f"<h3>{_e(b.title)}</h3>"
+    if isinstance(b, Image):  # the file beside the page, as report.md shows it
+        return f'<p><img src="{_e(b.path)}" alt="{_e(b.alt)}" style="max-width:100%"></p>'
     rows = [{**row, **{k: v[i] for k, v in b.html_columns.items()}}
             for i, row in enumerate(b.rows)]
     return _table(rows, raw=b.html_columns, headers=b.headers)
