@@ -178,7 +178,7 @@ class CpuBackend(Backend):
                 raise CaseUnsupported(
                     f"{case.key}: launch {la.kernel} is not a Numba kernel (a library call "
                     "keeps its own thread pool), so its threads cannot be limited")
-        cores = numba.config.NUMBA_NUM_THREADS
+        cores = int(vars(numba.config)["NUMBA_NUM_THREADS"])  # the pool numba started with
         return [OccupancyLevel("threads", t, cores) for t in range(1, cores + 1)]
 
     def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> LaunchListPrepared:

@@ -221,22 +221,30 @@ class CudaCBackend(Backend):
     def _blocks_per_sm(self, pl: PlannedLaunch) -> tuple[int, int]:
         """(blocks of ``pl`` an SM holds as planned, its static shared memory), from the
         compiled function's registers and shared memory."""
+        if not isinstance(pl.impl, CudaKernel) or pl.function is None:
+            raise CaseUnsupported(f"{pl.kernel}: not a CUDA C kernel of its own")
         fn = self.function(pl.impl.source, pl.function)
         threads = math.prod(pl.block or (1,))
         occ = occupancy(threads, fn.num_regs, fn.shared_size_bytes + pl.smem, self.props.cc)
         return occ.blocks_per_sm, fn.shared_size_bytes
 
     def occupancy_levels(self, case: Case) -> list[OccupancyLevel]:
-        """Resident blocks per SM 1 .. the most any of its kernels reaches as planned; a
-        vendor-library or tensor-map launch sizes its own resources, so it cannot be scanned."""
+        """Resident blocks per SM 1 .. the most any of its kernels reaches as planned (those
+        that shared memory can set exactly); a vendor-library or tensor-map launch sizes its
+        own resources, so it cannot be scanned."""
         plans = plan_launches(case, self.props, launchers=(*RUNTIME_LAUNCHERS, "driver"))
         fixed = [pl.kernel for pl in plans if pl.impl.launcher != "runtime"]
         if fixed:
             raise CaseUnsupported(f"{case.key}: launch {', '.join(fixed)} is a library or "
                                   "tensor-map call that sizes its own resources, so its "
                                   "occupancy cannot be limited")
-        top = max(self._blocks_per_sm(pl)[0] for pl in plans)
-        return [OccupancyLevel("blocks_per_sm", b, top) for b in range(1, top + 1)]
+        held = [self._blocks_per_sm(pl) for pl in plans]
+        top = max(h for h, _ in held)
+        optin = self.props.smem_per_block_optin
+        # The counts shared memory can set exactly for every kernel that would hold more.
+        return [OccupancyLevel("blocks_per_sm", b, top) for b in range(1, top + 1)
+                if all(b >= h or smem_for_blocks(b, st, self.props.cc, optin) is not None
+                       for h, st in held)]
 
     def limit_residency(self, case: Case, plans: list[PlannedLaunch]) -> list[PlannedLaunch]:
         """``plans`` at the case's occupancy level: each kernel that would hold more blocks

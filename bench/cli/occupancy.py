@@ -15,7 +15,7 @@ from roofbench.paths import home
 
 from ..backends import REGISTRY
 from ..backends import base as backends
-from ..measure.session import RunOptions, execute
+from ..measure.session import RunOptions, execute, parse_size, select_cases
 from ..results import check_writable
 from .progress import Heartbeat
 from .run import roofs_with_progress, summary_table
@@ -28,6 +28,9 @@ def cmd_occupancy(args: argparse.Namespace) -> int:
     be = backends.open_for_user(args.backend)
     out_root = Path(args.out) if args.out else home() / "results"
     check_writable(out_root)
+    # Names and sizes are checked before the roofs are measured (a minute on a CPU).
+    select_cases(be, workloads=[args.workload], variant=args.variant, dtypes=args.dtype,
+                 size=parse_size(args.size) if args.size else None, quick=args.quick)
     roofs = roofs_with_progress(be, args.roofs, args.quick)
     opts = RunOptions(workloads=(args.workload,), variant=args.variant,
                       dtypes=tuple(args.dtype) if args.dtype else None, size=args.size,

@@ -54,7 +54,7 @@ def bandwidth(c: CaseResult) -> float:
 
 def scans(run: RunResult) -> list[Scan]:
     """The run's occupancy scans, one per case (backend, workload, variant, dtype, size)."""
-    groups: dict[tuple[object, ...], list[CaseResult]] = {}
+    groups: dict[tuple[str, str, str, str, tuple[int, ...]], list[CaseResult]] = {}
     for c in run.cases:
         if c.occupancy_level is not None:
             groups.setdefault((c.backend, c.workload, c.variant, c.dtype, tuple(c.size)),
@@ -149,7 +149,8 @@ def occupancy_section(run: RunResult) -> Section | None:
              "Occupancy on a CPU: Numba threads / cores; on a GPU: theoretical occupancy of "
              "the resident blocks per SM (limited through dynamic shared memory and the grid), "
              "achieved occupancy from Nsight Compute with --ncu."),
-        Image("occupancy.png", "achieved DRAM bandwidth against occupancy")]
+        Image("occupancy.png", "achieved DRAM bandwidth against occupancy",
+              svg=lambda: occupancy_svg(run))]
     for s in found:
         same = s.constant_counts()
         out += [Sub(s.title), Text(reached_text(s) + (
@@ -162,11 +163,30 @@ def occupancy_section(run: RunResult) -> Section | None:
 # -- the figure -----------------------------------------------------------------------------
 
 def plot_occupancy(run: RunResult, out_base: Path) -> list[Path]:
-    """occupancy.png/.svg: achieved DRAM bandwidth against occupancy, one line per scan, the
-    measured DRAM roof, each scan's plateau level ringed. [] when the run has no scan."""
+    """occupancy.png/.svg beside ``out_base``; [] when the run has no scan with a valid level."""
+    paths: list[Path] = []
+    for ext in ("png", "svg"):
+        data = _render(run, ext)
+        if data is None:
+            return []
+        path = out_base.with_suffix(f".{ext}")
+        atomic_write_bytes(path, data)
+        paths.append(path)
+    return paths
+
+
+def occupancy_svg(run: RunResult) -> str:
+    """The figure as SVG markup (report.html inlines it)."""
+    data = _render(run, "svg")
+    return data.decode() if data is not None else ""
+
+
+def _render(run: RunResult, fmt: str) -> bytes | None:
+    """Achieved DRAM bandwidth against occupancy, one line per scan, the measured DRAM roof,
+    each scan's plateau level ringed; None when the run has no scan with a valid level."""
     found = [s for s in scans(run) if s.valid]
     if not found:
-        return []
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
@@ -174,14 +194,15 @@ def plot_occupancy(run: RunResult, out_base: Path) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(8.5, 5.2), dpi=110)
     for s in found:
-        pts = [(x_of(c), bandwidth(c)) for c in s.valid if x_of(c) is not None]
+        pts = [(x, bandwidth(c)) for c in s.valid if (x := x_of(c)) is not None]
         if not pts:
             continue
         xs, ys = zip(*pts, strict=True)
         (ln,) = ax.plot(xs, ys, "o-", lw=1.5, ms=6, label=s.title)
         at = s.reached()
-        if at is not None and x_of(at) is not None:
-            ax.plot([x_of(at)], [bandwidth(at)], "o", ms=14, mfc="none", mec=ln.get_color(),
+        x_at = x_of(at) if at is not None else None
+        if at is not None and x_at is not None:
+            ax.plot([x_at], [bandwidth(at)], "o", ms=14, mfc="none", mec=ln.get_color(),
                     mew=1.5)
     roof = run.roofs.memory("dram") if run.roofs else None
     if roof is not None:
@@ -200,12 +221,7 @@ def plot_occupancy(run: RunResult, out_base: Path) -> list[Path]:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    paths = []
-    for ext in ("png", "svg"):
-        buf = io.BytesIO()
-        fig.savefig(buf, format=ext)
-        path = out_base.with_suffix(f".{ext}")
-        atomic_write_bytes(path, buf.getvalue())
-        paths.append(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt)
     plt.close(fig)
-    return paths
+    return buf.getvalue()

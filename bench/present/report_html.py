@@ -336,8 +336,11 @@ def block_html(b: Block) -> str:
         return "<ul>" + "".join(f"<li>{inline(x)}</li>" for x in b.items) + "</ul>"
     if isinstance(b, Sub):
         return f"<h3>{_e(b.title)}</h3>"
-    if isinstance(b, Image):  # the file beside the page, as report.md shows it
-        return f'<p><img src="{_e(b.path)}" alt="{_e(b.alt)}" style="max-width:100%"></p>'
+    if isinstance(b, Image):  # inlined: the page stays self-contained
+        if b.svg is None:
+            return f"<p>{_e(b.alt)}: <code>{_e(b.path)}</code> beside this page</p>"
+        markup = b.svg()
+        return f'<figure aria-label="{_e(b.alt)}">{markup[markup.find("<svg"):]}</figure>'
     rows = [{**row, **{k: v[i] for k, v in b.html_columns.items()}}
             for i, row in enumerate(b.rows)]
     return _table(rows, raw=b.html_columns, headers=b.headers)

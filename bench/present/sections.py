@@ -51,10 +51,12 @@ class Sub:
 
 @dataclass
 class Image:
-    """A figure written beside the report (its file name in the run folder)."""
+    """A figure written beside the report (its file name in the run folder); report.html
+    inlines ``svg()``, the same figure drawn as SVG markup, to stay one self-contained page."""
 
     path: str
     alt: str
+    svg: Callable[[], str] | None = None
 
 
 Block = Text | Lines | Items | Table | Sub | Image

@@ -79,7 +79,8 @@ def test_the_files_and_the_stated_plateau(scan_run):
     assert "## Occupancy scan" in md and stated in md and stated in printed
     assert "FLOPs and bytes are identical at every level." in md
     assert "![achieved DRAM bandwidth against occupancy](occupancy.png)" in md
-    assert 'src="occupancy.png"' in (folder / "report.html").read_text()
+    page = (folder / "report.html").read_text()  # the figure inlined: one page
+    assert '<figure aria-label="achieved DRAM bandwidth against occupancy"><svg' in page
     # Each level is its own point on the roofline (the key names its level).
     assert all(c.key.endswith(f"@{c.occupancy_level.tag}") for c in s.levels)
 
@@ -104,3 +105,15 @@ def test_bad_input_is_one_line_and_exit_2(args, says, capsys, tmp_path):
     err = capsys.readouterr().err
     assert rc == 2 and says in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_bad_names_are_refused_before_the_roofs_are_measured(monkeypatch, capsys, tmp_path):
+    import roofbench.bench.cli.occupancy as occ
+
+    def no_roofs(*a, **k):
+        raise AssertionError("roofs measured before the selection was checked")
+
+    monkeypatch.setattr(occ, "roofs_with_progress", no_roofs)
+    assert main(["occupancy", "--workload", "gemv", "--variant", "nope", "--backend", "cpu",
+                 "--out", str(tmp_path)]) == 2
+    assert "unknown variant" in capsys.readouterr().err
