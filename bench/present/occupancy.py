@@ -121,7 +121,9 @@ def scan_rows(s: Scan) -> list[dict[str, str]]:
              "achieved (ncu)": _pct(achieved(c)), "time": duration(c.median_s),
              "DRAM B/s": si(bandwidth(c) if c.median_s else None, "B/s"),
              "of best": _pct(bandwidth(c) / top) if top and c.median_s else "-",
-             "efficiency": _pct(c.efficiency), "status": c.status} for c in s.levels]
+             "efficiency": _pct(c.efficiency), "status": c.status + (
+                 " (noisy)" if c.timing and any(f.startswith("noisy") for f in c.timing.flags)
+                 else "")} for c in s.levels]
 
 
 def reached_text(s: Scan) -> str:
