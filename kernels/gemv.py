@@ -115,6 +115,7 @@ WORKLOAD = Workload(
             dtypes=("fp32", "fp64", "fp16"),
             plan=_plan("library"),
             impls={"cpu": {"library": _library}, "cuda": CUDA["library"]},
+            numba_threads=False,  # numpy's BLAS: a thread pool of its own
             unsupported={"numba_cuda": "the library GEMV runs on the cpu and cuda backends"},
         ),
     },

@@ -158,6 +158,9 @@ class Variant:
     # Storage dtypes whose arithmetic runs natively (packed half2/bfloat162); any other
     # fp16/bf16/fp8 storage is computed in fp32 and held against the fp32 roof.
     native_math: tuple[str, ...] = ("fp64", "fp32")
+    # Its CPU launches run on Numba's threads, so an occupancy scan can set their count; False
+    # for a library call with a thread pool of its own (numpy's BLAS).
+    numba_threads: bool = True
     # A plain-language check a backend may apply before allocating, returning a reason to refuse.
     refuse: Callable[[Size, str, str], str | None] = lambda size, dtype, backend: None
 

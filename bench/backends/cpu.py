@@ -16,7 +16,6 @@ from typing import Any
 import numba
 import numpy as np
 from numba import njit, prange
-from numba.core.dispatcher import Dispatcher
 from roofbench.kernels.spec import Case, np_dtype
 from roofbench.roofs.probes.cpu_noise import (
     NoiseProbe,
@@ -171,13 +170,11 @@ class CpuBackend(Backend):
 
     def occupancy_levels(self, case: Case) -> list[OccupancyLevel]:
         """Numba threads 1 .. the cores Numba runs on; only Numba kernels obey the count (a
-        library call, numpy's BLAS, keeps a thread pool of its own)."""
-        table = case.variant.impls.get("cpu") or {}
-        for la in case.launches():
-            if not isinstance(table.get(la.kernel), Dispatcher):
-                raise CaseUnsupported(
-                    f"{case.key}: launch {la.kernel} is not a Numba kernel (a library call "
-                    "keeps its own thread pool), so its threads cannot be limited")
+        library call, numpy's BLAS, keeps a thread pool of its own: Variant.numba_threads)."""
+        if not case.variant.numba_threads:
+            raise CaseUnsupported(
+                f"{case.key}: its launches are a library call with a thread pool of its own "
+                "(not Numba's), so their threads cannot be limited")
         cores = int(vars(numba.config)["NUMBA_NUM_THREADS"])  # the pool numba started with
         return [OccupancyLevel("threads", t, cores) for t in range(1, cores + 1)]
 

@@ -59,7 +59,7 @@ def test_a_library_variant_is_not_scanned_and_says_why(scan_run):
     _, folder, _ = scan_run
     d = json.loads((folder / "results.json").read_text())
     (lib,) = [c for c in d["cases"] if c["variant"] == "library"]
-    assert lib["status"] == "unsupported" and "own thread pool" in lib["error"]
+    assert lib["status"] == "unsupported" and "thread pool of its own" in lib["error"]
     assert "occupancy_level" not in lib
 
 

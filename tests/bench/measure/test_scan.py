@@ -31,7 +31,7 @@ def test_every_level_keeps_the_case_counts_and_the_unscannable_say_why():
     assert {(c.flops, tuple(c.bytes().items())) for c in cases} == {
         (gemv("rows").flops, tuple(gemv("rows").bytes().items()))}
     (lib,) = skipped
-    assert lib.status == "unsupported" and "own thread pool" in lib.error
+    assert lib.status == "unsupported" and "thread pool of its own" in lib.error
     assert lib.occupancy_level is None
 
 
@@ -68,5 +68,25 @@ def test_the_thread_count_holds_for_the_case_and_is_restored_after(monkeypatch):
 
 
 def test_a_case_whose_kernel_is_not_numba_cannot_be_scanned():
-    with pytest.raises(CaseUnsupported, match="not a Numba kernel"):
+    with pytest.raises(CaseUnsupported, match="thread pool of its own"):
         CpuBackend().occupancy_levels(gemv("library"))
+
+
+# The CPU variants that call numpy's BLAS (a thread pool of its own); every other CPU kernel
+# runs on Numba's threads.
+BLAS = {("gemm", "library"), ("gemv", "library"), ("attention", "library"),
+        ("attention_causal", "library")}
+
+
+def test_every_numba_cpu_variant_can_be_scanned_and_only_the_blas_ones_cannot():
+    be = CpuBackend()
+    for w in registry.workloads().values():
+        for v in w.variants.values():
+            if "cpu" not in v.impls:
+                continue
+            case = Case(w, v, "fp64", w.quick_size)
+            if (w.name, v.name) in BLAS:
+                with pytest.raises(CaseUnsupported):
+                    be.occupancy_levels(case)
+            else:
+                assert len(be.occupancy_levels(case)) == numba.config.NUMBA_NUM_THREADS
