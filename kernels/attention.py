@@ -230,7 +230,8 @@ def workload(causal: bool = False) -> Workload:
             dtypes=dtypes,
             plan=_one_launch_plan("library", causal, "the library's own kernels"),
             impls={"cpu": {"library": ac.cpu_library(causal)}, "cuda": cuda["library"]},
-            cores_on=_cores, unsupported=no_twin),
+            cores_on=_cores, unsupported=no_twin,
+            numba_threads=False),  # numpy's BLAS: a thread pool of its own
     }
     name = "attention_causal" if causal else "attention"
     return Workload(

@@ -102,6 +102,8 @@ class CudaKernel(PerDtype):
     # Run its cases in a process of their own (bench/measure/isolation.py): a kernel that can
     # hang or fault stickily costs one case, never the run.
     isolated: bool = False
+    # Correct at any grid (a grid-stride loop): an occupancy scan may launch fewer blocks.
+    grid_stride: bool = False
 
     def resolve(self, cc: tuple[int, int]) -> CudaKernel:
         return self
@@ -289,7 +291,7 @@ def elementwise(source: str, prefix: str, elems: Callable[[Size], int] = n_elems
     """A grid-stride kernel over ``elems(size)`` items, THREADS per block (vector: one 16-byte
     pack per item)."""
     return CudaKernel(source, prefix, grid=grid_stride(elems, vector), block=block1d(),
-                      note=note)
+                      note=note, grid_stride=True)
 
 
 @dataclass(frozen=True)

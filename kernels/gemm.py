@@ -307,7 +307,8 @@ def _variant(name: str, description: str, fn, arrow_from: str | None = None) -> 
         impls["numba_cuda"] = NUMBA_CUDA[name]
     return Variant(name=name, description=description, dtypes=("fp32", "fp64", *gpu_dtypes),
                    plan=_plan(name), impls=impls, arrow_from=arrow_from,
-                   cores_on=_library_cores if name == "library" else None)
+                   cores_on=_library_cores if name == "library" else None,
+                   numba_threads=name != "library")  # numpy's BLAS: a pool of its own
 
 
 def _library_cores(kind: str, dtype: str) -> str:

@@ -86,7 +86,7 @@ def _grid(ctx: cu.LaunchCtx) -> cu.Dim3:
 
 CUDA = {
     "rows": {"rows": cu.CudaKernel("gemv.cu", "gemv_warp", grid=_grid,
-                                   block=cu.block1d(GPU_THREADS),
+                                   block=cu.block1d(GPU_THREADS), grid_stride=True,
                                    note="a warp per row, 16-byte packs, shuffle reduction")},
     "library": {"library": cu.CudaLibrary("matmul", note="cuBLAS GEMV through cupy.matmul")},
 }
@@ -115,6 +115,7 @@ WORKLOAD = Workload(
             dtypes=("fp32", "fp64", "fp16"),
             plan=_plan("library"),
             impls={"cpu": {"library": _library}, "cuda": CUDA["library"]},
+            numba_threads=False,  # numpy's BLAS: a thread pool of its own
             unsupported={"numba_cuda": "the library GEMV runs on the cpu and cuda backends"},
         ),
     },

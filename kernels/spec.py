@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofbench.records import OccupancyLevel
+
 if TYPE_CHECKING:
     from .arrays import Arrays
 
@@ -157,6 +159,9 @@ class Variant:
     # Storage dtypes whose arithmetic runs natively (packed half2/bfloat162); any other
     # fp16/bf16/fp8 storage is computed in fp32 and held against the fp32 roof.
     native_math: tuple[str, ...] = ("fp64", "fp32")
+    # Its CPU launches run on Numba's threads, so an occupancy scan can set their count; False
+    # for a library call with a thread pool of its own (numpy's BLAS).
+    numba_threads: bool = True
     # A plain-language check a backend may apply before allocating, returning a reason to refuse.
     refuse: Callable[[Size, str, str], str | None] = lambda size, dtype, backend: None
 
@@ -251,17 +256,21 @@ class Workload:
 
 @dataclass(frozen=True)
 class Case:
-    """One concrete thing to measure: workload x variant x dtype x size."""
+    """One concrete thing to measure: workload x variant x dtype x size, and, in an occupancy
+    scan, the level it runs at (how a backend applies it is the backend's; the FLOPs and bytes
+    do not depend on it)."""
 
     workload: Workload
     variant: Variant
     dtype: str
     size: Size
+    occupancy: OccupancyLevel | None = None
 
     @property
     def key(self) -> str:
         return (f"{self.workload.name}/{self.variant.name}/{self.dtype}/"
-                f"{'x'.join(map(str, self.size))}")
+                f"{'x'.join(map(str, self.size))}"
+                + (f"@{self.occupancy.tag}" if self.occupancy else ""))
 
     def buffers(self) -> dict[str, Buf]:
         b = dict(self.workload.inputs(self.size, self.dtype))

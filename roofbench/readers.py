@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import legacy
+from .calibrated import CALIBRATED_SCHEMA, CalibratedRoofs
 from .records import (
-    CALIBRATED_SCHEMA,
     RESULTS_SCHEMA,
     RESULTS_SCHEMA_VERSION,
     ROOFSET_SCHEMA_VERSION,
     BufferFacts,
-    CalibratedRoofs,
     CaseResult,
     DatasheetMatch,
     LaunchCounters,
@@ -39,6 +38,7 @@ from .records import (
     LaunchResult,
     NcuSettings,
     Occupancy,
+    OccupancyLevel,
     ProbeFailure,
     Roof,
     RoofSet,
@@ -165,6 +165,9 @@ def read_case(d: dict[str, Any]) -> CaseResult:
     d["timing"] = read_timing(d["timing"]) if d.get("timing") else None
     d["buffers"] = {n: BufferFacts(**b) for n, b in (d.get("buffers") or {}).items()}
     d["ncu"] = read_ncu(d["ncu"]) if d.get("ncu") else None
+    lv = d.get("occupancy_level")
+    d["occupancy_level"] = OccupancyLevel(
+        **{k: lv[k] for k in OccupancyLevel.__dataclass_fields__}) if lv else None
     if "cores" not in d and "unit" in d:  # its name before version 3
         d["cores"] = d.pop("unit")
     known = set(CaseResult.__dataclass_fields__)

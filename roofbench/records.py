@@ -6,8 +6,8 @@ convention. The files and their versions:
 
 - ``roofbench.results`` (results.json), version 3 (``RESULTS_SCHEMA_VERSION``);
 - a roof set (``RoofSet.to_dict``), version 2 (``ROOFSET_SCHEMA_VERSION``);
-- ``roofbench.calibrated-roofs/1`` (``CalibratedRoofs``): a GPU's calibration cache, a roof set
-  plus a creation time and a measured-vs-datasheet table.
+- ``roofbench.calibrated-roofs/1`` (``CalibratedRoofs``, in calibrated.py): a GPU's
+  calibration cache, a roof set plus a creation time and a measured-vs-datasheet table.
 
 Part of the shared root: it imports nothing from kernels/, roofs/ or bench/.
 """
@@ -136,34 +136,6 @@ class RoofSet:
                 "failed_probes": [asdict(f) for f in self.failed_probes],
                 "notes": list(self.notes), "elapsed_s": self.elapsed_s,
                 "info": self.info, "roofs": [r.to_dict() for r in self.roofs]}
-
-
-CALIBRATED_SCHEMA = "roofbench.calibrated-roofs/1"
-# `roofbench fleet`: every rank's roof set and the link roofs, in one report file
-FLEET_SCHEMA = "roofbench.fleet/1"
-
-
-@dataclass
-class CalibratedRoofs:
-    """A GPU's calibration cache (roofs/<slug>.json): the roof set plus when it was measured
-    and the measured-vs-datasheet ``table`` (kept for a reader of the file; never read back).
-
-    Written as a roof set dict with three more keys, so any roof-set reader takes it. Files
-    written before the roof set carried a ``schema_version`` hold only ``device``/``info``/
-    ``roofs`` (a version 1 roof set) and read as such.
-    """
-
-    roofs: RoofSet
-    created_utc: str | None = None
-    slug: str = ""
-    table: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = self.roofs.to_dict()
-        return {"schema": CALIBRATED_SCHEMA, "created_utc": self.created_utc,
-                "device": d["device"], "slug": self.slug, "table": self.table,
-                **{k: d[k] for k in ("schema_version", "datasheet", "failed_probes", "notes",
-                                     "elapsed_s", "info", "roofs")}}
 
 
 # ---------------------------------------------------------------------------- launches
@@ -297,6 +269,36 @@ class NcuSettings:
 # ---------------------------------------------------------------------------- cases, runs
 
 
+@dataclass(frozen=True)
+class OccupancyLevel:
+    """Where a case of an occupancy scan (`roofbench occupancy`) sits on the occupancy axis:
+    the same case at every level, only how much of the device runs it changes.
+
+    ``axis`` "threads": the CPU's Numba threads (``value`` of ``of`` cores); "blocks_per_sm":
+    a GPU's resident blocks per SM, limited through dynamic shared memory (and, for a
+    grid-stride kernel, the grid), ``value`` of the ``of`` the kernel reaches unlimited. The
+    theoretical occupancy each launch then gets is in its facts, the achieved one in its ncu
+    counters."""
+
+    axis: Literal["threads", "blocks_per_sm"]
+    value: int
+    of: int
+
+    @property
+    def fraction(self) -> float:
+        """The level as a fraction of the device (threads / cores, blocks / most blocks)."""
+        return self.value / self.of
+
+    @property
+    def tag(self) -> str:
+        """The level in a case key: ``2threads``, ``3blocks-per-SM``."""
+        return f"{self.value}threads" if self.axis == "threads" else f"{self.value}blocks-per-SM"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+
 @dataclass
 class CaseResult:
     """One (workload, variant, dtype, size) on one backend: counted, validated, timed, placed."""
@@ -341,10 +343,13 @@ class CaseResult:
     # (inputs, prepare, validate), the timed samples' sum (time, time_launches; warm-ups not
     # counted). Absent for phases that ran on the host only.
     device_phases: dict[str, float] = field(default_factory=dict)
+    # Its level of an occupancy scan; None for every case of a plain run.
+    occupancy_level: OccupancyLevel | None = None
 
     @property
     def key(self) -> str:
-        return f"{self.workload}/{self.variant}/{self.dtype}/{'x'.join(map(str, self.size))}"
+        base = f"{self.workload}/{self.variant}/{self.dtype}/{'x'.join(map(str, self.size))}"
+        return base + (f"@{self.occupancy_level.tag}" if self.occupancy_level else "")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(replace(self, timing=None, launches=[]))
@@ -352,6 +357,8 @@ class CaseResult:
         d["launches"] = [la.to_dict() for la in self.launches]
         if not d["device_phases"]:  # optional: a host-only case writes none
             del d["device_phases"]
+        if d["occupancy_level"] is None:  # optional: only an occupancy scan's cases have one
+            del d["occupancy_level"]
         return d
 
     def io_bytes(self) -> int | None:

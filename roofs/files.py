@@ -1,6 +1,6 @@
 """Roofs files: the one loader of every roofs file roofbench writes, and the calibration cache.
 
-The calibration cache ``roofs/<device-slug>.json`` (``CalibratedRoofs`` in roofbench/records.py)
+The calibration cache ``roofs/<device-slug>.json`` (``CalibratedRoofs`` in roofbench/calibrated.py)
 is a RoofSet dict (any RoofSet reader can use it) plus a ``schema`` tag, a creation time and a
 ``table`` of measured vs datasheet figures. It is written atomically (temp file + os.replace):
 an interrupted calibration never leaves a half-written file. ``load_roofs`` reads it, a bare
@@ -15,15 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from roofbench.calibrated import CALIBRATED_SCHEMA, FLEET_SCHEMA, CalibratedRoofs
 from roofbench.errors_text import first_line
 from roofbench.fileio import atomic_write_text
 from roofbench.paths import home
 from roofbench.readers import SchemaError, read_calibrated, read_roof, read_roofset
 from roofbench.records import (
-    CALIBRATED_SCHEMA,
-    FLEET_SCHEMA,
     RESULTS_SCHEMA,
-    CalibratedRoofs,
     RoofSet,
 )
 from roofbench.roofline import device_slug, side_by_side

@@ -23,7 +23,7 @@ from roofbench.kernels.arrays import Arrays
 from roofbench.kernels.spec import Case
 
 from roofbench.errors_text import first_line
-from roofbench.records import LaunchFacts, RoofSet
+from roofbench.records import LaunchFacts, OccupancyLevel, RoofSet
 from roofbench.timing import TimerConfig, Timing
 
 from ...plugins import PluginError, plugin_attr
@@ -152,6 +152,12 @@ class Backend(ABC):
 
     def dtypes(self) -> tuple[str, ...]:
         return ("fp64", "fp32", "fp16", "bf16", "fp8")
+
+    def occupancy_levels(self, case: Case) -> list[OccupancyLevel]:
+        """The levels of an occupancy scan of ``case`` on this backend, lowest first (each run
+        as ``dataclasses.replace(case, occupancy=level)``); CaseUnsupported with the reason
+        where it cannot limit what runs the case."""
+        raise CaseUnsupported(f"the {self.name} backend cannot limit its occupancy")
 
     def has_kernel(self, case: Case) -> bool:
         """Whether this backend's implementation of the case's variant exists in its dtype. A

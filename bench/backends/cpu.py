@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 from numba import njit, prange
 from roofbench.kernels.spec import Case, np_dtype
@@ -25,10 +26,10 @@ from roofbench.roofs.probes.cpu_noise import (
 from roofbench.roofs.probes.host_memory import available_memory_bytes, case_memory_budget
 
 from roofbench.cpu_cache import last_level_cache_bytes
-from roofbench.records import DatasheetMatch, RoofSet
+from roofbench.records import DatasheetMatch, OccupancyLevel, RoofSet
 from roofbench.timing import TimerConfig, Timing, host_timer
 
-from .base import Backend, LaunchListPrepared
+from .base import Backend, CaseUnsupported, LaunchListPrepared
 
 GiB = 1 << 30
 
@@ -89,6 +90,13 @@ class CpuPrepared(LaunchListPrepared):
             fn = table[launch.kernel]
             args = tuple(self.arrays[a] if isinstance(a, str) else a for a in launch.args)
             self._calls.append(lambda fn=fn, args=args: fn(*args))
+        # An occupancy level is Numba's thread count from here to close(): poisoning,
+        # validation and timing run with it (set_num_threads holds for this thread). Set
+        # last, so that a failed allocation leaves the count as it was.
+        self._threads_before: int | None = None
+        if case.occupancy is not None:
+            self._threads_before = numba.get_num_threads()
+            numba.set_num_threads(case.occupancy.value)
 
     def poison(self) -> None:
         for name, buf in self.case.buffers().items():
@@ -101,6 +109,7 @@ class CpuPrepared(LaunchListPrepared):
         spans = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in self.arrays.values()
                  if a.nbytes]
         out["huge_page_fraction"] = huge_page_fraction(spans)
+        out["numba_threads"] = numba.get_num_threads()  # in effect while it was timed
         noise = self.backend.last_noise if self.backend is not None else None
         if noise is not None:
             out.update(timing_environment=noise.to_dict(), noise_cause=noise_cause(noise))
@@ -114,6 +123,9 @@ class CpuPrepared(LaunchListPrepared):
 
     def close(self) -> None:
         self.arrays.clear()
+        if self._threads_before is not None:
+            numba.set_num_threads(self._threads_before)
+            self._threads_before = None
 
 
 class CpuBackend(Backend):
@@ -155,6 +167,16 @@ class CpuBackend(Backend):
 
     def dtypes(self) -> tuple[str, ...]:
         return ("fp64", "fp32")  # numba has no CPU fp16/bf16/fp8 arithmetic
+
+    def occupancy_levels(self, case: Case) -> list[OccupancyLevel]:
+        """Numba threads 1 .. the cores Numba runs on; only Numba kernels obey the count (a
+        library call, numpy's BLAS, keeps a thread pool of its own: Variant.numba_threads)."""
+        if not case.variant.numba_threads:
+            raise CaseUnsupported(
+                f"{case.key}: its launches are a library call with a thread pool of its own "
+                "(not Numba's), so their threads cannot be limited")
+        cores = int(vars(numba.config)["NUMBA_NUM_THREADS"])  # the pool numba started with
+        return [OccupancyLevel("threads", t, cores) for t in range(1, cores + 1)]
 
     def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> LaunchListPrepared:
         self.last_noise = None  # a case that never gets timed must not carry the last one's

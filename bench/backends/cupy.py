@@ -33,6 +33,7 @@ from .base import BackendUnavailable, CaseUnsupported, Hooks, Prepared
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (
     ALL_LAUNCHERS,
+    DEFAULT_DYNAMIC_SMEM,
     POISON,
     STORAGE,
     CudaCBackend,
@@ -130,6 +131,8 @@ class CupyPrepared(CudaCPrepared):
         if pl.impl.launcher == "driver":
             return self._tma(pl)
         fn = self.backend.function(pl.impl.source, pl.function)
+        if pl.smem > DEFAULT_DYNAMIC_SMEM:  # an occupancy level's: opted in once per function
+            fn.max_dynamic_shared_size_bytes = max(pl.smem, fn.max_dynamic_shared_size_bytes)
         self.facts.append(function_facts(pl, fn, self.backend.props.cc))
         return lambda: fn(pl.grid, pl.block, args, shared_mem=pl.smem)
 
@@ -239,7 +242,7 @@ class CupyBackend(CudaCBackend):
             why = tma_unavailable()
             if why:
                 raise CaseUnsupported(why)
-        return plans
+        return self.limit_residency(case, plans)
 
     # -- compilation ------------------------------------------------------------------
     def module(self, source: str) -> Any:

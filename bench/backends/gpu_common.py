@@ -5,9 +5,10 @@ case that holds a case's device buffers and launches."""
 from __future__ import annotations
 
 import contextlib
+import math
 from abc import abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,10 +25,13 @@ from roofbench.kernels.cuda_impl import (
 from roofbench.kernels.spec import Buf, Case, np_dtype
 from roofbench.kernels.wgmma_gemm import TmaKernel
 
-from roofbench.records import LaunchFacts
+from roofbench.records import LaunchFacts, OccupancyLevel
 
 from .base import Backend, CaseUnsupported, LaunchListPrepared
-from .occupancy import occupancy
+from .occupancy import occupancy, smem_for_blocks
+
+# Dynamic shared memory a launch gets without opting in (cudaFuncSetAttribute).
+DEFAULT_DYNAMIC_SMEM = 48 * 1024
 
 # Device storage: CuPy/PyCUDA have no bf16/fp8 arrays, so those live as raw 16/8-bit words
 # (the kernels reinterpret them); the bits are ml_dtypes' on the host.
@@ -211,7 +215,62 @@ class CudaCBackend(Backend):
         return self.module(source).get_function(name)
 
     def plan(self, case: Case) -> list[PlannedLaunch]:
-        return plan_launches(case, self.props)
+        return self.limit_residency(case, plan_launches(case, self.props))
+
+    # -- occupancy scans --------------------------------------------------------------------
+    def _blocks_per_sm(self, pl: PlannedLaunch) -> tuple[int, int]:
+        """(blocks of ``pl`` an SM holds as planned, its static shared memory), from the
+        compiled function's registers and shared memory."""
+        if not isinstance(pl.impl, CudaKernel) or pl.function is None:
+            raise CaseUnsupported(f"{pl.kernel}: not a CUDA C kernel of its own")
+        fn = self.function(pl.impl.source, pl.function)
+        threads = math.prod(pl.block or (1,))
+        occ = occupancy(threads, fn.num_regs, fn.shared_size_bytes + pl.smem, self.props.cc)
+        return occ.blocks_per_sm, fn.shared_size_bytes
+
+    def occupancy_levels(self, case: Case) -> list[OccupancyLevel]:
+        """Resident blocks per SM 1 .. the most any of its kernels reaches as planned (those
+        that shared memory can set exactly); a vendor-library or tensor-map launch sizes its
+        own resources, so it cannot be scanned."""
+        plans = plan_launches(case, self.props, launchers=(*RUNTIME_LAUNCHERS, "driver"))
+        fixed = [pl.kernel for pl in plans if pl.impl.launcher != "runtime"]
+        if fixed:
+            raise CaseUnsupported(f"{case.key}: launch {', '.join(fixed)} is a library or "
+                                  "tensor-map call that sizes its own resources, so its "
+                                  "occupancy cannot be limited")
+        held = [self._blocks_per_sm(pl) for pl in plans]
+        top = max(h for h, _ in held)
+        optin = self.props.smem_per_block_optin
+        # The counts shared memory can set exactly for every kernel that would hold more.
+        return [OccupancyLevel("blocks_per_sm", b, top) for b in range(1, top + 1)
+                if all(b >= h or smem_for_blocks(b, st, self.props.cc, optin) is not None
+                       for h, st in held)]
+
+    def limit_residency(self, case: Case, plans: list[PlannedLaunch]) -> list[PlannedLaunch]:
+        """``plans`` at the case's occupancy level: each kernel that would hold more blocks
+        per SM gets the dynamic shared memory that lets exactly that many reside, and a
+        grid-stride kernel a grid of at most that many blocks per SM (one wave)."""
+        if case.occupancy is None:
+            return plans
+        want = case.occupancy.value
+        out = []
+        for pl in plans:
+            if pl.impl.launcher != "runtime":
+                out.append(pl)
+                continue
+            held, static = self._blocks_per_sm(pl)
+            if want >= held:
+                out.append(pl)
+                continue
+            dyn = smem_for_blocks(want, static, self.props.cc, self.props.smem_per_block_optin)
+            if dyn is None:
+                raise CaseUnsupported(f"{pl.function}: {want} block(s) per SM needs more "
+                                      "shared memory per block than the device allows")
+            grid = pl.grid
+            if getattr(pl.impl, "grid_stride", False) and grid and grid[1] == grid[2] == 1:
+                grid = (min(grid[0], want * self.props.sm_count), 1, 1)
+            out.append(replace(pl, smem=max(dyn, pl.smem), grid=grid))
+        return out
 
     def has_kernel(self, case: Case) -> bool:
         table = case.variant.impls.get(self.family) or {}

@@ -81,3 +81,20 @@ def occupancy(threads_per_block: int, registers_per_thread: int, smem_per_block:
     active = blocks * warps
     return Occupancy(threads_per_block, regs, int(smem_per_block), blocks, active,
                      lim.max_warps_per_sm, active / lim.max_warps_per_sm, limiter)
+
+
+def smem_for_blocks(blocks: int, static_smem: int, cc: tuple[int, int],
+                    optin: int | None = None, limits: ArchLimits | None = None) -> int | None:
+    """The most dynamic shared memory per block with which shared memory alone lets exactly
+    ``blocks`` blocks reside on an SM (how an occupancy scan limits residency); None when no
+    allocation does (the allocation unit skips that count), or it is more than a block may
+    opt in to (``optin`` bytes), or ``static_smem`` leaves no room."""
+    lim = limits or limits_for(cc)
+    if blocks <= 0:
+        raise ValueError("blocks must be positive")
+    total = (lim.smem_per_sm // blocks) // lim.smem_alloc_unit * lim.smem_alloc_unit
+    dyn = total - lim.smem_reserved_per_block - int(static_smem)
+    if total <= 0 or lim.smem_per_sm // total != blocks or dyn < 0 or (
+            optin is not None and static_smem + dyn > optin):
+        return None
+    return dyn

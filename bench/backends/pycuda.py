@@ -35,6 +35,7 @@ from .base import (
 )
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (
+    DEFAULT_DYNAMIC_SMEM,
     POISON,
     STORAGE,
     CudaCBackend,
@@ -98,6 +99,9 @@ class PycudaPrepared(CudaCPrepared):
 
     def _call(self, pl: PlannedLaunch) -> Callable[[], None]:
         fn = self.backend.function(pl.impl.source, pl.function)
+        if pl.smem > DEFAULT_DYNAMIC_SMEM:  # an occupancy level's: opt in to that much
+            fn.set_attribute(self.backend.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                             pl.smem)
         args = tuple(self.arrays[a].gpudata if isinstance(a, str) else a for a in pl.args)
         stream = self.backend.stream
         self.facts.append(function_facts(pl, fn, self.backend.props.cc))
@@ -174,7 +178,7 @@ class PycudaBackend(CudaCBackend):
         if any(pl.impl.launcher == "library" for pl in plans):
             raise CaseUnsupported("PyCUDA has no cuBLAS binding: the library baseline runs on "
                                   "--backend cuda")
-        return plans
+        return self.limit_residency(case, plans)
 
     def prepare(self, case: Case, inputs: dict[str, np.ndarray]) -> LaunchListPrepared:
         return PycudaPrepared(self, case, inputs)

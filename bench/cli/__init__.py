@@ -18,6 +18,7 @@ from ...boundary import guarded
 COMMANDS = [
     "roofbench.bench.cli.listing",
     "roofbench.bench.cli.run",
+    "roofbench.bench.cli.occupancy",
     "roofbench.bench.cli.plot",
     "roofbench.bench.cli.report",
     "roofbench.bench.cli.compare",

@@ -1,4 +1,4 @@
-"""`roofbench plot`: redraw the roofline of a stored run."""
+"""`roofbench plot`: redraw the roofline of a stored run (and an occupancy scan's figure)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from .argtypes import stored_run_parser
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    from ..present.occupancy import plot_occupancy
     from ..present.plot import plot_run
 
     run, base = load_for_output(args.run, args.out, "roofline", suffixes=(".png", ".svg"))
-    for p in plot_run(run, base.with_suffix(""), all_roofs=args.all_roofs):
+    base = base.with_suffix("")
+    for p in plot_run(run, base, all_roofs=args.all_roofs) + plot_occupancy(
+            run, base.with_name(base.name.replace("roofline", "occupancy"))):
         print(p)
     return 0
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from roofbench.records import FLEET_SCHEMA
+from roofbench.calibrated import FLEET_SCHEMA
 
 SCHEMA = FLEET_SCHEMA
 

@@ -17,6 +17,7 @@ import sys
 import numpy as np
 
 from roofbench.errors_text import first_line
+from roofbench.records import OccupancyLevel
 from roofbench.timing import TimerConfig
 
 from ..errors import UserError
@@ -44,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         req = json.loads(line)
         w = ws[req["workload"]]
-        case = Case(w, w.variants[req["variant"]], req["dtype"], tuple(req["size"]))
+        level = req.get("occupancy")  # an occupancy scan's level, run as in the parent
+        case = Case(w, w.variants[req["variant"]], req["dtype"], tuple(req["size"]),
+                    occupancy=OccupancyLevel(**level) if level else None)
         cfg = TimerConfig(**req["cfg"])
         launch_cfg = TimerConfig(**req["launch_cfg"]) if req.get("launch_cfg") else None
         try:

@@ -126,7 +126,8 @@ class IsolatedCases:
         request = {"workload": case.workload.name, "variant": case.variant.name,
                    "dtype": case.dtype, "size": list(case.size), "seed": seed,
                    "cfg": asdict(cfg), "launch_cfg": asdict(launch_cfg) if launch_cfg else None,
-                   "per_launch": per_launch}
+                   "per_launch": per_launch,
+                   "occupancy": asdict(case.occupancy) if case.occupancy else None}
         t0 = time.perf_counter()
         proc = self._start()
         try:

@@ -207,6 +207,9 @@ def case_command(c: CaseResult, seed: int | None) -> list[str]:
            "--size", "x".join(map(str, c.size))]
     if seed is not None:
         cmd += ["--seed", str(seed)]
+    if c.occupancy_level is not None:  # an occupancy scan's level, profiled as it was timed
+        lv = c.occupancy_level
+        cmd += ["--occupancy-level", f"{lv.axis}:{lv.value}:{lv.of}"]
     if _backend_says(c.backend, "range"):
         cmd.append("--profiler-range")
     return cmd

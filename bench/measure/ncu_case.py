@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from dataclasses import replace
+from typing import Any, Literal
 
 import numpy as np
 
 from roofbench.errors_text import first_line
+from roofbench.records import OccupancyLevel
 
 from ..errors import UserError
 
@@ -39,6 +41,18 @@ def case_json(case: Any, functions: list[str | None], kind: str = "gpu") -> str:
                                    "cores": case.cores(kind), "launches": launches})
 
 
+def parse_level(text: str) -> OccupancyLevel:
+    """``blocks_per_sm:3:8`` -> the level (UserError when malformed)."""
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] not in ("threads", "blocks_per_sm") or not all(
+            p.isdigit() and int(p) > 0 for p in parts[1:]):
+        raise UserError(f"malformed occupancy level {text!r}: use threads:N:CORES or "
+                        "blocks_per_sm:N:MOST")
+    axis: Literal["threads", "blocks_per_sm"] = \
+        "threads" if parts[0] == "threads" else "blocks_per_sm"
+    return OccupancyLevel(axis, int(parts[1]), int(parts[2]))
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m roofbench.bench.measure.ncu_case",
                                 description="run one case's launches once (for ncu)")
@@ -48,6 +62,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dtype", required=True)
     p.add_argument("--size", required=True)
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--occupancy-level", metavar="AXIS:VALUE:OF",
+                   help="run the case at this level of an occupancy scan")
     p.add_argument("--profiler-range", action="store_true",
                    help="bracket the launches with cudaProfilerStart/Stop")
     return p.parse_args(argv)
@@ -60,6 +76,8 @@ def run(args: argparse.Namespace) -> None:
     be = backends.open_for_user(args.backend)
     try:
         case = select_one(be, args.workload, args.variant, args.dtype, args.size)
+        if args.occupancy_level:
+            case = replace(case, occupancy=parse_level(args.occupancy_level))
         hooks = be.profiler_hooks() if args.profiler_range else None
         if args.profiler_range and hooks is None:
             raise UserError(f"--profiler-range: backend {be.name!r} has no profiler "

@@ -44,7 +44,8 @@ def _record(case: Case, backend: Backend, facts: list[LaunchFacts] | None = None
                   for la, f in zip(launches, facts, strict=True)],
         tolerance=case.workload.tolerance.get(case.dtype), marker=case.workload.marker,
         flop_convention=case.workload.flop_convention, arrow_from=case.variant.arrow_from,
-        buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()}, **kw)
+        buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()},
+        occupancy_level=case.occupancy, **kw)
 
 
 def validate(case: Case, outputs: dict[str, Array], reference: dict[str, Array],
@@ -105,7 +106,7 @@ class InputCache:
 
     def get(self, case: Case, rng: np.random.Generator
             ) -> tuple[dict[str, Array], dict[str, Array]]:
-        key = (case.workload.name, case.dtype, case.size)
+        key = (case.workload.name, case.dtype, case.size)  # every occupancy level shares them
         if self.enabled and key == self._key and self._value is not None:
             return self._value
         self._key, self._value = None, None  # free the previous arrays first

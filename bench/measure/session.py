@@ -52,13 +52,15 @@ class RunOptions:
     cold: bool = False
     seed: int | None = None
     ncu: bool = False
+    occupancy: bool = False  # every case once per occupancy level (`roofbench occupancy`)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
         return cls(workloads=tuple(args.workload) if args.workload else None,
                    variant=args.variant, dtypes=tuple(args.dtype) if args.dtype else None,
                    size=args.size, quick=args.quick, cold=args.cold, seed=args.seed,
-                   ncu=bool(getattr(args, "ncu", False)))
+                   ncu=bool(getattr(args, "ncu", False)),
+                   occupancy=bool(getattr(args, "occupancy", False)))
 
 
 class Progress(Protocol):
@@ -253,6 +255,11 @@ class Session:
         self.cases, self.skipped = select_cases(be, workloads=opts.workloads,
                                                 variant=opts.variant, dtypes=opts.dtypes,
                                                 size=size, quick=opts.quick)
+        if opts.occupancy:  # every case once per occupancy level (`roofbench occupancy`)
+            from .scan import occupancy_cases
+
+            self.cases, unscanned = occupancy_cases(self.cases, be)
+            self.skipped += unscanned
         self.cfg, self.launch_cfg = timer_configs(opts, be.kind)
         check_writable(out_root)  # fail before measuring, not after
         self.out = make_run_dir(out_root, be.device_name())

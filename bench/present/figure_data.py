@@ -56,7 +56,8 @@ def valid_points(cases: list[CaseResult], level: str = "dram",
                 c.flop_per_s, c.ai.get(level), c.median_s)):
             continue  # a NaN or negative time is never a point, nor in the key
         hw_ai = hw_dram_ai(c)
-        pts.append(Point(label=f"{c.workload}/{c.variant} {c.dtype}", ai=c.ai[level],
+        at = f" {c.occupancy_level.tag}" if c.occupancy_level else ""  # an occupancy scan's
+        pts.append(Point(label=f"{c.workload}/{c.variant} {c.dtype}{at}", ai=c.ai[level],
                          flops=c.flop_per_s, precision=c.precision, workload=c.workload,
                          key=f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
                          efficiency=c.efficiency, level=_level_of(roofs, c),

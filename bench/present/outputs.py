@@ -22,7 +22,10 @@ def write_report(run: RunResult, path: Path) -> list[Path]:
 
 
 def write_outputs(run: RunResult, folder: Path) -> list[Path]:
-    """Everything rebuilt from a run into its folder: roofline.png/.svg, report.md/.html."""
+    """Everything rebuilt from a run into its folder: roofline.png/.svg, occupancy.png/.svg
+    (an occupancy scan's), report.md/.html (last, in that order)."""
+    from .occupancy import plot_occupancy
     from .plot import plot_run
 
-    return plot_run(run, folder / "roofline") + write_report(run, folder / "report.md")
+    figures = plot_run(run, folder / "roofline") + plot_occupancy(run, folder / "occupancy")
+    return figures + write_report(run, folder / "report.md")

@@ -7,7 +7,18 @@ import pandas as pd
 
 from roofbench.records import RunResult
 
-from .sections import SECTIONS, Block, Items, Lines, Section, Sub, Table, Text, guarded
+from .sections import (
+    SECTIONS,
+    Block,
+    Image,
+    Items,
+    Lines,
+    Section,
+    Sub,
+    Table,
+    Text,
+    guarded,
+)
 
 
 def render(run: RunResult) -> str:
@@ -45,6 +56,8 @@ def block_lines(b: Block) -> list[str]:
         return [f"- {x}" for x in b.items]
     if isinstance(b, Sub):
         return [f"### {b.title}"]
+    if isinstance(b, Image):
+        return [f"![{b.alt}]({b.path})"]
     return _table(b).splitlines() or [""]
 
 

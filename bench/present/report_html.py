@@ -37,6 +37,7 @@ from .figure_data import (
 from .sections import (
     SECTIONS,
     Block,
+    Image,
     Items,
     Lines,
     Section,
@@ -335,6 +336,11 @@ def block_html(b: Block) -> str:
         return "<ul>" + "".join(f"<li>{inline(x)}</li>" for x in b.items) + "</ul>"
     if isinstance(b, Sub):
         return f"<h3>{_e(b.title)}</h3>"
+    if isinstance(b, Image):  # inlined: the page stays self-contained
+        if b.svg is None:
+            return f"<p>{_e(b.alt)}: <code>{_e(b.path)}</code> beside this page</p>"
+        markup = b.svg()
+        return f'<figure aria-label="{_e(b.alt)}">{markup[markup.find("<svg"):]}</figure>'
     rows = [{**row, **{k: v[i] for k, v in b.html_columns.items()}}
             for i, row in enumerate(b.rows)]
     return _table(rows, raw=b.html_columns, headers=b.headers)

@@ -2,7 +2,8 @@
 the same list.
 
 A section is a title and blocks: text (a paragraph with Markdown's inline `code` and _emphasis_),
-lines (written one under the other), bullet items, a table, a sub-heading. Each section is a
+lines (written one under the other), bullet items, a table, a sub-heading, a figure of the
+run folder. Each section is a
 pure function of the stored run; one that has nothing to say is None (left out), one that
 fails is rendered as its title and the reason, and the others are still written.
 """
@@ -48,7 +49,17 @@ class Sub:
     title: str
 
 
-Block = Text | Lines | Items | Table | Sub
+@dataclass
+class Image:
+    """A figure written beside the report (its file name in the run folder); report.html
+    inlines ``svg()``, the same figure drawn as SVG markup, to stay one self-contained page."""
+
+    path: str
+    alt: str
+    svg: Callable[[], str] | None = None
+
+
+Block = Text | Lines | Items | Table | Sub | Image
 
 
 @dataclass
@@ -348,11 +359,25 @@ def _ncu(run: RunResult) -> Section | None:
     return ncu_section(run)
 
 
+def _occupancy(run: RunResult) -> Section | None:
+    from .occupancy import occupancy_section
+
+    return occupancy_section(run)
+
+
+def _amdahl(run: RunResult) -> Section | None:
+    from .amdahl import amdahl_section
+
+    return amdahl_section(run)
+
+
 SECTIONS: list[tuple[str, SectionFn]] = [
     ("Roofs", roofs_section),
     ("Fusion", fusion_section),
     ("Cases", cases_section),
+    ("Occupancy scan", _occupancy),  # only for `roofbench occupancy`
     ("Where the time goes in multi-launch pipelines", pipelines_section),
+    ("Which launch first (Amdahl)", _amdahl),
     ("Model vs hardware (Nsight Compute)", _ncu),  # only when run --ncu collected
     ("Where the run spent its time", phases_section),
     ("Not measured", not_measured_section),

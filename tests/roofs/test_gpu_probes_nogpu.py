@@ -37,8 +37,8 @@ from roofbench.roofs.probes import gpu_memory as gmem
 from roofbench.roofs.probes import gpu_run as pr
 from testpaths import ROOT, STANDINS
 
+from roofbench.calibrated import CALIBRATED_SCHEMA as SCHEMA
 from roofbench.readers import read_roofset
-from roofbench.records import CALIBRATED_SCHEMA as SCHEMA
 from roofbench.records import Roof, RoofSet
 from roofbench.roofline import side_by_side
 

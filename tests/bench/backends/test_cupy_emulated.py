@@ -40,7 +40,7 @@ RUNS = [
 
 
 def run_cli(tmp_path: Path, args: list[str], cc: str = "9.0",
-            backend: str = "cuda") -> list[dict]:
+            backend: str = "cuda", command: str = "run") -> list[dict]:
     roofs = tmp_path / "roofs.json"
     roofs.write_text(json.dumps(ROOFS))
     env = dict(os.environ, RB_EMU_LIBDIR=str(ct.build_emulation()), RB_FAKE_CC=cc,
@@ -49,7 +49,7 @@ def run_cli(tmp_path: Path, args: list[str], cc: str = "9.0",
     nvcc = ct.pip_tool("nvcc")  # the PyCUDA backend wants an nvcc (the fake never calls it)
     if nvcc is not None:
         env["PATH"] = os.pathsep.join([str(nvcc.parent), env.get("PATH", "")])
-    cmd = [sys.executable, "-m", "roofbench.bench.cli", "run", "--backend", backend, "--quick",
+    cmd = [sys.executable, "-m", "roofbench.bench.cli", command, "--backend", backend, "--quick",
            "--roofs", str(roofs), "--out", str(tmp_path / "out"), *args]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -121,6 +121,39 @@ def test_attention_and_gemv_through_the_cupy_backend(tmp_path):
     assert g["status"] == "ok" and g["valid"], g["error"]
     assert g["launches"][0]["facts"]["function"] == "gemv_warp_fp8"
     assert not g["launches"][0]["facts"]["validated_on_hardware"]
+
+
+def test_occupancy_levels_give_the_intended_blocks_per_sm_and_grid(tmp_path):
+    """`roofbench occupancy` through the CuPy backend (emulated, sm_90, one SM): level b asks
+    for b resident blocks per SM through dynamic shared memory (the arch's shared memory per
+    SM over b, in allocation units, less the runtime's 1 KiB per block) and a grid of at most
+    b blocks per SM; every level validates, with the same counts."""
+    from roofbench.bench.backends.occupancy import occupancy
+
+    m, k = 37, 1001
+    cases = run_cli(tmp_path, ["--workload", "gemv", "--variant", "rows", "--dtype", "fp16",
+                               "--size", f"{m}x{k}"], command="occupancy")
+    top = occupancy(256, 32, 0, (9, 0)).blocks_per_sm  # the fake reports 32 registers
+    assert [c["occupancy_level"] for c in cases] == [
+        {"axis": "blocks_per_sm", "value": b, "of": top} for b in range(1, top + 1)]
+    own_grid = min(-(-m // 8), 1 * (512 // 256))  # a row per warp, one wave of the fake SM
+    for c in cases:
+        b = c["occupancy_level"]["value"]
+        assert c["status"] == "ok" and c["valid"], c["error"]
+        (la,) = c["launches"]
+        f = la["facts"]
+        want_smem = 0 if b == top else (233472 // b) // 128 * 128 - 1024
+        assert f["dynamic_smem"] == want_smem
+        assert f["occupancy"]["blocks_per_sm"] == b
+        assert f["occupancy"]["limiter"] == ("shared_memory" if b < top else "warps")
+        assert f["grid"] == [min(own_grid, b * 1), 1, 1]  # b blocks on the one SM at most
+    assert len({(c["flops"], c["bytes"]["dram"]) for c in cases}) == 1
+
+
+def test_a_library_call_cannot_be_scanned_on_a_gpu(tmp_path):
+    (c,) = run_cli(tmp_path, ["--workload", "gemv", "--variant", "library", "--dtype", "fp16",
+                              "--size", "64x64"], command="occupancy")
+    assert c["status"] == "unsupported" and "sizes its own resources" in c["error"]
 
 
 # Partial tiles in every dimension the TMA stride rule allows (N, K multiples of 16 bytes);

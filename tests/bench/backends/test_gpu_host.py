@@ -20,7 +20,7 @@ from roofbench.bench.backends.gpu_common import (
     plan_launches,
     to_storage,
 )
-from roofbench.bench.backends.occupancy import occupancy
+from roofbench.bench.backends.occupancy import ARCH, occupancy, smem_for_blocks
 from roofbench.kernels import cuda_impl as cu
 from roofbench.kernels import gemm, rownorm
 from roofbench.kernels.registry import workloads
@@ -51,6 +51,34 @@ def test_occupancy(threads, regs, smem, cc, blocks, occ, limiter):
 
 def test_occupancy_too_many_registers():
     assert occupancy(256, 300, 0, (9, 0)).blocks_per_sm == 0
+
+
+@pytest.mark.parametrize("cc", sorted(ARCH))
+@pytest.mark.parametrize("static", [0, 4096])
+def test_the_scan_shared_memory_lets_exactly_that_many_blocks_reside(cc, static):
+    """An occupancy level's dynamic shared memory: the calculator then holds exactly b blocks
+    (shared memory the limiter), and 128 bytes more would hold fewer: it is the most."""
+    for b in range(1, ARCH[cc].max_blocks_per_sm + 1):
+        dyn = smem_for_blocks(b, static, cc)
+        lim = ARCH[cc]
+        exact = [t for t in range(lim.smem_alloc_unit, lim.smem_per_sm + 1, lim.smem_alloc_unit)
+                 if lim.smem_per_sm // t == b
+                 and t - lim.smem_reserved_per_block - static >= 0]
+        if dyn is None:  # no allocation holds exactly b blocks (the unit skips b)
+            assert not exact, (cc, b)
+            continue
+        assert dyn == max(exact) - lim.smem_reserved_per_block - static
+        o = occupancy(32, 16, static + dyn, cc)
+        assert (o.blocks_per_sm, o.limiter) == (b, "shared_memory") or (
+            o.blocks_per_sm == b and b == ARCH[cc].max_blocks_per_sm)
+        assert occupancy(32, 16, static + dyn + 128, cc).blocks_per_sm < b
+
+
+def test_the_scan_shared_memory_respects_the_opt_in_limit():
+    assert smem_for_blocks(1, 0, (9, 0)) == 227 * 1024  # the H100/H200 opt-in maximum
+    assert smem_for_blocks(1, 0, (9, 0), optin=48 * 1024) is None
+    with pytest.raises(ValueError):
+        smem_for_blocks(0, 0, (9, 0))
 
 
 # ---------------------------------------------------------------------- launch geometry

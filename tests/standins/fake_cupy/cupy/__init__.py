@@ -175,6 +175,7 @@ class _Kernel:
     num_regs = 32
     shared_size_bytes = 0
     local_size_bytes = 0
+    max_dynamic_shared_size_bytes = 48 * 1024  # CuPy's RawKernel attribute (the opt-in)
 
     def __init__(self, lib: ctypes.CDLL, name: str) -> None:
         self.lib, self.name = lib, name
