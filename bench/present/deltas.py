@@ -36,7 +36,8 @@ def compare(a: RunResult, b: RunResult, threshold: float = 0.05) -> list[Delta]:
     for k in list(ia) + [k for k in ib if k not in ia]:
         ca, cb = ia.get(k), ib.get(k)
         if ca is None or cb is None:
-            out.append(Delta(k, ca and ca.median_s, cb and cb.median_s, None,
+            out.append(Delta(k, None if ca is None else ca.median_s,
+                             None if cb is None else cb.median_s, None,
                              "only in A" if cb is None else "only in B"))
             continue
         if not (ca.valid and cb.valid and ca.median_s and cb.median_s):
