@@ -129,6 +129,7 @@ class CupyPrepared(CudaCPrepared):
             return call
         if pl.impl.launcher == "driver":
             return self._tma(pl)
+        assert pl.function is not None  # only a library call has none
         fn = self.backend.function(pl.impl.source, pl.function)
         self.facts.append(function_facts(pl, fn, self.backend.props.cc))
         return lambda: fn(pl.grid, pl.block, args, shared_mem=pl.smem)

@@ -97,6 +97,8 @@ class PycudaPrepared(CudaCPrepared):
         array.fill(STORAGE[dtype].type(POISON[dtype]), stream=self.backend.stream)
 
     def _call(self, pl: PlannedLaunch) -> Callable[[], None]:
+        # plan refuses library calls; plan_launches leaves out the "driver" launcher by default
+        assert pl.impl.launcher == "runtime" and pl.function is not None
         fn = self.backend.function(pl.impl.source, pl.function)
         args = tuple(self.arrays[a].gpudata if isinstance(a, str) else a for a in pl.args)
         stream = self.backend.stream

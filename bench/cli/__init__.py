@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from ...plugins import PluginError
 from ..errors import UserError
@@ -29,7 +30,7 @@ COMMANDS = [
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, like every other user error
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other user error
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
