@@ -44,8 +44,8 @@ def _record(case: Case, backend: RecordedBackend, facts: list[LaunchFacts] | Non
     """The record of a case, with everything a report needs of its declaration: a report is
     a function of the record alone."""
     launches = case.launches()
-    per_launch: list[LaunchFacts | None] = (list(facts) if facts and len(facts) == len(launches)
-                                            else [None] * len(launches))
+    by_launch: list[LaunchFacts | None] = (list(facts) if facts and len(facts) == len(launches)
+                                           else [None] * len(launches))
     return CaseResult(
         workload=case.workload.name, variant=case.variant.name, backend=backend.name,
         dtype=case.dtype, size=list(case.size), precision=case.precision_on(backend.kind),
@@ -53,7 +53,7 @@ def _record(case: Case, backend: RecordedBackend, facts: list[LaunchFacts] | Non
         ai=case.intensity(), valid=kw.pop("valid", False),
         launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la), facts=f,
                                reads=list(la.reads), writes=list(la.writes))
-                  for la, f in zip(launches, per_launch, strict=True)],
+                  for la, f in zip(launches, by_launch, strict=True)],
         tolerance=case.workload.tolerance.get(case.dtype), marker=case.workload.marker,
         flop_convention=case.workload.flop_convention, arrow_from=case.variant.arrow_from,
         buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()}, **kw)
