@@ -210,7 +210,7 @@ def declared_buffers(c: CaseResult) -> BufferModel | None:
 
     w = workloads().get(c.workload)
     v = w.variants.get(c.variant) if w is not None else None
-    if v is None:
+    if w is None or v is None:
         return None
     case = Case(w, v, c.dtype, tuple(c.size))
     try:

@@ -124,7 +124,8 @@ def _sweep_sizes(ctx: SizeContext, causal: bool) -> list[Size]:
     if ctx.kind == "gpu":
         if ctx.quick:
             return [(1, 8, 1024, GPU_D)]
-        sweep = GPU_SWEEP if ctx.dtype in ("fp16", "bf16") and not causal else (4096,)
+        sweep: tuple[int, ...] = GPU_SWEEP if ctx.dtype in ("fp16", "bf16") and not causal \
+            else (4096,)
         return [(max(1, GPU_TOKENS // n), GPU_HEADS, n, GPU_D) for n in sweep]
     sweep = CPU_SWEEP if ctx.dtype == "fp32" and not causal else (1024,)
     return [(max(1, CPU_TOKENS // n), CPU_HEADS, n, CPU_D) for n in sweep]

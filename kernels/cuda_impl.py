@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -88,8 +88,8 @@ class CudaKernel(PerDtype):
     # How a backend launches it: "runtime" (compiled for the device's arch and launched by
     # CuPy or PyCUDA), "driver" (TmaKernel: arch-specific cubin through cuda-python), or
     # "library" (CudaLibrary: a vendor call). Each implementation says which; no backend
-    # tells them apart by type.
-    launcher: ClassVar[str] = "runtime"
+    # tells them apart by type (the Literal types let a type checker narrow by it).
+    launcher: ClassVar[Literal["runtime"]] = "runtime"
 
     source: str
     prefix: str  # function name is f"{prefix}_{dtype}"
@@ -130,7 +130,7 @@ class CudaLibrary:
     dtypes: tuple[str, ...] = ("fp64", "fp32", "fp16")
     note: str = ""
     module: str = ""  # a Python package the call needs beyond CuPy (e.g. "torch")
-    launcher: ClassVar[str] = "library"
+    launcher: ClassVar[Literal["library"]] = "library"
     isolated: ClassVar[bool] = False
 
     def resolve(self, cc: tuple[int, int]) -> CudaLibrary:
@@ -317,7 +317,7 @@ class NotRunHere:
     """What a per-arch choice resolves to on a device it has no implementation for."""
 
     reason: str
-    launcher: ClassVar[str] = "none"
+    launcher: ClassVar[Literal["none"]] = "none"
     isolated: ClassVar[bool] = False
 
     def resolve(self, cc: tuple[int, int]) -> NotRunHere:

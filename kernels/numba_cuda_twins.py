@@ -84,7 +84,7 @@ def bind(module_name: str) -> Any:
     module whose kernels use it); returns it for the decorators."""
     from numba import cuda
 
-    sys.modules[module_name].cuda = cuda
+    vars(sys.modules[module_name])["cuda"] = cuda
     return cuda
 
 

@@ -251,16 +251,16 @@ def _onepass_block(ctx: cu.LaunchCtx) -> cu.Dim3:
     return (t, 1, 1)
 
 
-_row = dict(grid=cu.per_row, block=cu.block1d())
 CUDA = {
     "naive": {
         "square": cu.elementwise("rownorm.cu", "rn_square"),
-        "rowsum": cu.CudaKernel("rownorm.cu", "rn_rowsum", **_row),
+        "rowsum": cu.CudaKernel("rownorm.cu", "rn_rowsum", grid=cu.per_row, block=cu.block1d()),
         "rsqrt": cu.CudaKernel("rownorm.cu", "rn_rsqrt", grid=cu.grid_stride(cu.n_rows, False),
                                block=cu.block1d()),
-        "scale": cu.CudaKernel("rownorm.cu", "rn_scale", **_row),
+        "scale": cu.CudaKernel("rownorm.cu", "rn_scale", grid=cu.per_row, block=cu.block1d()),
     },
-    "fused": {"fused": cu.CudaKernel("rownorm.cu", "rn_fused", **_row)},
+    "fused": {"fused": cu.CudaKernel("rownorm.cu", "rn_fused", grid=cu.per_row,
+                                     block=cu.block1d())},
     "onepass": {"onepass": cu.CudaKernel("rownorm.cu", "rn_onepass", grid=cu.per_row,
                                          block=_onepass_block)},
 }

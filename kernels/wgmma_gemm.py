@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -165,7 +165,7 @@ class TmaKernel(PerDtype):
     note: str = ""
     # Its mbarrier waits can hang and its faults are sticky: each case in its own process.
     isolated: bool = True
-    launcher: ClassVar[str] = "driver"
+    launcher: ClassVar[Literal["driver"]] = "driver"
 
     def resolve(self, cc: tuple[int, int]) -> TmaKernel:
         return self

@@ -58,6 +58,13 @@ class Roof:
     def unit(self) -> str:
         return "FLOP/s" if self.kind == "compute" else "B/s"
 
+    @property
+    def key(self) -> str:
+        """Its precision (a compute roof) or its level (memory, interconnect): never None."""
+        key = self.precision if self.kind == "compute" else self.level
+        assert key is not None  # __post_init__ refuses a roof without it
+        return key
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["unit"] = self.unit

@@ -134,7 +134,7 @@ def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
 def side_by_side(rs: RoofSet) -> list[dict[str, Any]]:
     """One row per memory level / precision: best measured, datasheet, theoretical, ratio."""
     keys = [("memory", lv) for lv in LEVELS] + [("compute", p) for p in PRECISIONS]
-    seen = {(r.kind, r.level if r.kind == "memory" else r.precision) for r in rs.roofs}
+    seen = {(r.kind, r.key) for r in rs.roofs}
     keys += sorted(k for k in seen if k not in keys and k[0] in ("memory", "compute"))
     rows = []
     for kind, key in keys:

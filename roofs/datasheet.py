@@ -228,8 +228,10 @@ def theoretical_roofs(facts: dict[str, Any]) -> list[Roof]:
                                   "max_mem_clock_mhz": mem, "bus_width_bits": bus}))
     sms, cc, clk = facts.get("sm_count"), facts.get("compute_capability"), \
         facts.get("max_sm_clock_mhz")
+    if not (sms and cc and clk):
+        return out
     for prec in ("fp64", "fp32", "fp16", "bf16"):
-        v = fma_peak(prec, sms, cc, clk) if sms and cc and clk else None
+        v = fma_peak(prec, sms, cc, clk)
         if v:
             out.append(Roof(name=f"{prec.upper()} FMA (SMs x lanes x 2 x clock)", kind="compute",
                             precision=prec, value=v, source="theoretical",

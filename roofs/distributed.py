@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from roofbench.records import Roof, RoofSet
 from roofbench.units import si
@@ -40,16 +40,32 @@ LINK_PREFERENCE: dict[str, tuple[str, ...]] = {
                "gpu_p2p", "mpi_p2p", "link"),
 }
 
+
+class BookCase(TypedDict):
+    """The book's worked example (BOOK below)."""
+
+    peak: float  # FLOP/s
+    hbm: float  # B/s
+    link: float  # B/s
+    precision: str
+    dtype: str
+    m: int
+    n: int
+    k: int
+    peak_source: str
+
+
 # The book's example (実践的パフォーマンスエンジニアリングによるAI高速化 §2.3.5 case B) gives
 # the two bandwidths: link 0.6 TB/s in place of HBM 2 TB/s. It names no compute peak; we
 # take the A100 SXM's dense BF16 tensor figure (ROOFLINE.md datasheet table), the GPU those
 # two figures describe (HBM2e ~2 TB/s, NVLink3 600 GB/s both directions). The GEMM is our
 # choice: square n = 1024 in BF16, intensity 1024/3 = 341.3 FLOP/byte, between the two
 # ridges (156 and 520).
-BOOK = {"peak": 312e12, "hbm": 2.0e12, "link": 0.6e12, "precision": "bf16_tc", "dtype": "bf16",
-        "m": 1024, "n": 1024, "k": 1024,
-        "peak_source": "assumed: A100 SXM dense BF16 tensor 312 TFLOP/s (datasheet); "
-                       "the book gives only the bandwidths"}
+BOOK: BookCase = {
+    "peak": 312e12, "hbm": 2.0e12, "link": 0.6e12, "precision": "bf16_tc", "dtype": "bf16",
+    "m": 1024, "n": 1024, "k": 1024,
+    "peak_source": "assumed: A100 SXM dense BF16 tensor 312 TFLOP/s (datasheet); "
+                   "the book gives only the bandwidths"}
 
 
 @dataclass
@@ -97,6 +113,7 @@ def tp_gemm_counts(m: int, n: int, k: int, p: int, split: Split, dtype: str = "b
         raise ValueError(f"unknown dtype {dtype!r}; choose from {', '.join(ITEMSIZE)}")
     b = ITEMSIZE[dtype]
     flops = 2.0 * m * n * k / p
+    hbm: float
     if split == "single" or p == 1:
         split, p, coll = "single", 1, None
         hbm = (m * k + k * n + m * n) * b
@@ -221,14 +238,14 @@ def bound_point(pt: TPPoint, roofs: TPRoofs) -> TPPoint:
     return pt
 
 
-def tp_table(m: int, n: int, k: int, ps: list[int], splits: list[str], dtype: str,
+def tp_table(m: int, n: int, k: int, ps: list[int], splits: list[Split], dtype: str,
              roofs: TPRoofs) -> list[TPPoint]:
     """The single-GPU GEMM first, then every (split, p > 1)."""
     rows = [bound_point(tp_gemm_counts(m, n, k, 1, "single", dtype), roofs)]
     for split in splits:
         for p in ps:
             if p > 1:
-                rows.append(bound_point(tp_gemm_counts(m, n, k, p, split, dtype), roofs))  # type: ignore[arg-type]
+                rows.append(bound_point(tp_gemm_counts(m, n, k, p, split, dtype), roofs))
     return rows
 
 

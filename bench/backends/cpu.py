@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,7 @@ class CpuPrepared(LaunchListPrepared):
         for launch in case.launches():
             fn = table[launch.kernel]
             args = tuple(self.arrays[a] if isinstance(a, str) else a for a in launch.args)
-            self._calls.append(lambda fn=fn, args=args: fn(*args))
+            self._calls.append(partial(fn, *args))
         # An occupancy level is Numba's thread count from here to close(): poisoning,
         # validation and timing run with it (set_num_threads holds for this thread). Set
         # last, so that a failed allocation leaves the count as it was.
@@ -148,11 +148,12 @@ class CpuBackend(Backend):
             "name": cpu_model(),
             "machine": platform.machine(),
             "cores": os.cpu_count(),
-            "numba_threads": numba.config.NUMBA_NUM_THREADS,
+            # numba.config sets its settings at run time: numba's types do not list them
+            "numba_threads": numba.config.NUMBA_NUM_THREADS,  # type: ignore[attr-defined]
             # The features the kernels were compiled for (None: numba's default tuning, which
             # on Intel AVX-512 prefers 256-bit vectors; the FMA roof is measured in a process
             # of its own with the widest, see roofs/probes/cpu_fma_child.py).
-            "numba_cpu_features": numba.config.CPU_FEATURES,
+            "numba_cpu_features": numba.config.CPU_FEATURES,  # type: ignore[attr-defined]
             "caches": cache_sizes(),
             "mem_total": _mem_total(),
             "mem_available": available_memory_bytes(),

@@ -52,15 +52,16 @@ def cuda_time(fn: Callable[[], None], cfg: TimerConfig, ops: EventOps,
               device_index: int = 0,
               snapshot: Callable[[], dict[str, Any]] | None = None) -> Timing:
     """Time ``fn`` (which enqueues work on the run's stream) with CUDA events."""
-    if cfg.cold and ops.flush_l2 is None:
+    flush = ops.flush_l2 if cfg.cold else None
+    if cfg.cold and flush is None:
         raise ValueError("cold timing needs an L2 flush")
     snap = snapshot if snapshot is not None else _nvml_snapshot(device_index)
     e0, e1 = ops.new_event(), ops.new_event()  # reused: no allocation inside the loop
     clocks: list[dict[str, Any]] = []
 
     def one() -> float:
-        if cfg.cold:
-            ops.flush_l2()  # enqueued before e0: outside the window
+        if flush is not None:  # cold
+            flush()  # enqueued before e0: outside the window
         ops.record(e0)
         fn()
         ops.record(e1)

@@ -130,6 +130,7 @@ class CupyPrepared(CudaCPrepared):
             return call
         if pl.impl.launcher == "driver":
             return self._tma(pl)
+        assert pl.function is not None  # only a library call has none
         fn = self.backend.function(pl.impl.source, pl.function)
         if pl.smem > DEFAULT_DYNAMIC_SMEM:  # an occupancy level's: opted in once per function
             fn.max_dynamic_shared_size_bytes = max(pl.smem, fn.max_dynamic_shared_size_bytes)

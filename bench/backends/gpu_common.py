@@ -113,7 +113,7 @@ def launch_facts(pl: PlannedLaunch, registers: int | None, static_smem: int | No
     """How one planned launch runs: geometry, resources, the occupancy they give, and whether
     its function has run on hardware before (NOT_VALIDATED_ON_HARDWARE)."""
     arch = f"sm_{cc[0]}{cc[1]}"
-    if pl.function is None:
+    if pl.function is None or pl.grid is None or pl.block is None:  # a library call
         return LaunchFacts(library=getattr(pl.impl, "op", "library"), arch=arch)
     threads = pl.block[0] * pl.block[1] * pl.block[2]
     smem = (static_smem or 0) + pl.smem
@@ -287,6 +287,7 @@ class CudaCBackend(Backend):
         """Compile (or find in the cache) every CUDA C module the case launches."""
         for pl in self.plan(case):
             if pl.impl.launcher == "runtime":
+                assert pl.function is not None  # only a library call has none
                 self.function(pl.impl.source, pl.function)
 
     def device_name(self) -> str:

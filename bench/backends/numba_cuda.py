@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -86,7 +87,7 @@ class NumbaPrepared(LaunchListPrepared):
             grid, block = twin.geometry(case.size, backend.sm_count, backend.max_blocks)
             args = tuple(self.arrays[a] if isinstance(a, str) else a for a in la.args)
             launch = kern[grid, block, stream]
-            self._calls.append(lambda launch=launch, args=args: launch(*args))
+            self._calls.append(partial(launch, *args))
             self.facts.append(LaunchFacts(function=twin.name, grid=list(grid),
                                           block=list(block)))
 

@@ -44,9 +44,10 @@ ARCH: dict[tuple[int, int], ArchLimits] = {
 
 def limits_for(cc: tuple[int, int]) -> ArchLimits:
     """The table entry for ``cc``, else the closest lower one of the same major (else sm_90)."""
-    if tuple(cc) in ARCH:
-        return ARCH[tuple(cc)]
-    same = [k for k in ARCH if k[0] == cc[0] and k <= tuple(cc)]
+    key = (cc[0], cc[1])  # a list from JSON too
+    if key in ARCH:
+        return ARCH[key]
+    same = [k for k in ARCH if k[0] == cc[0] and k <= key]
     return ARCH[max(same)] if same else ARCH[(9, 0)]
 
 

@@ -98,6 +98,8 @@ class PycudaPrepared(CudaCPrepared):
         array.fill(STORAGE[dtype].type(POISON[dtype]), stream=self.backend.stream)
 
     def _call(self, pl: PlannedLaunch) -> Callable[[], None]:
+        # plan refuses library calls; plan_launches leaves out the "driver" launcher by default
+        assert pl.impl.launcher == "runtime" and pl.function is not None
         fn = self.backend.function(pl.impl.source, pl.function)
         if pl.smem > DEFAULT_DYNAMIC_SMEM:  # an occupancy level's: opt in to that much
             fn.set_attribute(self.backend.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 from ...boundary import guarded
 
@@ -38,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
         self.register("action", None, Once)  # a one-value flag given twice: refused
         self.register("action", "store", Once)
 
-    def error(self, message: str) -> None:  # one line, exit 2, like every other user error
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other user error
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

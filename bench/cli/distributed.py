@@ -109,7 +109,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         m, n, k, dtype = args.m, args.n, args.k, args.dtype
         precision = args.precision or f"{dtype}_tc"
-        splits = ["row", "column"] if args.split == "both" else [args.split]
+        splits: list[dist.Split] = ["row", "column"] if args.split == "both" else [args.split]
         measured = load_roofs(args.roofs) if args.roofs else None
         try:
             roofs = dist.resolve_roofs(precision, splits[0], measured, args.roofs or "",

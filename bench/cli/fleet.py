@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from .argtypes import checked
+
+if TYPE_CHECKING:
+    from ..fleet.records import FleetConfig
 
 _positive = checked(float, lambda v: v > 0, "must be > 0")
 _margin = checked(float, lambda v: 0 <= v < 1, "must be in [0, 1), e.g. 0.1 for 10%")
@@ -79,24 +84,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.set_defaults(func=_gpu_links)
 
 
-def _cfg(args: argparse.Namespace, **kw: object) -> object:
+def _cfg(args: argparse.Namespace) -> FleetConfig:
     from ..fleet.records import FleetConfig
 
     return FleetConfig(quick=args.quick, out=args.out, timeout=args.timeout,
-                       link_max_bytes=args.link_max_size, argv=list(sys.argv), **kw)
+                       link_max_bytes=args.link_max_size, argv=list(sys.argv))
 
 
 def _calibrate(args: argparse.Namespace) -> int:
     from ..fleet.protocol import run_fleet
 
-    return run_fleet(_cfg(args, backend=args.backend, margin=args.margin,  # type: ignore[arg-type]
-                          links=not args.no_links))
+    return run_fleet(replace(_cfg(args), backend=args.backend, margin=args.margin,
+                             links=not args.no_links))
 
 
 def _links(args: argparse.Namespace) -> int:
     from ..fleet.protocol import run_fleet
 
-    code = run_fleet(_cfg(args, calibrate=False))  # type: ignore[arg-type]
+    code = run_fleet(replace(_cfg(args), calibrate=False))
     if code:
         raise UserError("link measurement failed; see the report")
     return 0
@@ -128,8 +133,7 @@ def _gpu_links(args: argparse.Namespace) -> int:
         if p2p.devices > 1:
             print(f"  {i}: " + "  ".join(si(v, "B/s") if i != j else "-"
                                          for j, v in enumerate(row)))
-    for m in [p2p, *colls]:
-        roof = m.to_roof()
+    for roof in [p2p.to_roof(), *(m.to_roof() for m in colls)]:
         if roof is not None:
             rs.add(roof)
     for m in colls:

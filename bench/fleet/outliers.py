@@ -43,8 +43,8 @@ def comparison_rows(results: dict[int, RankResult], margin: float) -> list[dict[
             value = group[r]
             others = [v for q, v in group.items() if q != r]
             med = statistics.median(others) if others else value
-            ds = (rs.compute(roof.precision, "datasheet") if roof.kind == "compute"
-                  else rs.memory(roof.level, "datasheet") if roof.kind == "memory" else None)
+            ds = (rs.compute(roof.key, "datasheet") if roof.kind == "compute"
+                  else rs.memory(roof.key, "datasheet") if roof.kind == "memory" else None)
             outlier = bool(others) and value < (1.0 - margin) * med
             rows.append({
                 "rank": r, "host": results[r].host, "device": rs.device, "roof": roof.name,

@@ -210,7 +210,7 @@ def _plot_device(ax: Any, x: Any, rs: RoofSet, col: str, label: str) -> float:
     styles = ["-", "--", "-.", ":"]
     ymax = 1.0
     mem = rs.memory("dram", "measured")
-    comps = sorted({r.precision for r in rs.roofs if r.kind == "compute"
+    comps = sorted({r.key for r in rs.roofs if r.kind == "compute"
                     and r.source == "measured"})
     if mem is not None and not comps:  # bandwidth only: draw the slope alone
         ax.plot(x, mem.value * x, "-", color=col, lw=1.6, label=f"{label} {mem.level}")

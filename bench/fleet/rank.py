@@ -38,7 +38,9 @@ def measure_rank(place: Place, cfg: FleetConfig,
             if why:  # more ranks than GPUs on this host: this one calibrates nothing
                 raise UserError(why)
         if opener is None:
-            from ..backends.base import open_backend as opener
+            from ..backends.base import open_backend
+
+            opener = open_backend
         be = opener(name)
         res.backend = getattr(be, "name", name)
         res.device = be.device_name()

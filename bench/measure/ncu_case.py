@@ -90,8 +90,8 @@ def run(args: argparse.Namespace) -> None:
     prepared = be.prepare(case, inputs)
     try:
         facts = prepared.launch_facts()
-        names = [f.function for f in facts] if len(facts) == len(case.launches()) \
-            else [None] * len(case.launches())
+        names: list[str | None] = [f.function for f in facts] \
+            if len(facts) == len(case.launches()) else [None] * len(case.launches())
         print(case_json(case, names, be.kind), flush=True)
         if hooks:
             hooks[0]()

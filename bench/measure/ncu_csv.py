@@ -147,27 +147,27 @@ def counters_from_rows(rows: list[KernelRow], tensor_ops: Iterable[str] = ()) ->
     case's input type (TENSOR_OPS), counted as its tensor FLOPs."""
     def total(metric: str) -> float | None:
         vals = [r.values.get(metric) for r in rows]
-        return None if any(v is None for v in vals) else float(sum(vals))  # type: ignore[arg-type]
+        known = [v for v in vals if v is not None]
+        return float(sum(known)) if len(known) == len(vals) else None
 
     metrics = sorted({m for r in rows for m in r.values})
     flops: dict[str, float] = {}
     groups = {p: dict(w) for p, w in FLOP_WEIGHTS.items()}
     groups["fp32"].update(OPTIONAL_FP32)
     for prec, weights in groups.items():
-        got = [(total(m), w) for m, w in weights.items() if m in metrics]
-        got = [(v, w) for v, w in got if v is not None]
+        got = [(v, w) for m, w in weights.items() if m in metrics
+               if (v := total(m)) is not None]
         if got:
             flops[prec] = float(sum(v * w for v, w in got))
-    tensor = [total(m) for m in tensor_ops if m in metrics]
-    tensor = [v for v in tensor if v is not None]
+    tensor = [v for m in tensor_ops if m in metrics if (v := total(m)) is not None]
     if tensor:
         flops["tensor"] = float(sum(tensor))
     dur = total(DURATION)
     occ = None
     occs = [(r.values.get(OCCUPANCY), r.values.get(DURATION)) for r in rows]
-    if all(o is not None for o, _ in occs):
-        weights = [d if d else 1.0 for _, d in occs]
-        occ = sum(o * w for (o, _), w in zip(occs, weights, strict=True)) / sum(weights) / 100
+    known = [(o, d if d else 1.0) for o, d in occs if o is not None]  # (occupancy, weight)
+    if len(known) == len(occs):
+        occ = sum(o * w for o, w in known) / sum(w for _, w in known) / 100
     return LaunchCounters(
         kernel="+".join(r.kernel for r in rows), dram_read=total(DRAM_READ),
         dram_write=total(DRAM_WRITE), l2_bytes=total(L2_BYTES), flops=flops,

@@ -100,9 +100,11 @@ def open_cuda(device: int = 0) -> backends.Backend:
     if why is not None:
         line = first_line(why) or "unknown reason"
         raise UserError(f"no CUDA GPU here: {line}")
-    cls = backends.backend_class("cuda")
+    # Its constructor's parameters are the backend's own (not Backend's): a TypeError says
+    # this one takes no device.
+    cls: Callable[..., backends.Backend] = backends.backend_class("cuda")
     try:
-        return cls(device=device)  # type: ignore[call-arg]
+        return cls(device=device)
     except TypeError:
         if device:
             raise UserError(f"the cuda backend cannot select --device {device}") from None

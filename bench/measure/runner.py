@@ -13,7 +13,7 @@ import contextlib
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from roofbench.kernels.arrays import HOST, Arrays
@@ -28,12 +28,24 @@ from ..backends.base import Backend
 from .isolation import IsolatedCases
 
 
-def _record(case: Case, backend: Backend, facts: list[LaunchFacts] | None = None,
+class RecordedBackend(Protocol):
+    """What a record needs of the backend that ran it (a Backend, or the isolated case's
+    stand-in the parent writes a record with)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+
+def _record(case: Case, backend: RecordedBackend, facts: list[LaunchFacts] | None = None,
             **kw: Any) -> CaseResult:
     """The record of a case, with everything a report needs of its declaration: a report is
     a function of the record alone."""
     launches = case.launches()
-    facts = facts if facts and len(facts) == len(launches) else [None] * len(launches)
+    by_launch: list[LaunchFacts | None] = (list(facts) if facts and len(facts) == len(launches)
+                                           else [None] * len(launches))
     return CaseResult(
         workload=case.workload.name, variant=case.variant.name, backend=backend.name,
         dtype=case.dtype, size=list(case.size), precision=case.precision_on(backend.kind),
@@ -41,7 +53,7 @@ def _record(case: Case, backend: Backend, facts: list[LaunchFacts] | None = None
         ai=case.intensity(), valid=kw.pop("valid", False),
         launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la), facts=f,
                                reads=list(la.reads), writes=list(la.writes))
-                  for la, f in zip(launches, facts, strict=True)],
+                  for la, f in zip(launches, by_launch, strict=True)],
         tolerance=case.workload.tolerance.get(case.dtype), marker=case.workload.marker,
         flop_convention=case.workload.flop_convention, arrow_from=case.variant.arrow_from,
         buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()},
@@ -128,7 +140,6 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
     phases: dict[str, float] = {}
     device: dict[str, float] = {}
     clock = _PhaseClock(phases, device, backend.device_timer() if arrays.device else None)
-    facts = {"phases": phases, "device_phases": device}
     try:
         with backend.device_context():
             with clock("inputs"):
@@ -148,13 +159,14 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
             if not ok:
                 return _record(case, backend, prepared.launch_facts(), status="invalid",
                                error=f"validation failed: {why}", rel_error=err,
-                               extra=prepared.extra(), **facts)
+                               extra=prepared.extra(), phases=phases, device_phases=device)
             with clock("time", device=False):
                 timing = backend.time(prepared.run, cfg)
             if arrays.device:
                 device["time"] = float(sum(timing.samples))
             rec = _record(case, backend, prepared.launch_facts(), status="ok", valid=True,
-                          rel_error=err, extra=prepared.extra(), **facts)
+                          rel_error=err, extra=prepared.extra(), phases=phases,
+                          device_phases=device)
             _fill_metrics(rec, timing, roofs)
             fns = prepared.launch_fns()
             if per_launch and len(fns) > 1:
@@ -163,15 +175,17 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
                         lr.timing = backend.time(fn, launch_cfg or cfg)
                 if arrays.device:
                     device["time_launches"] = float(sum(sum(lr.timing.samples)
-                                                        for lr in rec.launches))
+                                                        for lr in rec.launches
+                                                        if lr.timing is not None))
             return rec
     except MemoryError:
-        return _record(case, backend, status="error", error="out of memory", **facts)
+        return _record(case, backend, status="error", error="out of memory", phases=phases,
+                       device_phases=device)
     except Exception as e:  # a kernel that fails to compile or launch must not stop the run
         tb = traceback.extract_tb(e.__traceback__)
         where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
         return _record(case, backend, status="error",
-                       error=f"{first_line(e)}{where}", **facts)
+                       error=f"{first_line(e)}{where}", phases=phases, device_phases=device)
     finally:
         if prepared is not None:
             prepared.close()

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from roofbench.ncu_checks import hw_dram_ai
 from roofbench.records import CaseResult, Roof, RoofSet
+
+if TYPE_CHECKING:
+    from matplotlib.typing import LineStyleType
 
 PREC_COLORS = {
     "fp64": "#1f77b4", "fp32": "#d62728", "fp16": "#2ca02c", "bf16": "#9467bd",
@@ -16,7 +20,8 @@ PREC_COLORS = {
 }
 # Memory level by line style (measured roofs); datasheet roofs are dashed and faint whatever
 # their level.
-LEVEL_STYLES = {"dram": "-", "l2": "-.", "l1": (0, (5, 1.5, 1, 1.5, 1, 1.5)), "smem": ":"}
+LEVEL_STYLES: dict[str, LineStyleType] = {"dram": "-", "l2": "-.",
+                                          "l1": (0, (5, 1.5, 1, 1.5, 1, 1.5)), "smem": ":"}
 FAINT = 0.45
 
 
@@ -77,11 +82,11 @@ def best_roofs(rs: RoofSet, all_roofs: bool = False) -> tuple[list[Roof], list[R
         if r.source == "theoretical" and not all_roofs:
             continue
         if r.kind == "compute":
-            k = (r.source, r.precision)
+            k = (r.source, r.key)
             if k not in compute or r.value > compute[k].value:
                 compute[k] = r
         elif r.kind == "memory":
-            k = (r.source, r.level)
+            k = (r.source, r.key)
             if k not in memory or r.value > memory[k].value:
                 memory[k] = r
     return list(compute.values()), list(memory.values())

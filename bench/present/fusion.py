@@ -44,13 +44,14 @@ def fusion_rows(cases: list[CaseResult]) -> list[FusionRow]:
         src = idx.get((c.backend, c.workload, arrow_from, c.dtype, tuple(c.size)))
         if src is None or "unsupported" in (src.status, c.status):
             continue  # a variant this backend cannot run is no fusion result
-        both_valid = src.valid and c.valid and src.median_s and c.median_s
+        speedup = (src.median_s / c.median_s if src.valid and c.valid and src.median_s
+                   and c.median_s else None)
         rows.append(FusionRow(
             workload=c.workload, dtype=c.dtype, size="x".join(map(str, c.size)),
             src=src.variant, dst=c.variant, ai_src=src.ai.get("dram"), ai_dst=c.ai.get("dram"),
             time_src=src.median_s, time_dst=c.median_s,
-            speedup=(src.median_s / c.median_s) if both_valid else None,
-            bytes_ratio=src.bytes["dram"] / c.bytes["dram"], valid=bool(both_valid)))
+            speedup=speedup, bytes_ratio=src.bytes["dram"] / c.bytes["dram"],
+            valid=speedup is not None))
     return rows
 
 

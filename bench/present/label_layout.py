@@ -85,7 +85,7 @@ def label_roof(ax, renderer, layout: Layout, roof: Roof, texts: list[str], seg,
     """Write the roof's label along its own line, at the first free spot; None if none is."""
     pa, pb = (ax.transData.transform(p) for p in seg)
     faint = roof.source not in ("measured", "user")
-    color = "black" if roof.kind == "memory" else PREC_COLORS.get(roof.precision, "gray")
+    color = "black" if roof.kind == "memory" else PREC_COLORS.get(roof.key, "gray")
     angle = math.degrees(math.atan2(pb[1] - pa[1], pb[0] - pa[0]))
     nx, ny = -math.sin(math.radians(angle)), math.cos(math.radians(angle))
     # Measured labels go under their line first, datasheet ones over it: a datasheet roof is

@@ -28,7 +28,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.legend import Legend  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from roofbench.fileio import atomic_write_bytes  # noqa: E402
@@ -54,12 +59,12 @@ from .plot_dense import DENSE_POINTS, dense_note, draw_dense  # noqa: E402
 class RooflineFigure:
     """The drawn figure and the artists the tests measure."""
 
-    fig: object
-    ax: object
+    fig: Figure
+    ax: Axes
     points: list[Line2D] = field(default_factory=list)
-    labels: list[object] = field(default_factory=list)  # roof labels and point numbers
-    legend: object | None = None
-    key: object | None = None
+    labels: list[Text] = field(default_factory=list)  # roof labels and point numbers
+    legend: Legend | None = None
+    key: Text | None = None
     ridges: list[tuple[float, float]] = field(default_factory=list)
     xy: list[tuple[float, float]] = field(default_factory=list)  # every point drawn (data)
     legend_roofs: list[str] = field(default_factory=list)  # roofs whose label went there
@@ -82,7 +87,7 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
     all_points = [p for pts in points_by_run for p in pts]
     xlim, ylim = frame(roofsets, all_points)
     out = _new_figure(title, xlim, ylim)
-    renderer = out.fig.canvas.get_renderer()
+    renderer = _renderer(out.fig)
     layout = Layout(inside=out.ax.get_window_extent(renderer))
 
     roof_lines = _draw_device_roofs(out, roofsets, rs_for, points_by_run, tags, xlim, ylim,
@@ -104,9 +109,15 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
     _add_obstacles(out, renderer, layout, roof_lines, arrows, points=not dense)
 
     _place_labels(out, renderer, layout, roof_lines, numbered, key_lines)
-    out.legend = _legend(out.ax, all_points, roof_lines, out.legend_roofs)
-    out.key = _key_text(out, renderer, key_lines, dense)
+    out.legend = legend = _legend(out.ax, all_points, roof_lines, out.legend_roofs)
+    out.key = _key_text(out, legend, renderer, key_lines, dense)
     return out
+
+
+def _renderer(fig: Figure) -> RendererAgg:
+    canvas = fig.canvas
+    assert isinstance(canvas, FigureCanvasAgg)  # matplotlib.use("Agg") above
+    return canvas.get_renderer()
 
 
 def _new_figure(title: str, xlim, ylim) -> RooflineFigure:
@@ -223,13 +234,14 @@ def _place_labels(out: RooflineFigure, renderer, layout: Layout, roof_lines: lis
             key_lines[num - 1] += "  (unlabelled on the plot)"
 
 
-def _key_text(out: RooflineFigure, renderer, key_lines: list[str], dense: bool = False):
+def _key_text(out: RooflineFigure, legend: Legend, renderer: RendererAgg,
+              key_lines: list[str], dense: bool = False) -> Text:
     """The numbered points' key, under the legend (which must be drawn to be measured). A key
     too long for the space under the legend is set smaller, down to 4.5 pt; past that the
     figure grows downwards, the axes keeping their size in pixels (label angles stay true)."""
     fig = out.fig
     fig.canvas.draw()
-    leg_bb = out.legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
+    leg_bb = legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
     size = 7.0 if len(key_lines) <= 40 else 6.0
     text = fig.text(leg_bb.x0, leg_bb.y0 - 0.02,
                     ("valid points by group (count, median efficiency)\n" if dense else
@@ -243,7 +255,7 @@ def _key_text(out: RooflineFigure, renderer, key_lines: list[str], dense: bool =
     short = margin - text.get_window_extent(renderer).y0
     if short > 0:
         _grow_downwards(out, short)
-        leg_bb = out.legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
+        leg_bb = legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
         text.set_position((leg_bb.x0, leg_bb.y0 - 0.02 * 7.5 / fig.get_figheight()))
     return text
 
@@ -271,7 +283,7 @@ def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, 
     top_any = max(tops.values(), default=ylim[1])
     for m in sorted(memory, key=lambda r: (SOURCE_RANK.get(r.source, 9), r.value)):
         faint = m.source not in ("measured", "user")
-        style = "--" if faint else LEVEL_STYLES.get(m.level, "-")
+        style = "--" if faint else LEVEL_STYLES.get(m.key, "-")
         y_end = min(tops.get(m.source, top_any), ylim[1])
         x_end = min(x1, y_end / m.value)
         a = alpha * (FAINT if faint else 1.0)
@@ -279,13 +291,13 @@ def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, 
                         color="black", lw=1.6, alpha=a, zorder=2)
         out.drawn_roofs.append((m, ln))
         src = "" if m.source == "measured" else f" ({m.source})"
-        text = f"{tag}{LEVEL_LABELS.get(m.level, m.level)} {si(m.value, 'B/s')}{src}"
+        text = f"{tag}{LEVEL_LABELS.get(m.key, m.key)} {si(m.value, 'B/s')}{src}"
         lines.append((m, [text], [(x0, m.value * x0), (x_end, m.value * x_end)], a))
     for c, ridge in sorted(ridge_points(rs, compute),
                            key=lambda t: (SOURCE_RANK.get(t[0].source, 9), -t[0].value)):
         faint = c.source not in ("measured", "user")
         a = alpha * (FAINT if faint else 1.0)
-        color = PREC_COLORS.get(c.precision, "gray")
+        color = PREC_COLORS.get(c.key, "gray")
         (ln,) = ax.plot([max(ridge, x0), x1], [c.value, c.value], "--" if faint else "-",
                         color=color, lw=1.6, alpha=a, zorder=2)
         out.drawn_roofs.append((c, ln))
@@ -301,7 +313,7 @@ def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, 
     for c in compute:  # a compute roof with no DRAM roof at all: a plain horizontal
         if not any(c is r for r, _ in ridge_points(rs, compute)):
             (ln,) = ax.plot([x0, x1], [c.value, c.value], "-",
-                            color=PREC_COLORS.get(c.precision), lw=1.6, alpha=alpha)
+                            color=PREC_COLORS.get(c.key), lw=1.6, alpha=alpha)
             out.drawn_roofs.append((c, ln))
             lines.append((c, [f"{tag}{c.name} {si(c.value, 'FLOP/s')}"],
                           [(x0, c.value), (x1, c.value)], alpha))

@@ -16,7 +16,7 @@ import html
 import io
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roofbench.bench.present.deltas import Delta
 
@@ -50,12 +50,16 @@ from .sections import (
     roofs_section,
 )
 
+if TYPE_CHECKING:
+    from matplotlib.typing import LineStyleType
+
 MISSING_NOTE = ("report.html has a static roofline only: `pip install roofbench[report]` "
                 "(Bokeh) for the interactive one.")
 # matplotlib marker (Workload.marker) -> Bokeh's name for the same shape
 BOKEH_MARKERS = {"o": "circle", "s": "square", "D": "diamond", "^": "triangle", "v":
                  "inverted_triangle", "x": "x", "*": "star", "+": "cross", "h": "hex"}
-BOKEH_DASH = {"-": "solid", "-.": "dashdot", ":": "dotted", "--": "dashed"}
+BOKEH_DASH: dict[LineStyleType, str] = {"-": "solid", "-.": "dashdot", ":": "dotted",
+                                         "--": "dashed"}
 
 
 def bokeh_available() -> bool:
@@ -100,7 +104,7 @@ TOOLTIPS = [("case", "@run @workload/@variant @dtype"), ("size", "@size"), ("tim
 
 def _roof_label(r: Roof, tag: str = "") -> str:
     if r.kind == "memory":
-        name = f"{LEVEL_LABELS.get(r.level, r.level)} {si(r.value, 'B/s')}"
+        name = f"{LEVEL_LABELS.get(r.key, r.key)} {si(r.value, 'B/s')}"
     else:
         name = f"{r.name} {si(r.value, 'FLOP/s')}"
     return f"{tag}{name}" + ("" if r.source == "measured" else f" ({r.source})")
@@ -111,7 +115,8 @@ def bokeh_roofline(roofsets: list[RoofSet], runs: list[list[CaseResult]], title:
     """The interactive roofline: every roof (those the points use visible, the others one
     legend click away), the points grouped by run and workload, naive -> fused arrows, and for
     two runs a segment joining the two points of each case."""
-    from bokeh.models import HoverTool, Legend
+    from bokeh.models import HoverTool
+    from bokeh.models.annotations import Legend
 
     tags = tags or [""] * len(runs)
     cases = [_valid(cs) for cs in runs]
@@ -159,7 +164,7 @@ def _bokeh_frame(title: str, xlim, ylim):
 def _bokeh_roofs(p, rs: RoofSet, own: list, tag: str, xlim, ylim) -> list:
     """Every roof of one device as a line (a ridge dot on each compute roof); those its points
     use (select_roofs) visible, the others hidden. Returns their legend items."""
-    from bokeh.models import LegendItem
+    from bokeh.models.annotations import LegendItem
 
     (x0, x1), (_y0, y1) = xlim, ylim
     shown_c, shown_m = select_roofs(rs, own, all_roofs=False)
@@ -176,13 +181,13 @@ def _bokeh_roofs(p, rs: RoofSet, own: list, tag: str, xlim, ylim) -> list:
         r = p.line([x0, xe], [m.value * x0, m.value * xe], line_color="black",
                    line_width=2, line_alpha=FAINT if faint else 1.0,
                    line_dash="dashed" if faint else BOKEH_DASH.get(
-                       LEVEL_STYLES.get(m.level, "-"), "solid"),
+                       LEVEL_STYLES.get(m.key, "-"), "solid"),
                    name=f"roof:{m.source}:{m.level}")
         r.visible = id(m) in shown
         items.append(LegendItem(label=_roof_label(m, tag), renderers=[r]))
     for c, ridge in ridge_points(rs, comp):
         faint = c.source not in ("measured", "user")
-        color = PREC_COLORS.get(c.precision, "gray")
+        color = PREC_COLORS.get(c.key, "gray")
         r = p.line([max(ridge, x0), x1], [c.value, c.value], line_color=color,
                    line_width=2, line_alpha=FAINT if faint else 1.0,
                    line_dash="dashed" if faint else "solid",
@@ -210,7 +215,8 @@ def _bokeh_points(p, cs: list[CaseResult], pts: list, tag: str, speedups: dict[s
                   fill_alpha: float) -> tuple[list, list]:
     """One run's points (one glyph per workload), their hardware-intensity twins and the
     naive -> fused arrows. Returns (the renderers to hover, legend items)."""
-    from bokeh.models import ColumnDataSource, LegendItem
+    from bokeh.models import ColumnDataSource
+    from bokeh.models.annotations import LegendItem
 
     renderers, items = [], []
     for wl in sorted({c.workload for c in cs}):
@@ -245,7 +251,8 @@ def _bokeh_points(p, cs: list[CaseResult], pts: list, tag: str, speedups: dict[s
 
 def _bokeh_joins(p, a: list[CaseResult], b: list[CaseResult]) -> list:
     """A comparison: a dotted segment joining the two points of each case."""
-    from bokeh.models import ColumnDataSource, LegendItem
+    from bokeh.models import ColumnDataSource
+    from bokeh.models.annotations import LegendItem
 
     joins = _join_segments(a, b)
     if not joins["x0"]:

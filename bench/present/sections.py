@@ -85,7 +85,7 @@ def guarded(title: str, section: SectionFn, run: RunResult) -> Section | None:
 def roofs_rows(rs: RoofSet) -> list[dict[str, Any]]:
     rows = []
     for r in rs.roofs:
-        key = r.level if r.kind != "compute" else r.precision
+        key = r.key
         ds = (rs.memory(key, "datasheet") if r.kind == "memory"
               else rs.compute(key, "datasheet") if r.kind == "compute" else None)
         rows.append({
@@ -99,7 +99,7 @@ def roofs_rows(rs: RoofSet) -> list[dict[str, Any]]:
 
 def ridges(rs: RoofSet) -> list[tuple[str, str, float]]:
     out = []
-    precs = sorted({r.precision for r in rs.roofs if r.kind == "compute"})
+    precs = sorted({r.key for r in rs.roofs if r.kind == "compute"})
     for src in ("measured", "datasheet"):
         for p in precs:
             try:

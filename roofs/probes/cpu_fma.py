@@ -32,6 +32,7 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
+from numba.core.dispatcher import Dispatcher
 from numba.extending import intrinsic
 
 from roofbench.records import Roof
@@ -52,8 +53,9 @@ def target_cpu() -> tuple[str, str]:
     the host's."""
     import llvmlite.binding as ll
 
-    name = numba.config.CPU_NAME or ll.get_host_cpu_name()
-    feats = numba.config.CPU_FEATURES
+    # numba.config sets its settings at run time: numba's types do not list them
+    name = numba.config.CPU_NAME or ll.get_host_cpu_name()  # type: ignore[attr-defined]
+    feats = numba.config.CPU_FEATURES  # type: ignore[attr-defined]
     return str(name), str(feats if feats is not None else host_cpu_features())
 
 
@@ -138,7 +140,8 @@ def _chains(lanes: int, accumulators: int, steps: int) -> Callable[..., Any]:
 
 
 @cache
-def fma_kernel(lanes: int, accumulators: int, steps: int = STEPS) -> Callable[..., None]:
+def fma_kernel(lanes: int, accumulators: int, steps: int = STEPS
+               ) -> Dispatcher[Callable[..., None]]:
     """The probe: ``probe(x, a, b, iters)``, one row of ``x`` per thread (prange)."""
     chains = _chains(lanes, accumulators, steps)
 

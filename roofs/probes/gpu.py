@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from roofbench.records import DatasheetMatch, ProbeFailure, RoofSet
@@ -112,20 +113,20 @@ def _run_probes(run: ProbeRun) -> None:
     gpu = run.gpu
     run.attempt("hbm", lambda: probe_hbm(run))
     for prec in ("fp64", "fp32", "fp16", "bf16"):
-        run.attempt(f"fma_{prec}", lambda p=prec: probe_fma(run, p))
+        run.attempt(f"fma_{prec}", partial(probe_fma, run, prec))
     for prec in ("fp64_tc", "tf32_tc", "fp16_tc", "bf16_tc", "fp8_tc"):
-        run.attempt(f"gemm_{prec}", lambda p=prec: probe_gemm(run, p))
+        run.attempt(f"gemm_{prec}", partial(probe_gemm, run, prec))
     if gpu.cc == (9, 0):  # the wgmma probes need sm_90a exactly: the Hopper ceilings first
         for prec in WGMMA_KERNELS:
-            run.attempt(f"wgmma_{prec}", lambda p=prec: probe_wgmma(run, p))
+            run.attempt(f"wgmma_{prec}", partial(probe_wgmma, run, prec))
     run.attempt("l2", lambda: probe_l2(run))
     run.attempt("smem", lambda: probe_smem(run))
     for prec in MMA_KERNELS:
         if prec == "fp8_tc" and gpu.cc == (9, 0):
             continue  # Hopper has no native FP8 mma.sync: the wgmma FP8 probe replaces it
-        run.attempt(f"mma_{prec}", lambda p=prec: probe_mma(run, p))
+        run.attempt(f"mma_{prec}", partial(probe_mma, run, prec))
     for prec in ERT_PRECISIONS:
-        run.attempt(f"ert_{prec}", lambda p=prec: probe_ert(run, p))
+        run.attempt(f"ert_{prec}", partial(probe_ert, run, prec))
 
 
 def _add_reference_roofs(rs: RoofSet, gpu: Gpu, facts: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -80,16 +81,15 @@ def _stream(run: ProbeRun) -> dict[str, Any]:
             tried: list[ConfigResult] = []
             for block, bps in bandwidth_configs(run.quick) if search else []:
                 grid = gpu.sm_count * bps
-                value, stats = run.timed(lambda k=k, g=grid, bl=block, ka=kargs:
-                                         k((g,), (bl,), ka), work, search=True)
+                value, stats = run.timed(partial(k, (grid,), (block,), kargs), work,
+                                         search=True)
                 tried.append(ConfigResult(block, bps, grid, stats["median_s"], value,
                                           stats["cv"], stats["n"]))
             if search:
                 best_cfg = pick_best_config(tried)
             assert best_cfg is not None
             cfg = best_cfg.config()
-            value, stats = run.timed(lambda k=k, g=cfg["grid"], bl=cfg["block"], ka=kargs:
-                                     k((g,), (bl,), ka), work)
+            value, stats = run.timed(partial(k, (cfg["grid"],), (cfg["block"],), kargs), work)
             entry = {"kernel": kname, "dtype": prec, "bytes_per_launch": work,
                      "array_bytes": nbytes, "n": n, "bytes_per_s": value, "config": cfg,
                      "timing": stats,

@@ -18,8 +18,9 @@ def env() -> dict[str, Any]:
     except ValueError:  # no parallel region has run yet
         layer = None
     return {"numba": numba.__version__, "numba_threading_layer": layer,
-            "numba_cpu_name": numba.config.CPU_NAME,
-            "numba_cpu_features": numba.config.CPU_FEATURES}
+            # numba.config sets its settings at run time: numba's types do not list them
+            "numba_cpu_name": numba.config.CPU_NAME,  # type: ignore[attr-defined]
+            "numba_cpu_features": numba.config.CPU_FEATURES}  # type: ignore[attr-defined]
 
 
 def timing_evidence(timing: Any) -> dict[str, Any]:

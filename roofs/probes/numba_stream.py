@@ -8,7 +8,6 @@ this module never picks the real driver or the simulator for the process.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -59,8 +58,9 @@ def _fill(a, v):
 
 
 @cache
-def build() -> dict[str, Callable[..., Any]]:
-    """Compile (lazily) the six kernels; returns name -> numba.cuda kernel."""
+def build() -> dict[str, Any]:
+    """Compile (lazily) the six kernels; returns name -> numba.cuda kernel (untyped: launched
+    as ``kernel[grid, block](...)``)."""
     global cuda
     from numba import cuda as _cuda
 

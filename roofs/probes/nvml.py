@@ -111,7 +111,7 @@ def snapshot(index: int = 0) -> dict[str, Any]:
                            "throttle_reasons": None, "throttled": None}
     nv = _nvml()
     h = _handle(nv, index) if nv is not None else None
-    if h is None:
+    if nv is None or h is None:
         return out
     sm, mem = getattr(nv, "NVML_CLOCK_SM", 1), getattr(nv, "NVML_CLOCK_MEM", 2)
     out["sm_clock_mhz"] = _try(lambda: nv.nvmlDeviceGetClockInfo(h, sm))
@@ -182,7 +182,7 @@ def device_facts(index: int = 0) -> dict[str, Any]:
         v = _try(nv.nvmlSystemGetCudaDriverVersion)
         out["cuda_driver_version"] = f"{v // 1000}.{(v % 1000) // 10}" if isinstance(v, int) \
             else None
-    if h is not None:
+    if nv is not None and h is not None:
         out["name"] = _text(_try(lambda: nv.nvmlDeviceGetName(h)))
         mem = _try(lambda: nv.nvmlDeviceGetMemoryInfo(h))
         out["memory_total_bytes"] = getattr(mem, "total", None)

@@ -42,7 +42,7 @@ from roofbench.roofs.probes.cpu_features import widest_vector_env
 from roofbench.roofs.probes.fma_model import fma_shape
 from testpaths import FIXTURES, ROOT
 
-CHILD = ROOT / "tests" / "codegen_child.py"
+CHILD = ROOT / "tests" / "roofs" / "codegen_child.py"
 REAL_FEATURES = json.loads((FIXTURES / "cpu_features.json").read_text())
 AVX2 = "+avx,+avx2,+fma,+f16c,-avx512f,-avx512vl"
 AVX512 = "+avx,+avx2,+fma,+f16c,+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512cd"
