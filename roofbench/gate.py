@@ -21,7 +21,9 @@ Verdicts, with t the threshold (0.05 = 5%) and r = median B / median A:
 - ``faster``: r < 1 / (1 + t) and the interval lies below 1;
 - ``same``: 1 / (1 + t) <= r <= 1 + t (no change larger than the threshold was measured);
 - ``uncertain``: r beyond the threshold but the interval holds 1 (the noise cannot tell), or
-  no interval (too few samples, or no raw samples stored);
+  no interval (too few samples, or no raw samples stored), or slower while either run's
+  samples spread under outside load (``Timing.outside_load``: other processes, hypervisor
+  steal): the gate cannot tell the code's slowdown from the neighbour's, and says so;
 - ``unreadable``: a time that is not a positive finite number (NaN, inf, <= 0): never `same`;
 - ``invalid in B`` / ``fixed in B`` / ``not measured``: valid in A only / in B only / neither;
 - ``only in A`` / ``only in B``: a case of one run alone; ``other device``: the runs measured
@@ -287,6 +289,12 @@ def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
     verdict = judge(iv, threshold)
     if verdict == "uncertain" and iv.bounded:
         reason = "beyond the threshold, within the noise"
+    loaded = [(sd, t.outside_load) for sd, t in (("A", ca.timing), ("B", cb.timing))
+              if t is not None and t.outside_load]
+    if verdict == "slower" and loaded:  # the slowdown may be the neighbour's, not the code's
+        verdict = "uncertain"
+        reason = (f"slower by {iv.ratio - 1:.0%}, but " + "; ".join(
+            f"{sd} was timed while {why}" for sd, why in loaded) + ": rerun on a quiet machine")
     return CaseVerdict(key, verdict, ma, mb, iv.ratio, iv.lo, iv.hi, na, nb,
                        reason if verdict != "same" or not iv.bounded else "")
 

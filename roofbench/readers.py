@@ -120,10 +120,18 @@ def read_calibrated(d: dict[str, Any]) -> CalibratedRoofs:
 # ---------------------------------------------------------------------------- cases
 
 
+_CAUSE, _NO_CAUSE = "noise cause: ", "noise cause: no outside cause"
+
+
 def read_timing(d: dict[str, Any]) -> Timing:
+    flags = [str(f) for f in d.get("flags") or []]
+    # Files before the field say it only in the noisy flag's cause (the CPU backend's words)
+    load = d.get("outside_load") or next(
+        (f[len(_CAUSE):] for f in flags if f.startswith(_CAUSE) and not f.startswith(_NO_CAUSE)),
+        "")
     return Timing(samples=[float(x) for x in d["samples_s"]], warmup_runs=int(d["warmup_runs"]),
                   stopped_by=str(d["stopped_by"]), config=dict(d.get("config") or {}),
-                  flags=list(d.get("flags") or []))
+                  flags=flags, outside_load=str(load))
 
 
 def read_occupancy(d: dict[str, Any]) -> Occupancy:

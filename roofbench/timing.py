@@ -31,6 +31,9 @@ class Timing:
     stopped_by: str  # "noise", "median_ci", "budget" or "max_samples"
     config: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
+    # What else used the machine while this was timed (other processes, hypervisor steal,
+    # page faults), in one line; empty when nothing was seen or the backend cannot tell.
+    outside_load: str = ""
 
     @property
     def n(self) -> int:
@@ -73,7 +76,8 @@ class Timing:
         return {"n": self.n, "median_s": self.median, "mean_s": self.mean, "min_s": self.min,
                 "max_s": self.max, "p25_s": self.quantile(0.25), "p75_s": self.quantile(0.75),
                 "stdev_s": self.stdev, "cv": self.cv, "warmup_runs": self.warmup_runs,
-                "stopped_by": self.stopped_by, "flags": list(self.flags)}
+                "stopped_by": self.stopped_by, "flags": list(self.flags),
+                **({"outside_load": self.outside_load} if self.outside_load else {})}
 
     def to_dict(self) -> dict[str, Any]:
         """The summary (derived, for a reader of the file) plus the raw samples."""

@@ -22,6 +22,7 @@ from roofbench.roofs.probes.cpu_noise import (
     NoiseReport,
     huge_page_fraction,
     noise_cause,
+    outside_load,
 )
 from roofbench.roofs.probes.host_memory import available_memory_bytes, case_memory_budget
 
@@ -194,6 +195,9 @@ class CpuBackend(Backend):
         self.last_noise = probe.report()
         if any(f.startswith("noisy") for f in t.flags):  # say why, from the counters
             t.flags.append(f"noise cause: {noise_cause(self.last_noise)}")
+            # samples that spread while something else used the machine: compare does not
+            # call such a case slower (roofbench/gate.py)
+            t.outside_load = outside_load(self.last_noise)
         return t
 
     def measure_roofs(self, quick: bool = False,

@@ -66,6 +66,13 @@ class NoiseReport:
 
 def noise_cause(r: NoiseReport) -> str:
     """The likeliest outside cause of spread samples, in one line."""
+    return outside_load(r) or (
+        "no outside cause seen (no page faults, no other load, no steal): the "
+        "machine's own variation, e.g. a VM whose memory bandwidth changes state")
+
+
+def outside_load(r: NoiseReport) -> str:
+    """What else used the machine during the window, in one line; empty when nothing did."""
     causes = []
     faults = r.minor_faults + r.major_faults
     if r.major_faults or (r.wall_s > 0 and faults / r.wall_s > FAULTS_PER_S):
@@ -79,9 +86,6 @@ def noise_cause(r: NoiseReport) -> str:
         causes.append(f"the hypervisor stole {r.steal:.1%} of the CPU time "
                       f"({r.steal * r.cores * r.wall_s * 1e3:.0f} ms over the {r.cores} cores): "
                       "another guest on the host")
-    if not causes:
-        return ("no outside cause seen (no page faults, no other load, no steal): the "
-                "machine's own variation, e.g. a VM whose memory bandwidth changes state")
     return "; ".join(causes)
 
 

@@ -114,8 +114,8 @@ def test_planted_slowdown_of_one_case_fails_the_gate():
     for path in REAL:
         run = load_run(path)
         for c in run.cases:
-            if not (c.valid and c.timing and narrow(c, run)):
-                continue
+            if not (c.valid and c.timing and narrow(c, run)) or c.timing.outside_load:
+                continue  # a case timed under outside load is never `slower` (test below)
             slow = with_samples(run, lambda k, s, key=c.key: [x * 1.10 for x in s]
                                  if k == key else s)
             cmp = classify(run, slow, 0.05, FailOn(slower=True))
@@ -129,7 +129,29 @@ def test_planted_slowdown_of_one_case_fails_the_gate():
             cmp = classify(run, fast, 0.05, FailOn(slower=True))
             assert cmp.failed == [] and {v.key: v for v in cmp.cases}[key].verdict == "faster"
             planted += 1
-    assert planted >= 70  # CPU and H200 cases alike (71 of 172 sampled cases in results/)
+    # CPU and H200 cases alike: 57 of the sampled cases in results/ are narrow enough and were
+    # not timed under outside load
+    assert planted >= 55
+
+
+def test_a_slowdown_under_outside_load_is_uncertain_and_says_why():
+    """A real CPU case whose noisy samples carry their cause (other processes, steal): 20%
+    slower in B is `uncertain`, named with the cause, and does not fail the gate; the same
+    case with the cause cleared fails it."""
+    path = next(p for p in REAL if any(c.timing and c.timing.outside_load
+                                       for c in load_run(p).cases))
+    run = load_run(path)
+    c = next(c for c in run.cases if c.valid and c.timing and c.timing.outside_load)
+    slow = with_samples(run, lambda k, s: [x * 1.20 for x in s] if k == c.key else s)
+    key = f"{c.backend}/{c.key}"
+    cmp = classify(run, slow, 0.05, FailOn(slower=True))
+    v = {v.key: v for v in cmp.cases}[key]
+    assert cmp.failed == [] and v.verdict == "uncertain"
+    assert "slower by 20%" in v.reason and c.timing.outside_load in v.reason
+    for r in (run, slow):
+        next(x for x in r.cases if x.key == c.key).timing.outside_load = ""
+    if narrow(c, run):
+        assert classify(run, slow, 0.05, FailOn(slower=True)).failed == [key]
 
 
 def test_planted_slowdown_in_resampled_halves_fails():
