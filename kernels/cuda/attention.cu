@@ -391,14 +391,24 @@ __device__ __forceinline__ void attn_pv(const T* __restrict__ P, const T* __rest
 #define ATT_VT_WORDS (ATT_DMAX * ATT_KW)
 #define ATT_P_WORDS (ATT_BM * ATT_KW)
 
+// The statement, with D the head dim the launch asks for (64 or 128): each head dim its own
+// instantiation, the branch uniform over the grid.
+#define ATT_FOR_D(...)                                                                       \
+    if (d == 128) {                                                                          \
+        constexpr int D = 128;                                                               \
+        __VA_ARGS__;                                                                         \
+    } else {                                                                                 \
+        constexpr int D = 64;                                                                \
+        __VA_ARGS__;                                                                         \
+    }
+
 // attn_flash_<dt> (CAUSAL false) or attn_flash_causal_<dt>: either head dim, one signature.
 #define RB_ATT_FLASH(NAME, T, CAUSAL)                                                        \
     extern "C" __global__ void __launch_bounds__(ATT_THREADS)                               \
         NAME(const T* Q, const T* K, const T* V, T* O, i64 n, i64 d, float scale) {          \
         __shared__ __align__(16) unsigned ks[ATT_QK_WORDS];                                  \
         __shared__ __align__(16) unsigned vt[ATT_VT_WORDS];                                  \
-        if (d == 128) attn_flash<T, 128, CAUSAL>(Q, K, V, O, n, scale, ks, vt);              \
-        else attn_flash<T, 64, CAUSAL>(Q, K, V, O, n, scale, ks, vt);                        \
+        ATT_FOR_D(attn_flash<T, D, CAUSAL>(Q, K, V, O, n, scale, ks, vt));                   \
     }
 
 #define RB_ATT(SUF, T)                                                                       \
@@ -408,8 +418,7 @@ __device__ __forceinline__ void attn_pv(const T* __restrict__ P, const T* __rest
         attn_scores_##SUF(const T* Q, const T* K, T* S, i64 n, i64 d) {                      \
         __shared__ __align__(16) unsigned qs[ATT_QK_WORDS];                                  \
         __shared__ __align__(16) unsigned ks[ATT_QK_WORDS];                                  \
-        if (d == 128) attn_scores<T, 128>(Q, K, S, n, qs, ks);                               \
-        else attn_scores<T, 64>(Q, K, S, n, qs, ks);                                         \
+        ATT_FOR_D(attn_scores<T, D>(Q, K, S, n, qs, ks));                                    \
     }                                                                                        \
     extern "C" __global__ void __launch_bounds__(ATT_SM_THREADS)                             \
         attn_softmax_##SUF(const T* S, T* P, i64 n, float scale) {                           \
@@ -423,8 +432,7 @@ __device__ __forceinline__ void attn_pv(const T* __restrict__ P, const T* __rest
         attn_pv_##SUF(const T* P, const T* V, T* O, i64 n, i64 d) {                          \
         __shared__ __align__(16) unsigned ps[ATT_P_WORDS];                                   \
         __shared__ __align__(16) unsigned vt[ATT_VT_WORDS];                                  \
-        if (d == 128) attn_pv<T, 128>(P, V, O, n, ps, vt);                                   \
-        else attn_pv<T, 64>(P, V, O, n, ps, vt);                                             \
+        ATT_FOR_D(attn_pv<T, D>(P, V, O, n, ps, vt));                                        \
     }
 RB_ATT(fp16, __half)
 RB_ATT(bf16, __nv_bfloat16)
