@@ -7,20 +7,23 @@ import json
 from pathlib import Path
 from typing import Any
 
+
+def _roof(name: str, value: float, level: str | None = None,
+          precision: str | None = None) -> dict[str, Any]:
+    """A measured memory roof (``level``) or compute roof (``precision``)."""
+    kind = {"kind": "memory", "level": level} if level else {"kind": "compute",
+                                                             "precision": precision}
+    return {"name": name, **kind, "value": value, "source": "measured"}
+
+
 TEST_CPU: dict[str, Any] = {"device": "test cpu", "roofs": [
-    {"name": "dram", "kind": "memory", "level": "dram", "value": 2e10, "source": "measured"},
-    {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 2e11,
-     "source": "measured"},
-    {"name": "fp64", "kind": "compute", "precision": "fp64", "value": 1e11,
-     "source": "measured"}]}
+    _roof("dram", 2e10, level="dram"), _roof("fp32", 2e11, precision="fp32"),
+    _roof("fp64", 1e11, precision="fp64")]}
 
 # An H200-like device for the emulated CUDA backends.
 FAKE_GPU: dict[str, Any] = {"device": "Fake Emulated GPU", "roofs": [
-    {"name": "hbm", "kind": "memory", "level": "dram", "value": 4e12, "source": "measured"},
-    {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 6e13,
-     "source": "measured"},
-    {"name": "fp16 tc", "kind": "compute", "precision": "fp16_tc", "value": 9e14,
-     "source": "measured"}]}
+    _roof("hbm", 4e12, level="dram"), _roof("fp32", 6e13, precision="fp32"),
+    _roof("fp16 tc", 9e14, precision="fp16_tc")]}
 
 
 def write_roofs(path: Path, roofs: dict[str, Any] = TEST_CPU) -> Path:
