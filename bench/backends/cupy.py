@@ -10,6 +10,7 @@ scaled_dot_product_attention on DLPack views, when torch is importable.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -25,7 +26,6 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Case
 
-from roofbench.errors_text import first_line
 from roofbench.records import RoofSet
 from roofbench.timing import TimerConfig, Timing, probe_timers
 
@@ -38,6 +38,7 @@ from .gpu_common import (
     CudaCBackend,
     CudaCPrepared,
     PlannedLaunch,
+    device_reason,
     function_facts,
     launch_facts,
     plan_launches,
@@ -46,15 +47,9 @@ from .gpu_common import (
 
 @cache
 def _cupy_reason() -> str | None:
-    try:
-        import cupy
-    except Exception as e:
-        return f"CuPy is not importable ({first_line(e)}); install roofbench[cuda13] or [cuda12]"
-    try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as e:
-        return f"no CUDA device ({first_line(e)})"
-    return None if n > 0 else "no CUDA device (CUDA reports 0 devices)"
+    return device_reason("CuPy", "install roofbench[cuda13] or [cuda12]",
+                         lambda: importlib.import_module("cupy"),
+                         lambda cupy: cupy.cuda.runtime.getDeviceCount())
 
 
 def device_props(index: int = 0) -> DeviceProps:

@@ -25,6 +25,7 @@ from roofbench.kernels.cuda_impl import (
 from roofbench.kernels.spec import Buf, Case, np_dtype
 from roofbench.kernels.wgmma_gemm import TmaKernel
 
+from roofbench.errors_text import first_line
 from roofbench.records import LaunchFacts, OccupancyLevel
 
 from .base import Backend, BackendUnavailable, CaseUnsupported, LaunchListPrepared
@@ -52,6 +53,21 @@ def to_storage(host: np.ndarray, buf: Buf) -> np.ndarray:
 
 def from_storage(raw: np.ndarray, buf: Buf) -> np.ndarray:
     return np.ascontiguousarray(raw).view(np_dtype(buf.dtype)).reshape(buf.shape)
+
+
+def device_reason(library: str, install: str, load: Callable[[], Any],
+                  count: Callable[[Any], int]) -> str | None:
+    """None when ``load()`` (the library's import) works and ``count(module)`` finds a CUDA
+    device, else why not in one line (``install``: how to get the library)."""
+    try:
+        module = load()
+    except Exception as e:
+        return f"{library} is not importable ({first_line(e)}); {install}"
+    try:
+        n = count(module)
+    except Exception as e:
+        return f"no CUDA device ({first_line(e)})"
+    return None if n > 0 else "no CUDA device (CUDA reports 0 devices)"
 
 
 @dataclass

@@ -9,6 +9,7 @@ library baseline (cuBLAS) is not reachable from PyCUDA: that case is recorded as
 
 from __future__ import annotations
 
+import importlib
 import shutil
 from collections.abc import Callable
 from functools import cache
@@ -23,7 +24,6 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Case
 
-from roofbench.errors_text import first_line
 from roofbench.records import RoofSet
 from roofbench.timing import TimerConfig, Timing
 
@@ -39,23 +39,22 @@ from .gpu_common import (
     CudaCBackend,
     CudaCPrepared,
     PlannedLaunch,
+    device_reason,
     plan_launches,
 )
 
 
+def _count_devices(drv: Any) -> int:
+    drv.init()
+    return int(drv.Device.count())
+
+
 @cache
 def _pycuda_reason() -> str | None:
-    try:
-        import pycuda.driver as drv
-    except Exception as e:
-        return f"PyCUDA is not importable ({first_line(e)}); pip install roofbench[pycuda]"
-    try:
-        drv.init()
-        n = drv.Device.count()
-    except Exception as e:
-        return f"no CUDA device ({first_line(e)})"
-    if n < 1:
-        return "no CUDA device (CUDA reports 0 devices)"
+    why = device_reason("PyCUDA", "pip install roofbench[pycuda]",
+                        lambda: importlib.import_module("pycuda.driver"), _count_devices)
+    if why:
+        return why
     if _nvcc() is None:
         return "nvcc not found (PATH or the nvidia-cuda-nvcc wheel): PyCUDA compiles with nvcc"
     return None
