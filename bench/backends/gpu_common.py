@@ -189,6 +189,11 @@ class CudaCPrepared(LaunchListPrepared):
     def _fill(self, array: Any, dtype: str) -> None:
         """Fill with the NaN pattern of ``dtype`` (POISON) in its storage type."""
 
+    @staticmethod
+    def poison_value(dtype: str) -> Any:
+        """The NaN pattern of ``dtype`` (POISON) as a scalar of its storage type."""
+        return STORAGE[dtype].type(POISON[dtype])
+
     @abstractmethod
     def _call(self, pl: PlannedLaunch) -> Callable[[], None]:
         """The ready call of one launch; appends the launch's facts to ``self.facts``."""

@@ -34,8 +34,6 @@ from .base import (
 )
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (
-    POISON,
-    STORAGE,
     CudaCBackend,
     CudaCPrepared,
     PlannedLaunch,
@@ -88,7 +86,7 @@ class PycudaPrepared(CudaCPrepared):
         return gpuarray.empty(shape, dtype=dtype)
 
     def _fill(self, array: Any, dtype: str) -> None:
-        array.fill(STORAGE[dtype].type(POISON[dtype]), stream=self.backend.stream)
+        array.fill(self.poison_value(dtype), stream=self.backend.stream)
 
     def _call(self, pl: PlannedLaunch) -> Callable[[], None]:
         # plan refuses library calls; plan_launches leaves out the "driver" launcher by default
