@@ -205,7 +205,7 @@ class CudaCPrepared(LaunchListPrepared):
     def _runtime_function(self, pl: PlannedLaunch) -> Any:
         """The compiled function of a runtime-API launch, opted in to the dynamic shared
         memory an occupancy level asks for; its facts appended to ``self.facts``."""
-        assert pl.function is not None  # only a library call has none
+        assert pl.function is not None and not isinstance(pl.impl, CudaLibrary)
         fn = self.backend.function(pl.impl.source, pl.function)
         if pl.smem > DEFAULT_DYNAMIC_SMEM:
             self._opt_in(fn, pl.smem)
