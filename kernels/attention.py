@@ -202,36 +202,37 @@ def _cores(kind: str, dtype: str) -> str:
 def workload(causal: bool = False) -> Workload:
     """The attention workload, non-causal or causal."""
     cuda = _cuda_tables(causal)
-    dtypes = ("fp32", "fp64", "fp16", "bf16")
-    no_twin = {"numba_cuda": "no Numba CUDA twin of the tensor-core attention kernels"}
+
+    def variant(name: str, description: str, **kw: Any) -> Variant:
+        # What all three share: the dtypes, the cores by where they run, no Numba CUDA twin.
+        return Variant(name=name, description=description, dtypes=("fp32", "fp64", "fp16", "bf16"),
+                       cores_on=_cores, unsupported={
+                           "numba_cuda": "no Numba CUDA twin of the tensor-core attention kernels"},
+                       **kw)
+
+    def one_launch(name: str, description: str, note: str, cpu: Any, **kw: Any) -> Variant:
+        # The whole product in one launch: on the CPU, ``cpu``; on the GPU, its CUDA table entry.
+        return variant(name, description, plan=_one_launch_plan(name, causal, note),
+                       impls={"cpu": {name: cpu}, "cuda": cuda[name]}, **kw)
+
     variants = {
-        "naive": Variant(
-            name="naive",
-            description="standard attention: S = QK^T, P = softmax(S), O = PV, three launches "
-                        "with S and P (N x N per head) in memory",
-            dtypes=dtypes, plan=_naive_plan(causal), temps=_naive_temps,
+        "naive": variant(
+            "naive", "standard attention: S = QK^T, P = softmax(S), O = PV, three launches "
+                     "with S and P (N x N per head) in memory",
+            plan=_naive_plan(causal), temps=_naive_temps,
             impls={"cpu": {"scores": ac.cpu_scores, "softmax": ac.cpu_softmax(causal),
                            "pv": ac.cpu_pv},
                    "cuda": cuda["naive"]},
-            cores_on=_cores, unsupported=no_twin,
             refuse=lambda size, dtype, backend: gpu_refuse(size, dtype, backend, True)),
-        "flash": Variant(
-            name="flash",
-            description="one launch: K/V tiles streamed through shared memory / cache, "
-                        "online softmax, S never in memory",
-            dtypes=dtypes,
-            plan=_one_launch_plan("flash", causal, "online softmax over K/V tiles"),
-            impls={"cpu": {"flash": ac.cpu_flash(causal)}, "cuda": cuda["flash"]},
-            cores_on=_cores, unsupported=no_twin, arrow_from="naive",
+        "flash": one_launch(
+            "flash", "one launch: K/V tiles streamed through shared memory / cache, online "
+                     "softmax, S never in memory",
+            "online softmax over K/V tiles", ac.cpu_flash(causal), arrow_from="naive",
             refuse=lambda size, dtype, backend: gpu_refuse(size, dtype, backend, False)),
-        "library": Variant(
-            name="library",
-            description="torch scaled_dot_product_attention (GPU); numpy BLAS matmuls and "
-                        "ufunc softmax per block of query rows (CPU)",
-            dtypes=dtypes,
-            plan=_one_launch_plan("library", causal, "the library's own kernels"),
-            impls={"cpu": {"library": ac.cpu_library(causal)}, "cuda": cuda["library"]},
-            cores_on=_cores, unsupported=no_twin,
+        "library": one_launch(
+            "library", "torch scaled_dot_product_attention (GPU); numpy BLAS matmuls and ufunc "
+                       "softmax per block of query rows (CPU)",
+            "the library's own kernels", ac.cpu_library(causal),
             numba_threads=False),  # numpy's BLAS: a thread pool of its own
     }
     name = "attention_causal" if causal else "attention"

@@ -89,14 +89,26 @@ def _transpose_tile(v, j0, cols, vt):
             vt[x, b] = row[x]
 
 
+@njit(inline="always")
+def _query_blocks(n):
+    """The tasks of one head: a task per QB query rows."""
+    return (n + QB - 1) // QB
+
+
+@njit(inline="always")
+def _query_block(t, n):
+    """Task t's head, first query row and number of rows (QB, fewer in the last block)."""
+    nqb = _query_blocks(n)
+    i0 = (t % nqb) * QB
+    return t // nqb, i0, min(QB, n - i0)
+
+
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def _scores_core(q, k, s):
     # S[h] = Q[h] K[h]^T, the whole N x N (causal or not), one task per QB query rows.
     bh, n, d = q.shape
-    nqb = (n + QB - 1) // QB
-    for t in prange(bh * nqb):
-        h, i0 = t // nqb, (t % nqb) * QB
-        rows = min(QB, n - i0)
+    for t in prange(bh * _query_blocks(n)):
+        h, i0, rows = _query_block(t, n)
         for j0 in range(0, n, KB):
             _abt(q[h], i0, 0, k[h], j0, 0, s[h], i0, j0, rows, min(KB, n - j0), d, False)
 
@@ -130,10 +142,8 @@ def _pv_core(p, v, o):
     # O[h] = P[h] V[h] over every key (causal: the masked zeros too), one task per QB rows,
     # V taken in KB-key tiles transposed into a scratch.
     bh, n, d = v.shape
-    nqb = (n + QB - 1) // QB
-    for t in prange(bh * nqb):
-        h, i0 = t // nqb, (t % nqb) * QB
-        rows = min(QB, n - i0)
+    for t in prange(bh * _query_blocks(n)):
+        h, i0, rows = _query_block(t, n)
         vt = np.empty((d, KB), dtype=v.dtype)
         for j0 in range(0, n, KB):
             cols = min(KB, n - j0)
@@ -149,10 +159,8 @@ def _flash_core(q, k, v, o, scale, causal):
     # reaches memory. Causal: tiles after the block's last row are skipped, the diagonal one
     # masked.
     bh, n, d = q.shape
-    nqb = (n + QB - 1) // QB
-    for t in prange(bh * nqb):
-        h, i0 = t // nqb, (t % nqb) * QB
-        rows = min(QB, n - i0)
+    for t in prange(bh * _query_blocks(n)):
+        h, i0, rows = _query_block(t, n)
         zero = q.dtype.type(0)
         acc = np.zeros((QB, d), dtype=q.dtype)
         s = np.empty((QB, KB), dtype=q.dtype)

@@ -16,10 +16,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import __version__, roofline
 from .timing import Timing
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+
+class Plain:
+    """A record written as ``asdict`` has it: its fields, nested records as dicts."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(cast("DataclassInstance", self))
 
 # ---------------------------------------------------------------------------- roofs
 
@@ -149,7 +159,7 @@ class RoofSet:
 
 
 @dataclass(frozen=True)
-class Occupancy:
+class Occupancy(Plain):
     """Theoretical occupancy of one launch (bench/backends/occupancy.py computes it)."""
 
     threads_per_block: int
@@ -161,12 +171,9 @@ class Occupancy:
     occupancy: float  # warps_per_sm / max_warps_per_sm
     limiter: str  # "warps", "blocks", "registers" or "shared_memory"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass
-class LaunchCounters:
+class LaunchCounters(Plain):
     """What ncu measured for one launch of a pipeline (values exactly as read, base units)."""
 
     kernel: str  # the kernel name ncu reported (joined by '+' when several were summed)
@@ -189,12 +196,9 @@ class LaunchCounters:
             return None
         return self.dram_read + self.dram_write
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass
-class LaunchFacts:
+class LaunchFacts(Plain):
     """How a backend ran one launch: the function (or the library call standing in for one),
     its geometry and resources where the backend knows them, and the occupancy they give."""
 
@@ -212,9 +216,6 @@ class LaunchFacts:
     # False: the function has never run on real hardware before (compiled, inspected and
     # emulated only); a report names such cases.
     validated_on_hardware: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -257,7 +258,7 @@ class BufferFacts:
 
 
 @dataclass
-class NcuSettings:
+class NcuSettings(Plain):
     """How Nsight Compute collected a case's counters (``roofbench run --ncu``)."""
 
     path: str
@@ -269,15 +270,12 @@ class NcuSettings:
     # input dtype -> the tensor-op metrics collected for it ([] when the device lists none)
     tensor_ops: dict[str, list[str]] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 # ---------------------------------------------------------------------------- cases, runs
 
 
 @dataclass(frozen=True)
-class OccupancyLevel:
+class OccupancyLevel(Plain):
     """Where a case of an occupancy scan (`roofbench occupancy`) sits on the occupancy axis:
     the same case at every level, only how much of the device runs it changes.
 
@@ -300,10 +298,6 @@ class OccupancyLevel:
     def tag(self) -> str:
         """The level in a case key: ``2threads``, ``3blocks-per-SM``."""
         return f"{self.value}threads" if self.axis == "threads" else f"{self.value}blocks-per-SM"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 
 @dataclass

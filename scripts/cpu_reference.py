@@ -127,14 +127,6 @@ class Row:
     c_median: list[float] = field(default_factory=list)
 
     @property
-    def numba(self) -> float:
-        return statistics.median(self.numba_best)
-
-    @property
-    def c(self) -> float:
-        return statistics.median(self.c_best)
-
-    @property
     def ratio(self) -> float:
         """Median over rounds of numba/C, each round's pair run back to back: load that
         drifts between rounds cancels out of every pair."""
@@ -155,7 +147,8 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(numba=self.numba, c=self.c, ratio=self.ratio,
+        d.update(numba=statistics.median(self.numba_best), c=statistics.median(self.c_best),
+                 ratio=self.ratio,
                  ratio_of_medians=self.ratio_of_medians, target=self.target, passed=self.passed)
         return d
 

@@ -12,27 +12,18 @@ gate's simultaneous ones (what the docs compare). Prints both counts.
 from __future__ import annotations
 
 import argparse
-import copy
 import random
-import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT / "tests" / "standins"))  # the gate tests' resampling, reused
 
+from real_samples import with_samples  # noqa: E402
 from roofbench.bench.results import load_run  # noqa: E402
 
 from roofbench.gate import FailOn, classify  # noqa: E402
-
-
-def with_samples(run, fn):
-    out = copy.deepcopy(run)
-    for c in out.cases:
-        if c.timing is not None and c.valid:
-            c.timing.samples = list(fn(c.key, list(c.timing.samples)))
-            c.median_s = statistics.median(c.timing.samples)
-    return out
 
 
 def main() -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 # The stand-ins and helpers every test folder imports (cuda_tools, testpaths): one place.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "standins"))
 import roofbench.kernels.numba_compat  # noqa: F401  (numpy 2.5 vs numba-cuda 0.30)
+from roof_sets import write_roofs  # noqa: E402
 
 
 def _gpu_reason() -> str | None:
@@ -42,15 +42,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def roofs_file(tmp_path: Path) -> Path:
     """A small hand-written roof set, so CLI tests need not spend time measuring roofs."""
-    p = tmp_path / "roofs.json"
-    p.write_text(json.dumps({"device": "test cpu", "roofs": [
-        {"name": "dram triad", "kind": "memory", "level": "dram", "value": 2e10,
-         "source": "measured"},
-        {"name": "fp32 fma", "kind": "compute", "precision": "fp32", "value": 2e11,
-         "source": "measured"},
-        {"name": "fp64 fma", "kind": "compute", "precision": "fp64", "value": 1e11,
-         "source": "measured"}]}))
-    return p
+    return write_roofs(tmp_path / "roofs.json")
 
 
 # What a newcomer's `make test` could not run, and the command that runs it: the last lines of

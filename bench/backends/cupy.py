@@ -10,6 +10,7 @@ scaled_dot_product_attention on DLPack views, when torch is importable.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -25,7 +26,6 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Case
 
-from roofbench.errors_text import first_line
 from roofbench.records import RoofSet
 from roofbench.timing import TimerConfig, Timing, probe_timers
 
@@ -33,12 +33,12 @@ from .base import BackendUnavailable, CaseUnsupported, Hooks, Prepared
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (
     ALL_LAUNCHERS,
-    DEFAULT_DYNAMIC_SMEM,
     POISON,
     STORAGE,
     CudaCBackend,
     CudaCPrepared,
     PlannedLaunch,
+    device_reason,
     function_facts,
     launch_facts,
     plan_launches,
@@ -47,15 +47,9 @@ from .gpu_common import (
 
 @cache
 def _cupy_reason() -> str | None:
-    try:
-        import cupy
-    except Exception as e:
-        return f"CuPy is not importable ({first_line(e)}); install roofbench[cuda13] or [cuda12]"
-    try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as e:
-        return f"no CUDA device ({first_line(e)})"
-    return None if n > 0 else "no CUDA device (CUDA reports 0 devices)"
+    return device_reason("CuPy", "install roofbench[cuda13] or [cuda12]",
+                         lambda: importlib.import_module("cupy"),
+                         lambda cupy: cupy.cuda.runtime.getDeviceCount())
 
 
 def device_props(index: int = 0) -> DeviceProps:
@@ -94,9 +88,6 @@ class EventTimer:
 class CupyPrepared(CudaCPrepared):
     compiler = "nvrtc (cupy.RawModule)"
 
-    def __init__(self, backend: CupyBackend, case: Case, inputs: dict[str, np.ndarray]) -> None:
-        super().__init__(backend, case, inputs, backend.plan(case))  # refuses before allocating
-
     def _on_stream(self) -> Any:
         return self.backend.stream
 
@@ -130,12 +121,11 @@ class CupyPrepared(CudaCPrepared):
             return call
         if pl.impl.launcher == "driver":
             return self._tma(pl)
-        assert pl.function is not None  # only a library call has none
-        fn = self.backend.function(pl.impl.source, pl.function)
-        if pl.smem > DEFAULT_DYNAMIC_SMEM:  # an occupancy level's: opted in once per function
-            fn.max_dynamic_shared_size_bytes = max(pl.smem, fn.max_dynamic_shared_size_bytes)
-        self.facts.append(function_facts(pl, fn, self.backend.props.cc))
+        fn = self._runtime_function(pl)
         return lambda: fn(pl.grid, pl.block, args, shared_mem=pl.smem)
+
+    def _opt_in(self, fn: Any, smem: int) -> None:
+        fn.max_dynamic_shared_size_bytes = max(smem, fn.max_dynamic_shared_size_bytes)
 
     def _tma(self, pl: Any) -> Callable[[], None]:
         """A tensor-map kernel (the sm_90a wgmma GEMM) through cuda-python: maps encoded once
@@ -205,23 +195,15 @@ def _sdpa(arrays: tuple[Any, ...], dtype: str, stream: Any, causal: bool) -> Cal
 
 class CupyBackend(CudaCBackend):
     name = "cuda"
-
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
-        return _cupy_reason()
+    _reason = staticmethod(_cupy_reason)
 
     def __init__(self, device: int = 0) -> None:
-        why = _cupy_reason()
-        if why:
-            raise BackendUnavailable(why)
+        super().__init__(device)
         import cupy
 
-        self.index = device
         cupy.cuda.Device(device).use()
         self.props = device_props(device)
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self._modules: dict[str, Any] = {}
-        self._flush_buf: Any = None
         self._tma: Any = None
         self._arrays: Arrays | None = None
 

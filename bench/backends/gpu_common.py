@@ -25,9 +25,10 @@ from roofbench.kernels.cuda_impl import (
 from roofbench.kernels.spec import Buf, Case, np_dtype
 from roofbench.kernels.wgmma_gemm import TmaKernel
 
+from roofbench.errors_text import first_line
 from roofbench.records import LaunchFacts, OccupancyLevel
 
-from .base import Backend, CaseUnsupported, LaunchListPrepared
+from .base import Backend, BackendUnavailable, CaseUnsupported, LaunchListPrepared
 from .occupancy import occupancy, smem_for_blocks
 
 # Dynamic shared memory a launch gets without opting in (cudaFuncSetAttribute).
@@ -52,6 +53,21 @@ def to_storage(host: np.ndarray, buf: Buf) -> np.ndarray:
 
 def from_storage(raw: np.ndarray, buf: Buf) -> np.ndarray:
     return np.ascontiguousarray(raw).view(np_dtype(buf.dtype)).reshape(buf.shape)
+
+
+def device_reason(library: str, install: str, load: Callable[[], Any],
+                  count: Callable[[Any], int]) -> str | None:
+    """None when ``load()`` (the library's import) works and ``count(module)`` finds a CUDA
+    device, else why not in one line (``install``: how to get the library)."""
+    try:
+        module = load()
+    except Exception as e:
+        return f"{library} is not importable ({first_line(e)}); {install}"
+    try:
+        n = count(module)
+    except Exception as e:
+        return f"no CUDA device ({first_line(e)})"
+    return None if n > 0 else "no CUDA device (CUDA reports 0 devices)"
 
 
 @dataclass
@@ -142,8 +158,8 @@ class CudaCPrepared(LaunchListPrepared):
 
     compiler = ""  # recorded in extra()
 
-    def __init__(self, backend: Any, case: Case, inputs: dict[str, np.ndarray],
-                 plans: list[PlannedLaunch]) -> None:
+    def __init__(self, backend: Any, case: Case, inputs: dict[str, np.ndarray]) -> None:
+        plans = backend.plan(case)  # refuses before allocating
         self.case, self.backend = case, backend
         self.bufs = case.buffers()
         self.arrays: dict[str, Any] = {}
@@ -173,9 +189,28 @@ class CudaCPrepared(LaunchListPrepared):
     def _fill(self, array: Any, dtype: str) -> None:
         """Fill with the NaN pattern of ``dtype`` (POISON) in its storage type."""
 
+    @staticmethod
+    def poison_value(dtype: str) -> Any:
+        """The NaN pattern of ``dtype`` (POISON) as a scalar of its storage type."""
+        return STORAGE[dtype].type(POISON[dtype])
+
     @abstractmethod
     def _call(self, pl: PlannedLaunch) -> Callable[[], None]:
         """The ready call of one launch; appends the launch's facts to ``self.facts``."""
+
+    @abstractmethod
+    def _opt_in(self, fn: Any, smem: int) -> None:
+        """Let ``fn`` take ``smem`` bytes of dynamic shared memory (past the default 48 KB)."""
+
+    def _runtime_function(self, pl: PlannedLaunch) -> Any:
+        """The compiled function of a runtime-API launch, opted in to the dynamic shared
+        memory an occupancy level asks for; its facts appended to ``self.facts``."""
+        assert pl.function is not None and not isinstance(pl.impl, CudaLibrary)
+        fn = self.backend.function(pl.impl.source, pl.function)
+        if pl.smem > DEFAULT_DYNAMIC_SMEM:
+            self._opt_in(fn, pl.smem)
+        self.facts.append(function_facts(pl, fn, self.backend.props.cc))
+        return fn
 
     def poison(self) -> None:
         with self._on_stream():
@@ -201,12 +236,29 @@ class CudaCPrepared(LaunchListPrepared):
 class CudaCBackend(Backend):
     """What the CUDA C backends share beyond their prepared cases: compiled functions by
     source, the device's name and L2, and refusing before allocating whatever ``plan`` refuses.
-    A subclass sets ``props`` and provides ``module(source)``."""
+    A subclass sets ``props`` and provides ``module(source)``; ``_reason`` (None or why not)
+    says whether it can run here, and its ``__init__`` refuses with that reason."""
 
     family = "cuda"
     kind = "gpu"
     exact_kernel_names = True
     props: DeviceProps
+
+    @staticmethod
+    def _reason() -> str | None:
+        return None
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return cls._reason()
+
+    def __init__(self, device: int = 0) -> None:
+        why = self.unavailable_reason()
+        if why:
+            raise BackendUnavailable(why)
+        self.index = device
+        self._modules: dict[str, Any] = {}  # compiled sources, by name
+        self._flush_buf: Any = None  # the last-level-cache flush buffer, made on first use
 
     def module(self, source: str) -> Any:
         raise NotImplementedError

@@ -9,6 +9,7 @@ library baseline (cuBLAS) is not reachable from PyCUDA: that case is recorded as
 
 from __future__ import annotations
 
+import importlib
 import shutil
 from collections.abc import Callable
 from functools import cache
@@ -23,42 +24,35 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Case
 
-from roofbench.errors_text import first_line
 from roofbench.records import RoofSet
 from roofbench.timing import TimerConfig, Timing
 
 from .base import (
-    BackendUnavailable,
     CaseUnsupported,
     Hooks,
     LaunchListPrepared,
 )
 from .cuda_timer import EventOps, cuda_time
 from .gpu_common import (
-    DEFAULT_DYNAMIC_SMEM,
-    POISON,
-    STORAGE,
     CudaCBackend,
     CudaCPrepared,
     PlannedLaunch,
-    function_facts,
+    device_reason,
     plan_launches,
 )
 
 
+def _count_devices(drv: Any) -> int:
+    drv.init()
+    return int(drv.Device.count())
+
+
 @cache
 def _pycuda_reason() -> str | None:
-    try:
-        import pycuda.driver as drv
-    except Exception as e:
-        return f"PyCUDA is not importable ({first_line(e)}); pip install roofbench[pycuda]"
-    try:
-        drv.init()
-        n = drv.Device.count()
-    except Exception as e:
-        return f"no CUDA device ({first_line(e)})"
-    if n < 1:
-        return "no CUDA device (CUDA reports 0 devices)"
+    why = device_reason("PyCUDA", "pip install roofbench[pycuda]",
+                        lambda: importlib.import_module("pycuda.driver"), _count_devices)
+    if why:
+        return why
     if _nvcc() is None:
         return "nvcc not found (PATH or the nvidia-cuda-nvcc wheel): PyCUDA compiles with nvcc"
     return None
@@ -81,9 +75,6 @@ def _nvcc() -> str | None:
 class PycudaPrepared(CudaCPrepared):
     compiler = "nvcc (pycuda SourceModule)"
 
-    def __init__(self, backend: PycudaBackend, case: Case, inputs: dict[str, np.ndarray]) -> None:
-        super().__init__(backend, case, inputs, backend.plan(case))  # refuses before allocating
-
     def _upload(self, host: np.ndarray) -> Any:
         import pycuda.gpuarray as gpuarray
 
@@ -95,19 +86,18 @@ class PycudaPrepared(CudaCPrepared):
         return gpuarray.empty(shape, dtype=dtype)
 
     def _fill(self, array: Any, dtype: str) -> None:
-        array.fill(STORAGE[dtype].type(POISON[dtype]), stream=self.backend.stream)
+        array.fill(self.poison_value(dtype), stream=self.backend.stream)
 
     def _call(self, pl: PlannedLaunch) -> Callable[[], None]:
         # plan refuses library calls; plan_launches leaves out the "driver" launcher by default
         assert pl.impl.launcher == "runtime" and pl.function is not None
-        fn = self.backend.function(pl.impl.source, pl.function)
-        if pl.smem > DEFAULT_DYNAMIC_SMEM:  # an occupancy level's: opt in to that much
-            fn.set_attribute(self.backend.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                             pl.smem)
+        fn = self._runtime_function(pl)
         args = tuple(self.arrays[a].gpudata if isinstance(a, str) else a for a in pl.args)
         stream = self.backend.stream
-        self.facts.append(function_facts(pl, fn, self.backend.props.cc))
         return lambda: fn(*args, grid=pl.grid, block=pl.block, shared=pl.smem, stream=stream)
+
+    def _opt_in(self, fn: Any, smem: int) -> None:
+        fn.set_attribute(self.backend.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
 
     def close(self) -> None:
         self.backend.stream.synchronize()
@@ -118,19 +108,13 @@ class PycudaPrepared(CudaCPrepared):
 
 class PycudaBackend(CudaCBackend):
     name = "pycuda"
-
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
-        return _pycuda_reason()
+    _reason = staticmethod(_pycuda_reason)
 
     def __init__(self, device: int = 0) -> None:
-        why = _pycuda_reason()
-        if why:
-            raise BackendUnavailable(why)
+        super().__init__(device)
         import pycuda.driver as drv
 
         self.drv = drv
-        self.index = device
         self.dev = drv.Device(device)
         self.ctx = self.dev.retain_primary_context()  # shared with CuPy / the runtime API
         self.ctx.push()
@@ -146,8 +130,6 @@ class PycudaBackend(CudaCBackend):
             name=self.dev.name(),
         )
         self.stream = drv.Stream()
-        self._modules: dict[str, Any] = {}
-        self._flush_buf: Any = None
 
     def module(self, source: str) -> Any:
         from pycuda.compiler import SourceModule

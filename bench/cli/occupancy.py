@@ -18,7 +18,7 @@ from ..backends import base as backends
 from ..measure.session import RunOptions, execute, parse_size, select_cases
 from ..results import check_writable
 from .progress import Heartbeat
-from .run import roofs_with_progress, summary_table
+from .run import add_measure_options, roofs_with_progress, summary_table
 
 
 def cmd_occupancy(args: argparse.Namespace) -> int:
@@ -70,14 +70,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                                   "rule)")
     p.add_argument("--backend", default="auto",
                    help="auto (best available), " + ", ".join(REGISTRY))
-    p.add_argument("--roofs", metavar="FILE", help="roofs JSON to use instead of measuring")
-    p.add_argument("--quick", action="store_true", help="small sizes, short timing")
-    p.add_argument("--cold", action="store_true",
-                   help="flush the last-level cache before every sample (outside the window)")
-    p.add_argument("--seed", type=int, default=None, help="input generator seed")
-    p.add_argument("--out", metavar="DIR", help="results root (default: results/ under "
-                                                "$ROOFBENCH_HOME, else the working directory)")
-    p.add_argument("--ncu", action="store_true",
-                   help="after timing, profile each level under Nsight Compute (achieved "
-                        "occupancy, DRAM bytes)")
+    add_measure_options(p, "after timing, profile each level under Nsight Compute (achieved "
+                           "occupancy, DRAM bytes)")
     p.set_defaults(func=cmd_occupancy)

@@ -114,6 +114,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 # -- parser ---------------------------------------------------------------------------------
 
+def add_measure_options(p: argparse.ArgumentParser, ncu_help: str) -> None:
+    """The options of every command that measures cases: roofs, quick, cold, seed, out, ncu."""
+    p.add_argument("--roofs", metavar="FILE", help="roofs JSON to use instead of measuring")
+    p.add_argument("--quick", action="store_true", help="small sizes, short timing (smoke run)")
+    p.add_argument("--cold", action="store_true",
+                   help="flush the last-level cache before every sample (outside the window)")
+    p.add_argument("--seed", type=int, default=None, help="input generator seed")
+    p.add_argument("--out", metavar="DIR", help="results root (default: results/ under "
+                                                "$ROOFBENCH_HOME, else the working directory)")
+    p.add_argument("--ncu", action="store_true", help=ncu_help)
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="auto",
                    help="auto (best available), " + ", ".join(REGISTRY))
@@ -124,16 +136,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="fp64, fp32, fp16, bf16, fp8 (repeatable; default: all the backend runs)")
     p.add_argument("--size", help="N, NxM or MxNxK, e.g. 16M, 4096x1024 (default: fills the "
                                   "device by the stated rule)")
-    p.add_argument("--roofs", metavar="FILE", help="roofs JSON to use instead of measuring")
-    p.add_argument("--quick", action="store_true", help="small sizes, short timing (smoke run)")
-    p.add_argument("--cold", action="store_true",
-                   help="flush the last-level cache before every sample (outside the window)")
-    p.add_argument("--seed", type=int, default=None, help="input generator seed")
-    p.add_argument("--out", metavar="DIR", help="results root (default: results/ under "
-                                                "$ROOFBENCH_HOME, else the working directory)")
-    p.add_argument("--ncu", action="store_true",
-                   help="after timing, run each valid case once more under Nsight Compute "
-                        "(ncu on PATH or $ROOFBENCH_NCU) and compare its counters with the model")
+    add_measure_options(p, "after timing, run each valid case once more under Nsight Compute "
+                           "(ncu on PATH or $ROOFBENCH_NCU) and compare its counters with the "
+                           "model")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

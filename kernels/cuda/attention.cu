@@ -18,6 +18,7 @@
 // The C fragment of S is, pair for pair, the A fragment of P for the second product, so P goes
 // from the scores' accumulators to the PV mma without shared memory.
 #include "common.cuh"
+#include "mma.cuh"
 
 #define ATT_BM 64       // query rows per block
 #define ATT_BN 64       // keys per tile
@@ -31,36 +32,6 @@
 #define ATT_NEG (-3.0e38f)  // a masked score: finite, so no inf - inf anywhere
 
 #define ATT_DW(d) ((d) / 2 + ATT_PAD)  // words per shared row of a [64][d] tile
-
-template <typename T>
-__device__ __forceinline__ void att_mma(float (&d)[4], const unsigned (&a)[4],
-                                        const unsigned (&b)[2]);
-template <>
-__device__ __forceinline__ void att_mma<__half>(float (&d)[4], const unsigned (&a)[4],
-                                                const unsigned (&b)[2]) {
-#ifdef RB_HOST_EMU  // tests/standins/cuda_emu: CPU emulation of the warp-wide mma
-    rb_emu_mma<__half>(d, a, b);
-#else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
-template <>
-__device__ __forceinline__ void att_mma<__nv_bfloat16>(float (&d)[4], const unsigned (&a)[4],
-                                                       const unsigned (&b)[2]) {
-#ifdef RB_HOST_EMU
-    rb_emu_mma<__nv_bfloat16>(d, a, b);
-#else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
 
 // Two values as one 32-bit fragment word (the lower k in the low half).
 template <typename T> __device__ __forceinline__ unsigned att_pack2(float lo, float hi) {
@@ -129,7 +100,7 @@ __device__ __forceinline__ void att_qk(float (&acc)[8][4], const unsigned (&qf)[
         for (int ni = 0; ni < 8; ++ni) {
             const unsigned* base = &ks[(ni * 8 + g) * DW + ks_ * 8 + t];
             const unsigned b[2] = {base[0], base[4]};
-            att_mma<T>(acc[ni], qf[ks_], b);
+            Mma<T>::run(acc[ni], qf[ks_], b);
         }
     }
 }
@@ -160,7 +131,7 @@ __device__ __forceinline__ void att_pv_tile(float (&oacc)[D / 8][4], const unsig
         for (int dn = 0; dn < D / 8; ++dn) {
             const unsigned* base = &vt[(dn * 8 + g) * ATT_KW + kk * 8 + t];
             const unsigned b[2] = {base[0], base[4]};
-            att_mma<T>(oacc[dn], pf[kk], b);
+            Mma<T>::run(oacc[dn], pf[kk], b);
         }
 }
 
@@ -420,29 +391,34 @@ __device__ __forceinline__ void attn_pv(const T* __restrict__ P, const T* __rest
 #define ATT_VT_WORDS (ATT_DMAX * ATT_KW)
 #define ATT_P_WORDS (ATT_BM * ATT_KW)
 
+// The statement, with D the head dim the launch asks for (64 or 128): each head dim its own
+// instantiation, the branch uniform over the grid.
+#define ATT_FOR_D(...)                                                                       \
+    if (d == 128) {                                                                          \
+        constexpr int D = 128;                                                               \
+        __VA_ARGS__;                                                                         \
+    } else {                                                                                 \
+        constexpr int D = 64;                                                                \
+        __VA_ARGS__;                                                                         \
+    }
+
+// attn_flash_<dt> (CAUSAL false) or attn_flash_causal_<dt>: either head dim, one signature.
+#define RB_ATT_FLASH(NAME, T, CAUSAL)                                                        \
+    extern "C" __global__ void __launch_bounds__(ATT_THREADS)                               \
+        NAME(const T* Q, const T* K, const T* V, T* O, i64 n, i64 d, float scale) {          \
+        __shared__ __align__(16) unsigned ks[ATT_QK_WORDS];                                  \
+        __shared__ __align__(16) unsigned vt[ATT_VT_WORDS];                                  \
+        ATT_FOR_D(attn_flash<T, D, CAUSAL>(Q, K, V, O, n, scale, ks, vt));                   \
+    }
+
 #define RB_ATT(SUF, T)                                                                       \
-    extern "C" __global__ void __launch_bounds__(ATT_THREADS)                               \
-        attn_flash_##SUF(const T* Q, const T* K, const T* V, T* O, i64 n, i64 d,             \
-                         float scale) {                                                      \
-        __shared__ __align__(16) unsigned ks[ATT_QK_WORDS];                                  \
-        __shared__ __align__(16) unsigned vt[ATT_VT_WORDS];                                  \
-        if (d == 128) attn_flash<T, 128, false>(Q, K, V, O, n, scale, ks, vt);               \
-        else attn_flash<T, 64, false>(Q, K, V, O, n, scale, ks, vt);                         \
-    }                                                                                        \
-    extern "C" __global__ void __launch_bounds__(ATT_THREADS)                               \
-        attn_flash_causal_##SUF(const T* Q, const T* K, const T* V, T* O, i64 n, i64 d,      \
-                                float scale) {                                               \
-        __shared__ __align__(16) unsigned ks[ATT_QK_WORDS];                                  \
-        __shared__ __align__(16) unsigned vt[ATT_VT_WORDS];                                  \
-        if (d == 128) attn_flash<T, 128, true>(Q, K, V, O, n, scale, ks, vt);                \
-        else attn_flash<T, 64, true>(Q, K, V, O, n, scale, ks, vt);                          \
-    }                                                                                        \
+    RB_ATT_FLASH(attn_flash_##SUF, T, false)                                                 \
+    RB_ATT_FLASH(attn_flash_causal_##SUF, T, true)                                           \
     extern "C" __global__ void __launch_bounds__(ATT_THREADS)                               \
         attn_scores_##SUF(const T* Q, const T* K, T* S, i64 n, i64 d) {                      \
         __shared__ __align__(16) unsigned qs[ATT_QK_WORDS];                                  \
         __shared__ __align__(16) unsigned ks[ATT_QK_WORDS];                                  \
-        if (d == 128) attn_scores<T, 128>(Q, K, S, n, qs, ks);                               \
-        else attn_scores<T, 64>(Q, K, S, n, qs, ks);                                         \
+        ATT_FOR_D(attn_scores<T, D>(Q, K, S, n, qs, ks));                                    \
     }                                                                                        \
     extern "C" __global__ void __launch_bounds__(ATT_SM_THREADS)                             \
         attn_softmax_##SUF(const T* S, T* P, i64 n, float scale) {                           \
@@ -456,8 +432,7 @@ __device__ __forceinline__ void attn_pv(const T* __restrict__ P, const T* __rest
         attn_pv_##SUF(const T* P, const T* V, T* O, i64 n, i64 d) {                          \
         __shared__ __align__(16) unsigned ps[ATT_P_WORDS];                                   \
         __shared__ __align__(16) unsigned vt[ATT_VT_WORDS];                                  \
-        if (d == 128) attn_pv<T, 128>(P, V, O, n, ps, vt);                                   \
-        else attn_pv<T, 64>(P, V, O, n, ps, vt);                                             \
+        ATT_FOR_D(attn_pv<T, D>(P, V, O, n, ps, vt));                                        \
     }
 RB_ATT(fp16, __half)
 RB_ATT(bf16, __nv_bfloat16)

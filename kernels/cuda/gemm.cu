@@ -11,6 +11,7 @@
 //                      on tensor cores, FP32 accumulate; 128x128 block tile, 8 warps of 64x32,
 //                      double-buffered shared memory, register prefetch.
 #include "common.cuh"
+#include "mma.cuh"
 
 // ---------------------------------------------------------------------------------- naive
 template <typename T>
@@ -191,52 +192,6 @@ __device__ __forceinline__ void gemm_regblock(const T* __restrict__ A, const T* 
 #define TC_BM 128
 #define TC_BN 128
 #define TC_ROWW 20  // words per smem row: 16 (64 bytes of k) + 4 padding
-
-template <typename T> struct Mma;
-template <> struct Mma<__half> {
-    static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4],
-                                               const unsigned (&b)[2]) {
-#ifdef RB_HOST_EMU  // tests/standins/cuda_emu: CPU emulation of the warp-wide mma
-        rb_emu_mma<__half>(d, a, b);
-#else
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-    }
-};
-template <> struct Mma<__nv_bfloat16> {
-    static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4],
-                                               const unsigned (&b)[2]) {
-#ifdef RB_HOST_EMU
-        rb_emu_mma<__nv_bfloat16>(d, a, b);
-#else
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-    }
-};
-template <> struct Mma<fp8_t> {
-    static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4],
-                                               const unsigned (&b)[2]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-        asm volatile(
-            "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#elif defined(RB_HOST_EMU)
-        rb_emu_mma<fp8_t>(d, a, b);
-#else
-        __trap();  // FP8 tensor cores need sm_89+; the host never launches this (min_cc)
-#endif
-    }
-};
 
 // Raw bytes of `BYTES` consecutive storage values, loaded as one vector when allowed.
 template <int BYTES> struct RawVec;

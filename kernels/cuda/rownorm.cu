@@ -15,8 +15,10 @@
 #define RN_PACKS 8
 #define RN_ELEMS 16
 
-template <typename T>
-__device__ __forceinline__ typename Acc<T>::type row_sumsq(const T* __restrict__ xr, i64 h) {
+// This thread's share of a row's sum of squares (SQ) or plain sum (the naive pipeline's
+// row-reduce of already-squared values).
+template <bool SQ, typename T>
+__device__ __forceinline__ typename Acc<T>::type row_reduce(const T* __restrict__ xr, i64 h) {
     typedef typename Acc<T>::type A;
     constexpr int V = Pack<T>::N;
     A s = 0;
@@ -25,32 +27,13 @@ __device__ __forceinline__ typename Acc<T>::type row_sumsq(const T* __restrict__
             A f[V];
             unpack(ld_pack(xr + p * V), f);
 #pragma unroll
-            for (int i = 0; i < V; ++i) s += f[i] * f[i];
+            for (int i = 0; i < V; ++i) s += SQ ? f[i] * f[i] : f[i];
         }
     } else {
         for (i64 j = threadIdx.x; j < h; j += blockDim.x) {
-            A v = to_acc(xr[j]);
-            s += v * v;
+            const A v = to_acc(xr[j]);
+            s += SQ ? v * v : v;
         }
-    }
-    return s;
-}
-
-// Sum of a row of already-squared values (the naive pipeline's row-reduce).
-template <typename T>
-__device__ __forceinline__ typename Acc<T>::type row_sum(const T* __restrict__ xr, i64 h) {
-    typedef typename Acc<T>::type A;
-    constexpr int V = Pack<T>::N;
-    A s = 0;
-    if (h % V == 0) {
-        for (i64 p = threadIdx.x; p < h / V; p += blockDim.x) {
-            A f[V];
-            unpack(ld_pack(xr + p * V), f);
-#pragma unroll
-            for (int i = 0; i < V; ++i) s += f[i];
-        }
-    } else {
-        for (i64 j = threadIdx.x; j < h; j += blockDim.x) s += to_acc(xr[j]);
     }
     return s;
 }
@@ -139,7 +122,7 @@ __device__ __forceinline__ void rn_onepass(const T* __restrict__ x, T* __restric
         map<T, false>(x, x, sq, b * h, OpSquare());                                          \
     }                                                                                        \
     extern "C" __global__ void rn_rowsum_##SUF(const T* sq, acc_##SUF* sums, i64 b, i64 h) { \
-        const acc_##SUF s = block_sum(row_sum(sq + (i64)blockIdx.x * h, h));                 \
+        const acc_##SUF s = block_sum(row_reduce<false>(sq + (i64)blockIdx.x * h, h));       \
         if (threadIdx.x == 0) sums[blockIdx.x] = s;                                          \
     }                                                                                        \
     extern "C" __global__ void rn_rsqrt_##SUF(const acc_##SUF* sums, acc_##SUF* scale, i64 b, \
@@ -155,7 +138,7 @@ __device__ __forceinline__ void rn_onepass(const T* __restrict__ x, T* __restric
     }                                                                                        \
     extern "C" __global__ void rn_fused_##SUF(const T* x, T* y, i64 b, i64 h, float eps) {   \
         const i64 off = (i64)blockIdx.x * h;                                                 \
-        const acc_##SUF s = block_sum(row_sumsq(x + off, h));                                \
+        const acc_##SUF s = block_sum(row_reduce<true>(x + off, h));                         \
         row_scale(x + off, y + off, h, acc_rsqrt(s + acc_##SUF(eps)));                       \
     }                                                                                        \
     extern "C" __global__ void __launch_bounds__(1024)                                       \

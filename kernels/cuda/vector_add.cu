@@ -25,27 +25,26 @@ __device__ __forceinline__ Pack<T> add_pack(const Pack<T>& x, const Pack<T>& y) 
     pack(r, fx);
     return r;
 }
-template <>
-__device__ __forceinline__ Pack<__half> add_pack<__half>(const Pack<__half>& x,
-                                                         const Pack<__half>& y) {
-    Pack<__half> r;
-    const __half2* x2 = reinterpret_cast<const __half2*>(&x.u);
-    const __half2* y2 = reinterpret_cast<const __half2*>(&y.u);
-    __half2* r2 = reinterpret_cast<__half2*>(&r.u);
+// 8 fp16 / bf16 values as 4 paired adds (T2: the two-value type, HADD2).
+template <typename T, typename T2>
+__device__ __forceinline__ Pack<T> add_pack2(const Pack<T>& x, const Pack<T>& y) {
+    Pack<T> r;
+    const T2* x2 = reinterpret_cast<const T2*>(&x.u);
+    const T2* y2 = reinterpret_cast<const T2*>(&y.u);
+    T2* r2 = reinterpret_cast<T2*>(&r.u);
 #pragma unroll
     for (int i = 0; i < 4; ++i) r2[i] = __hadd2(x2[i], y2[i]);
     return r;
 }
 template <>
+__device__ __forceinline__ Pack<__half> add_pack<__half>(const Pack<__half>& x,
+                                                         const Pack<__half>& y) {
+    return add_pack2<__half, __half2>(x, y);
+}
+template <>
 __device__ __forceinline__ Pack<__nv_bfloat16> add_pack<__nv_bfloat16>(
     const Pack<__nv_bfloat16>& x, const Pack<__nv_bfloat16>& y) {
-    Pack<__nv_bfloat16> r;
-    const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&x.u);
-    const __nv_bfloat162* y2 = reinterpret_cast<const __nv_bfloat162*>(&y.u);
-    __nv_bfloat162* r2 = reinterpret_cast<__nv_bfloat162*>(&r.u);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) r2[i] = __hadd2(x2[i], y2[i]);
-    return r;
+    return add_pack2<__nv_bfloat16, __nv_bfloat162>(x, y);
 }
 
 // Buffers come from cudaMalloc (256-byte aligned), so packs are 16-byte aligned.

@@ -7,19 +7,23 @@ from pathlib import Path
 GiB = 1 << 30
 
 
+def _kib_field(path: Path, text: str | None, key: str) -> int | None:
+    """Bytes of the first ``key`` line (``key  123 kB``) of ``text`` (else the file at
+    ``path``); None when the file, the line or its number is missing."""
+    try:
+        for line in (path.read_text() if text is None else text).splitlines():
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def available_memory_bytes(meminfo: str | None = None) -> int:
     """MemAvailable from /proc/meminfo (or the given text), else 4 GiB; never more than the
     address space this process may still map (RLIMIT_AS, `ulimit -v`)."""
-    free = 4 * GiB
-    try:
-        text = Path("/proc/meminfo").read_text() if meminfo is None else meminfo
-        for line in text.splitlines():
-            if line.startswith("MemAvailable:"):
-                free = int(line.split()[1]) * 1024
-                break
-    except (OSError, ValueError, IndexError):
-        pass
-    return min(free, address_space_left())
+    free = _kib_field(Path("/proc/meminfo"), meminfo, "MemAvailable:")
+    return min(4 * GiB if free is None else free, address_space_left())
 
 
 def address_space_left(status: str | None = None) -> int:
@@ -30,16 +34,8 @@ def address_space_left(status: str | None = None) -> int:
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY or soft < 0:
         return 1 << 62
-    mapped = 0
-    try:
-        text = Path("/proc/self/status").read_text() if status is None else status
-        for line in text.splitlines():
-            if line.startswith("VmSize:"):
-                mapped = int(line.split()[1]) * 1024
-                break
-    except (OSError, ValueError, IndexError):
-        pass
-    return max(soft - mapped, 0)
+    mapped = _kib_field(Path("/proc/self/status"), status, "VmSize:")
+    return max(soft - (mapped or 0), 0)
 
 
 def case_memory_budget(available: int) -> int:

@@ -65,48 +65,32 @@ static int cmp_dbl(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* One timed run of `steps` x NACC vector FMAs on every thread; returns seconds. */
-static double run_fp64(long steps, double *sink) {
-    double t0 = omp_get_wtime();
-#pragma omp parallel
-    {
-        vd acc[NACC];
-        const vd m = SET1_PD(0.999999), c = SET1_PD(1e-6);
-        for (int k = 0; k < NACC; k++) acc[k] = SET1_PD(1.0 + 0.01 * k + omp_get_thread_num());
-        for (long s = 0; s < steps; s++) {
-#pragma GCC unroll 16
-            for (int k = 0; k < NACC; k++) acc[k] = FMA_PD(acc[k], m, c);
-        }
-        vd sum = acc[0];
-        for (int k = 1; k < NACC; k++) sum = ADD_PD(sum, acc[k]);
-        double out[LANES_PD];
-        STORE_PD(out, sum); /* every chain feeds the stored result: no dead code */
-#pragma omp atomic
-        sink[0] += out[0];
+/* One timed run of `steps` x NACC vector FMAs on every thread; returns seconds. V is the
+ * vector type, T its lane type, SFX the intrinsics' suffix (PD, PS). */
+#define RUN_FMA(NAME, V, T, SFX, M, C)                                                   \
+    static double NAME(long steps, double *sink) {                                       \
+        double t0 = omp_get_wtime();                                                     \
+        _Pragma("omp parallel")                                                          \
+        {                                                                                \
+            V acc[NACC];                                                                 \
+            const V m = SET1_##SFX(M), c = SET1_##SFX(C);                                \
+            for (int k = 0; k < NACC; k++)                                               \
+                acc[k] = SET1_##SFX((T)1 + (T)0.01 * k + omp_get_thread_num());          \
+            for (long s = 0; s < steps; s++) {                                           \
+                _Pragma("GCC unroll 16")                                                 \
+                for (int k = 0; k < NACC; k++) acc[k] = FMA_##SFX(acc[k], m, c);         \
+            }                                                                            \
+            V sum = acc[0];                                                              \
+            for (int k = 1; k < NACC; k++) sum = ADD_##SFX(sum, acc[k]);                 \
+            T out[LANES_##SFX];                                                          \
+            STORE_##SFX(out, sum); /* every chain feeds the stored result: no dead code */ \
+            _Pragma("omp atomic")                                                        \
+            sink[0] += out[0];                                                           \
+        }                                                                                \
+        return omp_get_wtime() - t0;                                                     \
     }
-    return omp_get_wtime() - t0;
-}
-
-static double run_fp32(long steps, double *sink) {
-    double t0 = omp_get_wtime();
-#pragma omp parallel
-    {
-        vs acc[NACC];
-        const vs m = SET1_PS(0.9999f), c = SET1_PS(1e-4f);
-        for (int k = 0; k < NACC; k++) acc[k] = SET1_PS(1.0f + 0.01f * k + omp_get_thread_num());
-        for (long s = 0; s < steps; s++) {
-#pragma GCC unroll 16
-            for (int k = 0; k < NACC; k++) acc[k] = FMA_PS(acc[k], m, c);
-        }
-        vs sum = acc[0];
-        for (int k = 1; k < NACC; k++) sum = ADD_PS(sum, acc[k]);
-        float out[LANES_PS];
-        STORE_PS(out, sum);
-#pragma omp atomic
-        sink[0] += out[0];
-    }
-    return omp_get_wtime() - t0;
-}
+RUN_FMA(run_fp64, vd, double, PD, 0.999999, 1e-6)
+RUN_FMA(run_fp32, vs, float, PS, 0.9999f, 1e-4f)
 
 static void report(const char *name, double flops_per_run, const double *sec, int reps,
                    int last) {

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from roof_sets import write_roofs
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.backends.gpu_common import plan_launches
 from roofbench.bench.cli import main
@@ -183,13 +184,7 @@ def test_list_shows_the_new_workloads(capsys):
 
 
 def test_cli_runs_attention_on_the_cpu(tmp_path, capsys):
-    roofs = tmp_path / "roofs.json"
-    roofs.write_text(json.dumps({"device": "test cpu", "roofs": [
-        {"name": "dram", "kind": "memory", "level": "dram", "value": 2e10, "source": "measured"},
-        {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 2e11,
-         "source": "measured"},
-        {"name": "fp64", "kind": "compute", "precision": "fp64", "value": 1e11,
-         "source": "measured"}]}))
+    roofs = write_roofs(tmp_path / "roofs.json")
     rc = main(["run", "--backend", "cpu", "--workload", "attention", "--quick", "--roofs",
                str(roofs), "--out", str(tmp_path / "out")])
     assert rc == 0, capsys.readouterr().err

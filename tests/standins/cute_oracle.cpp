@@ -109,6 +109,20 @@ static uint64_t plant(uint64_t desc, const std::string& how) {
     return desc;
 }
 
+// The kernel's decode of descriptor `got` (MN- or K-major) against CuTe's offsets of the
+// tile `s` of one k step kk (rows x ks): every element, its row reported as row0 + r.
+template <class S>
+static void see_decode(Check& c, const char* what, S& s, uint64_t got, bool mn, long e,
+                       int rows, int ks, int row0, int kk) {
+    for (int r = 0; r < rows; ++r)
+        for (int k = 0; k < ks; ++k) {
+            uint32_t a = 0;
+            const bool ok = rb_gmma_addr(got, mn, e, r, k, &a);
+            const long w = offset_of(raw_pointer_cast(&s(r, k)));
+            c.see(ok && w == (long)a, what, row0 + r, kk * ks + k, w, (long)a);
+        }
+}
+
 // The GEMM's stage: A [128 m][BK] K-major SW128; B [256 n][BK] MN-major SW128 (16-bit,
 // four TMA boxes [BK k][64 n] 8 KiB apart) or K-major SW128 (fp8, the producer's transpose).
 template <class T>
@@ -132,13 +146,7 @@ static void kernel_check(const char* dt, const std::string& how) {
             const unsigned sa = base + cw * 64 * WG_BK_BYTES;  // as the kernel computes them
             const uint64_t got = plant(gmma_desc(sa + 32 * kk, 16, 1024), how);
             da.see_desc(cw, kk, want, got);
-            for (int m = 0; m < 64; ++m)
-                for (int k = 0; k < KS; ++k) {
-                    uint32_t a = 0;
-                    const bool ok = rb_gmma_addr(got, false, e, m, k, &a);
-                    const long w = offset_of(raw_pointer_cast(&s(m, k)));
-                    ea.see(ok && w == (long)a, "A", cw * 64 + m, kk * KS + k, w, (long)a);
-                }
+            see_decode(ea, "A", s, got, false, e, 64, KS, cw * 64, kk);
         }
     // TMA lands box row m (k innermost, 128 bytes) at m * 128, swizzled by address.
     for (int m = 0; m < WG_BM; ++m)
@@ -164,13 +172,7 @@ static void kernel_check(const char* dt, const std::string& how) {
             const uint64_t want = G::make_gmma_desc<G::Major::K>(s).desc_;
             const uint64_t got = plant(gmma_desc(sb + 32 * kk, 16, 1024), how);
             db.see_desc(0, kk, want, got);
-            for (int n = 0; n < WG_BN; ++n)
-                for (int k = 0; k < KS; ++k) {
-                    uint32_t a = 0;
-                    const bool ok = rb_gmma_addr(got, false, e, n, k, &a);
-                    const long w = offset_of(raw_pointer_cast(&s(n, k)));
-                    eb.see(ok && w == (long)a, "B", n, kk * KS + k, w, (long)a);
-                }
+            see_decode(eb, "B", s, got, false, e, WG_BN, KS, 0, kk);
         }
         // The producer's transpose: thread t's store s of k chunk kc holds row n, chunk kc.
         for (int t = 0; t < 128; ++t)
@@ -193,13 +195,7 @@ static void kernel_check(const char* dt, const std::string& how) {
             const uint64_t want = G::make_gmma_desc<G::Major::MN>(s).desc_;
             const uint64_t got = plant(gmma_desc(sb + 2048 * kk, BK * 128, 1024), how);
             db.see_desc(0, kk, want, got);
-            for (int n = 0; n < WG_BN; ++n)
-                for (int k = 0; k < KS; ++k) {
-                    uint32_t a = 0;
-                    const bool ok = rb_gmma_addr(got, true, e, n, k, &a);
-                    const long w = offset_of(raw_pointer_cast(&s(n, k)));
-                    eb.see(ok && w == (long)a, "B", n, kk * KS + k, w, (long)a);
-                }
+            see_decode(eb, "B", s, got, true, e, WG_BN, KS, 0, kk);
         }
         // TMA box j = columns 64j..64j+63: row k (n innermost, 128 bytes) at k * 128.
         for (int n = 0; n < WG_BN; ++n)

@@ -7,40 +7,33 @@
 #define FMA_CHAINS 8
 #define FMA_UNROLL 64  // 512 FMAs per loop trip: the 3 loop instructions cost 0.6% of issue
 
-extern "C" __global__ void fma_fp32(float a, float b, int iters, float* __restrict__ out) {
+__device__ __forceinline__ float fma_step(float y, float a, float b) { return fmaf(y, a, b); }
+__device__ __forceinline__ double fma_step(double y, double a, double b) { return fma(y, a, b); }
+
+template <typename T>
+__device__ __forceinline__ void fma_chains(T a, T b, int iters, T* __restrict__ out) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    float y[FMA_CHAINS];
+    T y[FMA_CHAINS];
 #pragma unroll
-    for (int j = 0; j < FMA_CHAINS; ++j) y[j] = (float)(t + j) * 1e-7f;
+    for (int j = 0; j < FMA_CHAINS; ++j) y[j] = (T)(t + j) * (T)1e-7;
     for (int i = 0; i < iters; ++i) {
 #pragma unroll
         for (int u = 0; u < FMA_UNROLL; ++u) {
 #pragma unroll
-            for (int j = 0; j < FMA_CHAINS; ++j) y[j] = fmaf(y[j], a, b);
+            for (int j = 0; j < FMA_CHAINS; ++j) y[j] = fma_step(y[j], a, b);
         }
     }
-    float s = 0.f;
+    T s = T(0);
 #pragma unroll
     for (int j = 0; j < FMA_CHAINS; ++j) s += y[j];
     out[t] = s;
 }
 
+extern "C" __global__ void fma_fp32(float a, float b, int iters, float* __restrict__ out) {
+    fma_chains(a, b, iters, out);
+}
 extern "C" __global__ void fma_fp64(double a, double b, int iters, double* __restrict__ out) {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    double y[FMA_CHAINS];
-#pragma unroll
-    for (int j = 0; j < FMA_CHAINS; ++j) y[j] = (double)(t + j) * 1e-7;
-    for (int i = 0; i < iters; ++i) {
-#pragma unroll
-        for (int u = 0; u < FMA_UNROLL; ++u) {
-#pragma unroll
-            for (int j = 0; j < FMA_CHAINS; ++j) y[j] = fma(y[j], a, b);
-        }
-    }
-    double s = 0.0;
-#pragma unroll
-    for (int j = 0; j < FMA_CHAINS; ++j) s += y[j];
-    out[t] = s;
+    fma_chains(a, b, iters, out);
 }
 
 // Packed 16-bit forms: a and b arrive as 32-bit words holding two halves (two bf16s).

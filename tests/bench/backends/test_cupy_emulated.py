@@ -16,18 +16,13 @@ from pathlib import Path
 
 import cuda_tools as ct
 import pytest
+from roof_sets import FAKE_GPU
 from roofbench.kernels import wgmma_gemm as wg
 from testpaths import FAKE_CUPY
 
 pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,
                                 reason=ct.emulation_missing() or "")
 
-ROOFS = {"device": "Fake Emulated GPU", "roofs": [
-    {"name": "hbm", "kind": "memory", "level": "dram", "value": 4e12, "source": "measured"},
-    {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 6e13,
-     "source": "measured"},
-    {"name": "fp16 tc", "kind": "compute", "precision": "fp16_tc", "value": 9e14,
-     "source": "measured"}]}
 
 RUNS = [
     ["--workload", "vector_add", "--variant", "vec4", "--dtype", "fp8", "--dtype", "fp32",
@@ -42,7 +37,7 @@ RUNS = [
 def run_cli(tmp_path: Path, args: list[str], cc: str = "9.0",
             backend: str = "cuda", command: str = "run") -> list[dict]:
     roofs = tmp_path / "roofs.json"
-    roofs.write_text(json.dumps(ROOFS))
+    roofs.write_text(json.dumps(FAKE_GPU))
     env = dict(os.environ, RB_EMU_LIBDIR=str(ct.build_emulation()), RB_FAKE_CC=cc,
                PYTHONPATH=os.pathsep.join([str(FAKE_CUPY),
                                            os.environ.get("PYTHONPATH", "")]))

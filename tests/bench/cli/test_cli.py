@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from roof_sets import write_roofs
 from roofbench.bench.cli import main
 from roofbench.bench.results import load_run
 
@@ -24,13 +25,7 @@ def run_cli(args, capsys):
 def one_run(tmp_path_factory) -> Path:
     """One small end-to-end run shared by the tests that read its files."""
     out = tmp_path_factory.mktemp("results")
-    roofs = out / "roofs.json"
-    roofs.write_text(json.dumps({"device": "test cpu", "roofs": [
-        {"name": "dram", "kind": "memory", "level": "dram", "value": 2e10, "source": "measured"},
-        {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 2e11,
-         "source": "measured"},
-        {"name": "fp64", "kind": "compute", "precision": "fp64", "value": 1e11,
-         "source": "measured"}]}))
+    roofs = write_roofs(out / "roofs.json")
     rc = main(["run", *SMALL, "--workload", "l2norm", "--dtype", "fp32", "--size", "100003",
                "--roofs", str(roofs), "--out", str(out)])
     assert rc == 0

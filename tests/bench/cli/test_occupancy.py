@@ -9,23 +9,17 @@ from pathlib import Path
 
 import numba
 import pytest
+from roof_sets import TEST_CPU
 from roofbench.bench.cli import main
 from roofbench.bench.present.occupancy import WITHIN, scans
 from roofbench.bench.results import load_run
-
-ROOFS = {"device": "test cpu", "roofs": [
-    {"name": "dram", "kind": "memory", "level": "dram", "value": 2e10, "source": "measured"},
-    {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 2e11,
-     "source": "measured"},
-    {"name": "fp64", "kind": "compute", "precision": "fp64", "value": 1e11,
-     "source": "measured"}]}
 
 
 @pytest.fixture(scope="module")
 def scan_run(tmp_path_factory) -> tuple[int, Path, str]:
     out = tmp_path_factory.mktemp("occ")
     roofs = out / "roofs.json"
-    roofs.write_text(json.dumps(ROOFS))
+    roofs.write_text(json.dumps(TEST_CPU))
     import contextlib
     import io
 
@@ -99,7 +93,7 @@ def test_without_a_workload_it_is_one_line_and_exit_2(capsys):
 ])
 def test_bad_input_is_one_line_and_exit_2(args, says, capsys, tmp_path):
     roofs = tmp_path / "roofs.json"
-    roofs.write_text(json.dumps(ROOFS))
+    roofs.write_text(json.dumps(TEST_CPU))
     rc = main(["occupancy", *args, "--backend", "cpu", "--roofs", str(roofs),
                "--out", str(tmp_path)])
     err = capsys.readouterr().err

@@ -20,15 +20,13 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from roofbench.bench.backends.gpu_common import ALL_LAUNCHERS, CudaCBackend, plan_launches
+from h200_planner import H200Planner
 from roofbench.bench.measure.session import RunOptions, select_cases, timer_configs
-from roofbench.kernels.cuda_impl import DeviceProps
 from roofbench.kernels.spec import Case, itemsize
 
 from roofbench.timing import sample_loop
 
 pytestmark = pytest.mark.slow
-GiB = 1 << 30
 HBM = 3.9e12  # B/s: STREAM triad and CuPy copy on the H200 (evidence h200-2026-11-30)
 # FLOP/s per (variant, dtype) at 4096^3; measured there where a figure is given
 GEMM_RATE = {
@@ -55,31 +53,6 @@ ASSUMED = {
     "save_per_case_s": 0.02,  # results.json rewritten after every case
     "bimodal": 0.043,
 }
-
-
-class H200Backend(CudaCBackend):
-    """The CUDA backend's case selection on an H200 (no device needed to select)."""
-
-    name = "cuda"
-    props = DeviceProps(cc=(9, 0), sm_count=132, l2_bytes=60 << 20, name="NVIDIA H200")
-
-    def plan(self, case):  # tensor-map kernels allowed: the CuPy backend launches them
-        return plan_launches(case, self.props, launchers=ALL_LAUNCHERS)
-
-    def info(self):
-        return {}
-
-    def memory_budget(self) -> int:
-        return (140 * GiB) // 2  # free // 2, as CupyBackend
-
-    def prepare(self, case, inputs):
-        raise NotImplementedError
-
-    def time(self, fn, cfg):
-        raise NotImplementedError
-
-    def measure_roofs(self, quick=False, progress=None, checkpoint=None):
-        raise NotImplementedError
 
 
 def launch_seconds(case: Case, i: int) -> float:
@@ -167,7 +140,7 @@ def model_make_bench() -> tuple[float, list[CaseTime], dict[str, float]]:
     # The H200 image has PyTorch (KINDS.md): its SDPA baselines are part of make bench there.
     with mock.patch("importlib.util.find_spec",
                     lambda name, *a: real("json") if name == "torch" else real(name, *a)):
-        be = H200Backend()
+        be = H200Planner()
         cases, skipped = select_cases(be)
         assert not skipped, [s.error for s in skipped]
         cfg, launch_cfg = timer_configs(RunOptions(), "gpu")
@@ -199,7 +172,7 @@ def test_make_bench_on_an_h200_fits_120_s():
 
 
 def test_model_counts_bytes_and_launches():
-    be = H200Backend()
+    be = H200Planner()
     cases, _ = select_cases(be, workloads=["vector_add"], dtypes=["fp8"], variant="scalar")
     (c,) = cases
     assert c.size == (503316480,)  # 8 x 60 MiB of fp8 per array

@@ -18,10 +18,10 @@ import time
 
 import cuda_tools as ct
 import pytest
-from roofbench.bench.backends.gpu_common import ALL_LAUNCHERS, CudaCBackend, plan_launches
+from h200_planner import H200Planner
 from roofbench.bench.errors import UserError
 from roofbench.bench.measure import isolation
-from roofbench.kernels.cuda_impl import CudaKernel, DeviceProps
+from roofbench.kernels.cuda_impl import CudaKernel
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 from roofbench.kernels.wgmma_gemm import TmaKernel
@@ -71,35 +71,10 @@ ROOFS = {"device": "Fake Emulated GPU", "roofs": [
      "source": "measured"}]}
 
 
-class H200(CudaCBackend):
-    """The CUDA backend's planning on an H200, to read the declared property."""
-
-    name = "cuda"
-    props = DeviceProps(cc=(9, 0), sm_count=132, l2_bytes=60 << 20, name="NVIDIA H200")
-
-    def plan(self, case):
-        return plan_launches(case, self.props, launchers=ALL_LAUNCHERS)
-
-    def info(self):
-        return {}
-
-    def memory_budget(self):
-        return 1 << 36
-
-    def prepare(self, case, inputs):
-        raise NotImplementedError
-
-    def time(self, fn, cfg):
-        raise NotImplementedError
-
-    def measure_roofs(self, quick=False, progress=None, checkpoint=None):
-        raise NotImplementedError
-
-
 def test_isolation_is_declared_by_the_kernel_not_by_a_list():
     assert TmaKernel("gemm_wgmma.cu", "gemm_wgmma").isolated
     assert not CudaKernel("gemm.cu", "gemm_tensor", grid=None, block=None).isolated
-    be, ws = H200(), workloads()
+    be, ws = H200Planner(), workloads()
     g = ws["gemm"]
     sz = (4096, 4096, 4096)
     assert be.isolated(Case(g, g.variants["tensor"], "fp16", sz))  # wgmma on sm_90

@@ -21,14 +21,18 @@ extern "C" __global__ void unit_wait(int parity, int* out) {
     out[threadIdx.x] = 1;
 }
 
+// The dynamic shared memory, 1024-aligned, as `sm`, and one mbarrier at shared address `b`.
+#define UNIT_SMEM_AND_BAR(sm, b)                                                             \
+    RB_DYNAMIC_SMEM(raw);                                                                    \
+    unsigned char* sm = aligned_smem(raw);                                                   \
+    RB_STATIC_SMEM(unsigned long long, bar, 1);                                              \
+    const unsigned b = smem_u32(bar)
+
 // One phase of a count-2 barrier, step by step in thread 0: out[0..5] = try_wait results
 // after each step (expect_tx of `expect` bytes, the TMA of the map's box, the second arrive);
 // out[6], out[7]: the first shared byte of the box before and after the phase completes.
 extern "C" __global__ void unit_phase(const __grid_constant__ TmaDesc map, int expect, int* out) {
-    RB_DYNAMIC_SMEM(raw);
-    unsigned char* sm = aligned_smem(raw);
-    RB_STATIC_SMEM(unsigned long long, bar, 1);
-    const unsigned b = smem_u32(bar);
+    UNIT_SMEM_AND_BAR(sm, b);
     if (threadIdx.x == 0) {
         mbar_init(b, 2);
         mbar_init_fence();
@@ -50,10 +54,7 @@ extern "C" __global__ void unit_phase(const __grid_constant__ TmaDesc map, int e
 // block copies `bytes` of what landed to `out`.
 extern "C" __global__ void unit_tma(const __grid_constant__ TmaDesc map, int c0, int c1,
                                     int bytes, unsigned char* out) {
-    RB_DYNAMIC_SMEM(raw);
-    unsigned char* sm = aligned_smem(raw);
-    RB_STATIC_SMEM(unsigned long long, bar, 1);
-    const unsigned b = smem_u32(bar);
+    UNIT_SMEM_AND_BAR(sm, b);
     if (threadIdx.x == 0) {
         mbar_init(b, 1);
         mbar_init_fence();

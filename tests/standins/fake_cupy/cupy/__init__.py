@@ -5,14 +5,12 @@ the calls roofbench's CuPy backend makes; never put it on a real GPU machine's p
 
 from __future__ import annotations
 
-import ctypes
-import os
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+from emu_launch import EmuFunction, find_function
 
 __version__ = "0.0-fake-emulated"
 FAKE = True
@@ -171,15 +169,8 @@ class _Planted:
         _check_sticky()
 
 
-class _Kernel:
-    num_regs = 32
-    shared_size_bytes = 0
-    local_size_bytes = 0
+class _Kernel(EmuFunction):
     max_dynamic_shared_size_bytes = 48 * 1024  # CuPy's RawKernel attribute (the opt-in)
-
-    def __init__(self, lib: ctypes.CDLL, name: str) -> None:
-        self.lib, self.name = lib, name
-        self.fn = ctypes.cast(getattr(lib, name), ctypes.c_void_p)
 
     def __call__(self, grid, block, args, shared_mem: int = 0) -> None:
         _check_sticky()
@@ -191,12 +182,7 @@ class _Kernel:
                 ints.append(int(a))
             else:
                 floats.append(float(a))
-        ia = (ctypes.c_longlong * 6)(*ints, *[0] * (6 - len(ints)))
-        fa = (ctypes.c_float * 2)(*floats, *[0.0] * (2 - len(floats)))
-        g = tuple(grid) + (1,) * (3 - len(grid))
-        b = tuple(block) + (1,) * (3 - len(block))
-        if self.lib.rb_launch(self.fn, *g, *b, ia, fa) != 0:
-            raise RuntimeError(f"{self.name}: emulated launch failed")
+        self.launch(grid, block, ints, floats)
 
 
 class RawModule:
@@ -208,12 +194,7 @@ class RawModule:
     def get_function(self, name: str) -> Any:
         if name.startswith(("planted_hang", "planted_sticky")):
             return _Planted(name)
-        for so in sorted(Path(os.environ["RB_EMU_LIBDIR"]).glob("*.so")):
-            lib = ctypes.CDLL(str(so))
-            if hasattr(lib, name):
-                lib.rb_launch.restype = ctypes.c_int
-                return _Kernel(lib, name)
-        raise RuntimeError(f"function {name} not found (fake cupy)")
+        return find_function(_Kernel, name, "fake cupy")
 
 
 from . import cuda  # noqa: E402,F401

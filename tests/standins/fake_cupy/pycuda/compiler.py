@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import ctypes
-import os
-from pathlib import Path
 from typing import Any
 
+from emu_launch import EmuFunction, find_function
 
-class _Function:
-    num_regs = 32
-    shared_size_bytes = 0
-    local_size_bytes = 0
 
-    def __init__(self, lib: ctypes.CDLL, name: str) -> None:
-        self.lib, self.name = lib, name
-        self.fn = ctypes.cast(getattr(lib, name), ctypes.c_void_p)
-
+class _Function(EmuFunction):
     def __call__(self, *args: Any, grid=(1, 1), block=(1, 1, 1), shared: int = 0,
                  stream: Any = None) -> None:
         import numpy as np
@@ -27,12 +18,7 @@ class _Function:
                 floats.append(float(a))
             else:
                 ints.append(int(a))  # device pointers and integer scalars
-        ia = (ctypes.c_longlong * 6)(*ints, *[0] * (6 - len(ints)))
-        fa = (ctypes.c_float * 2)(*floats, *[0.0] * (2 - len(floats)))
-        g = tuple(grid) + (1,) * (3 - len(grid))
-        b = tuple(block) + (1,) * (3 - len(block))
-        if self.lib.rb_launch(self.fn, *g, *b, ia, fa) != 0:
-            raise RuntimeError(f"{self.name}: emulated launch failed")
+        self.launch(grid, block, ints, floats)
 
 
 class SourceModule:
@@ -43,9 +29,4 @@ class SourceModule:
         self.source = source
 
     def get_function(self, name: str) -> _Function:
-        for so in sorted(Path(os.environ["RB_EMU_LIBDIR"]).glob("*.so")):
-            lib = ctypes.CDLL(str(so))
-            if hasattr(lib, name):
-                lib.rb_launch.restype = ctypes.c_int
-                return _Function(lib, name)
-        raise RuntimeError(f"function {name} not found (fake pycuda)")
+        return find_function(_Function, name, "fake pycuda")
