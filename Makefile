@@ -12,7 +12,7 @@ bench:
 
 test:
 	@py=$$(scripts/setup_env.sh dev) && $$py -m ruff check . && $$py scripts/typecheck.py && \
-		$$py -m pytest $(ARGS)
+		$$py -m pytest -n $${PYTEST_WORKERS:-2} --dist loadfile $(ARGS)
 
 lint:
 	@py=$$(scripts/setup_env.sh dev) && $$py -m ruff check . && $$py scripts/typecheck.py
