@@ -52,7 +52,11 @@ ROOFS = {"device": cpu_model(), "roofs": [
 
 
 @pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    # Under `make test`'s xdist workers the inner pytest would inherit the worker's identity
+    # (pytest-benchmark then writes no JSON, as on a worker): it is a session of its own.
+    for k in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(k, raising=False)
     pytester.makepyfile(test_kernels=TESTS)
     (pytester.path / "roofs.json").write_text(json.dumps(ROOFS))
     return pytester
