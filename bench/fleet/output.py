@@ -26,12 +26,24 @@ def rank_roofs_name(res: dict[str, Any]) -> str:
     return f"rank{res['rank']}-{device_slug(res['roofs']['device'])}.json"
 
 
+PROGRESS_NOTES = {
+    "gathering": "rank 0 is gathering; if this file outlives the job, the pending ranks "
+                 "never answered (killed, or the job was aborted)",
+    "stopped": "the fleet report was not written: the job ended while rank 0 waited for the "
+               "pending ranks",
+    "links": "every rank's calibration arrived (their roofs files are here); if this file "
+             "outlives the job, the MPI link probes did not finish (the job's stderr says "
+             "which)",
+}
+
+
 def write_progress(out: Path, results: list[dict[str, Any]], pending: list[int],
                    state: str, why: str = "") -> None:
     """Rank 0's record while it gathers (``state`` "gathering"), rewritten as each rank's
     result arrives, with that rank's roofs file: a job that dies before the report (mpirun
     aborts every rank when one is killed) leaves the results it had and who it was waiting
-    for. ``state`` "stopped": rank 0 itself was stopped, ``pending`` are the ranks lost."""
+    for. ``state`` "stopped": rank 0 itself was stopped, ``pending`` are the ranks lost;
+    "links": every result arrived and the MPI link probes are running."""
     for res in results:
         if res["status"] == "ok" and res["roofs"]:
             write_atomic(out / rank_roofs_name(res), json.dumps(res["roofs"], indent=1,
@@ -40,10 +52,7 @@ def write_progress(out: Path, results: list[dict[str, Any]], pending: list[int],
     write_atomic(out / PROGRESS_FILE, json.dumps(
         {"schema": PROGRESS_SCHEMA, "state": state, "why": why,
          "received": [r["rank"] for r in results], "pending": pending, "lost": lost,
-         "note": ("the fleet report was not written: the job ended while rank 0 waited for "
-                  "the pending ranks" if state == "stopped" else
-                  "rank 0 is gathering; if this file outlives the job, the pending ranks "
-                  "never answered (killed, or the job was aborted)"),
+         "note": PROGRESS_NOTES.get(state, PROGRESS_NOTES["gathering"]),
          "ranks": results}, indent=1, default=str) + "\n")
 
 

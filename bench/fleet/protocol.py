@@ -108,6 +108,9 @@ def _run(MPI: Any, comm: Any, cfg: FleetConfig, opener: Callable[[str], Any] | N
         results = _gather(me, hs, result)
         alive = all(res.status != "timeout" for res in results.values())
         do_links, link_note = _links_verdict(me, alive)
+        if do_links and hs.out_dir is not None:
+            write_progress(hs.out_dir, [asdict(results[r]) for r in sorted(results)], [],
+                           "links")
     else:
         pending.append(me.msg.post(result, 0, TAG_RESULT))
         do_links, link_note = _links_go(me, hs), ""

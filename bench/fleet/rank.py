@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from roofbench.roofs.probes import links as ic
+from roofbench.roofs.probes import mpi_links
 
 from roofbench.errors_text import first_line
 from roofbench.records import RoofSet
@@ -68,7 +69,9 @@ def measure_links(comm: Any, cfg: FleetConfig) -> list[ic.LinkMeasurement]:
     samples = 3 if cfg.quick else 5
     out = []
     with watchdog(comm, cfg.timeout, "MPI point-to-point probe"):
-        out.append(ic.mpi_pingpong(comm, sizes, samples=samples, target_bytes=target))
+        out.append(mpi_links.mpi_pingpong(comm, sizes, samples=samples,
+                                          target_bytes=target, budget_s=cfg.timeout))
     with watchdog(comm, cfg.timeout, "MPI all-reduce probe"):
-        out.append(ic.mpi_allreduce(comm, sizes, samples=samples, target_bytes=target))
+        out.append(mpi_links.mpi_allreduce(comm, sizes, samples=samples,
+                                           target_bytes=target, budget_s=cfg.timeout))
     return out

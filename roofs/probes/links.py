@@ -4,8 +4,7 @@ Three probes, each turned into a ``Roof`` of kind ``"interconnect"`` with its ev
 
 - MPI point-to-point (ping-pong between two ranks over a sweep of message sizes) and MPI
   all-reduce, so a CPU-only cluster, or one host running two ranks over shared memory, gets a
-  measured link roof. Timed with ``MPI.Wtime``; every rank runs the same fixed iteration counts
-  (an adaptive stop would let ranks disagree on how many messages to expect and deadlock).
+  measured link roof: mpi_links.py (each sweep bounded in time, every rank stopping together).
 - NCCL all-reduce / all-gather / reduce-scatter over the GPUs of this process (CuPy's
   ``cupy.cuda.nccl``, one communicator per device via ``ncclCommInitAll``) and a peer-to-peer
   copy matrix between every pair of GPUs: gpu_links.py.
@@ -21,13 +20,9 @@ CuPy and mpi4py are imported lazily: this module imports on any machine. It must
 
 from __future__ import annotations
 
-import os
 import statistics
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
-
-import numpy as np
 
 from roofbench.records import Roof
 
@@ -153,104 +148,3 @@ def iters_for(size: int, target_bytes: int, lo: int = 3, hi: int = 2000) -> int:
     # enough that a big message does not take seconds. Deterministic: every rank computes
     # the same count from the same size.
     return int(min(hi, max(lo, target_bytes // max(size, 1))))
-
-
-# ----------------------------------------------------------------------------------------- MPI
-
-
-def _mpi() -> Any:
-    from mpi4py import MPI  # lazy: roofs/ imports on machines without MPI
-
-    return MPI
-
-
-def _mpi_info(comm: Any) -> dict[str, Any]:
-    MPI = _mpi()
-    hosts = comm.allgather(MPI.Get_processor_name())
-    # MCA settings change the transport (e.g. single-copy off in containers): keep them.
-    mca = {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_")}
-    return {"hosts": sorted(set(hosts)), "clock": "MPI.Wtime",
-            "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
-            "mpi_settings": mca}
-
-
-def mpi_pingpong(comm: Any, sizes: Sequence[int] = DEFAULT_MPI_SIZES, samples: int = 5,
-                 target_bytes: int = 64 * MiB, pair: tuple[int, int] = (0, 1)
-                 ) -> LinkMeasurement:
-    """Ping-pong between the two ranks of ``pair``; the others wait. Collective on ``comm``.
-
-    Bandwidth = bytes / (round trip / 2): one direction of the link. The result is broadcast
-    so that every rank returns the same measurement.
-    """
-    MPI = _mpi()
-    n = comm.Get_size()
-    info = _mpi_info(comm)
-    meas = LinkMeasurement(op="p2p", library="MPI", level="mpi_p2p", ranks=2 if n >= 2 else 1,
-                           info={**info, "pair": list(pair)})
-    if n < 2:
-        meas.note = "one rank: no peer to exchange with"
-        return meas
-    a, b = pair
-    me = comm.Get_rank()
-    rng = np.random.default_rng(1234 + me)
-    buf = rng.integers(1, 255, size=max(sizes), dtype=np.uint8)  # never zeros
-    for size in sizes:
-        iters = iters_for(size, target_bytes)
-        msg = buf[:size]
-        times: list[float] = []
-        comm.Barrier()
-        for s in range(samples + 1):  # first round is a warm-up (connection setup, pinning)
-            if me == a:
-                t0 = MPI.Wtime()
-                for _ in range(iters):
-                    comm.Send([msg, MPI.BYTE], dest=b, tag=7)
-                    comm.Recv([msg, MPI.BYTE], source=b, tag=7)
-                if s > 0:
-                    times.append((MPI.Wtime() - t0) / iters / 2.0)
-            elif me == b:
-                for _ in range(iters):
-                    comm.Recv([msg, MPI.BYTE], source=a, tag=7)
-                    comm.Send([msg, MPI.BYTE], dest=a, tag=7)
-        if me == a:
-            pt = SizePoint(bytes=size, iters=iters, samples_s=times)
-            pt.algbw = pt.busbw = size / pt.median_s
-            meas.points.append(pt)
-    meas.points = comm.bcast(meas.points, root=a)
-    return meas
-
-
-def mpi_allreduce(comm: Any, sizes: Sequence[int] = DEFAULT_MPI_SIZES, samples: int = 5,
-                  target_bytes: int = 64 * MiB) -> LinkMeasurement:
-    """MPI all-reduce (float32 sum) bus bandwidth over every rank of ``comm``. Collective.
-
-    A sample's time is the slowest rank's mean time per operation (the collective is done
-    when the last rank is done).
-    """
-    MPI = _mpi()
-    n = comm.Get_size()
-    meas = LinkMeasurement(op="allreduce", library="MPI", level="mpi_allreduce", ranks=n,
-                           info={**_mpi_info(comm), "dtype": "float32", "reduce_op": "sum"})
-    if n < 2:
-        meas.note = "one rank: all-reduce moves nothing (busbw factor 2(n-1)/n = 0)"
-    factor = bus_factor("allreduce", n)
-    rng = np.random.default_rng(99 + comm.Get_rank())
-    src = rng.random(max(sizes) // 4, dtype=np.float32) + 0.5
-    dst = np.empty_like(src)
-    for size in sizes:
-        count = max(1, size // 4)
-        iters = iters_for(size, target_bytes)
-        times: list[float] = []
-        for s in range(samples + 1):
-            comm.Barrier()
-            t0 = MPI.Wtime()
-            for _ in range(iters):
-                comm.Allreduce([src[:count], MPI.FLOAT], [dst[:count], MPI.FLOAT], op=MPI.SUM)
-            t = (MPI.Wtime() - t0) / iters
-            t = comm.allreduce(t, op=MPI.MAX)
-            if s > 0:
-                times.append(t)
-        pt = SizePoint(bytes=count * 4, iters=iters, samples_s=times)
-        pt.algbw = pt.bytes / pt.median_s
-        pt.busbw = pt.algbw * factor
-        meas.points.append(pt)
-    return meas

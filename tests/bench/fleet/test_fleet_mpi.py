@@ -97,6 +97,7 @@ def test_sick_rank_flagged_and_failing_rank_kept(tmp_path):
                    "--out", str(out)],
                env={"FLEET_FAKE_SLOW_RANK": "1", "FLEET_FAKE_FAIL_RANK": "2"})
     assert p.returncode != 0  # a rank failed: the job says so
+    assert (out / "fleet.json").exists(), p.stdout + p.stderr
     d = json.loads((out / "fleet.json").read_text())
     st = {r["rank"]: r for r in d["ranks"]}
     assert st[0]["status"] == "ok" and st[1]["status"] == "ok"
