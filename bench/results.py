@@ -120,7 +120,7 @@ def cases_frame(run: RunResult) -> pd.DataFrame:
         rows.append({
             "workload": c.workload, "variant": c.variant, "backend": c.backend, "dtype": c.dtype,
             "size": "x".join(map(str, c.size)), "precision": c.precision, "cores": c.cores,
-            "status": c.status, "valid": c.valid, "flops": c.flops,
+            "status": c.status, "valid": c.valid, "checked": c.checked, "flops": c.flops,
             "bytes_dram": c.bytes.get("dram"), "ai_dram": c.ai.get("dram"),
             "launches": len(c.launches), "median_s": c.median_s,
             "p25_s": t.quantile(0.25) if t else None, "p75_s": t.quantile(0.75) if t else None,

@@ -316,6 +316,9 @@ class CaseResult:
     ai: dict[str, float]
     status: str  # "ok", "invalid" (failed validation), "error", "unsupported"
     valid: bool
+    # Whether its outputs were compared with a reference. False only for a callable timed
+    # without one (roofbench.measure, a pytest-benchmark entry): valid then means it ran.
+    checked: bool = True
     error: str | None = None
     rel_error: float | None = None
     tolerance: float | None = None

@@ -354,6 +354,7 @@ def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounti
                      backend=clock.backend_name, dtype=acct.dtype, size=list(acct.size),
                      precision=acct.precision, cores=acct.cores, flops=acct.flops,
                      bytes=dict(acct.bytes), ai=acct.ai, status="ok", valid=False,
+                     checked=reference is not None,
                      tolerance=tol if reference is not None else None, phases=phases,
                      extra={"measured_by": "roofbench.measure",
                             "callable": getattr(fn, "__qualname__", repr(fn)),

@@ -110,7 +110,7 @@ def extra_info(rec: Any) -> dict[str, Any]:
     return {"flops": rec.flops, "bytes": dict(rec.bytes), "dtype": rec.dtype,
             "precision": rec.precision, "size": list(rec.size), "workload": rec.workload,
             "variant": rec.variant, "backend": rec.backend, "valid": rec.valid,
-            "rel_error": rec.rel_error, "tolerance": rec.tolerance}
+            "checked": rec.checked, "rel_error": rec.rel_error, "tolerance": rec.tolerance}
 
 
 @pytest.fixture

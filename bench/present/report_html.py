@@ -86,6 +86,7 @@ def _case_row(c: CaseResult, tag: str = "") -> dict[str, Any]:
         "ai": f"{c.ai['dram']:.4g} FLOP/B",
         "eff": f"{c.efficiency:.1%}" if c.efficiency else "-", "bound": c.bound or "-",
         "roof": c.limiting_roof or "-", "precision": c.precision,
+        "checked": "yes" if c.checked else "no: no reference given",
         "color": PREC_COLORS.get(c.precision, "gray"),
         "key": _key(c),
     }
@@ -99,7 +100,7 @@ def _valid(cases: list[CaseResult]) -> list[CaseResult]:
 
 TOOLTIPS = [("case", "@run @workload/@variant @dtype"), ("size", "@size"), ("time", "@time"),
             ("FLOP/s", "@flops"), ("B/s", "@bps"), ("AI", "@ai"), ("efficiency", "@eff"),
-            ("bound", "@bound"), ("roof", "@roof")]
+            ("bound", "@bound"), ("roof", "@roof"), ("validated", "@checked")]
 
 
 def _roof_label(r: Roof, tag: str = "") -> str:

@@ -172,6 +172,12 @@ def occupancy_text(c: CaseResult) -> str:
     return ", ".join(parts) if parts else "-"
 
 
+def status_notes(c: CaseResult) -> list[str]:
+    """What qualifies a case's status: its timing's flags, and no reference to check it."""
+    out = [] if c.checked or c.status != "ok" else ["not validated: no reference given"]
+    return out + (list(c.timing.flags) if c.timing else [])
+
+
 def cases_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
     rows = []
     for c in cases:
@@ -186,7 +192,8 @@ def cases_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
             if c.efficiency else "-",
             "bound": c.bound or "-",
             "occupancy": occupancy_text(c),
-            "status": c.status + (" (" + "; ".join(t.flags) + ")" if t and t.flags else ""),
+            "status": c.status + (" (" + "; ".join(status_notes(c)) + ")"
+                                  if status_notes(c) else ""),
         })
     return rows
 

@@ -48,6 +48,8 @@ def test_real_files_read_as_runs(path):
                        strict=True):
         e = by_name[name]
         assert c.flops == e["extra_info"]["flops"] and c.bytes == e["extra_info"]["bytes"]
+        # compared with a reference only where the fixture stored its error
+        assert c.checked == (e["extra_info"].get("rel_error") is not None)
         if "data" in e["stats"]:  # raw samples, exactly as stored
             assert c.timing.samples == e["stats"]["data"]
             assert c.median_s == statistics.median(e["stats"]["data"])
@@ -109,6 +111,7 @@ def test_hand_written_extra_info_and_the_calibration_cache():
     run = read_pytest_benchmark(d, lambda dev: asked.append(dev) or None)
     assert asked == [d["machine_info"]["cpu"]["brand_raw"]] == [run.device]
     assert run.roofs is None and all(c.attainable is None for c in run.cases)
+    assert not any(c.checked for c in run.cases)  # timed only: the report says so
     assert [c.key for c in run.cases] == [k.rsplit("/", 1)[0] + "/" for k in KEYS]  # no size
 
 

@@ -65,6 +65,7 @@ def test_numpy_add_is_counted_validated_timed_and_placed(arrays):
     assert t.n >= QUICK.min_samples or t.stopped_by == "budget"
     assert t.stopped_by in ("noise", "median_ci", "budget", "max_samples")
     assert t.warmup_runs >= 1 and all(x > 0 for x in t.samples)
+    assert rec.checked
     assert t.config == asdict(TimerConfig())  # a run's timer, not a second one
     assert rec.median_s == statistics.median(t.samples)
     assert rec.flop_per_s == N / rec.median_s
@@ -85,6 +86,7 @@ def test_bytes_per_memory_level_and_name(arrays):
     # both levels bound it; l2 (1e11 x 1/12) is above dram (2e10 x 1/6)
     assert rec.attainable == pytest.approx(2e10 / 6) and rec.limiting_roof == "dram"
     assert rec.extra["validation"].startswith("none")  # no reference, nothing checked
+    assert rec.valid and not rec.checked
 
 
 @pytest.mark.parametrize("fn,output,needle", [
@@ -158,7 +160,16 @@ def test_session_writes_a_run_that_report_plot_and_compare_read(arrays, tmp_path
     assert run.device == cpu_model() and run.backend == "cpu" and not run.interrupted
     assert [x.key for x in run.cases] == [f"add/default/fp32/{N}", f"mul/default/fp32/{N}"]
     assert run.cases[1].timing.samples == s.cases[1].timing.samples  # raw, every digit
-    assert "mul" in (out / "report.md").read_text()
+    md = (out / "report.md").read_text()
+    assert "mul" in md
+    # the case measured without a reference says so; the checked one does not
+    rows = {ln.split("|")[1].strip(): ln for ln in md.splitlines() if ln.startswith("| add")
+            or ln.startswith("| mul")}
+    assert "not validated: no reference given" in rows["add"]
+    assert "not validated" not in rows["mul"]
+    assert not run.cases[0].checked and run.cases[1].checked  # stored, read back
+    csv = (out / "results.csv").read_text().splitlines()
+    assert csv[0].split(",")[:12].count("checked") == 1
     for cmd in (["report", str(out), "--out", str(tmp_path / "r.md")],
                 ["plot", str(out), "--out", str(tmp_path / "p")],
                 ["compare", str(out), str(out), "--fail-on", "slower:5%", "--out",
