@@ -384,6 +384,11 @@ WORKLOAD = Workload(
             # CUDA C keeps a row in one block's registers: larger rows are refused.
             refuse=onepass_refuse,
             arrow_from="fused",
+            limits={"cpu": (
+                "a thread reduces its row (reads only), then streams y out (writes only): the "
+                "two phases do not overlap, so it runs near 2 / (1/R + 1/W) of the read-only "
+                "and write-only bandwidths, below STREAM's mixed streams; measured on the "
+                "2-core Zen 3 VM: docs/cpu-roofs.md, 'rownorm at 43-53% of the DRAM roof'")},
         ),
     },
     default_size=_default_size,

@@ -156,6 +156,9 @@ class Variant:
     # What a backend cannot run and why, e.g. {"cpu": "tensor cores are GPU-only"}
     unsupported: dict[str, str] = field(default_factory=dict)
     arrow_from: str | None = None  # plot an arrow from that variant to this one (fusion)
+    # Backend kind -> why this variant stays well below its roof there, when the cause is
+    # known and measured (the text names where): the report prints it beside such a case.
+    limits: dict[str, str] = field(default_factory=dict)
     # Storage dtypes whose arithmetic runs natively (packed half2/bfloat162); any other
     # fp16/bf16/fp8 storage is computed in fp32 and held against the fp32 roof.
     native_math: tuple[str, ...] = ("fp64", "fp32")

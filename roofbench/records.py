@@ -338,6 +338,7 @@ class CaseResult:
     marker: str = "o"
     flop_convention: str = ""
     arrow_from: str | None = None
+    limit_note: str = ""  # the variant's known reason to stay below its roof here
     buffers: dict[str, BufferFacts] = field(default_factory=dict)
     ncu: NcuSettings | None = None  # how its counters were collected (run --ncu)
     # Wall (host) seconds of each phase of this case (inputs, compile, prepare, validate,

@@ -56,6 +56,7 @@ def _record(case: Case, backend: RecordedBackend, facts: list[LaunchFacts] | Non
                   for la, f in zip(launches, by_launch, strict=True)],
         tolerance=case.workload.tolerance.get(case.dtype), marker=case.workload.marker,
         flop_convention=case.workload.flop_convention, arrow_from=case.variant.arrow_from,
+        limit_note=case.variant.limits.get(backend.kind, ""),
         buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()},
         occupancy_level=case.occupancy, **kw)
 

@@ -214,6 +214,9 @@ def above_roof_cause(c: CaseResult, roofs: RoofSet | None) -> str:
     return "the compute roof underestimates the device (its probe is slower than this kernel)"
 
 
+BELOW_ROOF = 0.75  # under this fraction of its roof a case's known limit is printed
+
+
 def cases_section(run: RunResult) -> Section:
     ok = [c for c in run.cases if c.status == "ok"]
     out: list[Block] = []
@@ -226,6 +229,12 @@ def cases_section(run: RunResult) -> Section:
             out += [Text("Above their roof (no point can beat a true roof):"), Items([
                 f"{c.key}: {c.efficiency:.0%} of {c.limiting_roof}; likely cause: "
                 f"{above_roof_cause(c, run.roofs)}" for c in above])]
+    below = [c for c in ok if c.limit_note and c.efficiency is not None
+             and c.efficiency < BELOW_ROOF]
+    if below:
+        out += [Text(f"Below {BELOW_ROOF:.0%} of their roof, for a known reason:"), Items([
+            f"{c.key}: {c.efficiency:.0%} of {c.limiting_roof}; {c.limit_note}"
+            for c in below])]
     new = not_validated_items(run.cases)
     if new:
         out += [Text("Kernels not yet validated on hardware:"), Items(new)]

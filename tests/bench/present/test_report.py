@@ -19,6 +19,7 @@ from roofbench.records import (
     LaunchFacts,
     LaunchResult,
     Occupancy,
+    RunResult,
 )
 
 
@@ -161,3 +162,33 @@ def test_hand_written_variants_are_given_as_a_fraction_of_the_library():
     # regblock fp32 39.4 vs cuBLAS 49.1 TFLOP/s, mma.sync fp16 142.8 vs HGEMM 500.7 (README)
     assert "regblock fp32 4096x4096x4096 0.80" in line
     assert "tensor fp16 4096x4096x4096 0.29" in line
+
+
+def test_a_known_limit_is_printed_only_for_a_case_below_the_line():
+    """A variant's declared reason to stay below its roof (stored on the case at run time)
+    shows under the cases table when the case is under 75% of its roof, not above it."""
+    low = rec("onepass", 1e-3, 12000, efficiency=0.52, limiting_roof="dram",
+              limit_note="the two phases do not overlap")
+    high = rec("fused", 1e-3, 12000, efficiency=0.80, limiting_roof="dram",
+               limit_note="the two phases do not overlap")
+    plain = rec("naive", 1e-3, 36000, efficiency=0.40, limiting_roof="dram")
+    md = report_mod.render(RunResult(backend="cuda", device="d", roofs=None,
+                                     cases=[low, high, plain]))
+    assert "Below 75% of their roof, for a known reason:" in md
+    lines = [ln for ln in md.splitlines() if "the two phases do not overlap" in ln]
+    assert lines == ["- CASEKEY: 52% of dram; the two phases do not overlap"
+                     .replace("CASEKEY", low.key)]
+    assert read_case(low.to_dict()).limit_note == "the two phases do not overlap"
+
+
+def test_rownorm_onepass_carries_its_cpu_limit_into_the_record():
+    from roofbench.bench.backends.cpu import CpuBackend
+    from roofbench.bench.measure.runner import _record
+    from roofbench.kernels import registry
+    from roofbench.kernels.spec import Case
+
+    w = registry.workloads()["rownorm"]
+    be = CpuBackend()
+    one = _record(Case(w, w.variants["onepass"], "fp32", (4, 64)), be, status="ok")
+    assert "do not overlap" in one.limit_note and "docs/cpu-roofs.md" in one.limit_note
+    assert _record(Case(w, w.variants["fused"], "fp32", (4, 64)), be, status="ok").limit_note == ""
