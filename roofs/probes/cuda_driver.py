@@ -106,16 +106,18 @@ def _compile_cubin(text: str, name: str, arch: str, options: tuple[str, ...]) ->
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-            log = b" " * n
+            # A buffer of its own: b" " * 1 is CPython's shared one-byte object, and NVRTC
+            # writing the empty log's NUL into it turns every b" " of the process into b"\0".
+            log = bytearray(n)
             nvrtc.nvrtcGetProgramLog(prog, log)
-            raise RuntimeError(f"NVRTC failed for {name} ({arch}):\n"
-                               f"{log.decode(errors='replace')}")
+            text_log = bytes(log).rstrip(b"\0").decode(errors="replace")
+            raise RuntimeError(f"NVRTC failed for {name} ({arch}):\n{text_log}")
         _, size = nvrtc.nvrtcGetCUBINSize(prog)
-        cubin = b" " * size
+        cubin = bytearray(size)
         (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise RuntimeError(f"nvrtcGetCUBIN failed for {name}: {err}")
-        return cubin
+        return bytes(cubin)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 
