@@ -27,6 +27,8 @@ def rank_roofs_name(res: dict[str, Any]) -> str:
 
 
 PROGRESS_NOTES = {
+    "starting": "rank 0 claimed this folder for a fleet job; if this file outlives the job, "
+                "it ended before any rank's result arrived",
     "gathering": "rank 0 is gathering; if this file outlives the job, the pending ranks "
                  "never answered (killed, or the job was aborted)",
     "stopped": "the fleet report was not written: the job ended while rank 0 waited for the "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from roofbench.paths import home
 
 from ..errors import UserError
 from .environment import gpu_backend, visible_gpus
+from .output import PROGRESS_FILE, PROGRESS_NOTES, PROGRESS_SCHEMA
 from .records import Place
 
 
@@ -69,4 +71,25 @@ def prepare_out(out: str | None) -> Path:
         probe.unlink()
     except OSError as e:
         raise UserError(f"cannot write the fleet report to {d}: {e.strerror or e}") from None
+    claim(d)
     return d
+
+
+def claim(d: Path) -> None:
+    """Make ``d`` this job's: a folder that holds an earlier job's report is refused (it would
+    be replaced), and of two jobs given one folder only the first starts (the progress record
+    is created exclusively; the report replaces it at the end)."""
+    if (d / "fleet.json").exists():
+        raise UserError(f"{d} holds an earlier fleet report (fleet.json): give another --out, "
+                        "or move that report away")
+    try:
+        with open(d / PROGRESS_FILE, "x") as f:
+            json.dump({"schema": PROGRESS_SCHEMA, "state": "starting", "why": "",
+                       "received": [], "pending": [], "lost": [],
+                       "note": PROGRESS_NOTES["starting"], "ranks": []}, f, indent=1)
+    except FileExistsError:
+        raise UserError(f"{d} holds another fleet job's progress record ({PROGRESS_FILE}): a "
+                        "job running there now, or one that ended before its report (what it "
+                        "kept is there); give another --out, or move it away") from None
+    except OSError as e:
+        raise UserError(f"cannot write the fleet report to {d}: {e.strerror or e}") from None

@@ -56,6 +56,8 @@ from .output import summary_text, write_progress, write_report
 from .plan import fill_local_ranks, prepare_out, turn_order, version_problem
 from .records import FleetConfig, Place, RankResult
 
+START_S = 30.0  # the least the handshake waits for a rank (see _Rank.T_start)
+
 
 def run_fleet(cfg: FleetConfig, opener: Callable[[str], Any] | None = None) -> int:
     """Entry point on every rank. Returns the exit code (same on every rank when all answer)."""
@@ -81,6 +83,13 @@ class _Rank:
     @property
     def T(self) -> float:  # every single wait is bounded by this (or a multiple of it)
         return self.cfg.timeout
+
+    @property
+    def T_start(self) -> float:
+        """The handshake's bound: ranks reach it after their own start-up (an interpreter and
+        its imports, seconds apart on a busy node), which a short --timeout meant for a hung
+        probe must not call a hang."""
+        return max(self.cfg.timeout, START_S)
 
     def peers(self) -> range:
         return range(1, self.size)
@@ -139,7 +148,7 @@ def _handshake_coordinator(me: _Rank, place: Place) -> _Handshake:
     hs = _Handshake(places={0: place})
     for r in me.peers():
         try:
-            hs.places[r] = me.msg.recv(r, TAG_HELLO, me.T, "handshake")
+            hs.places[r] = me.msg.recv(r, TAG_HELLO, me.T_start, "handshake")
         except FleetTimeout as e:
             hs.missing[r] = str(e)
     fill_local_ranks(hs.places)
@@ -152,7 +161,7 @@ def _handshake_coordinator(me: _Rank, place: Place) -> _Handshake:
     verdict = {"stop": stop, "places": hs.places, "missing": sorted(hs.missing)}
     for r in hs.places:
         if r != 0:
-            me.msg.send(verdict, r, TAG_VERDICT, me.T, "handshake verdict")
+            me.msg.send(verdict, r, TAG_VERDICT, me.T_start, "handshake verdict")
     if stop:
         if hs.missing:  # a silent rank would never hear the verdict: take it down too
             print(f"roofbench: error: {stop}", file=sys.stderr, flush=True)
@@ -164,8 +173,9 @@ def _handshake_coordinator(me: _Rank, place: Place) -> _Handshake:
 def _handshake_peer(me: _Rank, place: Place) -> _Handshake | None:
     """Any other rank: say hello and wait for rank 0's verdict; None when told to stop."""
     try:
-        me.msg.send(place, 0, TAG_HELLO, me.T, "handshake")
-        verdict = me.msg.recv(0, TAG_VERDICT, me.T, "handshake verdict")
+        me.msg.send(place, 0, TAG_HELLO, me.T_start, "handshake")
+        # rank 0 answers once it heard every rank: allow for the slowest one's start-up
+        verdict = me.msg.recv(0, TAG_VERDICT, me.T_start * me.size, "handshake verdict")
     except FleetTimeout as e:
         abort_job(me.comm, f"{e}; rank 0 is hung or dead")
     if verdict["stop"]:

@@ -164,3 +164,26 @@ def test_launcher_detection(monkeypatch, env, want):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert environment.launcher() == want
+
+
+def test_a_folder_is_one_jobs(tmp_path):
+    """--out given: the first job claims it (an exclusive progress record); a second job
+    given it while the first runs, or after a job that ended before its report, or after a
+    finished report, is refused with one line, and nothing there is touched."""
+    d = tmp_path / "f"
+    assert plan.prepare_out(str(d)) == d
+    first = json.loads((d / output.PROGRESS_FILE).read_text())
+    assert first["state"] == "starting" and first["schema"] == output.PROGRESS_SCHEMA
+    before = (d / output.PROGRESS_FILE).read_bytes()
+    with pytest.raises(UserError, match="holds another fleet job's progress record"):
+        plan.prepare_out(str(d))
+    assert (d / output.PROGRESS_FILE).read_bytes() == before
+    # the job's report replaces its progress record; the folder is then a finished report's
+    res = {0: _result(0, 3.6e12)}
+    cfg = records.FleetConfig(backend="cuda", margin=0.1, argv=["roofbench", "fleet"])
+    output.write_report(compare.build_report(cfg, {0: _place(0, "h0")}, res, [], ""), d)
+    assert not (d / output.PROGRESS_FILE).exists()
+    report = (d / "fleet.json").read_bytes()
+    with pytest.raises(UserError, match="holds an earlier fleet report"):
+        plan.prepare_out(str(d))
+    assert (d / "fleet.json").read_bytes() == report
