@@ -62,6 +62,15 @@ BOKEH_DASH: dict[LineStyleType, str] = {"-": "solid", "-.": "dashdot", ":": "dot
                                          "--": "dashed"}
 
 
+def bokeh_dash(style: LineStyleType, width: float = 2) -> str | list[int]:
+    """Bokeh's dash for a matplotlib line style: a named one, or an (offset, on-off) pattern
+    in line widths (the l1 roof's) turned into pixels at ``width``."""
+    if isinstance(style, tuple):
+        _, seq = style
+        return [max(1, round(x * width)) for x in seq or ()] or "solid"
+    return BOKEH_DASH.get(style, "solid")
+
+
 def bokeh_available() -> bool:
     try:
         import bokeh  # noqa: F401
@@ -181,8 +190,7 @@ def _bokeh_roofs(p, rs: RoofSet, own: list, tag: str, xlim, ylim) -> list:
         xe = min(x1, top / m.value)
         r = p.line([x0, xe], [m.value * x0, m.value * xe], line_color="black",
                    line_width=2, line_alpha=FAINT if faint else 1.0,
-                   line_dash="dashed" if faint else BOKEH_DASH.get(
-                       LEVEL_STYLES.get(m.key, "-"), "solid"),
+                   line_dash="dashed" if faint else bokeh_dash(LEVEL_STYLES.get(m.key, "-")),
                    name=f"roof:{m.source}:{m.level}")
         r.visible = id(m) in shown
         items.append(LegendItem(label=_roof_label(m, tag), renderers=[r]))

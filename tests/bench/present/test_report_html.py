@@ -75,10 +75,28 @@ def test_plot_has_one_point_per_valid_case_and_every_roof_in_the_legend():
     assert {r.name for r in roofs + pts} <= in_legend
     hover = [t for t in plot.tools if t.__class__.__name__ == "HoverTool"]
     fields = " ".join(f for f, _ in hover[0].tooltips)
-    for f in ("case", "size", "time", "FLOP/s", "B/s", "AI", "efficiency", "bound", "roof"):
+    for f in ("case", "size", "time", "FLOP/s", "B/s", "AI", "efficiency", "bound", "roof",
+              "validated"):
         assert f in fields
+    # each measured memory level keeps the static plot's dash, one per level
+    dashes = {r.name.rsplit(":", 1)[1]: tuple(r.glyph.line_dash) for r in roofs
+              if r.name.startswith("roof:measured:")}
+    levels = [lv for lv in ("dram", "l2", "smem") if lv in dashes]
+    assert len(levels) == 3 and len({dashes[lv] for lv in levels}) == 3, dashes
     assert plot.x_scale.__class__.__name__ == "LogScale"
     assert plot.y_scale.__class__.__name__ == "LogScale"
+
+
+def test_every_level_style_has_a_bokeh_dash():
+    """The l1 roof's matplotlib pattern (offset, on-off in line widths) becomes pixels; a
+    named style its Bokeh name. No level falls back to solid unless it is solid."""
+    from roofbench.bench.present.figure_data import LEVEL_STYLES
+
+    assert report_html.bokeh_dash(LEVEL_STYLES["l1"]) == [10, 3, 2, 3, 2, 3]
+    assert report_html.bokeh_dash("-.") == "dashdot" and report_html.bokeh_dash(":") == "dotted"
+    got = {lv: str(report_html.bokeh_dash(st)) for lv, st in LEVEL_STYLES.items()}
+    assert len(set(got.values())) == len(LEVEL_STYLES), got
+    assert [lv for lv, d in got.items() if d == "solid"] == ["dram"]
 
 
 def test_compare_page_has_speedups_and_joins():
