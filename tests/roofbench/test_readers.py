@@ -36,6 +36,17 @@ def _text(d: dict) -> str:
     return json.dumps(d, sort_keys=True, allow_nan=True)
 
 
+def assert_same_json(got: dict, want: dict) -> None:
+    """Equal as sorted JSON; on a difference, where it starts (pytest's own diff of a
+    megabyte on one line runs for many minutes)."""
+    a, b = _text(got), _text(want)
+    if a != b:
+        i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        pytest.fail(f"differ at character {i} of {len(a)} / {len(b)}:\n"
+                    f"  got  ...{a[max(0, i - 120):i + 120]}...\n"
+                    f"  want ...{b[max(0, i - 120):i + 120]}...")
+
+
 def test_there_are_stored_files_of_every_version():
     versions = {json.loads(p.read_text())["schema_version"] for p in STORED}
     assert versions == {1, 2, RESULTS_SCHEMA_VERSION}, STORED
@@ -47,7 +58,7 @@ def test_every_stored_results_file_loads_and_round_trips(path):
     run = load_run(path)
     once = run.to_dict()
     assert once["schema_version"] == RESULTS_SCHEMA_VERSION
-    assert _text(read_run(json.loads(_text(once))).to_dict()) == _text(once)
+    assert_same_json(read_run(json.loads(_text(once))).to_dict(), once)
     # Measured numbers are carried as read: times, samples and the roofs' values.
     for c, rc in zip(run.cases, raw["cases"], strict=True):
         assert c.median_s == rc["median_s"] and c.flops == rc["flops"]
@@ -59,10 +70,12 @@ def test_every_stored_results_file_loads_and_round_trips(path):
         # The one roofs loader takes a results.json too: the roofs it was placed under.
         rs = load_roofs(path)
         assert rs.to_dict() == run.roofs.to_dict()
-        assert _text(read_roofset(rs.to_dict()).to_dict()) == _text(rs.to_dict())
+        assert_same_json(read_roofset(rs.to_dict()).to_dict(), rs.to_dict())
 
 
 REPORT_FACTS = ("marker", "flop_convention", "arrow_from", "buffers", "ncu")
+# Fields added since, read at their defaults: a stored run was validated, declares no limit.
+LATER_DEFAULTS = {"checked": True, "limit_note": ""}
 
 
 @pytest.mark.parametrize("path", [p for p in STORED if json.loads(p.read_text())[
@@ -87,6 +100,8 @@ def test_a_version_2_file_gains_only_the_report_facts(path):
             ra.pop("occupancy", None)
         for k in REPORT_FACTS:
             c.pop(k)
+        for k, default in LATER_DEFAULTS.items():
+            assert c.pop(k) == default, k
         for t, rt in [(c.get("timing"), rc.get("timing"))] + [
                 (la.get("timing"), ra.get("timing"))
                 for la, ra in zip(c["launches"], rc["launches"], strict=True)]:
@@ -96,8 +111,8 @@ def test_a_version_2_file_gains_only_the_report_facts(path):
         rc["extra"] = {k: v for k, v in rc["extra"].items() if k not in ("launches", "ncu")}
         rc["cores"] = rc.pop("unit")  # its name before version 3
     strip = ("roofbench_version", "schema_version")
-    assert _text({k: v for k, v in again.items() if k not in strip}) == _text(
-        {k: v for k, v in raw.items() if k not in strip})
+    assert_same_json({k: v for k, v in again.items() if k not in strip},
+                     {k: v for k, v in raw.items() if k not in strip})
 
 
 def _roof_set() -> RoofSet:
