@@ -41,7 +41,8 @@ def assert_same_json(got: dict, want: dict) -> None:
     megabyte on one line runs for many minutes)."""
     a, b = _text(got), _text(want)
     if a != b:
-        i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        pairs = enumerate(zip(a, b, strict=False))  # one may be the other's prefix
+        i = next((k for k, (x, y) in pairs if x != y), min(len(a), len(b)))
         pytest.fail(f"differ at character {i} of {len(a)} / {len(b)}:\n"
                     f"  got  ...{a[max(0, i - 120):i + 120]}...\n"
                     f"  want ...{b[max(0, i - 120):i + 120]}...")
