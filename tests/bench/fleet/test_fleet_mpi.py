@@ -200,8 +200,12 @@ def test_a_killed_rank_leaves_the_others_results_and_names_the_lost(tmp_path):
                              "fake", "--no-links", "--timeout", "120", "--out", str(out)],
                             env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     progress = out / "fleet-progress.json"
+
+    def gathering() -> bool:  # the file is claimed at the handshake, then rewritten whole
+        return progress.exists() and json.loads(progress.read_text())["state"] == "gathering"
+
     t0 = time.monotonic()
-    while not progress.exists() or _rank_pid(proc.pid, 1) is None:
+    while not gathering() or _rank_pid(proc.pid, 1) is None:
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() - t0 < 60, "rank 0 never recorded its progress"
         time.sleep(0.1)
