@@ -36,9 +36,13 @@ def cubin_for(name: str, arch: str, options: list[str]) -> bytes:
 
 
 def _fill(buf: Any, data: bytes) -> None:
-    """Write into the caller's preallocated bytes, as the binding does (never into a cached
-    one-byte object: those are shared by the interpreter)."""
-    if len(data) > 1:
+    """Write into the caller's preallocated buffer, as the binding does: a bytearray (what
+    roofbench passes), or a bytes object written in place through its char* (the binding
+    does that even to CPython's shared one-byte objects; here those are left alone, so that
+    the test process itself is not corrupted)."""
+    if isinstance(buf, bytearray):
+        buf[:len(data)] = data
+    elif len(data) > 1:
         ctypes.memmove(buf, data, len(data))
 
 
