@@ -40,13 +40,14 @@ PROGRESS_NOTES = {
 
 
 def write_progress(out: Path, results: list[dict[str, Any]], pending: list[int],
-                   state: str, why: str = "") -> None:
+                   state: str, why: str = "", rewrite_roofs: bool = True) -> None:
     """Rank 0's record while it gathers (``state`` "gathering"), rewritten as each rank's
     result arrives, with that rank's roofs file: a job that dies before the report (mpirun
     aborts every rank when one is killed) leaves the results it had and who it was waiting
     for. ``state`` "stopped": rank 0 itself was stopped, ``pending`` are the ranks lost;
-    "links": every result arrived and the MPI link probes are running."""
-    for res in results:
+    "links": every result arrived and the MPI link probes are running (``rewrite_roofs``
+    False: the roofs files were written as the results arrived)."""
+    for res in results if rewrite_roofs else []:
         if res["status"] == "ok" and res["roofs"]:
             write_atomic(out / rank_roofs_name(res), json.dumps(res["roofs"], indent=1,
                                                                default=str) + "\n")

@@ -118,8 +118,9 @@ def _run(MPI: Any, comm: Any, cfg: FleetConfig, opener: Callable[[str], Any] | N
         alive = all(res.status != "timeout" for res in results.values())
         do_links, link_note = _links_verdict(me, alive)
         if do_links and hs.out_dir is not None:
+            # every arrived rank's roofs file was written as it arrived (_gather)
             write_progress(hs.out_dir, [asdict(results[r]) for r in sorted(results)], [],
-                           "links")
+                           "links", rewrite_roofs=False)
     else:
         pending.append(me.msg.post(result, 0, TAG_RESULT))
         do_links, link_note = _links_go(me, hs), ""

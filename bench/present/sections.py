@@ -181,7 +181,7 @@ def status_notes(c: CaseResult) -> list[str]:
 def cases_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
     rows = []
     for c in cases:
-        t = c.timing
+        t, notes = c.timing, status_notes(c)
         rows.append({
             "workload": c.workload, "variant": c.variant, "dtype": c.dtype,
             "size": "x".join(map(str, c.size)), "AI": f"{c.ai.get('dram', 0):.3g}",
@@ -192,8 +192,7 @@ def cases_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
             if c.efficiency else "-",
             "bound": c.bound or "-",
             "occupancy": occupancy_text(c),
-            "status": c.status + (" (" + "; ".join(status_notes(c)) + ")"
-                                  if status_notes(c) else ""),
+            "status": c.status + (" (" + "; ".join(notes) + ")" if notes else ""),
         })
     return rows
 
