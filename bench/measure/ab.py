@@ -162,7 +162,8 @@ class AbSession:
                        else device_roofs(clock, first.roofs_arg, first.roofs_cache))
         cfg = _timer(clock, first.timer, first.quick)
         label = name or getattr(new, "__qualname__", None) or "callable"
-        recs, caps = {}, {}
+        recs: dict[str, CaseResult] = {}
+        caps: dict[str, _Capture] = {}
         for side, fn, a, out in (("A", base, args, output), ("B", new, b_args,
                                                              output if output_b is None
                                                              else output_b)):
@@ -176,6 +177,11 @@ class AbSession:
             ta, tb = alternate(fa, fb, cfg, clock.sync)
             _fill_metrics(recs["A"], ta, roofs)
             _fill_metrics(recs["B"], tb, roofs)
+        else:  # one side failed validation: the other is timed alone, as measure would
+            for side, rec in recs.items():
+                fn_side = caps[side].fn
+                if rec.valid and fn_side is not None:
+                    _fill_metrics(rec, clock.time(fn_side, cfg), roofs)
         for side, rec in recs.items():
             rec.extra["ab"] = {"id": self.id, "side": side, "label": self.labels[side == "B"]}
             self.sides[side]._add(rec)
