@@ -29,9 +29,10 @@ Verdicts, with t the threshold (0.05 = 5%) and r = median B / median A:
   different devices, so no case is compared.
 
 **Load bounds the excuse.** A timing records what else used the machine while it ran
-(``Timing.outside_load``: other processes' share f of all cores' time, hypervisor steal). A
-process that had the cores a fraction f of the time stretches a CPU-bound time by about
-1/(1-f), not more; so the load can have made B slower than A by at most
+(``Timing.outside_load``: the share f of the time the timed process could run that it waited
+for a core others held, measured by the noise probe; older files give only others' share of
+all cores' time, a looser f; plus hypervisor steal). A process that had the cores a fraction
+f of the time stretches a CPU-bound time by about 1/(1-f), not more; so the load can have made B slower than A by at most
 E = max(1, (1 - f_A) / (1 - f_B)) (load on B stretches B; load on A only stretches A, which
 hides a slowdown and explains none), and A faster than B by max(1, (1 - f_B) / (1 - f_A)).
 A slowdown whose interval lies above E is ``slower``, with the load named in the reason; one
@@ -144,16 +145,22 @@ def paired_interval(a: list[float], b: list[float],
 
 
 _OTHERS = re.compile(r"other processes used (\d+(?:\.\d+)?)% of")
+_WAITED = re.compile(r"waited for a core (\d+(?:\.\d+)?)% of")
 _STEAL = re.compile(r"hypervisor stole (\d+(?:\.\d+)?)%")
 MAX_SHARE = 0.95  # a share read as more than this is taken as this (a bound, not infinity)
 
 
 def load_share(outside_load: str) -> float:
-    """f: the share of all cores' time that other processes and the hypervisor took while a
-    case was timed, read from ``Timing.outside_load`` (the noise probe's words, the form
-    every stored file has); 0 when it names no share (page faults alone, nothing)."""
-    f = sum(float(m.group(1)) / 100 for rx in (_OTHERS, _STEAL)
-            for m in rx.finditer(outside_load or ""))
+    """f: the share of the time the timed code could run that other processes (and the
+    hypervisor) took while a case was timed, read from ``Timing.outside_load`` (the noise
+    probe's words, the form every stored file has): the wait for a core that the probe
+    measured on the timed process itself when the words give it, else (older files) the
+    share of all cores' time others used, a looser bound; plus the hypervisor's steal. 0
+    when it names no share (page faults alone, nothing)."""
+    text = outside_load or ""
+    own = [float(m.group(1)) / 100 for m in _WAITED.finditer(text)]
+    f = sum(own) if own else sum(float(m.group(1)) / 100 for m in _OTHERS.finditer(text))
+    f += sum(float(m.group(1)) / 100 for m in _STEAL.finditer(text))
     return min(max(f, 0.0), MAX_SHARE)
 
 

@@ -182,3 +182,25 @@ def test_three_input_kinds_one_verdict(factor, fa, fb, expected):
     assert (runs.verdict, pb.verdict, ab.verdict) == (expected,) * 3
     assert ab.paired and not runs.paired and not pb.paired
     assert runs.ratio == pb.ratio and runs.reason == pb.reason
+
+
+def test_the_wait_for_a_core_is_the_share_read_when_given(tmp_path):
+    """The noise probe measures the timed process's own wait for a core (schedstat, summed
+    over its threads): the gate reads that, not the looser share of all cores' time."""
+    from roofbench.roofs.probes.cpu_noise import NoiseProbe, run_and_wait_ns
+
+    words = outside_load(NoiseReport(2.0, 2, 0.9, 0.0, 0, 0, 5, 9.0, waited=0.2))
+    assert "waited for a core 20.0% of the time it could run" in words
+    assert load_share(words) == pytest.approx(0.2)  # not 0.9
+    assert load_share(load_words(0.9)) == pytest.approx(0.9)  # older words: the share
+    for tid, (run_ns, wait_ns) in {"1": (300, 100), "2": (700, 0)}.items():
+        (tmp_path / tid).mkdir()
+        (tmp_path / tid / "schedstat").write_text(f"{run_ns} {wait_ns} 4\n")
+    (tmp_path / "3").mkdir()  # a thread that ended between the listing and the read
+    assert run_and_wait_ns(tmp_path) == (1000, 100)
+    assert run_and_wait_ns(tmp_path / "none") is None
+    probe = NoiseProbe()
+    sum(range(200_000))
+    r = probe.report()
+    if run_and_wait_ns() is not None:
+        assert r.waited is not None and 0.0 <= r.waited <= 1.0
