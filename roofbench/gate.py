@@ -32,9 +32,10 @@ Verdicts, with t the threshold (0.05 = 5%) and r = median B / median A:
 (``Timing.outside_load``: the share f of the time the timed process could run that it waited
 for a core others held, measured by the noise probe; older files give only others' share of
 all cores' time, a looser f; plus hypervisor steal). A process that had the cores a fraction
-f of the time stretches a CPU-bound time by about 1/(1-f), not more; so the load can have made B slower than A by at most
-E = max(1, (1 - f_A) / (1 - f_B)) (load on B stretches B; load on A only stretches A, which
-hides a slowdown and explains none), and A faster than B by max(1, (1 - f_B) / (1 - f_A)).
+f of the time stretches a CPU-bound time by about 1/(1-f), not more; so the load can have
+made B slower than A by at most E = max(1, (1 - f_A) / (1 - f_B)) (load on B stretches B;
+load on A only stretches A, which hides a slowdown and explains none), and A faster than B
+by max(1, (1 - f_B) / (1 - f_A)).
 A slowdown whose interval lies above E is ``slower``, with the load named in the reason; one
 whose interval reaches below E (but above 1) is ``uncertain``, with the bound said. The same
 rule holds for every input: roofbench runs, pytest-benchmark JSON (the plugin records the

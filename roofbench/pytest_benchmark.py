@@ -12,8 +12,9 @@ are in the file (``stats.data``: always in ``--benchmark-json`` files, in saved 
 the regression gate never finds such a case slower (`uncertain`). Load: the
 ``outside_load`` the plugin measured while pytest-benchmark timed the entry (the noise
 probe's words), so the gate's load rule applies as to any run (roofbench/gate.py). Roofs:
-those the plugin stored under the file's ``roofbench`` key, else the ones ``roofs_for(device)`` finds
-(the calibration cache), else none. Entries without the counts are named in the run's notes.
+those the plugin stored under the file's ``roofbench`` key, else the ones
+``roofs_for(device)`` finds (the calibration cache), else none. Entries without the counts
+are named in the run's notes.
 Anything else malformed is a SchemaError naming the entry.
 """
 

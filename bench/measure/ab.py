@@ -26,14 +26,20 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from roofbench.roofs.probes.cpu_noise import NoiseProbe, outside_load
 
-from roofbench.gate import AB_KEY, CONFIDENCE, CaseVerdict, case_key, classify_case, \
-    median_interval
+from roofbench.gate import (
+    AB_KEY,
+    CONFIDENCE,
+    CaseVerdict,
+    case_key,
+    classify_case,
+    median_interval,
+)
 from roofbench.records import CaseResult, RoofSet
 from roofbench.timing import CI_MIN_SAMPLES, TimerConfig, Timing
 
@@ -123,8 +129,7 @@ class AbResult:
 
     a: CaseResult
     b: CaseResult
-    verdict: CaseVerdict
-    notes: list[str] = field(default_factory=list)
+    verdict: CaseVerdict  # per case at 95% (compare's is simultaneous over the run's cases)
 
 
 class AbSession:
