@@ -21,13 +21,33 @@ Verdicts, with t the threshold (0.05 = 5%) and r = median B / median A:
 - ``faster``: r < 1 / (1 + t) and the interval lies below 1;
 - ``same``: 1 / (1 + t) <= r <= 1 + t (no change larger than the threshold was measured);
 - ``uncertain``: r beyond the threshold but the interval holds 1 (the noise cannot tell), or
-  no interval (too few samples, or no raw samples stored), or slower while either run's
-  samples spread under outside load (``Timing.outside_load``: other processes, hypervisor
-  steal): the gate cannot tell the code's slowdown from the neighbour's, and says so;
+  no interval (too few samples, or no raw samples stored), or a slowdown that the outside
+  load measured during the samples can explain (below);
 - ``unreadable``: a time that is not a positive finite number (NaN, inf, <= 0): never `same`;
 - ``invalid in B`` / ``fixed in B`` / ``not measured``: valid in A only / in B only / neither;
 - ``only in A`` / ``only in B``: a case of one run alone; ``other device``: the runs measured
   different devices, so no case is compared.
+
+**Load bounds the excuse.** A timing records what else used the machine while it ran
+(``Timing.outside_load``: the share f of the time the timed process could run that it waited
+for a core others held, measured by the noise probe; older files give only others' share of
+all cores' time, a looser f; plus hypervisor steal). A process that had the cores a fraction
+f of the time stretches a CPU-bound time by about 1/(1-f), not more; so the load can have
+made B slower than A by at most E = max(1, (1 - f_A) / (1 - f_B)) (load on B stretches B;
+load on A only stretches A, which hides a slowdown and explains none), and A faster than B
+by max(1, (1 - f_B) / (1 - f_A)).
+A slowdown whose interval lies above E is ``slower``, with the load named in the reason; one
+whose interval reaches below E (but above 1) is ``uncertain``, with the bound said. The same
+rule holds for every input: roofbench runs, pytest-benchmark JSON (the plugin records the
+load during pytest-benchmark's timing) and A/B runs (alternating: both sides see the same
+load, so E is about 1).
+
+**A/B runs** (``roofbench ab``, the ``roofline_ab`` fixture: base and new measured
+alternately, sample by sample, in one job) store two runs that name each other
+(``environment["ab"]``: one id, sides A and B); their cases are judged on the paired
+samples: r is the median of the per-pair ratios b_i / a_i and its interval the
+order-statistic interval of that median at the per-case confidence (one sample of ratios,
+so no sqrt). The pairing cancels what both sides shared: the load, the clock, the drift.
 
 The gate fails on the verdicts named by ``--fail-on`` (``slower:N%``, ``invalid``) and on
 nothing else.
@@ -36,6 +56,8 @@ nothing else.
 from __future__ import annotations
 
 import math
+import re
+import statistics
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -104,8 +126,6 @@ class RatioInterval:
 def ratio_interval(a: list[float], b: list[float],
                    confidence: float = CONFIDENCE) -> RatioInterval:
     """Median(b) / median(a) and its distribution-free interval at ``confidence``."""
-    import statistics
-
     ratio = statistics.median(b) / statistics.median(a)
     per_side = math.sqrt(confidence)  # independent runs: the joint coverage is the product
     ia, ib = median_interval(a, per_side), median_interval(b, per_side)
@@ -114,17 +134,56 @@ def ratio_interval(a: list[float], b: list[float],
     return RatioInterval(ratio, ib[0] / ia[1], ib[1] / ia[0])
 
 
-def judge(iv: RatioInterval, threshold: float) -> Verdict:
-    """The verdict of a ratio interval (see the module doc)."""
+def paired_interval(a: list[float], b: list[float],
+                    confidence: float = CONFIDENCE) -> RatioInterval:
+    """A/B samples taken in pairs (a[i] beside b[i]): the median of the ratios b[i] / a[i]
+    and its distribution-free interval at ``confidence``."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples of unequal counts ({len(a)}, {len(b)})")
+    ratios = [y / x for x, y in zip(a, b, strict=True)]
+    iv = median_interval(ratios, confidence)
+    return RatioInterval(statistics.median(ratios), *(iv if iv else (None, None)))
+
+
+_OTHERS = re.compile(r"other processes used (\d+(?:\.\d+)?)% of")
+_WAITED = re.compile(r"waited for a core (\d+(?:\.\d+)?)% of")
+_STEAL = re.compile(r"hypervisor stole (\d+(?:\.\d+)?)%")
+MAX_SHARE = 0.95  # a share read as more than this is taken as this (a bound, not infinity)
+
+
+def load_share(outside_load: str) -> float:
+    """f: the share of the time the timed code could run that other processes (and the
+    hypervisor) took while a case was timed, read from ``Timing.outside_load`` (the noise
+    probe's words, the form every stored file has): the wait for a core that the probe
+    measured on the timed process itself when the words give it, else (older files) the
+    share of all cores' time others used, a looser bound; plus the hypervisor's steal. 0
+    when it names no share (page faults alone, nothing)."""
+    text = outside_load or ""
+    own = [float(m.group(1)) / 100 for m in _WAITED.finditer(text)]
+    f = sum(own) if own else sum(float(m.group(1)) / 100 for m in _OTHERS.finditer(text))
+    f += sum(float(m.group(1)) / 100 for m in _STEAL.finditer(text))
+    return min(max(f, 0.0), MAX_SHARE)
+
+
+def load_bounds(fa: float, fb: float) -> tuple[float, float]:
+    """(the most the load can have made B slower than A, ... A slower than B): a share f
+    stretches a time by about 1/(1-f), not more."""
+    return max(1.0, (1.0 - fa) / (1.0 - fb)), max(1.0, (1.0 - fb) / (1.0 - fa))
+
+
+def judge(iv: RatioInterval, threshold: float, slow_excuse: float = 1.0,
+          fast_excuse: float = 1.0) -> Verdict:
+    """The verdict of a ratio interval; ``*_excuse``: the factor outside load explains (see
+    the module doc)."""
     up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
     if down <= iv.ratio <= up:
         return "same"
     if not iv.bounded:
         return "uncertain"
     assert iv.lo is not None and iv.hi is not None
-    if iv.ratio > up and iv.lo > 1.0:
+    if iv.ratio > up and iv.lo > slow_excuse:
         return "slower"
-    if iv.ratio < down and iv.hi < 1.0:
+    if iv.ratio < down and iv.hi * fast_excuse < 1.0:
         return "faster"
     return "uncertain"
 
@@ -143,6 +202,7 @@ class CaseVerdict:
     n_a: int = 0  # raw samples of each side
     n_b: int = 0
     reason: str = ""
+    paired: bool = False  # judged on A/B pairs (one job, alternating)
 
     @property
     def speedup(self) -> float | None:
@@ -262,8 +322,8 @@ def _unreadable(c: CaseResult) -> str | None:
 
 
 def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
-                  confidence: float = CONFIDENCE) -> CaseVerdict:
-    """The verdict of one case that both runs hold."""
+                  confidence: float = CONFIDENCE, paired: bool = False) -> CaseVerdict:
+    """The verdict of one case that both runs hold (``paired``: A/B samples in pairs)."""
     ma, mb = ca.median_s, cb.median_s
     if not (ca.valid and cb.valid):
         verdict: Verdict = ("invalid in B" if ca.valid else "fixed in B" if cb.valid
@@ -278,25 +338,50 @@ def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
             return CaseVerdict(key, "unreadable", ma, mb, n_a=na, n_b=nb,
                                reason=f"{side}: {why}")
     assert ma is not None and mb is not None
+    paired = paired and ca.timing is not None and cb.timing is not None and na == nb
     if ca.timing is None or cb.timing is None:
         side = "A" if ca.timing is None else "B"
         iv = RatioInterval(mb / ma, None, None)
         reason = f"{side} stores no raw samples: no interval"
     else:
-        iv = ratio_interval(ca.timing.samples, cb.timing.samples, confidence)
-        reason = "" if iv.bounded else (f"fewer than {min_samples(math.sqrt(confidence))} "
-                                        "samples in a run: no interval")
-    verdict = judge(iv, threshold)
-    if verdict == "uncertain" and iv.bounded:
-        reason = "beyond the threshold, within the noise"
-    loaded = [(sd, t.outside_load) for sd, t in (("A", ca.timing), ("B", cb.timing))
-              if t is not None and t.outside_load]
-    if verdict == "slower" and loaded:  # the slowdown may be the neighbour's, not the code's
-        verdict = "uncertain"
-        reason = (f"slower by {iv.ratio - 1:.0%}, but " + "; ".join(
-            f"{sd} was timed while {why}" for sd, why in loaded) + ": rerun on a quiet machine")
+        iv = (paired_interval(ca.timing.samples, cb.timing.samples, confidence) if paired
+              else ratio_interval(ca.timing.samples, cb.timing.samples, confidence))
+        reason = "" if iv.bounded else (
+            f"fewer than {min_samples(confidence if paired else math.sqrt(confidence))} "
+            f"{'pairs' if paired else 'samples in a run'}: no interval")
+    loads = {sd: t.outside_load for sd, t in (("A", ca.timing), ("B", cb.timing))
+             if t is not None and t.outside_load}
+    slow_excuse, fast_excuse = load_bounds(load_share(loads.get("A", "")),
+                                           load_share(loads.get("B", "")))
+    verdict = judge(iv, threshold, slow_excuse, fast_excuse)
+    named = "; ".join(f"{sd} was timed while {why}" for sd, why in loads.items())
+    if verdict == "uncertain" and iv.bounded and iv.lo is not None and iv.hi is not None:
+        slow = iv.ratio > 1.0 + threshold and iv.lo > 1.0
+        fast = iv.ratio < 1.0 / (1.0 + threshold) and iv.hi < 1.0
+        if slow or fast:  # beyond the noise, within what the load explains
+            excuse = slow_excuse if slow else fast_excuse
+            reason = (f"{'slower' if slow else 'faster'} by {abs(iv.ratio - 1):.0%}, but "
+                      f"{named}: that load can stretch a time by up to x{excuse:.2f}, and "
+                      f"the interval reaches {'below' if slow else 'above'} it: rerun on a "
+                      "quiet machine, or measure base and new in one job (roofbench ab)")
+        else:
+            reason = "beyond the threshold, within the noise"
+    elif verdict in ("slower", "faster") and loads:  # the load named beside the verdict
+        excuse = slow_excuse if verdict == "slower" else fast_excuse
+        reason = (f"beyond what the outside load explains (at most x{excuse:.2f}: "
+                  f"{named})")
     return CaseVerdict(key, verdict, ma, mb, iv.ratio, iv.lo, iv.hi, na, nb,
-                       reason if verdict != "same" or not iv.bounded else "")
+                       reason if verdict != "same" or not iv.bounded else "", paired)
+
+
+AB_KEY = "ab"  # RunResult.environment[AB_KEY]: {"id": ..., "side": "A" or "B", ...}
+
+
+def paired_runs(a: RunResult, b: RunResult) -> bool:
+    """Whether A and B are the two sides of one A/B run (measured alternately in one job)."""
+    ea, eb = a.environment.get(AB_KEY), b.environment.get(AB_KEY)
+    return (isinstance(ea, dict) and isinstance(eb, dict) and bool(ea.get("id"))
+            and ea.get("id") == eb.get("id") and (ea.get("side"), eb.get("side")) == ("A", "B"))
 
 
 def judged(ca: CaseResult, cb: CaseResult) -> bool:
@@ -321,6 +406,7 @@ def classify(a: RunResult, b: RunResult, threshold: float = 0.05,
     same_device = a.device == b.device
     m = sum(judged(ia[k], ib[k]) for k in keys if k in ia and k in ib) if same_device else 0
     per_case = 1.0 - (1.0 - confidence) / max(m, 1) if simultaneous else confidence
+    paired = paired_runs(a, b)
     out = Comparison(RunRef.of(a, paths[0]), RunRef.of(b, paths[1]), threshold, [],
                      fail_on=fail_on.describe(threshold), confidence=confidence,
                      case_confidence=per_case)
@@ -339,7 +425,7 @@ def classify(a: RunResult, b: RunResult, threshold: float = 0.05,
             out.cases.append(CaseVerdict(k, "other device", ca.median_s, cb.median_s,
                                          reason=f"A ran on {a.device}, B on {b.device}"))
         else:
-            out.cases.append(classify_case(k, ca, cb, threshold, per_case))
+            out.cases.append(classify_case(k, ca, cb, threshold, per_case, paired))
     common = [c for c in out.cases if c.verdict not in ("only in A", "only in B")]
     out.compared = sum(c.verdict in ("faster", "slower", "same", "uncertain")
                        for c in out.cases)
@@ -348,5 +434,8 @@ def classify(a: RunResult, b: RunResult, threshold: float = 0.05,
                          "(a gate compares runs of one device)")
     elif not common:
         out.notes.append("nothing compared: the runs have no case in common")
+    if paired:
+        out.notes.append("an A/B run (base and new alternately, in one job): each case is "
+                         "judged on its paired samples")
     out.failed = [c.key for c in out.cases if fail_on.fails(c)]
     return out

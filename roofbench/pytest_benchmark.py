@@ -9,9 +9,12 @@ optional ``precision``, ``size``, ``workload``, ``variant``, ``backend``, ``devi
 ``valid``, ``rel_error``, ``tolerance``. Times: the raw per-iteration samples when they
 are in the file (``stats.data``: always in ``--benchmark-json`` files, in saved ones with
 ``--benchmark-save-data``), else the median alone: without samples there is no interval, so
-the regression gate never finds such a case slower (`uncertain`). Roofs: those the
-plugin stored under the file's ``roofbench`` key, else the ones ``roofs_for(device)`` finds
-(the calibration cache), else none. Entries without the counts are named in the run's notes.
+the regression gate never finds such a case slower (`uncertain`). Load: the
+``outside_load`` the plugin measured while pytest-benchmark timed the entry (the noise
+probe's words), so the gate's load rule applies as to any run (roofbench/gate.py). Roofs:
+those the plugin stored under the file's ``roofbench`` key, else the ones
+``roofs_for(device)`` finds (the calibration cache), else none. Entries without the counts
+are named in the run's notes.
 Anything else malformed is a SchemaError naming the entry.
 """
 
@@ -61,7 +64,7 @@ def _bytes(raw: Any, where: str) -> dict[str, int]:
     return out
 
 
-def _timing(stats: dict[str, Any], options: Any, where: str) -> Timing | None:
+def _timing(stats: dict[str, Any], options: Any, load: Any, where: str) -> Timing | None:
     data = stats.get("data")
     if data is None:
         return None
@@ -71,8 +74,10 @@ def _timing(stats: dict[str, Any], options: Any, where: str) -> Timing | None:
            "iterations": stats.get("iterations")}
     if isinstance(options, dict):
         cfg["options"] = dict(options)
+    if not isinstance(load, str):
+        raise SchemaError(f"{where}: extra_info.outside_load must be a text, got {load!r}")
     return Timing(samples=[float(x) for x in data], warmup_runs=0,
-                  stopped_by="pytest-benchmark", config=cfg)
+                  stopped_by="pytest-benchmark", config=cfg, outside_load=load)
 
 
 def _case(e: dict[str, Any], extra: dict[str, Any], device_backend: str,
@@ -91,7 +96,7 @@ def _case(e: dict[str, Any], extra: dict[str, Any], device_backend: str,
     size = extra.get("size") or []
     if not (isinstance(size, list) and all(isinstance(s, int) and s >= 0 for s in size)):
         raise SchemaError(f"{where}: size must be a list of whole numbers")
-    timing = _timing(stats, e.get("options"), where)
+    timing = _timing(stats, e.get("options"), extra.get("outside_load", ""), where)
     median = timing.median if timing is not None else float(stats["median"])
     valid = extra.get("valid", True) is not False
     rec = CaseResult(

@@ -195,9 +195,9 @@ class CpuBackend(Backend):
         self.last_noise = probe.report()
         if any(f.startswith("noisy") for f in t.flags):  # say why, from the counters
             t.flags.append(f"noise cause: {noise_cause(self.last_noise)}")
-            # samples that spread while something else used the machine: compare does not
-            # call such a case slower (roofbench/gate.py)
-            t.outside_load = outside_load(self.last_noise)
+        # what else used the machine, spread or not (a steady neighbour stretches every
+        # sample alike): compare's load rule bounds the slowdown it explains (roofbench/gate.py)
+        t.outside_load = outside_load(self.last_noise)
         return t
 
     def measure_roofs(self, quick: bool = False,

@@ -22,6 +22,7 @@ COMMANDS = [
     "roofbench.bench.cli.plot",
     "roofbench.bench.cli.report",
     "roofbench.bench.cli.compare",
+    "roofbench.bench.cli.ab",
     "roofbench.bench.cli.fleet",
     "roofbench.bench.cli.distributed",
     "roofbench.bench.cli.calibrate",

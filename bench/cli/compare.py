@@ -77,6 +77,17 @@ def gate_of(args: argparse.Namespace) -> tuple[float, FailOn]:
     return threshold, fail_on
 
 
+def runs_of(a: str, b: str | None) -> tuple[str, str]:
+    """The two runs compared: A and B, or the sides a/ and b/ of one A/B run folder."""
+    if b is not None:
+        return a, b
+    sides = [Path(a) / s for s in ("a", "b")]
+    if not all((p / "results.json").is_file() for p in sides):
+        raise UserError(f"{a} is not an A/B run (no a/results.json and b/results.json): "
+                        "give two runs to compare")
+    return str(sides[0]), str(sides[1])
+
+
 def _ms(x: float | None) -> str:
     if x is None or not isinstance(x, (int, float)):
         return "-"
@@ -84,7 +95,8 @@ def _ms(x: float | None) -> str:
 
 
 def table(cmp: Comparison) -> Table:
-    t = Table(title=f"A: {cmp.a.device} {cmp.a.created}  vs  B: {cmp.b.device} {cmp.b.created}")
+    t = Table(title=f"A: {cmp.a.device} {cmp.a.created}  vs  B: {cmp.b.device} {cmp.b.created}"
+              + ("  (A/B pairs)" if any(v.paired for v in cmp.cases) else ""))
     for col in ("case", "time A", "time B", "speedup (A/B)", "time B/A, 95% interval",
                 "verdict"):
         t.add_column(col)
@@ -104,11 +116,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from ..present.report_html import render_compare_html
 
     threshold, fail_on = gate_of(args)
-    a, b = load_run(args.a), load_run(args.b)
-    base = Path(args.out) if args.out else resolve_run(args.b).parent / "compare"
+    pa, pb = runs_of(args.a, args.b)
+    a, b = load_run(pa), load_run(pb)
+    base = Path(args.out) if args.out else resolve_run(pb).parent / "compare"
     check_writable(base.parent)
-    cmp = classify(a, b, threshold, fail_on,
-                   paths=(str(resolve_run(args.a)), str(resolve_run(args.b))))
+    cmp = classify(a, b, threshold, fail_on, paths=(str(resolve_run(pa)), str(resolve_run(pb))))
     Console(width=max(Console().width, 160)).print(table(cmp))
     rs = [r for r in (a.roofs, b.roofs) if r is not None]
     paths = plot_roofline(rs, [a.cases, b.cases], base.with_suffix(""),
@@ -137,8 +149,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="per-case speedups of run B over A; a regression gate")
-    p.add_argument("a")
-    p.add_argument("b")
+    p.add_argument("a", help="the base run (or an A/B run folder, given alone)")
+    p.add_argument("b", nargs="?", help="the new run")
     p.add_argument("--threshold", type=fraction, default=None,
                    help=f"a change smaller than this is 'same' (0.05 or 5%%; default "
                         f"{DEFAULT_THRESHOLD:g})")

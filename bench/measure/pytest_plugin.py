@@ -133,7 +133,14 @@ def roofline(request: pytest.FixtureRequest) -> Callable[..., Any]:
         if bench is not None and not handed:
             handed.append(rec.key)
             bench.extra_info.update(extra_info(rec), device=state.session.run.device)
-            bench(fn, *args)  # pytest-benchmark's own timing, for its table and JSON
+            from .ab import load_during  # the load while it timed: the gate's load rule
+
+            # pytest-benchmark's own timing, for its table and JSON
+            bench.extra_info["outside_load"] = load_during(lambda: bench(fn, *args))
         return rec
 
     return measure
+
+
+# The A/B fixture (base and new alternately in one test): its own module, registered here.
+from .pytest_ab import _roofline_ab_runs, roofline_ab  # noqa: E402,F401

@@ -6,8 +6,11 @@ for its slowest thread), hypervisor steal (another guest on the host takes the v
 of milliseconds at a time: one stolen burst inside a sample makes it an outlier), page faults
 inside the timed window (first touch of fresh memory, reclaim). :class:`NoiseProbe` snapshots
 the counters the kernel keeps for those (``/proc/stat`` for all CPUs, ``getrusage`` for this
-process) around a timing, and :func:`noise_cause` names the likeliest cause in one line, from
-the numbers alone.
+process, and ``/proc/self/task/*/schedstat``: the nanoseconds this process's threads ran and
+waited on a run queue for a core another process held) around a timing, and
+:func:`noise_cause` names the likeliest cause in one line, from the numbers alone. The wait
+is the load's own effect on the timed code: a process that waited a fraction w of the time
+it could run took 1/(1-w) times as long (the regression gate's load rule reads it).
 """
 
 from __future__ import annotations
@@ -59,6 +62,9 @@ class NoiseReport:
     major_faults: int
     involuntary_switches: int  # this process preempted
     load_avg_1m: float
+    # share of the time this process's threads could run that they waited for a core another
+    # process held (schedstat); None where the kernel does not keep it
+    waited: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,10 +84,12 @@ def outside_load(r: NoiseReport) -> str:
     if r.major_faults or (r.wall_s > 0 and faults / r.wall_s > FAULTS_PER_S):
         causes.append(f"{faults} page faults in the timed window ({r.major_faults} major): "
                       "memory touched or reclaimed while timing")
-    if r.other_busy > OTHER_BUSY:
+    if r.other_busy > OTHER_BUSY or (r.waited or 0.0) > OTHER_BUSY:
+        waited = ("" if r.waited is None else
+                  f" and waited for a core {r.waited:.1%} of the time it could run")
         causes.append(f"other processes used {r.other_busy:.0%} of the {r.cores} cores "
                       f"(load average {r.load_avg_1m:.1f}; this process was preempted "
-                      f"{r.involuntary_switches} times)")
+                      f"{r.involuntary_switches} times{waited})")
     if r.steal > STEAL:
         causes.append(f"the hypervisor stole {r.steal:.1%} of the CPU time "
                       f"({r.steal * r.cores * r.wall_s * 1e3:.0f} ms over the {r.cores} cores): "
@@ -108,6 +116,23 @@ class _Usage:
         return out
 
 
+def run_and_wait_ns(task_dir: Path = Path("/proc/self/task")) -> tuple[int, int] | None:
+    """(ns on a core, ns runnable but waiting for one), summed over this process's threads;
+    None where the kernel keeps no schedstat."""
+    run = wait = 0
+    try:
+        tasks = list(task_dir.iterdir())
+    except OSError:
+        return None
+    for t in tasks:
+        try:
+            fields = (t / "schedstat").read_text().split()
+            run, wait = run + int(fields[0]), wait + int(fields[1])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+    return (run, wait) if tasks else None
+
+
 class NoiseProbe:
     """Snapshot before a timing, :meth:`report` after it. ``children``: the timed work runs
     in child processes (waited for before the report), whose time is then "own" too."""
@@ -119,6 +144,7 @@ class NoiseProbe:
         self.t0 = time.perf_counter()
         self.cpu0 = self._cpu()
         self.ru0 = _Usage.now(children)
+        self.sched0 = None if children else run_and_wait_ns()
 
     def _cpu(self) -> CpuTimes:
         try:
@@ -129,6 +155,11 @@ class NoiseProbe:
     def report(self) -> NoiseReport:
         wall = time.perf_counter() - self.t0
         cpu1, ru1 = self._cpu(), _Usage.now(self.children)
+        sched1 = run_and_wait_ns() if self.sched0 is not None else None
+        waited = None
+        if self.sched0 is not None and sched1 is not None:
+            ran, wait = (max(b - a, 0) for a, b in zip(self.sched0, sched1, strict=True))
+            waited = wait / (ran + wait) if ran + wait > 0 else None
         hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         total = max(self.cores * wall, 1e-9)
         own = ru1.cpu_s - self.ru0.cpu_s
@@ -144,7 +175,7 @@ class NoiseProbe:
             minor_faults=ru1.minflt - self.ru0.minflt,
             major_faults=ru1.majflt - self.ru0.majflt,
             involuntary_switches=ru1.nivcsw - self.ru0.nivcsw,
-            load_avg_1m=load)
+            load_avg_1m=load, waited=waited)
 
 
 def huge_page_fraction(spans: list[tuple[int, int]], smaps: str | None = None) -> float | None:

@@ -102,6 +102,7 @@ def test_with_pytest_benchmark_counts_go_into_extra_info(suite):
     e = entries["test_add[fp32]"]["extra_info"]
     assert e["flops"] == 1 << 16 and e["bytes"] == {"dram": 12 << 16}
     assert e["dtype"] == "fp32" and e["device"] == cpu_model() and e["valid"] is True
+    assert isinstance(e["outside_load"], str)  # the load while pytest-benchmark timed it
     assert d["roofbench"]["device"] == cpu_model()
     assert d["roofbench"]["roofs"]["roofs"][0]["value"] == 2e10
     run = read_pytest_benchmark(d)

@@ -1,0 +1,180 @@
+"""The regression gate's error rates on real work: false alarms on A/A repeats and real
+slowdowns caught, in A/B mode (one job, alternating) and from two stored runs.
+
+    python scripts/gate_error_rates.py [--busy] [--factor 1.3] [--threshold 0.10]
+                                       [--repeats 20] [--budget 0.5] [--mib 1]
+
+The work is real: the base adds two fp32 arrays (``np.add``, --mib MiB each); the slow
+version adds ``factor`` times as many elements (the same call on a longer slice): more work,
+not edited samples. Each repeat measures
+
+- A/B mode: one A/B job (bench/measure/ab.py) of two cases, base against base (A/A) and base
+  against slow, stored (DIR/a, DIR/b), read back and judged by the gate (paired samples);
+- stored runs: three runs, each in a fresh process with the regular timer (base, slow,
+  base again), stored and read back: base vs base again is the A/A pair, base vs slow the
+  slowdown, judged by the gate as `roofbench compare` judges them.
+
+A false alarm is an A/A case the gate fails (`slower`); a catch is a slowdown case it fails.
+``--busy`` runs ``nice -n 0 python -c 'while 1: pass'`` (one core busy) for the whole
+measurement. The load average (``uptime``) before and after is printed: record it with the
+figures. Exit 0 always (the figures are the output; nothing here is a test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+from roofbench.bench.backends.cpu import cpu_model  # noqa: E402
+from roofbench.bench.results import load_run  # noqa: E402
+
+from roofbench.gate import FailOn, classify  # noqa: E402
+from roofbench.timing import TimerConfig  # noqa: E402
+
+
+def arrays(mib: float, factor: float) -> tuple[int, tuple[np.ndarray, ...]]:
+    n = int(mib * (1 << 20)) // 4
+    big = int(n * max(factor, 1.0)) + 1
+    a, b = np.full(big, 0.5, np.float32), np.full(big, 0.25, np.float32)
+    return n, (a, b, np.empty_like(a))
+
+
+def adder(n: int):
+    def add(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        np.add(a[:n], b[:n], out=c[:n])
+    return add
+
+
+def timer(budget: float) -> TimerConfig:
+    return TimerConfig(warmup_s=0.05, min_samples=12, max_samples=2000, budget_s=budget)
+
+
+def roofs_file(folder: Path) -> Path:
+    """Fixed roofs (the gate reads times only): no calibration in any repeat."""
+    p = folder / "roofs.json"
+    p.write_text(json.dumps({"device": cpu_model(), "roofs": [
+        {"name": "dram", "kind": "memory", "level": "dram", "value": 2e10,
+         "source": "measured"},
+        {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 2e11,
+         "source": "measured"}]}))
+    return p
+
+
+def child(out: Path, roofs: Path, work: float, mib: float, budget: float) -> None:
+    """One stored run in this (fresh) process: the add at ``work`` times the base's size."""
+    from roofbench.bench.measure.api import Session
+
+    n, (a, b, c) = arrays(mib, work)
+    sess = Session(out, roofs=roofs, timer=timer(budget))
+    sess.measure(adder(int(n * work)), a, b, c, flops=n, reads=n * 8, writes=n * 4,
+                 dtype="fp32", size=[n], name="add")  # base's counts: one key, both sides
+
+
+def stored_run(out: Path, roofs: Path, work: float, args: argparse.Namespace) -> Path:
+    subprocess.run([sys.executable, __file__, "--child", str(out), "--roofs", str(roofs),
+                    "--work", str(work), "--mib", str(args.mib), "--budget",
+                    str(args.budget)], check=True, timeout=300)
+    return out
+
+
+def verdicts(a: Path, b: Path, threshold: float) -> dict[str, tuple[str, float, float]]:
+    cmp = classify(load_run(a), load_run(b), threshold, FailOn(slower=True))
+    return {v.key.split("/")[1]: (v.verdict, v.ratio or float("nan"),
+                                  v.ratio_lo or float("nan")) for v in cmp.cases}
+
+
+def ab_repeat(folder: Path, roofs: Path, args: argparse.Namespace) -> dict[str, tuple]:
+    from roofbench.bench.measure.ab import AbSession
+
+    n, (a, b, c) = arrays(args.mib, args.factor)
+    base, slow = adder(n), adder(int(n * args.factor))
+    kw = dict(flops=n, reads=n * 8, writes=n * 4, dtype="fp32", size=[n])
+    ab = AbSession(folder, roofs=roofs, timer=timer(args.budget), threshold=args.threshold)
+    ab.measure(base, base, a, b, c, name="aa", **kw)
+    ab.measure(base, slow, a, b, c, name="slow", **kw)
+    for s in ab.sides.values():
+        s.save()  # results.json alone: the reports are not what is measured here
+    return verdicts(folder / "a", folder / "b", args.threshold)
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def summary(name: str, rows: list[dict[str, tuple]]) -> str:
+    aa = [r["aa"] for r in rows]
+    sl = [r["slow"] for r in rows]
+    alarms = sum(v[0] == "slower" for v in aa)
+    caught = sum(v[0] == "slower" for v in sl)
+    other = {k: sum(v[0] == k for v in sl) for k in ("uncertain", "same", "faster")}
+    return (f"{name}: false alarms {alarms}/{len(aa)} (A/A ratios "
+            f"{min(v[1] for v in aa):.3f}-{max(v[1] for v in aa):.3f}); slowdown caught "
+            f"{caught}/{len(sl)} (ratios {min(v[1] for v in sl):.3f}-"
+            f"{max(v[1] for v in sl):.3f}, median {statistics.median(v[1] for v in sl):.3f}; "
+            f"missed as {other})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--busy", action="store_true", help="one busy loop for the duration")
+    ap.add_argument("--factor", type=float, default=1.3, help="the slow version's work")
+    ap.add_argument("--threshold", type=float, default=0.10, help="the gate's (slower:N)")
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--budget", type=float, default=0.5, help="timer budget per side, s")
+    ap.add_argument("--mib", type=float, default=1.0, help="MiB per array of the base")
+    ap.add_argument("--modes", default="ab,runs", help="ab, runs or both")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--roofs", help=argparse.SUPPRESS)
+    ap.add_argument("--work", type=float, default=1.0, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(Path(args.child), Path(args.roofs), args.work, args.mib, args.budget)
+        return 0
+    modes = args.modes.split(",")
+    busy = (subprocess.Popen(["nice", "-n", "0", sys.executable, "-c", "while 1: pass"])
+            if args.busy else None)
+    print(f"before: {uptime()}", flush=True)
+    print(f"factor {args.factor}, threshold {args.threshold:.0%}, {args.repeats} repeats, "
+          f"busy loop: {'yes' if busy else 'no'}, {args.mib} MiB arrays, budget "
+          f"{args.budget} s", flush=True)
+    t0 = time.monotonic()
+    rows: dict[str, list[dict[str, tuple]]] = {m: [] for m in modes}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            roofs = roofs_file(folder)
+            for i in range(args.repeats):
+                if "ab" in modes:
+                    rows["ab"].append(ab_repeat(folder / f"ab{i}", roofs, args))
+                if "runs" in modes:
+                    r = [stored_run(folder / f"r{i}-{k}", roofs, w, args)
+                         for k, w in (("base", 1.0), ("slow", args.factor), ("again", 1.0))]
+                    aa = verdicts(r[0], r[2], args.threshold)["add"]
+                    sl = verdicts(r[0], r[1], args.threshold)["add"]
+                    rows["runs"].append({"aa": aa, "slow": sl})
+                print(f"repeat {i + 1}: " + "; ".join(
+                    f"{m} A/A {rows[m][-1]['aa'][0]} {rows[m][-1]['aa'][1]:.3f}, slow "
+                    f"{rows[m][-1]['slow'][0]} {rows[m][-1]['slow'][1]:.3f} "
+                    f"[lo {rows[m][-1]['slow'][2]:.3f}]" for m in modes), flush=True)
+    finally:
+        if busy is not None:
+            busy.terminate()
+            busy.wait(timeout=10)
+    print(f"after: {uptime()} ({time.monotonic() - t0:.0f} s)")
+    for m in modes:
+        print(summary({"ab": "A/B mode", "runs": "two stored runs"}[m], rows[m]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
