@@ -58,12 +58,12 @@ def to_payload(rs: RoofSet) -> dict[str, Any]:
 def save_calibrated(rs: RoofSet, path: Path) -> Path:
     """Write atomically: a temp file in the same folder, then os.replace."""
     path = Path(path)
-    text = json.dumps(to_payload(rs), indent=1, default=_jsonable) + "\n"
+    text = json.dumps(to_payload(rs), indent=1, default=jsonable) + "\n"
     atomic_write_text(path, text)
     return path
 
 
-def _jsonable(o: Any) -> Any:
+def jsonable(o: Any) -> Any:
     """numpy scalars and other number-likes in evidence become plain numbers."""
     for cast in (int, float):
         try:

@@ -178,7 +178,8 @@ def stream_roof(kernel: str, arrays: StreamArrays, timing: Timing,
         ev["llc_bytes"] = llc_bytes
         ev["llc_multiple"] = 8 * arrays.n / llc_bytes
     return Roof(name=f"dram stream-{kernel}", kind="memory", level="dram",
-                value=nbytes / best, source="measured", evidence=ev)
+                value=nbytes / best, source="measured", evidence=ev,
+                median=nbytes / timing.median)
 
 
 def measure_stream(time_fn: TimeFn, n: int, kernels: tuple[str, ...] = STREAM_KERNELS,
