@@ -36,7 +36,8 @@ BRACKET_ROOF = "(best state of the run)"
 class Bracket(Protocol):
     """A short bandwidth probe: a call returns (best, median) bytes/s."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def __call__(self) -> tuple[float, float]: ...
 

@@ -69,10 +69,10 @@ def cgroup_cpuset(root: Path = Path("/sys/fs/cgroup"),
     candidates += [root / "cpuset" / g / "cpuset.effective_cpus" for v2, g in groups if not v2]
     candidates += [root / "cpuset.cpus.effective", root / "cpuset" / "cpuset.effective_cpus"]
     for path in candidates:
-        text = _read(path)
-        if text:
+        found = _read(path)
+        if found:
             with contextlib.suppress(ValueError):
-                return parse_cpu_list(text)
+                return parse_cpu_list(found)
     return None
 
 
