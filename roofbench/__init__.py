@@ -6,9 +6,16 @@ The code lives in three folders installed under this one import name:
 ``roofbench.Session`` (bench/measure/api.py) put one's own kernel on this device's roofline.
 """
 
+import os as _os
 from pathlib import Path as _Path
 
 __version__ = "0.1.0"
+
+# This process's cores as it started, before an OpenMP runtime could pin its main thread to
+# one (OMP_PROC_BIND, GOMP_CPU_AFFINITY): what a CPU probe counts as the caller's choice
+# (roofs/probes/cpu_env.py).
+START_AFFINITY = frozenset(_os.sched_getaffinity(0)) if hasattr(_os, "sched_getaffinity") \
+    else None
 
 # Source tree without an install (a GPU box with no network, `python -m` from a checkout):
 # kernels/, bench/ and roofs/ sit beside this folder, so the checkout root joins the package

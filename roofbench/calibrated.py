@@ -35,4 +35,4 @@ class CalibratedRoofs:
         return {"schema": CALIBRATED_SCHEMA, "created_utc": self.created_utc,
                 "device": d["device"], "slug": self.slug, "table": self.table,
                 **{k: d[k] for k in ("schema_version", "datasheet", "failed_probes", "notes",
-                                     "elapsed_s", "info", "roofs")}}
+                                     "elapsed_s", "info", "roofs", "context") if k in d}}

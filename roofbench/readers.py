@@ -45,6 +45,7 @@ from .records import (
     RunResult,
     RunStop,
 )
+from .roof_context import read_context, read_state
 from .roofline import apply_roofs
 from .timing import Timing
 
@@ -59,7 +60,7 @@ class SchemaError(ValueError):
 
 
 def read_roof(d: dict[str, Any]) -> Roof:
-    known = {"name", "kind", "value", "source", "level", "precision", "evidence"}
+    known = {"name", "kind", "value", "source", "level", "precision", "evidence", "median"}
     return Roof(**{k: v for k, v in d.items() if k in known})
 
 
@@ -84,7 +85,8 @@ def read_roofset(d: Any) -> RoofSet:
         notes = [str(n) for n in d.get("notes") or []]
     return RoofSet(device=str(d["device"]), info=info, datasheet=ds, failed_probes=failed,
                    notes=notes, elapsed_s=float(elapsed) if elapsed is not None else None,
-                   roofs=[read_roof(r) for r in d["roofs"]])
+                   roofs=[read_roof(r) for r in d["roofs"]],
+                   context=read_context(d.get("context")))
 
 
 def _failures(raw: Any) -> list[ProbeFailure]:
@@ -176,6 +178,7 @@ def read_case(d: dict[str, Any]) -> CaseResult:
     lv = d.get("occupancy_level")
     d["occupancy_level"] = OccupancyLevel(
         **{k: lv[k] for k in OccupancyLevel.__dataclass_fields__}) if lv else None
+    d["roof_states"] = [read_state(s) for s in d.get("roof_states") or []]
     if "cores" not in d and "unit" in d:  # its name before version 3
         d["cores"] = d.pop("unit")
     known = set(CaseResult.__dataclass_fields__)

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import __version__, roofline
+from .roof_context import RoofContext, RoofState
 from .timing import Timing
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class Roof:
     level: str | None = None  # memory/interconnect roofs
     precision: str | None = None  # compute roofs
     evidence: dict[str, Any] = field(default_factory=dict)
+    median: float | None = None  # the probe's median figure; ``value`` is its best (ROOF_RULE)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.value, (int, float)) and math.isfinite(self.value)
@@ -78,6 +80,8 @@ class Roof:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["unit"] = self.unit
+        if d["median"] is None:  # optional: roofs written before it, datasheet roofs
+            del d["median"]
         return d
 
 
@@ -119,6 +123,7 @@ class RoofSet:
     failed_probes: list[ProbeFailure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # caveats a report must print
     elapsed_s: float | None = None  # seconds the probes took
+    context: RoofContext | None = None  # the probe environment, a run's states (roof_context)
 
     def add(self, roof: Roof) -> None:
         self.roofs.append(roof)
@@ -152,7 +157,8 @@ class RoofSet:
                 "datasheet": asdict(self.datasheet) if self.datasheet else None,
                 "failed_probes": [asdict(f) for f in self.failed_probes],
                 "notes": list(self.notes), "elapsed_s": self.elapsed_s,
-                "info": self.info, "roofs": [r.to_dict() for r in self.roofs]}
+                "info": self.info, "roofs": [r.to_dict() for r in self.roofs],
+                **({"context": self.context.to_dict()} if self.context else {})}
 
 
 # ---------------------------------------------------------------------------- launches
@@ -350,6 +356,8 @@ class CaseResult:
     device_phases: dict[str, float] = field(default_factory=dict)
     # Its level of an occupancy scan; None for every case of a plain run.
     occupancy_level: OccupancyLevel | None = None
+    # The DRAM bandwidth measured just before and after it (a CPU run's brackets), optional.
+    roof_states: list[RoofState] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -364,6 +372,8 @@ class CaseResult:
             del d["device_phases"]
         if d["occupancy_level"] is None:  # optional: only an occupancy scan's cases have one
             del d["occupancy_level"]
+        if not d["roof_states"]:
+            del d["roof_states"]
         return d
 
     def io_bytes(self) -> int | None:

@@ -1,6 +1,7 @@
 """Roofs files: the one loader of every roofs file roofbench writes, and the calibration cache.
 
-The calibration cache ``roofs/<device-slug>.json`` (``CalibratedRoofs`` in roofbench/calibrated.py)
+The calibration cache ``roofs/<device-slug>.json`` under the cache home (``$ROOFBENCH_HOME``,
+else the per-user cache directory; ``CalibratedRoofs`` in roofbench/calibrated.py)
 is a RoofSet dict (any RoofSet reader can use it) plus a ``schema`` tag, a creation time and a
 ``table`` of measured vs datasheet figures. It is written atomically (temp file + os.replace):
 an interrupted calibration never leaves a half-written file. ``load_roofs`` reads it, a bare
@@ -18,7 +19,7 @@ from typing import Any
 from roofbench.calibrated import CALIBRATED_SCHEMA, FLEET_SCHEMA, CalibratedRoofs
 from roofbench.errors_text import first_line
 from roofbench.fileio import atomic_write_text
-from roofbench.paths import home
+from roofbench.paths import cache_home
 from roofbench.readers import SchemaError, read_calibrated, read_roof, read_roofset
 from roofbench.records import (
     RESULTS_SCHEMA,
@@ -44,10 +45,12 @@ def _fleet_roofs(d: dict[str, Any]) -> RoofSet:
     return rs
 
 
-def default_path(device_name: str, directory: Path | None = None) -> Path:
-    """The calibration cache of a device: roofs/<slug>.json under roofbench's home
-    ($ROOFBENCH_HOME, else the working directory), or under ``directory``."""
-    return (directory or home() / "roofs") / f"{device_slug(device_name)}.json"
+def default_path(device_name: str, directory: Path | None = None, tag: str = "") -> Path:
+    """The calibration cache of a device: roofs/<slug>.json under the cache home
+    ($ROOFBENCH_HOME, else the per-user cache directory: roofbench/paths.py), or under
+    ``directory``; ``tag`` names a variant of it (``cores-0-3``: roofs of some cores only)."""
+    name = device_slug(device_name) + (f"@{tag}" if tag else "")
+    return (directory or cache_home() / "roofs") / f"{name}.json"
 
 
 def to_payload(rs: RoofSet) -> dict[str, Any]:
@@ -58,12 +61,12 @@ def to_payload(rs: RoofSet) -> dict[str, Any]:
 def save_calibrated(rs: RoofSet, path: Path) -> Path:
     """Write atomically: a temp file in the same folder, then os.replace."""
     path = Path(path)
-    text = json.dumps(to_payload(rs), indent=1, default=_jsonable) + "\n"
+    text = json.dumps(to_payload(rs), indent=1, default=jsonable) + "\n"
     atomic_write_text(path, text)
     return path
 
 
-def _jsonable(o: Any) -> Any:
+def jsonable(o: Any) -> Any:
     """numpy scalars and other number-likes in evidence become plain numbers."""
     for cast in (int, float):
         try:

@@ -50,6 +50,8 @@ SUMMARY="$OUT_DIR/summary.txt"
 # from this folder finds ./roofbench; PYTHONPATH carries it into pytest and subprocesses).
 export PYTHON=$PY PYTHONUNBUFFERED=1 ROOT OUT_DIR
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# The calibration cache in the checkout's roofs/ (collected below), not the per-user cache.
+export ROOFBENCH_HOME="${ROOFBENCH_HOME:-$ROOT}"
 # GPU images often keep the toolkit (nvcc, ncu) off PATH; numba-cuda finds libNVVM only
 # through CUDA_HOME there (kernels/numba_compat.py says why): export the toolkit that has nvvm/.
 for d in ${CUDA_HOME:-} /usr/local/cuda; do
@@ -157,7 +159,7 @@ step wgmma-tests 40 env ROOFBENCH_BOUNDED_WAIT=1 bash -c 'pytest_must_pass "$OUT
 # measured), where `make bench` and later runs find them; a copy goes to the output folder.
 # The calibration time model gives 32 s on an H200.
 touch "$OUT_DIR/.calibrate-start"
-step calibrate 60 "$PY" -m roofbench.bench.cli calibrate --recalibrate --no-plot
+step calibrate 60 "$PY" -m roofbench.bench.cli calibrate --backend cuda --recalibrate --no-plot
 ROOFS_ARG=()
 for f in $(find "$ROOT/roofs" -maxdepth 1 -name '*.json' -newer "$OUT_DIR/.calibrate-start"); do
   cp "$f" "$OUT_DIR/" && ROOFS_ARG=(--roofs "$OUT_DIR/$(basename "$f")")

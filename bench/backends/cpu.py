@@ -28,6 +28,7 @@ from roofbench.roofs.probes.host_memory import available_memory_bytes, case_memo
 
 from roofbench.cpu_cache import last_level_cache_bytes
 from roofbench.records import DatasheetMatch, OccupancyLevel, RoofSet
+from roofbench.roof_context import RoofContext
 from roofbench.timing import TimerConfig, Timing, host_timer
 
 from .base import Backend, CaseUnsupported, LaunchListPrepared
@@ -203,34 +204,15 @@ class CpuBackend(Backend):
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None,
                       checkpoint: Callable[[RoofSet], None] | None = None) -> RoofSet:
-        from roofbench.roofs.probes.cpu import (
-            compute_roof_notes,
-            fma_roof_in_process,
-            measure_cpu_roofs,
-        )
-        from roofbench.roofs.probes.cpu_fma import repeat_notes
-        from roofbench.roofs.probes.cpu_fma_child import isolated_fma_roof, timer_config
+        # In a process of its own: its cores and thread counts, never the caller's
+        # (roofs/probes/cpu_env.py); the FMA peak in grandchildren with the widest vectors.
+        from roofbench.roofs.probes.cpu_roofs_child import isolated_cpu_roofs
 
-        cfg = timer_config(quick)
-        time_fn = lambda fn: host_timer(fn, cfg)  # noqa: E731
-        notes: list[str] = []
-
-        def fma_roof(precision: str, q: bool):
-            # In a child process numba starts with the widest vectors (AVX-512 on Intel
-            # needs -prefer-256-bit); if that fails, in this process and say so.
-            try:
-                return isolated_fma_roof(precision, q)
-            except RuntimeError as e:
-                note = (f"{precision} FMA probe measured in the bench process, with the "
-                        f"tuning numba started with: {e}")
-                if note not in notes:  # once, not once per repeat
-                    notes.append(note)
-                return fma_roof_in_process(time_fn)(precision, q)
-
-        roofs = measure_cpu_roofs(time_fn, quick=quick, progress=progress, fma_roof=fma_roof)
-        rs = RoofSet(device=self.device_name(), roofs=list(roofs), info=self.info())
+        roofs, notes, pe = isolated_cpu_roofs(quick=quick, progress=progress)
+        rs = RoofSet(device=self.device_name(), roofs=list(roofs), info=self.info(),
+                     context=RoofContext(environment=pe))
         rs.datasheet = DatasheetMatch(None, "unknown for CPUs: no datasheet roofs are drawn")
-        rs.notes.extend(notes + repeat_notes(rs.roofs) + compute_roof_notes(rs.roofs))
+        rs.notes.extend(notes)
         return rs
 
 

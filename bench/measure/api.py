@@ -8,8 +8,9 @@ every case, with report.md, report.html and the roofline plot written when it cl
 files `roofbench report`, `plot` and `compare` read like any run's.
 
 Roofs: ``roofs=`` (a RoofSet or any roofs file) is used as given; otherwise this device's
-calibration cache (roofs/<device-slug>.json under $ROOFBENCH_HOME, else the working
-directory: the file `roofbench calibrate` writes), measured
+calibration cache (roofs/<device-slug>.json under $ROOFBENCH_HOME, else the per-user cache
+directory: the file `roofbench calibrate` writes; a CPU's is measured again when the machine's
+fingerprint changed), measured
 once by the quick calibration when there is none and reused by every later call and process.
 """
 
@@ -32,7 +33,7 @@ from ..backends.base import Backend
 from ..errors import UserError
 from ..results import environment, git_commit, save_run, utc_stamp
 from .callables import Clock, MeasureError, accounting, clock_for, measure_callable
-from .roof_source import stored_or_quick_roofs
+from .roof_source import cache_path, stored_or_quick_roofs
 from .session import GPU_CASE_BUDGET_S
 
 # Roofs found per (device, cache file) in this process: the calibration cache is read once.
@@ -67,8 +68,8 @@ def device_roofs(clock: Clock, roofs: RoofSet | str | Path | None = None,
 
 
 def _calibrated(clock: Clock, cache: Path | None) -> tuple[RoofSet | None, str | None]:
-    path = cache or default_path(clock.device_name())
     be = clock.roofs_backend()
+    path = cache or (cache_path(be) if be is not None else default_path(clock.device_name()))
     if be is None:
         if path.exists():
             return stored_or_quick_roofs(cast(Backend, _Named(clock)), path), None
@@ -77,7 +78,11 @@ def _calibrated(clock: Clock, cache: Path | None) -> tuple[RoofSet | None, str |
     if not path.exists():
         _say(f"no stored roofs for {clock.device_name()}: the quick calibration runs once "
              f"and saves them to {path}")
-    return stored_or_quick_roofs(be, path), None
+    rs = stored_or_quick_roofs(be, path)
+    for note in rs.notes:  # the cache measured again, or not written: said once
+        if note.startswith("roofs cache "):
+            _say(note)
+    return rs, None
 
 
 class _Named:

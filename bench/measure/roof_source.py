@@ -12,8 +12,10 @@ from pathlib import Path
 
 from roofbench.roofs.files import RoofsFileError, default_path, load_roofs, save_calibrated
 
+from roofbench.boundary import Refusal
 from roofbench.errors_text import first_line
 from roofbench.records import RoofSet
+from roofbench.roof_context import ProbeEnvironment, RoofContext, cpu_list
 from roofbench.roofline import device_slug
 
 from ..backends import base as backends
@@ -36,7 +38,8 @@ def obtain_roofs(backend: backends.Backend, *, roofs_file: str | Path | None = N
       one-line error with --recalibrate advice: a cache is never silently used, nor silently
       overwritten.
     - CPU without ``--roofs``: measured every run (seconds, and the load of the machine moves
-      them), never cached.
+      them; a run also tracks them between its cases: bench/measure/drift.py), never read
+      from the cache (`roofbench.measure` and `calibrate` use it).
     """
     if roofs_file:
         return _load(Path(roofs_file), require_schema=False)
@@ -46,32 +49,111 @@ def obtain_roofs(backend: backends.Backend, *, roofs_file: str | Path | None = N
                         quick=quick, progress=progress)
 
 
+def cache_path(backend: backends.Backend, cache: Path | None = None) -> Path:
+    """The calibration cache of ``backend``'s device (``cache`` when given): one per user and
+    device (roofs/files.default_path); a CPU's roofs of some cores only (taskset, a cgroup of
+    its own, --cores) are another file, named for them (``<slug>@cores-0-3.json``)."""
+    if cache is not None:
+        return cache
+    tag = ""
+    if getattr(backend, "kind", None) == "cpu":
+        from roofbench.roofs.probes.cpu_env import probe_cores
+
+        cores, how = probe_cores()
+        tag = "" if how == "machine" else f"cores-{cpu_list(cores)}"
+    return default_path(backend.device_name(), tag=tag)
+
+
+def cache_key(backend: backends.Backend) -> dict[str, str] | None:
+    """What a CPU's cache is keyed by (CPU model, cores, memory, numpy/numba/llvmlite
+    versions: ``cpu_env.fingerprint``); None on a GPU (its cache is checked by device)."""
+    if getattr(backend, "kind", None) != "cpu":  # (a device known by name only: no kind)
+        return None
+    from roofbench.roofs.probes.cpu_env import current_fingerprint
+
+    return current_fingerprint()
+
+
+def stale_reason(rs: RoofSet, key: dict[str, str] | None) -> str | None:
+    """Why a cached roof set no longer holds for this machine (None: it holds)."""
+    if key is None:
+        return None
+    env = rs.context.environment if rs.context else None
+    stored = env.fingerprint if env else {}
+    if not stored:
+        return "it records no machine fingerprint (written by an older roofbench)"
+    changed = [f"{k} {stored.get(k, '-')} -> {v}" for k, v in key.items() if stored.get(k) != v]
+    return ("the machine changed since it was measured: " + "; ".join(changed)) if changed \
+        else None
+
+
+def lookup(backend: backends.Backend, path: Path) -> tuple[RoofSet | None, str | None]:
+    """The cached roofs at ``path`` when they hold for this device and machine; else None and
+    why (None when there is no file). A corrupt file or another device's is a one-line
+    UserError with --recalibrate advice: a cache is never silently used, nor overwritten."""
+    try:
+        if not path.exists():
+            return None, None
+    except OSError as e:  # an unreadable cache folder: measured, said once
+        return None, f"roofs cache {path} cannot be read ({e.strerror or e})"
+    rs = _load(path, require_schema=True)
+    if device_slug(rs.device) != device_slug(backend.device_name()):
+        raise UserError(f"{path} holds roofs of {rs.device!r}, this device is "
+                        f"{backend.device_name()!r}; run `roofbench calibrate "
+                        f"--recalibrate` or pass the right roofs file")
+    why = stale_reason(rs, cache_key(backend))
+    return (None, f"roofs cache {path} measured again: {why}") if why else (rs, None)
+
+
+def save_cache(backend: backends.Backend, rs: RoofSet, path: Path) -> str | None:
+    """Write ``rs`` to the cache at ``path``, keyed by this machine; a folder that cannot be
+    written (a read-only home) costs the cache, never the roofs: the reason, in one line, is
+    returned and noted on the roof set (None when written)."""
+    key = cache_key(backend)
+    if key is not None and not (rs.context and rs.context.environment):
+        from roofbench.roofs.probes.cpu_env import machine_cores, probe_cores
+
+        cores = probe_cores()[0]
+        ctx = rs.context or RoofContext()
+        ctx.environment = ProbeEnvironment(cores=cores, machine_cores=machine_cores(),
+                                           fingerprint=key)
+        rs.context = ctx
+    try:
+        save_calibrated(rs, path)
+    except (OSError, Refusal) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
+        rs.info["calibrated_file_error"] = f"{path}: {why}"
+        note = f"roofs cache {path} not written ({why}): these roofs hold for this process only"
+        rs.notes.append(note)
+        return note
+    rs.info["calibrated_file"] = str(path)
+    return None
+
+
 def cached_roofs(backend: backends.Backend, cache: Path | None = None, *,
                  recalibrate: bool = False, quick: bool = False,
                  progress: Callable[[str], None] | None = None) -> RoofSet:
-    """The device's calibration cache (``cache``, by default roofs/<slug>.json): reused when
-    present and of this device, else measured and saved there (see ``obtain_roofs``)."""
-    path = cache or default_path(backend.device_name())
-    if path.exists() and not recalibrate:
-        rs = _load(path, require_schema=True)
-        if device_slug(rs.device) != device_slug(backend.device_name()):
-            raise UserError(f"{path} holds roofs of {rs.device!r}, this device is "
-                            f"{backend.device_name()!r}; run `roofbench calibrate "
-                            f"--recalibrate` or pass the right roofs file")
-        return rs
+    """The device's calibration cache (``cache``, by default ``cache_path``): reused when
+    present and of this device and machine, else measured and saved there (see
+    ``obtain_roofs``)."""
+    path = cache_path(backend, cache)
+    why = None
+    if not recalibrate:
+        rs_cached, why = lookup(backend, path)
+        if rs_cached is not None:
+            return rs_cached
     rs = backend.measure_roofs(quick=quick, progress=progress, checkpoint=_saver(path))
-    try:
-        save_calibrated(rs, path)
-        rs.info["calibrated_file"] = str(path)
-    except OSError as e:  # an unwritable package folder must not lose the measurement
-        rs.info["calibrated_file_error"] = f"{path}: {e.strerror or e}"
+    save_cache(backend, rs, path)
+    if why:  # this time only: not kept in the file
+        rs.notes.append(why)
     return rs
 
 
 def stored_or_quick_roofs(backend: backends.Backend, cache: Path | None = None,
                           progress: Callable[[str], None] | None = None) -> RoofSet:
     """The roofs `roofbench.measure` places a callable under: this device's calibration cache
-    (the same file as a GPU run's, roofs/<slug>.json), measured once by the quick calibration
+    (the same file as a GPU run's and `calibrate`'s, one per user and device; on a CPU keyed
+    by the machine's fingerprint), measured once by the quick calibration
     when there is none. On a CPU too: unlike `roofbench run` there (which measures every
     run), one measured function must not cost the probes' seconds each time."""
     return cached_roofs(backend, cache, quick=True, progress=progress)
@@ -111,18 +193,34 @@ def open_cuda(device: int = 0) -> backends.Backend:
         return cls()
 
 
+def open_for_calibration(device: int = 0, backend: str = "auto") -> backends.Backend:
+    """The device `roofbench calibrate` measures: ``backend`` "cuda", "cpu", or "auto" (the
+    GPU when there is one, else the CPU)."""
+    if backend == "cuda" or (backend == "auto" and backends.unavailable_reason("cuda") is None):
+        return open_cuda(device)
+    if backend not in ("auto", "cpu"):
+        raise UserError(f"calibrate measures a cuda GPU or the cpu, not {backend!r}")
+    return backends.open_for_user("cpu")
+
+
 def calibrate(device: int = 0, *, quick: bool = False, recalibrate: bool = False,
               out: str | Path | None = None,
-              progress: Callable[[str], None] | None = None) -> tuple[RoofSet, Path, bool]:
-    """`roofbench calibrate`: (roofs, file, measured now?)."""
-    be = open_cuda(device)
-    path = Path(out) if out else default_path(be.device_name())
-    if path.exists() and not recalibrate:
-        rs = _load(path, require_schema=True)
-        return rs, path, False
+              progress: Callable[[str], None] | None = None,
+              backend: str = "auto") -> tuple[RoofSet, Path, bool]:
+    """`roofbench calibrate`: (roofs, file, measured now?). The default file is the device's
+    calibration cache: when it cannot be written the roofs are still shown, and a note on
+    them says why; an ``out`` that cannot be written is a one-line error."""
+    be = open_for_calibration(device, backend)
+    path = Path(out) if out else cache_path(be)
+    why = None
+    if not recalibrate:
+        rs, why = lookup(be, path)
+        if rs is not None:
+            return rs, path, False
     rs = be.measure_roofs(quick=quick, progress=progress, checkpoint=_saver(path))
-    try:
-        save_calibrated(rs, path)
-    except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+    note = save_cache(be, rs, path)
+    if note and out:
+        raise UserError(f"cannot write {path}: {rs.info['calibrated_file_error']}")
+    if why:  # this time only: not kept in the file
+        rs.notes.append(why)
     return rs, path, True

@@ -32,6 +32,7 @@ from roofbench.timing import TimerConfig
 from ..backends.base import Backend
 from ..errors import UserError
 from ..results import check_writable, environment, git_commit, make_run_dir, save_run, utc_stamp
+from .drift import RoofTracker
 from .runner import _record, run_cases
 
 # Sampling time per case on a GPU: a memory-bound kernel there takes ~0.3 ms, so half a
@@ -268,6 +269,7 @@ class Session:
                              command=["roofbench"] + sys.argv[1:], created=utc_stamp(),
                              git_commit=git_commit(), timer=self.cfg.__dict__)
         self.finished: list[CaseResult] = []
+        self.tracker: RoofTracker | None = None  # None: RoofTracker.for_run decides
         self.phase: StopPhase = "start"
         self.save()
 
@@ -321,16 +323,32 @@ class Session:
     def run_cases(self, progress: Progress) -> None:
         """Every selected case, saved after each; then, with ncu, the counters of each."""
         t0 = time.perf_counter()
+        # A CPU run brackets its memory-bound cases with short bandwidth probes (drift.py).
+        tracker = self.tracker or RoofTracker.for_run(self.be, self.run.roofs)
+        by_key = {c.key: c for c in self.cases}
+
+        def start(key: str) -> None:
+            if tracker is not None and key in by_key:
+                tracker.before(by_key[key])
+            progress.start(key)
 
         def done(rec: CaseResult) -> None:
+            if tracker is not None:
+                tracker.after(rec)
             self.finished.append(rec)
             self.run.cases = self.finished + list(self.skipped)
             self.save()
             progress.say(case_line(len(self.finished), len(self.cases), rec,
                                    time.perf_counter() - t0))
 
-        run_cases(self.cases, self.be, self.run.roofs, self.cfg, seed=self.opts.seed,
-                  done=done, launch_cfg=self.launch_cfg, progress=progress.start)
+        try:
+            run_cases(self.cases, self.be, self.run.roofs, self.cfg, seed=self.opts.seed,
+                      done=done, launch_cfg=self.launch_cfg, progress=start)
+        finally:
+            if tracker is not None:
+                self.run.notes += tracker.finish()
+        if tracker is not None:
+            self.save()
         if self.opts.ncu:  # counters of each valid case, after all are timed
             from .ncu import collect
 

@@ -53,6 +53,7 @@ from .figure_data import (  # noqa: E402
 )
 from .label_layout import Layout, label_point, label_roof  # noqa: E402
 from .plot_dense import DENSE_POINTS, dense_note, draw_dense  # noqa: E402
+from .roof_state import draw_drift_band  # noqa: E402
 
 
 @dataclass
@@ -153,6 +154,7 @@ def _draw_device_roofs(out: RooflineFigure, roofsets: list[RoofSet],
         compute, memory = select_roofs(rs, pts_i or all_points, all_roofs)
         roof_lines += _draw_roofs(out.ax, rs, compute, memory, xlim, ylim, tag,
                                   alpha=1.0 if i == 0 else 0.6, out=out)
+        draw_drift_band(out.ax, rs, xlim, ylim)  # a run whose DRAM bandwidth moved
         if all_roofs:
             _draw_ert_curves(out.ax, rs)
     return roof_lines

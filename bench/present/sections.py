@@ -19,6 +19,7 @@ from roofbench.records import CaseResult, RoofSet, RunResult
 from roofbench.units import duration, si
 
 from .fusion import fusion_bound, fusion_table
+from .roof_state import roof_context_lines
 
 
 @dataclass
@@ -114,6 +115,7 @@ def roofs_blocks(rs: RoofSet | None) -> list[Block]:
         return [Text("No roofs: points are shown without attainable performance.")]
     out: list[Block] = [Table(roofs_rows(rs), html_columns={
         "evidence": [evidence_html(r.evidence) for r in rs.roofs]})]
+    out.append(Lines(roof_context_lines(rs)))  # the roof rule, probe cores, run's states
     rl = ridges(rs)
     if rl:
         out.append(Text("Ridge points (compute / DRAM bandwidth): " + ", ".join(

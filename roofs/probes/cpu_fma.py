@@ -242,7 +242,7 @@ class FmaProbe:
         width = f"{bits}-bit" if bits else "scalar/unknown width"
         return Roof(name=f"{self.precision} FMA peak ({width})", kind="compute",
                     precision=self.precision, value=self.flops / min(timing.samples),
-                    source="measured", evidence=ev)
+                    source="measured", evidence=ev, median=self.flops / timing.median)
 
 
 def best_of_repeats(repeats: list[Roof], spread: float = REPEAT_SPREAD) -> Roof:
@@ -272,7 +272,7 @@ def best_of_repeats(repeats: list[Roof], spread: float = REPEAT_SPREAD) -> Roof:
                      f"the highest is the roof")
     ev["flags"] = flags
     return Roof(name=best.name, kind=best.kind, value=best.value, source=best.source,
-                level=best.level, precision=best.precision, evidence=ev)
+                level=best.level, precision=best.precision, evidence=ev, median=best.median)
 
 
 def repeat_notes(roofs: list[Roof]) -> list[str]:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from dataclasses import replace
 from typing import Any
 
 from roofbench.boundary import die_with_parent
+from roofbench.paths import child_env
 from roofbench.readers import read_roof
 from roofbench.records import Roof
 from roofbench.timing import TimerConfig, host_timer
@@ -36,15 +36,20 @@ def timer_config(quick: bool) -> TimerConfig:
     return TimerConfig.quick() if quick else TimerConfig(budget_s=1.0)
 
 
-def isolated_fma_roof(precision: str, quick: bool, timeout: float = CHILD_TIMEOUT_S) -> Roof:
-    """Run the FMA probe of ``precision`` in a child process with the widest vectors.
+def isolated_fma_roof(precision: str, quick: bool, timeout: float = CHILD_TIMEOUT_S,
+                      cores: list[int] | None = None) -> Roof:
+    """Run the FMA probe of ``precision`` in a child process with the widest vectors, on
+    ``cores`` (default: those a probe here runs on, ``cpu_env.probe_cores``) with one thread
+    per core and none of the caller's thread or binding variables (``cpu_env.probe_env``).
 
     Raises RuntimeError with a one-line reason when the child fails.
     """
+    from . import cpu_env
     from .cpu_features import widest_vector_env
     from .cpu_noise import NoiseProbe, noise_cause
 
     extra = widest_vector_env()
+    cores = cores or cpu_env.probe_cores()[0]
     cmd = [sys.executable, "-m", "roofbench.roofs.probes.cpu_fma_child", precision]
     if quick:
         cmd.append("--quick")
@@ -52,7 +57,8 @@ def isolated_fma_roof(precision: str, quick: bool, timeout: float = CHILD_TIMEOU
     try:
         # The child dies with this process, even by SIGKILL: never a probe left running.
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, **extra}, preexec_fn=die_with_parent)
+                           env=cpu_env.probe_env(cores, child_env(), **extra),
+                           preexec_fn=die_with_parent)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise RuntimeError(f"FMA probe child ({precision}) did not finish: {e}") from None
     lines = r.stdout.strip().splitlines()
@@ -75,11 +81,19 @@ def _measure(precision: str, quick: bool) -> dict[str, Any]:
     from .cpu import fma_roof_in_process
 
     cfg = timer_config(quick)
+    from roofbench.roof_context import cpu_list
+
+    from .cpu_env import affinity
+
     roof = fma_roof_in_process(lambda fn: host_timer(fn, cfg))(precision, quick)
+    roof.evidence["cores"] = cpu_list(affinity())  # the probe's affinity as it ran
     return roof.to_dict()
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .cpu_env import pin_from_env
+
+    pin_from_env()  # first: the probe's threads inherit the cores its parent chose
     ap = argparse.ArgumentParser(prog="python -m roofbench.roofs.probes.cpu_fma_child",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("precision", choices=("fp64", "fp32"))

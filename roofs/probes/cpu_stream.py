@@ -178,7 +178,8 @@ def stream_roof(kernel: str, arrays: StreamArrays, timing: Timing,
         ev["llc_bytes"] = llc_bytes
         ev["llc_multiple"] = 8 * arrays.n / llc_bytes
     return Roof(name=f"dram stream-{kernel}", kind="memory", level="dram",
-                value=nbytes / best, source="measured", evidence=ev)
+                value=nbytes / best, source="measured", evidence=ev,
+                median=nbytes / timing.median)
 
 
 def measure_stream(time_fn: TimeFn, n: int, kernels: tuple[str, ...] = STREAM_KERNELS,
@@ -203,3 +204,35 @@ def measure_stream(time_fn: TimeFn, n: int, kernels: tuple[str, ...] = STREAM_KE
         roof.evidence["settle_s"] = settle_s
         roofs.append(roof)
     return roofs
+
+
+class StreamBracket:
+    """A short STREAM probe between a run's cases (bench/measure/drift.py): ``kernel`` on
+    arrays of ``n`` elements (the DRAM roof's own size), allocated and checked on first use
+    and kept until ``close``; one untimed call, then ``samples`` timed ones. Returns (best,
+    median) bytes/s: a fraction of a second where the arrays stream at tens of GB/s."""
+
+    def __init__(self, n: int, kernel: str = "add-nt", samples: int = 5) -> None:
+        self.n, self.kernel, self.samples = int(n), kernel, samples
+        self.arrays: StreamArrays | None = None
+
+    @property
+    def name(self) -> str:
+        return f"stream-{self.kernel}"
+
+    def __call__(self) -> tuple[float, float]:
+        if self.arrays is None:
+            self.arrays = StreamArrays(self.n)
+            self.arrays.check(self.kernel)
+        fn = self.arrays.call(self.kernel)
+        fn()
+        times = []
+        for _ in range(self.samples):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        nbytes = STREAM_BYTES_PER_ELEMENT[self.kernel] * self.n
+        return nbytes / min(times), nbytes / float(np.median(times))
+
+    def close(self) -> None:
+        self.arrays = None

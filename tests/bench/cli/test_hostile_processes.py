@@ -131,7 +131,10 @@ def test_sigkill_during_the_fma_probe_leaves_no_child(tmp_path: Path):
     child = None
     t0 = time.monotonic()
     while child is None and time.monotonic() - t0 < 180:
-        child = next((k for k in _children(proc.pid) if "cpu_fma_child" in _cmdline(k)), None)
+        # the FMA probe runs under the CPU roofs' own probe process (cpu_roofs_child)
+        kids = _children(proc.pid)
+        kids += [g for k in kids for g in _children(k)]
+        child = next((k for k in kids if "cpu_fma_child" in _cmdline(k)), None)
         time.sleep(0.05)
         assert proc.poll() is None
     assert child is not None, "the FMA probe child never started"

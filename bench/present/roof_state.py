@@ -1,0 +1,71 @@
+"""What the report says of a roof set's rule and context, and the plot's band of a run whose
+DRAM bandwidth moved: the roof rule (roofbench/roof_context.ROOF_RULE), the environment the
+CPU probes ran in, and the states a run tracked (bench/measure/drift.py). Pure functions of
+the stored roof set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roofbench.records import RoofSet
+from roofbench.roof_context import DRIFT_LIMIT, ROOF_RULE, cpu_list
+from roofbench.units import si
+
+
+def roof_context_lines(rs: RoofSet) -> list[str]:
+    """The report's lines under the roofs table: the rule every roof follows (and each
+    measured roof's median beside its best), the probes' cores and threads, the run's
+    brackets."""
+    lines = [f"The rule: {ROOF_RULE}."]
+    medians = [f"{r.name} {si(r.value, r.unit)} (median {si(r.median, r.unit)})"
+               for r in rs.roofs if r.median is not None]
+    if medians:
+        lines.append("Best and median of each probe: " + "; ".join(medians) + ".")
+    env = rs.context.environment if rs.context else None
+    if env is not None:
+        threads = ", ".join(f"{k} {v}" for k, v in env.threads.items() if v is not None)
+        found = ", ".join(f"{k}={v}" for k, v in env.variables.items())
+        lines.append(
+            f"Probes ran on cores {env.cores_text} of {cpu_list(env.machine_cores)} "
+            f"({'restricted: ' + env.cores_from if env.restricted else 'every core allowed'})"
+            + (f", threads: {threads}" if threads else "")
+            + (f"; left out of them: {found}" if found else "") + ".")
+    band = drift_band(rs)
+    states = rs.context.states if rs.context else []
+    if states:
+        lo, hi = min(s.bytes_per_s for s in states), max(s.bytes_per_s for s in states)
+        moved = hi / lo - 1
+        lines.append(
+            f"DRAM bandwidth tracked through the run by {len(states)} brackets "
+            f"({states[0].probe}): {si(lo, 'B/s')} to {si(hi, 'B/s')}, moved by {moved:.0%}"
+            + (f" (> {DRIFT_LIMIT:.0%}: shown as a band on the DRAM diagonal)" if band
+               else "") + "; the run's DRAM roof is the best state seen.")
+    return lines
+
+
+def drift_band(rs: RoofSet | None) -> tuple[float, float] | None:
+    """(lowest, highest) bracketed DRAM bandwidth of a run that moved by more than
+    DRIFT_LIMIT; None otherwise."""
+    ctx = rs.context if rs is not None else None
+    drift = ctx.drift() if ctx is not None else None
+    if ctx is None or drift is None or drift <= DRIFT_LIMIT:
+        return None
+    values = [s.bytes_per_s for s in ctx.states]
+    return min(values), max(values)
+
+
+def draw_drift_band(ax: Any, rs: RoofSet, xlim: tuple[float, float],
+                    ylim: tuple[float, float]) -> None:
+    """The range of a drifting run's DRAM bandwidth: a band between the lowest and highest
+    bracket's diagonals, up to the highest compute roof (matplotlib axes)."""
+    band = drift_band(rs)
+    if band is None:
+        return
+    import numpy as np
+
+    lo, hi = band
+    top = max((r.value for r in rs.roofs if r.kind == "compute"), default=ylim[1])
+    xs = np.geomspace(xlim[0], xlim[1], 128)
+    ax.fill_between(xs, np.minimum(lo * xs, top), np.minimum(hi * xs, top), color="tab:orange",
+                    alpha=0.18, lw=0, zorder=1,
+                    label=f"DRAM during the run {si(lo, 'B/s')}-{si(hi, 'B/s')}")
