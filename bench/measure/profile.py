@@ -201,9 +201,7 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     for op in recording.distinct:
         rec = op_case(op, gpu, clock.backend_name)
         assert op.replay is not None
-        cargs, ckw = op.replay
-        func = op.func
-        place(rec, clock.time(lambda f=func, a=cargs, k=ckw: f(*a, **k), cfg), rs)
+        place(rec, clock.time(_replay(op.func, *op.replay), cfg), rs)
         op.replay = None  # the clones are freed once timed
         places.append(OpPlace(op, rec))
     t_ops = time.perf_counter() - t0
@@ -228,6 +226,13 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
 
         prof.compiled = compile_program(prof, fn, args, kwargs, clock, cfg)
     return prof
+
+
+def _replay(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], None]:
+    def call() -> None:
+        func(*args, **kwargs)
+
+    return call
 
 
 def program_case(recording: Recording, clock: Clock, gpu: bool, variant: str,

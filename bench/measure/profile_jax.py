@@ -57,7 +57,9 @@ def jaxpr_count(jaxpr: Any) -> tuple[int, int]:
                 f, b = jaxpr_count(s.jaxpr if hasattr(s, "jaxpr") else s)
                 flops, nbytes = flops + f, nbytes + b
             continue
-        ins = [v.aval for v in eqn.invars if hasattr(v, "aval") and hasattr(v.aval, "shape")]
+        # Distinct variables (x * x reads x once); avals of equal type are shared objects.
+        ins = [v.aval for v in {id(v): v for v in eqn.invars}.values()
+               if hasattr(v, "aval") and hasattr(v.aval, "shape")]
         outs = [v.aval for v in eqn.outvars]
         n_out = int(math.prod(outs[0].shape)) if outs else 0
         if name == "dot_general":
@@ -75,7 +77,7 @@ def jaxpr_count(jaxpr: Any) -> tuple[int, int]:
                 per = max(int(eqn.params.get("y", 2)) - 1, 0)
             flops += per * n_out
         if name not in ("reshape", "broadcast_in_dim", "squeeze", "expand_dims"):
-            nbytes += sum(_nbytes(a) for a in {id(a): a for a in ins}.values())
+            nbytes += sum(_nbytes(a) for a in ins)
             nbytes += sum(_nbytes(a) for a in outs)
     return flops, nbytes
 

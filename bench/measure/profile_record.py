@@ -86,7 +86,7 @@ class Recorder:
         rec = self
 
         class _Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
                 out = func(*args, **kwargs)
                 rec.record(func, args, kwargs, out)

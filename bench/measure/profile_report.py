@@ -22,7 +22,7 @@ from roofbench.units import duration, si
 from ..present.amdahl import rows as amdahl_rows
 from ..present.plot import plot_roofline
 from ..present.report import section_lines
-from ..present.sections import Image, Items, Section, Table, Text
+from ..present.sections import Block, Image, Items, Section, Table, Text
 from ..results import environment, git_commit, save_run, utc_stamp
 from .profile import Profile, ridge_of
 from .profile_ops import CONVENTION
@@ -123,7 +123,8 @@ def sections(prof: Profile) -> list[Section]:
     p = prof.program
     rid = ridge_of(prof.roofs, p.precision)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    head = [Text(f"{len(prof.recording.calls)} aten calls, {len(prof.ops)} distinct ops, "
+    calls, distinct = len(prof.recording.calls), len(prof.ops)
+    head: list[Block] = [Text(f"{calls} aten calls, {distinct} distinct ops, "
                  f"each timed alone ({prof.clock}) on its first call's cloned arguments; "
                  f"the program timed end to end the same way."),
             Table(program_rows(prof)),
@@ -136,7 +137,8 @@ def sections(prof: Profile) -> list[Section]:
                    f"ridge ({p.precision}, DRAM): {_ai(rid)} FLOP/B" if rid else "no roofs",
                    f"load average when written: {', '.join(f'{x:.2f}' for x in load)} on "
                    f"{os.cpu_count()} cores" if load else "load average: unknown"])]
-    out = [Section(f"Program: {prof.name}", head + [Text(x) for x in compiled_lines(prof)])]
+    head += [Text(x) for x in compiled_lines(prof)]
+    out = [Section(f"Program: {prof.name}", head)]
     if prof.extra.get("jax"):
         j = prof.extra["jax"]
         out.append(Section("JAX: XLA's count beside roofbench's", [Table([
@@ -149,21 +151,23 @@ def sections(prof: Profile) -> list[Section]:
     if prof.ops:
         out.append(Section("By op family", [Table(family_rows(prof))]))
         rows = op_rows(prof)
-        blocks: list[Any] = [Text("Ranked by the most the whole can gain if that op alone "
+        blocks: list[Block] = [Text("Ranked by the most the whole can gain if that op alone "
                                   "reached its roof (Amdahl: 1 / ((1 - s) + s / r)). "
                                   "0-FLOP ops are placed by bandwidth."),
                              Table(rows[:SHOWN_OPS])]
         if len(rows) > SHOWN_OPS:
             blocks.append(Text(f"{len(rows) - SHOWN_OPS} more ops in results.json."))
         out.append(Section("Ops (Amdahl ranking)", blocks))
-        out.append(Section("Fusion opportunities", [
+        fusion: list[Block] = [
             Text("Memory-bound ops whose intermediates feed only the next op of the group: "
                  "the bytes one fused kernel must still move, and the most fusion can "
                  "gain (bytes ratio; predicted bound = eager time over the fused kernel's "
-                 "time at the roof).")] + ([Table(group_rows(prof))] if prof.groups
-                                           else [Text("None found.")])))
+                 "time at the roof)."),
+            Table(group_rows(prof)) if prof.groups else Text("None found.")]
+        out.append(Section("Fusion opportunities", fusion))
         others = sorted({p.op.name for p in prof.ops if p.op.family == "other"})
-        conv = [Table([{"family": k, "FLOP convention": v} for k, v in CONVENTION.items()])]
+        conv: list[Block] = [Table([{"family": k, "FLOP convention": v}
+                                    for k, v in CONVENTION.items()])]
         if others:
             conv.append(Text("No convention (0 FLOPs counted): " + ", ".join(others)))
         out.append(Section("Counting conventions", conv))
