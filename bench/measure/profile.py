@@ -19,6 +19,7 @@ this device's calibration cache, measured once by the quick calibration when abs
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -188,6 +189,7 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     from .api import device_roofs
     from .profile_fusion import fusion_groups
 
+    load_start = os.getloadavg() if hasattr(os, "getloadavg") else None
     t0 = time.perf_counter()
     recording, _ = record_program(fn, args, kwargs)
     t_record = time.perf_counter() - t0
@@ -221,6 +223,8 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     prof.groups = fusion_groups(prof)
     prof.extra["phases_s"] = {"record": t_record, "time_ops": t_ops, "time_program": t_program}
     prof.extra["clock_info"] = clock.info()
+    prof.extra["load_start"] = load_start
+    prof.extra["torch_threads"] = torch.get_num_threads()
     if compile:
         from .profile_compile import compile_program
 

@@ -114,9 +114,24 @@ def compiled_lines(prof: Profile) -> list[str]:
               f"{duration(comp.median_s)}")
     if speed:
         second += f": speedup {speed:.3g}x"
-    if ratio:
+    if ratio and eager.bound == "compute":
+        second += (f"; bytes ratio {ratio:.3g}x, but the program is compute-bound: fewer "
+                   "bytes do not bound its time")
+    elif ratio:
         second += f", against a bytes ratio of {ratio:.3g}x (the bound while memory-bound)"
     return [first, second + "."]
+
+
+def _load_line(prof: Profile, load: tuple[float, ...] | None) -> str:
+    """The machine's load average (1, 5, 15 min) when the profile started and was written:
+    other processes on a shared machine slow every op and every roof measured there."""
+    start = prof.extra.get("load_start")
+    parts = [f"started {', '.join(f'{x:.2f}' for x in start)}"] if start else []
+    if load:
+        parts.append(f"written {', '.join(f'{x:.2f}' for x in load)}")
+    threads = prof.extra.get("torch_threads")
+    return (f"load average (1, 5, 15 min) {'; '.join(parts) or 'unknown'} on "
+            f"{os.cpu_count()} cores" + (f"; torch threads {threads}" if threads else ""))
 
 
 def sections(prof: Profile) -> list[Section]:
@@ -131,12 +146,14 @@ def sections(prof: Profile) -> list[Section]:
             Items([f"sum of the ops (each median x calls): {duration(prof.ops_s)}",
                    f"the whole program: {duration(prof.program_s)}",
                    f"framework and dispatch overhead (program - sum of ops): "
-                   f"{duration(prof.overhead_s)}"
+                   f"{'-' if prof.overhead_s < 0 else ''}{duration(abs(prof.overhead_s))}"
                    + (" (negative: the ops ran faster inside the program than alone)"
-                      if prof.overhead_s < 0 else ""),
+                      if prof.overhead_s < 0 else "")
+                   + "; an op replayed alone keeps its own data warm in cache, inside the "
+                     "program the ops evict each other's (weights streamed from DRAM): "
+                     "part of a positive gap is that, not dispatch",
                    f"ridge ({p.precision}, DRAM): {_ai(rid)} FLOP/B" if rid else "no roofs",
-                   f"load average when written: {', '.join(f'{x:.2f}' for x in load)} on "
-                   f"{os.cpu_count()} cores" if load else "load average: unknown"])]
+                   _load_line(prof, load)])]
     head += [Text(x) for x in compiled_lines(prof)]
     out = [Section(f"Program: {prof.name}", head)]
     if prof.extra.get("jax"):

@@ -102,3 +102,9 @@ def test_the_profile_is_written_as_a_run_a_report_and_a_plot(tmp_path):
 
     run_back = load_run(tmp_path)  # the project's reader takes it as any run
     assert len(run_back.cases) == len(prof.ops) + 1
+
+
+def test_roofbench_profile_is_handed_out_lazily():
+    from roofbench.bench.measure import profile as module
+
+    assert roofbench.profile is module.profile

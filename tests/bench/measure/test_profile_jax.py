@@ -44,3 +44,12 @@ def test_jax_is_recognised_only_for_jitted_functions_or_jax_arrays():
     assert profile_jax.is_jax(jax.jit(lambda x: x), ())
     assert profile_jax.is_jax(lambda x: x, (jnp.ones(2),))
     assert not profile_jax.is_jax(lambda x: x, (1.0,))
+
+
+def test_a_jax_profile_is_written_with_both_counts(tmp_path):
+    f = jax.jit(lambda a: jnp.tanh(a) * 2.0)
+    prof = roofbench.profile(f, jnp.ones(1024, jnp.float32), roofs=ROOFS, timer=FAST)
+    prof.write(tmp_path)
+    md = (tmp_path / "profile.md").read_text()
+    assert "## JAX: XLA's count beside roofbench's" in md and "XLA cost_analysis()" in md
+    assert "host clock after block_until_ready" in md
