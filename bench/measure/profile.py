@@ -134,6 +134,7 @@ def op_case(op: Distinct, gpu: bool, backend: str) -> CaseResult:
                       flop_convention=op.flops_by,
                       extra={"measured_by": "roofbench.profile", "family": op.family,
                              "calls": op.calls, "signature": op.signature,
+                             "outputs": op.outputs, "device": op.device,
                              "read_bytes": op.reads, "written_bytes": op.writes,
                              "replayed": "alone, on its first call's cloned arguments"})
 
@@ -183,7 +184,7 @@ def profile(fn: Callable[..., Any], *args: Any, roofs: RoofSet | str | Path | No
 
 def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
                   roofs: RoofSet | str | Path | None, timer: TimerConfig | None, name: str,
-                  compile: bool = False) -> Profile:
+                  compile: bool = False, keep_replays: bool = False) -> Profile:
     import torch
 
     from .api import device_roofs
@@ -204,7 +205,8 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
         rec = op_case(op, gpu, clock.backend_name)
         assert op.replay is not None
         place(rec, clock.time(_replay(op.func, *op.replay), cfg), rs)
-        op.replay = None  # the clones are freed once timed
+        if not (compile or keep_replays):  # freed once timed (a fusion group replays them)
+            op.replay = None
         places.append(OpPlace(op, rec))
     t_ops = time.perf_counter() - t0
     program = program_case(recording, clock, gpu, "eager")
@@ -229,6 +231,9 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
         from .profile_compile import compile_program
 
         prof.compiled = compile_program(prof, fn, args, kwargs, clock, cfg)
+        if not keep_replays:
+            for op in recording.distinct:
+                op.replay = None
     return prof
 
 

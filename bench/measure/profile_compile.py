@@ -5,9 +5,13 @@ Inductor's generated kernels run below the dispatcher, so they cannot be recorde
 the generated code is read (``run_and_get_code``) for the kernels it made (their names, and
 the library calls it kept, such as mm), and the compiled program's bytes are the model's —
 the eager bytes less what each fusion group saves (its eager bytes minus its fused bytes) —
-beside the compiled program's measured time. Its FLOPs are the eager count. The arrow eager
--> compiled on the plot is the program's; the report puts each group's predicted bound
-(bytes ratio, time at the roof) beside the measured speedup of the program.
+beside the compiled program's measured time. Its FLOPs are the eager count.
+
+Each fusion group is also timed on its own (``group_function``): its member ops replayed in
+program order on the cloned arguments of their first calls, each intermediate handed to the
+next op as the view it read (``as_strided`` of the producer's result), eager and under
+``torch.compile``; a group that is the whole program reuses the program's two times. The
+plot draws an arrow eager -> compiled for the program and for each group.
 """
 
 from __future__ import annotations
@@ -26,9 +30,26 @@ from .callables import Clock
 
 if TYPE_CHECKING:
     from .profile import Profile
+    from .profile_fusion import Group
 
 _KERNEL = re.compile(r"\b((?:cpp|triton)_\w*fused\w*|triton_\w+)\s*=\s*async_compile")
 _EXTERN = re.compile(r"extern_kernels\.(\w+)")
+
+
+@dataclass
+class GroupTiming:
+    """One fusion group replayed alone, eager and compiled, placed (``case_*``)."""
+
+    group: int
+    eager: CaseResult
+    compiled: CaseResult | None
+    kernels: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def speedup(self) -> float | None:
+        e, c = self.eager.median_s, self.compiled.median_s if self.compiled else None
+        return e / c if e and c else None
 
 
 @dataclass
@@ -40,6 +61,7 @@ class Compiled:
     error: str | None = None
     eager_bytes: int = 0
     fused_bytes: int = 0  # the model's bytes of the compiled program
+    groups: list[GroupTiming] = field(default_factory=list)
 
     @property
     def bytes_ratio(self) -> float | None:
@@ -84,4 +106,84 @@ def compile_program(prof: Profile, fn: Callable[..., Any], args: tuple[Any, ...]
                       compile_s=out.compile_s)
     place(case, clock.time(lambda: compiled(*args, **kwargs), cfg), prof.roofs)
     out.case = case
+    for i, g in enumerate(prof.groups):
+        out.groups.append(time_group(prof, i, g, clock, cfg, out))
     return out
+
+
+def group_function(prof: Profile, g: Group) -> Callable[[], Any]:
+    """The group's ops in program order on their first calls' cloned arguments; an input
+    produced inside the group is the producer's result seen through the view it was read
+    as. Needs the distinct ops' clones (kept under compile=True)."""
+    import torch
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+
+    rec = prof.recording
+    inside = set(g.calls)
+    last: dict[int, int] = {}
+    plan = []
+    for c in rec.calls:
+        if c.index in inside:
+            d = rec.distinct[c.distinct]
+            if d.replay is None:
+                raise ValueError(f"{d.name}: its arguments were freed")
+            leaves, spec = tree_flatten(d.replay)
+            tensors = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+            links = {pos: (m.storage, m.shape, m.stride, m.offset)
+                     for pos, m in zip(tensors, c.inputs, strict=True)
+                     if last.get(m.storage) in inside}
+            plan.append((d.func, leaves, spec, links, [m.storage for m in c.outputs]))
+        for s in c.written:
+            last[s] = c.index
+
+    def run() -> Any:
+        made: dict[int, Any] = {}
+        result = None
+        for func, leaves, spec, links, outs in plan:
+            cur = list(leaves)
+            for pos, (st, shape, stride, offset) in links.items():
+                cur[pos] = torch.as_strided(made[st], shape, stride, offset)
+            a, k = tree_unflatten(cur, spec)
+            result = func(*a, **k)
+            got = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
+            for st, t in zip(outs, got, strict=False):
+                made[st] = t
+        return result
+
+    return run
+
+
+def time_group(prof: Profile, i: int, g: Group, clock: Clock, cfg: TimerConfig,
+               program: Compiled) -> GroupTiming:
+    import torch
+    from torch._inductor.utils import run_and_get_code
+
+    from .profile import place
+
+    def case(variant: str, nbytes: int) -> CaseResult:
+        return CaseResult(workload=f"group{i}", variant=variant, backend=clock.backend_name,
+                          dtype=prof.program.dtype, size=[len(g.calls)],
+                          precision=g.precision, cores="simt", flops=g.flops,
+                          bytes={"dram": nbytes}, ai={"dram": g.flops / nbytes} if nbytes
+                          else {}, status="ok", valid=True, checked=False, marker="D",
+                          arrow_from="eager" if variant == "compiled" else None,
+                          extra={"measured_by": "roofbench.profile", "ops": g.names,
+                                 "occurs": g.count})
+
+    eager = case("eager", g.eager_bytes)
+    non_views = [c for c in prof.recording.calls if c.written]
+    if len(g.calls) == len(non_views) and program.case is not None:  # the whole program
+        place(eager, prof.program.timing, prof.roofs)  # type: ignore[arg-type]
+        comp = case("compiled", g.fused_bytes)
+        place(comp, program.case.timing, prof.roofs)  # type: ignore[arg-type]
+        return GroupTiming(i, eager, comp, list(program.kernels))
+    try:
+        fn = group_function(prof, g)
+        place(eager, clock.time(fn, cfg), prof.roofs)
+        compiled = torch.compile(fn)
+        _, code = run_and_get_code(compiled)
+    except Exception as e:  # said in the report; the group's prediction stands
+        return GroupTiming(i, eager, None, error=first_line(e))
+    comp = case("compiled", g.fused_bytes)
+    place(comp, clock.time(compiled, cfg), prof.roofs)
+    return GroupTiming(i, eager, comp, generated_kernels(list(code))[0])

@@ -36,6 +36,7 @@ class Distinct:
     replay: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # cloned (args, kwargs)
     dtype: str = ""  # the first output's (else input's) dtype
     device: str = "cpu"
+    outputs: str = ""  # shown: the results' shapes, dtypes and strides
 
     @property
     def bytes(self) -> int:
@@ -179,7 +180,7 @@ class Recorder:
             d = Distinct(d_index, name, packet, fam, flops, how, reads, writes,
                          ", ".join(m.describe() for m in ins) or "-", func=func,
                          dtype=first[0].dtype if first else "", device=first[0].device
-                         if first else "cpu")
+                         if first else "cpu", outputs=", ".join(m.describe() for m in outs))
             if self.clone:
                 d.replay = self._clone_args(args, kwargs)
             self.distinct.append(d)

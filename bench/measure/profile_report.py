@@ -83,14 +83,22 @@ def family_rows(prof: Profile) -> list[dict[str, Any]]:
 
 def group_rows(prof: Profile) -> list[dict[str, Any]]:
     out = []
+    timed = {t.group: t for t in prof.compiled.groups} if prof.compiled else {}
     for i, g in enumerate(prof.groups):
         fused_t, bound = g.fused_roof_s(prof.roofs), g.predicted_speedup(prof.roofs)
+        t = timed.get(i)
         out.append({"group": i, "ops": " -> ".join(g.names), "occurs": g.count,
                     "FLOPs": si(g.flops, ""), "eager bytes": si(g.eager_bytes, "B"),
                     "fused bytes": si(g.fused_bytes, "B"), "bytes ratio": f"{g.ratio:.3g}x",
                     "FLOP/B": f"{_ai(g.ai_eager)} -> {_ai(g.ai_fused)}",
                     "eager time": duration(g.eager_s), "fused at roof": duration(fused_t),
                     "predicted bound": f"{bound:.3g}x" if bound else "-"})
+        if t is not None:
+            sp = t.speedup
+            out[-1]["replayed eager -> compiled"] = (
+                f"{duration(t.eager.median_s)} -> {duration(t.compiled.median_s)}: "
+                f"{sp:.3g}x ({len(t.kernels)} kernel(s))" if t.compiled and sp
+                else f"not compiled: {t.error}")
     return out
 
 
@@ -179,7 +187,8 @@ def sections(prof: Profile) -> list[Section]:
             Text("Memory-bound ops whose intermediates feed only the next op of the group: "
                  "the bytes one fused kernel must still move, and the most fusion can "
                  "gain (bytes ratio; predicted bound = eager time over the fused kernel's "
-                 "time at the roof)."),
+                 "time at the roof). With --compile each group is replayed alone, eager and "
+            "under torch.compile: the arrow per group on the plot."),
             Table(group_rows(prof)) if prof.groups else Text("None found.")]
         out.append(Section("Fusion opportunities", fusion))
         others = sorted({p.op.name for p in prof.ops if p.op.family == "other"})
@@ -196,6 +205,8 @@ def write_profile(prof: Profile, out: Path) -> list[Path]:
     cases = [p.case for p in prof.ops] + [prof.program]
     if prof.compiled is not None and prof.compiled.case is not None:
         cases.append(prof.compiled.case)
+    for t in prof.compiled.groups if prof.compiled is not None else []:
+        cases += [t.eager] + ([t.compiled] if t.compiled is not None else [])
     backend = prof.program.backend
     info = dict(prof.extra.get("clock_info") or {"kind": "cpu", "name": prof.device})
     info["python"] = platform.python_version()

@@ -87,3 +87,29 @@ def test_compiled_book_example_moves_from_0083_to_025_flop_per_byte():
     assert comp.case.ai["dram"] == pytest.approx(3 / 12)
     assert comp.case.arrow_from == "eager" and comp.case.median_s > 0
     assert comp.bytes_ratio == pytest.approx(3.0)
+    (group,) = comp.groups  # the whole program is the one group: its arrow is the program's
+    assert group.eager.ai["dram"] == pytest.approx(3 / 36)
+    assert group.compiled.ai["dram"] == pytest.approx(3 / 12)
+    assert group.compiled.median_s == comp.case.median_s
+
+
+def test_a_group_replays_alone_on_its_first_calls_arguments():
+    """The group function runs the members in order, an intermediate handed on as the view
+    it was read as: the same values as the program (RMS norm's six ops)."""
+    from roofbench.bench.measure.profile import profile_torch
+    from roofbench.bench.measure.profile_compile import group_function
+
+    x, w = torch.randn(4, 16), torch.randn(16)
+
+    def rms(t):
+        return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    with torch.no_grad():
+        prof = profile_torch(rms, (x,), {}, roofs=ROOFS, timer=FAST, name="rms")
+        (g,) = prof.groups
+        assert g.names == ["pow", "mean", "add", "rsqrt", "mul", "mul"]
+        assert all(d.replay is None for d in prof.recording.distinct)  # freed once timed
+        prof2 = profile_torch(rms, (x,), {}, roofs=ROOFS, timer=FAST, name="rms",
+                              keep_replays=True)
+        got = group_function(prof2, prof2.groups[0])()
+    assert torch.allclose(got, rms(x))

@@ -97,6 +97,7 @@ def test_identical_ops_are_one_distinct_op_counted():
     assert muls == [("float32[64], float32[64]", 3), ("float32[128], float32[128]", 1)]
     assert len(rec.calls) == 4
     d = rec.distinct[0]
+    assert (d.outputs, d.device, d.dtype) == ("float32[64]", "cpu", "float32")
     assert d.replay is not None  # cloned once, at the first call
     ra, rb = d.replay[0]
     assert ra.data_ptr() != a.data_ptr() and torch.equal(ra, a) and torch.equal(rb, b)
