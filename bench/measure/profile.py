@@ -226,6 +226,7 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     prof.extra["phases_s"] = {"record": t_record, "time_ops": t_ops, "time_program": t_program}
     prof.extra["clock_info"] = clock.info()
     prof.extra["load_start"] = load_start
+    prof.extra["roofs_from"] = roofs_from(roofs)
     prof.extra["torch_threads"] = torch.get_num_threads()
     if compile:
         from .profile_compile import compile_program
@@ -266,6 +267,13 @@ def program_case(recording: Recording, clock: Clock, gpu: bool, variant: str,
                       arrow_from="eager" if variant != "eager" else None,
                       extra={"measured_by": "roofbench.profile", "calls": len(recording.calls),
                              "distinct_ops": len(calls)})
+
+
+def roofs_from(roofs: RoofSet | str | Path | None) -> str:
+    """Where the roofs came from, said in the report."""
+    if roofs is None:
+        return "this device's calibration cache (roofs/<device>.json)"
+    return "a RoofSet given" if isinstance(roofs, RoofSet) else f"`{roofs}`"
 
 
 def ridge_of(rs: RoofSet | None, precision: str) -> float | None:

@@ -22,7 +22,7 @@ from roofbench.records import CaseResult, RoofSet
 from roofbench.timing import TimerConfig
 
 from .callables import Clock
-from .profile import _DTYPES, Profile, _timer, place
+from .profile import _DTYPES, Profile, _timer, place, roofs_from
 from .profile_ops import ELEMENTWISE
 from .profile_record import Recording
 
@@ -136,6 +136,7 @@ def profile_jax(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
                          "own_bytes_unfused": own_bytes, "own_bytes_io": io_bytes,
                          "compile_s": compile_s, "jaxpr_equations": len(closed.jaxpr.eqns),
                          "jax_version": jax.__version__, "platform": platform}
+    prof.extra["roofs_from"] = roofs_from(roofs)
     if note:
         prof.notes.append(note)
     return prof

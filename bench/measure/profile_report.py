@@ -130,6 +130,21 @@ def compiled_lines(prof: Profile) -> list[str]:
     return [first, second + "."]
 
 
+def _roofs_line(prof: Profile, rid: float | None) -> str:
+    rs = prof.roofs
+    if rs is None:
+        return "no roofs: nothing placed"
+    m, c = rs.memory("dram"), rs.compute(prof.program.precision)
+    parts = [f"roofs from {prof.extra.get('roofs_from', '-')}"]
+    if m is not None:
+        parts.append(f"DRAM {si(m.value, 'B/s')} ({m.name})")
+    if c is not None:
+        parts.append(f"{prof.program.precision} {si(c.value, 'FLOP/s')} ({c.name})")
+    if rid:
+        parts.append(f"ridge {_ai(rid)} FLOP/B")
+    return ", ".join(parts)
+
+
 def _load_line(prof: Profile, load: tuple[float, ...] | None) -> str:
     """The machine's load average (1, 5, 15 min) when the profile started and was written:
     other processes on a shared machine slow every op and every roof measured there."""
@@ -160,7 +175,7 @@ def sections(prof: Profile) -> list[Section]:
                    + "; an op replayed alone keeps its own data warm in cache, inside the "
                      "program the ops evict each other's (weights streamed from DRAM): "
                      "part of a positive gap is that, not dispatch",
-                   f"ridge ({p.precision}, DRAM): {_ai(rid)} FLOP/B" if rid else "no roofs",
+                   _roofs_line(prof, rid),
                    _load_line(prof, load)])]
     head += [Text(x) for x in compiled_lines(prof)]
     out = [Section(f"Program: {prof.name}", head)]
