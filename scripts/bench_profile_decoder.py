@@ -36,9 +36,10 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    import roofbench
     from roofbench.bench.measure.api import device_roofs
     from roofbench.bench.measure.callables import Clock
+
+    import roofbench
 
     spec = importlib.util.spec_from_file_location("model_zoo", ROOT / "scripts" /
                                                   "model_zoo.py")
