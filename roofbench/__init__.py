@@ -3,7 +3,8 @@
 The code lives in three folders installed under this one import name:
 ``roofbench.kernels`` (what is measured), ``roofbench.roofs`` (what the hardware can do) and
 ``roofbench.bench`` (how it is measured and shown). ``roofbench.measure`` and
-``roofbench.Session`` (bench/measure/api.py) put one's own kernel on this device's roofline.
+``roofbench.Session`` (bench/measure/api.py) put one's own kernel on this device's roofline;
+``roofbench.profile`` (bench/measure/profile.py) every op of a PyTorch program.
 """
 
 import os as _os
@@ -34,4 +35,8 @@ def __getattr__(name: str):
         from .bench.measure import api
 
         return getattr(api, name)
+    if name == "profile":  # every aten op of a PyTorch program on the roofs (or a jitted JAX)
+        from .bench.measure import profile
+
+        return profile.profile
     raise AttributeError(f"module 'roofbench' has no attribute {name!r}")

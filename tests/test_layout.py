@@ -58,7 +58,8 @@ def module_of(path: Path) -> str:
 # The one upward import, named: the package's face hands out the user API (roofbench.measure,
 # roofbench.Session) from its module __getattr__ on first use, never at import time.
 FACADE = ROOT / "roofbench" / "__init__.py"
-FACADE_IMPORTS = {"roofbench.bench.measure", "roofbench.bench.measure.api"}
+FACADE_IMPORTS = {"roofbench.bench.measure", "roofbench.bench.measure.api",
+                  "roofbench.bench.measure.profile"}
 
 
 def facade_getattr(tree: ast.Module) -> ast.FunctionDef | None:

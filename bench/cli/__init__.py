@@ -28,6 +28,7 @@ COMMANDS = [
     "roofbench.bench.cli.calibrate",
     "roofbench.bench.cli.roofs",
     "roofbench.bench.cli.specs",
+    "roofbench.bench.cli.model",
 ]
 
 

@@ -1,0 +1,111 @@
+"""`roofbench model SCRIPT.py [--entry NAME] [--compile] [--out DIR]`: a PyTorch (or JAX)
+program of one's own, every op placed on this device's roofs (bench/measure/profile.py).
+
+SCRIPT.py defines a function (``--entry``, default ``program``) of no arguments that
+returns ``(fn_or_module, args)`` or ``(fn_or_module, args, kwargs)``; the command profiles
+``fn(*args, **kwargs)`` under ``torch.no_grad()`` (inference) and writes results.json,
+profile.md and roofline.png to ``--out`` (default results/<device>/<UTC stamp>-model-<name>
+under $ROOFBENCH_HOME, else the working directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from roofbench.errors_text import first_line
+from roofbench.paths import home
+
+from ..errors import UserError
+from ..results import make_run_dir, utc_stamp
+
+
+def load_entry(script: str, entry: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """Import SCRIPT.py and call its entry: (fn, args, kwargs), or a one-line UserError."""
+    path = Path(script)
+    if not path.is_file():
+        raise UserError(f"{script}: no such file")
+    spec = importlib.util.spec_from_file_location(f"roofbench_model_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise UserError(f"{script}: not a Python file")
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:
+        raise UserError(f"{script} failed to import: {first_line(e)}") from None
+    finally:
+        sys.path.pop(0)
+    fn = getattr(mod, entry, None)
+    if not callable(fn):
+        raise UserError(f"{script} defines no function {entry!r} (--entry names the function "
+                        "that returns (fn_or_module, args[, kwargs]))")
+    try:
+        got = fn()
+    except Exception as e:
+        raise UserError(f"{script}: {entry}() raised {first_line(e)}") from None
+    if not (isinstance(got, tuple) and len(got) in (2, 3) and callable(got[0])
+            and isinstance(got[1], (tuple, list))
+            and (len(got) == 2 or isinstance(got[2], dict))):
+        raise UserError(f"{script}: {entry}() must return (fn_or_module, args) or "
+                        f"(fn_or_module, args, kwargs), got {type(got).__name__}")
+    return got[0], tuple(got[1]), dict(got[2]) if len(got) == 3 else {}
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from ..measure.profile import profile
+
+    fn, fargs, fkwargs = load_entry(args.script, args.entry)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    name = f"{Path(args.script).stem}.{args.entry}"
+    grad: Any = contextlib.nullcontext()
+    if "torch" in sys.modules:
+        grad = sys.modules["torch"].no_grad()
+    with grad:
+        prof = profile(fn, *fargs, roofs=args.roofs, compile=args.compile, name=name,
+                       **fkwargs)
+    if args.threads:
+        prof.extra["threads"] = args.threads
+        prof.notes.append(f"torch intra-op threads: {args.threads} (--threads)")
+    out = Path(args.out) if args.out else make_run_dir(
+        home() / "results", prof.device, f"{utc_stamp()}-model-{Path(args.script).stem}")
+    paths = prof.write(out)
+    p = prof.program
+    print(f"{name}: {len(prof.recording.calls)} calls, {len(prof.ops)} distinct ops; "
+          f"program {p.flops} FLOPs, {p.bytes.get('dram', 0)} B "
+          f"({p.ai.get('dram', 0):.3g} FLOP/B), median {p.median_s or 0:.3g} s, "
+          f"ops {prof.ops_s:.3g} s, overhead {prof.overhead_s:.3g} s")
+    if prof.compiled is not None and prof.compiled.case is not None:
+        c = prof.compiled.case
+        print(f"compiled: {c.ai.get('dram', 0):.3g} FLOP/B, median {c.median_s or 0:.3g} s, "
+              f"{len(prof.compiled.kernels)} generated kernel(s)")
+    elif prof.compiled is not None:
+        print(f"compiled: failed ({prof.compiled.error})")
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("model", help="profile a PyTorch/JAX program op by op on this "
+                                     "device's roofs")
+    p.add_argument("script", metavar="SCRIPT.py",
+                   help="defines ENTRY() -> (fn_or_module, args[, kwargs])")
+    p.add_argument("--entry", default="program", metavar="NAME",
+                   help="the function of SCRIPT.py to call (default: program)")
+    p.add_argument("--compile", action="store_true",
+                   help="also run it under torch.compile: eager -> compiled per fusion")
+    p.add_argument("--out", metavar="DIR", help="output folder (default results/<device>/"
+                                                "<stamp>-model-<script>)")
+    p.add_argument("--roofs", metavar="FILE", help="roofs file to place it under (default: "
+                                                   "this device's calibration cache)")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="torch intra-op threads (default: torch's)")
+    p.set_defaults(func=cmd_model)

@@ -1,0 +1,248 @@
+"""A profile written out: results.json (the run schema: each distinct op a case, the program
+and its compiled twin cases of workload ``program``), profile.md (the report below) and
+roofline.png/.svg (the project's plot, with the eager -> compiled arrow).
+
+The report: the whole program (measured end to end, the sum of its ops timed alone, the
+gap between them stated as framework and dispatch overhead), the families, every distinct
+op ranked by Amdahl's bound, the fusion groups with their predicted bound beside the
+compiled program's measured speedup, and the counting conventions.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from roofbench.fileio import atomic_write_text
+from roofbench.records import CaseResult, RunResult
+from roofbench.units import duration, si
+
+from ..present.amdahl import rows as amdahl_rows
+from ..present.plot import plot_roofline
+from ..present.report import section_lines
+from ..present.sections import Block, Image, Items, Section, Table, Text
+from ..results import environment, git_commit, save_run, utc_stamp
+from .profile import Profile, ridge_of
+from .profile_ops import CONVENTION
+
+SHOWN_OPS = 25
+
+
+def _ai(v: float | None) -> str:
+    return f"{v:.3g}" if v is not None else "-"
+
+
+def _pct(v: float | None) -> str:
+    return f"{v:.1%}" if v is not None else "-"
+
+
+def _eff(c: CaseResult) -> str:
+    if c.efficiency is not None:
+        return f"{c.efficiency:.1%} of {c.limiting_roof}"
+    bw = c.extra.get("bandwidth_efficiency")
+    return f"{bw:.1%} of {c.limiting_roof} (bytes/s)" if bw is not None else "-"
+
+
+def program_rows(prof: Profile) -> list[dict[str, Any]]:
+    cases = [prof.program] + ([prof.compiled.case] if prof.compiled and prof.compiled.case
+                              else [])
+    out = []
+    for c in cases:
+        b = c.bytes.get("dram", 0)
+        out.append({"program": c.variant, "FLOPs": si(c.flops, ""), "bytes": si(b, "B"),
+                    "FLOP/B": _ai(c.ai.get("dram")), "time": duration(c.median_s),
+                    "FLOP/s": si(c.flop_per_s, "FLOP/s"), "bound": c.bound or "-",
+                    "of its roof": _eff(c)})
+    return out
+
+
+def op_rows(prof: Profile) -> list[dict[str, Any]]:
+    ranked = prof.ranking()
+    amd = {r["launch"]: r for r in amdahl_rows([p.share for p in ranked if p.share])}
+    out = []
+    for p in ranked:
+        c, a = p.case, amd.get(p.share.name if p.share else "", {})
+        out.append({"rank": a.get("rank", "-"), "op": f"`{p.op.name}`", "family": p.op.family,
+                    "calls": p.op.calls, "inputs": p.op.signature,
+                    "FLOPs/call": si(p.op.flops, ""), "bytes/call": si(p.op.bytes, "B"),
+                    "FLOP/B": _ai(c.ai.get("dram")), "time/call": duration(c.median_s),
+                    "share": a.get("share", "-"), "bound": c.bound or "-",
+                    "of its roof": _eff(c), "distance": a.get("distance to roof", "-"),
+                    "whole gains at most": a.get("whole gains at most", "-")})
+    return out
+
+
+def family_rows(prof: Profile) -> list[dict[str, Any]]:
+    return [{"family": f["family"], "calls": f["calls"], "distinct ops": f["distinct"],
+             "time": duration(f["time_s"]), "share": _pct(f["share"]),
+             "FLOPs": si(f["flops"], ""), "bytes": si(f["bytes"], "B"),
+             "FLOP/B": _ai(f["ai"])} for f in prof.families()]
+
+
+def group_rows(prof: Profile) -> list[dict[str, Any]]:
+    out = []
+    timed = {t.group: t for t in prof.compiled.groups} if prof.compiled else {}
+    for i, g in enumerate(prof.groups):
+        fused_t, bound = g.fused_roof_s(prof.roofs), g.predicted_speedup(prof.roofs)
+        t = timed.get(i)
+        out.append({"group": i, "ops": " -> ".join(g.names), "occurs": g.count,
+                    "FLOPs": si(g.flops, ""), "eager bytes": si(g.eager_bytes, "B"),
+                    "fused bytes": si(g.fused_bytes, "B"), "bytes ratio": f"{g.ratio:.3g}x",
+                    "FLOP/B": f"{_ai(g.ai_eager)} -> {_ai(g.ai_fused)}",
+                    "eager time": duration(g.eager_s), "fused at roof": duration(fused_t),
+                    "predicted bound": f"{bound:.3g}x" if bound else "-"})
+        if t is not None:
+            sp = t.speedup
+            out[-1]["replayed eager -> compiled"] = (
+                f"{duration(t.eager.median_s)} -> {duration(t.compiled.median_s)}: "
+                f"{sp:.3g}x ({len(t.kernels)} kernel(s))" if t.compiled and sp
+                else f"not compiled: {t.error}")
+    return out
+
+
+def compiled_lines(prof: Profile) -> list[str]:
+    c = prof.compiled
+    if c is None:
+        return []
+    if c.case is None:
+        return [f"`torch.compile` failed: {c.error}"]
+    eager, comp = prof.program, c.case
+    speed = (eager.median_s / comp.median_s) if eager.median_s and comp.median_s else None
+    ratio = c.bytes_ratio
+    kernels = ", ".join(f"`{k}`" for k in c.kernels) or "-"
+    lib = f"; library calls kept: {', '.join(c.extern)}" if c.extern else ""
+    first = (f"`torch.compile` (inductor) generated {len(c.kernels)} kernel(s): {kernels}"
+             f"{lib}; first call (trace, generate, build) {duration(c.compile_s)}.")
+    second = (f"Program eager -> compiled: {_ai(eager.ai.get('dram'))} -> "
+              f"{_ai(comp.ai.get('dram'))} FLOP/B (the compiled program's bytes are the "
+              f"fusion model's, {si(c.fused_bytes, 'B')}: inductor's kernels run below the "
+              f"dispatcher); measured {duration(eager.median_s)} -> "
+              f"{duration(comp.median_s)}")
+    if speed:
+        second += f": speedup {speed:.3g}x"
+    if ratio and eager.bound == "compute":
+        second += (f"; bytes ratio {ratio:.3g}x, but the program is compute-bound: fewer "
+                   "bytes do not bound its time")
+    elif ratio:
+        second += f", against a bytes ratio of {ratio:.3g}x (the bound while memory-bound)"
+    return [first, second + "."]
+
+
+def _roofs_line(prof: Profile, rid: float | None) -> str:
+    rs = prof.roofs
+    if rs is None:
+        return "no roofs: nothing placed"
+    m, c = rs.memory("dram"), rs.compute(prof.program.precision)
+    parts = [f"roofs from {prof.extra.get('roofs_from', '-')}"]
+    if m is not None:
+        parts.append(f"DRAM {si(m.value, 'B/s')} ({m.name})")
+    if c is not None:
+        parts.append(f"{prof.program.precision} {si(c.value, 'FLOP/s')} ({c.name})")
+    if rid:
+        parts.append(f"ridge {_ai(rid)} FLOP/B")
+    return ", ".join(parts)
+
+
+def _load_line(prof: Profile, load: tuple[float, ...] | None) -> str:
+    """The machine's load average (1, 5, 15 min) when the profile started and was written:
+    other processes on a shared machine slow every op and every roof measured there."""
+    start = prof.extra.get("load_start")
+    parts = [f"started {', '.join(f'{x:.2f}' for x in start)}"] if start else []
+    if load:
+        parts.append(f"written {', '.join(f'{x:.2f}' for x in load)}")
+    threads = prof.extra.get("torch_threads")
+    return (f"load average (1, 5, 15 min) {'; '.join(parts) or 'unknown'} on "
+            f"{os.cpu_count()} cores" + (f"; torch threads {threads}" if threads else ""))
+
+
+def sections(prof: Profile) -> list[Section]:
+    p = prof.program
+    rid = ridge_of(prof.roofs, p.precision)
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    calls, distinct = len(prof.recording.calls), len(prof.ops)
+    head: list[Block] = [Text(f"{calls} aten calls, {distinct} distinct ops, "
+                 f"each timed alone ({prof.clock}) on its first call's cloned arguments; "
+                 f"the program timed end to end the same way."),
+            Table(program_rows(prof)),
+            Items([f"sum of the ops (each median x calls): {duration(prof.ops_s)}",
+                   f"the whole program: {duration(prof.program_s)}",
+                   f"framework and dispatch overhead (program - sum of ops): "
+                   f"{'-' if prof.overhead_s < 0 else ''}{duration(abs(prof.overhead_s))}"
+                   + (" (negative: the ops ran faster inside the program than alone)"
+                      if prof.overhead_s < 0 else "")
+                   + "; an op replayed alone keeps its own data warm in cache, inside the "
+                     "program the ops evict each other's (weights streamed from DRAM): "
+                     "part of a positive gap is that, not dispatch",
+                   _roofs_line(prof, rid),
+                   _load_line(prof, load)])]
+    head += [Text(x) for x in compiled_lines(prof)]
+    out = [Section(f"Program: {prof.name}", head)]
+    if prof.extra.get("jax"):
+        j = prof.extra["jax"]
+        out.append(Section("JAX: XLA's count beside roofbench's", [Table([
+            {"count": "XLA cost_analysis()", "FLOPs": si(j["xla_flops"], ""),
+             "bytes": si(j["xla_bytes"], "B")},
+            {"count": "roofbench, jaxpr unfused", "FLOPs": si(j["own_flops"], ""),
+             "bytes": si(j["own_bytes_unfused"], "B")},
+            {"count": "roofbench, arguments + results", "FLOPs": si(j["own_flops"], ""),
+             "bytes": si(j["own_bytes_io"], "B")}])]))
+    if prof.ops:
+        out.append(Section("By op family", [Table(family_rows(prof))]))
+        rows = op_rows(prof)
+        blocks: list[Block] = [Text("Ranked by the most the whole can gain if that op alone "
+                                  "reached its roof (Amdahl: 1 / ((1 - s) + s / r)). "
+                                  "0-FLOP ops are placed by bandwidth."),
+                             Table(rows[:SHOWN_OPS])]
+        if len(rows) > SHOWN_OPS:
+            blocks.append(Text(f"{len(rows) - SHOWN_OPS} more ops in results.json."))
+        out.append(Section("Ops (Amdahl ranking)", blocks))
+        fusion: list[Block] = [
+            Text("Memory-bound ops whose intermediates feed only the next op of the group: "
+                 "the bytes one fused kernel must still move, and the most fusion can "
+                 "gain (bytes ratio; predicted bound = eager time over the fused kernel's "
+                 "time at the roof). With --compile each group is replayed alone, eager and "
+            "under torch.compile: the arrow per group on the plot."),
+            Table(group_rows(prof)) if prof.groups else Text("None found.")]
+        out.append(Section("Fusion opportunities", fusion))
+        others = sorted({p.op.name for p in prof.ops if p.op.family == "other"})
+        conv: list[Block] = [Table([{"family": k, "FLOP convention": v}
+                                    for k, v in CONVENTION.items()])]
+        if others:
+            conv.append(Text("No convention (0 FLOPs counted): " + ", ".join(others)))
+        out.append(Section("Counting conventions", conv))
+    return out
+
+
+def write_profile(prof: Profile, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    cases = [p.case for p in prof.ops] + [prof.program]
+    if prof.compiled is not None and prof.compiled.case is not None:
+        cases.append(prof.compiled.case)
+    for t in prof.compiled.groups if prof.compiled is not None else []:
+        cases += [t.eager] + ([t.compiled] if t.compiled is not None else [])
+    backend = prof.program.backend
+    info = dict(prof.extra.get("clock_info") or {"kind": "cpu", "name": prof.device})
+    info["python"] = platform.python_version()
+    run = RunResult(backend=backend, device=prof.device, roofs=prof.roofs, cases=cases,
+                    environment=environment(info), command=["roofbench.profile", prof.name],
+                    created=utc_stamp(), git_commit=git_commit(Path.cwd()),
+                    notes=list(prof.notes))
+    paths = [save_run(run, out)]
+    fig: list[Path] = []
+    if prof.roofs is not None:
+        shown = [c for c in cases if c.flops > 0 and c.median_s]
+        fig = plot_roofline([prof.roofs], [shown], out / "roofline",
+                            f"{prof.name} on {prof.device}: ops and program")
+    body = [f"# roofbench profile: {prof.name}", "", f"- device: {prof.device}",
+            f"- created: {run.created}", f"- git commit: `{run.git_commit}`", ""]
+    body += [f"> {n}" for n in prof.notes] + ([""] if prof.notes else [])
+    secs = sections(prof)
+    if fig:
+        secs.insert(1, Section("Roofline", [Image("roofline.png", "ops and program")]))
+    for s in secs:
+        body += section_lines(s)
+    md = out / "profile.md"
+    atomic_write_text(md, "\n".join(body))
+    return paths + [md, *fig]
