@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import __version__, roofline
+from .cache_records import CacheSweep, Placement, SweepPoint  # noqa: F401 - re-exported
 from .timing import Timing
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class Roof:
     level: str | None = None  # memory/interconnect roofs
     precision: str | None = None  # compute roofs
     evidence: dict[str, Any] = field(default_factory=dict)
+    cache: CacheSweep | None = None  # a CPU cache level's roof: the sweep it comes from
 
     def __post_init__(self) -> None:
         if not (isinstance(self.value, (int, float)) and math.isfinite(self.value)
@@ -76,8 +78,9 @@ class Roof:
         return key
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["unit"] = self.unit
+        d = asdict(replace(self, cache=None))
+        del d["cache"]  # absent, not null, on every roof but a cache level's
+        d.update({"cache": self.cache.to_dict()} if self.cache else {}, unit=self.unit)
         return d
 
 
@@ -350,6 +353,8 @@ class CaseResult:
     device_phases: dict[str, float] = field(default_factory=dict)
     # Its level of an occupancy scan; None for every case of a plain run.
     occupancy_level: OccupancyLevel | None = None
+    # The level its bytes are placed on (a CPU case that fits in a cache: that cache).
+    placement: Placement | None = None
 
     @property
     def key(self) -> str:
@@ -364,6 +369,8 @@ class CaseResult:
             del d["device_phases"]
         if d["occupancy_level"] is None:  # optional: only an occupancy scan's cases have one
             del d["occupancy_level"]
+        if d["placement"] is None:  # optional: only a case placed under cache roofs has one
+            del d["placement"]
         return d
 
     def io_bytes(self) -> int | None:
