@@ -141,6 +141,20 @@ def place(working_set: int, roofs: RoofSet, cores: int | None = None) -> Placeme
     return Placement("dram", int(working_set), None, cores)
 
 
+def placement_problem(rec: CaseResult, roofs: RoofSet) -> str | None:
+    """Why a case's stored placement is not the one the rule gives under ``roofs`` (None
+    when it is, or when the case has no placement): a case held against a slower level than
+    the one its data fits in can sit above that roof, a faster one below its own."""
+    pl = rec.placement
+    if pl is None:
+        return None
+    want = place(pl.working_set_bytes, roofs, pl.cores)
+    if want is None or want.level == pl.level:
+        return None
+    return (f"{rec.key}: placed on {pl.level}, but its working set "
+            f"({pl.working_set_bytes} B) belongs on {want.level} under these roofs")
+
+
 def placed_intensities(rec: CaseResult) -> dict[str, float]:
     """The case's intensities with its modelled DRAM bytes moved to the level it is placed
     on (a case resident in L2 moves those bytes through L2, not DRAM)."""
