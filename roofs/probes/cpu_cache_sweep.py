@@ -75,7 +75,8 @@ def _geometric(lo: float, hi: float, n: int, align: int) -> list[int]:
     if hi <= lo or n <= 1:
         return [int(hi) // align * align]
     ratio = (hi / lo) ** (1.0 / (n - 1))
-    out = sorted({int(lo * ratio ** k) // align * align for k in range(n)})
+    raw = [lo, *(lo * ratio ** k for k in range(1, n - 1)), hi]  # the ends exactly
+    out = sorted({int(round(x)) // align * align for x in raw})
     return [s for s in out if s > 0]
 
 
