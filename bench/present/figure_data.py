@@ -20,7 +20,7 @@ PREC_COLORS = {
 }
 # Memory level by line style (measured roofs); datasheet roofs are dashed and faint whatever
 # their level.
-LEVEL_STYLES: dict[str, LineStyleType] = {"dram": "-", "l3": (0, (8, 2)), "l2": "-.",
+LEVEL_STYLES: dict[str, LineStyleType] = {"dram": "-", "l3": (0, (6, 3)), "l2": "-.",
                                           "l1": (0, (5, 1.5, 1, 1.5, 1, 1.5)), "smem": ":"}
 FAINT = 0.45
 
