@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .cache_records import CACHE_LEVELS, Placement
+from .cache_records import CACHE_LEVELS, CacheSweep, Placement
 
 if TYPE_CHECKING:
     from .records import CaseResult, Roof, RoofSet
@@ -126,7 +126,7 @@ def place(working_set: int, roofs: RoofSet, cores: int | None = None) -> Placeme
     roofs have no cache level (a GPU's, or a CPU's measured before the sweep existed).
     The rule is cache_records.PLACEMENT_RULE: a level too small is never chosen, and of two
     that hold it the faster, so a case is never held against a roof slower than its data."""
-    sweeps = {}
+    sweeps: dict[str, CacheSweep] = {}
     for r in roofs.roofs:
         if r.kind == "memory" and r.cache is not None and r.level in CACHE_LEVELS:
             sweeps.setdefault(r.level, r.cache)

@@ -113,14 +113,16 @@ def plan_sweep(topo: CacheTopology, cpus: frozenset[int] | None, budget_bytes: i
 # ----------------------------------------------------------------------------- kernels
 
 
-@intrinsic
-def _ticks(typingctx: Any) -> Any:
+def _ticks_typing(typingctx: Any) -> Any:
     """The cycle counter (x86: rdtsc, constant-rate on every CPU since ~2008)."""
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
                                             "llvm.readcyclecounter")
         return builder.call(fn, [])
     return types.uint64(), codegen
+
+
+_ticks: Any = intrinsic(_ticks_typing)  # called without arguments inside njit code
 
 
 @njit(cache=True)
