@@ -3,6 +3,8 @@ and one line says so; DRAM-sized ones stay on DRAM, silently."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from cache_layouts import cache_roofset
 from roofbench.bench.measure.callables import working_set
@@ -41,3 +43,36 @@ def test_the_working_set_counts_each_buffer_once() -> None:
     assert working_set([a, a[10:], b]) == 8000 + 4000  # a view is its base's
     assert working_set([a], output=b) == 12000
     assert working_set([a], output=(a, b)) == 12000
+
+
+pytest_plugins = ["pytester"]
+
+FIXTURE_TEST = '''
+import json
+
+import numpy as np
+
+N = 1 << 17  # 1 MiB per fp64 array
+
+
+def test_add_in_l2(roofline):
+    a, b, c = np.ones(N), np.ones(N), np.empty(N)
+    rec = roofline(np.add, a, b, c, flops=N, reads=[a, b], writes=c)
+    assert rec.placement.level == "l2"
+'''
+
+
+def test_the_fixture_places_its_arguments_and_says_so(pytester, monkeypatch) -> None:
+    from roofbench.bench.backends.cpu import cpu_model
+
+    for k in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(k, raising=False)
+    pytester.makepyfile(test_l2=FIXTURE_TEST)
+    roofs = pytester.path / "roofs.json"
+    roofs.write_text(json.dumps(cache_roofset(device=cpu_model()).to_dict()))
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:benchmark",
+                                      "--roofline-quick", "--roofline-roofs", str(roofs),
+                                      timeout=600)
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["*test_add_in_l2*of l2 sweep-read (its data fits in L2: placed "
+                            "there)*"])
