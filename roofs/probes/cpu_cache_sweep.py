@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import platform
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ COVERAGE = 0.75  # of a level's capacity, at most (carm-roofline's _CACHE_COVERA
 BURST_S = 100e-6  # seconds one timed burst of passes should last (shorter than a time slice)
 POINT_S = 0.08  # seconds of bursts per working set and access (half with quick)
 MIN_BURSTS, MAX_BURSTS = 5, 2000
+TICKS_MACHINES = ("x86_64", "amd64")  # rdtsc: constant-rate, readable from user space
 CHILD_TIMEOUT_S = 300.0
 ACCESSES = ("read", "read+write")
 BYTES_PER_ELEMENT = {"read": 8, "read+write": 16}  # per pass, FP64
@@ -330,17 +332,24 @@ def isolated_cache_roofs(quick: bool, timeout: float = CHILD_TIMEOUT_S) -> list[
 
 
 def cache_roofs(quick: bool, progress: Any = None) -> list[Roof]:
-    """The sweep in its own process (widest vectors); in this one when that fails, said in
-    each roof's evidence."""
+    """The sweep in its own process (widest vectors). None on a CPU without a constant-rate
+    cycle counter readable from user space (``TICKS_MACHINES``: elsewhere, AArch64's
+    PMCCNTR_EL0, reading it can kill the process), nor when the child fails: the run then has
+    no cache roofs and places every case on DRAM, as before the sweep; the progress line
+    says why."""
+    if platform.machine().lower() not in TICKS_MACHINES:
+        if progress:
+            progress(f"cpu roofs: no cache sweep on {platform.machine()} (no user-space "
+                     "cycle counter known to be safe)")
+        return []
     if progress:
         progress("cpu roofs: cache sweep, L1/L2/L3 working sets (own process)")
     try:
         return isolated_cache_roofs(quick)
     except RuntimeError as e:
-        roofs = cache_roofs_in_process(quick, progress)
-        for r in roofs:
-            r.evidence["process"] = f"bench process, with numba's start-up tuning ({e})"
-        return roofs
+        if progress:
+            progress(f"cpu roofs: no cache roofs: {e}")
+        return []
 
 
 def main(argv: list[str] | None = None) -> int:

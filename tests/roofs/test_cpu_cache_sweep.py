@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import platform
 
 import numpy as np
 import pytest
@@ -79,6 +80,11 @@ def test_no_cache_reported_plans_nothing_and_measures_nothing() -> None:
     assert sw.measure_sweep([], "none") == []
 
 
+x86_only = pytest.mark.skipif(platform.machine().lower() not in sw.TICKS_MACHINES,
+                              reason="the sweep times its bursts with rdtsc (x86-64 only)")
+
+
+@x86_only
 def test_a_real_sweep_on_a_planted_topology_gives_typed_roofs(monkeypatch) -> None:
     # Small caches, few bursts: the kernels, the burst timing and the records, in seconds.
     monkeypatch.setattr(sw, "POINT_S", 0.004)
@@ -104,9 +110,25 @@ def test_a_real_sweep_on_a_planted_topology_gives_typed_roofs(monkeypatch) -> No
     assert place(16 * KiB, rs).level == "l1"
 
 
+@x86_only
 def test_the_kernels_are_checked_against_numpy(monkeypatch) -> None:
     buf = sw.SweepBuffer(64 * KiB, 2)
     buf.check(32 * KiB)  # passes: sums agree, the read+write passes leave the data as it was
     monkeypatch.setattr(sw, "sweep_bursts", lambda *a: a[7].fill(0.0))  # a kernel that lies
     with pytest.raises(RuntimeError, match="read kernel"):
         buf.check(32 * KiB)
+
+
+def test_no_cycle_counter_or_a_failed_child_means_no_cache_roofs(monkeypatch) -> None:
+    said: list[str] = []
+    monkeypatch.setattr(sw.platform, "machine", lambda: "aarch64")
+    assert sw.cache_roofs(True, said.append) == [] and "no cache sweep on aarch64" in said[0]
+    monkeypatch.setattr(sw.platform, "machine", lambda: "x86_64")
+
+    def fails(quick: bool) -> list:
+        raise RuntimeError("cache sweep child failed (exit -4): no output")
+
+    monkeypatch.setattr(sw, "isolated_cache_roofs", fails)
+    said.clear()
+    assert sw.cache_roofs(True, said.append) == []
+    assert said[-1] == "cpu roofs: no cache roofs: cache sweep child failed (exit -4): no output"
