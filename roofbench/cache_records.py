@@ -25,8 +25,8 @@ class SweepPoint:
     level: str  # the level it was planned for ("l1", "l2", "l3")
     working_set_bytes: int  # over all threads
     access: str  # "read" or "read+write"
-    bytes_per_s: float  # at the best time (the roof's statistic)
-    median_bytes_per_s: float
+    bytes_per_s: float  # each thread's best burst, summed (the roof's statistic)
+    mean_bytes_per_s: float  # each thread's bursts on average, summed (a time average)
 
 
 @dataclass

@@ -9,12 +9,15 @@ the sum of the L2s, as on Intel server parts whose L3 is a victim cache), the ba
 1.25x the inner capacity to the inner capacity plus 3/4 of the level's.
 
 Each working set is split into one contiguous chunk per thread (numba ``prange`` over the
-threads, every core of the process); each thread passes over its chunk ``reps`` times inside one
-call, so a call lasts milliseconds and the parallel start-up is amortised. Two accesses:
-``read`` (a sum: 8 B per element per pass) and ``read+write`` (an in-place scale, x2 then
-x0.5, exact: 16 B per element per pass). The level's roof of each access is the best point of
-its band at the best time (a ceiling, as STREAM's "Best Rate"; the median is kept); the
-whole band is stored on the roof (``Roof.cache``, a CacheSweep). DRAM stays STREAM's
+threads, one per core of the process). Two accesses: ``read`` (a vectorised sum: 8 B per
+element per pass) and ``read+write`` (an in-place scale, x2 then x0.5, exact: 16 B per
+element per pass). Each thread passes over its chunk in bursts of about ``BURST_S`` and times
+every burst itself with the cycle counter (rdtsc, rate calibrated against the host clock): a
+preemption lengthens one burst, not the measurement, where a host-clock timing of a parallel
+region waits for its slowest thread (milliseconds on a loaded VM). A point's rate is each
+thread's best burst, summed over the threads (the mean burst is kept beside it); a level's
+roof of each access is the best point of its band (a ceiling, as STREAM's "Best Rate"), and
+the whole band is stored on the roof (``Roof.cache``, a CacheSweep). DRAM stays STREAM's
 (cpu_stream.py).
 
 Run in a child process with the widest vectors, as the FMA probe is (numba reads
@@ -240,7 +243,7 @@ def measure_point(buf: SweepBuffer, access: str, working_set: int, hz: float,
                   point_s: float) -> tuple[float, float, dict[str, Any]]:
     """(bytes/s from each thread's best burst, summed over threads; from each thread's mean
     burst; evidence)."""
-    reps = _burst_reps(buf, access, working_set, hz)
+    reps = _burst_reps(buf, access, working_set, hz)  # even: the kernels' passes exactly
     burst_s = max(float(buf.best.max()) / hz / 2 * reps, 1e-9)
     bursts = int(min(MAX_BURSTS, max(MIN_BURSTS, point_s / burst_s)))
     buf.run(access, working_set, reps, bursts)
@@ -248,7 +251,7 @@ def measure_point(buf: SweepBuffer, access: str, working_set: int, hz: float,
     best = sum(per_thread / (float(b) / hz) for b in buf.best)
     mean = sum(per_thread * bursts / (float(t) / hz) for t in buf.total)
     return best, mean, {"working_set_bytes": int(8 * buf.view(working_set).shape[0]),
-                        "passes_per_burst": reps + reps % 2, "bursts": bursts,
+                        "passes_per_burst": reps, "bursts": bursts,
                         "best_burst_s": [float(b) / hz for b in buf.best]}
 
 
@@ -287,7 +290,7 @@ def measure_sweep(plans: list[LevelPlan], source: str, progress: Any = None,
                           "value_from": "each thread's best burst, summed over the threads, "
                                         "at the best working set of the band",
                           "best_working_set_bytes": pts[k].working_set_bytes,
-                          "mean_burst_bytes_per_s": pts[k].median_bytes_per_s,
+                          "mean_burst_bytes_per_s": pts[k].mean_bytes_per_s,
                           "ticks_per_s": hz, "threads": parts, "points": evid, **env()}))
     return roofs
 
