@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import legacy
+from .cache_records import read_cache_sweep, read_placement
 from .calibrated import CALIBRATED_SCHEMA, CalibratedRoofs
 from .records import (
     RESULTS_SCHEMA,
@@ -61,7 +62,9 @@ class SchemaError(ValueError):
 
 def read_roof(d: dict[str, Any]) -> Roof:
     known = {"name", "kind", "value", "source", "level", "precision", "evidence", "median"}
-    return Roof(**{k: v for k, v in d.items() if k in known})
+    cache = d.get("cache")  # a CPU cache level's sweep (absent on every other roof)
+    return Roof(**{k: v for k, v in d.items() if k in known},
+                cache=read_cache_sweep(cache) if isinstance(cache, dict) else None)
 
 
 def read_roofset(d: Any) -> RoofSet:
@@ -179,6 +182,8 @@ def read_case(d: dict[str, Any]) -> CaseResult:
     d["occupancy_level"] = OccupancyLevel(
         **{k: lv[k] for k in OccupancyLevel.__dataclass_fields__}) if lv else None
     d["roof_states"] = [read_state(s) for s in d.get("roof_states") or []]
+    pl = d.get("placement")
+    d["placement"] = read_placement(pl) if isinstance(pl, dict) else None
     if "cores" not in d and "unit" in d:  # its name before version 3
         d["cores"] = d.pop("unit")
     known = set(CaseResult.__dataclass_fields__)

@@ -1,15 +1,10 @@
 """Every record roofbench writes to disk: results.json, roofs files, the calibration cache.
 
-Each record is a dataclass with ``to_dict`` (what is written, exactly); reading a file, any
-version ever written, is readers.py's job. Users get typed fields, never dict keys agreed by
-convention. The files and their versions:
-
-- ``roofbench.results`` (results.json), version 3 (``RESULTS_SCHEMA_VERSION``);
-- a roof set (``RoofSet.to_dict``), version 2 (``ROOFSET_SCHEMA_VERSION``);
-- ``roofbench.calibrated-roofs/1`` (``CalibratedRoofs``, in calibrated.py): a GPU's
-  calibration cache, a roof set plus a creation time and a measured-vs-datasheet table.
-
-Part of the shared root: it imports nothing from kernels/, roofs/ or bench/.
+Each record is a dataclass with ``to_dict`` (what is written, exactly); reading any version
+ever written is readers.py's job. Files: ``roofbench.results`` (results.json) version 3
+(``RESULTS_SCHEMA_VERSION``); a roof set (``RoofSet.to_dict``) version 2; a GPU's calibration
+cache ``roofbench.calibrated-roofs/1`` (``CalibratedRoofs``, calibrated.py). Part of the shared
+root: it imports nothing from kernels/, roofs/ or bench/.
 """
 
 from __future__ import annotations
@@ -19,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import __version__, roofline
+from .cache_records import CacheSweep, Placement, SweepPoint  # noqa: F401 - re-exported
 from .roof_context import RoofContext, RoofState
 from .timing import Timing
 
@@ -55,6 +51,7 @@ class Roof:
     precision: str | None = None  # compute roofs
     evidence: dict[str, Any] = field(default_factory=dict)
     median: float | None = None  # the probe's median figure; ``value`` is its best (ROOF_RULE)
+    cache: CacheSweep | None = None  # a CPU cache level's roof: the sweep it comes from
 
     def __post_init__(self) -> None:
         if not (isinstance(self.value, (int, float)) and math.isfinite(self.value)
@@ -78,8 +75,9 @@ class Roof:
         return key
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["unit"] = self.unit
+        d = asdict(replace(self, cache=None))
+        del d["cache"]  # absent, not null, on every roof but a cache level's
+        d.update({"cache": self.cache.to_dict()} if self.cache else {}, unit=self.unit)
         if d["median"] is None:  # optional: roofs written before it, datasheet roofs
             del d["median"]
         return d
@@ -358,6 +356,8 @@ class CaseResult:
     occupancy_level: OccupancyLevel | None = None
     # The DRAM bandwidth measured just before and after it (a CPU run's brackets), optional.
     roof_states: list[RoofState] = field(default_factory=list)
+    # The level its bytes are placed on (a CPU case that fits in a cache: that cache).
+    placement: Placement | None = None
 
     @property
     def key(self) -> str:
@@ -374,6 +374,8 @@ class CaseResult:
             del d["occupancy_level"]
         if not d["roof_states"]:
             del d["roof_states"]
+        if d["placement"] is None:  # optional: only a case placed under cache roofs has one
+            del d["placement"]
         return d
 
     def io_bytes(self) -> int | None:

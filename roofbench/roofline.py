@@ -15,13 +15,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from .cache_records import CACHE_LEVELS, CacheSweep, Placement
+
 if TYPE_CHECKING:
     from .records import CaseResult, Roof, RoofSet
 
 # Memory levels, outermost first. "dram" is the off-chip memory (HBM on a GPU, DDR on a CPU):
-# the same key everywhere so that kernel accounting does not depend on the device.
-LEVELS = ("dram", "l2", "l1", "smem")
-LEVEL_LABELS = {"dram": "DRAM/HBM", "l2": "L2", "l1": "L1", "smem": "shared mem"}
+# the same key everywhere so that kernel accounting does not depend on the device. A CPU's
+# caches are "l3", "l2", "l1" (measured by a working-set sweep, roofs/probes/cpu_cache_sweep.py).
+LEVELS = ("dram", "l3", "l2", "l1", "smem")
+LEVEL_LABELS = {"dram": "DRAM/HBM", "l3": "L3", "l2": "L2", "l1": "L1", "smem": "shared mem"}
 
 # Compute precisions. A "_tc" suffix is the tensor-core (matrix unit) roof of that precision.
 PRECISIONS = (
@@ -115,16 +118,78 @@ def roof_precision(precision: str, roofs: RoofSet) -> str:
     return precision
 
 
+def place(working_set: int, roofs: RoofSet, cores: int | None = None) -> Placement | None:
+    """The level a working set of ``working_set`` bytes is placed on under ``roofs``: the
+    smallest cache level with a measured sweep roof (``Roof.cache``) whose capacity for
+    ``cores`` cores (None: the cores that measured it; cut where its sweep ran no faster
+    than the DRAM roof, ``CacheSweep.capacity_for``) holds it, else "dram"; None when the
+    roofs have no cache level (a GPU's, or a CPU's measured before the sweep existed).
+    The rule is cache_records.PLACEMENT_RULE: a level too small is never chosen, and of two
+    that hold it the faster, so a case is never held against a roof slower than its data."""
+    sweeps: dict[str, CacheSweep] = {}
+    for r in roofs.roofs:
+        if r.kind == "memory" and r.cache is not None and r.level in CACHE_LEVELS:
+            sweeps.setdefault(r.level, r.cache)
+    if not sweeps:
+        return None
+    dram = roofs.memory("dram")
+    for level in CACHE_LEVELS:
+        sw = sweeps.get(level)
+        cap = sw.capacity_for(cores, dram.value if dram else None) if sw else 0
+        if sw is not None and working_set < cap:
+            return Placement(level, int(working_set), cap, cores)
+    return Placement("dram", int(working_set), None, cores)
+
+
+def placement_problem(rec: CaseResult, roofs: RoofSet) -> str | None:
+    """Why a case's stored placement is not the one the rule gives under ``roofs`` (None
+    when it is, or when the case has no placement): a case held against a slower level than
+    the one its data fits in can sit above that roof, a faster one below its own."""
+    pl = rec.placement
+    if pl is None:
+        return None
+    want = place(pl.working_set_bytes, roofs, pl.cores)
+    if want is None or want.level == pl.level:
+        return None
+    return (f"{rec.key}: placed on {pl.level}, but its working set "
+            f"({pl.working_set_bytes} B) belongs on {want.level} under these roofs")
+
+
+def placed_intensities(rec: CaseResult) -> dict[str, float]:
+    """The case's intensities with its modelled DRAM bytes moved to the level it is placed
+    on (a case resident in L2 moves those bytes through L2, not DRAM)."""
+    pl = rec.placement
+    if pl is None or pl.level == "dram" or "dram" not in rec.ai:
+        return rec.ai
+    ai = {k: v for k, v in rec.ai.items() if k != "dram"}
+    ai[pl.level] = min(ai.get(pl.level, math.inf), rec.ai["dram"])
+    return ai
+
+
+def _cores_of(rec: CaseResult) -> int | None:
+    lv = rec.occupancy_level
+    return lv.value if lv is not None and lv.axis == "threads" else None
+
+
 def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
-    """Attainable performance, efficiency and bound of a measured case under ``roofs``."""
+    """Attainable performance, efficiency and bound of a measured case under ``roofs``.
+
+    A case with buffers and no placement yet is placed first (``place``: its working set is
+    the sum of its buffers' bytes, its cores an occupancy scan's threads or all); a case
+    placed on a cache level is bound by that level's roof with its modelled bytes."""
+    if rec.placement is None and rec.buffers:
+        rec.placement = place(sum(b.nbytes for b in rec.buffers.values()), roofs,
+                              _cores_of(rec))
+    ai = placed_intensities(rec)
     try:
-        b = bound(roofs, rec.ai, roof_precision(rec.precision, roofs))
+        b = bound(roofs, ai, roof_precision(rec.precision, roofs))
     except KeyError:
         # No compute roof of this precision: fall back to the memory roof alone.
-        m = roofs.memory("dram")
-        if m is None or "dram" not in rec.ai:
+        level = rec.placement.level if rec.placement and rec.placement.level in ai else "dram"
+        m = roofs.memory(level)
+        if m is None or level not in ai:
             return
-        rec.attainable, rec.bound, rec.limiting_roof = m.value * rec.ai["dram"], "memory", m.name
+        rec.attainable, rec.bound, rec.limiting_roof = m.value * ai[level], "memory", m.name
     else:
         rec.attainable, rec.bound, rec.limiting_roof = b.attainable, b.limiter, b.roof
     if rec.flop_per_s and rec.attainable:

@@ -32,7 +32,14 @@ from roofbench.timing import TimerConfig
 from ..backends.base import Backend
 from ..errors import UserError
 from ..results import environment, git_commit, save_run, utc_stamp
-from .callables import Clock, MeasureError, accounting, clock_for, measure_callable
+from .callables import (
+    Clock,
+    MeasureError,
+    accounting,
+    clock_for,
+    measure_callable,
+    placement_line,
+)
 from .roof_source import cache_path, stored_or_quick_roofs
 from .session import GPU_CASE_BUDGET_S
 
@@ -178,6 +185,9 @@ class Session:
         except Exception as e:  # the caller's function raised: recorded, then raised again
             self._add(_failed(label, clock, acct, e))
             raise
+        line = placement_line(rec)
+        if line:
+            _say(line)  # one line: the data is in a cache, and so is its roof
         self._add(rec)
         return rec
 

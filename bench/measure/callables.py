@@ -21,7 +21,9 @@ import numpy as np
 from roofbench.kernels.spec import DTYPES
 
 from roofbench.records import CaseResult, RoofSet
+from roofbench.roofline import LEVEL_LABELS, place
 from roofbench.timing import TimerConfig, Timing
+from roofbench.units import si
 
 from ..backends.cuda_timer import EventOps, cuda_time
 from .runner import _fill_metrics, check_output
@@ -335,6 +337,40 @@ def validate(fn: Callable[[], Any], clock: Clock, reference: Any, output: Any,
     return True, worst, None
 
 
+# -- where its bytes are placed -------------------------------------------------------------
+
+def working_set(args: Sequence[Any], output: Any = None) -> int:
+    """Bytes of the distinct arrays among the arguments and ``output``: a numpy view is its
+    base array's (counted once, at its largest view), any other array its ``nbytes`` per
+    data pointer. What the call's data occupies, the figure placement compares with a
+    cache (roofline.place)."""
+    seen: dict[Any, int] = {}
+    extra = [a for _, a in _parts(output)] if output is not None else []
+    for a in [*_arrays(args), *_arrays(extra)]:
+        if isinstance(a, np.ndarray):
+            root = a
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            key: Any = ("np", id(root))
+        else:
+            ptr = getattr(a, "data_ptr", None)
+            key = ("ptr", ptr()) if callable(ptr) else ("id", id(a))
+        seen[key] = max(seen.get(key, 0), int(getattr(a, "nbytes", 0)))
+    return sum(seen.values())
+
+
+def placement_line(rec: CaseResult) -> str | None:
+    """One line when the case's data fits in a cache level and is placed there, else None."""
+    pl = rec.placement
+    if pl is None or pl.level == "dram" or pl.capacity_bytes is None:
+        return None
+    cores = f"{pl.cores} core(s)" if pl.cores else "the cores the roofs were measured on"
+    label = LEVEL_LABELS.get(pl.level, pl.level)
+    return (f"{rec.key}: its data ({si(pl.working_set_bytes, 'B')}) fits in {label} "
+            f"({si(pl.capacity_bytes, 'B')} on {cores}): placed against the {label} roof"
+            + (f" ({rec.limiting_roof})" if rec.limiting_roof else ""))
+
+
 # -- the record -----------------------------------------------------------------------------
 
 def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounting, *,
@@ -376,5 +412,7 @@ def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounti
     phases["time"] = time.perf_counter() - t0
     rec.valid = True
     rec.extra.update(clock.extra())
+    if roofs is not None and clock.kind == "cpu":  # a CPU's caches: the data may live there
+        rec.placement = place(working_set(args, output), roofs)
     _fill_metrics(rec, timing, roofs)
     return rec

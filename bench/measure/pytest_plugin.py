@@ -84,6 +84,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     for c in run.cases:
         where = (f"{c.efficiency:.0%} of {c.limiting_roof}" if c.efficiency
                  else c.error or "not placed (no roofs)")
+        if c.placement is not None and c.placement.level != "dram":
+            where += f" (its data fits in {c.placement.level.upper()}: placed there)"
         terminalreporter.write_line(f"{c.key}: {c.status}, {where}")
     if state.written:
         terminalreporter.write_line(f"{len(ok)} case(s) on the roofline of {run.device}: "

@@ -20,7 +20,7 @@ PREC_COLORS = {
 }
 # Memory level by line style (measured roofs); datasheet roofs are dashed and faint whatever
 # their level.
-LEVEL_STYLES: dict[str, LineStyleType] = {"dram": "-", "l2": "-.",
+LEVEL_STYLES: dict[str, LineStyleType] = {"dram": "-", "l3": (0, (6, 3)), "l2": "-.",
                                           "l1": (0, (5, 1.5, 1, 1.5, 1, 1.5)), "smem": ":"}
 FAINT = 0.45
 
@@ -100,7 +100,9 @@ def select_roofs(rs: RoofSet, points: list[Point],
     if all_roofs or not points:
         return compute, memory
     precisions = {p.precision for p in points}
-    levels = {"dram"} | {p.level for p in points if p.level}
+    # A CPU's cache levels (roofs with a sweep) are always drawn: one diagonal per level.
+    levels = {"dram"} | {p.level for p in points if p.level} | {
+        r.level for r in memory if r.cache is not None and r.level}
     return ([r for r in compute if r.precision in precisions],
             [r for r in memory if r.level in levels])
 

@@ -14,8 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from roofbench.cache_records import PLACEMENT_RULE
 from roofbench.errors_text import first_line
 from roofbench.records import CaseResult, RoofSet, RunResult
+from roofbench.roofline import placement_problem
 from roofbench.units import duration, si
 
 from .fusion import fusion_bound, fusion_table
@@ -192,15 +194,24 @@ def cases_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
             "attainable": si(c.attainable),
             "efficiency": (f"{c.efficiency:.1%}" + (" (above roof)" if c.efficiency > 1 else ""))
             if c.efficiency else "-",
-            "bound": c.bound or "-",
+            "bound": (c.bound or "-") + placed_text(c),
             "occupancy": occupancy_text(c),
             "status": c.status + (" (" + "; ".join(notes) + ")" if notes else ""),
         })
     return rows
 
 
+def placed_text(c: CaseResult) -> str:
+    """", data in L2" for a case placed on a cache level (its roof is that level's)."""
+    pl = c.placement
+    return f", data in {pl.level.upper()}" if pl is not None and pl.level != "dram" else ""
+
+
 def above_roof_cause(c: CaseResult, roofs: RoofSet | None) -> str:
     """The likely reason a point sits above its roof (no point can beat a true roof)."""
+    wrong = placement_problem(c, roofs) if roofs is not None else None
+    if wrong:
+        return f"held against the wrong memory level ({wrong})"
     if c.bound == "memory":
         bound = fusion_bound(c)
         if bound is not None and bound > 1.0001:
@@ -225,6 +236,9 @@ def cases_section(run: RunResult) -> Section:
         out.append(Text("No case ran to completion."))
     else:
         out.append(Table(cases_rows(ok)))
+        if any(placed_text(c) for c in ok):
+            out.append(Text(f"Cases placed on a cache level are held against its roof; "
+                            f"the rule: {PLACEMENT_RULE}."))
         above = [c for c in ok if c.efficiency and c.efficiency > 1]
         if above:
             out += [Text("Above their roof (no point can beat a true roof):"), Items([

@@ -5,6 +5,10 @@ Roofs produced (all ``source="measured"``; CPU datasheet roofs are unknown and n
 
 - memory, level "dram": ``dram stream-copy|scale|add|triad|add-nt``; ``RoofSet.memory("dram")``
   takes the highest.
+- memory, levels "l1", "l2", "l3": ``l2 sweep-read`` and ``l2 sweep-read+write`` etc., the
+  working-set sweep planned from the cache topology (cpu_cache_sweep.py, in its own process),
+  each with its sweep on ``Roof.cache``; a case that fits a level is placed on it
+  (roofline.place).
 - compute, precision "fp64"/"fp32": ``fp64 FMA peak`` (independent FMA chains, widest vectors)
   and ``fp64 BLAS dgemm`` / ``fp32 BLAS sgemm`` (a library ceiling, evidence probe
   "blas-gemm"). Both are kept; ``RoofSet.compute`` picks the max within the measured source,
@@ -24,6 +28,7 @@ from roofbench.cpu_cache import last_level_cache_bytes
 from roofbench.records import Roof
 
 from .cpu_blas import blas_gemm_roof
+from .cpu_cache_sweep import cache_roofs as swept_cache_roofs
 from .cpu_fma import FmaProbe, best_of_repeats
 from .cpu_stream import Progress, TimeFn, default_stream_budget, measure_stream, stream_elements
 
@@ -65,9 +70,15 @@ def fma_roof_in_process(time_fn: TimeFn) -> FmaRoofFn:
     return measure
 
 
+CacheRoofFn = Callable[[bool, Progress], list[Roof]]
+
+
 def measure_cpu_roofs(time_fn: TimeFn, quick: bool = False, progress: Progress = None,
-                      fma_roof: FmaRoofFn | None = None) -> list[Roof]:
-    """Measure this CPU's roofs: STREAM x4 (dram), FMA peak and BLAS GEMM (fp64, fp32).
+                      fma_roof: FmaRoofFn | None = None,
+                      cache_roofs: CacheRoofFn | None = None) -> list[Roof]:
+    """Measure this CPU's roofs: STREAM x4 (dram), the cache sweep (l1, l2, l3: read and
+    read+write; ``cache_roofs(quick, progress)``, default in its own process), FMA peak and
+    BLAS GEMM (fp64, fp32).
 
     ``time_fn(fn)`` times a no-argument call and returns a Timing. ``fma_roof(precision,
     quick)`` measures one FMA roof (default: in this process; the CPU backend runs it in a
@@ -81,6 +92,7 @@ def measure_cpu_roofs(time_fn: TimeFn, quick: bool = False, progress: Progress =
     n = stream_elements(llc, default_stream_budget(), factor=4.0 if quick else 8.0)
     roofs = measure_stream(time_fn, n, progress=progress, llc_bytes=llc,
                            settle_s=0.5 if quick else 3.0)
+    roofs += (cache_roofs or swept_cache_roofs)(quick, progress)
     fma_roof = fma_roof or fma_roof_in_process(time_fn)
     repeats: dict[str, list[Roof]] = {"fp64": [], "fp32": []}
     n_rep = FMA_REPEATS[quick]
