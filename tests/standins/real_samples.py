@@ -31,8 +31,11 @@ def with_samples(run: RunResult, fn) -> RunResult:
 
 
 def halves(run: RunResult, seed: float | None) -> tuple[RunResult, RunResult]:
-    """Two runs from one: each case's samples in two halves, interleaved (seed None) or
-    shuffled by the seed first."""
+    """Two runs from one: each case's samples in two halves, interleaved by pairs (seed None:
+    samples 0-1 to the first, 2-3 to the second, ...) or shuffled by the seed first. Pairs, not
+    single samples: a 2-thread torch op on a loaded VM alternates fast, slow (every other call
+    waits for its second thread: results/*/20261202T095109Z-model-prefill), and two real
+    repeats each see both phases, never one phase each."""
     order: dict[str, list[float]] = {}
 
     def pick(key: str, s: list[float], first: bool) -> list[float]:
@@ -40,7 +43,8 @@ def halves(run: RunResult, seed: float | None) -> tuple[RunResult, RunResult]:
             order[key] = s[:]
             if seed is not None:
                 random.Random(f"{seed}{key}").shuffle(order[key])
-        return order[key][0::2] if first else order[key][1::2]
+        pairs = [order[key][i:i + 2] for i in range(0, len(order[key]), 2)]
+        return [x for p in pairs[0 if first else 1::2] for x in p]
 
     return (with_samples(run, lambda k, s: pick(k, s, True)),
             with_samples(run, lambda k, s: pick(k, s, False)))
