@@ -45,6 +45,7 @@ from .records import (
     RunResult,
     RunStop,
 )
+from .roof_check import RoofError, check_names, checked_roof, placement_note
 from .roofline import apply_roofs
 from .timing import Timing
 
@@ -58,9 +59,12 @@ class SchemaError(ValueError):
 # ---------------------------------------------------------------------------- roofs
 
 
-def read_roof(d: dict[str, Any]) -> Roof:
-    known = {"name", "kind", "value", "source", "level", "precision", "evidence"}
-    return Roof(**{k: v for k, v in d.items() if k in known})
+def read_roof(d: dict[str, Any], i: int = 0) -> Roof:
+    """A stored roof, every field checked (roofbench/roof_check.py): SchemaError otherwise."""
+    try:
+        return checked_roof(d, i)
+    except RoofError as e:
+        raise SchemaError(f"invalid roofs: {e}") from None
 
 
 def read_roofset(d: Any) -> RoofSet:
@@ -82,9 +86,14 @@ def read_roofset(d: Any) -> RoofSet:
         ds = DatasheetMatch(**d["datasheet"]) if d.get("datasheet") else None
         elapsed = d.get("elapsed_s")
         notes = [str(n) for n in d.get("notes") or []]
+    roofs = [read_roof(r, i) for i, r in enumerate(d["roofs"])]
+    try:
+        check_names(roofs)
+    except RoofError as e:
+        raise SchemaError(f"invalid roofs: {e}") from None
     return RoofSet(device=str(d["device"]), info=info, datasheet=ds, failed_probes=failed,
                    notes=notes, elapsed_s=float(elapsed) if elapsed is not None else None,
-                   roofs=[read_roof(r) for r in d["roofs"]])
+                   roofs=roofs)
 
 
 def _failures(raw: Any) -> list[ProbeFailure]:
@@ -287,6 +296,9 @@ def read_run(d: Any, resolver: BufferResolver | None = None) -> RunResult:
             fill_v2_case(c, resolver)
     if version == 1:
         migrate_v1_cores(run)
+    contradiction = placement_note(run.cases, run.roofs)
+    if contradiction:
+        run.notes.append(contradiction)
     return run
 
 
