@@ -94,14 +94,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 def write_report_files(session: Session) -> list[Path]:
     """The plot and the report of a session; a stop while they are written is recorded, and
     the report (without the plot) is written once more."""
-    from ..present.outputs import write_outputs, write_report
+    from ..present.outputs import write_outputs
 
     try:
         with session.guard("report"):
             return write_outputs(session.run, session.out)
     except KeyboardInterrupt:
+        from ..measure.api import report_after_stop
+
         with session.guard("report"):  # a second stop here ends the command
-            return write_report(session.run, session.out / "report.md")
+            return report_after_stop(session.run, session.out)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -217,8 +217,7 @@ class Session:
         if interrupted:
             self.run.interrupted = True
             self.run.notes.append(f"interrupted: {len(self.run.cases)} cases measured")
-        from ..present import report, report_html  # noqa: F401  (a stop in the plot's
-        from ..present.outputs import write_outputs, write_report  # imports spares these)
+        from ..present.outputs import write_outputs
 
         path = self.save()
         assert path is not None
@@ -228,9 +227,9 @@ class Session:
             return [path, *write_outputs(self.run, self.out)]
         except KeyboardInterrupt:  # stopped while drawing: the report once more, no plot
             self.run.interrupted = True
-            self.run.notes.append("interrupted while the report was written: no plot")
+            self.run.notes.append("interrupted while the report was written")
             self.save()
-            write_report(self.run, self.out / "report.md")
+            report_after_stop(self.run, self.out)
             raise
 
     def __enter__(self) -> Session:
@@ -321,3 +320,22 @@ def refuse_interpreters() -> None:
         if module in sys.modules and os.environ.get(var, "").strip() not in ("", "0"):
             raise MeasureError(f"{var}={os.environ[var]}: kernels run by an interpreter or a "
                                "simulator, whose time is not the device's; unset it to measure")
+
+
+def report_after_stop(run: RunResult, folder: Path) -> list[Path]:
+    """The report written once more after a stop cut the first write short: report.md and
+    report.html; when the stop left a plotting library half imported (Bokeh refuses to
+    define its models twice), report.md alone, and a line says why."""
+    from ..present.outputs import write_report
+
+    try:
+        return write_report(run, folder / "report.md")
+    except Exception as e:  # an import cut in half by the stop: the page cannot be drawn
+        from roofbench.fileio import atomic_write_text
+
+        from ..present.report import render
+
+        path = folder / "report.md"
+        atomic_write_text(path, render(run))
+        _say(f"report.html not rewritten after the stop ({first_line(e)})")
+        return [path]
