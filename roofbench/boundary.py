@@ -94,7 +94,10 @@ def outcome(e: BaseException) -> Outcome:
         return Outcome(f"stopped by {signal_name(e)}", EXIT_STOPPED)
     if isinstance(e, Refusal):
         return Outcome(first_line(e, typed=False), e.code)
-    if isinstance(e, OSError) and e.errno == errno.ENOMEM:  # mmap, a thread under ulimit -v
+    if isinstance(e, OSError) and (e.errno == errno.ENOMEM or (
+            e.errno is None and not e.filename and address_space_limited())):
+        # mmap or a thread refused, or a shared library that could not be mapped (the loader
+        # says no errno) under `ulimit -v`: memory, not a file
         return Outcome(f"out of memory ({os_line(e)}; a memory limit such as `ulimit -v`?)",
                        EXIT_MEMORY)
     if isinstance(e, OSError):
@@ -109,6 +112,17 @@ def outcome(e: BaseException) -> Outcome:
                        "set PYTHONIOENCODING=utf-8", EXIT_OS)
     return Outcome(f"internal error: {first_line(e)} (a bug in roofbench; ROOFBENCH_DEBUG=1 "
                    "shows the traceback)", EXIT_INTERNAL)
+
+
+def address_space_limited() -> bool:
+    """Whether this process runs under an address-space limit (``ulimit -v``)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return False
+    return soft != resource.RLIM_INFINITY
 
 
 def safe_streams() -> None:

@@ -53,7 +53,10 @@ def atomic_write_bytes(path: Path, data: bytes, *, replace_results: bool = False
 
 
 def atomic_write_text(path: Path, text: str, *, replace_results: bool = False) -> None:
-    atomic_write_bytes(path, text.encode(), replace_results=replace_results)
+    """UTF-8; a path that is not valid UTF-8 (its bytes held as surrogate escapes) is written
+    as its escapes (``\\udce9``), readable in every locale, never an error."""
+    atomic_write_bytes(path, text.encode("utf-8", "backslashreplace"),
+                       replace_results=replace_results)
 
 
 def _umask() -> int:
