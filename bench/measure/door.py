@@ -201,6 +201,8 @@ def out_arg(x: Any) -> Path | None:
         return None
     if not isinstance(x, (str, os.PathLike)) or (isinstance(x, str) and not x.strip()):
         raise MeasureError(f"out= must be a folder path, got {_shown(x)}")
+    if "\0" in os.fspath(x):
+        raise MeasureError(f"out= {os.fspath(x)!r} holds a NUL character: no path can")
     try:
         return Path(x).absolute()
     except (OSError, ValueError) as e:  # a deleted working directory, a NUL in the path
