@@ -20,7 +20,13 @@ from ..measure.roof_source import obtain_roofs
 from ..measure.session import RunOptions, Session
 from ..results import check_writable
 from .progress import Heartbeat
-from .run import add_measure_options, roofs_with_progress, summary_table, write_report_files
+from .run import (
+    add_measure_options,
+    print_report_paths,
+    roofs_with_progress,
+    summary_table,
+    write_report_files,
+)
 
 
 def cmd_occupancy(args: argparse.Namespace) -> int:
@@ -53,9 +59,7 @@ def cmd_occupancy(args: argparse.Namespace) -> int:
     for s in found:
         print(f"{s.title}: {reached_text(s)}")
     print(f"results: {out / 'results.json'}")
-    if paths:
-        print(f"report:  {paths[-2]}")
-        print(f"html:    {paths[-1]}")
+    print_report_paths(paths)
     if run.interrupted:
         why = run.stop.detail if run.stop else "stopped"
         print(f"interrupted ({why}): the finished cases are saved", file=sys.stderr)
