@@ -182,7 +182,7 @@ def reference(x: Any) -> Any:
 def function(fn: Any) -> Callable[..., Any]:
     if not callable(fn):
         raise MeasureError(f"the function to measure must be callable, got {_shown(fn)}")
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 def roofs_arg(x: Any) -> Any:
