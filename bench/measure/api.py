@@ -26,6 +26,7 @@ from roofbench.roofs.files import RoofsFileError, default_path, load_roofs
 
 from roofbench.boundary import Refusal, prepare_environment
 from roofbench.errors_text import first_line
+from roofbench.readers import case_problem
 from roofbench.records import CaseResult, RoofSet, RunResult
 from roofbench.timing import TimerConfig
 
@@ -194,6 +195,9 @@ class Session:
 
     def _add(self, rec: CaseResult) -> None:
         assert self.run is not None
+        why = case_problem(rec)
+        if why:  # never a case written, then left out by the run's own reader
+            raise MeasureError(f"{rec.key}: {why}: not a case a run can hold")
         if any(c.key == rec.key and c.backend == rec.backend for c in self.run.cases):
             raise MeasureError(f"{rec.key} was measured already in this session: give each "
                                "case its own name=")

@@ -105,6 +105,9 @@ def accounting(args: Sequence[Any], *, flops: Any, reads: Any = 0, writes: Any =
     if size is None:
         big = max(arrays, key=lambda a: int(getattr(a, "nbytes", 0)), default=None)
         size = list(big.shape) if big is not None else []
+    if not size:  # a record without dimensions is one its own run's reader leaves out
+        raise MeasureError("no array argument with a shape to take the size from: pass "
+                           "size=[...] (the dimensions in the case's key)")
     return Accounting(f, per_level, dtype, prec, [int(s) for s in size])
 
 

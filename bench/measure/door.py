@@ -128,6 +128,8 @@ def size(x: Any) -> list[int] | None:
     if isinstance(x, (str, bytes, Mapping)) or not isinstance(x, Sequence):
         raise MeasureError(f"size= must be a list of dimensions, got {_shown(x)}")
     dims = [count(d, f"size[{i}]", positive=True) for i, d in enumerate(x)]
+    if not dims:
+        raise MeasureError("size= needs at least one dimension")
     if math.prod(dims) > MAX_ELEMENTS:
         raise MeasureError(f"size= {dims} is too large: more than 2^48 elements")
     return dims
