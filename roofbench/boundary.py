@@ -152,6 +152,9 @@ def stop_signals(late: bool = False) -> Iterator[None]:
         return
 
     def handler(signum: int, frame: object) -> None:
+        if _in_c_callback(frame):  # raised there, the stop would be printed and lost
+            _again(signum)
+            return
         raise Stopped(signal.Signals(signum).name)
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
@@ -160,6 +163,25 @@ def stop_signals(late: bool = False) -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, _exit_stopped if late and h == signal.SIG_DFL else h)
+
+
+# Python code that C calls back (ctypes): an exception raised in it is printed ("Exception
+# ignored on calling ctypes callback function") and dropped. llvmlite's object-cache callback
+# runs while Numba compiles (the CPU probes, a case): a SIGTERM that lands there is sent again.
+_C_CALLBACKS = ("/llvmlite/binding/",)
+
+
+def _in_c_callback(frame: object) -> bool:
+    code = getattr(frame, "f_code", None)
+    name = str(getattr(code, "co_filename", "")).replace("\\", "/")
+    return any(part in name for part in _C_CALLBACKS)
+
+
+def _again(signum: int) -> None:
+    """The signal once more, a moment later (out of the callback by then)."""
+    t = threading.Timer(0.02, os.kill, (os.getpid(), signum))
+    t.daemon = True
+    t.start()
 
 
 def _exit_stopped(signum: int, frame: object) -> None:

@@ -260,8 +260,24 @@ def test_sigterm_after_the_last_line_exits_130():
 
 
 # Numba threads (5), cache (3), memory (4 + 1), os._exit, encodings, compare (3), FLOPs (3),
-# phases and signals (4)
-ATTEMPTS = 5 + 3 + 5 + 1 + 1 + 3 + 3 + 4
+# phases and signals (5)
+ATTEMPTS = 5 + 3 + 5 + 1 + 1 + 3 + 3 + 5
+
+
+def test_a_stop_inside_a_c_callback_is_sent_again():
+    """A SIGTERM that lands in llvmlite's ctypes callback (Numba compiling) would be raised
+    there, printed and lost: the handler sends it again, and it stops the command after."""
+    import signal
+    import time
+    import types
+
+    frame = types.SimpleNamespace(f_code=types.SimpleNamespace(
+        co_filename="/venv/llvmlite/binding/executionengine.py"))
+    with pytest.raises(boundary.Stopped), boundary.stop_signals():
+        handler = signal.getsignal(signal.SIGTERM)
+        assert callable(handler)
+        handler(signal.SIGTERM, frame)  # in the callback: returns
+        time.sleep(30)  # the signal again, a moment later: Stopped
 
 
 def test_count(capsys):
