@@ -144,9 +144,10 @@ def say(line: str, prog: str = "roofbench") -> None:
 @contextlib.contextmanager
 def stop_signals(late: bool = False) -> Iterator[None]:
     """SIGTERM and SIGHUP raise ``Stopped`` in the main thread while inside (Ctrl-C raises
-    KeyboardInterrupt already). Outside the main thread, nothing changes. ``late``: on the
-    way out, a signal whose handler was the default exits 130 at once (the streams flushed)
-    instead of killing the process."""
+    KeyboardInterrupt, as Python's own handler does); a stop that lands in Python code called
+    back from C is sent again a moment later. Outside the main thread, nothing changes.
+    ``late``: on the way out, a signal whose handler was the default exits 130 at once (the
+    streams flushed) instead of killing the process."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -155,9 +156,14 @@ def stop_signals(late: bool = False) -> Iterator[None]:
         if _in_c_callback(frame):  # raised there, the stop would be printed and lost
             _again(signum)
             return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Stopped(signal.Signals(signum).name)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    stops = [signal.SIGTERM, signal.SIGHUP]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Ctrl-C as Python's,
+        stops.append(signal.SIGINT)  # but never lost in a C callback either
+    old = {s: signal.signal(s, handler) for s in stops}
     try:
         yield
     finally:
