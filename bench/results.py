@@ -113,6 +113,36 @@ def make_run_dir(results_root: Path, device: str, stamp: str | None = None) -> P
     raise UserError(f"{parent} already holds 10000 runs stamped {base}")
 
 
+# What a session writes into its folder: a folder holding any of these holds a run (or a
+# user's file of that name), and a new session never writes over it.
+SESSION_FILES = ("results.json", "results.csv", "report.md", "report.html", "roofline.png",
+                 "roofline.svg", "occupancy.png", "occupancy.svg")
+
+
+def claim_folder(out: Path) -> Path:
+    """The folder a session (the measure API, the pytest plugin) writes: ``out`` itself when
+    it is new or holds none of ``SESSION_FILES``, else the first free sibling ``out-2``,
+    ``out-3``, ... made here with an exclusive mkdir: no run is ever written over."""
+    check_writable(out.parent if not out.exists() else out)
+    try:
+        out.mkdir(parents=True)
+        return out
+    except FileExistsError:
+        pass
+    if not out.is_dir():
+        raise UserError(f"output path {out} is a file, not a folder")
+    if not any((out / name).exists() for name in SESSION_FILES):
+        return out
+    for i in range(2, 10_000):
+        d = out.with_name(f"{out.name}-{i}")
+        try:
+            d.mkdir()
+        except FileExistsError:
+            continue
+        return d
+    raise UserError(f"{out} and 10000 siblings already hold runs")
+
+
 def cases_frame(run: RunResult) -> pd.DataFrame:
     rows = []
     for c in run.cases:

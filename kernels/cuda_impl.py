@@ -144,7 +144,21 @@ class CudaLibrary:
 
             if importlib.util.find_spec(self.module) is None:
                 return f"library {self.op} needs {self.module}, which is not importable here"
+            if _cpu_build(self.module):
+                return (f"library {self.op} needs {self.module} built for CUDA; this one is "
+                        "a CPU build")
         return None
+
+
+def _cpu_build(package: str) -> bool:
+    """Whether an installed package is a CPU-only build (torch's `+cpu` local version), read
+    from its metadata: importing torch to ask it costs seconds."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package).endswith("+cpu")
+    except metadata.PackageNotFoundError:
+        return False
 
 
 # ------------------------------------------------------------------------------ sources

@@ -94,6 +94,12 @@ def outcome(e: BaseException) -> Outcome:
         return Outcome(f"stopped by {signal_name(e)}", EXIT_STOPPED)
     if isinstance(e, Refusal):
         return Outcome(first_line(e, typed=False), e.code)
+    if isinstance(e, OSError) and (e.errno == errno.ENOMEM or (
+            e.errno is None and not e.filename and address_space_limited())):
+        # mmap or a thread refused, or a shared library that could not be mapped (the loader
+        # says no errno) under `ulimit -v`: memory, not a file
+        return Outcome(f"out of memory ({os_line(e)}; a memory limit such as `ulimit -v`?)",
+                       EXIT_MEMORY)
     if isinstance(e, OSError):
         return Outcome(os_line(e), EXIT_OS)
     if isinstance(e, MemoryError):
@@ -106,6 +112,17 @@ def outcome(e: BaseException) -> Outcome:
                        "set PYTHONIOENCODING=utf-8", EXIT_OS)
     return Outcome(f"internal error: {first_line(e)} (a bug in roofbench; ROOFBENCH_DEBUG=1 "
                    "shows the traceback)", EXIT_INTERNAL)
+
+
+def address_space_limited() -> bool:
+    """Whether this process runs under an address-space limit (``ulimit -v``)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return False
+    return soft != resource.RLIM_INFINITY
 
 
 def safe_streams() -> None:
@@ -125,30 +142,70 @@ def say(line: str, prog: str = "roofbench") -> None:
 
 
 @contextlib.contextmanager
-def stop_signals() -> Iterator[None]:
+def stop_signals(late: bool = False) -> Iterator[None]:
     """SIGTERM and SIGHUP raise ``Stopped`` in the main thread while inside (Ctrl-C raises
-    KeyboardInterrupt already). Outside the main thread, nothing changes."""
+    KeyboardInterrupt, as Python's own handler does); a stop that lands in Python code called
+    back from C is sent again a moment later. Outside the main thread, nothing changes.
+    ``late``: on the way out, a signal whose handler was the default exits 130 at once (the
+    streams flushed) instead of killing the process."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, frame: object) -> None:
+        if _in_c_callback(frame):  # raised there, the stop would be printed and lost
+            _again(signum)
+            return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Stopped(signal.Signals(signum).name)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    stops = [signal.SIGTERM, signal.SIGHUP]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Ctrl-C as Python's,
+        stops.append(signal.SIGINT)  # but never lost in a C callback either
+    old = {s: signal.signal(s, handler) for s in stops}
     try:
         yield
     finally:
         for s, h in old.items():
-            signal.signal(s, h)
+            signal.signal(s, _exit_stopped if late and h == signal.SIG_DFL else h)
 
 
-def guarded(fn: Callable[[], int], prog: str = "roofbench") -> int:
+# Python code that C calls back (ctypes): an exception raised in it is printed ("Exception
+# ignored on calling ctypes callback function") and dropped. llvmlite's object-cache callback
+# runs while Numba compiles (the CPU probes, a case): a SIGTERM that lands there is sent again.
+_C_CALLBACKS = ("/llvmlite/binding/",)
+
+
+def _in_c_callback(frame: object) -> bool:
+    code = getattr(frame, "f_code", None)
+    name = str(getattr(code, "co_filename", "")).replace("\\", "/")
+    return any(part in name for part in _C_CALLBACKS)
+
+
+def _again(signum: int) -> None:
+    """The signal once more, a moment later (out of the callback by then)."""
+    t = threading.Timer(0.02, os.kill, (os.getpid(), signum))
+    t.daemon = True
+    t.start()
+
+
+def _exit_stopped(signum: int, frame: object) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(EXIT_STOPPED)
+
+
+def guarded(fn: Callable[[], int], prog: str = "roofbench", *, late_stop: bool = False) -> int:
     """Run a command inside the boundary: its exit code, or the one line and code of what
-    ended it (``outcome``)."""
+    ended it (``outcome``). ``late_stop`` (the process's own command, not a call in a test):
+    a SIGTERM or SIGHUP after the command returned, while the interpreter exits, still exits
+    130 (the work is saved), never dies by the signal (143)."""
     safe_streams()
     try:
-        with stop_signals():
+        with stop_signals(late=late_stop):
+            prepare_environment()
             return int(fn() or 0)
     except (KeyboardInterrupt, Exception) as e:  # SystemExit (argparse, --help) passes
         if not isinstance(e, (KeyboardInterrupt, Refusal, OSError, MemoryError,
@@ -174,3 +231,72 @@ def die_with_parent() -> None:
     pr_set_pdeathsig = 1
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+
+
+# -- the user's environment, before Numba is imported -------------------------------------
+
+MAX_NUMBA_THREADS = 1024  # past this Numba's thread pool cannot start (99999: it hangs)
+_NOTED: list[str] = []
+
+
+def prepare_environment() -> None:
+    """Settings Numba reads at import, checked before it is imported: ``NUMBA_NUM_THREADS`` a
+    whole number in [1, 1024] (else a Refusal, one line); and a cache Numba can write (a
+    read-only install and a read-only home leave it none, and every ``cache=True`` function
+    fails): ``NUMBA_CACHE_DIR`` set to a private folder under the temporary directory, said
+    once. Idempotent; nothing changes when the install or the home is writable."""
+    raw = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            raise Refusal(f"NUMBA_NUM_THREADS={raw!r} is not a whole number (unset it, or "
+                          "give the threads to use)") from None
+        if not 1 <= n <= MAX_NUMBA_THREADS:
+            raise Refusal(f"NUMBA_NUM_THREADS={n}: give a number of threads from 1 to "
+                          f"{MAX_NUMBA_THREADS}")
+    moved = numba_cache_dir()
+    if moved and moved not in _NOTED:
+        _NOTED.append(moved)
+        say(f"note: Numba's cache goes to {moved} (the install and the home folder are "
+            "read-only)")
+
+
+def _writable(path: str) -> bool:
+    """Whether ``path`` can be written or made (its first existing ancestor writable)."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            return False
+        p = parent
+    return os.path.isdir(p) and os.access(p, os.W_OK | os.X_OK)
+
+
+def numba_cache_dir() -> str | None:
+    """Where Numba's cache goes when neither the install (its in-tree ``__pycache__``) nor
+    the user's cache folder can be written: a private temporary folder, set as
+    ``NUMBA_CACHE_DIR`` and returned; None when nothing had to change."""
+    given = os.environ.get("NUMBA_CACHE_DIR", "").strip()
+    if given:
+        if _writable(given):
+            return None
+    else:
+        import importlib.util
+
+        spec = importlib.util.find_spec("roofbench.kernels")
+        tree = os.path.dirname(spec.origin) if spec and spec.origin else ""
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                ".cache")
+        if (tree and _writable(os.path.join(tree, "__pycache__"))) or _writable(
+                os.path.join(xdg, "numba")):
+            return None
+    import tempfile
+
+    folder = os.path.join(tempfile.gettempdir(), f"roofbench-numba-{os.getuid()}")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError:
+        return None  # nowhere to write: Numba says so itself
+    os.environ["NUMBA_CACHE_DIR"] = folder
+    return folder

@@ -31,12 +31,20 @@ def atomic_write_bytes(path: Path, data: bytes, *, replace_results: bool = False
 
         raise Refusal(f"{path} is a roofbench results file: refusing to replace it "
                       "(write elsewhere)")
+    # A stop signal between the temporary file's creation and the `try` that removes it would
+    # leave it behind: held back until that `try` is entered, then raised there.
+    held = _hold_stops()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as e:  # said of the file being written, not of a temporary name
+        _release(held)
         raise OSError(e.errno, e.strerror, str(path)) from None
+    except BaseException:
+        _release(held)
+        raise
     try:
+        _release(held)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -53,10 +61,33 @@ def atomic_write_bytes(path: Path, data: bytes, *, replace_results: bool = False
 
 
 def atomic_write_text(path: Path, text: str, *, replace_results: bool = False) -> None:
-    atomic_write_bytes(path, text.encode(), replace_results=replace_results)
+    """UTF-8; a path that is not valid UTF-8 (its bytes held as surrogate escapes) is written
+    as its escapes (``\\udce9``), readable in every locale, never an error."""
+    atomic_write_bytes(path, text.encode("utf-8", "backslashreplace"),
+                       replace_results=replace_results)
 
 
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+_STOPS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def _hold_stops() -> object:
+    """Block the stop signals in this thread (POSIX); what to restore."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    stops = {getattr(signal, n) for n in _STOPS if hasattr(signal, n)}
+    return signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+
+
+def _release(held: object) -> None:
+    import signal
+
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # type: ignore[arg-type]

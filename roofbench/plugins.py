@@ -41,16 +41,31 @@ def plugin_attr(attr: str) -> list[tuple[str, object]]:
     return [(m.__name__, getattr(m, attr)) for m in plugin_modules() if hasattr(m, attr)]
 
 
+class _OsExit(BaseException):
+    """os._exit called by a plug-in while it is imported (raised instead of exiting)."""
+
+
+def _no_os_exit(code: int) -> None:
+    raise _OsExit(code)
+
+
 @cache
 def _load(name: str) -> ModuleType:
+    real_exit = os._exit
+    os._exit = _no_os_exit  # type: ignore[assignment]  # only while the plug-in imports
     try:
         mod = importlib.import_module(name)
+    except _OsExit as e:  # os._exit() would end roofbench at once, without a word
+        raise PluginError(f"plug-in {name!r} (from ${ENV}) called os._exit({e.args[0]!r}) "
+                          "on import") from None
     except SystemExit as e:  # sys.exit() on import would end roofbench without a word
         raise PluginError(f"plug-in {name!r} (from ${ENV}) called sys.exit({e.code!r}) "
                           "on import") from None
     except Exception as e:  # any failure of third-party code is the plug-in's, said in a line
         raise PluginError(f"plug-in {name!r} (from ${ENV}) does not import: "
                           f"{first_line(e)}") from None
+    finally:
+        os._exit = real_exit
     if not hasattr(mod, "WORKLOAD") and not hasattr(mod, "BACKEND"):
         raise PluginError(f"plug-in {name!r} (from ${ENV}) defines neither WORKLOAD nor BACKEND")
     return mod

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import legacy
-from .cache_records import read_cache_sweep, read_placement
+from .cache_records import read_placement
 from .calibrated import CALIBRATED_SCHEMA, CalibratedRoofs
 from .records import (
     RESULTS_SCHEMA,
@@ -46,6 +46,7 @@ from .records import (
     RunResult,
     RunStop,
 )
+from .roof_check import RoofError, check_names, checked_roof, figures_note
 from .roof_context import read_context, read_state
 from .roofline import apply_roofs
 from .timing import Timing
@@ -60,11 +61,12 @@ class SchemaError(ValueError):
 # ---------------------------------------------------------------------------- roofs
 
 
-def read_roof(d: dict[str, Any]) -> Roof:
-    known = {"name", "kind", "value", "source", "level", "precision", "evidence", "median"}
-    cache = d.get("cache")  # a CPU cache level's sweep (absent on every other roof)
-    return Roof(**{k: v for k, v in d.items() if k in known},
-                cache=read_cache_sweep(cache) if isinstance(cache, dict) else None)
+def read_roof(d: dict[str, Any], i: int = 0) -> Roof:
+    """A stored roof, every field checked (roofbench/roof_check.py): SchemaError otherwise."""
+    try:
+        return checked_roof(d, i)
+    except RoofError as e:
+        raise SchemaError(f"invalid roofs: {e}") from None
 
 
 def read_roofset(d: Any) -> RoofSet:
@@ -86,10 +88,14 @@ def read_roofset(d: Any) -> RoofSet:
         ds = DatasheetMatch(**d["datasheet"]) if d.get("datasheet") else None
         elapsed = d.get("elapsed_s")
         notes = [str(n) for n in d.get("notes") or []]
+    roofs = [read_roof(r, i) for i, r in enumerate(d["roofs"])]
+    try:
+        check_names(roofs)
+    except RoofError as e:
+        raise SchemaError(f"invalid roofs: {e}") from None
     return RoofSet(device=str(d["device"]), info=info, datasheet=ds, failed_probes=failed,
                    notes=notes, elapsed_s=float(elapsed) if elapsed is not None else None,
-                   roofs=[read_roof(r) for r in d["roofs"]],
-                   context=read_context(d.get("context")))
+                   roofs=roofs, context=read_context(d.get("context")))
 
 
 def _failures(raw: Any) -> list[ProbeFailure]:
@@ -295,6 +301,9 @@ def read_run(d: Any, resolver: BufferResolver | None = None) -> RunResult:
             fill_v2_case(c, resolver)
     if version == 1:
         migrate_v1_cores(run)
+    contradiction = figures_note(run.cases, run.roofs)
+    if contradiction:
+        run.notes.append(contradiction)
     return run
 
 

@@ -12,6 +12,8 @@ line naming the file and the way out; it is never silently used.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,27 @@ def jsonable(o: Any) -> Any:
     return str(o)
 
 
+# A run's results.json is a roofs file too: the bound of a results file (bench/results.py).
+MAX_ROOFS_BYTES = 512 << 20
+
+
+def read_bounded(path: Path, what: str = "roofs", limit: int = MAX_ROOFS_BYTES) -> bytes:
+    """A file's bytes, only when it is a regular file of at most ``limit`` bytes: a device
+    (/dev/zero) or a pipe, which never ends, is refused before a byte is read (opened without
+    blocking, so a FIFO with no writer does not hang), and the read stops at the limit."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise RoofsFileError(f"{path}: {kind} (a {what} file is a regular file)")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(limit + 1)
+    if st.st_size > limit or len(data) > limit:
+        raise RoofsFileError(f"{path}: more than {limit >> 20} MiB, no {what} file")
+    return data
+
+
 def load_roofs(path: str | Path, *, require_schema: bool = False) -> RoofSet:
     """The one reader of roofs files: a calibrated file, a bare RoofSet dict (version 1 or 2,
     hand-written or `save_roofs`; a fleet rank file or links.json), a run's results.json (the
@@ -87,9 +110,11 @@ def load_roofs(path: str | Path, *, require_schema: bool = False) -> RoofSet:
     path = Path(path)
     what, advice = ("calibrated roofs", ADVICE) if require_schema else ("roofs", OTHER_ADVICE)
     try:
-        d = json.loads(path.read_text())
+        d = json.loads(read_bounded(path, what).decode())
     except FileNotFoundError:
         raise RoofsFileError(f"{path}: no such {what} file") from None
+    except RecursionError:
+        raise RoofsFileError(f"{path}: corrupt {what} file (nested too deeply)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RoofsFileError(f"{path}: corrupt {what} file ({first_line(e)}); "
                                f"{advice}") from None

@@ -61,5 +61,5 @@ def main(argv: list[str] | None = None) -> int:
         check_settings(args)  # every flag and ROOFBENCH_* variable, before any work
         return int(args.func(args) or 0)
 
-    return guarded(command)
+    return guarded(command, late_stop=argv is None)  # the process's own command line
 

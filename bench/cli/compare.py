@@ -22,9 +22,10 @@ from rich.table import Table
 
 from roofbench.fileio import atomic_write_text
 from roofbench.gate import Comparison, FailOn, classify
+from roofbench.records import RunResult
 
 from ..errors import UserError
-from ..results import check_writable, load_run, resolve_run
+from ..results import check_output, check_writable, load_run, resolve_run
 
 DEFAULT_THRESHOLD = 0.05
 
@@ -117,11 +118,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     threshold, fail_on = gate_of(args)
     pa, pb = runs_of(args.a, args.b)
-    a, b = load_run(pa), load_run(pb)
+    a, b = _samples_or_none(load_run(pa)), _samples_or_none(load_run(pb))
+    if args.out is not None and not args.out.strip():
+        raise UserError("--out is empty: give a path, or leave --out out for the default")
     base = Path(args.out) if args.out else resolve_run(pb).parent / "compare"
+    stem = base.with_suffix("")
+    check_output([stem.with_suffix(x) for x in (".png", ".svg", ".html", ".json")],
+                 inputs=[resolve_run(pa), resolve_run(pb)])
     check_writable(base.parent)
     cmp = classify(a, b, threshold, fail_on, paths=(str(resolve_run(pa)), str(resolve_run(pb))))
     Console(width=max(Console().width, 160)).print(table(cmp))
+    if fail_on.active and cmp.compared == 0:  # refused before a file is written (exit 2)
+        raise UserError(cmp.notes[0] if cmp.notes else
+                        "nothing compared: no common case has readable times in both runs")
     rs = [r for r in (a.roofs, b.roofs) if r is not None]
     paths = plot_roofline(rs, [a.cases, b.cases], base.with_suffix(""),
                           f"A: {a.device} ({a.backend})  vs  B: {b.device} ({b.backend})",
@@ -141,10 +150,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
         gate = " or ".join(cmp.fail_on)
         print(f"gate failed ({gate}): {', '.join(cmp.failed)}")
         return 1
-    if fail_on.active and cmp.compared == 0:
-        raise UserError(cmp.notes[0] if cmp.notes else
-                        "nothing compared: no common case has readable times in both runs")
     return 0
+
+
+def _samples_or_none(run: RunResult) -> RunResult:
+    """A timing stored with an empty list of samples is a timing without raw samples (the
+    gate then judges the medians alone: no interval), never a median of nothing."""
+    for c in run.cases:
+        if c.timing is not None and not c.timing.samples:
+            c.timing = None
+    return run
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -11,44 +11,59 @@ from pathlib import Path
 
 from rich.console import Console
 
+from roofbench.boundary import EXIT_STOPPED
 from roofbench.paths import home
 
 from ..backends import REGISTRY
 from ..backends import base as backends
-from ..measure.session import RunOptions, execute, parse_size, select_cases
+from ..measure.roof_source import obtain_roofs
+from ..measure.session import RunOptions, Session
 from ..results import check_writable
 from .progress import Heartbeat
-from .run import add_measure_options, roofs_with_progress, summary_table
+from .run import (
+    add_measure_options,
+    print_report_paths,
+    roofs_with_progress,
+    summary_table,
+    write_report_files,
+)
 
 
 def cmd_occupancy(args: argparse.Namespace) -> int:
+    """As `roofbench run`: settings and names checked, then the run's own folder (before the
+    roofs), then roofs, cases and the report each inside the session's guard; whatever stops
+    it is saved in results.json as its stop, and the report is still written."""
     from ..present.occupancy import reached_text, scans
-    from ..present.outputs import write_outputs
 
     be = backends.open_for_user(args.backend)
     out_root = Path(args.out) if args.out else home() / "results"
     check_writable(out_root)
-    # Names and sizes are checked before the roofs are measured (a minute on a CPU).
-    select_cases(be, workloads=[args.workload], variant=args.variant, dtypes=args.dtype,
-                 size=parse_size(args.size) if args.size else None, quick=args.quick)
-    roofs = roofs_with_progress(be, args.roofs, args.quick)
+    given = obtain_roofs(be, roofs_file=args.roofs) if args.roofs else None  # checked first
     opts = RunOptions(workloads=(args.workload,), variant=args.variant,
                       dtypes=tuple(args.dtype) if args.dtype else None, size=args.size,
                       quick=args.quick, cold=args.cold, seed=args.seed, ncu=args.ncu,
                       occupancy=True)
-    with Heartbeat() as beat:
-        run, out = execute(opts, be, roofs, out_root, beat)
-    paths = write_outputs(run, out)
+    session = Session(opts, be, out_root)  # names and sizes checked, then the folder made
+    try:
+        with session.guard("roofs"):
+            roofs = given or roofs_with_progress(be, None, args.quick)
+        session.set_roofs(roofs)
+        with Heartbeat() as beat, session.guard("cases"):
+            session.run_cases(beat)
+    except KeyboardInterrupt:
+        pass  # recorded by the guard; the report of what finished is still written
+    paths = write_report_files(session)
+    run, out = session.run, session.out
     Console(width=max(Console().width, 140)).print(summary_table(run))
     found = scans(run)
     for s in found:
         print(f"{s.title}: {reached_text(s)}")
     print(f"results: {out / 'results.json'}")
-    print(f"report:  {paths[-2]}")
-    print(f"html:    {paths[-1]}")
+    print_report_paths(paths)
     if run.interrupted:
-        print("interrupted: the finished cases are saved", file=sys.stderr)
-        return 130
+        why = run.stop.detail if run.stop else "stopped"
+        print(f"interrupted ({why}): the finished cases are saved", file=sys.stderr)
+        return EXIT_STOPPED
     uneven = [s.title for s in found if not s.constant_counts()]
     if uneven:
         print(f"not a scan: the levels of {', '.join(uneven)} count different FLOPs or bytes",

@@ -81,9 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     run, out = session.run, session.out
     Console(width=max(Console().width, 140)).print(summary_table(run))
     print(f"results: {out / 'results.json'}")
-    if paths:
-        print(f"report:  {paths[-2]}")
-        print(f"html:    {paths[-1]}")
+    print_report_paths(paths)
     if run.interrupted:
         why = run.stop.detail if run.stop else "stopped"
         print(f"interrupted ({why}): the finished cases are saved", file=sys.stderr)
@@ -91,17 +89,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if all(c.status in ("ok", "unsupported") for c in run.cases) else 1
 
 
+def print_report_paths(paths: list[Path]) -> None:
+    """The report's files written (report.md alone when a stop left no page)."""
+    for p in paths:
+        if p.suffix in (".md", ".html"):
+            print(f"{'report:  ' if p.suffix == '.md' else 'html:    '}{p}")
+
+
 def write_report_files(session: Session) -> list[Path]:
     """The plot and the report of a session; a stop while they are written is recorded, and
     the report (without the plot) is written once more."""
-    from ..present.outputs import write_outputs, write_report
+    from ..present.outputs import write_outputs
 
     try:
         with session.guard("report"):
             return write_outputs(session.run, session.out)
     except KeyboardInterrupt:
+        from ..measure.api import report_after_stop
+
         with session.guard("report"):  # a second stop here ends the command
-            return write_report(session.run, session.out / "report.md")
+            return report_after_stop(session.run, session.out)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

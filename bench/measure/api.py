@@ -25,13 +25,16 @@ from typing import Any, cast
 
 from roofbench.roofs.files import RoofsFileError, default_path, load_roofs
 
+from roofbench.boundary import Refusal, prepare_environment
 from roofbench.errors_text import first_line
+from roofbench.readers import case_problem
 from roofbench.records import CaseResult, RoofSet, RunResult
 from roofbench.timing import TimerConfig
 
 from ..backends.base import Backend
 from ..errors import UserError
 from ..results import environment, git_commit, save_run, utc_stamp
+from . import door
 from .callables import (
     Clock,
     MeasureError,
@@ -63,7 +66,7 @@ def device_roofs(clock: Clock, roofs: RoofSet | str | Path | None = None,
         try:
             rs = load_roofs(roofs)
         except RoofsFileError as e:
-            raise UserError(str(e)) from None
+            raise MeasureError(f"roofs=: {e}") from None
     else:
         key = (device, str(cache or ""))
         if key not in _ROOFS:
@@ -125,7 +128,10 @@ class Session:
     """Measured cases of one device collected into one results.json (see the module doc).
 
     ``out``: the folder results.json, results.csv, report.md, report.html and roofline.png
-    go to (None: kept in memory, ``run`` holds them). ``roofs``: a RoofSet or roofs file to
+    go to (None: kept in memory, ``run`` holds them), resolved now; a folder that holds a
+    run (or any file of that name) is never written over: the session takes the first free
+    sibling ``out-2``, ``out-3``, ... and says so (``self.out`` is the folder written).
+    ``roofs``: a RoofSet or roofs file to
     place every case under instead of the calibration cache; ``roofs_cache``: another path
     for that cache. ``timer`` / ``quick``: the timer's configuration (default: a run's).
     Use it as a context manager, or call ``close()``; inside ``with Session(...)``,
@@ -136,15 +142,21 @@ class Session:
                  roofs: RoofSet | str | Path | None = None,
                  roofs_cache: str | Path | None = None, timer: TimerConfig | None = None,
                  quick: bool = False) -> None:
-        self.out = Path(out) if out is not None else None
-        self.roofs_arg, self.roofs_cache = roofs, roofs_cache
+        try:
+            prepare_environment()  # Numba's thread count and cache, before it is imported
+        except Refusal as e:
+            raise MeasureError(str(e)) from None
+        asked = door.out_arg(out)
+        self.roofs_arg = door.roofs_arg(roofs)
+        self.roofs_cache = door.out_arg(roofs_cache) if roofs_cache is not None else None
+        if timer is not None and not isinstance(timer, TimerConfig):
+            raise MeasureError(f"timer= must be a TimerConfig, got {type(timer).__name__}")
+        if not isinstance(quick, bool):
+            raise MeasureError(f"quick= must be True or False, got {quick!r}")
         self.timer, self.quick = timer, quick
         self.run: RunResult | None = None
         self.closed = False
-        if self.out is not None:
-            from ..results import check_writable
-
-            check_writable(self.out)  # fail before measuring, not after
+        self.out = _claim(asked) if asked is not None else None  # before measuring, not after
 
     @property
     def cases(self) -> list[CaseResult]:
@@ -155,12 +167,17 @@ class Session:
                 dtype: str | None = None, precision: str | None = None,
                 name: str | None = None, reference: Any = None, output: Any = None,
                 tolerance: float | None = None,
-                size: Sequence[int] | None = None) -> CaseResult:
-        """Measure ``fn(*args)`` (see ``roofbench.measure``) and add it to this session."""
+                size: Sequence[int] | None = None, **kwargs: Any) -> CaseResult:
+        """Measure ``fn(*args, **kwargs)`` (see ``roofbench.measure``) and add it to this
+        session."""
         if self.closed:
             raise MeasureError("this session is closed")
+        door.function(fn)
+        name, tolerance = door.name(name), door.tolerance(tolerance)
+        output, reference = door.output(output), door.reference(reference)
         acct = accounting(args, flops=flops, reads=reads, writes=writes, bytes=bytes,
                           dtype=dtype, precision=precision, size=size)
+        refuse_interpreters()
         clock = clock_for(args)
         device = clock.device_name()
         if self.run is not None and self.run.device != device:
@@ -181,7 +198,7 @@ class Session:
         try:
             rec = measure_callable(fn, args, acct, name=label, clock=clock, cfg=cfg,
                                    roofs=roofs, reference=reference, output=output,
-                                   tolerance=tolerance)
+                                   tolerance=tolerance, kwargs=kwargs)
         except Exception as e:  # the caller's function raised: recorded, then raised again
             self._add(_failed(label, clock, acct, e))
             raise
@@ -193,6 +210,9 @@ class Session:
 
     def _add(self, rec: CaseResult) -> None:
         assert self.run is not None
+        why = case_problem(rec)
+        if why:  # never a case written, then left out by the run's own reader
+            raise MeasureError(f"{rec.key}: {why}: not a case a run can hold")
         if any(c.key == rec.key and c.backend == rec.backend for c in self.run.cases):
             raise MeasureError(f"{rec.key} was measured already in this session: give each "
                                "case its own name=")
@@ -205,8 +225,9 @@ class Session:
             return None
         return save_run(self.run, self.out)
 
-    def close(self, interrupted: bool = False) -> list[Path]:
-        """Save, then write report.md, report.html and the roofline; returns their paths."""
+    def close(self, interrupted: bool = False, reports: bool = True) -> list[Path]:
+        """Save, then write report.md, report.html and the roofline (``reports``); returns
+        their paths."""
         if self.closed:
             return []
         self.closed = True
@@ -219,7 +240,16 @@ class Session:
 
         path = self.save()
         assert path is not None
-        return [path, *write_outputs(self.run, self.out)]
+        if not reports:
+            return [path]
+        try:
+            return [path, *write_outputs(self.run, self.out)]
+        except KeyboardInterrupt:  # stopped while drawing: the report once more, no plot
+            self.run.interrupted = True
+            self.run.notes.append("interrupted while the report was written")
+            self.save()
+            report_after_stop(self.run, self.out)
+            raise
 
     def __enter__(self) -> Session:
         _ACTIVE.append(self)
@@ -245,8 +275,12 @@ def measure(fn: Callable[..., Any], *args: Any, flops: Any, reads: Any = 0, writ
             precision: str | None = None, name: str | None = None, reference: Any = None,
             output: Any = None, tolerance: float | None = None,
             size: Sequence[int] | None = None, session: Session | None = None,
-            roofs: RoofSet | str | Path | None = None) -> CaseResult:
-    """Time ``fn(*args)`` and place it on this device's roofline.
+            roofs: RoofSet | str | Path | None = None, **kwargs: Any) -> CaseResult:
+    """Time ``fn(*args, **kwargs)`` and place it on this device's roofline.
+
+    Keyword arguments other than those below are the function's own, passed through on every
+    call (``measure(np.sum, x, axis=0, flops=..., reads=x)``); a malformed argument is a
+    ``MeasureError``, one line naming it.
 
     ``flops``: floating-point operations of one call. ``reads`` / ``writes``: the DRAM bytes
     it moves, as byte counts or the arrays themselves (their ``nbytes``); ``bytes``: bytes
@@ -268,6 +302,8 @@ def measure(fn: Callable[..., Any], *args: Any, flops: Any, reads: Any = 0, writ
     timer of a run), raw samples kept in ``record.timing``. Inside ``with Session(...)`` (or
     with ``session=``) the case is added to that session's results.json.
     """
+    if session is not None and not isinstance(session, Session):
+        raise MeasureError(f"session= must be a roofbench.Session, got {type(session).__name__}")
     sess = session or (_ACTIVE[-1] if _ACTIVE else None)
     kw = dict(flops=flops, reads=reads, writes=writes, bytes=bytes, dtype=dtype,
               precision=precision, name=name, reference=reference, output=output,
@@ -275,5 +311,50 @@ def measure(fn: Callable[..., Any], *args: Any, flops: Any, reads: Any = 0, writ
     if sess is not None:
         if roofs is not None:
             raise MeasureError("roofs= belongs to the Session when one collects the case")
-        return sess.measure(fn, *args, **kw)
-    return Session(roofs=roofs).measure(fn, *args, **kw)
+        return sess.measure(fn, *args, **kw, **kwargs)
+    return Session(roofs=roofs).measure(fn, *args, **kw, **kwargs)
+
+
+def _claim(out: Path) -> Path:
+    """The folder a session writes (``results.claim_folder``), said when it is a sibling."""
+    from ..results import claim_folder
+
+    try:
+        got = claim_folder(out)
+    except UserError as e:
+        raise MeasureError(f"out=: {e}") from None
+    except OSError as e:
+        raise MeasureError(f"out=: {e.strerror or e}: {out}") from None
+    if got != out:
+        _say(f"{out} holds a run already: this session writes {got}")
+    return got
+
+
+def refuse_interpreters() -> None:
+    """A kernel run by an interpreter or a simulator has no time worth placing on a roof
+    (looked at once the module that reads the variable is loaded)."""
+    import os
+
+    for var, module in (("TRITON_INTERPRET", "triton"), ("NUMBA_ENABLE_CUDASIM", "numba.cuda")):
+        if module in sys.modules and os.environ.get(var, "").strip() not in ("", "0"):
+            raise MeasureError(f"{var}={os.environ[var]}: kernels run by an interpreter or a "
+                               "simulator, whose time is not the device's; unset it to measure")
+
+
+def report_after_stop(run: RunResult, folder: Path) -> list[Path]:
+    """The report written once more after a stop cut the first write short: report.md and
+    report.html; when the stop left a plotting library half imported (Bokeh refuses to
+    define its models twice), report.md alone, and a line says why."""
+    from ..present.outputs import write_report
+
+    try:
+        return write_report(run, folder / "report.md")
+    except Exception as e:  # an import cut in half by the stop: the page cannot be drawn
+        from roofbench.fileio import atomic_write_text
+
+        from ..present.report import render
+
+        path = folder / "report.md"
+        atomic_write_text(path, render(run))
+        _say(f"report.html not rewritten after the stop ({first_line(e)})")
+        return [path]

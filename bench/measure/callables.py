@@ -10,7 +10,6 @@ given, is the runner's rule (``runner.check_output``) on what the function produ
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,17 +25,17 @@ from roofbench.timing import TimerConfig, Timing
 from roofbench.units import si
 
 from ..backends.cuda_timer import EventOps, cuda_time
+from . import door
+from .door import MeasureError, byte_count
 from .runner import _fill_metrics, check_output
+
+__all__ = ["MeasureError", "byte_count"]  # re-exported: their home is door.py
 
 # Tolerance of the relative norm error when none is given: about a thousand units in the
 # last place of each storage type (a long reduction in fp32 stays well inside 1e-4).
 DEFAULT_TOLERANCE = {"fp64": 1e-12, "fp32": 1e-4, "fp16": 5e-3, "bf16": 3e-2, "fp8": 0.1}
 _TORCH_DTYPES = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
                  "float8_e4m3fn": "fp8"}
-
-
-class MeasureError(ValueError):
-    """A call of `roofbench.measure` that cannot be measured as given (one line)."""
 
 
 # -- what the call declares -----------------------------------------------------------------
@@ -58,35 +57,6 @@ class Accounting:
     @property
     def ai(self) -> dict[str, float]:
         return {level: self.flops / b for level, b in self.bytes.items() if b > 0}
-
-
-def byte_count(x: Any, what: str) -> int:
-    """Bytes given as a number, an array (its nbytes), or a sequence of those (their sum)."""
-    if isinstance(x, (bool, np.bool_)):
-        raise MeasureError(f"{what} must be a byte count or arrays, got {x!r}")
-    if isinstance(x, (int, np.integer)):  # before nbytes: a numpy integer has one too
-        n = int(x)
-    elif hasattr(x, "nbytes"):
-        return int(x.nbytes)
-    elif isinstance(x, float):
-        if not (math.isfinite(x) and x.is_integer()):
-            raise MeasureError(f"{what} must be a whole number of bytes, got {x!r}")
-        n = int(x)
-    elif isinstance(x, (list, tuple)):
-        return sum(byte_count(v, what) for v in x)
-    else:
-        raise MeasureError(f"{what} must be a byte count or arrays, got {type(x).__name__}")
-    if n < 0:
-        raise MeasureError(f"{what} must be >= 0, got {n}")
-    return n
-
-
-def _whole(x: Any, what: str) -> int:
-    ok = isinstance(x, (int, np.integer)) and not isinstance(x, bool) or (
-        isinstance(x, float) and math.isfinite(x) and x.is_integer())
-    if not ok or int(x) <= 0:
-        raise MeasureError(f"{what} must be a positive whole number, got {x!r}")
-    return int(x)
 
 
 def dtype_name(a: Any) -> str | None:
@@ -113,30 +83,33 @@ def accounting(args: Sequence[Any], *, flops: Any, reads: Any = 0, writes: Any =
                precision: str | None = None, size: Sequence[int] | None = None) -> Accounting:
     """The declared counts, checked: FLOPs positive; bytes as reads + writes (DRAM) and/or per
     memory level; the dtype given or that of the first floating array argument."""
-    f = _whole(flops, "flops")
+    f = door.count(flops, "flops", positive=True)
     per_level: dict[str, int] = {}
-    dram = byte_count(reads, "reads") + byte_count(writes, "writes")
+    dram = door.count(byte_count(reads, "reads") + byte_count(writes, "writes"), "reads+writes")
     if dram:
         per_level["dram"] = dram
-    for level, b in (bytes or {}).items():
+    for level, b in door.levels(bytes).items():
         if level in per_level:
             raise MeasureError(f"bytes[{level!r}] given twice: by reads/writes and by bytes=")
-        per_level[str(level)] = byte_count(b, f"bytes[{level!r}]")
+        per_level[level] = byte_count(b, f"bytes[{level!r}]")
     if not any(per_level.values()):
         raise MeasureError("no bytes given: pass reads=/writes= (bytes or arrays) or "
                            "bytes={'dram': ...}")
+    dtype, precision = door.dtype(dtype), door.precision(precision)
+    size = door.size(size)
     arrays = _arrays(args)
     if dtype is None:
         dtype = next((d for d in map(dtype_name, arrays) if d), None)
         if dtype is None:
             raise MeasureError("no floating-point array among the arguments: pass dtype=")
-    elif dtype not in DTYPES:
-        raise MeasureError(f"unknown dtype {dtype!r}; choose from: {', '.join(DTYPES)}")
     # As in a run: low-precision storage computes in fp32 unless the caller says otherwise.
     prec = precision or (dtype if dtype in ("fp64", "fp32") else "fp32")
     if size is None:
         big = max(arrays, key=lambda a: int(getattr(a, "nbytes", 0)), default=None)
         size = list(big.shape) if big is not None else []
+    if not size:  # a record without dimensions is one its own run's reader leaves out
+        raise MeasureError("no array argument with a shape to take the size from: pass "
+                           "size=[...] (the dimensions in the case's key)")
     return Accounting(f, per_level, dtype, prec, [int(s) for s in size])
 
 
@@ -177,10 +150,39 @@ class Clock:
 
     def host(self, a: Any) -> Any:
         """An array where its values can be validated (numpy or CuPy), and that module."""
-        return np.asarray(a), np
+        t = _torch_tensor(a)
+        if t is not None:
+            return _torch_host(t), np
+        try:
+            return np.asarray(a), np
+        except (TypeError, ValueError, RuntimeError):  # an array module numpy cannot wrap
+            return np.from_dlpack(a), np
 
     def poison(self, a: Any) -> None:
-        a.fill(np.nan)
+        t = _torch_tensor(a)
+        if t is not None:
+            _torch_poison(t)
+        else:
+            a.fill(np.nan)
+
+
+def _torch_tensor(a: Any) -> Any:
+    """``a`` when it is a torch tensor (torch only looked at when the caller imported it)."""
+    torch = sys.modules.get("torch")
+    return a if torch is not None and isinstance(a, torch.Tensor) else None
+
+
+def _torch_host(t: Any) -> Any:
+    """A float64 host copy of a tensor, through the tensor API: fp16, bf16 and fp8 upcast
+    (numpy has no bf16), an output that requires grad detached, a CUDA tensor copied."""
+    t = t.detach().to("cpu")
+    return (t.double() if dtype_name(t) is not None else t).numpy()
+
+
+def _torch_poison(t: Any) -> None:
+    """NaN into every element, in place, by the tensor API (a leaf that requires grad is
+    written through a detached view of its storage)."""
+    t.detach().fill_(float("nan"))
 
 
 class CupyClock(Clock):
@@ -274,11 +276,11 @@ class TorchClock(Clock):
 
     def host(self, a: Any) -> Any:
         if isinstance(a, self.torch.Tensor):
-            a = a.detach().to("cpu").double().numpy()
+            return _torch_host(a), np
         return np.asarray(a), np
 
     def poison(self, a: Any) -> None:
-        a.fill_(float("nan"))
+        _torch_poison(a)
 
 
 def clock_for(args: Sequence[Any]) -> Clock:
@@ -306,7 +308,8 @@ def _parts(x: Any) -> list[tuple[str, Any]]:
 
 
 def validate(fn: Callable[[], Any], clock: Clock, reference: Any, output: Any,
-             args: Sequence[Any], tolerance: float) -> tuple[bool, float, str | None]:
+             args: Sequence[Any], tolerance: float,
+             kwargs: Mapping[str, Any] | None = None) -> tuple[bool, float, str | None]:
     """One call, then the runner's check of each output against the reference: the same
     shape, every element finite, the relative norm error within ``tolerance``. Arrays named
     by ``output`` (those the function writes in place) are poisoned with NaN before the call,
@@ -320,7 +323,7 @@ def validate(fn: Callable[[], Any], clock: Clock, reference: Any, output: Any,
     if produced is None:
         return False, float("inf"), ("the function returned None: pass output= (the arrays "
                                      "it writes) to validate them")
-    ref = reference(*args) if callable(reference) else reference
+    ref = reference(*args, **(kwargs or {})) if callable(reference) else reference
     outs, refs = _parts(produced), _parts(ref)
     if len(outs) != len(refs):
         return False, float("inf"), f"{len(outs)} output(s) against {len(refs)} reference(s)"
@@ -376,15 +379,18 @@ def placement_line(rec: CaseResult) -> str | None:
 def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounting, *,
                      name: str, clock: Clock, cfg: TimerConfig, roofs: RoofSet | None,
                      reference: Any = None, output: Any = None,
-                     tolerance: float | None = None) -> CaseResult:
+                     tolerance: float | None = None,
+                     kwargs: Mapping[str, Any] | None = None) -> CaseResult:
     """Validate (when a reference is given), time and place one callable: the record a run
     would write for a workload, with ``name`` as 'workload/variant' (variant 'default')."""
     workload, _, variant = name.partition("/")
     tol = tolerance if tolerance is not None else DEFAULT_TOLERANCE[acct.dtype]
     phases: dict[str, float] = {}
 
+    kw = dict(kwargs or {})  # the function's own keyword arguments, passed through
+
     def call() -> Any:
-        return fn(*args)
+        return fn(*args, **kw)
 
     rec = CaseResult(workload=workload, variant=variant or "default",
                      backend=clock.backend_name, dtype=acct.dtype, size=list(acct.size),
@@ -397,7 +403,7 @@ def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounti
                             "array_module": clock.array_module})
     if reference is not None:
         t0 = time.perf_counter()
-        ok, err, why = validate(call, clock, reference, output, args, tol)
+        ok, err, why = validate(call, clock, reference, output, args, tol, kw)
         phases["validate"] = time.perf_counter() - t0
         rec.rel_error = err
         if not ok:

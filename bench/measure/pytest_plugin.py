@@ -6,7 +6,9 @@ enough; from a checkout without an install, ``-p roofbench.bench.measure.pytest_
   validation fails its test (after it is recorded). Its name is the test's ("test_add", and
   the parameters' id as the variant: "test_add/fp32").
 - ``pytest --roofline-out DIR``: one results.json of the session's cases, with report.md,
-  report.html and the roofline, written when the session ends.
+  report.html and the roofline, written when the session ends; DIR holding a run already
+  gets a sibling (DIR-2, ...), never written over; under pytest-xdist the workers' cases are
+  merged into that one run at the end.
 - with pytest-benchmark active, ``roofline`` also hands the callable to its ``benchmark``
   fixture (the first call of a test: pytest-benchmark times one callable per test), with
   FLOPs, bytes, dtype and device in ``extra_info``, and ``--benchmark-json`` files carry the
@@ -19,6 +21,7 @@ fixture pays nothing for it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,15 +43,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 class _State:
-    """The session every ``roofline`` call of this pytest run adds its case to."""
+    """The session every ``roofline`` call of this pytest run adds its case to.
+
+    The options are checked here, once, at start (``pytest.UsageError``: one line, not a
+    traceback in every test); ``--roofline-out`` is resolved against the invocation folder.
+    Under pytest-xdist each worker saves its cases into a folder of its own under a
+    temporary folder the controller hands it, and the controller merges them into one run
+    at the end (``merge_workers``)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.out = config.getoption("roofline_out")
-        self.roofs = config.getoption("roofline_roofs")
+        base = Path(config.invocation_params.dir)
+        self.out = _checked_out(config.getoption("roofline_out"), base)
+        self.roofs = _checked_roofs(config.getoption("roofline_roofs"), base)
         self.quick = bool(config.getoption("roofline_quick"))
         self._session: Any = None
         self.written: list[Path] = []
+        self.merged: Any = None  # the controller's run, merged from its workers
+        self.parts: Path | None = None  # the controller's folder of the workers' runs
+        self.worker = getattr(config, "workerinput", None)
+        if self.worker is not None and self.out is not None:
+            parts = self.worker.get("roofbench_parts")
+            self.out = Path(parts) / str(self.worker.get("workerid", "gw")) if parts else None
 
     @property
     def session(self) -> Any:
@@ -58,13 +74,93 @@ class _State:
             self._session = Session(out=self.out, roofs=self.roofs, quick=self.quick)
         return self._session
 
+    @property
+    def run(self) -> Any:
+        if self.merged is not None:
+            return self.merged
+        return self._session.run if self._session is not None else None
+
     def finish(self, interrupted: bool) -> None:
-        if self._session is not None and self._session.run is not None:
-            self.written = self._session.close(interrupted=interrupted)
+        if self.parts is not None:
+            self.merged, self.written = merge_workers(self.parts, self.out, interrupted)
+        elif self._session is not None and self._session.run is not None:
+            self.written = self._session.close(interrupted=interrupted,
+                                               reports=self.worker is None)
+
+
+def _checked_out(out: str | None, base: Path) -> Path | None:
+    if out is None:
+        return None
+    if not out.strip():
+        raise pytest.UsageError("--roofline-out is empty: give a folder")
+    path = base / out
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        raise pytest.UsageError(f"--roofline-out {out}: {p} is a file, not a folder")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"--roofline-out {out}: {p} is not writable")
+    return path
+
+
+def _checked_roofs(roofs: str | None, base: Path) -> Any:
+    if roofs is None:
+        return None
+    from roofbench.roofs.files import RoofsFileError, load_roofs
+
+    try:
+        return load_roofs(base / roofs)
+    except RoofsFileError as e:
+        raise pytest.UsageError(f"--roofline-roofs: {e}") from None
+
+
+def merge_workers(parts: Path, out: Path | None, interrupted: bool) -> tuple[Any, list[Path]]:
+    """The workers' runs (``parts/<worker>/results.json``) as one run of every case, written
+    as a session writes it (a folder that holds a run is never written over); the workers'
+    folders are removed once it is saved."""
+    import shutil
+
+    from ..present.outputs import write_outputs
+    from ..results import claim_folder, load_run, save_run
+
+    runs = [load_run(p) for p in sorted(parts.glob("*/results.json"))]
+    if not runs or out is None:
+        shutil.rmtree(parts, ignore_errors=True)
+        return None, []
+    run = runs[0]
+    for other in runs[1:]:
+        run.cases.extend(other.cases)
+        run.notes.extend(n for n in other.notes if n not in run.notes)
+        run.interrupted = run.interrupted or other.interrupted
+        if (other.roofs.to_dict() if other.roofs else None) != (
+                run.roofs.to_dict() if run.roofs else None):
+            run.notes.append(f"the pytest-xdist workers placed their cases under different "
+                             f"roofs ({other.roofs.device if other.roofs else 'none'})")
+    run.notes.append(f"merged from {len(runs)} pytest-xdist workers")
+    if interrupted:
+        run.interrupted = True
+    folder = claim_folder(out)
+    written = [save_run(run, folder), *write_outputs(run, folder)]
+    shutil.rmtree(parts, ignore_errors=True)
+    return run, written
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE] = _State(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, on the controller: the folder this worker saves its cases into."""
+    state = node.config.stash.get(_STATE, None)
+    if state is None or state.out is None:
+        return
+    if state.parts is None:
+        import tempfile
+
+        state.parts = Path(tempfile.mkdtemp(prefix="roofbench-xdist-"))
+    node.workerinput["roofbench_parts"] = str(state.parts)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -76,9 +172,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                             config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
-    if state is None or state._session is None or state._session.run is None:
+    if state is None or state.run is None or state.worker is not None:
         return
-    run = state._session.run
+    run = state.run
     ok = [c for c in run.cases if c.status == "ok"]
     terminalreporter.section("roofline")
     for c in run.cases:
@@ -88,8 +184,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
             where += f" (its data fits in {c.placement.level.upper()}: placed there)"
         terminalreporter.write_line(f"{c.key}: {c.status}, {where}")
     if state.written:
+        shown = _shown_path(state.written[0], Path(config.invocation_params.dir))
         terminalreporter.write_line(f"{len(ok)} case(s) on the roofline of {run.device}: "
-                                    f"{state.written[0]}")
+                                    f"{shown}")
+
+
+def _shown_path(p: Path, base: Path) -> str:
+    """A path under the folder pytest was started in, as the user gave it (relative)."""
+    try:
+        return str(p.relative_to(base))
+    except ValueError:
+        return str(p)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -128,8 +233,13 @@ def roofline(request: pytest.FixtureRequest) -> Callable[..., Any]:
     handed: list[str] = []
 
     def measure(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        from .door import MeasureError
+
         kw.setdefault("name", default)
-        rec = state.session.measure(fn, *args, **kw)
+        try:
+            rec = state.session.measure(fn, *args, **kw)
+        except MeasureError as e:  # a malformed call: one line, the test fails
+            pytest.fail(f"roofline: {e}", pytrace=False)
         if rec.status == "invalid":
             pytest.fail(f"{rec.key}: {rec.error}", pytrace=False)
         if bench is not None and not handed:

@@ -76,6 +76,15 @@ class RooflineFigure:
     note: str = ""  # said on the plot: many points drawn as dots (plot_dense.py)
 
 
+# No measurement is past this (10^30 FLOP/s is a million zettaflops); a point beyond it, or
+# below its inverse, would take the log axes past what a float holds (flops=1e300 did).
+FRAME_BOUND = 1e30
+
+
+def _in_frame(p: Any) -> bool:
+    return all(1 / FRAME_BOUND < v < FRAME_BOUND for v in (p.ai, p.flops, p.hw_ai or 1.0))
+
+
 def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], title: str,
                  tags: list[str] | None = None, all_roofs: bool = False,
                  dense_above: int = DENSE_POINTS) -> RooflineFigure:
@@ -85,6 +94,8 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
               for i in range(len(cases_by_run))]
     points_by_run = [valid_points(cs, roofs=rs) for cs, rs in zip(cases_by_run, rs_for,
                                                                    strict=True)]
+    beyond = sum(not _in_frame(p) for pts in points_by_run for p in pts)
+    points_by_run = [[p for p in pts if _in_frame(p)] for pts in points_by_run]
     all_points = [p for pts in points_by_run for p in pts]
     xlim, ylim = frame(roofsets, all_points)
     out = _new_figure(title, xlim, ylim)
@@ -104,6 +115,12 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
                 ha="left", color="dimgray")
     else:
         key_lines, numbered, arrows = _draw_points(out, cases_by_run, points_by_run, tags)
+    if beyond:
+        out.note = "; ".join(filter(None, [out.note, f"{beyond} point(s) beyond "
+                                                      f"{FRAME_BOUND:.0e} left out"]))
+        out.ax.text(0.01, 0.97 if dense else 0.01, out.note.split("; ")[-1],
+                    transform=out.ax.transAxes, fontsize=7, ha="left", color="dimgray",
+                    va="top" if dense else "bottom")
     out.arrows = list(arrows)
     if len(points_by_run) == 2 and not dense:  # a comparison: each case's points joined
         arrows += _draw_joins(out, points_by_run[0], points_by_run[1])

@@ -398,20 +398,29 @@ def test_count(capsys):
     examples, and the process tests (tests/bench/cli/test_hostile_processes.py)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(
-        "hostile_processes", Path(__file__).with_name("test_hostile_processes.py"))
-    assert spec is not None and spec.loader is not None
-    procs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(procs)
+    def load(path: Path) -> Any:
+        spec = importlib.util.spec_from_file_location(f"hostile_{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    here = Path(__file__).parent
+    procs = load(here / "test_hostile_processes.py")
     PROCESS_ATTEMPTS = procs.PROCESS_ATTEMPTS + procs.FLEET_ATTEMPTS
+    # the API, the plugin, roofs files and the user's environment (their own tables)
+    users = (load(here.parent / "measure" / "test_hostile_api.py").ATTEMPTS
+             + load(here.parent / "measure" / "test_hostile_plugin.py").PLUGIN_ATTEMPTS
+             + load(here / "test_hostile_user.py").ATTEMPTS)
 
     props = 300 + 300 + 200 + 15  # the max_examples of the four properties
     # besides the table: the NaN point, the run that cannot save, one stamp in 16 threads
     table = len(HOSTILE) + 3
-    total = table + props + PROCESS_ATTEMPTS
+    total = table + props + PROCESS_ATTEMPTS + users
     with capsys.disabled():
         print(f"\nhostile attempts: {table} in-process + up to {props} property examples + "
-              f"{PROCESS_ATTEMPTS} in processes (the fleet's under mpirun) = {total}")
+              f"{PROCESS_ATTEMPTS} in processes (the fleet's under mpirun) + {users} of the "
+              f"API, the plugin, roofs files and the environment = {total}")
     assert total > 300
 
 
