@@ -260,7 +260,12 @@ def kernel_counts(launch: Any, args: tuple[Any, ...], counts: str) -> tuple[int,
     """``roofbench.measure(kernel[grid], *args, counts="kernel")``: (FLOPs, bytes read, bytes
     written) of one call, read from the kernel. The bytes are the unique bytes (distinct
     addresses): what DRAM must move at least, each array once, re-reads left to the caches."""
+    from triton.runtime.interpreter import InterpretedFunction
+
     if counts != "kernel":
         raise ValueError(f"counts={counts!r}: the one source of counts is 'kernel'")
+    if isinstance(_kernel_and_grid(launch)[0], InterpretedFunction):
+        raise ValueError("the kernel was decorated under TRITON_INTERPRET=1: an interpreter "
+                         "run is never timed (count it with triton_counts.count_call)")
     c = count_call(launch, *args)
     return c.flops, c.read_unique, c.written_unique

@@ -1,0 +1,71 @@
+"""Compiles the suite's Triton kernels for sm_90 on this CPU (Triton compiles for a named
+target without a GPU: triton.compile over an ASTSource, GPUTarget("cuda", 90, 32)) and prints,
+as JSON, what the PTX of each holds. Run by tests/kernels/test_triton.py in a process of its
+own without TRITON_INTERPRET (a process holds Triton in one mode: the one set when triton is
+first imported). Pointers and ints are declared 16-byte divisible, as Triton specialises the
+arguments of aligned arrays."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+os.environ.pop("TRITON_INTERPRET", None)
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from roofbench.kernels import triton_attention as ta  # noqa: E402
+from roofbench.kernels import triton_gemm as tg  # noqa: E402
+from roofbench.kernels import triton_stream as ts  # noqa: E402
+
+FEATURES = ("wgmma.mma_async", ".f16.f16", ".bf16.bf16", ".e4m3.e4m3", ".tf32.tf32",
+            "ld.global.v4.b32", "st.global.v4.b32", "ld.global.v2.b32", "ld.global.b32")
+
+
+def ptx(kernel, signature: dict[str, str], constexprs: dict[str, object]) -> str:
+    args = list(signature)
+    attrs = {(args.index(a),): [["tt.divisibility", 16]] for a, t in signature.items()
+             if t.startswith("*") or t == "i32"}
+    src = ASTSource(fn=kernel, signature={**signature, **{k: "constexpr" for k in constexprs}},
+                    constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+
+
+def cases() -> dict[str, tuple]:
+    out: dict[str, tuple] = {}
+    for dtype, ptr, prec in (("fp16", "*fp16", None), ("bf16", "*bf16", None),
+                             ("fp8", "*fp8e4nv", None), ("fp32", "*fp32", "tf32")):
+        out[f"gemm-{dtype}"] = (tg.gemm_kernel, {"A": ptr, "B": ptr, "C": ptr, "M": "i32",
+                                                 "N": "i32", "K": "i32"},
+                                {"BM": 128, "BN": 128, "BK": 64, "PRECISION": prec,
+                                 "WIDEN": False})
+    for name, args in (("add_kernel", "a b c"), ("l2_fused_kernel", "a b out"),
+                       ("square_kernel", "a y"), ("sqrt_kernel", "a y")):
+        out[name] = (getattr(ts, name), {a: "*fp32" for a in args.split()} | {"n": "i32"},
+                     {"ACC": tl.float32, "BLOCK": 1024})
+    out["flash-fp16"] = (ta.flash_kernel, {"Q": "*fp16", "K": "*fp16", "V": "*fp16",
+                                           "O": "*fp16", "N": "i32", "D": "i32",
+                                           "scale": "fp32"},
+                         {"BM": 64, "BN": 64, "BD": 64, "CAUSAL": False, "PRECISION": None,
+                          "WIDEN": False})
+    return out
+
+
+def main() -> None:
+    want = sys.argv[1:]
+    found = {}
+    for name, (kernel, sig, const) in cases().items():
+        if want and name not in want:
+            continue
+        code = ptx(kernel, sig, const)
+        found[name] = {f: code.count(f) for f in FEATURES}
+    print(json.dumps({"triton": triton.__version__, "ptx": found}))
+
+
+if __name__ == "__main__":
+    main()
