@@ -61,8 +61,8 @@ def flash_kernel(Q, K, V, O, N, D, scale, BM: tl.constexpr, BN: tl.constexpr,
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(V + base + keys[:, None] * D + ds[None, :], mask=kmask[:, None] & dmask[None, :],
-                    other=0.0)
+        v = tl.load(V + base + keys[:, None] * D + ds[None, :],
+                    mask=kmask[:, None] & dmask[None, :], other=0.0)
         if WIDEN:
             v = v.to(tl.float32)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
@@ -187,9 +186,8 @@ def test_a_planted_miscount_fails(interp):
 
 
 def test_masked_lanes_are_not_counted_and_the_builder_is_restored(interp):
-    from triton.runtime import interpreter as ti
-
     from roofbench.kernels.triton_counts import counting
+    from triton.runtime import interpreter as ti
 
     case, _, prep = _run("l2norm", "fused", "fp32", (5,))  # 5 of a 1024-lane block
     reduce = ti.ReduceOps.apply_impl
@@ -205,8 +203,9 @@ def test_measure_takes_counts_from_the_kernel(interp, roofs_file):
     """roofbench.measure(kernel[grid], ..., counts="kernel") on a compiled kernel: the FLOPs
     and bytes recorded are read from the kernel under the interpreter. Without a GPU here the
     compiled call itself then fails: the session records the case (an error) with the counts."""
-    import roofbench
     from triton.runtime.jit import JITFunction
+
+    import roofbench
 
     compiled = JITFunction(interp["triton_stream"].add_kernel.fn)
     n = 2051

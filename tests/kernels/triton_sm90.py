@@ -16,12 +16,11 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
-
 from roofbench.kernels import triton_attention as ta  # noqa: E402
 from roofbench.kernels import triton_gemm as tg  # noqa: E402
 from roofbench.kernels import triton_stream as ts  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
 
 FEATURES = ("wgmma.mma_async", ".f16.f16", ".bf16.bf16", ".e4m3.e4m3", ".tf32.tf32",
             "ld.global.v4.b32", "st.global.v4.b32", "ld.global.v2.b32", "ld.global.b32")
