@@ -235,12 +235,26 @@ def count_call(launch: Any, *args: Any, **kwargs: Any) -> KernelCounts:
     as one call writes them)."""
     kernel, grid = _kernel_and_grid(launch)
     from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
 
     if not isinstance(kernel, InterpretedFunction):
         kernel = InterpretedFunction(kernel.fn)
-    with counting() as c:
-        kernel[grid](*args, **kwargs)
+    # Compiled helpers it calls (its own, or Triton's tl.sum, tl.max, ... in a process that
+    # imported triton without TRITON_INTERPRET) run interpreted too, for the call's duration.
+    call = JITFunction.__call__
+    JITFunction.__call__ = _interpreted_call  # type: ignore[method-assign]
+    try:
+        with counting() as c:
+            kernel[grid](*args, **kwargs)
+    finally:
+        JITFunction.__call__ = call  # type: ignore[method-assign]
     return c
+
+
+def _interpreted_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return InterpretedFunction(self.fn)(*args, **kwargs)
 
 
 def _kernel_and_grid(launch: Any) -> tuple[Any, Any]:

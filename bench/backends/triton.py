@@ -58,6 +58,16 @@ def to_numpy(t: Any, dtype: str) -> np.ndarray:
     return bits.numpy().view(np_dtype(dtype))
 
 
+def refuse_dtype(case: Case) -> str | None:
+    """Why the family has no kernel for a launch of ``case`` in its dtype, or None."""
+    table = case.variant.impls.get(FAMILY) or {}
+    for la in case.launches():
+        impl = table.get(la.kernel)
+        if impl is not None and case.dtype not in impl.dtypes:
+            return f"no Triton kernel for {la.kernel} in {case.dtype} ({impl.describe()})"
+    return None
+
+
 class TritonPrepared(LaunchListPrepared):
     """A case's buffers as torch tensors on ``device`` and one call per launch, each from its
     implementation object."""
@@ -150,7 +160,7 @@ class TritonBackend(Backend):
         return int(getattr(self.props, "L2_cache_size", 0) or 40 << 20)
 
     def supports(self, case: Case) -> str | None:
-        why = super().supports(case)
+        why = super().supports(case) or refuse_dtype(case)
         if why is None and case.dtype == "fp8" and self.cc < (8, 9):
             return "fp8 e4m3 tl.dot needs sm_89 or newer"
         return why

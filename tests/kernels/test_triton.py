@@ -238,6 +238,23 @@ def test_measure_never_times_an_interpreted_kernel(interp, roofs_file):
                           triton.language.float32, 1024, counts="kernel", roofs=roofs_file)
 
 
+def test_the_backend_refuses_what_the_family_has_no_kernel_for():
+    from roofbench.bench.backends.triton import TritonBackend
+
+    be = object.__new__(TritonBackend)  # no GPU here: only what supports() reads
+    ws = workloads()
+    be.cc = (8, 0)
+    assert "fp64" in be.supports(Case(ws["attention"], ws["attention"].variants["flash"],
+                                      "fp64", (1, 1, 64, 64)))
+    assert "sm_89" in be.supports(Case(ws["gemm"], ws["gemm"].variants["tensor"], "fp8",
+                                       (64, 64, 64)))
+    assert "no triton implementation" in be.supports(
+        Case(ws["gemm"], ws["gemm"].variants["tiled"], "fp32", (64, 64, 64)))
+    be.cc = (9, 0)
+    assert be.supports(Case(ws["gemm"], ws["gemm"].variants["tensor"], "fp8",
+                            (64, 64, 64))) is None
+
+
 def test_the_backend_refuses_to_time_under_the_interpreter(interp):
     from roofbench.bench.backends.base import unavailable_reason
 
@@ -247,14 +264,27 @@ def test_the_backend_refuses_to_time_under_the_interpreter(interp):
 
 # -------------------------------------------------------------- sm_90 code, compiled here
 @pytest.fixture(scope="module")
-def sm90_ptx() -> dict[str, dict[str, int]]:
-    """What the sm_90 PTX of each kernel holds (tests/kernels/triton_sm90.py, compiled on this
-    CPU in a process without TRITON_INTERPRET)."""
+def compiled() -> dict:
+    """tests/kernels/triton_compiled.py's findings: the sm_90 PTX of each kernel, compiled on
+    this CPU, and counts read from compiled kernels, in a process without TRITON_INTERPRET."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    p = subprocess.run([sys.executable, str(Path(__file__).with_name("triton_sm90.py"))],
+    p = subprocess.run([sys.executable, str(Path(__file__).with_name("triton_compiled.py"))],
                        capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
-    return json.loads(p.stdout.strip().splitlines()[-1])["ptx"]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def sm90_ptx(compiled) -> dict[str, dict[str, int]]:
+    return compiled["ptx"]
+
+
+def test_counts_of_a_compiled_kernel_calling_tl_sum(compiled):
+    """count_call in a user's process (kernels compiled, Triton's tl.sum a compiled helper):
+    rownorm's and gemv's counts read from the kernel equal the declared FLOPs and the bytes of
+    each array once."""
+    for name, (flops, declared, unique, once) in compiled["counts"].items():
+        assert (flops, unique) == (declared, once), name
 
 
 @pytest.mark.parametrize("dtype,kind", [("fp16", ".f16.f16"), ("bf16", ".bf16.bf16"),

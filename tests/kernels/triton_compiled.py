@@ -1,15 +1,17 @@
-"""Compiles the suite's Triton kernels for sm_90 on this CPU (Triton compiles for a named
-target without a GPU: triton.compile over an ASTSource, GPUTarget("cuda", 90, 32)) and prints,
-as JSON, what the PTX of each holds. Run by tests/kernels/test_triton.py in a process of its
-own without TRITON_INTERPRET (a process holds Triton in one mode: the one set when triton is
-first imported). Pointers and ints are declared 16-byte divisible, as Triton specialises the
-arguments of aligned arrays."""
+"""Triton as a user's process holds it (no TRITON_INTERPRET: kernels compiled), run by
+tests/kernels/test_triton.py in a process of its own (Triton takes its mode when first
+imported). Prints, as JSON:
+
+- ``ptx``: what the sm_90 PTX of each suite kernel holds, compiled on this CPU (Triton compiles
+  for a named target without a GPU: triton.compile over an ASTSource, GPUTarget("cuda", 90,
+  32)); pointers and ints declared 16-byte divisible, as Triton specialises aligned arrays;
+- ``counts``: FLOPs and unique bytes that ``count_call`` reads from compiled kernels which
+  call Triton's own compiled helpers (tl.sum), beside the workload's declaration."""
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 
 os.environ.pop("TRITON_INTERPRET", None)
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
@@ -55,15 +57,43 @@ def cases() -> dict[str, tuple]:
     return out
 
 
+def counts() -> dict[str, list[int]]:
+    """name -> [FLOPs read, declared, unique bytes read + written, each array once]."""
+    import numpy as np
+    from roofbench.bench.backends.triton import to_torch
+    from roofbench.kernels.registry import workloads
+    from roofbench.kernels.spec import Case
+    from roofbench.kernels.triton_counts import count_call
+
+    out = {}
+    for w, v, size, launch in (("rownorm", "fused", (3, 1031), "rownorm_fused_kernel"),
+                               ("gemv", "rows", (37, 301), "gemv_kernel")):
+        wl = workloads()[w]
+        case = Case(wl, wl.variants[v], "fp32", size)
+        bufs = case.buffers()
+        arrays = {n: to_torch(np.zeros(b.shape, np.float32) + 0.5, "fp32", "cpu")
+                  for n, b in bufs.items()}
+        la = case.launches()[0]
+        args = [arrays[a] if isinstance(a, str) else a for a in la.args]
+        if w == "rownorm":
+            x, y, b, h, eps = args
+            c = count_call(ts.rownorm_fused_kernel[(b,)], x, y, h, eps, ACC=tl.float32,
+                           BLOCK=ts.ROW_BLOCK)
+        else:
+            W, x, y, m, k = args
+            c = count_call(ts.gemv_kernel[(triton.cdiv(m, ts.GEMV_BM),)], W, x, y, m, k,
+                           ACC=tl.float32, BM=ts.GEMV_BM, BK=ts.GEMV_BK)
+        unique = sum(bufs[n].nbytes for n in set(la.reads + la.writes))  # each array once
+        out[launch] = [c.flops, case.flops, c.read_unique + c.written_unique, unique]
+    return out
+
+
 def main() -> None:
-    want = sys.argv[1:]
     found = {}
     for name, (kernel, sig, const) in cases().items():
-        if want and name not in want:
-            continue
         code = ptx(kernel, sig, const)
         found[name] = {f: code.count(f) for f in FEATURES}
-    print(json.dumps({"triton": triton.__version__, "ptx": found}))
+    print(json.dumps({"triton": triton.__version__, "ptx": found, "counts": counts()}))
 
 
 if __name__ == "__main__":
