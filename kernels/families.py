@@ -34,7 +34,8 @@ class Impl(Protocol):
     """One launch's implementation in a family: the storage dtypes it has a kernel for, how
     it prepares itself, what it is."""
 
-    dtypes: tuple[str, ...]
+    @property
+    def dtypes(self) -> tuple[str, ...]: ...
 
     def prepare(self, case: Case, launch: Launch, arrays: Mapping[str, Any]) -> Callable[[], None]:
         """The call that runs ``launch`` of ``case`` on ``arrays`` (the case's buffers, by

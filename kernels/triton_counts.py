@@ -242,12 +242,12 @@ def count_call(launch: Any, *args: Any, **kwargs: Any) -> KernelCounts:
     # Compiled helpers it calls (its own, or Triton's tl.sum, tl.max, ... in a process that
     # imported triton without TRITON_INTERPRET) run interpreted too, for the call's duration.
     call = JITFunction.__call__
-    JITFunction.__call__ = _interpreted_call  # type: ignore[method-assign]
+    JITFunction.__call__ = _interpreted_call
     try:
         with counting() as c:
             kernel[grid](*args, **kwargs)
     finally:
-        JITFunction.__call__ = call  # type: ignore[method-assign]
+        JITFunction.__call__ = call
     return c
 
 
