@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-_KEY = "roofbench_valid"
+_KEY = "_roofbench_valid"
 _ARITH = {"create_fadd": "add", "create_fsub": "add", "create_fmul": "mul", "create_fma": "fma",
           "create_fdiv": "div", "create_precise_divf": "div", "create_maximumf": "max",
           "create_minimumf": "max", "create_maxnumf": "max", "create_minnumf": "max"}
@@ -82,12 +82,14 @@ class KernelCounts:
 
 
 def _valid(h: Any) -> np.ndarray | None:
-    return getattr(h, "attr", {}).get(_KEY) if h is not None else None
+    """The valid lanes of an interpreter tensor handle, None where all are."""
+    return getattr(h, _KEY, None)
 
 
 def _mark(h: Any, valid: np.ndarray | None) -> None:
-    if valid is not None and hasattr(h, "attr"):
-        h.attr[_KEY] = np.broadcast_to(valid, np.shape(h.data))
+    # an attribute of the handle of its own (TensorHandle is a plain class in 3.6 and 3.9)
+    if valid is not None and hasattr(h, "data"):
+        setattr(h, _KEY, np.broadcast_to(valid, np.shape(h.data)))
 
 
 def _lanes(out: Any, args: tuple[Any, ...]) -> np.ndarray:
@@ -103,6 +105,29 @@ def _lanes(out: Any, args: tuple[Any, ...]) -> np.ndarray:
 
 def _itemsize(ptrs: Any) -> int:
     return int(ptrs.get_element_ty().primitive_bitwidth) // 8
+
+
+@contextlib.contextmanager
+def index_fix() -> Iterator[None]:
+    """Triton 3.6's interpreter turns a scalar into a Python int with ``int(data)`` of a
+    one-element array, which numpy >= 2.4 refuses: every ``range(0, n, BLOCK)`` over a runtime
+    ``n`` fails. Inside this block the interpreter takes the element instead (as 3.9 does)."""
+    from triton.runtime import interpreter as ti
+
+    orig = getattr(ti, "_patch_lang_tensor", None)
+    if orig is None:
+        yield
+        return
+
+    def patched(tensor: Any, scope: Any) -> None:
+        orig(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.ravel(self.handle.data)[0]))
+
+    ti._patch_lang_tensor = patched
+    try:
+        yield
+    finally:
+        ti._patch_lang_tensor = orig
 
 
 @contextlib.contextmanager
@@ -218,7 +243,8 @@ def counting() -> Iterator[KernelCounts]:
 
     ti.ReduceOps.apply_impl = counted_reduce
     try:
-        yield c
+        with index_fix():
+            yield c
     finally:
         ti.ReduceOps.apply_impl = reduce_impl
         for name, prev in saved.items():

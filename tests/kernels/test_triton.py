@@ -36,8 +36,11 @@ SIZES = {"vector_add": (2051,), "l2norm": (2051,), "rownorm": (3, 1031), "gemv":
 @pytest.fixture(scope="module")
 def interp():
     """The Triton kernel modules as the interpreter runs them (decorated under
-    TRITON_INTERPRET=1; reloaded should this process have imported them without it)."""
+    TRITON_INTERPRET=1; reloaded should this process have imported them without it), with
+    Triton 3.6's scalar-index defect under numpy >= 2.4 mended (triton_counts.index_fix)."""
     from triton.runtime.interpreter import InterpretedFunction
+
+    from roofbench.kernels.triton_counts import index_fix
 
     if not isinstance(triton.language.standard.sum, InterpretedFunction):
         pytest.skip("triton was imported before TRITON_INTERPRET=1 was set in this process")
@@ -47,7 +50,8 @@ def interp():
         if not any(isinstance(v, InterpretedFunction) for v in vars(mod).values()):
             mod = importlib.reload(mod)
         mods[m] = mod
-    return mods
+    with index_fix():
+        yield mods
 
 
 def _triton_cases():
