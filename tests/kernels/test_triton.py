@@ -38,9 +38,8 @@ def interp():
     """The Triton kernel modules as the interpreter runs them (decorated under
     TRITON_INTERPRET=1; reloaded should this process have imported them without it), with
     Triton 3.6's scalar-index defect under numpy >= 2.4 mended (triton_counts.index_fix)."""
-    from triton.runtime.interpreter import InterpretedFunction
-
     from roofbench.kernels.triton_counts import index_fix
+    from triton.runtime.interpreter import InterpretedFunction
 
     if not isinstance(triton.language.standard.sum, InterpretedFunction):
         pytest.skip("triton was imported before TRITON_INTERPRET=1 was set in this process")
