@@ -258,6 +258,50 @@ def test_the_backend_refuses_what_the_family_has_no_kernel_for():
                             (64, 64, 64))) is None
 
 
+def test_the_backend_times_with_cuda_events_and_flushes_outside_the_window(monkeypatch):
+    """TritonBackend.time: torch's CUDA events bracket the work alone (a fake GPU clock that
+    the work advances by 2 ms and the cold L2 flush by 1 s)."""
+    from types import SimpleNamespace
+
+    from roofbench.bench.backends import cuda_timer
+    from roofbench.bench.backends.triton import TritonBackend
+
+    from roofbench.timing import TimerConfig
+
+    clock = SimpleNamespace(now=0.0)
+
+    class Event:
+        def __init__(self, enable_timing: bool) -> None:
+            assert enable_timing
+            self.t = 0.0
+
+        def record(self) -> None:
+            self.t = clock.now
+
+        def synchronize(self) -> None:
+            pass
+
+        def elapsed_time(self, end: Event) -> float:
+            return (end.t - self.t) * 1e3  # ms, as torch gives it
+
+    def work() -> None:
+        clock.now += 0.002
+
+    def flush() -> None:
+        clock.now += 1.0
+
+    monkeypatch.setattr(cuda_timer, "_nvml_snapshot", lambda index: None)
+    be = object.__new__(TritonBackend)  # no GPU here: only what time() reads
+    be.torch = SimpleNamespace(cuda=SimpleNamespace(Event=Event))
+    be._flush = SimpleNamespace(zero_=flush)
+    cfg = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=5, max_samples=5,
+                      budget_s=10.0, cold=True)
+    t = be.time(work, cfg)
+    assert clock.now > t.n * 1.0  # every sample was flushed (cold) ...
+    assert t.samples == pytest.approx([0.002] * 5)  # ... outside the window
+    assert t.config["timer"] == "cuda_events"
+
+
 def test_the_backend_refuses_to_time_under_the_interpreter(interp):
     from roofbench.bench.backends.base import unavailable_reason
 
