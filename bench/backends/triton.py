@@ -97,8 +97,12 @@ class TritonPrepared(LaunchListPrepared):
             self.facts.append(LaunchFacts(function=impl.describe()))
 
     def poison(self) -> None:
+        import torch
+
         for name, buf in self.bufs.items():
-            if buf.role != "input":
+            if buf.role != "input" and buf.dtype == "fp8":
+                self.arrays[name].view(torch.uint8).fill_(0x7F)  # e4m3fn NaN, by its bits
+            elif buf.role != "input":
                 self.arrays[name].fill_(float("nan"))
 
     def outputs(self) -> dict[str, np.ndarray]:

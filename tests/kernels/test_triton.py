@@ -98,6 +98,16 @@ def test_triton_kernel_matches_float64_reference(interp, w, v, dtype):
     assert err <= case.workload.tolerance[dtype]
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp8"])
+def test_poison_marks_every_element_unwritten(interp, dtype):
+    from roofbench.bench.measure.runner import validate
+
+    case, inputs, prep = _run("l2norm", "fused", dtype, (7,))
+    prep.poison()  # and no run
+    ok, _, why = validate(case, prep.outputs(), case.workload.expected(inputs, (7,), dtype))
+    assert not ok and "7 element(s) of 'out' not written" in str(why)
+
+
 def test_interpreter_rounds_e4m3_ties_away_from_even(interp):
     """Why vector_add/fp8 is not validated under the interpreter: a + b of two e4m3 values is
     often a tie of e4m3, which this interpreter rounds away from even (a GPU, like ml_dtypes,
