@@ -12,9 +12,10 @@ import pkgutil
 from functools import cache
 
 from ..plugins import PluginError, plugin_attr, plugin_names
+from . import families
 from .spec import Workload
 
-_SKIP = {"spec", "registry"}
+_SKIP = {"spec", "registry", "families"}
 
 
 def workloads() -> dict[str, Workload]:
@@ -28,12 +29,13 @@ def _builtin() -> dict[str, Workload]:
     pkg = importlib.import_module(__package__)
     found: dict[str, Workload] = {}
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if info.name in _SKIP or info.name.startswith("_"):
+        if info.name in _SKIP or info.name.startswith(("_", *families.KERNEL_MODULE_PREFIXES)):
             continue
         mod = importlib.import_module(f"{__package__}.{info.name}")
         w = getattr(mod, "WORKLOAD", None)
         if isinstance(w, Workload):
             found[w.name] = w
+    families.attach_all(found)  # Triton etc.: kernels/families.py
     return found
 
 

@@ -13,6 +13,7 @@ REGISTRY: dict[str, str] = {
     "pycuda": "roofbench.bench.backends.pycuda:PycudaBackend",
     "numba": "roofbench.bench.backends.numba_cuda:NumbaCudaBackend",
     "sim": "roofbench.bench.backends.numba_cuda:SimBackend",
+    "triton": "roofbench.bench.backends.triton:TritonBackend",
 }
 # Preference order for --backend auto.
 AUTO_ORDER = ("cuda", "cpu")

@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, cast
 
+from roofbench.kernels.triton_counts import kernel_counts
 from roofbench.roofs.files import RoofsFileError, default_path, load_roofs
 
 from roofbench.boundary import Refusal, prepare_environment
@@ -162,12 +163,13 @@ class Session:
     def cases(self) -> list[CaseResult]:
         return list(self.run.cases) if self.run else []
 
-    def measure(self, fn: Callable[..., Any], *args: Any, flops: Any, reads: Any = 0,
+    def measure(self, fn: Callable[..., Any], *args: Any, flops: Any = None, reads: Any = 0,
                 writes: Any = 0, bytes: Mapping[str, Any] | None = None,
                 dtype: str | None = None, precision: str | None = None,
                 name: str | None = None, reference: Any = None, output: Any = None,
                 tolerance: float | None = None,
-                size: Sequence[int] | None = None, **kwargs: Any) -> CaseResult:
+                size: Sequence[int] | None = None, counts: str | None = None,
+                **kwargs: Any) -> CaseResult:
         """Measure ``fn(*args, **kwargs)`` (see ``roofbench.measure``) and add it to this
         session."""
         if self.closed:
@@ -175,6 +177,8 @@ class Session:
         door.function(fn)
         name, tolerance = door.name(name), door.tolerance(tolerance)
         output, reference = door.output(output), door.reference(reference)
+        if counts is not None:  # counts="kernel": read from a Triton kernel[grid]
+            flops, reads, writes = kernel_counts(fn, args, counts)
         acct = accounting(args, flops=flops, reads=reads, writes=writes, bytes=bytes,
                           dtype=dtype, precision=precision, size=size)
         refuse_interpreters()
@@ -270,12 +274,13 @@ def _failed(label: str, clock: Clock, acct: Any, e: BaseException) -> CaseResult
                       error=first_line(e), extra={"measured_by": "roofbench.measure"})
 
 
-def measure(fn: Callable[..., Any], *args: Any, flops: Any, reads: Any = 0, writes: Any = 0,
-            bytes: Mapping[str, Any] | None = None, dtype: str | None = None,
+def measure(fn: Callable[..., Any], *args: Any, flops: Any = None, reads: Any = 0,
+            writes: Any = 0, bytes: Mapping[str, Any] | None = None, dtype: str | None = None,
             precision: str | None = None, name: str | None = None, reference: Any = None,
             output: Any = None, tolerance: float | None = None,
             size: Sequence[int] | None = None, session: Session | None = None,
-            roofs: RoofSet | str | Path | None = None, **kwargs: Any) -> CaseResult:
+            roofs: RoofSet | str | Path | None = None, counts: str | None = None,
+            **kwargs: Any) -> CaseResult:
     """Time ``fn(*args, **kwargs)`` and place it on this device's roofline.
 
     Keyword arguments other than those below are the function's own, passed through on every
@@ -288,6 +293,8 @@ def measure(fn: Callable[..., Any], *args: Any, flops: Any, reads: Any = 0, writ
     (default: the first floating array argument's); ``precision``: the compute roof it meets
     (default: fp64/fp32 as the dtype, fp32 for lower-precision storage; "fp16_tc" etc. for
     tensor cores). ``name``: "workload" or "workload/variant" (default: the function's name).
+    ``counts="kernel"`` (``fn`` a Triton ``kernel[grid]``): FLOPs and bytes read from the
+    kernel itself, run once under Triton's interpreter (kernels/triton_counts.py).
 
     Validation, when ``reference`` is given (an array, a tuple/dict of them, or a callable
     taking ``*args``): one call before timing; what it returned, or the arrays ``output``
@@ -307,7 +314,7 @@ def measure(fn: Callable[..., Any], *args: Any, flops: Any, reads: Any = 0, writ
     sess = session or (_ACTIVE[-1] if _ACTIVE else None)
     kw = dict(flops=flops, reads=reads, writes=writes, bytes=bytes, dtype=dtype,
               precision=precision, name=name, reference=reference, output=output,
-              tolerance=tolerance, size=size)
+              tolerance=tolerance, size=size, counts=counts)
     if sess is not None:
         if roofs is not None:
             raise MeasureError("roofs= belongs to the Session when one collects the case")
