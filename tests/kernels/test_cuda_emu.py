@@ -64,22 +64,55 @@ def libs() -> dict[str, ctypes.CDLL]:
     return libs
 
 
+# Global buffers sit in the middle of GUARD bytes of their own on each side (checks.h's
+# RB_GUARD), 256-byte aligned as cudaMalloc's: an access up to GUARD bytes out of bounds lands
+# in no other buffer, and the emulation reports it naming the kernel and the buffer.
+GUARD = 64 * 1024
+
+
+def guarded(shape: Any, dtype: Any) -> np.ndarray:
+    """An uninitialized array with GUARD bytes of 0xA5 before and after it."""
+    dt = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dt.itemsize
+    raw = np.full(nbytes + 2 * GUARD + 256, 0xA5, np.uint8)
+    start = GUARD + (-(raw.ctypes.data + GUARD)) % 256
+    return raw[start:start + nbytes].view(dt).reshape(shape)
+
+
+def register(lib: ctypes.CDLL, arrays: dict[str, np.ndarray]) -> None:
+    """The buffers of the next launch of ``lib``, by name, for its bounds checks."""
+    for name, a in arrays.items():
+        assert lib.rb_emu_buffer(ctypes.c_ulonglong(a.ctypes.data), ctypes.c_ulonglong(a.nbytes),
+                                 a.itemsize, name.encode()) > 0
+
+
+def last_error(lib: ctypes.CDLL) -> str:
+    lib.rb_last_error.restype = ctypes.c_char_p
+    return lib.rb_last_error().decode(errors="replace")
+
+
 def run_emulated(libs, case: Case, rng: np.random.Generator,
                  change: Callable[[PlannedLaunch], PlannedLaunch] = lambda pl: pl):
-    """prepare -> poison -> run -> outputs, as a GPU backend does, on host memory. ``change``
-    may alter a planned launch (another grid, another function) before it runs."""
+    """prepare -> poison -> run -> outputs, as a GPU backend does, on host memory (buffers
+    with guard zones, registered for the bounds checks). ``change`` may alter a planned launch
+    (another grid, another function) before it runs."""
     inputs = case.workload.make_inputs(case.size, case.dtype, rng)
     bufs = case.buffers()
     arrays = {}
     for name, buf in bufs.items():
+        arrays[name] = guarded(buf.shape, STORAGE[buf.dtype])
         if buf.role == "input":
-            arrays[name] = to_storage(inputs[name], buf).copy()
+            arrays[name][...] = to_storage(inputs[name], buf)
         else:
-            arrays[name] = np.full(buf.shape, POISON[buf.dtype], dtype=STORAGE[buf.dtype])
+            arrays[name][...] = POISON[buf.dtype]
     for pl in plan_launches(case, DEV):
         _launch(libs, change(pl), arrays)
     outs = {n: from_storage(arrays[n], b) for n, b in bufs.items() if b.role == "output"}
     return inputs, outs
+
+
+class LaunchError(Exception):
+    """An emulated launch failed; the message is the emulation's."""
 
 
 def _launch(libs, pl: PlannedLaunch, arrays: dict[str, np.ndarray]) -> None:
@@ -93,11 +126,12 @@ def _launch(libs, pl: PlannedLaunch, arrays: dict[str, np.ndarray]) -> None:
         else:
             floats.append(float(a))
     assert len(ints) <= 6 and len(floats) <= 2
+    register(lib, {a: arrays[a] for a in pl.args if isinstance(a, str)})
     ia = (ctypes.c_longlong * 6)(*ints, *[0] * (6 - len(ints)))
     fa = (ctypes.c_float * 2)(*floats, *[0.0] * (2 - len(floats)))
     fn = ctypes.cast(getattr(lib, pl.function), ctypes.c_void_p)
-    rc = lib.rb_launch(fn, *pl.grid, *pl.block, ia, fa)
-    assert rc == 0, f"{pl.function}: block of {pl.block} is not whole warps"
+    if lib.rb_launch(fn, *pl.grid, *pl.block, ia, fa) != 0:
+        raise LaunchError(f"{pl.function}: {last_error(lib)}")
 
 
 ALL = ("fp32", "fp64", "fp16", "bf16", "fp8")
@@ -255,12 +289,14 @@ def run_gemm(fc: FakeCuda, dtype: str, size: tuple[int, int, int], libdir: Path 
             arrays[name] = room[:x.size].reshape(x.shape)
             arrays[name][...] = x
         else:
-            arrays[name] = np.full(buf.shape, POISON[buf.dtype], dtype=STORAGE[buf.dtype])
+            arrays[name] = guarded(buf.shape, STORAGE[buf.dtype])
+            arrays[name][...] = POISON[buf.dtype]
     (pl,) = plan_launches(case, H200, launchers=ALL_LAUNCHERS)
     specs = maps(case) if maps else pl.tensor_maps
     enc = {m.buffer: tma_launch.encode_tensor_map(m, arrays[m.buffer].ctypes.data)
            for m in specs}
     mod = fc.module("gemm_wgmma.cu", libdir, clock)
+    register(mod.lib, arrays)  # the bounds of A, B (TMA's tensors) and C
     fc.launch(mod, pl.function, pl.grid, pl.block, pl.smem,
               param_bytes(pl.args, lambda b: arrays[b].ctypes.data, enc))
     outs = {n: from_storage(arrays[n], b) for n, b in case.buffers().items()
@@ -327,7 +363,8 @@ def test_planted_host_tensor_map_errors_fail(fake_cuda, plant):
     try:
         ok, err, why = run_gemm(fake_cuda, "fp16", size, maps=maps, clock=FAST_CLOCK)
     except LaunchFailed as e:
-        assert "timed out" in str(e) or "expected transaction bytes" in str(e), e
+        assert any(m in str(e) for m in ("timed out", "expected transaction bytes",
+                                          "past the end of A")), e
         return
     assert not ok, f"{plant}: still valid (rel. error {err})"
 
