@@ -194,7 +194,8 @@ def driver_sources() -> dict[str, DriverSource]:
     from roofbench.roofs.probes.gpu_math import WGMMA_KERNELS
 
     gemm = [f"gemm_wgmma_{d}" for d in wg.TmaKernel(wg.WGMMA_SOURCE, "").dtypes]
-    unit = ("unit_wait", "unit_phase", "unit_tma", "unit_mbar_misuse", "unit_wgmma")
+    unit = ("unit_wait", "unit_phase", "unit_tma", "unit_mbar_misuse", "unit_wgmma",
+            "unit_poison", "unit_two_blocks", "unit_race", "unit_shfl")
     return {"gemm_wgmma": DriverSource(CUDA_DIR / wg.WGMMA_SOURCE, tuple(gemm)),
             "wgmma": DriverSource(PROBE_DIR / "wgmma.cu",
                                   tuple(k for k, _ in WGMMA_KERNELS.values())),
@@ -223,7 +224,8 @@ def _source_path(src: str) -> Path:
 # The emulated build instruments every load and store of the kernel code: g++ calls
 # tests/standins/cuda_emu/checks.h's callbacks (bounds of the global buffers, races and proxy
 # fences in shared memory); no sanitizer runtime is linked.
-EMU_CHECK_FLAGS = ("-fsanitize=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0",
+EMU_CHECK_FLAGS = ("-fsanitize=kernel-address",
+                   "--param", "asan-instrumentation-with-call-threshold=0",
                    "--param", "asan-stack=0", "--param", "asan-globals=0")
 _SHARED = re.compile(r"__rb_shared__\s+((?:__attribute__\s*\(\([^;]*?\)\)\s*)*)"
                      r"([^;{}()]+?)\s+(\w+)\s*((?:\[[^\];]*\]\s*)+);")
