@@ -267,15 +267,18 @@ RB_NOSAN_INLINE inline void rb_access(void* p, size_t n, bool store) {
     const uintptr_t a = (uintptr_t)p;
     const uintptr_t off = a - (uintptr_t)blk->smem;
     me->in_check = true;  // rb_fail's own (instrumented) accesses are not the kernel's
+    bool failed = false;
     try {
         if (off < RB_SMEM_WINDOW)
             rb_smem_access(*blk, *me, (unsigned)off, (unsigned)n, store);
         else if (rb_nbufs && a - rb_stack_lo >= rb_stack_hi - rb_stack_lo)
             rb_global_access(a, n, store);
-    } catch (...) {
-        me->in_check = false;
-        throw;
+    } catch (RbTrap&) {
+        failed = true;
     }
+    // The callback is nothrow for g++: a failure goes back to the kernel's call (emu.h
+    // rb_run_kernel), never through the kernel's frames, and the access is not made.
+    if (failed && me->out) longjmp(*me->out, 1);
     me->in_check = false;
 }
 

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <csetjmp>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -105,6 +106,9 @@ struct RbThread {
     // Set outside the kernel's own code (in the emulator's functions, in checks.h, before and
     // after the kernel): the instrumented accesses checks.h sees are then not the kernel's.
     bool in_check = true;
+    // Where a failed check returns to (the kernel's call): the sanitizer callbacks are
+    // declared nothrow, so an error found in one cannot unwind through the kernel's frames.
+    jmp_buf* out = nullptr;
     RbBlock* blk = nullptr;
     // fence.proxy.async: this thread's clock at its i-th fence, at fence_clk[i % RING]
     std::atomic<uint32_t> nfences{0};
@@ -201,7 +205,11 @@ static char rb_kernel[128];  // the launched kernel's name (for the checks' mess
         std::lock_guard<std::mutex> lk(rb_error_m);
         if (!rb_blk->aborted.exchange(true)) {
             char where[96];
-            snprintf(where, sizeof where, " (block %u, thread %u)", blockIdx.x, threadIdx.x);
+            if (gridDim.y > 1 || gridDim.z > 1)
+                snprintf(where, sizeof where, " (block %u, thread %u; block (%u, %u, %u))",
+                         blockIdx.x, threadIdx.x, blockIdx.x, blockIdx.y, blockIdx.z);
+            else
+                snprintf(where, sizeof where, " (block %u, thread %u)", blockIdx.x, threadIdx.x);
             rb_error = std::string(msg) + where;
         }
     }
@@ -463,12 +471,24 @@ typedef void (*rb_kernel_t)(long long, long long, long long, long long, long lon
                             float, float);
 
 // The call of the kernel itself: its arguments read, then the kernel's own code is checked.
+// A check that fails inside the kernel's code comes back here (longjmp: nothing of the
+// kernel's frames needs destroying) and the block is aborted as by any other failure.
+template <typename Call> RB_NOSAN void rb_run_kernel(Call call) {
+    jmp_buf out;
+    RbThread* me = rb_me;
+    if (setjmp(out) == 0) {
+        me->out = &out;
+        me->in_check = false;
+        call();
+    }
+    me->in_check = true;
+    me->out = nullptr;
+    if (rb_aborted()) throw RbTrap{};
+}
 RB_NOSAN void rb_call_kernel(rb_kernel_t k, const long long* ia, const float* fa) {
     const long long a0 = ia[0], a1 = ia[1], a2 = ia[2], a3 = ia[3], a4 = ia[4], a5 = ia[5];
     const float f0 = fa[0], f1 = fa[1];
-    rb_me->in_check = false;
-    k(a0, a1, a2, a3, a4, a5, f0, f1);
-    rb_me->in_check = true;
+    rb_run_kernel([&] { k(a0, a1, a2, a3, a4, a5, f0, f1); });
 }
 
 extern "C" int rb_launch(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
@@ -499,9 +519,7 @@ template <typename... A, size_t... I>
 RB_NOSAN void rb_call_params_impl(void (*f)(A...), void** p, std::index_sequence<I...>) {
     std::tuple<std::remove_cv_t<std::remove_reference_t<A>>...> args(
         *static_cast<std::remove_cv_t<std::remove_reference_t<A>>*>(p[I])...);
-    rb_me->in_check = false;
-    f(std::get<I>(args)...);
-    rb_me->in_check = true;
+    rb_run_kernel([&] { f(std::get<I>(args)...); });
 }
 template <typename... A> void rb_call_params(void (*f)(A...), void** p) {
     rb_call_params_impl(f, p, std::index_sequence_for<A...>{});
