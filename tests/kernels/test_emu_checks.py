@@ -66,7 +66,9 @@ PLANTED = {
         ("calls __shfl_xor_sync with mask 0x0000ffff, which does not name it",)),
     "regblock_no_barrier_after_the_transposed_store": (
         "gemm.cu",
-        {"gemm.cu": ("    stash(0);\n    __syncthreads();\n", "    stash(0);\n")},
+        {"gemm.cu": ("    stash(0);\n    __syncthreads();\n    int buf = 0;\n    for (int k0 = 0; "
+                     "k0 < K; k0 += RB_BK)",
+                     "    stash(0);\n    int buf = 0;\n    for (int k0 = 0; k0 < K; k0 += RB_BK)")},
         ("gemm", "regblock", "fp32", (67, 45, 33)),
         ("shared-memory race: ",)),
 }

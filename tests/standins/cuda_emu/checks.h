@@ -1,31 +1,10 @@
 // What the hardware punishes and a plain host run would not, checked on every load and store
 // of the kernel code (included by emu.h after hopper_emu.h). The test build compiles the
-// kernels with
-//     -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0
-//     --param asan-stack=0 --param asan-globals=0
-// so that g++ calls __asan_{load,store}{1,2,4,8,16,N}_noabort(address) before each access;
-// no sanitizer runtime is linked: the callbacks are defined here. Each access is
-//   * in the block's shared window: a plain shared-memory access (rb_smem_access):
-//       - inside the block's allocation (dynamic area or static arrays), else it fails;
-//       - happens-before against the other threads' plain accesses of the same bytes: one
-//         shadow cell per byte holds the last write (thread, its clock, its fence count) and
-//         the reads since (one reader with its clock, or "several readers" with the number of
-//         block-wide barriers they had passed). A write and another thread's access with no
-//         synchronization between (barrier, named barrier, mbarrier: the vector clocks) is a
-//         race, whatever the OS schedule was. Reads by several threads followed by another
-//         thread's write need a __syncthreads between them (the block barrier is what orders
-//         several readers in these kernels; a named barrier or mbarrier between them would be
-//         reported: conservative);
-//       - after a TMA into those bytes, only once its mbarrier phase was waited for;
-//   * in a registered global buffer (rb_emu_buffer, named by the launcher): fine; within
-//     RB_GUARD bytes before or after one and not inside any: out of bounds, the launch fails
-//     naming the kernel, the buffer, the element and the distance past the end;
-//   * anything else (stack, emulator state, unregistered memory): not checked.
-// The async proxy against the generic one (called from hopper_emu.h):
-//   * a wgmma operand byte written by a plain store must be ordered after the store, and a
-//     fence.proxy.async of the writer after the store must be ordered before the wgmma;
-//   * a TMA into shared memory must be ordered after the plain accesses of those bytes;
-//   * a TMA's tensor must lie inside the registered buffer its address points into.
+// kernels with g++'s -fsanitize=thread instrumentation (--param
+// tsan-instrument-func-entry-exit=0) and links no sanitizer runtime: g++ calls
+// __tsan_{read,write}{1,2,4,8,16}(address) before each access (unlike ASan's instrumentation,
+// none is dropped as redundant: a store after a load of the same address is seen), and the
+// callbacks are defined here (with the atomics they turn into). Each access is
 #pragma once
 
 // ------------------------------------------------------------------ global buffers
@@ -282,28 +261,64 @@ RB_NOSAN_INLINE inline void rb_access(void* p, size_t n, bool store) {
     me->in_check = false;
 }
 
-#define RB_ASAN_CALLBACKS(N)                                                                  \
-    extern "C" __attribute__((visibility("hidden"))) RB_NOSAN_INLINE void                      \
-        __asan_load##N##_noabort(void* p) {                                                    \
-        rb_access(p, N, false);                                                                \
-    }                                                                                          \
-    extern "C" __attribute__((visibility("hidden"))) RB_NOSAN_INLINE void                      \
-        __asan_store##N##_noabort(void* p) {                                                   \
-        rb_access(p, N, true);                                                                 \
+// The callbacks of g++'s -fsanitize=thread instrumentation (the build links no sanitizer
+// runtime): every load and store of instrumented code, and its atomics, which are executed
+// here as they are (sequentially consistent).
+#define RB_CB extern "C" __attribute__((visibility("hidden"))) RB_NOSAN_INLINE
+#define RB_TSAN_ACCESS(N)                                                                     \
+    RB_CB void __tsan_read##N(void* p) { rb_access(p, N, false); }                             \
+    RB_CB void __tsan_write##N(void* p) { rb_access(p, N, true); }                             \
+    RB_CB void __tsan_unaligned_read##N(void* p) { rb_access(p, N, false); }                   \
+    RB_CB void __tsan_unaligned_write##N(void* p) { rb_access(p, N, true); }
+RB_CB void __tsan_read1(void* p) { rb_access(p, 1, false); }
+RB_CB void __tsan_write1(void* p) { rb_access(p, 1, true); }
+RB_TSAN_ACCESS(2)
+RB_TSAN_ACCESS(4)
+RB_TSAN_ACCESS(8)
+RB_TSAN_ACCESS(16)
+RB_CB void __tsan_read_range(void* p, unsigned long n) { rb_access(p, n, false); }
+RB_CB void __tsan_write_range(void* p, unsigned long n) { rb_access(p, n, true); }
+RB_CB void __tsan_init() {}
+RB_CB void __tsan_func_entry(void*) {}
+RB_CB void __tsan_func_exit() {}
+RB_CB void __tsan_vptr_update(void**, void*) {}
+RB_CB void __tsan_vptr_read(void**) {}
+RB_CB void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+RB_CB void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+#define RB_SEQ __ATOMIC_SEQ_CST
+#define RB_TSAN_RMW(N, T, OP)                                                                 \
+    RB_CB T __tsan_atomic##N##_##OP(volatile void* a, T v, int) {                             \
+        return __atomic_##OP((volatile T*)a, v, RB_SEQ);                                      \
     }
-RB_ASAN_CALLBACKS(1)
-RB_ASAN_CALLBACKS(2)
-RB_ASAN_CALLBACKS(4)
-RB_ASAN_CALLBACKS(8)
-RB_ASAN_CALLBACKS(16)
-extern "C" __attribute__((visibility("hidden"))) RB_NOSAN_INLINE void __asan_loadN_noabort(
-    void* p, long n) {
-    rb_access(p, (size_t)n, false);
-}
-extern "C" __attribute__((visibility("hidden"))) RB_NOSAN_INLINE void __asan_storeN_noabort(
-    void* p, long n) {
-    rb_access(p, (size_t)n, true);
-}
-extern "C" __attribute__((visibility("hidden"))) void __asan_handle_no_return() {}
-extern "C" __attribute__((visibility("hidden"))) void __asan_before_dynamic_init(const char*) {}
-extern "C" __attribute__((visibility("hidden"))) void __asan_after_dynamic_init() {}
+#define RB_TSAN_ATOMIC(N, T)                                                                  \
+    RB_CB T __tsan_atomic##N##_load(const volatile void* a, int) {                            \
+        return __atomic_load_n((const volatile T*)a, RB_SEQ);                                 \
+    }                                                                                          \
+    RB_CB void __tsan_atomic##N##_store(volatile void* a, T v, int) {                         \
+        __atomic_store_n((volatile T*)a, v, RB_SEQ);                                           \
+    }                                                                                          \
+    RB_CB T __tsan_atomic##N##_exchange(volatile void* a, T v, int) {                         \
+        return __atomic_exchange_n((volatile T*)a, v, RB_SEQ);                                 \
+    }                                                                                          \
+    RB_TSAN_RMW(N, T, fetch_add)                                                               \
+    RB_TSAN_RMW(N, T, fetch_sub)                                                               \
+    RB_TSAN_RMW(N, T, fetch_and)                                                               \
+    RB_TSAN_RMW(N, T, fetch_or)                                                                \
+    RB_TSAN_RMW(N, T, fetch_xor)                                                               \
+    RB_TSAN_RMW(N, T, fetch_nand)                                                              \
+    RB_CB bool __tsan_atomic##N##_compare_exchange_strong(volatile void* a, void* e, T d, int, \
+                                                          int) {                               \
+        return __atomic_compare_exchange_n((volatile T*)a, (T*)e, d, false, RB_SEQ, RB_SEQ);   \
+    }                                                                                          \
+    RB_CB bool __tsan_atomic##N##_compare_exchange_weak(volatile void* a, void* e, T d, int,   \
+                                                        int) {                                 \
+        return __atomic_compare_exchange_n((volatile T*)a, (T*)e, d, true, RB_SEQ, RB_SEQ);    \
+    }                                                                                          \
+    RB_CB T __tsan_atomic##N##_compare_exchange_val(volatile void* a, T e, T d, int, int) {   \
+        __atomic_compare_exchange_n((volatile T*)a, &e, d, false, RB_SEQ, RB_SEQ);             \
+        return e;                                                                              \
+    }
+RB_TSAN_ATOMIC(8, unsigned char)
+RB_TSAN_ATOMIC(16, unsigned short)
+RB_TSAN_ATOMIC(32, unsigned int)
+RB_TSAN_ATOMIC(64, unsigned long)

@@ -10,7 +10,7 @@
 // Hopper (sm_90a) kernels: hopper_emu.h (included at the end) implements the primitives of
 // kernels/cuda/hopper_ops.cuh (mbarriers, TMA, wgmma) over the block's shared-memory window.
 // checks.h sees every load and store of the kernel code (the build instruments it with
-// -fsanitize=kernel-address, whose callbacks it defines): global buffers bounds-checked,
+// -fsanitize=thread, whose callbacks it defines): global buffers bounds-checked,
 // plain shared-memory accesses checked for races (happens-before) and for the async proxy.
 //
 // Failures never hang or kill the process: __trap() and every error the emulation detects
@@ -64,8 +64,8 @@
 // into a reference to the block's shared window (rb_shared below); a marker left over fails
 // the build.
 #define __shared__ __rb_shared__
-#define RB_NOSAN __attribute__((no_sanitize_address, noinline))
-#define RB_NOSAN_INLINE __attribute__((no_sanitize_address))
+#define RB_NOSAN __attribute__((no_sanitize_thread, noinline))
+#define RB_NOSAN_INLINE __attribute__((no_sanitize_thread))
 #define __grid_constant__
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
