@@ -70,8 +70,19 @@
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
 
-static thread_local uint3 threadIdx, blockIdx;
-static thread_local dim3 blockDim, gridDim;
+// threadIdx & co. are values, not memory, to the kernel (a call to an uninstrumented function):
+// a thread-local variable of a dlopen'ed library lives in the heap, where a read of it would
+// look like an access near some global buffer.
+static thread_local uint3 rb_thread_idx, rb_block_idx;
+static thread_local dim3 rb_block_dim, rb_grid_dim;
+__attribute__((no_sanitize_thread, noinline)) uint3 rb_get_thread_idx() { return rb_thread_idx; }
+__attribute__((no_sanitize_thread, noinline)) uint3 rb_get_block_idx() { return rb_block_idx; }
+__attribute__((no_sanitize_thread, noinline)) dim3 rb_get_block_dim() { return rb_block_dim; }
+__attribute__((no_sanitize_thread, noinline)) dim3 rb_get_grid_dim() { return rb_grid_dim; }
+#define threadIdx (rb_get_thread_idx())
+#define blockIdx (rb_get_block_idx())
+#define blockDim (rb_get_block_dim())
+#define gridDim (rb_get_grid_dim())
 
 // ---------------------------------------------------------------------- failures
 struct RbTrap {};  // unwinds an emulated thread after the block was aborted
@@ -205,12 +216,14 @@ static char rb_kernel[128];  // the launched kernel's name (for the checks' mess
         std::lock_guard<std::mutex> lk(rb_error_m);
         if (!rb_blk->aborted.exchange(true)) {
             char where[96];
+            const size_t kn = strlen(rb_kernel);
+            const bool named = kn && !strncmp(msg, rb_kernel, kn) && msg[kn] == ':';
             if (gridDim.y > 1 || gridDim.z > 1)
                 snprintf(where, sizeof where, " (block %u, thread %u; block (%u, %u, %u))",
                          blockIdx.x, threadIdx.x, blockIdx.x, blockIdx.y, blockIdx.z);
             else
                 snprintf(where, sizeof where, " (block %u, thread %u)", blockIdx.x, threadIdx.x);
-            rb_error = std::string(msg) + where;
+            rb_error = (named || !kn ? "" : std::string(rb_kernel) + ": ") + msg + where;
         }
     }
     throw RbTrap{};
@@ -386,10 +399,10 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
                         if (quit) return;
                         seen = gen;
                     }
-                    threadIdx = make_uint3(i % bx, (i / bx) % by, i / (bx * by));
-                    blockIdx = blkp->idx;
-                    blockDim = dim3(bx, by, bz);
-                    gridDim = dim3(gx, gy, gz);
+                    rb_thread_idx = make_uint3(i % bx, (i / bx) % by, i / (bx * by));
+                    rb_block_idx = blkp->idx;
+                    rb_block_dim = dim3(bx, by, bz);
+                    rb_grid_dim = dim3(gx, gy, gz);
                     rb_blk = blkp;
                     rb_me = blkp->threads[i].get();
                     try {
@@ -443,7 +456,8 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
             if (!why.empty()) {
                 std::lock_guard<std::mutex> lk(rb_error_m);
                 if (!blk.aborted.exchange(true))
-                    rb_error = why + " (block " + std::to_string(blk.idx.x) + ")";
+                    rb_error = std::string(rb_kernel) + ": " + why + " (block " +
+                               std::to_string(blk.idx.x) + ")";
             }
             rb_blk = nullptr;
             if (blk.aborted) rc = 2;
