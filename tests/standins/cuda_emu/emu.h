@@ -407,7 +407,7 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
                     rb_me = blkp->threads[i].get();
                     try {
                         body();
-                        rb_hopper_thread_end();
+                        if (!rb_aborted()) rb_hopper_thread_end();
                     } catch (RbTrap&) {
                     } catch (std::exception& e) {
                         try {
@@ -486,18 +486,23 @@ typedef void (*rb_kernel_t)(long long, long long, long long, long long, long lon
 
 // The call of the kernel itself: its arguments read, then the kernel's own code is checked.
 // A check that fails inside the kernel's code comes back here (longjmp: nothing of the
-// kernel's frames needs destroying) and the block is aborted as by any other failure.
+// kernel's frames needs destroying; the block is already aborted) and returns: no exception
+// is thrown from this frame (the unwinder does not survive one after the longjmp).
+struct RbKernelScope {  // back to the emulator's side however the kernel's code is left
+    RbThread* me;
+    RB_NOSAN_INLINE ~RbKernelScope() {
+        me->in_check = true;
+        me->out = nullptr;
+    }
+};
 template <typename Call> RB_NOSAN void rb_run_kernel(Call call) {
     jmp_buf out;
-    RbThread* me = rb_me;
+    RbKernelScope scope{rb_me};
     if (setjmp(out) == 0) {
-        me->out = &out;
-        me->in_check = false;
+        scope.me->out = &out;
+        scope.me->in_check = false;
         call();
     }
-    me->in_check = true;
-    me->out = nullptr;
-    if (rb_aborted()) throw RbTrap{};
 }
 RB_NOSAN void rb_call_kernel(rb_kernel_t k, const long long* ia, const float* fa) {
     const long long a0 = ia[0], a1 = ia[1], a2 = ia[2], a3 = ia[3], a4 = ia[4], a5 = ia[5];
