@@ -386,9 +386,9 @@ def test_mutant_wrong_parity_is_caught(fake_cuda, mutants):
 
 @pytest.mark.parametrize("name,dtype,error", [
     ("no_proxy_fence_after_transpose", "fp8",
-     "wgmma.mma_async (B) (async proxy) reads shared 0x"),
+     r"wgmma.mma_async \(B\) \(async proxy\) reads shared 0x"),
     ("no_barrier_after_transpose", "fp8",
-     "wgmma.mma_async (B) reads shared 0x|overwrites what other threads are reading|"
+     r"wgmma.mma_async \(B\) reads shared 0x|overwrites what other threads are reading|"
      "mbarrier wait timed out: staging"),
     ("no_mbarrier_init_fence", "fp16", "before a fence.mbarrier_init"),
 ])
