@@ -5,6 +5,30 @@
 // __tsan_{read,write}{1,2,4,8,16}(address) before each access (unlike ASan's instrumentation,
 // none is dropped as redundant: a store after a load of the same address is seen), and the
 // callbacks are defined here (with the atomics they turn into). Each access is
+//   * in the block's shared window: a plain shared-memory access (rb_smem_access):
+//       - inside the block's allocation (dynamic area or static arrays), else it fails;
+//       - happens-before against the other threads' plain accesses of the same bytes: one
+//         shadow cell per byte holds the last write (thread, its clock, its fence count) and
+//         the reads since (one reader with its clock, or "several readers" with the number of
+//         block-wide barriers they had passed). A write and another thread's access with no
+//         synchronization between (barrier, named barrier, mbarrier: the vector clocks) is a
+//         race, whatever the OS schedule was. Reads by several threads followed by another
+//         thread's write need a __syncthreads between them (the block barrier is what orders
+//         several readers in these kernels; a named barrier or mbarrier between them would be
+//         reported: conservative);
+//       - after a TMA into those bytes, only once its mbarrier phase was waited for;
+//   * in a registered global buffer (rb_emu_buffer, named by the launcher): fine; within
+//     RB_GUARD bytes before or after one and not inside any: out of bounds, the launch fails
+//     naming the kernel, the buffer, the element and the distance past the end;
+//   * anything else (stack, emulator state, unregistered memory): not checked.
+// Accesses made inside the emulator's functions (RB_API), by the harness around the kernel's
+// call, and on the thread's own stack are not the kernel's: skipped. A failed check returns
+// to the kernel's call with longjmp (the callbacks are nothrow for g++).
+// The async proxy against the generic one (called from hopper_emu.h):
+//   * a wgmma operand byte written by a plain store must be ordered after the store, and a
+//     fence.proxy.async of the writer after the store must be ordered before the wgmma;
+//   * a TMA into shared memory must be ordered after the plain accesses of those bytes;
+//   * a TMA's tensor must lie inside the registered buffer its address points into.
 #pragma once
 
 // ------------------------------------------------------------------ global buffers
