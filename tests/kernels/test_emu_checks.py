@@ -111,6 +111,9 @@ def test_planted_bug_is_caught_by_the_check(plant):
 def unit() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(ct.build_emulation() / "driver_hopper_unit.so"))
     lib.rb_launch_params.restype = ctypes.c_int
+    # the default emulated clock (another test of the process may have sped it up): the
+    # two-block wait below is bounded by 2e9 cycles, 10 s
+    lib.rb_emu_set_clock(ctypes.c_double(0.2))
     return lib
 
 
