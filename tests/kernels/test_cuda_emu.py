@@ -14,6 +14,7 @@ import ctypes
 import dataclasses
 import importlib
 import importlib.util
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -25,12 +26,12 @@ from typing import Any
 import cuda_tools as ct
 import numpy as np
 import pytest
+from emu_run import DEV, guarded, register, run_emulated
 from roofbench.bench.backends import tma_launch  # noqa: E402
 from roofbench.bench.backends.gpu_common import (  # noqa: E402
     ALL_LAUNCHERS,
     POISON,
     STORAGE,
-    PlannedLaunch,
     from_storage,
     plan_launches,
     to_storage,
@@ -49,10 +50,6 @@ from testpaths import FAKE_CUPY
 pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,
                                 reason=ct.emulation_missing() or "")
 
-# A tiny device: grid-stride grids of at most 2 blocks of 256 threads.
-DEV = DeviceProps(cc=(9, 0), sm_count=1, max_threads_per_sm=512, name="host emulation")
-
-
 @pytest.fixture(scope="module")
 def libs() -> dict[str, ctypes.CDLL]:
     out = ct.build_emulation()
@@ -62,42 +59,6 @@ def libs() -> dict[str, ctypes.CDLL]:
         lib.rb_launch.restype = ctypes.c_int
         libs[src] = lib
     return libs
-
-
-def run_emulated(libs, case: Case, rng: np.random.Generator,
-                 change: Callable[[PlannedLaunch], PlannedLaunch] = lambda pl: pl):
-    """prepare -> poison -> run -> outputs, as a GPU backend does, on host memory. ``change``
-    may alter a planned launch (another grid, another function) before it runs."""
-    inputs = case.workload.make_inputs(case.size, case.dtype, rng)
-    bufs = case.buffers()
-    arrays = {}
-    for name, buf in bufs.items():
-        if buf.role == "input":
-            arrays[name] = to_storage(inputs[name], buf).copy()
-        else:
-            arrays[name] = np.full(buf.shape, POISON[buf.dtype], dtype=STORAGE[buf.dtype])
-    for pl in plan_launches(case, DEV):
-        _launch(libs, change(pl), arrays)
-    outs = {n: from_storage(arrays[n], b) for n, b in bufs.items() if b.role == "output"}
-    return inputs, outs
-
-
-def _launch(libs, pl: PlannedLaunch, arrays: dict[str, np.ndarray]) -> None:
-    lib = libs[pl.impl.source]
-    ints, floats = [], []
-    for a in pl.args:
-        if isinstance(a, str):
-            ints.append(arrays[a].ctypes.data)
-        elif isinstance(a, np.integer):
-            ints.append(int(a))
-        else:
-            floats.append(float(a))
-    assert len(ints) <= 6 and len(floats) <= 2
-    ia = (ctypes.c_longlong * 6)(*ints, *[0] * (6 - len(ints)))
-    fa = (ctypes.c_float * 2)(*floats, *[0.0] * (2 - len(floats)))
-    fn = ctypes.cast(getattr(lib, pl.function), ctypes.c_void_p)
-    rc = lib.rb_launch(fn, *pl.grid, *pl.block, ia, fa)
-    assert rc == 0, f"{pl.function}: block of {pl.block} is not whole warps"
 
 
 ALL = ("fp32", "fp64", "fp16", "bf16", "fp8")
@@ -255,12 +216,14 @@ def run_gemm(fc: FakeCuda, dtype: str, size: tuple[int, int, int], libdir: Path 
             arrays[name] = room[:x.size].reshape(x.shape)
             arrays[name][...] = x
         else:
-            arrays[name] = np.full(buf.shape, POISON[buf.dtype], dtype=STORAGE[buf.dtype])
+            arrays[name] = guarded(buf.shape, STORAGE[buf.dtype])
+            arrays[name][...] = POISON[buf.dtype]
     (pl,) = plan_launches(case, H200, launchers=ALL_LAUNCHERS)
     specs = maps(case) if maps else pl.tensor_maps
     enc = {m.buffer: tma_launch.encode_tensor_map(m, arrays[m.buffer].ctypes.data)
            for m in specs}
     mod = fc.module("gemm_wgmma.cu", libdir, clock)
+    register(mod.lib, arrays)  # the bounds of A, B (TMA's tensors) and C
     fc.launch(mod, pl.function, pl.grid, pl.block, pl.smem,
               param_bytes(pl.args, lambda b: arrays[b].ctypes.data, enc))
     outs = {n: from_storage(arrays[n], b) for n, b in case.buffers().items()
@@ -327,7 +290,8 @@ def test_planted_host_tensor_map_errors_fail(fake_cuda, plant):
     try:
         ok, err, why = run_gemm(fake_cuda, "fp16", size, maps=maps, clock=FAST_CLOCK)
     except LaunchFailed as e:
-        assert "timed out" in str(e) or "expected transaction bytes" in str(e), e
+        assert any(m in str(e) for m in ("timed out", "expected transaction bytes",
+                                          "past the end of A")), e
         return
     assert not ok, f"{plant}: still valid (rel. error {err})"
 
@@ -346,6 +310,12 @@ MUTANTS = {
                      'mbar_wait(full0 + 8 * s, 0, "full", s);'),
     "early_release": ("wgmma_wait<0>();\n        mbar_arrive(empty0 + 8 * s);",
                       "mbar_arrive(empty0 + 8 * s);\n        wgmma_wait<0>();"),
+    # fp8: the producer's transposed B tile, written by plain stores, read by wgmma
+    "no_proxy_fence_after_transpose": ("fence_proxy_async();\n                named_barrier_sync",
+                                       "named_barrier_sync"),
+    "no_barrier_after_transpose": ("named_barrier_sync(1, 128);\n                if (t == 0)",
+                                   "if (t == 0)"),
+    "no_mbarrier_init_fence": ("        mbar_init_fence();\n", ""),
 }
 
 
@@ -414,6 +384,34 @@ def test_mutant_wrong_parity_is_caught(fake_cuda, mutants):
             or "not ordered after" in msg or "without having waited" in msg), msg
 
 
+@pytest.mark.parametrize("name,dtype,error", [
+    ("no_proxy_fence_after_transpose", "fp8",
+     r"wgmma.mma_async \(B\) \(async proxy\) reads shared 0x"),
+    ("no_barrier_after_transpose", "fp8",
+     r"wgmma.mma_async \(B\) reads shared 0x|overwrites what other threads are reading|"
+     "mbarrier wait timed out: staging"),
+    ("no_mbarrier_init_fence", "fp16", "before a fence.mbarrier_init"),
+])
+def test_mutant_async_proxy_fences_are_caught(fake_cuda, mutants, name, dtype, error):
+    """The fp8 transpose's plain stores reach wgmma only through fence.proxy.async and the
+    warpgroup's barrier before thread 0 arrives on the stage's barrier; the barriers reach
+    the other threads and TMA only through fence.mbarrier_init after their init. Without
+    each, the emulation reports it, naming the kernel; the original passes the same case.
+    The missing fences are reported whatever the timing. Without the barrier, the race is
+    reported, unless thread 0 ran so far ahead that its TMA refilled a staging buffer before
+    any other producer thread read it: they then wait for a phase already past, and the
+    bounded wait traps naming the staging barrier."""
+    size = (128, 256, 512)  # 4 fp8 k tiles in a ring of 3 stages
+    ok, err, why = run_gemm(fake_cuda, dtype, size)
+    assert ok, why
+    with pytest.raises(LaunchFailed) as e:
+        run_gemm(fake_cuda, dtype, size, mutants[name], clock=FAST_CLOCK)
+    msg = str(e.value)
+    assert msg.startswith(f"gemm_wgmma_{dtype}: ") and re.search(error, msg), msg
+    if name == "no_proxy_fence_after_transpose":
+        assert "with no fence.proxy.async after the store" in msg, msg
+
+
 def test_mutant_early_release_is_a_race(fake_cuda, mutants):
     """Releasing the stage before wait_group: the producer's TMA overwrites operands whose
     wgmma group is not ordered before it, whatever the threads' timing."""
@@ -455,12 +453,12 @@ def _tma_map(fc: FakeCuda, arr: np.ndarray, box: tuple[int, int], swizzle: str) 
 @pytest.mark.parametrize("expect_extra,done", [(0, 1), (16, 0)])
 def test_phase_completes_when_arrivals_and_bytes_are_both_in(fake_cuda, expect_extra, done):
     """A phase flips only when both the arrival count and the transaction count reach zero,
-    and TMA data is visible only once it has."""
+    and TMA data is read once the wait saw it."""
     mod = fake_cuda.module("hopper_unit.cu")
     g = (np.arange(64 * 64, dtype=np.uint16) + 0x4321).reshape(64, 64)
     tmap = _tma_map(fake_cuda, g, (64, 8), "128B")
     out = np.full(8, -1, np.int32)
-    args = _params(tmap, np.int32(64 * 8 * 2 + expect_extra), _ptr(out))
+    args = _params(tmap, np.int32(64 * 8 * 2 + expect_extra), np.int32(0), _ptr(out))
     if done:
         fake_cuda.launch(mod, "unit_phase", (1,), (32,), 4096, args)
     else:  # 16 bytes never come: the block ends with them outstanding
@@ -468,8 +466,20 @@ def test_phase_completes_when_arrivals_and_bytes_are_both_in(fake_cuda, expect_e
             fake_cuda.launch(mod, "unit_phase", (1,), (32,), 4096, args)
     # parity 1 (the phase before) counts as completed until phase 0 completes
     assert out[:6].tolist() == [1, 0, 0, 0, done, 1 - done]
-    # the box is not visible before its phase completes (0xFF), then it is (0x21 of 0x4321)
-    assert out[6:].tolist() == [0xFF, 0x21 if done else 0xFF]
+    assert out[6] == (0x21 if done else -1)  # 0x21 of 0x4321, once waited for
+
+
+def test_plain_load_of_tma_data_before_the_wait_is_refused(fake_cuda):
+    """The box lands when its phase completes: a plain load of it by a thread that has not
+    waited for that phase fails, whether or not the bytes happened to be there."""
+    mod = fake_cuda.module("hopper_unit.cu")
+    g = np.ones((64, 64), np.uint16)
+    out = np.full(8, -1, np.int32)
+    args = _params(_tma_map(fake_cuda, g, (64, 8), "128B"), np.int32(64 * 8 * 2), np.int32(1),
+                   _ptr(out))
+    with pytest.raises(LaunchFailed, match="unit_phase: plain load of shared 0x.*written by a "
+                       "TMA whose mbarrier phase this thread has not waited for"):
+        fake_cuda.launch(mod, "unit_phase", (1,), (32,), 4096, args)
 
 
 def _swizzled(addr: np.ndarray, span: int) -> np.ndarray:
@@ -508,7 +518,8 @@ def test_tma_box_lands_swizzled_with_zero_fill(fake_cuda, swizzle, span, elem):
 
 
 @pytest.mark.parametrize("mode,error", [(0, "more arrivals"), (1, "init"),
-                                        (2, "overwritten by a plain store")])
+                                        (2, "overwritten by a plain store"),
+                                        (3, "before a fence.mbarrier_init")])
 def test_mbarrier_misuse_is_refused(fake_cuda, mode, error):
     mod = fake_cuda.module("hopper_unit.cu")
     out = np.zeros(64, np.int32)

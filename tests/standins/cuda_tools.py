@@ -194,7 +194,8 @@ def driver_sources() -> dict[str, DriverSource]:
     from roofbench.roofs.probes.gpu_math import WGMMA_KERNELS
 
     gemm = [f"gemm_wgmma_{d}" for d in wg.TmaKernel(wg.WGMMA_SOURCE, "").dtypes]
-    unit = ("unit_wait", "unit_phase", "unit_tma", "unit_mbar_misuse", "unit_wgmma")
+    unit = ("unit_wait", "unit_phase", "unit_tma", "unit_mbar_misuse", "unit_wgmma",
+            "unit_poison", "unit_two_blocks", "unit_race", "unit_shfl")
     return {"gemm_wgmma": DriverSource(CUDA_DIR / wg.WGMMA_SOURCE, tuple(gemm)),
             "wgmma": DriverSource(PROBE_DIR / "wgmma.cu",
                                   tuple(k for k, _ in WGMMA_KERNELS.values())),
@@ -220,14 +221,45 @@ def _source_path(src: str) -> Path:
     return CUDA_DIR / src if (CUDA_DIR / src).is_file() else PROBE_DIR / src
 
 
-def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = ()) -> None:
+# The emulated build instruments every load and store of the kernel code: g++ calls
+# tests/standins/cuda_emu/checks.h's callbacks (bounds of the global buffers, races and proxy
+# fences in shared memory). -fsanitize=thread's instrumentation keeps every access (no check
+# dropped as redundant); the object is linked without the sanitizer's runtime.
+EMU_CHECK_FLAGS = ("-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0")
+_SHARED = re.compile(r"__rb_shared__\s+((?:__attribute__\s*\(\([^;]*?\)\)\s*)*)"
+                     r"([^;{}()]+?)\s+(\w+)\s*((?:\[[^\];]*\]\s*)+);")
+
+
+def rewrite_shared(text: str) -> str:
+    """Every ``__shared__ T name[dims];`` of preprocessed emulated source (emu.h spells
+    __shared__ as the marker __rb_shared__) as a reference to the block's own array in its
+    shared window: ``static RbSharedKey k; auto& name = rb_shared<T[dims]>(k, "name");``."""
+    def one(m: re.Match[str]) -> str:
+        _, typ, name, dims = m.groups()
+        return (f"static RbSharedKey rb_shk_{name}; auto& {name} = "
+                f"rb_shared<{typ.strip()} {dims.strip()}>(rb_shk_{name}, \"{name}\");")
+    return _SHARED.sub(one, text)
+
+
+def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
+                 includes: tuple[Path, ...] = ()) -> None:
     import shutil
 
-    cmd = [shutil.which("g++") or "g++", "-std=c++20", opt, "-shared", "-fPIC", "-pthread",
-           "-w", "-Wno-psabi", "-include", str(EMU_HEADER),
-           *(f"-I{d}" for d in cuda_include_dirs()), f"-I{CUDA_DIR}", f"-I{EMU_DIR}", *extra,
-           "-x", "c++", str(src), "-o", str(so)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    gxx = shutil.which("g++") or "g++"
+    flags = ["-std=c++20", "-pthread", *(f"-I{d}" for d in includes),
+             *(f"-I{d}" for d in cuda_include_dirs()), f"-I{CUDA_DIR}", f"-I{EMU_DIR}", *extra]
+    pre = so.with_suffix(".ii")
+    p = subprocess.run([gxx, "-E", *flags, "-include", str(EMU_HEADER), "-x", "c++", str(src),
+                        "-o", str(pre)], capture_output=True, text=True, timeout=600)
+    if p.returncode == 0:
+        pre.write_text(rewrite_shared(pre.read_text()))
+        obj = so.with_suffix(".o")
+        p = subprocess.run([gxx, *flags, opt, "-c", "-fPIC", "-w", "-Wno-psabi",
+                            *EMU_CHECK_FLAGS, "-x", "c++-cpp-output", str(pre), "-o", str(obj)],
+                           capture_output=True, text=True, timeout=600)
+    if p.returncode == 0:
+        p = subprocess.run([gxx, "-shared", "-pthread", str(obj), "-o", str(so)],
+                           capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise AssertionError(f"emulation build of {src.name} failed:\n{p.stderr[-4000:]}")
 

@@ -4,10 +4,13 @@
 // descriptor make_gmma_desc builds for it. This program compares them with
 //   * the emulator's decode (tests/standins/cuda_emu/gmma_decode.h: rb_gmma_addr) of CuTe's
 //     descriptors, for every element of every k step, every atom and element size;
-//   * the descriptors the GEMM kernel builds (hopper_ops.cuh: gmma_desc, with the kernel's
-//     offsets) and the emulator's decode of them, for every (m, k) of A and (n, k) of B of a
-//     stage, and where the kernel's writers put those elements (TMA's boxes, the fp8
-//     transpose of wgmma_layout.cuh).
+//   * the descriptors the GEMM kernel builds and the emulator's decode of them, for every
+//     (m, k) of A and (n, k) of B of a stage, and where the kernel's writers put those
+//     elements (TMA's boxes, the fp8 transpose of wgmma_layout.cuh). The descriptors come
+//     from rb_kernel_descs, linked in from a file the test generates out of the kernel's own
+//     source: the statements of gemm_wgmma.cu that compute the stage addresses and the
+//     descriptors, compiled against the kernel's headers (hopper_ops.cuh: gmma_desc). So a
+//     change to the kernel's descriptor code is what this program checks.
 // Output: one line per check, "name checked mismatches [first mismatch]". Argument: a planted
 // error applied to the kernel's descriptors (none, swap_lbo_sbo, swizzle64, swizzle32).
 #include <cstdint>
@@ -36,6 +39,11 @@ static inline uint32_t __cvta_generic_to_shared(const void* p) {
 static inline unsigned __byte_perm(unsigned, unsigned, unsigned) { return 0; }
 #include "hopper_ops.cuh"
 #include "wgmma_layout.cuh"
+
+// The kernel's descriptors of k step kk of stage s (shared base `base`), consumer warpgroup cw
+// (A), for elements of `elem` bytes: the generated file of the kernel's statements.
+extern "C" void rb_kernel_descs(int elem, unsigned base, int s, int cw, int kk,
+                                unsigned long long* da, unsigned long long* db);
 
 using namespace cute;
 namespace G = cute::SM90::GMMA;
@@ -143,8 +151,9 @@ static void kernel_check(const char* dt, const std::string& how) {
         for (int kk = 0; kk < 4; ++kk) {
             Tensor s = local_tile(ta, make_shape(Int<64>{}, Int<KS>{}), make_coord(cw, kk));
             const uint64_t want = G::make_gmma_desc<G::Major::K>(s).desc_;
-            const unsigned sa = base + cw * 64 * WG_BK_BYTES;  // as the kernel computes them
-            const uint64_t got = plant(gmma_desc(sa + 32 * kk, 16, 1024), how);
+            unsigned long long ka = 0, kb = 0;
+            rb_kernel_descs(sizeof(T), 0, stage, cw, kk, &ka, &kb);
+            const uint64_t got = plant(ka, how);
             da.see_desc(cw, kk, want, got);
             see_decode(ea, "A", s, got, false, e, 64, KS, cw * 64, kk);
         }
@@ -170,7 +179,9 @@ static void kernel_check(const char* dt, const std::string& how) {
         for (int kk = 0; kk < 4; ++kk) {
             Tensor s = local_tile(tb, make_shape(Int<WG_BN>{}, Int<KS>{}), make_coord(0, kk));
             const uint64_t want = G::make_gmma_desc<G::Major::K>(s).desc_;
-            const uint64_t got = plant(gmma_desc(sb + 32 * kk, 16, 1024), how);
+            unsigned long long ka = 0, kb = 0;
+            rb_kernel_descs(sizeof(T), 0, stage, 0, kk, &ka, &kb);
+            const uint64_t got = plant(kb, how);
             db.see_desc(0, kk, want, got);
             see_decode(eb, "B", s, got, false, e, WG_BN, KS, 0, kk);
         }
@@ -193,7 +204,9 @@ static void kernel_check(const char* dt, const std::string& how) {
         for (int kk = 0; kk < 4; ++kk) {
             Tensor s = local_tile(tb, make_shape(Int<WG_BN>{}, Int<KS>{}), make_coord(0, kk));
             const uint64_t want = G::make_gmma_desc<G::Major::MN>(s).desc_;
-            const uint64_t got = plant(gmma_desc(sb + 2048 * kk, BK * 128, 1024), how);
+            unsigned long long ka = 0, kb = 0;
+            rb_kernel_descs(sizeof(T), 0, stage, 0, kk, &ka, &kb);
+            const uint64_t got = plant(kb, how);
             db.see_desc(0, kk, want, got);
             see_decode(eb, "B", s, got, true, e, WG_BN, KS, 0, kk);
         }

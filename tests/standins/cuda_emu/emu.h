@@ -1,35 +1,46 @@
 // A host emulation of the CUDA execution model, just enough to run roofbench's kernels on a
-// CPU for correctness (never for speed): one OS thread per CUDA thread, blocks one after
-// another, __shared__ as static storage (one block at a time shares it), __syncthreads as a
-// block barrier, warp shuffles and mma.sync through per-warp exchange buffers. The mma
-// emulation reconstructs the A/B matrices from the lanes' fragment registers with the layouts
-// of the PTX ISA ("Matrix fragments for mma.m16n8k16 / m16n8k32"), so it checks the kernel's
-// fragment loads, tiling and epilogue against the documented layout.
+// CPU for correctness (never for speed): one OS thread per CUDA thread, two blocks in flight
+// at a time (each with its own threads and its own shared-memory window, poisoned before the
+// block starts), __syncthreads as a block barrier, warp shuffles (with their masks) and
+// mma.sync through per-warp exchange buffers. The mma emulation reconstructs the A/B matrices
+// from the lanes' fragment registers with the layouts of the PTX ISA ("Matrix fragments for
+// mma.m16n8k16 / m16n8k32"), so it checks the kernel's fragment loads, tiling and epilogue
+// against the documented layout.
 //
 // Hopper (sm_90a) kernels: hopper_emu.h (included at the end) implements the primitives of
-// kernels/cuda/hopper_ops.cuh (mbarriers, TMA, wgmma) over a per-block shared-memory window.
+// kernels/cuda/hopper_ops.cuh (mbarriers, TMA, wgmma) over the block's shared-memory window.
+// checks.h sees every load and store of the kernel code (the build instruments it with
+// -fsanitize=thread, whose callbacks it defines): global buffers bounds-checked,
+// plain shared-memory accesses checked for races (happens-before) and for the async proxy.
 //
 // Failures never hang or kill the process: __trap() and every error the emulation detects
 // abort the block (blocked threads wake and unwind) and the launch returns non-zero with the
 // message (rb_last_error). Every thread carries a vector clock, joined through barriers and
-// mbarriers, so that the Hopper emulation can tell whether an access is ordered after another
+// mbarriers, so that the emulation can tell whether an access is ordered after another
 // one (a happens-before check, independent of how the OS happened to schedule the threads).
+// Functions marked RB_NOSAN are not instrumented: the emulator's own accesses to the shared
+// window (TMA landing, wgmma operand reads) are not the kernel's plain accesses.
 #pragma once
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <csetjmp>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <pthread.h>
 #include <thread>
+#include <tuple>
+#include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -49,20 +60,36 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __shared__ static
+// A __shared__ declaration: the test build (tests/standins/cuda_tools.py) rewrites each one
+// into a reference to the block's shared window (rb_shared below); a marker left over fails
+// the build.
+#define __shared__ __rb_shared__
+#define RB_NOSAN __attribute__((no_sanitize_thread, noinline))
+#define RB_NOSAN_INLINE __attribute__((no_sanitize_thread))
 #define __grid_constant__
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
 
-static thread_local uint3 threadIdx, blockIdx;
-static thread_local dim3 blockDim, gridDim;
+// threadIdx & co. are values, not memory, to the kernel (a call to an uninstrumented function):
+// a thread-local variable of a dlopen'ed library lives in the heap, where a read of it would
+// look like an access near some global buffer.
+static thread_local uint3 rb_thread_idx, rb_block_idx;
+static thread_local dim3 rb_block_dim, rb_grid_dim;
+__attribute__((no_sanitize_thread, noinline)) uint3 rb_get_thread_idx() { return rb_thread_idx; }
+__attribute__((no_sanitize_thread, noinline)) uint3 rb_get_block_idx() { return rb_block_idx; }
+__attribute__((no_sanitize_thread, noinline)) dim3 rb_get_block_dim() { return rb_block_dim; }
+__attribute__((no_sanitize_thread, noinline)) dim3 rb_get_grid_dim() { return rb_grid_dim; }
+#define threadIdx (rb_get_thread_idx())
+#define blockIdx (rb_get_block_idx())
+#define blockDim (rb_get_block_dim())
+#define gridDim (rb_get_grid_dim())
 
 // ---------------------------------------------------------------------- failures
 struct RbTrap {};  // unwinds an emulated thread after the block was aborted
 
 struct RbVc;
 struct RbBlock;
-static RbBlock* rb_blk = nullptr;
+static thread_local RbBlock* rb_blk = nullptr;
 static std::string rb_error;  // the last launch's failure (first one in the block)
 static std::mutex rb_error_m;
 
@@ -81,20 +108,50 @@ struct RbVc {
     }
 };
 
+constexpr int RB_FENCE_RING = 256;  // fence.proxy.async clocks remembered per thread
 struct RbThread {
     int tid = 0, lane = 0, warp = 0;
     RbVc vc;
+    uint32_t* clk = nullptr;  // vc.v.data(): the checks read it without instrumented calls
+    uint32_t bar_gen = 0;     // block-wide barriers passed
+    // Set outside the kernel's own code (in the emulator's functions, in checks.h, before and
+    // after the kernel): the instrumented accesses checks.h sees are then not the kernel's.
+    bool in_check = true;
+    // Where a failed check returns to (the kernel's call): the sanitizer callbacks are
+    // declared nothrow, so an error found in one cannot unwind through the kernel's frames.
+    jmp_buf* out = nullptr;
+    RbBlock* blk = nullptr;
+    // fence.proxy.async: this thread's clock at its i-th fence, at fence_clk[i % RING]
+    std::atomic<uint32_t> nfences{0};
+    uint32_t fence_clk[RB_FENCE_RING];
     void* hopper = nullptr;  // hopper_emu.h's per-thread state
-    void release() { ++vc.v[tid]; }  // after publishing vc (an arrive): later work is newer
+    void release() { ++clk[tid]; }  // after publishing vc (an arrive): later work is newer
 };
 static thread_local RbThread* rb_me = nullptr;
+static thread_local uintptr_t rb_stack_lo = 0, rb_stack_hi = 0;  // this OS thread's stack
+
+// RB_API at the top of every function the kernels call: what it accesses is the emulator's.
+struct RbApi {
+    RbThread* me;
+    bool was = true;
+    RB_NOSAN_INLINE RbApi() : me(rb_me) {
+        if (me) {
+            was = me->in_check;
+            me->in_check = true;
+        }
+    }
+    RB_NOSAN_INLINE ~RbApi() {
+        if (me) me->in_check = was;
+    }
+};
+#define RB_API RbApi rb_api_scope_
 
 // A barrier over `n` threads that aborts with the block; joins the participants' clocks.
 class RbBarrier {
   public:
     explicit RbBarrier(int n) : n_(n) {}
     int count() const { return n_; }
-    void arrive_and_wait(bool clocks) {
+    RB_NOSAN void arrive_and_wait(bool clocks) {
         std::unique_lock<std::mutex> lk(m_);
         if (clocks) {
             if (acc_.v.size() != rb_me->vc.v.size()) acc_ = RbVc();
@@ -140,9 +197,14 @@ struct RbBlock {
     std::mutex named_m;
     std::map<unsigned, std::unique_ptr<RbBarrier>> named;  // bar.sync id, count
     void* hopper = nullptr;  // hopper_emu.h's per-block state
+    int slot = 0;                   // which of the launch's blocks in flight
+    unsigned char* smem = nullptr;  // its shared window (shared address 0)
+    uint3 idx{0, 0, 0};
 };
 
 bool rb_aborted() { return rb_blk->aborted.load(std::memory_order_relaxed); }
+
+static char rb_kernel[128];  // the launched kernel's name (for the checks' messages)
 
 [[noreturn]] void rb_fail(const char* fmt, ...) {
     char msg[1024];
@@ -154,18 +216,31 @@ bool rb_aborted() { return rb_blk->aborted.load(std::memory_order_relaxed); }
         std::lock_guard<std::mutex> lk(rb_error_m);
         if (!rb_blk->aborted.exchange(true)) {
             char where[96];
-            snprintf(where, sizeof where, " (block %u, thread %u)", blockIdx.x, threadIdx.x);
-            rb_error = std::string(msg) + where;
+            const size_t kn = strlen(rb_kernel);
+            const bool named = kn && !strncmp(msg, rb_kernel, kn) && msg[kn] == ':';
+            if (gridDim.y > 1 || gridDim.z > 1)
+                snprintf(where, sizeof where, " (block %u, thread %u; block (%u, %u, %u))",
+                         blockIdx.x, threadIdx.x, blockIdx.x, blockIdx.y, blockIdx.z);
+            else
+                snprintf(where, sizeof where, " (block %u, thread %u)", blockIdx.x, threadIdx.x);
+            rb_error = (named || !kn ? "" : std::string(rb_kernel) + ": ") + msg + where;
         }
     }
     throw RbTrap{};
 }
 
-inline void __syncthreads() { rb_blk->block->arrive_and_wait(true); }
+inline void __syncthreads() {
+    RB_API;
+    rb_blk->block->arrive_and_wait(true);
+    ++rb_me->bar_gen;
+}
 inline void rb_warp_sync() { rb_blk->warps[rb_me->warp]->arrive_and_wait(false); }
-inline uint64_t* rb_slot(int lane) { return &rb_blk->xchg[(rb_me->warp * 32 + lane) * 6]; }
+RB_NOSAN_INLINE inline uint64_t* rb_slot(int lane) {
+    return rb_blk->xchg.data() + (rb_me->warp * 32 + lane) * 6;
+}
 std::string rb_last_printf();  // this thread's last device printf (hopper_emu.h)
 [[noreturn]] inline void __trap() {
+    RB_API;
     fflush(stdout);
     const std::string said = rb_last_printf();
     if (said.empty()) rb_fail("__trap()");
@@ -193,14 +268,40 @@ inline long long clock64() {
     return (long long)(ns * rb_cycles_per_ns.load());
 }
 
-template <typename T> T __shfl_xor_sync(unsigned, T v, int o) {
+// __shfl_xor_sync(mask, v, o): every lane of the warp calls it (the emulated warp exchanges
+// through a barrier of 32). A lane that calls it with a mask that does not name it is an
+// error (undefined on the GPU); reading a lane outside the mask yields poison: NaN for
+// floating-point values, 0xA5 bytes for integers, 0xFF bytes for other types. The lanes of
+// the mask must pass the same mask.
+template <typename T> T rb_shfl_poison() {
+    T r;
+    if constexpr (std::is_floating_point_v<T>) {
+        r = std::numeric_limits<T>::quiet_NaN();
+    } else {
+        std::memset(&r, std::is_integral_v<T> ? 0xA5 : 0xFF, sizeof r);
+    }
+    return r;
+}
+template <typename T> RB_NOSAN T __shfl_xor_sync(unsigned mask, T v, int o) {
+    RB_API;
     static_assert(sizeof(T) <= 8, "");
+    const int lane = rb_me->lane;
     uint64_t bits = 0;
     std::memcpy(&bits, &v, sizeof(T));
-    rb_slot(rb_me->lane)[0] = bits;
+    rb_slot(lane)[0] = bits;
+    rb_slot(lane)[1] = mask;
     rb_warp_sync();
-    bits = rb_slot(rb_me->lane ^ o)[0];
+    const int src = lane ^ (o & 31);
+    bits = rb_slot(src)[0];
+    const uint64_t src_mask = rb_slot(src)[1];
     rb_warp_sync();
+    if (!((mask >> lane) & 1))
+        rb_fail("%s: lane %d calls __shfl_xor_sync with mask 0x%08x, which does not name it",
+                rb_kernel, lane, mask);
+    if (!((mask >> src) & 1)) return rb_shfl_poison<T>();
+    if (src_mask != mask)
+        rb_fail("%s: __shfl_xor_sync of lane %d with mask 0x%08x, lane %d with mask 0x%08x",
+                rb_kernel, lane, mask, src, (unsigned)src_mask);
     T r;
     std::memcpy(&r, &bits, sizeof(T));
     return r;
@@ -209,7 +310,8 @@ template <typename T> T __shfl_xor_sync(unsigned, T v, int o) {
 // mma.sync.m16n8k{16,32}.row.col.f32.<T>.<T>.f32 for the whole warp: every lane passes its
 // fragments; D (this lane's 4 floats) += A (16 x K) * B (K x 8).
 template <typename T>
-inline void rb_emu_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+RB_NOSAN void rb_emu_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    RB_API;
     constexpr int E = sizeof(T), P = 4 / E, K = 32 / E, KH = K / 2;
     uint64_t* s = rb_slot(rb_me->lane);
     for (int i = 0; i < 4; ++i) s[i] = a[i];
@@ -243,103 +345,137 @@ void rb_hopper_block_begin(RbBlock& blk, unsigned dynamic_smem);
 void rb_hopper_thread_end();
 std::string rb_hopper_block_end(RbBlock& blk);
 
-// Run the grid: blocks in order, one std::thread per CUDA thread (the same OS threads serve
-// every block of the launch), `body` per thread.
+// Run the grid with RB_IN_FLIGHT blocks at a time: each block slot has its own OS threads (one
+// per CUDA thread, serving every block the slot runs), its own shared window and shadow state;
+// the slots take the blocks in order from a shared counter, so blocks 0 and 1 run at the same
+// time (a kernel whose blocks wait for each other completes, as on a GPU with room for both).
+constexpr int RB_IN_FLIGHT = 2;
+void rb_checks_launch_begin(void* fn);
+void rb_checks_launch_end();
+void rb_checks_block_begin(RbBlock& blk);
+
 template <typename Body>
-static int rb_run_grid(int gx, int gy, int gz, int bx, int by, int bz, unsigned dynamic_smem,
-                       Body body) {
+static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
+                       unsigned dynamic_smem, Body body) {
     const int nthreads = bx * by * bz;
     const int nwarps = (nthreads + 31) / 32;
     rb_error.clear();
     if (nthreads % 32 != 0) {  // the emulated warps need full warps
         rb_error = "block of " + std::to_string(nthreads) + " threads is not whole warps";
+        rb_checks_launch_end();
         return 1;
     }
     rb_vc_size = nthreads + 64;
+    rb_checks_launch_begin(fn);
     rb_hopper_launch_begin();
-    std::mutex m;
-    std::condition_variable start, finished;
-    uint64_t gen = 0;
-    int done = 0;
-    bool quit = false;
-    uint3 cur{0, 0, 0};
-    RbBlock* blkp = nullptr;
-    std::vector<std::thread> th;
-    th.reserve(nthreads);
-    for (int i = 0; i < nthreads; ++i)
-        th.emplace_back([&, i] {
-            uint64_t seen = 0;
-            for (;;) {
-                {
-                    std::unique_lock<std::mutex> lk(m);
-                    start.wait(lk, [&] { return gen != seen || quit; });
-                    if (quit) return;
-                    seen = gen;
+    const long long nblocks = (long long)gx * gy * gz;
+    std::atomic<long long> next{0};
+    std::atomic<int> rc{0};
+    auto slot_main = [&](int slot) {
+        std::mutex m;
+        std::condition_variable start, finished;
+        uint64_t gen = 0;
+        int done = 0;
+        bool quit = false;
+        RbBlock* blkp = nullptr;
+        std::vector<std::thread> th;
+        th.reserve(nthreads);
+        for (int i = 0; i < nthreads; ++i)
+            th.emplace_back([&, i] {
+                pthread_attr_t attr;
+                if (!pthread_getattr_np(pthread_self(), &attr)) {
+                    void* lo = nullptr;
+                    size_t size = 0;
+                    pthread_attr_getstack(&attr, &lo, &size);
+                    rb_stack_lo = (uintptr_t)lo;
+                    rb_stack_hi = (uintptr_t)lo + size;
+                    pthread_attr_destroy(&attr);
                 }
-                threadIdx = make_uint3(i % bx, (i / bx) % by, i / (bx * by));
-                blockIdx = cur;
-                blockDim = dim3(bx, by, bz);
-                gridDim = dim3(gx, gy, gz);
-                rb_blk = blkp;
-                rb_me = blkp->threads[i].get();
-                try {
-                    body();
-                    rb_hopper_thread_end();
-                } catch (RbTrap&) {
-                } catch (std::exception& e) {
-                    try {
-                        rb_fail("host exception: %s", e.what());
-                    } catch (RbTrap&) {
+                uint64_t seen = 0;
+                for (;;) {
+                    {
+                        std::unique_lock<std::mutex> lk(m);
+                        start.wait(lk, [&] { return gen != seen || quit; });
+                        if (quit) return;
+                        seen = gen;
                     }
+                    rb_thread_idx = make_uint3(i % bx, (i / bx) % by, i / (bx * by));
+                    rb_block_idx = blkp->idx;
+                    rb_block_dim = dim3(bx, by, bz);
+                    rb_grid_dim = dim3(gx, gy, gz);
+                    rb_blk = blkp;
+                    rb_me = blkp->threads[i].get();
+                    try {
+                        body();
+                        if (!rb_aborted()) rb_hopper_thread_end();
+                    } catch (RbTrap&) {
+                    } catch (std::exception& e) {
+                        try {
+                            rb_fail("host exception: %s", e.what());
+                        } catch (RbTrap&) {
+                        }
+                    }
+                    rb_me = nullptr;
+                    std::lock_guard<std::mutex> lk(m);
+                    if (++done == nthreads) finished.notify_one();
                 }
-                std::lock_guard<std::mutex> lk(m);
-                if (++done == nthreads) finished.notify_one();
+            });
+        for (;;) {
+            const long long b = next.fetch_add(1);
+            if (b >= nblocks || rc.load()) break;
+            RbBlock blk;
+            blk.slot = slot;
+            blk.idx = make_uint3((unsigned)(b % gx), (unsigned)(b / gx % gy),
+                                 (unsigned)(b / ((long long)gx * gy)));
+            blk.nthreads = nthreads;
+            blk.block = std::make_unique<RbBarrier>(nthreads);
+            for (int w = 0; w < nwarps; ++w) blk.warps.push_back(std::make_unique<RbBarrier>(32));
+            blk.xchg.assign(nwarps * 32 * 6, 0);
+            for (int i = 0; i < nthreads; ++i) {
+                blk.threads.push_back(std::make_unique<RbThread>());
+                RbThread& t = *blk.threads.back();
+                t.tid = i;
+                t.lane = i % 32;
+                t.warp = i / 32;
+                t.clk = t.vc.v.data();
+                t.blk = &blk;
+                t.vc.v[i] = 1;
             }
-        });
-    int rc = 0;
-    for (int z = 0; z < gz && !rc; ++z)
-        for (int y = 0; y < gy && !rc; ++y)
-            for (int x = 0; x < gx && !rc; ++x) {
-                RbBlock blk;
-                blk.nthreads = nthreads;
-                blk.block = std::make_unique<RbBarrier>(nthreads);
-                for (int w = 0; w < nwarps; ++w)
-                    blk.warps.push_back(std::make_unique<RbBarrier>(32));
-                blk.xchg.assign(nwarps * 32 * 6, 0);
-                for (int i = 0; i < nthreads; ++i) {
-                    blk.threads.push_back(std::make_unique<RbThread>());
-                    RbThread& t = *blk.threads.back();
-                    t.tid = i;
-                    t.lane = i % 32;
-                    t.warp = i / 32;
-                    t.vc.v[i] = 1;
-                }
-                rb_blk = &blk;
-                rb_hopper_block_begin(blk, dynamic_smem);
-                {
-                    std::unique_lock<std::mutex> lk(m);
-                    cur = make_uint3(x, y, z);
-                    blkp = &blk;
-                    done = 0;
-                    ++gen;
-                    start.notify_all();
-                    finished.wait(lk, [&] { return done == nthreads; });
-                }
-                const std::string why = rb_hopper_block_end(blk);
-                if (!blk.aborted && !why.empty()) {
-                    rb_error = why + " (block " + std::to_string(x) + ")";
-                    blk.aborted = true;
-                }
-                rb_blk = nullptr;
-                if (blk.aborted) rc = 2;
+            rb_blk = &blk;
+            rb_checks_block_begin(blk);
+            rb_hopper_block_begin(blk, dynamic_smem);
+            {
+                std::unique_lock<std::mutex> lk(m);
+                blkp = &blk;
+                done = 0;
+                ++gen;
+                start.notify_all();
+                finished.wait(lk, [&] { return done == nthreads; });
             }
-    {
-        std::lock_guard<std::mutex> lk(m);
-        quit = true;
-        start.notify_all();
-    }
-    for (auto& t : th) t.join();
-    return rc;
+            const std::string why = rb_hopper_block_end(blk);
+            if (!why.empty()) {
+                std::lock_guard<std::mutex> lk(rb_error_m);
+                if (!blk.aborted.exchange(true))
+                    rb_error = std::string(rb_kernel) + ": " + why + " (block " +
+                               std::to_string(blk.idx.x) + ")";
+            }
+            rb_blk = nullptr;
+            if (blk.aborted) rc = 2;
+        }
+        {
+            std::lock_guard<std::mutex> lk(m);
+            quit = true;
+            start.notify_all();
+        }
+        for (auto& t : th) t.join();
+    };
+    const int nslots = (int)std::min<long long>(RB_IN_FLIGHT, nblocks);
+    std::vector<std::thread> slots;
+    for (int s = 1; s < nslots; ++s) slots.emplace_back(slot_main, s);
+    slot_main(0);
+    for (auto& t : slots) t.join();
+    rb_checks_launch_end();
+    return rc.load();
 }
 
 // Launch through the generic x86-64 SysV signature: integer-class arguments (pointers, long
@@ -348,12 +484,36 @@ static int rb_run_grid(int gx, int gy, int gz, int bx, int by, int bz, unsigned 
 typedef void (*rb_kernel_t)(long long, long long, long long, long long, long long, long long,
                             float, float);
 
+// The call of the kernel itself: its arguments read, then the kernel's own code is checked.
+// A check that fails inside the kernel's code comes back here (longjmp: nothing of the
+// kernel's frames needs destroying; the block is already aborted) and returns: no exception
+// is thrown from this frame (the unwinder does not survive one after the longjmp).
+struct RbKernelScope {  // back to the emulator's side however the kernel's code is left
+    RbThread* me;
+    RB_NOSAN_INLINE ~RbKernelScope() {
+        me->in_check = true;
+        me->out = nullptr;
+    }
+};
+template <typename Call> RB_NOSAN void rb_run_kernel(Call call) {
+    jmp_buf out;
+    RbKernelScope scope{rb_me};
+    if (setjmp(out) == 0) {
+        scope.me->out = &out;
+        scope.me->in_check = false;
+        call();
+    }
+}
+RB_NOSAN void rb_call_kernel(rb_kernel_t k, const long long* ia, const float* fa) {
+    const long long a0 = ia[0], a1 = ia[1], a2 = ia[2], a3 = ia[3], a4 = ia[4], a5 = ia[5];
+    const float f0 = fa[0], f1 = fa[1];
+    rb_run_kernel([&] { k(a0, a1, a2, a3, a4, a5, f0, f1); });
+}
+
 extern "C" int rb_launch(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
                          const long long* ia, const float* fa) {
     rb_kernel_t k = reinterpret_cast<rb_kernel_t>(fn);
-    return rb_run_grid(gx, gy, gz, bx, by, bz, 0, [&] {
-        k(ia[0], ia[1], ia[2], ia[3], ia[4], ia[5], fa[0], fa[1]);
-    });
+    return rb_run_grid(fn, gx, gy, gz, bx, by, bz, 0, [&] { rb_call_kernel(k, ia, fa); });
 }
 
 // Launch as the driver does (cuLaunchKernel): `params[i]` points at the bytes of argument i.
@@ -365,17 +525,20 @@ extern "C" int rb_launch_params(void* thunk, int gx, int gy, int gz, int bx, int
     if (dynamic_smem > 227 * 1024) {  // an sm_90 block's opt-in maximum
         rb_error = "dynamic shared memory of " + std::to_string(dynamic_smem) +
                    " bytes is more than a block may have (232448)";
+        rb_checks_launch_end();
         return 1;
     }
-    return rb_run_grid(gx, gy, gz, bx, by, bz, dynamic_smem, [&] { f(params); });
+    return rb_run_grid(thunk, gx, gy, gz, bx, by, bz, dynamic_smem, [&] { f(params); });
 }
 
 extern "C" const char* rb_last_error() { return rb_error.c_str(); }
 extern "C" void rb_emu_set_clock(double cycles_per_ns) { rb_cycles_per_ns = cycles_per_ns; }
 
 template <typename... A, size_t... I>
-void rb_call_params_impl(void (*f)(A...), void** p, std::index_sequence<I...>) {
-    f(*static_cast<std::remove_cv_t<std::remove_reference_t<A>>*>(p[I])...);
+RB_NOSAN void rb_call_params_impl(void (*f)(A...), void** p, std::index_sequence<I...>) {
+    std::tuple<std::remove_cv_t<std::remove_reference_t<A>>...> args(
+        *static_cast<std::remove_cv_t<std::remove_reference_t<A>>*>(p[I])...);
+    rb_run_kernel([&] { f(std::get<I>(args)...); });
 }
 template <typename... A> void rb_call_params(void (*f)(A...), void** p) {
     rb_call_params_impl(f, p, std::index_sequence_for<A...>{});
@@ -385,3 +548,4 @@ template <typename... A> void rb_call_params(void (*f)(A...), void** p) {
     extern "C" void rb_params__##name(void** p) { rb_call_params(name, p); }
 
 #include "hopper_emu.h"
+#include "checks.h"

@@ -1,18 +1,20 @@
 // The Hopper primitives of kernels/cuda/hopper_ops.cuh, executed on the host (included by
 // emu.h). What is modelled, and how an error shows (rb_fail: the launch fails with the
 // message, nothing hangs):
-//   * Shared memory: one window per block, shared addresses 0..256 KiB as on the chip; the
-//     dynamic area starts at 0x410 (not 1024-aligned, so the kernels' own alignment is
-//     exercised), static arrays (RB_STATIC_SMEM) follow it; the window is filled with 0xFF
-//     (NaN in every 8/16-bit float type) before each block. TMA, wgmma and mbarrier accesses
-//     outside the block's allocation fail.
+//   * Shared memory: one window per block in flight, shared addresses 0..256 KiB as on the
+//     chip; the dynamic area starts at 0x410 (not 1024-aligned, so the kernels' own alignment
+//     is exercised), static arrays (RB_STATIC_SMEM, and every __shared__ declaration, which the
+//     build rewrites into rb_shared) follow it; the window is filled with 0xFF (NaN in every
+//     float type) before each block. TMA, wgmma, mbarrier and plain accesses outside the
+//     block's allocation fail.
 //   * mbarrier: init (count 1 .. 2^20-1), arrive, arrive.expect_tx, TMA's complete_tx and
 //     try_wait.parity with the PTX semantics: a phase completes when both the pending arrival
 //     count and the transaction count are zero; try_wait.parity(p) succeeds once the phase of
 //     parity p has completed (a fresh barrier passes parity 1), and waiting on the wrong
 //     parity does not return. More arrivals than the count in one phase, use before init (or
 //     without synchronizing with the init), a plain store over the barrier object, a
-//     transaction count out of range fail.
+//     transaction count out of range fail; so does any use (by a thread, or TMA's complete_tx)
+//     that no fence.mbarrier_init after the init is ordered before.
 //   * TMA (cp.async.bulk.tensor.2d): reads the fields the stand-in driver encoded
 //     (tests/standins/fake_cupy/cuda/bindings/driver.py: RbTensorMap below): global address, dims,
 //     row stride, box, element size, swizzle; out-of-bounds elements are zero; the box lands
@@ -31,8 +33,10 @@
 //     since the last wait_group, and a thread ending with groups pending, fail.
 //   * setmaxnreg: a no-op whose values are checked (multiples of 8 in 24..256, inc/dec
 //     direction, the warpgroups' budgets within the 64 K registers).
-// Not modelled: the generic proxy's stores are not tracked (a missing fence.proxy.async is
-// not detected), clusters, multicast, tensor maps of rank > 3 and elementStrides != 1,
+//   * The generic proxy's shared-memory stores (checks.h) read by the async proxy: a wgmma
+//     operand byte a plain store wrote needs a fence.proxy.async of the writer after the store,
+//     ordered before the wgmma; a TMA write needs the plain accesses of its bytes ordered before.
+// Not modelled: clusters, multicast, tensor maps of rank > 3 and elementStrides != 1,
 // interleaved layouts, and timing beyond that ordering.
 #pragma once
 #define RB_HOPPER_EMULATED 1
@@ -61,11 +65,13 @@ constexpr int RB_MAX_WG = 8;
 constexpr int RB_RING = 256;    // wgmma retire epochs remembered per thread
 constexpr int RB_SLOTS = 64;    // mbarriers (vector-clock slots of their TMA completions)
 
+constexpr uint32_t RB_NOT_FENCED = 0xFFFFFFFFu;
 struct RbMbar {
     unsigned addr = 0, count = 0, phase = 0;
     int pending = 0, slot = 0, init_tid = 0;
     long long tx = 0;
     uint32_t init_epoch = 0;
+    uint32_t fenced_clk = RB_NOT_FENCED;  // the init thread's clock at its fence.mbarrier_init
     uint64_t tma_seq = 0;
     RbVc accum, done;
     std::condition_variable cv;
@@ -76,6 +82,7 @@ struct RbMbar {
 struct RbLine {
     std::atomic<uint32_t> read_group[RB_MAX_WG];  // last wgmma group of each warpgroup
     std::atomic<uint64_t> tma;                     // (slot << 48) | seq of the last TMA write
+    std::atomic<uint8_t> plain;                    // a plain store wrote it since the last TMA
 };
 
 // The shared addresses one thread reads for one operand of one descriptor (cached: a
@@ -119,6 +126,7 @@ struct RbHopperThread {
 struct RbHopperBlock {
     unsigned dyn_bytes = 0, static_base = 0, static_top = 0;
     std::map<std::string, unsigned> statics;
+    std::map<const void*, unsigned> keyed;  // __shared__ declarations (rb_shared)
     std::mutex m;  // mbarriers, TMA, statics, setmaxnreg
     std::map<unsigned, std::unique_ptr<RbMbar>> bars;
     int slots = 0;
@@ -127,8 +135,9 @@ struct RbHopperBlock {
     int maxnreg[RB_MAX_WG] = {};
 };
 
-// Window memory: shared addresses are offsets into it.
-alignas(1024) static unsigned char rb_window[RB_SMEM_WINDOW];
+// Window memory of each block in flight: shared addresses are offsets into it.
+alignas(1024) static unsigned char rb_windows[RB_IN_FLIGHT][RB_SMEM_WINDOW];
+#define rb_window (rb_blk->smem)
 static std::atomic<double> rb_hang_limit_s{120.0};
 
 struct RbStats {
@@ -146,6 +155,7 @@ inline long long rb_now_ns() {
 
 // Device printf: printed, and remembered so that a trap can say what preceded it.
 inline int rb_printf(const char* fmt, ...) {
+    RB_API;
     char buf[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -162,27 +172,46 @@ std::string rb_last_printf() {
 }
 
 // ---------------------------------------------------------------- shared memory
-inline unsigned smem_u32(const void* p) {
+RB_NOSAN_INLINE inline unsigned smem_u32(const void* p) {
     const unsigned char* c = static_cast<const unsigned char*>(p);
     if (c < rb_window || c >= rb_window + RB_SMEM_WINDOW)
         rb_fail("__cvta_generic_to_shared of %p: not a shared-memory pointer", p);
     return (unsigned)(c - rb_window);
 }
-inline unsigned char* rb_dynamic_smem() { return rb_window + RB_DYN_BASE; }
-inline void* rb_static_smem(const char* name, size_t bytes, size_t align) {
+inline unsigned char* rb_dynamic_smem() { RB_API; return rb_window + RB_DYN_BASE; }
+template <typename Key, typename Map>
+inline void* rb_static_alloc(Map& map, const Key& key, const char* name, size_t bytes,
+                             size_t align) {
     RbHopperBlock& hb = rb_hb();
     std::lock_guard<std::mutex> lk(hb.m);
-    auto it = hb.statics.find(name);
-    if (it == hb.statics.end()) {
+    auto it = map.find(key);
+    if (it == map.end()) {
         const unsigned a = (unsigned)std::max<size_t>(align, 16);
         const unsigned off = (hb.static_top + a - 1) / a * a;
         if (off + bytes > RB_SMEM_LIMIT)
             rb_fail("static shared array %s (%zu bytes) exceeds the block's shared memory",
                     name, bytes);
         hb.static_top = off + (unsigned)bytes;
-        it = hb.statics.emplace(name, off).first;
+        it = map.emplace(key, off).first;
     }
     return rb_window + it->second;
+}
+inline void* rb_static_smem(const char* name, size_t bytes, size_t align) {
+    RB_API;
+    return rb_static_alloc(rb_hb().statics, std::string(name), name, bytes, align);
+}
+// A __shared__ declaration, rewritten by the build into
+//   static RbSharedKey rb_shk_<name>; auto& <name> = rb_shared<type[dims]>(rb_shk_<name>, "<name>");
+// The key (a static of the function, one per template instantiation, as the GPU allocates
+// one array per instantiation) finds the array in the block's window: every block has its
+// own, poisoned like the rest of the window.
+struct RbSharedKey {
+    char unused;
+};
+template <typename T> inline T& rb_shared(RbSharedKey& key, const char* name) {
+    RB_API;
+    return *static_cast<T*>(rb_static_alloc(rb_hb().keyed, static_cast<const void*>(&key), name,
+                                            sizeof(T), alignof(T)));
 }
 #define RB_DYNAMIC_SMEM(name) unsigned char* name = rb_dynamic_smem()
 #define RB_STATIC_SMEM(type, name, count) \
@@ -204,8 +233,8 @@ inline unsigned char* rb_smem(unsigned addr, size_t n, const char* who) {
 constexpr uint64_t RB_MBAR_MAGIC = 0x5242415252414D42ull;
 
 // The barrier at `addr`, checked: initialized, its object intact, and this thread ordered
-// after the init. Call with hb.m held.
-inline RbMbar& rb_bar(unsigned addr, const char* op) {
+// after the init and after a fence.mbarrier_init that follows it. Call with hb.m held.
+RB_NOSAN RbMbar& rb_bar(unsigned addr, const char* op) {
     RbHopperBlock& hb = rb_hb();
     auto it = hb.bars.find(addr);
     if (it == hb.bars.end())
@@ -219,10 +248,15 @@ inline RbMbar& rb_bar(unsigned addr, const char* op) {
     if (rb_me->vc.v[b.init_tid] < b.init_epoch)
         rb_fail("%s on mbarrier 0x%x without synchronizing with its init (thread %d)", op, addr,
                 b.init_tid);
+    if (b.fenced_clk == RB_NOT_FENCED ||
+        (rb_me->tid != b.init_tid && rb_me->clk[b.init_tid] <= b.fenced_clk))
+        rb_fail("%s on mbarrier 0x%x before a fence.mbarrier_init: no fence after its init "
+                "(thread %d) is ordered before this use",
+                op, addr, b.init_tid);
     return b;
 }
 
-inline void rb_bar_complete_if_done(RbMbar& b) {
+RB_NOSAN void rb_bar_complete_if_done(RbMbar& b) {
     if (b.pending != 0 || b.tx != 0) return;
     for (auto& [dst, bytes] : b.landing) std::memcpy(rb_window + dst, bytes.data(), bytes.size());
     b.landing.clear();
@@ -240,7 +274,8 @@ inline void rb_bar_tx(RbMbar& b, long long delta, const char* op) {
         rb_fail("%s: mbarrier 0x%x transaction count %lld is out of range", op, b.addr, b.tx);
 }
 
-inline void mbar_init(unsigned bar, unsigned count) {
+RB_NOSAN void mbar_init(unsigned bar, unsigned count) {
+    RB_API;
     RbHopperBlock& hb = rb_hb();
     std::lock_guard<std::mutex> lk(hb.m);
     if (bar % 8) rb_fail("mbarrier.init: shared 0x%x is not 8-byte aligned", bar);
@@ -263,11 +298,27 @@ inline void mbar_init(unsigned bar, unsigned count) {
     b.done = RbVc();
     b.init_tid = rb_me->tid;
     b.init_epoch = rb_me->vc.v[rb_me->tid];
+    b.fenced_clk = RB_NOT_FENCED;
     std::memcpy(rb_window + bar, &RB_MBAR_MAGIC, 8);
 }
-inline void mbar_init_fence() {}
+// fence.mbarrier_init: the inits this thread made so far become visible (to the async proxy
+// and, once ordered, to the other threads); later work is newer than the fence.
+inline void mbar_init_fence() {
+    RB_API;
+    RbHopperBlock& hb = rb_hb();
+    {
+        std::lock_guard<std::mutex> lk(hb.m);
+        for (auto& kv : hb.bars) {
+            RbMbar& b = *kv.second;
+            if (b.init_tid == rb_me->tid && b.fenced_clk == RB_NOT_FENCED)
+                b.fenced_clk = rb_me->clk[rb_me->tid];
+        }
+    }
+    rb_me->release();
+}
 
 inline void rb_arrive(unsigned bar, unsigned tx, const char* op) {
+    RB_API;
     RbHopperBlock& hb = rb_hb();
     {
         std::lock_guard<std::mutex> lk(hb.m);
@@ -289,6 +340,7 @@ inline void mbar_arrive(unsigned bar) { rb_arrive(bar, 0, "mbarrier.arrive"); }
 
 // try_wait.parity: waits up to a short time limit for the phase, as the instruction may.
 inline bool mbar_try_wait(unsigned bar, unsigned parity) {
+    RB_API;
     RbHopperBlock& hb = rb_hb();
     RbHopperThread& ht = rb_ht();
     std::unique_lock<std::mutex> lk(hb.m);
@@ -319,8 +371,18 @@ inline bool mbar_try_wait(unsigned bar, unsigned parity) {
 }
 
 // ------------------------------------------------------------------ fences, barriers
-inline void fence_proxy_async() {}
+// fence.proxy.async: this thread's generic-proxy stores so far become visible to the async
+// proxy (checks.h reads the fence clocks when a wgmma reads what a plain store wrote).
+inline void fence_proxy_async() {
+    RB_API;
+    RbThread& me = *rb_me;
+    const uint32_t n = me.nfences.load(std::memory_order_relaxed);
+    me.fence_clk[n % RB_FENCE_RING] = me.clk[me.tid];
+    me.nfences.store(n + 1, std::memory_order_release);
+    me.release();
+}
 inline void named_barrier_sync(unsigned id, unsigned count) {
+    RB_API;
     if (count % 32 || count == 0 || (int)count > rb_blk->nthreads)
         rb_fail("bar.sync %u, %u: the count must be whole warps of the block", id, count);
     RbBarrier* b;
@@ -337,6 +399,7 @@ inline void named_barrier_sync(unsigned id, unsigned count) {
 
 inline int rb_launch_regs() { return 65536 / rb_blk->nthreads / 8 * 8; }
 inline void rb_setmaxnreg(int regs, bool inc) {
+    RB_API;
     if (regs % 8 || regs < 24 || regs > 256)
         rb_fail("setmaxnreg %d: must be a multiple of 8 in 24..256", regs);
     const int wg = rb_me->tid / 128;
@@ -354,7 +417,10 @@ template <int REGS> inline void setmaxnreg_dec() { rb_setmaxnreg(REGS, false); }
 template <int REGS> inline void setmaxnreg_inc() { rb_setmaxnreg(REGS, true); }
 
 // -------------------------------------------------------------------------- TMA
-inline void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
+void rb_tma_check_global(const RbTensorMap& tm, const char* op);
+void rb_plain_before_async_write(unsigned dst, unsigned bytes, const char* op);
+RB_NOSAN void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
+    RB_API;
     const RbTensorMap& tm = *static_cast<const RbTensorMap*>(map);
     const char* op = "cp.async.bulk.tensor.2d";
     if (tm.magic != RB_TMAP_MAGIC)
@@ -377,6 +443,8 @@ inline void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned 
             rb_fail("%s into shared 0x%x..0x%x overwrites the mbarrier at 0x%x", op, dst,
                     dst + bytes, kv.first);
     RbMbar& b = rb_bar(bar, op);
+    rb_tma_check_global(tm, op);
+    rb_plain_before_async_write(dst, bytes, op);
     // Overwriting what a wgmma read: its group must be retired, and the retirement ordered
     // before this write (the readers released the stage through a barrier this thread saw).
     const int nwg = rb_blk->nthreads / 128;
@@ -402,8 +470,10 @@ inline void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned 
         }
     }
     const uint64_t seq = ++b.tma_seq;
-    for (unsigned li = dst / RB_LINE; li <= (dst + bytes - 1) / RB_LINE; ++li)
+    for (unsigned li = dst / RB_LINE; li <= (dst + bytes - 1) / RB_LINE; ++li) {
         hb.lines[li].tma.store(((uint64_t)b.slot << 48) | seq, std::memory_order_relaxed);
+        hb.lines[li].plain.store(0, std::memory_order_relaxed);
+    }
     // The box, row-major, out-of-bounds elements zero, swizzled by shared address. It is not
     // visible before the phase completes: the destination reads 0xFF (NaN) until then.
     const unsigned char* g = reinterpret_cast<const unsigned char*>(tm.addr);
@@ -470,11 +540,11 @@ inline const float* rb_values(int kind) {
     return kind == RB_WG_F16 ? f16.data() : kind == RB_WG_BF16 ? bf16.data() : e4m3.data();
 }
 
-inline void wgmma_fence() { rb_ht().fenced = true; }
+inline void wgmma_fence() { RB_API; rb_ht().fenced = true; }
 
 // Element bits at a shared address (E bytes) and the operand bytes of an op.
 template <int E> using RbBits = std::conditional_t<E == 1, uint8_t, uint16_t>;
-template <int E> inline RbBits<E> rb_bits(uint32_t a) {
+template <int E> RB_NOSAN_INLINE inline RbBits<E> rb_bits(uint32_t a) {
     RbBits<E> x;
     std::memcpy(&x, rb_window + a, E);
     return x;
@@ -483,8 +553,9 @@ template <int E> inline RbBits<E> rb_bits(uint32_t a) {
 // wgmma.mma_async m64n256kK: this thread's share of D += A B. Per the PTX ISA's accumulator
 // layout (m64nNk16 / k32, f32 D), thread t of the warpgroup (warp w, lane l) holds
 // d[4j + 2h + p] = D[16w + l/4 + 8h][8j + 2(l % 4) + p], j < 32, h, p in {0, 1}.
+void rb_async_read_of_plain(const RbAddrs& t, int e, const char* op);
 template <int E>
-inline void rb_wgmma_e(int kind, bool trans_b, float (&d)[128], uint64_t da, uint64_t db) {
+RB_NOSAN void rb_wgmma_e(int kind, bool trans_b, float (&d)[128], uint64_t da, uint64_t db) {
     constexpr int K = 32 / E;
     RbHopperThread& ht = rb_ht();
     RbHopperBlock& hb = rb_hb();
@@ -554,6 +625,9 @@ inline void rb_wgmma_e(int kind, bool trans_b, float (&d)[128], uint64_t da, uin
             while (cur < group && !ln.read_group[wg].compare_exchange_weak(cur, group)) {
             }
         }
+    // Bytes a plain store wrote: ordered before this read, and fenced (fence.proxy.async).
+    rb_async_read_of_plain(*op.a, E, "wgmma.mma_async (A)");
+    rb_async_read_of_plain(*op.b, E, "wgmma.mma_async (B)");
     // Read the operands now (and keep their bits: they must not change until retirement).
     const float* val = rb_values(kind);
     float av[2 * K], bv[64 * K];
@@ -586,7 +660,7 @@ inline void rb_wgmma_e(int kind, bool trans_b, float (&d)[128], uint64_t da, uin
     }
 }
 
-template <int E> inline bool rb_operands_unchanged(const RbWgOp& op) {
+template <int E> RB_NOSAN bool rb_operands_unchanged(const RbWgOp& op) {
     constexpr int K = 32 / E;
     const RbBits<E>* snap = reinterpret_cast<const RbBits<E>*>(op.snap.data());
     for (int i = 0; i < 2 * K; ++i)
@@ -597,13 +671,15 @@ template <int E> inline bool rb_operands_unchanged(const RbWgOp& op) {
 }
 
 inline void wgmma_commit() {
+    RB_API;
     RbHopperThread& ht = rb_ht();
     ht.groups.push_back(std::move(ht.open));
     ht.open.clear();
     ++ht.committed;
 }
 
-template <int N> inline void wgmma_wait() {
+template <int N> RB_NOSAN void wgmma_wait() {
+    RB_API;
     RbHopperThread& ht = rb_ht();
     while ((int)ht.groups.size() > N) {
         for (RbWgOp& op : ht.groups.front()) {
@@ -627,6 +703,7 @@ template <int N> inline void wgmma_wait() {
 }
 
 inline void rb_wgmma(int kind, bool trans_b, float (&d)[128], uint64_t da, uint64_t db) {
+    RB_API;
     if (kind == RB_WG_E4M3)
         rb_wgmma_e<1>(kind, trans_b, d, da, db);
     else
@@ -651,7 +728,7 @@ void rb_hopper_launch_begin() {
     rb_stats.phases = rb_stats.waits = 0;
 }
 
-void rb_hopper_block_begin(RbBlock& blk, unsigned dynamic_smem) {
+RB_NOSAN void rb_hopper_block_begin(RbBlock& blk, unsigned dynamic_smem) {
     auto* hb = new RbHopperBlock();
     hb->dyn_bytes = dynamic_smem;
     hb->static_base = hb->static_top = (RB_DYN_BASE + dynamic_smem + 15) / 16 * 16;
@@ -659,9 +736,11 @@ void rb_hopper_block_begin(RbBlock& blk, unsigned dynamic_smem) {
     for (unsigned i = 0; i < RB_SMEM_WINDOW / RB_LINE; ++i) {
         for (auto& g : hb->lines[i].read_group) g.store(0);
         hb->lines[i].tma.store(0);
+        hb->lines[i].plain.store(0);
     }
     for (int i = 0; i < blk.nthreads; ++i) hb->th.push_back(std::make_unique<RbHopperThread>());
-    std::memset(rb_window, 0xFF, sizeof rb_window);
+    blk.smem = rb_windows[blk.slot];
+    std::memset(blk.smem, 0xFF, RB_SMEM_WINDOW);  // poison: NaN in every float type
     blk.hopper = hb;
 }
 
@@ -671,8 +750,10 @@ void rb_hopper_thread_end() {
         rb_fail("the thread ended with wgmma operations that no wait_group retired");
 }
 
+void rb_checks_block_end(RbBlock& blk, unsigned top);
 std::string rb_hopper_block_end(RbBlock& blk) {
     std::unique_ptr<RbHopperBlock> hb(static_cast<RbHopperBlock*>(blk.hopper));
+    rb_checks_block_end(blk, hb->static_top);
     blk.hopper = nullptr;
     char msg[256] = "";
     int regs = 0;

@@ -15,7 +15,10 @@ __device__ __forceinline__ unsigned char* aligned_smem(unsigned char* raw) {
 extern "C" __global__ void unit_wait(int parity, int* out) {
     RB_STATIC_SMEM(unsigned long long, bar, 1);
     const unsigned b = smem_u32(bar);
-    if (threadIdx.x == 0) mbar_init(b, 1);
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        mbar_init_fence();
+    }
     __syncthreads();
     mbar_wait(b, parity, "unit", 7);
     out[threadIdx.x] = 1;
@@ -30,8 +33,10 @@ extern "C" __global__ void unit_wait(int parity, int* out) {
 
 // One phase of a count-2 barrier, step by step in thread 0: out[0..5] = try_wait results
 // after each step (expect_tx of `expect` bytes, the TMA of the map's box, the second arrive);
-// out[6], out[7]: the first shared byte of the box before and after the phase completes.
-extern "C" __global__ void unit_phase(const __grid_constant__ TmaDesc map, int expect, int* out) {
+// out[6]: the first shared byte of the box once the wait saw the phase complete. With `peek`,
+// a plain load of the box right after the TMA, before any wait (the emulation refuses it).
+extern "C" __global__ void unit_phase(const __grid_constant__ TmaDesc map, int expect, int peek,
+                                      int* out) {
     UNIT_SMEM_AND_BAR(sm, b);
     if (threadIdx.x == 0) {
         mbar_init(b, 2);
@@ -42,11 +47,11 @@ extern "C" __global__ void unit_phase(const __grid_constant__ TmaDesc map, int e
         out[2] = mbar_try_wait(b, 0);  // one arrival and the bytes outstanding
         tma_load_2d(smem_u32(sm), &map, 0, 0, b);
         out[3] = mbar_try_wait(b, 0);  // bytes in (if expect matched), one arrival pending
-        out[6] = sm[0];                // a plain load that did not wait for the phase
+        if (peek) out[7] = sm[0];      // a plain load that did not wait for the phase
         mbar_arrive(b);
-        out[7] = sm[0];
         out[4] = mbar_try_wait(b, 0);  // both counts zero: the phase of parity 0 completed
         out[5] = mbar_try_wait(b, 1);  // the next phase has not
+        if (out[4]) out[6] = sm[0];
     }
 }
 
@@ -71,7 +76,9 @@ extern "C" __global__ void unit_tma(const __grid_constant__ TmaDesc map, int c0,
 // Misuses of the mbarrier that the emulation must refuse.
 //   0: an arrival more than the count while transaction bytes are outstanding;
 //   1: a thread uses the barrier without synchronizing with its init;
-//   2: a plain store over the barrier object.
+//   2: a plain store over the barrier object;
+//   3: a thread uses the barrier after a __syncthreads, but no fence.mbarrier_init followed
+//      the init.
 extern "C" __global__ void unit_mbar_misuse(int mode, int* out) {
     RB_STATIC_SMEM(unsigned long long, bar, 1);
     const unsigned b = smem_u32(bar);
@@ -81,13 +88,17 @@ extern "C" __global__ void unit_mbar_misuse(int mode, int* out) {
         out[threadIdx.x] = 1;
         return;
     }
-    if (threadIdx.x == 0) mbar_init(b, 1);
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        if (mode != 3) mbar_init_fence();
+    }
     __syncthreads();
+    if (threadIdx.x == 32 && mode == 3) mbar_arrive(b);
     if (threadIdx.x == 0) {
         if (mode == 0) {
             mbar_expect_tx(b, 16);
             mbar_arrive(b);
-        } else {
+        } else if (mode == 2) {
             bar[0] = 0;
             mbar_arrive(b);
         }
@@ -111,7 +122,10 @@ extern "C" __global__ void unit_wgmma(const __grid_constant__ TmaDesc map, int m
     const int t = threadIdx.x;
     unsigned short* h = reinterpret_cast<unsigned short*>(sm);
     for (int i = t; i < (64 + 256) * 64; i += blockDim.x) h[i] = 0x3C00;  // 1.0
-    if (t == 0) mbar_init(b, 1);
+    if (t == 0) {
+        mbar_init(b, 1);
+        mbar_init_fence();
+    }
     fence_proxy_async();
     __syncthreads();
     float d[128];
@@ -130,4 +144,59 @@ extern "C" __global__ void unit_wgmma(const __grid_constant__ TmaDesc map, int m
     }
     wgmma_wait<0>();
     out[mode == 1 ? 128 + t : t] = d[0];
+}
+
+// Shared memory is poisoned for every block and every launch: each thread reads its word of a
+// __shared__ array before anything wrote it (out[block * 64 + t]), then writes it.
+extern "C" __global__ void unit_poison(unsigned* out) {
+    __shared__ unsigned s[64];
+    const int t = threadIdx.x;
+    out[blockIdx.x * 64 + t] = s[t];
+    s[t] = 0x12345678u + blockIdx.x;
+}
+
+// Two blocks in flight: block b (of 2) raises flags[b] and waits (bounded) for the other's
+// flag, which only a block running at the same time can raise; out[b] = 1 when it came.
+extern "C" __global__ void unit_two_blocks(int* flags, int* out) {
+    if (threadIdx.x != 0) return;
+    volatile int* f = flags;
+    const int b = blockIdx.x;
+    f[b] = 1;
+    const long long t0 = clock64();
+    while (f[1 - b] == 0 && clock64() - t0 < 2000000000ll) {
+    }
+    out[b] = f[1 - b];
+}
+
+// Plain shared-memory accesses between threads, `mode`:
+//   0: each thread stores s[t], __syncthreads, loads s[t + 1]: ordered;
+//   1: the same without the __syncthreads: a race whatever the schedule;
+//   2: every thread loads s[0], then thread 1 stores it with no barrier between: a race;
+//   3: as 2 with a __syncthreads between: ordered.
+extern "C" __global__ void unit_race(int mode, int* out) {
+    __shared__ int s[128];
+    const int t = threadIdx.x;
+    int v = 0;
+    if (mode <= 1) {
+        s[t] = t;
+        if (mode == 0) __syncthreads();
+        v = s[(t + 1) % blockDim.x];
+    } else {
+        if (t == 0) s[0] = 7;
+        __syncthreads();
+        v = s[0];
+        if (mode == 3) __syncthreads();
+        if (t == 1) s[0] = 8;
+    }
+    out[t] = v;
+}
+
+// Shuffles within two half warps (lanes 0-15 with mask 0x0000ffff, 16-31 with 0xffff0000, a
+// legal split): out[t] = the value of lane t ^ o, NaN (floats) / 0xA5A5A5A5 (ints) when that
+// lane is outside the caller's mask (o = 16).
+extern "C" __global__ void unit_shfl(int o, float* out, unsigned* iout) {
+    const int t = threadIdx.x, lane = t & 31;
+    const unsigned mask = lane < 16 ? 0x0000ffffu : 0xffff0000u;
+    out[t] = __shfl_xor_sync(mask, (float)t, o);
+    iout[t] = __shfl_xor_sync(mask, (unsigned)t, o);
 }

@@ -182,7 +182,8 @@ class _Kernel(EmuFunction):
                 ints.append(int(a))
             else:
                 floats.append(float(a))
-        self.launch(grid, block, ints, floats)
+        self.launch(grid, block, ints, floats, {f"argument {i}": a for i, a in enumerate(args)
+                                                if isinstance(a, np.ndarray)})
 
 
 class RawModule:

@@ -1,0 +1,168 @@
+"""What the host emulation of CUDA checks beyond the results (tests/standins/cuda_emu/checks.h,
+docs/hopper-emulation.md): the bugs a GPU punishes and a host run would let through, each
+planted in a copy of a real kernel's source (one edit), built as the emulated check build and
+caught by the emulation's own check, with a message naming the kernel (never by an abort or
+a segfault: the launch returns the message and the process goes on). The unmodified kernels
+pass the same cases (here and in tests/kernels/test_cuda_emu.py).
+
+* Out of bounds: one element past the end in vector_add and in the element-wise map's tail,
+  the tiled GEMM's A-tile edge guard off by one: the load lands in the buffer's guard zone,
+  the message names the buffer and the element.
+* A warp reduction with mask 0x0000ffff: the lanes the mask does not name fail.
+* No __syncthreads after the register-blocked GEMM's transposed store into shared memory: a
+  race between a store and another thread's load, whatever the OS schedule.
+* Unit kernels: shared memory poisoned per block and per launch, two blocks in flight, plain
+  shared-memory races and their absence, shuffles across a mask (poison).
+The Hopper-specific ones (fence.proxy.async after the fp8 transpose, fence.mbarrier_init,
+the transpose's barrier) are planted in the wgmma GEMM in test_cuda_emu.py, the descriptor
+call against CuTe in test_wgmma.py.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from pathlib import Path
+
+import cuda_tools as ct
+import numpy as np
+import pytest
+from emu_run import LaunchError, build_mutant, launch_params, run_emulated
+from roofbench.bench.measure.runner import validate
+from roofbench.kernels.registry import workloads
+from roofbench.kernels.spec import Case
+
+pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,
+                                reason=ct.emulation_missing() or "")
+
+# name: (source, {file: (old, new)}, (workload, variant, dtype, size), patterns (re.search) of
+# the error)
+PLANTED = {
+    "vadd_one_past_the_end": (
+        "vector_add.cu",
+        {"vector_add.cu": ("threadIdx.x; i < n; i += stride)",
+                           "threadIdx.x; i <= n; i += stride)")},
+        ("vector_add", "scalar", "fp32", (1003,)),
+        (r"out-of-bounds load of 4 bytes at [ab] \+ 4012 \(element 1003 of a buffer of 1003 "
+         "elements",)),
+    "map_tail_one_past_the_end": (
+        "l2norm.cu",
+        {"common.cuh": ("for (i64 i = npack * V + tid; i < n; i += stride)\n        out[i]",
+                        "for (i64 i = npack * V + tid; i <= n; i += stride)\n        out[i]")},
+        ("l2norm", "fused", "fp32", (2051,)),
+        (r"out-of-bounds load of 4 bytes at [ab] \+ 8204 \(element 2051 of a buffer of 2051 "
+         "elements",)),
+    "tiled_a_edge_guard_off_by_one": (
+        "gemm.cu",
+        {"gemm.cu": ("(ar < M && ak < K)", "(ar <= M && ak < K)")},
+        ("gemm", "tiled", "fp32", (67, 45, 33)),
+        (r"out-of-bounds load of 4 bytes at A \+ \d+ \(element 22\d\d of a buffer of 2211 "
+         "elements",)),
+    "warp_sum_mask_0x0000ffff": (
+        "rownorm.cu",
+        {"common.cuh": ("v += __shfl_xor_sync(0xffffffffu, v, o);",
+                        "v += __shfl_xor_sync(0x0000ffffu, v, o);")},
+        ("rownorm", "fused", "fp32", (3, 1024)),
+        ("calls __shfl_xor_sync with mask 0x0000ffff, which does not name it",)),
+    "regblock_no_barrier_after_the_transposed_store": (
+        "gemm.cu",
+        {"gemm.cu": ("    stash(0);\n    __syncthreads();\n    int buf = 0;\n    for (int k0 = 0; "
+                     "k0 < K; k0 += RB_BK)",
+                     "    stash(0);\n    int buf = 0;\n    for (int k0 = 0; k0 < K; k0 += RB_BK)")},
+        ("gemm", "regblock", "fp32", (67, 45, 33)),
+        ("shared-memory race: ",)),
+}
+
+
+def _case(spec: tuple) -> Case:
+    name, variant, dtype, size = spec
+    w = workloads()[name]
+    return Case(w, w.variants[variant], dtype, size)
+
+
+def _run(source: str, so: Path, case: Case) -> tuple[bool, str]:
+    lib = ctypes.CDLL(str(so))
+    lib.rb_launch.restype = ctypes.c_int
+    inputs, outs = run_emulated({source: lib}, case, np.random.default_rng(2024))
+    ok, err, why = validate(case, outs, case.workload.expected(inputs, case.size, case.dtype))
+    return ok, why
+
+
+@pytest.mark.parametrize("plant", list(PLANTED))
+def test_planted_bug_is_caught_by_the_check(plant):
+    source, edits, spec, expected = PLANTED[plant]
+    case = _case(spec)
+    original = ct.build_emulation() / f"{Path(source).stem}.so"
+    ok, why = _run(source, original, case)
+    assert ok, f"the unmodified {source} fails the case: {why}"
+    so = build_mutant(ct._TMP / "planted" / plant, source, edits)
+    with pytest.raises(LaunchError) as e:
+        _run(source, so, case)
+    msg = str(e.value)
+    function = msg.split(":")[0]
+    assert msg.startswith(f"{function}: {function}: "), msg  # the kernel named by the check
+    for want in expected:
+        assert re.search(want, msg), msg
+    assert "(block " in msg and ", thread " in msg, msg
+
+
+# ------------------------------------------------------------------- unit kernels
+@pytest.fixture(scope="module")
+def unit() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(ct.build_emulation() / "driver_hopper_unit.so"))
+    lib.rb_launch_params.restype = ctypes.c_int
+    # the default emulated clock (another test of the process may have sped it up): the
+    # two-block wait below is bounded by 2e9 cycles, 10 s
+    lib.rb_emu_set_clock(ctypes.c_double(0.2))
+    return lib
+
+
+def _ptr(a: np.ndarray) -> bytes:
+    return np.uint64(a.ctypes.data).tobytes()
+
+
+def test_shared_memory_is_poisoned_per_block_and_launch(unit):
+    """Every block reads its __shared__ array before writing it: 0xFF bytes in each block of
+    each launch, never what an earlier block or launch left there."""
+    for _ in range(2):
+        out = np.zeros(5 * 64, np.uint32)
+        assert launch_params(unit, "unit_poison", 5, 64, 0, [_ptr(out)]) == ""
+        assert (out == 0xFFFFFFFF).all(), out
+
+
+def test_two_blocks_are_in_flight(unit):
+    """Each of two blocks waits for a flag only the other raises: both come back with it,
+    which blocks run one after the other could not do."""
+    flags, out = np.zeros(2, np.int32), np.zeros(2, np.int32)
+    assert launch_params(unit, "unit_two_blocks", 2, 32, 0, [_ptr(flags), _ptr(out)]) == ""
+    assert out.tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("mode,race", [(0, False), (1, True), (2, True), (3, False)])
+def test_plain_shared_memory_races(unit, mode, race):
+    """A store and another thread's access of the same shared bytes with no barrier between
+    is a race (modes 1: store then load, 2: loads by all then a store), each reported every
+    time; with the __syncthreads (0, 3) nothing is."""
+    for _ in range(3):  # the same verdict whatever the schedule of this run
+        out = np.zeros(128, np.int32)
+        msg = launch_params(unit, "unit_race", 1, 128, 0, [np.int32(mode).tobytes(), _ptr(out)])
+        if race:
+            assert "unit_race: shared-memory race: " in msg, msg
+        else:
+            assert msg == "", msg
+    if not race:
+        assert out.tolist() == ([(t + 1) % 128 for t in range(128)] if mode == 0 else [7] * 128)
+
+
+@pytest.mark.parametrize("o", [1, 16])
+def test_shuffle_from_a_lane_outside_the_mask_is_poison(unit, o):
+    """Two half warps shuffle with their own masks: within a half the values arrive; from a
+    lane of the other half (outside the caller's mask) the result is poison."""
+    out, iout = np.zeros(64, np.float32), np.zeros(64, np.uint32)
+    assert launch_params(unit, "unit_shfl", 1, 64, 0,
+                         [np.int32(o).tobytes(), _ptr(out), _ptr(iout)]) == ""
+    if o == 1:
+        assert out.tolist() == [float(t ^ 1) for t in range(64)]
+        assert iout.tolist() == [t ^ 1 for t in range(64)]
+    else:
+        assert np.isnan(out).all() and (iout == 0xA5A5A5A5).all()

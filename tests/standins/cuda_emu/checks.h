@@ -1,0 +1,348 @@
+// What the hardware punishes and a plain host run would not, checked on every load and store
+// of the kernel code (included by emu.h after hopper_emu.h). The test build compiles the
+// kernels with g++'s -fsanitize=thread instrumentation (--param
+// tsan-instrument-func-entry-exit=0) and links no sanitizer runtime: g++ calls
+// __tsan_{read,write}{1,2,4,8,16}(address) before each access (unlike ASan's instrumentation,
+// none is dropped as redundant: a store after a load of the same address is seen), and the
+// callbacks are defined here (with the atomics they turn into). Each access is
+//   * in the block's shared window: a plain shared-memory access (rb_smem_access):
+//       - inside the block's allocation (dynamic area or static arrays), else it fails;
+//       - happens-before against the other threads' plain accesses of the same bytes: one
+//         shadow cell per byte holds the last write (thread, its clock, its fence count) and
+//         the reads since (one reader with its clock, or "several readers" with the number of
+//         block-wide barriers they had passed). A write and another thread's access with no
+//         synchronization between (barrier, named barrier, mbarrier: the vector clocks) is a
+//         race, whatever the OS schedule was. Reads by several threads followed by another
+//         thread's write need a __syncthreads between them (the block barrier is what orders
+//         several readers in these kernels; a named barrier or mbarrier between them would be
+//         reported: conservative);
+//       - after a TMA into those bytes, only once its mbarrier phase was waited for;
+//   * in a registered global buffer (rb_emu_buffer, named by the launcher): fine; within
+//     RB_GUARD bytes before or after one and not inside any: out of bounds, the launch fails
+//     naming the kernel, the buffer, the element and the distance past the end;
+//   * anything else (stack, emulator state, unregistered memory): not checked.
+// Accesses made inside the emulator's functions (RB_API), by the harness around the kernel's
+// call, and on the thread's own stack are not the kernel's: skipped. A failed check returns
+// to the kernel's call with longjmp (the callbacks are nothrow for g++).
+// The async proxy against the generic one (called from hopper_emu.h):
+//   * a wgmma operand byte written by a plain store must be ordered after the store, and a
+//     fence.proxy.async of the writer after the store must be ordered before the wgmma;
+//   * a TMA into shared memory must be ordered after the plain accesses of those bytes;
+//   * a TMA's tensor must lie inside the registered buffer its address points into.
+#pragma once
+
+// ------------------------------------------------------------------ global buffers
+constexpr uintptr_t RB_GUARD = 64 * 1024;
+struct RbBuf {
+    uintptr_t lo = 0, hi = 0;
+    unsigned elem = 1;
+    char name[64] = "";
+};
+constexpr int RB_MAX_BUFS = 32;
+static RbBuf rb_bufs[RB_MAX_BUFS];  // the running launch's (read-only while it runs)
+static int rb_nbufs = 0;
+static RbBuf rb_next_bufs[RB_MAX_BUFS];  // registered for the next launch
+static int rb_next_nbufs = 0;
+
+// Register a global buffer for the next launch of this library (the registrations are used
+// by that launch and then dropped). Returns the number registered, -1 when full.
+extern "C" int rb_emu_buffer(unsigned long long ptr, unsigned long long bytes, int elem,
+                             const char* name) {
+    if (rb_next_nbufs == RB_MAX_BUFS) return -1;
+    RbBuf& b = rb_next_bufs[rb_next_nbufs++];
+    b.lo = (uintptr_t)ptr;
+    b.hi = (uintptr_t)(ptr + bytes);
+    b.elem = elem > 0 ? (unsigned)elem : 1;
+    snprintf(b.name, sizeof b.name, "%s", name ? name : "?");
+    return rb_next_nbufs;
+}
+
+void rb_checks_launch_begin(void* fn) {
+    Dl_info info{};
+    const char* name = fn && dladdr(fn, &info) && info.dli_sname ? info.dli_sname : "kernel";
+    if (!strncmp(name, "rb_params__", 11)) name += 11;
+    snprintf(rb_kernel, sizeof rb_kernel, "%s", name);
+    std::copy(rb_next_bufs, rb_next_bufs + rb_next_nbufs, rb_bufs);
+    rb_nbufs = rb_next_nbufs;
+    rb_next_nbufs = 0;
+}
+void rb_checks_launch_end() {
+    rb_nbufs = 0;
+    rb_next_nbufs = 0;
+}
+
+[[noreturn]] RB_NOSAN void rb_oob(const RbBuf& b, uintptr_t a, size_t n, const char* what) {
+    const long long off = (long long)(a - b.lo);
+    const unsigned long long size = b.hi - b.lo;
+    if (a + n > b.hi)
+        rb_fail("%s: out-of-bounds %s of %zu bytes at %s + %lld (element %lld of a buffer of "
+                "%llu elements, %llu bytes): %lld bytes past its end",
+                rb_kernel, what, n, b.name, off, off / (long long)b.elem, size / b.elem, size,
+                (long long)(a + n - b.hi));
+    rb_fail("%s: out-of-bounds %s of %zu bytes at %s - %lld (before its start; a buffer of "
+            "%llu elements, %llu bytes)",
+            rb_kernel, what, n, b.name, -off, size / b.elem, size);
+}
+
+// A load or store of global memory by the kernel. In bounds of a registered buffer: the place
+// where a count of the bytes each launch moves would be kept.
+RB_NOSAN void rb_global_access(uintptr_t a, size_t n, bool store) {
+    for (int i = 0; i < rb_nbufs; ++i)
+        if (a >= rb_bufs[i].lo && a + n <= rb_bufs[i].hi) return;
+    for (int i = 0; i < rb_nbufs; ++i) {
+        const RbBuf& b = rb_bufs[i];
+        if (a + n > b.lo - RB_GUARD && a < b.hi + RB_GUARD) rb_oob(b, a, n, store ? "store" : "load");
+    }
+}
+
+// TMA reads the tensor of its map: it must lie inside the buffer its address points into.
+RB_NOSAN void rb_tma_check_global(const RbTensorMap& tm, const char* op) {
+    if (!rb_nbufs) return;
+    const uintptr_t lo = (uintptr_t)tm.addr;
+    const uintptr_t hi = lo + (tm.dims[1] - 1) * tm.strides[0] + tm.dims[0] * tm.elem_bytes;
+    for (int i = 0; i < rb_nbufs; ++i) {
+        const RbBuf& b = rb_bufs[i];
+        if (lo >= b.lo && lo < b.hi) {
+            if (hi > b.hi)
+                rb_fail("%s: the tensor map's %llu x %llu elements (row stride %llu bytes) reach "
+                        "%llu bytes past the end of %s",
+                        op, (unsigned long long)tm.dims[1], (unsigned long long)tm.dims[0],
+                        (unsigned long long)tm.strides[0], (unsigned long long)(hi - b.hi),
+                        b.name);
+            return;
+        }
+    }
+    for (int i = 0; i < rb_nbufs; ++i)
+        if (lo >= rb_bufs[i].lo - RB_GUARD && lo < rb_bufs[i].hi + RB_GUARD)
+            rb_oob(rb_bufs[i], lo, tm.elem_bytes, "TMA tensor start");
+}
+
+// ------------------------------------------------------------- shared-memory shadow
+// Per byte of each window: w = (writer + 1) << 48 | (its fence count & 0xFFFF) << 32 | clock;
+// r = (reader + 1) << 32 | clock, or RB_MULTI | barriers passed (several readers).
+struct RbCell {
+    std::atomic<uint64_t> w, r;
+};
+constexpr uint64_t RB_MULTI = 1ull << 63;
+static RbCell rb_shadow[RB_IN_FLIGHT][RB_SMEM_LIMIT];
+
+void rb_checks_block_begin(RbBlock&) {}
+
+// Called when a block ends: its shadow is cleared up to the top of its allocation.
+RB_NOSAN void rb_checks_block_end(RbBlock& blk, unsigned top) {
+    for (unsigned i = 0; i < top && i < RB_SMEM_LIMIT; ++i) {
+        rb_shadow[blk.slot][i].w.store(0, std::memory_order_relaxed);
+        rb_shadow[blk.slot][i].r.store(0, std::memory_order_relaxed);
+    }
+}
+
+[[noreturn]] RB_NOSAN void rb_race(const char* now, unsigned addr, size_t n, const char* then,
+                                   int other) {
+    rb_fail("%s: shared-memory race: %s of shared 0x%x (%zu bytes) and thread %d's %s of it "
+            "with no synchronization (__syncthreads, bar.sync, mbarrier) between them",
+            rb_kernel, now, addr, n, other, then);
+}
+
+RB_NOSAN_INLINE inline bool rb_ordered(const RbThread& me, int other, uint32_t clk) {
+    return other == me.tid || me.clk[other] >= clk;
+}
+
+// A plain (generic-proxy) access of `n` bytes at shared address `off` by this thread.
+RB_NOSAN void rb_smem_access(RbBlock& blk, RbThread& me, unsigned off, unsigned n, bool store) {
+    RbHopperBlock& hb = *static_cast<RbHopperBlock*>(blk.hopper);
+    const char* what = store ? "store" : "load";
+    const unsigned top = __atomic_load_n(&hb.static_top, __ATOMIC_RELAXED);
+    const bool dyn = off >= RB_DYN_BASE && off + n <= RB_DYN_BASE + hb.dyn_bytes;
+    const bool stat = off >= hb.static_base && off + n <= top;
+    if (!dyn && !stat)
+        rb_fail("%s: plain %s of %u bytes at shared 0x%x is outside the block's allocation "
+                "(dynamic %u bytes at 0x%x, static up to 0x%x)",
+                rb_kernel, what, n, off, hb.dyn_bytes, RB_DYN_BASE, top);
+    for (unsigned li = off / RB_LINE; li <= (off + n - 1) / RB_LINE; ++li) {
+        RbLine& ln = hb.lines[li];
+        const uint64_t tag = ln.tma.load(std::memory_order_relaxed);
+        if (tag && me.clk[tag >> 48] < (uint32_t)(tag & 0xFFFFFFFFFFFFull))
+            rb_fail("%s: plain %s of shared 0x%x, written by a TMA whose mbarrier phase this "
+                    "thread has not waited for",
+                    rb_kernel, what, off);
+        if (store && !ln.plain.load(std::memory_order_relaxed))
+            ln.plain.store(1, std::memory_order_relaxed);
+    }
+    const int t = me.tid;
+    const uint32_t c = me.clk[t], g = me.bar_gen;
+    const uint32_t nf = me.nfences.load(std::memory_order_relaxed) & 0xFFFF;
+    RbCell* cell = rb_shadow[blk.slot] + off;
+    for (unsigned i = 0; i < n; ++i) {
+        RbCell& cl = cell[i];
+        const uint64_t w = cl.w.load(std::memory_order_relaxed);
+        if (w) {
+            const int wt = (int)(w >> 48) - 1;
+            if (!rb_ordered(me, wt, (uint32_t)w)) rb_race(what, off + i, n, "store", wt);
+        }
+        const uint64_t r = cl.r.load(std::memory_order_relaxed);
+        const bool multi = r & RB_MULTI;
+        const int rt = multi ? -1 : (int)(r >> 32) - 1;
+        if (store) {
+            if (multi && (uint32_t)r >= g)
+                rb_fail("%s: shared-memory race: store of shared 0x%x (%u bytes) after loads by "
+                        "several threads with no __syncthreads between them",
+                        rb_kernel, off + i, n);
+            if (r && !multi && !rb_ordered(me, rt, (uint32_t)r))
+                rb_race(what, off + i, n, "load", rt);
+            cl.w.store(((uint64_t)(t + 1) << 48) | ((uint64_t)nf << 32) | c,
+                       std::memory_order_relaxed);
+            if (r) cl.r.store(0, std::memory_order_relaxed);
+        } else if (!r || (multi ? (uint32_t)r < g : rb_ordered(me, rt, (uint32_t)r))) {
+            cl.r.store(((uint64_t)(t + 1) << 32) | c, std::memory_order_relaxed);
+        } else if (!multi) {
+            cl.r.store(RB_MULTI | g, std::memory_order_relaxed);
+        }
+    }
+}
+
+// The async proxy (wgmma) reads the elements `t` lists: a byte that a plain store wrote must
+// be ordered after the store, and after a fence.proxy.async of the writer that follows it.
+RB_NOSAN void rb_async_read_of_plain(const RbAddrs& t, int e, const char* op) {
+    RbBlock& blk = *rb_blk;
+    RbHopperBlock& hb = *static_cast<RbHopperBlock*>(blk.hopper);
+    bool any = false;
+    for (uint32_t li : t.lines) any |= hb.lines[li].plain.load(std::memory_order_relaxed) != 0;
+    if (!any) return;
+    const RbThread& me = *rb_me;
+    for (uint32_t a : t.a) {
+        if (!hb.lines[a / RB_LINE].plain.load(std::memory_order_relaxed)) continue;
+        for (int i = 0; i < e; ++i) {
+            const uint64_t w = rb_shadow[blk.slot][a + i].w.load(std::memory_order_relaxed);
+            if (!w) continue;
+            const int wt = (int)(w >> 48) - 1;
+            const uint32_t wclk = (uint32_t)w, wnf = (uint32_t)(w >> 32) & 0xFFFF;
+            if (!rb_ordered(me, wt, wclk))
+                rb_fail("%s: %s reads shared 0x%x, which thread %d stored with no "
+                        "synchronization between the store and the read",
+                        rb_kernel, op, a + i, wt);
+            const RbThread& wr = *blk.threads[wt];
+            const uint32_t nf = wr.nfences.load(std::memory_order_acquire);
+            const uint32_t after = (nf - wnf) & 0xFFFF;  // fences of the writer since the store
+            bool fenced = false;
+            if (after) {
+                const uint32_t first = after <= RB_FENCE_RING ? nf - after : nf - RB_FENCE_RING;
+                fenced = me.clk[wt] > wr.fence_clk[first % RB_FENCE_RING];
+            }
+            if (!fenced)
+                rb_fail("%s: %s (async proxy) reads shared 0x%x, which thread %d stored through "
+                        "the generic proxy with no fence.proxy.async after the store ordered "
+                        "before the read",
+                        rb_kernel, op, a + i, wt);
+        }
+    }
+}
+
+// A TMA (async proxy) writes [dst, dst + bytes): the plain accesses of those bytes must be
+// ordered before the issuing thread; they are then forgotten (the TMA line tag takes over).
+RB_NOSAN void rb_plain_before_async_write(unsigned dst, unsigned bytes, const char* op) {
+    RbBlock& blk = *rb_blk;
+    const RbThread& me = *rb_me;
+    RbCell* cell = rb_shadow[blk.slot] + dst;
+    for (unsigned i = 0; i < bytes && dst + i < RB_SMEM_LIMIT; ++i) {
+        RbCell& cl = cell[i];
+        const uint64_t w = cl.w.load(std::memory_order_relaxed);
+        const uint64_t r = cl.r.load(std::memory_order_relaxed);
+        if (!w && !r) continue;
+        if (w && !rb_ordered(me, (int)(w >> 48) - 1, (uint32_t)w))
+            rb_fail("%s: %s into shared 0x%x overwrites what thread %d stored, with no "
+                    "synchronization between",
+                    rb_kernel, op, dst + i, (int)(w >> 48) - 1);
+        if (r & RB_MULTI ? (uint32_t)r >= me.bar_gen
+                         : r && !rb_ordered(me, (int)(r >> 32) - 1, (uint32_t)r))
+            rb_fail("%s: %s into shared 0x%x overwrites what other threads are reading, with no "
+                    "synchronization between",
+                    rb_kernel, op, dst + i);
+        cl.w.store(0, std::memory_order_relaxed);
+        cl.r.store(0, std::memory_order_relaxed);
+    }
+}
+
+// --------------------------------------------------------- the sanitizer callbacks
+RB_NOSAN_INLINE inline void rb_access(void* p, size_t n, bool store) {
+    RbThread* me = rb_me;
+    if (!me || me->in_check) return;
+    RbBlock* blk = me->blk;
+    const uintptr_t a = (uintptr_t)p;
+    const uintptr_t off = a - (uintptr_t)blk->smem;
+    me->in_check = true;  // rb_fail's own (instrumented) accesses are not the kernel's
+    bool failed = false;
+    try {
+        if (off < RB_SMEM_WINDOW)
+            rb_smem_access(*blk, *me, (unsigned)off, (unsigned)n, store);
+        else if (rb_nbufs && a - rb_stack_lo >= rb_stack_hi - rb_stack_lo)
+            rb_global_access(a, n, store);
+    } catch (RbTrap&) {
+        failed = true;
+    }
+    // The callback is nothrow for g++: a failure goes back to the kernel's call (emu.h
+    // rb_run_kernel), never through the kernel's frames, and the access is not made.
+    if (failed && me->out) longjmp(*me->out, 1);
+    me->in_check = false;
+}
+
+// The callbacks of g++'s -fsanitize=thread instrumentation (the build links no sanitizer
+// runtime): every load and store of instrumented code, and its atomics, which are executed
+// here as they are (sequentially consistent).
+#define RB_CB extern "C" __attribute__((visibility("hidden"))) RB_NOSAN_INLINE
+#define RB_TSAN_ACCESS(N)                                                                     \
+    RB_CB void __tsan_read##N(void* p) { rb_access(p, N, false); }                             \
+    RB_CB void __tsan_write##N(void* p) { rb_access(p, N, true); }                             \
+    RB_CB void __tsan_unaligned_read##N(void* p) { rb_access(p, N, false); }                   \
+    RB_CB void __tsan_unaligned_write##N(void* p) { rb_access(p, N, true); }
+RB_CB void __tsan_read1(void* p) { rb_access(p, 1, false); }
+RB_CB void __tsan_write1(void* p) { rb_access(p, 1, true); }
+RB_TSAN_ACCESS(2)
+RB_TSAN_ACCESS(4)
+RB_TSAN_ACCESS(8)
+RB_TSAN_ACCESS(16)
+RB_CB void __tsan_read_range(void* p, unsigned long n) { rb_access(p, n, false); }
+RB_CB void __tsan_write_range(void* p, unsigned long n) { rb_access(p, n, true); }
+RB_CB void __tsan_init() {}
+RB_CB void __tsan_func_entry(void*) {}
+RB_CB void __tsan_func_exit() {}
+RB_CB void __tsan_vptr_update(void**, void*) {}
+RB_CB void __tsan_vptr_read(void**) {}
+RB_CB void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+RB_CB void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+#define RB_SEQ __ATOMIC_SEQ_CST
+#define RB_TSAN_RMW(N, T, OP)                                                                 \
+    RB_CB T __tsan_atomic##N##_##OP(volatile void* a, T v, int) {                             \
+        return __atomic_##OP((volatile T*)a, v, RB_SEQ);                                      \
+    }
+#define RB_TSAN_ATOMIC(N, T)                                                                  \
+    RB_CB T __tsan_atomic##N##_load(const volatile void* a, int) {                            \
+        return __atomic_load_n((const volatile T*)a, RB_SEQ);                                 \
+    }                                                                                          \
+    RB_CB void __tsan_atomic##N##_store(volatile void* a, T v, int) {                         \
+        __atomic_store_n((volatile T*)a, v, RB_SEQ);                                           \
+    }                                                                                          \
+    RB_CB T __tsan_atomic##N##_exchange(volatile void* a, T v, int) {                         \
+        return __atomic_exchange_n((volatile T*)a, v, RB_SEQ);                                 \
+    }                                                                                          \
+    RB_TSAN_RMW(N, T, fetch_add)                                                               \
+    RB_TSAN_RMW(N, T, fetch_sub)                                                               \
+    RB_TSAN_RMW(N, T, fetch_and)                                                               \
+    RB_TSAN_RMW(N, T, fetch_or)                                                                \
+    RB_TSAN_RMW(N, T, fetch_xor)                                                               \
+    RB_TSAN_RMW(N, T, fetch_nand)                                                              \
+    RB_CB bool __tsan_atomic##N##_compare_exchange_strong(volatile void* a, void* e, T d, int, \
+                                                          int) {                               \
+        return __atomic_compare_exchange_n((volatile T*)a, (T*)e, d, false, RB_SEQ, RB_SEQ);   \
+    }                                                                                          \
+    RB_CB bool __tsan_atomic##N##_compare_exchange_weak(volatile void* a, void* e, T d, int,   \
+                                                        int) {                                 \
+        return __atomic_compare_exchange_n((volatile T*)a, (T*)e, d, true, RB_SEQ, RB_SEQ);    \
+    }                                                                                          \
+    RB_CB T __tsan_atomic##N##_compare_exchange_val(volatile void* a, T e, T d, int, int) {   \
+        __atomic_compare_exchange_n((volatile T*)a, &e, d, false, RB_SEQ, RB_SEQ);             \
+        return e;                                                                              \
+    }
+RB_TSAN_ATOMIC(8, unsigned char)
+RB_TSAN_ATOMIC(16, unsigned short)
+RB_TSAN_ATOMIC(32, unsigned int)
+RB_TSAN_ATOMIC(64, unsigned long)

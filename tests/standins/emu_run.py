@@ -1,0 +1,127 @@
+"""Launching the CUDA C kernels under the host emulation (tests/standins/cuda_emu) as a GPU
+backend would: buffers prepared, poisoned and registered for the emulation's bounds checks,
+the planned launches run, the outputs read back. Shared by tests/kernels/test_cuda_emu.py and
+tests/kernels/test_emu_checks.py."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cuda_tools as ct
+import numpy as np
+from roofbench.bench.backends.gpu_common import (
+    POISON,
+    STORAGE,
+    PlannedLaunch,
+    from_storage,
+    plan_launches,
+    to_storage,
+)
+from roofbench.kernels.cuda_impl import DeviceProps
+from roofbench.kernels.spec import Case
+
+# A tiny device: grid-stride grids of at most 2 blocks of 256 threads.
+DEV = DeviceProps(cc=(9, 0), sm_count=1, max_threads_per_sm=512, name="host emulation")
+
+
+# Global buffers sit in the middle of GUARD bytes of their own on each side (checks.h's
+# RB_GUARD), 256-byte aligned as cudaMalloc's: an access up to GUARD bytes out of bounds lands
+# in no other buffer, and the emulation reports it naming the kernel and the buffer.
+GUARD = 64 * 1024
+
+
+def guarded(shape: Any, dtype: Any) -> np.ndarray:
+    """An uninitialized array with GUARD bytes of 0xA5 before and after it."""
+    dt = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dt.itemsize
+    raw = np.full(nbytes + 2 * GUARD + 256, 0xA5, np.uint8)
+    start = GUARD + (-(raw.ctypes.data + GUARD)) % 256
+    return raw[start:start + nbytes].view(dt).reshape(shape)
+
+
+def register(lib: ctypes.CDLL, arrays: dict[str, np.ndarray]) -> None:
+    """The buffers of the next launch of ``lib``, by name, for its bounds checks."""
+    for name, a in arrays.items():
+        assert lib.rb_emu_buffer(ctypes.c_ulonglong(a.ctypes.data), ctypes.c_ulonglong(a.nbytes),
+                                 a.itemsize, name.encode()) > 0
+
+
+def last_error(lib: ctypes.CDLL) -> str:
+    lib.rb_last_error.restype = ctypes.c_char_p
+    return lib.rb_last_error().decode(errors="replace")
+
+
+def run_emulated(libs, case: Case, rng: np.random.Generator,
+                 change: Callable[[PlannedLaunch], PlannedLaunch] = lambda pl: pl):
+    """prepare -> poison -> run -> outputs, as a GPU backend does, on host memory (buffers
+    with guard zones, registered for the bounds checks). ``change`` may alter a planned launch
+    (another grid, another function) before it runs."""
+    inputs = case.workload.make_inputs(case.size, case.dtype, rng)
+    bufs = case.buffers()
+    arrays = {}
+    for name, buf in bufs.items():
+        arrays[name] = guarded(buf.shape, STORAGE[buf.dtype])
+        if buf.role == "input":
+            arrays[name][...] = to_storage(inputs[name], buf)
+        else:
+            arrays[name][...] = POISON[buf.dtype]
+    for pl in plan_launches(case, DEV):
+        _launch(libs, change(pl), arrays)
+    outs = {n: from_storage(arrays[n], b) for n, b in bufs.items() if b.role == "output"}
+    return inputs, outs
+
+
+class LaunchError(Exception):
+    """An emulated launch failed; the message is the emulation's."""
+
+
+def _launch(libs, pl: PlannedLaunch, arrays: dict[str, np.ndarray]) -> None:
+    lib = libs[pl.impl.source]
+    ints, floats = [], []
+    for a in pl.args:
+        if isinstance(a, str):
+            ints.append(arrays[a].ctypes.data)
+        elif isinstance(a, np.integer):
+            ints.append(int(a))
+        else:
+            floats.append(float(a))
+    assert len(ints) <= 6 and len(floats) <= 2
+    register(lib, {a: arrays[a] for a in pl.args if isinstance(a, str)})
+    ia = (ctypes.c_longlong * 6)(*ints, *[0] * (6 - len(ints)))
+    fa = (ctypes.c_float * 2)(*floats, *[0.0] * (2 - len(floats)))
+    fn = ctypes.cast(getattr(lib, pl.function), ctypes.c_void_p)
+    if lib.rb_launch(fn, *pl.grid, *pl.block, ia, fa) != 0:
+        raise LaunchError(f"{pl.function}: {last_error(lib)}")
+
+
+def build_mutant(out: Path, source: str, edits: dict[str, tuple[str, str]]) -> Path:
+    """``source`` (kernels/cuda or roofs/probes/cuda) with one edit in each file named in
+    ``edits`` (the source or a header it includes; each old text must occur exactly once),
+    built as the emulated library ``out/<stem>.so`` (the edited copies in ``out`` come first
+    on the include path)."""
+    out.mkdir(parents=True, exist_ok=True)
+    src = ct._source_path(source)
+    for name, (old, new) in edits.items():
+        text = (src.parent / name).read_text()
+        assert text.count(old) == 1, f"{name}: the text to edit is not there exactly once"
+        (out / name).write_text(text.replace(old, new))
+    if source not in edits:
+        shutil.copy(src, out / source)
+    so = out / f"{src.stem}.so"
+    ct._emu_compile(out / source, so, "-O1", includes=(out,))
+    return so
+
+
+def launch_params(lib: ctypes.CDLL, kernel: str, grid: int, block: int, smem: int,
+                  values: list[bytes]) -> str:
+    """A driver-style launch (rb_launch_params, as cuLaunchKernel) of ``kernel`` of an
+    emulated driver build: "" when it succeeded, else the emulation's message."""
+    bufs = [ctypes.create_string_buffer(v, len(v)) for v in values]
+    params = (ctypes.c_void_p * max(1, len(bufs)))(*[ctypes.addressof(b) for b in bufs])
+    thunk = ctypes.cast(getattr(lib, f"rb_params__{kernel}"), ctypes.c_void_p)
+    rc = lib.rb_launch_params(thunk, grid, 1, 1, block, 1, 1, ctypes.c_uint(smem), params)
+    return "" if rc == 0 else last_error(lib)
