@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.cuda_impl import CUDA_DIR, cuda_include_dirs, load_source
@@ -220,21 +221,22 @@ def _source_path(src: str) -> Path:
     return CUDA_DIR / src if (CUDA_DIR / src).is_file() else PROBE_DIR / src
 
 
-def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = ()) -> None:
+def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
+                 after: tuple[str, ...] = ()) -> None:
     import shutil
 
     cmd = [shutil.which("g++") or "g++", "-std=c++20", opt, "-shared", "-fPIC", "-pthread",
            "-w", "-Wno-psabi", "-include", str(EMU_HEADER),
            *(f"-I{d}" for d in cuda_include_dirs()), f"-I{CUDA_DIR}", f"-I{EMU_DIR}", *extra,
-           "-x", "c++", str(src), "-o", str(so)]
+           "-x", "c++", str(src), *after, "-o", str(so)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise AssertionError(f"emulation build of {src.name} failed:\n{p.stderr[-4000:]}")
 
 
 def build_driver_source(ds: DriverSource, out: Path, text: str | None = None,
-                        defines: tuple[str, ...] = ("RB_BOUNDED_WAIT",), opt: str = "-O2"
-                        ) -> Path:
+                        defines: tuple[str, ...] = ("RB_BOUNDED_WAIT",), opt: str = "-O2",
+                        extra: tuple[str, ...] = (), after: tuple[str, ...] = ()) -> Path:
     """driver_<stem>.so in ``out``: the source (or ``text``, e.g. a mutant of it, with its
     kernels/cuda includes already inlined) with the driver entries of its kernels, built as
     the check build (-DRB_BOUNDED_WAIT) by default."""
@@ -246,7 +248,7 @@ def build_driver_source(ds: DriverSource, out: Path, text: str | None = None,
     wrapper = out / f"driver_{ds.stem}.cpp"
     wrapper.write_text(f'#include "{body}"\n' + "".join(f"RB_ENTRY({k})\n" for k in ds.kernels))
     so = out / f"driver_{ds.stem}.so"
-    _emu_compile(wrapper, so, opt, tuple(f"-D{d}" for d in defines))
+    _emu_compile(wrapper, so, opt, (*(f"-D{d}" for d in defines), *extra), after)
     return so
 
 
@@ -264,3 +266,86 @@ def build_emulation() -> Path:
     with ThreadPoolExecutor(max_workers=2) as ex:
         list(ex.map(lambda j: j(), jobs))
     return out
+
+
+# ------------------------------------------------------------------ bytes counted
+# The emulation built with GCC's outline AddressSanitizer instrumentation and the counters of
+# cuda_emu/bytes_count.cpp (its header says how): every global load and store a launch executes,
+# per watched buffer. The model-versus-counters check of `--ncu` (roofbench/ncu_checks.py),
+# without a GPU. tests/kernels/test_emu_bytes.py holds it against the declarations.
+COUNT_FLAGS = ("-fsanitize=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0",
+               "--param", "asan-stack=0", "--param", "asan-globals=0")
+
+
+def _counting_runtime(out: Path) -> Path:
+    import shutil
+
+    obj = out / "bytes_count.o"
+    if not obj.is_file():
+        subprocess.run([shutil.which("g++") or "g++", "-std=c++20", "-O2", "-fPIC", "-c",
+                        str(EMU_DIR / "bytes_count.cpp"), "-o", str(obj)], check=True,
+                       capture_output=True, timeout=300)
+    return obj
+
+
+def build_counting(src: str | Path, out: Path | None = None, text: str | None = None) -> Path:
+    """The byte-counting build of one source: a kernels/cuda or roofs/probes/cuda file name
+    (launched with rb_launch), or a DriverSource's path (sm_90a: launched with
+    rb_launch_params through its rb_params__ entries). ``text`` replaces the source (a
+    planted change). Returns the shared library."""
+    out = out or _TMP / "counting"
+    out.mkdir(parents=True, exist_ok=True)
+    rt = ("-x", "none", str(_counting_runtime(out)))
+    ds = next((d for d in driver_sources().values() if d.path == Path(src)), None)
+    stem = Path(src).stem
+    if ds is not None:
+        return build_driver_source(ds, out, text, opt="-O1", extra=COUNT_FLAGS, after=rt)
+    path = _source_path(str(src))
+    if text is not None:
+        path = out / f"{stem}.changed.cu"
+        path.write_text(text)
+    so = out / f"count_{stem}.so"
+    _emu_compile(path, so, "-O1", COUNT_FLAGS, after=rt)
+    return so
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What one launch moved through one buffer: bytes read and written, and the number of
+    load and store instructions (an access of 16 bytes is one)."""
+
+    read: int
+    written: int
+    loads: int = 0
+    stores: int = 0
+
+
+class ByteCounter:
+    """The counters of a counting build (``build_counting``): ``watch`` the buffers by name,
+    then ``count(launch)`` runs a launch and returns each buffer's Traffic."""
+
+    def __init__(self, lib: Any) -> None:
+        import ctypes
+
+        self.lib = lib
+        lib.rb_bytes_watch.restype = ctypes.c_int
+        lib.rb_bytes_watch.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong]
+        self.names: list[str] = []
+
+    def watch(self, buffers: dict[str, Any]) -> None:
+        """Watch these buffers (numpy arrays), replacing any watched before."""
+        self.lib.rb_bytes_unwatch_all()
+        self.names = []
+        for name, a in buffers.items():
+            if self.lib.rb_bytes_watch(a.ctypes.data, a.nbytes) < 0:
+                raise ValueError("at most 16 buffers can be watched")
+            self.names.append(name)
+
+    def count(self, launch: Any) -> dict[str, Traffic]:
+        import ctypes
+
+        self.lib.rb_bytes_clear()
+        launch()
+        v = (ctypes.c_ulonglong * (4 * len(self.names)))()
+        self.lib.rb_bytes_get(v, len(self.names))
+        return {n: Traffic(*v[4 * i:4 * i + 4]) for i, n in enumerate(self.names)}

@@ -183,6 +183,12 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     return r;
 }
 
+// atomicAdd (global or shared): a read-modify-write of the host's atomics (the STREAM probe's
+// read kernel keeps its sum live with one per warp).
+template <typename T> inline T atomicAdd(T* p, T v) {
+    return std::atomic_ref<T>(*p).fetch_add(v, std::memory_order_relaxed);
+}
+
 // clock64: the host's steady clock scaled by an emulated clock rate (cycles per ns), so that
 // the kernels' cycle bounds become wall-time bounds a test can shorten (rb_emu_set_clock).
 static std::atomic<double> rb_cycles_per_ns{0.2};
