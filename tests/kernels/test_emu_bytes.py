@@ -29,6 +29,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import cuda_tools as ct
@@ -116,8 +117,8 @@ def count_case(libs: dict[str, ctypes.CDLL], case: Case,
         counter = ct.ByteCounter(lib)
         counter.watch(arrays)
         args = [arrays[a] if isinstance(a, str) else a for a in pl.args]
-        yield la, pl, counter.count(lambda: rb_launch(lib, pl.function, pl.grid, pl.block,
-                                                      args))
+        yield la, pl, counter.count(partial(rb_launch, lib, pl.function, pl.grid, pl.block,
+                                            args))
 
 
 def _define(source: str, name: str) -> int:
@@ -224,3 +225,126 @@ def test_counted_bytes_equal_the_declaration(libs, case):
         want = expected(c, la, pl)
         diff = {n: (_rw(got[n]), _rw(want[n])) for n in want if _rw(got[n]) != _rw(want[n])}
         assert not diff, f"{c.key} {la.kernel}: (counted read, written) != declared: {diff}"
+
+
+# ------------------------------------------------------------------ the memory probes
+STREAM_N = 4 * 777 + 3  # the vector body, the ILP batches and a scalar tail
+STREAM_GRID, STREAM_BLOCK = (3,), (128,)
+
+
+def stream_args(kname: str, isz: int) -> tuple[dict[str, np.ndarray], list[Any]]:
+    """The buffers and arguments of gpu_memory._stream's launch of ``kname``."""
+    dt = np.float32 if isz == 4 else np.float64
+    rng = np.random.default_rng(3)
+    a, b, c = (rng.random(STREAM_N).astype(dt) for _ in range(3))
+    out = np.zeros(1, dt)
+    s, n = dt(0.5), np.int64(STREAM_N)
+    args = {"copy": [a, c, n], "scale": [c, b, s, n], "add": [a, b, c, n],
+            "triad": [a, b, c, s, n], "read": [a, out, n], "fill": [a, s, n]}[kname]
+    return {"a": a, "b": b, "c": c, "out": out}, args
+
+
+def check_probe(kname: str, got: dict[str, ct.Traffic], reads: int, writes: int) -> str | None:
+    """Why the counted traffic disagrees with what the probe counts (reads, writes), or None."""
+    r = sum(t.read for t in got.values())
+    w = sum(t.written for t in got.values())
+    if r < reads or w < writes:
+        return (f"{kname} moves less than it counts: read {r} of {reads} bytes, wrote {w} of "
+                f"{writes}")
+    if r + w > PROBE_FACTOR * (reads + writes):
+        return f"{kname} moves {(r + w) / (reads + writes):.3f}x the bytes it counts"
+    return None
+
+
+def count_stream(lib: ctypes.CDLL, kname: str, isz: int) -> str | None:
+    suf = "f32" if isz == 4 else "f64"
+    bufs, args = stream_args(kname, isz)
+    counter = ct.ByteCounter(lib)
+    counter.watch(bufs)
+    got = counter.count(lambda: rb_launch(lib, f"stream_{kname}_{suf}", STREAM_GRID,
+                                          STREAM_BLOCK, args))
+    r, w = STREAM_RW[kname]
+    assert (r + w) * STREAM_N * isz == stream_bytes(kname, STREAM_N, isz)
+    return check_probe(kname, got, r * STREAM_N * isz, w * STREAM_N * isz)
+
+
+@pytest.mark.parametrize("isz", [4, 8])
+@pytest.mark.parametrize("kname", list(STREAM_RW))
+def test_stream_probe_moves_the_bytes_it_counts(libs, kname, isz):
+    assert count_stream(libs["stream.cu"], kname, isz) is None
+
+
+# A STREAM probe that reads a quarter, or half, of what it counts (its vector body over a
+# fraction of the array): what the check exists to catch.
+UNDER_READ = {"quarter": "nv / 4", "half": "nv / 2"}
+_READ_BODY = "ilp_loop(nv, [&](long long i) { return av[i]; }, [&](long long, V x)"
+
+
+@pytest.mark.parametrize("plant", list(UNDER_READ))
+def test_planted_under_reading_stream_probe_fails(plant):
+    src = (ct.PROBE_DIR / "stream.cu").read_text()
+    assert src.count(_READ_BODY) == 1
+    text = src.replace(_READ_BODY, _READ_BODY.replace("(nv,", f"({UNDER_READ[plant]},"))
+    lib = _load(ct.build_counting("stream.cu", ct._TMP / f"under_{plant}", text))
+    why = count_stream(lib, "read", 4)
+    assert why is not None and "moves less than it counts" in why, why
+
+
+@pytest.mark.parametrize("form", ["read", "copy"])
+def test_l2_probe_moves_the_bytes_it_counts(libs, form):
+    la = L2Launch(form, block=128, chunk_vecs=128 * 9, nchunks=2, grid=5)  # a tail of rows
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 2**32, la.chunk_vecs * la.nchunks * 4, dtype=np.uint32)
+    dst, out = np.zeros_like(src), np.zeros(la.grid * la.block, np.uint32)
+    args: list[Any] = ([src, la.chunk_vecs, la.nchunks, out, 0] if form == "read"
+                       else [src, dst, la.chunk_vecs, la.nchunks])
+    lib = libs["cache.cu"]
+    counter = ct.ByteCounter(lib)
+    counter.watch({"src": src, "dst": dst, "out": out})
+    got = counter.count(lambda: rb_launch(lib, f"l2_{form}_cg_ilp4", (la.grid,), (la.block,),
+                                          args))
+    per = la.bytes_per_launch // (2 if form == "copy" else 1)
+    assert check_probe(form, got, per, per if form == "copy" else 0) is None
+
+
+# ------------------------------------------------------ the wgmma GEMM (TMA loads)
+@pytest.fixture(scope="module")
+def fake_driver() -> Iterator[Any]:
+    """The stand-in driver (cuTensorMapEncodeTiled as the emulated TMA reads it), as
+    tma_launch's driver."""
+    name = "rb_fake_cuda_bindings_bytes"
+    where = FAKE_CUPY / "cuda" / "bindings"
+    spec = importlib.util.spec_from_file_location(name, where / "__init__.py",
+                                                  submodule_search_locations=[str(where)])
+    assert spec is not None and spec.loader is not None
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[name])
+    drv = importlib.import_module(f"{name}.driver")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tma_launch, "_drv", lambda: drv)
+        yield drv
+
+
+@pytest.mark.parametrize("dtype,size", [("fp16", (130, 272, 112)), ("fp8", (200, 256, 160))])
+def test_wgmma_gemm_tma_reads_what_its_tiles_imply(fake_driver, dtype, size):
+    c = _case("gemm", "tensor", dtype, size)
+    arrays = _arrays(c)
+    (pl,) = plan_launches(c, H200, launchers=ALL_LAUNCHERS)
+    enc = {m.buffer: tma_launch.encode_tensor_map(m, arrays[m.buffer].ctypes.data)
+           for m in pl.tensor_maps}
+    values = tma_launch.param_bytes(pl.args, lambda b: arrays[b].ctypes.data, enc)
+    lib = _load(ct.build_counting(ct.driver_sources()["gemm_wgmma"].path))
+    lib.rb_launch_params.argtypes = [ctypes.c_void_p, *[ctypes.c_int] * 6, ctypes.c_uint,
+                                     ctypes.c_void_p]
+    params = KernelParams(values)
+    thunk = ctypes.cast(getattr(lib, f"rb_params__{pl.function}"), ctypes.c_void_p).value
+
+    def launch() -> None:
+        if lib.rb_launch_params(thunk, *pl.grid, *pl.block, pl.smem, params.address) != 0:
+            raise AssertionError(lib.rb_last_error().decode())
+
+    counter = ct.ByteCounter(lib)
+    counter.watch(arrays)
+    got = counter.count(launch)
+    want = expected(c, c.launches()[0], pl)
+    assert {n: _rw(t) for n, t in got.items()} == {n: _rw(t) for n, t in want.items()}

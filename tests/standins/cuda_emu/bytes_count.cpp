@@ -2,15 +2,16 @@
 // without a GPU). The kernel source and the emulation are compiled with GCC's outline
 // AddressSanitizer instrumentation (-fsanitize=kernel-address,
 // asan-instrumentation-with-call-threshold=0, no runtime library): every load and store the
-// compiled code executes, builtin memcpy/memset and atomics included, calls one of the
-// __asan_{load,store}<N>_noabort callbacks below with its address and width. This file is
+// compiled code executes (vector loads, inlined fixed-width copies and atomics included) calls
+// one of the __asan_{load,store}<N>_noabort callbacks below with its address and width. This file is
 // compiled WITHOUT the instrumentation and linked into the same shared library.
 //
 // Only accesses that fall inside a watched range count: the host registers each global buffer
 // of a launch (rb_bytes_watch), so shared memory, the stack and the emulator's own state never
 // count. A store counts as written bytes, a load as read bytes, an atomic read-modify-write as
-// both. The TMA of hopper_emu.h reads global memory through memcpy, which is counted here
-// like any other load; zero-filled out-of-bounds box elements read nothing.
+// both. The TMA of hopper_emu.h copies with a run-time width, which the instrumentation does
+// not see: it reports its reads through rb_bytes_access (emu.h: rb_count_global); zero-filled
+// out-of-bounds box elements read nothing.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +67,9 @@ void __asan_before_dynamic_init(const char*) {}
 void __asan_after_dynamic_init() {}
 void __asan_register_globals(void*, long) {}
 void __asan_unregister_globals(void*, long) {}
+
+// The emulation's explicit hook (emu.h: rb_count_global), for the TMA's copies.
+void rb_bytes_access(const void* p, unsigned long long n, int store) { count(p, n, store); }
 
 // The host's interface (cuda_tools.ByteCounter): watch up to 16 ranges, clear the counts
 // before a launch, read them after it.

@@ -242,6 +242,15 @@ inline void rb_emu_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b
     rb_warp_sync();
 }
 
+// Byte counting (cuda_emu/bytes_count.cpp, linked into the counting build only): the
+// emulation's own global accesses that the compiler's instrumentation does not see (the TMA
+// copies element by element with a run-time width). A no-op in every other build.
+extern "C" void rb_bytes_access(const void* p, unsigned long long n, int store)
+    __attribute__((weak));
+inline void rb_count_global(const void* p, size_t n, bool store) {
+    if (rb_bytes_access) rb_bytes_access(p, n, store);
+}
+
 // Hooks of the Hopper emulation around a launch and a block (defined in hopper_emu.h);
 // block_end returns what is wrong with the finished block ("" when nothing).
 void rb_hopper_launch_begin();
