@@ -28,7 +28,6 @@ import importlib.util
 import re
 import sys
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -41,15 +40,17 @@ from roofbench.bench.backends.gpu_common import (
     POISON,
     STORAGE,
     PlannedLaunch,
+    from_storage,
     plan_launches,
     to_storage,
 )
+from roofbench.bench.measure.runner import validate
 from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.cuda_impl import CUDA_DIR, DeviceProps
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case, Launch
 from roofbench.roofs.probes.cuda_driver import KernelParams
-from roofbench.roofs.probes.gpu_memory import STREAM_RW, L2Launch, stream_bytes
+from roofbench.roofs.probes.gpu_memory import STREAM_RW, L2Launch, l2_read_xor, stream_bytes
 from testpaths import FAKE_CUPY
 
 pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,
@@ -63,16 +64,22 @@ SOURCES = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu", "attention.cu"
 PROBE_FACTOR = 1.05
 
 
+class _Libs(dict):
+    """The counting builds, each built on first use (a narrow selection builds one source)."""
+
+    def __missing__(self, src: str) -> ctypes.CDLL:
+        self[src] = _load(ct.build_counting(src))
+        return self[src]
+
+
 @pytest.fixture(scope="module")
 def libs() -> dict[str, ctypes.CDLL]:
-    with ThreadPoolExecutor(max_workers=2) as ex:
-        built = dict(zip(SOURCES, ex.map(ct.build_counting, SOURCES), strict=True))
-    return {src: _load(so) for src, so in built.items()}
+    return _Libs()
 
 
 def _load(so: Any) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(so))
-    lib.rb_launch.restype = ctypes.c_int
+    lib.rb_launch.restype = lib.rb_launch_f64.restype = ctypes.c_int
     return lib
 
 
@@ -83,20 +90,25 @@ def rb_launch(lib: ctypes.CDLL, function: str, grid: tuple[int, ...], block: tup
     for a in args:
         if isinstance(a, np.ndarray):
             ints.append(a.ctypes.data)
-        elif isinstance(a, int | np.integer):
+        elif isinstance(a, int | np.integer):  # (np.float64 is a float: below)
             ints.append(int(a))
         else:
             floats.append(float(a))
+    f64 = any(isinstance(a, np.float64) for a in args)  # a `double` parameter
     ia = (ctypes.c_longlong * 6)(*ints, *[0] * (6 - len(ints)))
-    fa = (ctypes.c_float * 2)(*floats, *[0.0] * (2 - len(floats)))
+    fa = ((ctypes.c_double if f64 else ctypes.c_float) * 2)(*floats, *[0.0] * (2 - len(floats)))
     g, b = (*grid, 1, 1)[:3], (*block, 1, 1)[:3]
     fn = ctypes.cast(getattr(lib, function), ctypes.c_void_p)
-    if lib.rb_launch(fn, *g, *b, ia, fa) != 0:
+    if (lib.rb_launch_f64 if f64 else lib.rb_launch)(fn, *g, *b, ia, fa) != 0:
         raise AssertionError(f"{function}: {lib.rb_last_error().decode()}")
 
 
+def _inputs(case: Case) -> dict[str, np.ndarray]:
+    return case.workload.make_inputs(case.size, case.dtype, np.random.default_rng(7))
+
+
 def _arrays(case: Case) -> dict[str, np.ndarray]:
-    inputs = case.workload.make_inputs(case.size, case.dtype, np.random.default_rng(7))
+    inputs = _inputs(case)
     out = {}
     for name, buf in case.buffers().items():
         if buf.role == "input":
@@ -106,11 +118,11 @@ def _arrays(case: Case) -> dict[str, np.ndarray]:
     return out
 
 
-def count_case(libs: dict[str, ctypes.CDLL], case: Case,
+def count_case(libs: dict[str, ctypes.CDLL], case: Case, arrays: dict[str, np.ndarray],
                change: Callable[[PlannedLaunch], PlannedLaunch] = lambda pl: pl
                ) -> Iterator[tuple[Launch, PlannedLaunch, dict[str, ct.Traffic]]]:
-    """Each launch of ``case`` and what it moved per buffer, run as a GPU backend runs it."""
-    arrays = _arrays(case)
+    """Each launch of ``case`` over ``arrays`` (``_arrays``) and what it moved per buffer, run
+    as a GPU backend runs it."""
     for la, pl in zip(case.launches(), plan_launches(case, DEV), strict=True):
         pl = change(pl)
         lib = libs[pl.impl.source]
@@ -220,11 +232,20 @@ def _case(name: str, variant: str, dtype: str, size: tuple[int, ...]) -> Case:
 @pytest.mark.parametrize("case", CASES,
                          ids=[f"{w}-{v}-{d}-{'x'.join(map(str, s))}" for w, v, d, s in CASES])
 def test_counted_bytes_equal_the_declaration(libs, case):
+    """Per launch, per buffer; and the outputs validate (the counting build computes too)."""
     c = _case(*case)
-    for la, pl, got in count_case(libs, c):
+    arrays = _arrays(c)
+    for la, pl, got in count_case(libs, c, arrays):
         want = expected(c, la, pl)
         diff = {n: (_rw(got[n]), _rw(want[n])) for n in want if _rw(got[n]) != _rw(want[n])}
         assert not diff, f"{c.key} {la.kernel}: (counted read, written) != declared: {diff}"
+    _validated(c, arrays)
+
+
+def _validated(c: Case, arrays: dict[str, np.ndarray]) -> None:
+    outs = {n: from_storage(arrays[n], b) for n, b in c.buffers().items() if b.role == "output"}
+    ok, _, why = validate(c, outs, c.workload.expected(_inputs(c), c.size, c.dtype))
+    assert ok, f"{c.key}: {why}"
 
 
 # ------------------------------------------------------------------ the memory probes
@@ -265,7 +286,20 @@ def count_stream(lib: ctypes.CDLL, kname: str, isz: int) -> str | None:
                                           STREAM_BLOCK, args))
     r, w = STREAM_RW[kname]
     assert (r + w) * STREAM_N * isz == stream_bytes(kname, STREAM_N, isz)
-    return check_probe(kname, got, r * STREAM_N * isz, w * STREAM_N * isz)
+    why = check_probe(kname, got, r * STREAM_N * isz, w * STREAM_N * isz)
+    want = stream_result(kname, isz)
+    if why is None and not np.allclose(bufs[want[0]], want[1], rtol=1e-5):
+        why = f"stream_{kname}_{suf} computed the wrong {want[0]}"
+    return why
+
+
+def stream_result(kname: str, isz: int) -> tuple[str, np.ndarray]:
+    """The buffer a STREAM kernel writes and what it must hold (numpy, from fresh inputs)."""
+    b, _ = stream_args(kname, isz)
+    a, bb, c, s = b["a"], b["b"], b["c"], 0.5
+    return {"copy": ("c", a), "scale": ("b", s * c), "add": ("c", a + bb),
+            "triad": ("a", bb + s * c), "read": ("out", np.array([a.sum()])),
+            "fill": ("a", np.full_like(a, s))}[kname]
 
 
 @pytest.mark.parametrize("isz", [4, 8])
@@ -305,6 +339,13 @@ def test_l2_probe_moves_the_bytes_it_counts(libs, form):
                                           args))
     per = la.bytes_per_launch // (2 if form == "copy" else 1)
     assert check_probe(form, got, per, per if form == "copy" else 0) is None
+    if form == "copy":
+        chunk = la.chunk_vecs * 4
+        np.testing.assert_array_equal(dst[:la.nchunks * chunk], src[:la.nchunks * chunk])
+    else:  # the validation launch: every thread's XOR (gpu_memory.l2_read_xor)
+        args[-1] = 1
+        rb_launch(lib, "l2_read_cg_ilp4", (la.grid,), (la.block,), args)
+        np.testing.assert_array_equal(out, l2_read_xor(src, la))
 
 
 # ------------------------------------------------------ the wgmma GEMM (TMA loads)
@@ -348,3 +389,4 @@ def test_wgmma_gemm_tma_reads_what_its_tiles_imply(fake_driver, dtype, size):
     got = counter.count(launch)
     want = expected(c, c.launches()[0], pl)
     assert {n: _rw(t) for n, t in got.items()} == {n: _rw(t) for n, t in want.items()}
+    _validated(c, arrays)

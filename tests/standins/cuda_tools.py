@@ -221,10 +221,35 @@ def _source_path(src: str) -> Path:
     return CUDA_DIR / src if (CUDA_DIR / src).is_file() else PROBE_DIR / src
 
 
+def _build_key(src: Path, flags: tuple[str, ...]) -> str:
+    """What an emulated build depends on: the source (and the body a driver wrapper includes),
+    every header of kernels/cuda and the emulation's files, the flags."""
+    import hashlib
+
+    h = hashlib.sha256(src.read_bytes())
+    for inc in re.findall(r'#include "(/[^"]+)"', src.read_text()):
+        h.update(Path(inc).read_bytes())
+    for d in (CUDA_DIR, EMU_DIR):
+        for f in sorted(d.iterdir()):
+            if f.suffix in (".cuh", ".h", ".cpp"):
+                h.update(f.name.encode() + f.read_bytes())
+    h.update(" ".join(flags).encode())
+    return h.hexdigest()[:32]
+
+
 def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
                  after: tuple[str, ...] = ()) -> None:
+    """g++ against the emulation. With $RB_EMU_CACHE (a folder; scripts/mutate_cuda.py sets
+    it) a build whose inputs are unchanged is taken from there instead."""
+    import os
     import shutil
 
+    cache = os.environ.get("RB_EMU_CACHE")
+    key = _build_key(src, (opt, *extra, *(Path(a).name for a in after)))
+    hit = Path(cache) / f"{key}.so" if cache else None
+    if hit is not None and hit.is_file():
+        shutil.copyfile(hit, so)
+        return
     cmd = [shutil.which("g++") or "g++", "-std=c++20", opt, "-shared", "-fPIC", "-pthread",
            "-w", "-Wno-psabi", "-include", str(EMU_HEADER),
            *(f"-I{d}" for d in cuda_include_dirs()), f"-I{CUDA_DIR}", f"-I{EMU_DIR}", *extra,
@@ -232,6 +257,11 @@ def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise AssertionError(f"emulation build of {src.name} failed:\n{p.stderr[-4000:]}")
+    if hit is not None:
+        hit.parent.mkdir(parents=True, exist_ok=True)
+        tmp = hit.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(so, tmp)
+        os.replace(tmp, hit)
 
 
 def build_driver_source(ds: DriverSource, out: Path, text: str | None = None,

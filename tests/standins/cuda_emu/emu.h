@@ -371,6 +371,18 @@ extern "C" int rb_launch(void* fn, int gx, int gy, int gz, int bx, int by, int b
     });
 }
 
+// The same with double scalars (the fp64 STREAM kernels' `double s`): xmm registers hold them
+// as doubles.
+typedef void (*rb_kernel_f64_t)(long long, long long, long long, long long, long long,
+                                long long, double, double);
+extern "C" int rb_launch_f64(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
+                             const long long* ia, const double* fa) {
+    rb_kernel_f64_t k = reinterpret_cast<rb_kernel_f64_t>(fn);
+    return rb_run_grid(gx, gy, gz, bx, by, bz, 0, [&] {
+        k(ia[0], ia[1], ia[2], ia[3], ia[4], ia[5], fa[0], fa[1]);
+    });
+}
+
 // Launch as the driver does (cuLaunchKernel): `params[i]` points at the bytes of argument i.
 // `thunk` is rb_params__<kernel> (RB_ENTRY below), which unpacks them into the typed call.
 typedef void (*rb_thunk_t)(void**);
