@@ -68,7 +68,8 @@ class _Libs(dict):
     """The counting builds, each built on first use (a narrow selection builds one source)."""
 
     def __missing__(self, src: str) -> ctypes.CDLL:
-        self[src] = _load(ct.build_counting(src))
+        ds = ct.driver_sources().get(src)  # "gemm_wgmma": the driver-launched build
+        self[src] = _load(ct.build_counting(ds.path if ds else src))
         return self[src]
 
 
@@ -367,14 +368,14 @@ def fake_driver() -> Iterator[Any]:
 
 
 @pytest.mark.parametrize("dtype,size", [("fp16", (130, 272, 112)), ("fp8", (200, 256, 160))])
-def test_wgmma_gemm_tma_reads_what_its_tiles_imply(fake_driver, dtype, size):
+def test_wgmma_gemm_tma_reads_what_its_tiles_imply(libs, fake_driver, dtype, size):
     c = _case("gemm", "tensor", dtype, size)
     arrays = _arrays(c)
     (pl,) = plan_launches(c, H200, launchers=ALL_LAUNCHERS)
     enc = {m.buffer: tma_launch.encode_tensor_map(m, arrays[m.buffer].ctypes.data)
            for m in pl.tensor_maps}
     values = tma_launch.param_bytes(pl.args, lambda b: arrays[b].ctypes.data, enc)
-    lib = _load(ct.build_counting(ct.driver_sources()["gemm_wgmma"].path))
+    lib = libs["gemm_wgmma"]
     lib.rb_launch_params.argtypes = [ctypes.c_void_p, *[ctypes.c_int] * 6, ctypes.c_uint,
                                      ctypes.c_void_p]
     params = KernelParams(values)

@@ -247,8 +247,10 @@ def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
     cache = os.environ.get("RB_EMU_CACHE")
     key = _build_key(src, (opt, *extra, *(Path(a).name for a in after)))
     hit = Path(cache) / f"{key}.so" if cache else None
-    if hit is not None and hit.is_file():
-        shutil.copyfile(hit, so)
+    if hit is not None and hit.is_file():  # a new file: `so` may be loaded (never rewrite it)
+        tmp = so.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(hit, tmp)
+        os.replace(tmp, so)
         return
     cmd = [shutil.which("g++") or "g++", "-std=c++20", opt, "-shared", "-fPIC", "-pthread",
            "-w", "-Wno-psabi", "-include", str(EMU_HEADER),
