@@ -7,7 +7,7 @@
 #                    (cuda-bindings, cuda-pathfinder too), the libNVVM numba-cuda resolves,
 #                    which roofbench, backends
 #   wgmma-tests      the wgmma/TMA GEMM validated on the device (tests/kernels/test_wgmma.py -m gpu):
-#                    done within the first 30 s
+#                    done within the first 40 s
 #   sanitize         compute-sanitizer memcheck, racecheck, synccheck and initcheck over every
 #                    hand-written kernel and the wgmma GEMM at a small size
 #                    (scripts/sanitize_kernels.py); reports in sanitizer.txt
@@ -54,7 +54,7 @@ PY=${PYTHON:-python3}
 T0=$(date +%s)
 # Step limits (s), the one place they are set; docs/gpu-check.md gives the model of each. The
 # core steps add up to 295 of the 300 s; the extras have a budget of their own.
-L_FACTS=8 L_WGMMA=22 L_SANITIZE=45 L_GPU_TESTS=75 L_CALIBRATE=30 L_MAKE_BENCH=115
+L_FACTS=15 L_WGMMA=22 L_SANITIZE=40 L_GPU_TESTS=73 L_CALIBRATE=30 L_MAKE_BENCH=115
 L_GEMM_8192=35 L_BENCH_NUMBA=40 L_BENCH_PYCUDA=30 L_LAUNCH_OVERHEAD=15 L_NCU=35
 EXTRAS=${GPU_CHECK_EXTRAS:-0}
 EXTRAS_S=$(( L_GEMM_8192 + L_BENCH_NUMBA + L_BENCH_PYCUDA + L_LAUNCH_OVERHEAD + L_NCU ))
