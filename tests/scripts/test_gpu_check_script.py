@@ -92,13 +92,13 @@ def run(tmp_path_factory):
     env = {k: v for k, v in os.environ.items()
            if k not in ("NUMBA_ENABLE_CUDASIM", "WHEELHOUSE", "PYCUDA_TARGET")}
     cuda = fake_cuda_install(tmp / "cuda")
-    env.update(PYTHON=sys.executable, OUT=str(out), GPU_CHECK_TOTAL_S="150",
+    env.update(PYTHON=sys.executable, OUT=str(out), GPU_CHECK_TOTAL_S="240",
                PYTHONPATH=str(hide), GPU_CHECK_EXTRAS="1", GPU_CHECK_CUDA_DIRS=str(cuda),
                FAKE_SANITIZER_LOG=str(tmp / "sanitizer-argv.log"))
     env.pop("CUDA_HOME", None)
     env.pop("ROOFBENCH_NCU", None)
     r = subprocess.run(["make", "--no-print-directory", "gpu-check"], cwd=clone, env=env,
-                       capture_output=True, text=True, timeout=240)
+                       capture_output=True, text=True, timeout=420)
     # OUT is set, as on the device tool: only the archive and a few files stay; the rest is
     # read from the archive, as a reader of the device's output does.
     tree = tmp / "unpacked"
