@@ -343,13 +343,15 @@ def build_counting(src: str | Path, out: Path | None = None, text: str | None = 
 
 @dataclass(frozen=True)
 class Traffic:
-    """What one launch moved through one buffer: bytes read and written, and the number of
-    load and store instructions (an access of 16 bytes is one)."""
+    """What one launch moved through one buffer: bytes read and written, the number of load
+    and store instructions (an access of 16 bytes is one), and how many accesses were not
+    aligned to their width (a fault on the GPU)."""
 
     read: int
     written: int
     loads: int = 0
     stores: int = 0
+    misaligned: int = 0
 
 
 class ByteCounter:
@@ -378,6 +380,6 @@ class ByteCounter:
 
         self.lib.rb_bytes_clear()
         launch()
-        v = (ctypes.c_ulonglong * (4 * len(self.names)))()
+        v = (ctypes.c_ulonglong * (5 * len(self.names)))()
         self.lib.rb_bytes_get(v, len(self.names))
-        return {n: Traffic(*v[4 * i:4 * i + 4]) for i, n in enumerate(self.names)}
+        return {n: Traffic(*v[5 * i:5 * i + 5]) for i, n in enumerate(self.names)}

@@ -9,7 +9,8 @@
 // Only accesses that fall inside a watched range count: the host registers each global buffer
 // of a launch (rb_bytes_watch), so shared memory, the stack and the emulator's own state never
 // count. A store counts as written bytes, a load as read bytes, an atomic read-modify-write as
-// both. The TMA of hopper_emu.h copies with a run-time width, which the instrumentation does
+// both. An access of 2, 4, 8 or 16 bytes whose address is not a multiple of its width is also
+// counted as misaligned: the GPU faults on it (a vector load on an unaligned row), x86 does not. The TMA of hopper_emu.h copies with a run-time width, which the instrumentation does
 // not see: it reports its reads through rb_bytes_access (emu.h: rb_count_global); zero-filled
 // out-of-bounds box elements read nothing.
 #include <atomic>
@@ -20,7 +21,7 @@ namespace {
 constexpr int kMaxRanges = 16;
 struct Range {
     std::atomic<uintptr_t> lo{0}, hi{0};
-    std::atomic<unsigned long long> read{0}, written{0}, loads{0}, stores{0};
+    std::atomic<unsigned long long> read{0}, written{0}, loads{0}, stores{0}, misaligned{0};
 };
 Range ranges[kMaxRanges];
 std::atomic<int> nranges{0};
@@ -34,6 +35,8 @@ inline void count(const void* p, size_t n, bool store) {
         const uintptr_t hi = r.hi.load(std::memory_order_relaxed);
         if (a + n <= lo || a >= hi) continue;
         const uintptr_t b = a < lo ? lo : a, e = a + n > hi ? hi : a + n;
+        if ((n == 2 || n == 4 || n == 8 || n == 16) && a % n != 0)
+            r.misaligned.fetch_add(1, std::memory_order_relaxed);
         if (store) {
             r.written.fetch_add(e - b, std::memory_order_relaxed);
             r.stores.fetch_add(1, std::memory_order_relaxed);
@@ -79,21 +82,23 @@ int rb_bytes_watch(const void* p, unsigned long long nbytes) {
     ranges[i].lo = reinterpret_cast<uintptr_t>(p);
     ranges[i].hi = reinterpret_cast<uintptr_t>(p) + nbytes;
     ranges[i].read = ranges[i].written = ranges[i].loads = ranges[i].stores = 0;
+    ranges[i].misaligned = 0;
     nranges = i + 1;
     return i;
 }
 void rb_bytes_unwatch_all() { nranges = 0; }
 void rb_bytes_clear() {
-    for (auto& r : ranges) r.read = r.written = r.loads = r.stores = 0;
+    for (auto& r : ranges) r.read = r.written = r.loads = r.stores = r.misaligned = 0;
 }
-// out[4 i .. 4 i + 3]: bytes read, bytes written, loads, stores of range i.
+// out[5 i .. 5 i + 4]: bytes read, bytes written, loads, stores, misaligned accesses of range i.
 int rb_bytes_get(unsigned long long* out, int n) {
     const int nr = nranges.load();
     for (int i = 0; i < nr && i < n; ++i) {
-        out[4 * i] = ranges[i].read;
-        out[4 * i + 1] = ranges[i].written;
-        out[4 * i + 2] = ranges[i].loads;
-        out[4 * i + 3] = ranges[i].stores;
+        out[5 * i] = ranges[i].read;
+        out[5 * i + 1] = ranges[i].written;
+        out[5 * i + 2] = ranges[i].loads;
+        out[5 * i + 3] = ranges[i].stores;
+        out[5 * i + 4] = ranges[i].misaligned;
     }
     return nr;
 }
