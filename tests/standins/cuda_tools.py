@@ -305,8 +305,10 @@ def build_emulation() -> Path:
 # cuda_emu/bytes_count.cpp (its header says how): every global load and store a launch executes,
 # per watched buffer. The model-versus-counters check of `--ncu` (roofbench/ncu_checks.py),
 # without a GPU. tests/kernels/test_emu_bytes.py holds it against the declarations.
+# -fno-tree-sra keeps an aggregate's copy (a float4 or uint4 load) one access of its width, as
+# the GPU issues it, so that its alignment is checked too.
 COUNT_FLAGS = ("-fsanitize=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0",
-               "--param", "asan-stack=0", "--param", "asan-globals=0")
+               "--param", "asan-stack=0", "--param", "asan-globals=0", "-fno-tree-sra")
 
 
 def _counting_runtime(out: Path) -> Path:
