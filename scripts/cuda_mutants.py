@@ -32,14 +32,15 @@ _BYTES = "tests/kernels/test_emu_bytes.py::test_counted_bytes_equal_the_declarat
 
 
 def emu(expr: str) -> tuple[str, ...]:
-    """The emulated correctness cases and the byte-count cases whose id matches ``expr``."""
-    return (_EMU, _BYTES, "-k", expr)
+    """The byte-count cases (bounds, alignment, bytes, outputs) and the emulated correctness
+    cases whose id matches ``expr``."""
+    return (_BYTES, _EMU, "-k", expr)  # the counted first: its guard bytes see overruns
 
 
 STREAM = ("tests/kernels/test_emu_bytes.py", "-k", "stream_probe")
 L2 = ("tests/kernels/test_emu_bytes.py", "-k", "l2_probe")
-WGMMA = ("tests/kernels/test_cuda_emu.py::test_wgmma_gemm_valid_under_emulation",
-         "tests/kernels/test_emu_bytes.py::test_wgmma_gemm_tma_reads_what_its_tiles_imply")
+WGMMA = ("tests/kernels/test_emu_bytes.py::test_wgmma_gemm_tma_reads_what_its_tiles_imply",
+         "tests/kernels/test_cuda_emu.py::test_wgmma_gemm_valid_under_emulation")
 # The case whose k tiles wrap the stage ring twice (the others have fewer tiles than stages).
 RING = ("tests/kernels/test_cuda_emu.py::test_original_passes_the_mutant_case",)
 WGMMA_PROBE = ("tests/kernels/test_cuda_emu.py::test_wgmma_probe_computes_what_it_claims",)

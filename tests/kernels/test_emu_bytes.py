@@ -12,7 +12,9 @@ traffic, every element once. The rule, per buffer of every launch:
   re-read is served by L1/L2 on a GPU, so DRAM still sees the declaration, but the count must be
   exactly what the tiling implies (a tile loaded twice, or skipped, changes it);
 - a buffer the launch does not name is not touched;
-- no access is misaligned to its width (the GPU faults on it; x86 does not).
+- no access is misaligned to its width (the GPU faults on it; x86 does not);
+- no access lands in the guard bytes around a buffer (out of bounds, deterministically: the
+  next allocation in host memory no longer decides whether it is seen).
 
 The memory probes (roofs/probes/cuda/stream.cu, the L2 probe of cache.cu) are held against the
 bytes they count (gpu_memory.stream_bytes, L2Launch.bytes_per_launch) within PROBE_FACTOR: the
@@ -109,15 +111,31 @@ def _inputs(case: Case) -> dict[str, np.ndarray]:
     return case.workload.make_inputs(case.size, case.dtype, np.random.default_rng(7))
 
 
+GUARD = 256  # bytes watched before and after every buffer (cudaMalloc's alignment kept)
+
+
 def _arrays(case: Case) -> dict[str, np.ndarray]:
+    """The case's buffers, each inside an allocation with GUARD bytes either side; the guards
+    are returned too (as "<name>:before" / "<name>:after"): any access to them is out of
+    bounds, whatever lies next to the buffer in host memory."""
     inputs = _inputs(case)
     out = {}
     for name, buf in case.buffers().items():
+        raw = np.zeros(buf.nbytes + 2 * GUARD + 64, np.uint8)
+        start = -raw.ctypes.data % 64  # 64-byte aligned, as device buffers are (256)
+        raw = raw[start:start + buf.nbytes + 2 * GUARD]
+        a = raw[GUARD:GUARD + buf.nbytes].view(STORAGE[buf.dtype]).reshape(buf.shape)
         if buf.role == "input":
-            out[name] = to_storage(inputs[name], buf).copy()
+            a[...] = to_storage(inputs[name], buf)
         else:
-            out[name] = np.full(buf.shape, POISON[buf.dtype], dtype=STORAGE[buf.dtype])
+            a[...] = POISON[buf.dtype]
+        out[name] = a
+        out[f"{name}:before"], out[f"{name}:after"] = raw[:GUARD], raw[GUARD + buf.nbytes:]
     return out
+
+
+def out_of_bounds(got: dict[str, ct.Traffic]) -> dict[str, ct.Traffic]:
+    return {n: t for n, t in got.items() if ":" in n and (t.read or t.written)}
 
 
 def count_case(libs: dict[str, ctypes.CDLL], case: Case, arrays: dict[str, np.ndarray],
@@ -244,6 +262,8 @@ def test_counted_bytes_equal_the_declaration(libs, case):
         assert not diff, f"{c.key} {la.kernel}: (counted read, written) != declared: {diff}"
         bad = {n: t.misaligned for n, t in got.items() if t.misaligned}
         assert not bad, f"{c.key} {la.kernel}: accesses not aligned to their width: {bad}"
+        oob = out_of_bounds(got)
+        assert not oob, f"{c.key} {la.kernel}: accesses out of bounds: {oob}"
     _validated(c, arrays)
 
 
@@ -393,5 +413,7 @@ def test_wgmma_gemm_tma_reads_what_its_tiles_imply(libs, fake_driver, dtype, siz
     counter.watch(arrays)
     got = counter.count(launch)
     want = expected(c, c.launches()[0], pl)
-    assert {n: _rw(t) for n, t in got.items()} == {n: _rw(t) for n, t in want.items()}
+    assert {n: _rw(t) for n, t in got.items() if n in want} == {
+        n: _rw(t) for n, t in want.items()}
+    assert not out_of_bounds(got)
     _validated(c, arrays)

@@ -374,7 +374,7 @@ class ByteCounter:
         self.names = []
         for name, a in buffers.items():
             if self.lib.rb_bytes_watch(a.ctypes.data, a.nbytes) < 0:
-                raise ValueError("at most 16 buffers can be watched")
+                raise ValueError("at most 32 buffers can be watched")
             self.names.append(name)
 
     def count(self, launch: Any) -> dict[str, Traffic]:

@@ -18,7 +18,7 @@
 #include <cstdint>
 
 namespace {
-constexpr int kMaxRanges = 16;
+constexpr int kMaxRanges = 32;
 struct Range {
     std::atomic<uintptr_t> lo{0}, hi{0};
     std::atomic<unsigned long long> read{0}, written{0}, loads{0}, stores{0}, misaligned{0};
@@ -74,7 +74,7 @@ void __asan_unregister_globals(void*, long) {}
 // The emulation's explicit hook (emu.h: rb_count_global), for the TMA's copies.
 void rb_bytes_access(const void* p, unsigned long long n, int store) { count(p, n, store); }
 
-// The host's interface (cuda_tools.ByteCounter): watch up to 16 ranges, clear the counts
+// The host's interface (cuda_tools.ByteCounter): watch up to 32 ranges, clear the counts
 // before a launch, read them after it.
 int rb_bytes_watch(const void* p, unsigned long long nbytes) {
     const int i = nranges.load();
