@@ -1,37 +1,49 @@
 #!/usr/bin/env bash
-# `make gpu-check`: one prepared check for a GPU machine that fits one device call (under 8
-# minutes of its 10), from a plain clone (no pip install of roofbench: the source tree is
-# imported as it is, PYTHONPATH=<checkout>). The flagship first, then the roofs and the run.
-#   facts            nvidia-smi, toolkit, python packages (cuda-bindings, cuda-pathfinder too),
-#                    the libNVVM numba-cuda resolves, which roofbench, backends
+# `make gpu-check`: one prepared check for a GPU machine, within 300 s (GPU_CHECK_TOTAL_S) so
+# that a second run fits a 15-minute GPU slot, from a plain clone (no pip install of roofbench:
+# the source tree is imported as it is, PYTHONPATH=<checkout>). The flagship first, then
+# compute-sanitizer, the tests, the roofs and the run; the extras only with GPU_CHECK_EXTRAS=1.
+#   facts            nvidia-smi, toolkit (each CUDA tool by its absolute path), python packages
+#                    (cuda-bindings, cuda-pathfinder too), the libNVVM numba-cuda resolves,
+#                    which roofbench, backends
 #   wgmma-tests      the wgmma/TMA GEMM validated on the device (tests/kernels/test_wgmma.py -m gpu):
-#                    done within the first 60 s
+#                    done within the first 40 s
+#   sanitize         compute-sanitizer memcheck, racecheck, synccheck and initcheck over every
+#                    hand-written kernel and the wgmma GEMM at a small size
+#                    (scripts/sanitize_kernels.py); reports in sanitizer.txt
+#   gpu-tests        the other gpu-marked tests (fails when none passed: all skipped = no GPU)
 #   calibrate        roofbench calibrate --recalibrate (full probes) -> roofs/<device>.json,
 #                    written after every probe
 #   make-bench       `ROOFBENCH_NO_INSTALL=1 make bench` as the README tells a user of an
 #                    offline GPU box (CUDA backend, results under the output folder)
+# The extras (GPU_CHECK_EXTRAS=1, a budget of their own: a second call):
 #   gemm-8192        the hand-written tensor GEMMs at 8192^3
-#   gpu-tests        the other gpu-marked tests (fails when none passed: all skipped = no GPU)
 #   bench-numba      a quick run of every kernel on Numba CUDA
 #   pycuda-install   PyCUDA built offline from wheelhouse/ (scripts/pycuda_offline.sh; in the
 #                    background from the start; optional: never fails the check)
 #   bench-pycuda     a quick run on PyCUDA, when it is importable
 #   launch-overhead  host time per empty-kernel launch from each launcher (pytest-benchmark)
 #   ncu              Nsight Compute counters beside the model
-# Each step's limit is sized from a model tested on the CPU (docs/gpu-check.md): the
-# calibration time model (tests/roofs/test_gpu_probes_nogpu.py) and the make-bench time model
-# (tests/bench/measure/test_bench_time_model.py); tests/scripts/test_gpu_check_script.py checks the order and that
-# the limits fit GPU_CHECK_TOTAL_S (default 480 s). A failing step is recorded and the next one
-# runs; a step with no time left is skipped. Exit status non-zero when a step failed, timed
-# out or was skipped.
+# Each step's limit is sized from a model that includes a fresh machine's caches (CuPy's kernel
+# cache, matplotlib's font cache, Numba's compiles; docs/gpu-check.md): the calibration time
+# model (tests/roofs/test_gpu_probes_nogpu.py) and the make-bench time model
+# (tests/bench/measure/test_bench_time_model.py); the limits are set in one place (L_* below)
+# and tests/scripts/test_gpu_check_script.py checks the order and that they fit the total.
+# A failing step is recorded and the next one runs; a step with no time left is skipped. Every
+# pytest step writes each test's outcome as it goes (<step>.progress, plus -rf and JUnit XML at
+# its end), so a killed step still says what failed; after a kernel traps (a sticky CUDA error)
+# the tests not yet run go on in a fresh process: a trap costs one case, not the step. Exit
+# status non-zero when a step failed, timed out or was skipped.
 # Output, under ${OUT:-results/_scratch/gpu-check}: one log per step, summary.txt (one line per
 # step with its verdict and duration), the runs and the calibrated roofs, and gpu-check.tar.gz
 # of it all. With GPU_CHECK_PACK_ONLY=1 (the default when $OUT is set, as on the device tool,
 # which brings back at most 8 files) only these stay beside the archive: summary.txt,
-# gpu_check.log, wgmma-tests.log, make-bench.log, bench-report.md and the roofs file.
+# gpu_check.log, wgmma-tests.log, make-bench.log, bench-report.md, sanitizer.txt and the roofs
+# file.
 # Environment: PYTHON (interpreter with the packages already there, default python3), OUT,
-# GPU_CHECK_TOTAL_S, GPU_CHECK_TESTS (pytest paths for gpu-tests, default tests/),
-# GPU_CHECK_PACK_ONLY, WHEELHOUSE, PYCUDA_TARGET.
+# GPU_CHECK_TOTAL_S, GPU_CHECK_EXTRAS, GPU_CHECK_TESTS (pytest paths for gpu-tests, default
+# tests/), GPU_CHECK_PACK_ONLY, GPU_CHECK_CUDA_DIRS (where to look for the CUDA install,
+# default $CUDA_HOME /usr/local/cuda /usr/local/cuda-*), WHEELHOUSE, PYCUDA_TARGET.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -40,7 +52,13 @@ mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 PY=${PYTHON:-python3}
 T0=$(date +%s)
-TOTAL_S=${GPU_CHECK_TOTAL_S:-480}
+# Step limits (s), the one place they are set; docs/gpu-check.md gives the model of each. The
+# core steps add up to 295 of the 300 s; the extras have a budget of their own.
+L_FACTS=15 L_WGMMA=22 L_SANITIZE=40 L_GPU_TESTS=73 L_CALIBRATE=30 L_MAKE_BENCH=115
+L_GEMM_8192=35 L_BENCH_NUMBA=40 L_BENCH_PYCUDA=30 L_LAUNCH_OVERHEAD=15 L_NCU=35
+EXTRAS=${GPU_CHECK_EXTRAS:-0}
+EXTRAS_S=$(( L_GEMM_8192 + L_BENCH_NUMBA + L_BENCH_PYCUDA + L_LAUNCH_OVERHEAD + L_NCU ))
+TOTAL_S=${GPU_CHECK_TOTAL_S:-$([ "$EXTRAS" = 1 ] && echo $(( 300 + EXTRAS_S )) || echo 300)}
 PACK_ONLY=${GPU_CHECK_PACK_ONLY:-$([ -n "${OUT:-}" ] && echo 1 || echo 0)}
 SUMMARY="$OUT_DIR/summary.txt"
 : >"$SUMMARY"
@@ -52,10 +70,31 @@ export PYTHON=$PY PYTHONUNBUFFERED=1 ROOT OUT_DIR
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 # The calibration cache in the checkout's roofs/ (collected below), not the per-user cache.
 export ROOFBENCH_HOME="${ROOFBENCH_HOME:-$ROOT}"
-# GPU images often keep the toolkit (nvcc, ncu) off PATH; numba-cuda finds libNVVM only
-# through CUDA_HOME there (kernels/numba_compat.py says why): export the toolkit that has nvvm/.
-for d in ${CUDA_HOME:-} /usr/local/cuda; do
-  if ! command -v nvcc >/dev/null 2>&1 && [ -x "$d/bin/nvcc" ]; then export PATH="$d/bin:$PATH"; fi
+# GPU images often keep the toolkit (nvcc, ncu, compute-sanitizer) off PATH: every tool is found
+# by its absolute path under the CUDA install ($CUDA_HOME, /usr/local/cuda, the newest
+# /usr/local/cuda-*; ncu also in Nsight Compute's own folder), PATH last. numba-cuda finds
+# libNVVM only through CUDA_HOME there (kernels/numba_compat.py says why): export the toolkit
+# that has nvvm/.
+CUDA_DIRS=${GPU_CHECK_CUDA_DIRS:-"${CUDA_HOME:-} /usr/local/cuda $(ls -d /usr/local/cuda-* 2>/dev/null | sort -rV)"}
+cuda_tool() {
+  local name=$1 d c
+  for d in $CUDA_DIRS; do
+    for c in "$d/bin/$name" "$d/$name/$name"; do  # compute-sanitizer/compute-sanitizer too
+      if [ -f "$c" ] && [ -x "$c" ]; then echo "$c"; return 0; fi
+    done
+  done
+  if [ "$name" = ncu ] && [ -z "${GPU_CHECK_CUDA_DIRS:-}" ]; then
+    for c in $(ls -d /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | sort -rV); do
+      if [ -x "$c" ]; then echo "$c"; return 0; fi
+    done
+  fi
+  command -v "$name" 2>/dev/null || true
+}
+NVCC=$(cuda_tool nvcc) NCU=$(cuda_tool ncu) SANITIZER=$(cuda_tool compute-sanitizer)
+export NVCC NCU SANITIZER CUDA_DIRS
+[ -n "$NVCC" ] && ! command -v nvcc >/dev/null 2>&1 && export PATH="$(dirname "$NVCC"):$PATH"
+[ -n "$NCU" ] && export ROOFBENCH_NCU=${ROOFBENCH_NCU:-$NCU}  # roofbench --ncu uses it
+for d in $CUDA_DIRS; do
   if [ -z "${CUDA_HOME:-}" ] && [ -d "$d/nvvm" ]; then export CUDA_HOME=$d; fi
 done
 PYVER=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo unknown)
@@ -90,8 +129,10 @@ facts() {
   date -u
   nvidia-smi || echo "nvidia-smi: not found or failed (no NVIDIA driver here)"
   "$PYTHON" --version
-  if command -v nvcc >/dev/null; then nvcc --version | tail -n 2; else echo "nvcc: not found"; fi
-  command -v ncu || echo "ncu: not found"
+  echo "nvcc: ${NVCC:-not found under the CUDA install nor on PATH}"
+  [ -n "$NVCC" ] && "$NVCC" --version | tail -n 2
+  echo "ncu: ${NCU:-not found under the CUDA install nor on PATH}"
+  echo "compute-sanitizer: ${SANITIZER:-not found under the CUDA install nor on PATH}"
   "$PYTHON" -m pip list 2>/dev/null | grep -i -E \
     'cupy|numba|numpy|nvidia|cuda-|pycuda|torch|pandas|matplotlib|pytest|ml.dtypes|setuptools'
   echo "CUDA_HOME=${CUDA_HOME:-unset}"
@@ -107,11 +148,43 @@ except Exception as e:
   "$PYTHON" -c 'import roofbench, roofbench.bench.cli; print("roofbench:", roofbench.__file__)'
 }
 
+# pytest_resumable LOG ARGS...: pytest with the progress plugin (scripts/gpu_check_progress.py:
+# each test's outcome in <LOG without .log>.progress as it happens; -rf lists the failures at
+# the end). When pytest stops after a sticky CUDA error (status 75) or dies (a signal), it is
+# started again for the tests not yet run: a trapping kernel costs its one test.
+pytest_resumable() {
+  local log=$1
+  shift
+  local prog="${log%.log}.progress" rc tries=0
+  : >"$prog"
+  while :; do
+    GPU_CHECK_PROGRESS=$prog PYTHONPATH="$ROOT/scripts:$PYTHONPATH" \
+      "$PYTHON" -m pytest -p gpu_check_progress -rf "$@"
+    rc=$?
+    if [ $rc -ne 75 ] && [ $rc -lt 128 ]; then break; fi
+    tries=$(( tries + 1 ))
+    [ $tries -ge 10 ] && break
+    echo "gpu-check: pytest stopped (status $rc) in $(died_in "$prog"); the tests not yet run go on"
+  done
+  [ $rc -eq 75 ] && rc=1
+  local died
+  died=$(died_in "$prog")
+  [ -n "$died" ] && echo "gpu-check: died in $died" && [ $rc -eq 0 ] && rc=1
+  grep -E '^failed ' "$prog" | sed 's/^/gpu-check: /'
+  grep -q -E '^failed ' "$prog" && [ $rc -eq 0 ] && rc=1
+  return $rc
+}
+# The tests (or cases) of a progress file that started and never finished.
+died_in() {
+  awk '$1 == "start" { s[$2] = 1; next } { id = $2; sub(/:$/, "", id); delete s[id] }
+       END { for (i in s) printf "%s ", i }' "$1"
+}
+
 # pytest that fails when no test passed: on a machine without a GPU every test is skipped.
 pytest_must_pass() {
   local log=$1
   shift
-  "$PYTHON" -m pytest "$@"
+  pytest_resumable "$log" "$@"
   local rc=$?
   [ $rc -ne 0 ] && return $rc
   if ! grep -q -E '[0-9]+ passed' "$log"; then
@@ -126,103 +199,138 @@ make_bench() {
   ROOFBENCH_NO_INSTALL=1 make -C "$ROOT" --no-print-directory bench \
     ARGS="--backend cuda --out $OUT_DIR/bench"
 }
-export -f facts pytest_must_pass make_bench
+# sanitize: every hand-written kernel and the wgmma GEMM (scripts/sanitize_kernels.py) under
+# each compute-sanitizer tool, the time left shared among the tools still to run; each tool's
+# report in sanitizer-<tool>.txt. The driver records each case as it goes and, after a sticky
+# error or a crash, starts again for the rest: a trapping kernel costs its one case.
+sanitize() {
+  if [ -z "$SANITIZER" ]; then
+    echo "compute-sanitizer: not found under the CUDA install ($CUDA_DIRS) nor on PATH"
+    return 1
+  fi
+  local tools=(memcheck racecheck synccheck initcheck) end=$(( $(date +%s) + SANITIZE_S - 2 ))
+  local i tool rep prog rc tries verdict=0
+  for i in "${!tools[@]}"; do
+    tool=${tools[$i]} rep="$OUT_DIR/sanitizer-$tool.txt" prog="$OUT_DIR/sanitizer-$tool.progress"
+    : >"$rep"
+    : >"$prog"
+    tries=0
+    while :; do
+      local share=$(( (end - $(date +%s)) / (${#tools[@]} - i) ))
+      [ $share -lt 3 ] && { echo "$tool: no time left" >>"$rep"; rc=124; break; }
+      timeout --kill-after=2 "$share" "$SANITIZER" --tool "$tool" --print-limit 20 \
+        --error-exitcode 9 "$PYTHON" "$ROOT/scripts/sanitize_kernels.py" --progress "$prog" \
+        >>"$rep" 2>&1
+      rc=$?
+      if [ $rc -ne 75 ] && [ $rc -lt 128 ]; then break; fi
+      tries=$(( tries + 1 ))
+      [ $tries -ge 10 ] && break
+      echo "gpu-check: $tool stopped (status $rc) in $(died_in "$prog")" >>"$rep"
+    done
+    echo "$tool: $(grep -c '^ok ' "$prog") cases ok, $(grep -c '^failed ' "$prog") failed," \
+      "died in: $(died_in "$prog")${rc:+; status $rc}; $(grep -h 'ERROR SUMMARY' "$rep" | tail -n 1)"
+    grep -E '^failed ' "$prog" | sed "s/^/    $tool: /"
+    tail -n 3 "$rep" | sed "s/^/    $tool| /"
+    [ $rc -eq 0 ] || verdict=1
+  done
+  return $verdict
+}
+export -f facts pytest_resumable died_in pytest_must_pass make_bench sanitize
 
-# PyCUDA: built from wheelhouse/ in the background (CPU only, niced, cores - 2 compiler jobs)
-# while the GPU steps run; bench-pycuda waits for it.
+# PyCUDA (an extra): built from wheelhouse/ in the background (CPU only, niced, cores - 2
+# compiler jobs) while the GPU steps run; bench-pycuda waits for it.
 PYCUDA_LOG="$OUT_DIR/pycuda-install.log"
 pycuda_t0=$(date +%s)
 rm -f "$OUT_DIR/.pycuda-install.rc" "$OUT_DIR/.pycuda-install.pid"
-( nice -n 10 timeout --kill-after=5 $(( TOTAL_S - 30 )) bash scripts/pycuda_offline.sh \
-    "$PYCUDA_TARGET" >"$PYCUDA_LOG" 2>&1 &
-  echo $! >"$OUT_DIR/.pycuda-install.pid"
-  wait $!
-  echo "$? $(( $(date +%s) - pycuda_t0 ))" >"$OUT_DIR/.pycuda-install.rc.tmp"
-  mv "$OUT_DIR/.pycuda-install.rc.tmp" "$OUT_DIR/.pycuda-install.rc" ) &
-# timeout leads its own process group and passes TERM on to the build.
-trap 'kill -TERM "$(cat "$OUT_DIR/.pycuda-install.pid" 2>/dev/null)" 2>/dev/null
-      rm -f "$OUT_DIR/.pycuda-install.rc" "$OUT_DIR/.pycuda-install.pid"' EXIT
+if [ "$EXTRAS" = 1 ]; then
+  ( nice -n 10 timeout --kill-after=5 $(( TOTAL_S - 30 )) bash scripts/pycuda_offline.sh \
+      "$PYCUDA_TARGET" >"$PYCUDA_LOG" 2>&1 &
+    echo $! >"$OUT_DIR/.pycuda-install.pid"
+    wait $!
+    echo "$? $(( $(date +%s) - pycuda_t0 ))" >"$OUT_DIR/.pycuda-install.rc.tmp"
+    mv "$OUT_DIR/.pycuda-install.rc.tmp" "$OUT_DIR/.pycuda-install.rc" ) &
+  # timeout leads its own process group and passes TERM on to the build.
+  trap 'kill -TERM "$(cat "$OUT_DIR/.pycuda-install.pid" 2>/dev/null)" 2>/dev/null
+        rm -f "$OUT_DIR/.pycuda-install.rc" "$OUT_DIR/.pycuda-install.pid"' EXIT
+fi
 
-# Limits (s), each sized from a model or a first-contact time (docs/gpu-check.md); they add up
-# to 455 s of the 480 (15 + 40 + 60 + 130 + 35 + 50 + 40 + 30 + 20 + 35).
-step facts 15 bash -c facts  # 2 s at the first contact
+step facts "$L_FACTS" bash -c facts
 
 # The flagship first: the wgmma GEMM validated on the device (edges, the ring wrapping, one
-# device-filling size), by 55 s at the latest, in the check build: a wrong parity or byte count
-# traps after a bounded wait with the barrier named (ROOFBENCH_BOUNDED_WAIT=1 adds
-# -DRB_BOUNDED_WAIT to the sm_90a builds) instead of hanging until the step's limit.
-step wgmma-tests 40 env ROOFBENCH_BOUNDED_WAIT=1 bash -c 'pytest_must_pass "$OUT_DIR/wgmma-tests.log" -m gpu -q -rs \
+# device-filling size) in the check build: a wrong parity or byte count traps after a bounded
+# wait with the barrier named (ROOFBENCH_BOUNDED_WAIT=1 adds -DRB_BOUNDED_WAIT to the sm_90a
+# builds) instead of hanging until the step's limit.
+step wgmma-tests "$L_WGMMA" env ROOFBENCH_BOUNDED_WAIT=1 bash -c 'pytest_must_pass "$OUT_DIR/wgmma-tests.log" -m gpu -q -rs \
   -p no:cacheprovider -o addopts="--import-mode=importlib" \
   --junitxml="$OUT_DIR/wgmma-tests.xml" tests/kernels/test_wgmma.py'
 
-# Full probes into roofs/<device>.json (written after every probe: a killed step keeps what it
-# measured), where `make bench` and later runs find them; a copy goes to the output folder.
-# The calibration time model gives 32 s on an H200.
+# compute-sanitizer over every hand-written kernel and the wgmma GEMM, small sizes, early.
+step sanitize "$L_SANITIZE" env SANITIZE_S="$L_SANITIZE" ROOFBENCH_BOUNDED_WAIT=1 bash -c sanitize
+cat "$OUT_DIR"/sanitizer-*.txt >"$OUT_DIR/sanitizer.txt" 2>/dev/null
+
+# The other gpu-marked tests (237: a quick calibration, the Numba twins each compiled).
+step gpu-tests "$L_GPU_TESTS" bash -c 'pytest_must_pass "$OUT_DIR/gpu-tests.log" -m gpu -q -rs \
+  -p no:cacheprovider -o addopts="--import-mode=importlib" \
+  --ignore=tests/kernels/test_wgmma.py --junitxml="$OUT_DIR/gpu-tests.xml" '"${GPU_CHECK_TESTS:-tests/}"
+
+# Quick probes into roofs/<device>.json (written after every probe: a killed step keeps what
+# it measured), where `make bench` and later runs find them; a copy goes to the output folder.
 touch "$OUT_DIR/.calibrate-start"
-step calibrate 60 "$PY" -m roofbench.bench.cli calibrate --backend cuda --recalibrate --no-plot
+# --backend cuda: with no usable GPU, auto would calibrate the CPU (calibrate works there too).
+step calibrate "$L_CALIBRATE" "$PY" -m roofbench.bench.cli calibrate --backend cuda --recalibrate --quick --no-plot
 ROOFS_ARG=()
 for f in $(find "$ROOT/roofs" -maxdepth 1 -name '*.json' -newer "$OUT_DIR/.calibrate-start"); do
   cp "$f" "$OUT_DIR/" && ROOFS_ARG=(--roofs "$OUT_DIR/$(basename "$f")")
 done
 rm -f "$OUT_DIR/.calibrate-start"
 
-# Every kernel at device-filling sizes (55 CUDA cases; inputs, reference and validation on the
-# device; the wgmma cases each in a process of their own). The make-bench time model: 59 s.
-step make-bench 130 bash -c make_bench
+# Every kernel at device-filling sizes (inputs, reference and validation on the device; the
+# wgmma cases each in a process of their own).
+step make-bench "$L_MAKE_BENCH" bash -c make_bench
 
-# The hand-written tensor GEMMs at 8192^3: the report gives each as a fraction of the library
-# roof (efficiency) and of cuBLAS where both ran (make-bench: 4096^3).
-step gemm-8192 35 "$PY" -m roofbench.bench.cli run --backend cuda --workload gemm --variant tensor \
-  --dtype fp16 --dtype bf16 --dtype fp8 --size 8192x8192x8192 "${ROOFS_ARG[@]}" \
-  --out "$OUT_DIR/gemm-8192"
-
-# The other gpu-marked tests: 28 s at the first contact, when the Numba ones failed at once.
-step gpu-tests 50 bash -c 'pytest_must_pass "$OUT_DIR/gpu-tests.log" -m gpu -q -rs \
-  -p no:cacheprovider --maxfail=20 -o addopts="--import-mode=importlib" \
-  --ignore=tests/kernels/test_wgmma.py --junitxml="$OUT_DIR/gpu-tests.xml" '"${GPU_CHECK_TESTS:-tests/}"
-
-# 36 s there, every case failing at compile.
-step bench-numba 40 "$PY" -m roofbench.bench.cli run --backend numba --quick \
-  "${ROOFS_ARG[@]}" --out "$OUT_DIR/numba"
-
-# PyCUDA: wait for the background install while the last steps still have their time.
-while [ ! -f "$OUT_DIR/.pycuda-install.rc" ] && [ $(( TOTAL_S - $(elapsed) )) -gt 90 ]; do
-  sleep 2
-done
-if [ -f "$OUT_DIR/.pycuda-install.rc" ]; then
-  read -r pycuda_rc pycuda_s <"$OUT_DIR/.pycuda-install.rc"
-else
-  pycuda_rc=running pycuda_s=$(( $(date +%s) - pycuda_t0 ))
-fi
-case $pycuda_rc in
-  0) record pycuda-install ok "$pycuda_s" "$PYCUDA_LOG" ;;
-  3) record pycuda-install "skipped (see log)" "$pycuda_s" "$PYCUDA_LOG"
-     tail -n 1 "$PYCUDA_LOG" | sed 's/^/    /' ;;
-  running) record pycuda-install "unavailable (still building)" "$pycuda_s" "$PYCUDA_LOG"
-     kill -TERM "$(cat "$OUT_DIR/.pycuda-install.pid")" 2>/dev/null ;;
-  *) record pycuda-install "unavailable (rc $pycuda_rc)" "$pycuda_s" "$PYCUDA_LOG"
-     tail -n 5 "$PYCUDA_LOG" | sed 's/^/    /' ;;
-esac
-[ "$pycuda_rc" = 0 ] && export PYTHONPATH="$PYTHONPATH:$PYCUDA_TARGET"
-if "$PY" -c "import pycuda" >/dev/null 2>&1; then
-  step bench-pycuda 30 "$PY" -m roofbench.bench.cli run --backend pycuda --quick \
-    --workload l2norm --workload vector_add "${ROOFS_ARG[@]}" --out "$OUT_DIR/pycuda"
-else
-  record bench-pycuda "skipped (no PyCUDA)" 0 "-"
-fi
-
-# 9 s there (the Numba half failing at compile).
-step launch-overhead 20 bash -c 'pytest_must_pass "$OUT_DIR/launch-overhead.log" -q -rs \
-  -p no:cacheprovider -o addopts="--import-mode=importlib" tests/bench/backends/bench_launch_overhead.py \
-  --benchmark-json="$OUT_DIR/launch_overhead.json"'
-
-# Nsight Compute counters beside the model at the size of the hand-made H200 ncu runs (64M
-# fp32 elements): each valid case runs once more under ncu (~5-10 s a case).
-if command -v ncu >/dev/null 2>&1 || [ -n "${ROOFBENCH_NCU:-}" ]; then
-  step ncu 35 "$PY" -m roofbench.bench.cli run --backend cuda --ncu --workload l2norm \
-    --workload vector_add --dtype fp32 --size 64M "${ROOFS_ARG[@]}" --out "$OUT_DIR/ncu"
-else
-  record ncu "skipped (no ncu on PATH)" 0 "-"
+if [ "$EXTRAS" = 1 ]; then
+  # The hand-written tensor GEMMs at 8192^3 (make-bench: 4096^3).
+  step gemm-8192 "$L_GEMM_8192" "$PY" -m roofbench.bench.cli run --backend cuda --workload gemm \
+    --variant tensor --dtype fp16 --dtype bf16 --dtype fp8 --size 8192x8192x8192 \
+    "${ROOFS_ARG[@]}" --out "$OUT_DIR/gemm-8192"
+  step bench-numba "$L_BENCH_NUMBA" "$PY" -m roofbench.bench.cli run --backend numba --quick \
+    "${ROOFS_ARG[@]}" --out "$OUT_DIR/numba"
+  # PyCUDA: wait for the background install while the last steps still have their time.
+  while [ ! -f "$OUT_DIR/.pycuda-install.rc" ] && [ $(( TOTAL_S - $(elapsed) )) -gt 90 ]; do
+    sleep 2
+  done
+  if [ -f "$OUT_DIR/.pycuda-install.rc" ]; then
+    read -r pycuda_rc pycuda_s <"$OUT_DIR/.pycuda-install.rc"
+  else
+    pycuda_rc=running pycuda_s=$(( $(date +%s) - pycuda_t0 ))
+  fi
+  case $pycuda_rc in
+    0) record pycuda-install ok "$pycuda_s" "$PYCUDA_LOG" ;;
+    3) record pycuda-install "skipped (see log)" "$pycuda_s" "$PYCUDA_LOG"
+       tail -n 1 "$PYCUDA_LOG" | sed 's/^/    /' ;;
+    running) record pycuda-install "unavailable (still building)" "$pycuda_s" "$PYCUDA_LOG"
+       kill -TERM "$(cat "$OUT_DIR/.pycuda-install.pid")" 2>/dev/null ;;
+    *) record pycuda-install "unavailable (rc $pycuda_rc)" "$pycuda_s" "$PYCUDA_LOG"
+       tail -n 5 "$PYCUDA_LOG" | sed 's/^/    /' ;;
+  esac
+  [ "$pycuda_rc" = 0 ] && export PYTHONPATH="$PYTHONPATH:$PYCUDA_TARGET"
+  if "$PY" -c "import pycuda" >/dev/null 2>&1; then
+    step bench-pycuda "$L_BENCH_PYCUDA" "$PY" -m roofbench.bench.cli run --backend pycuda --quick \
+      --workload l2norm --workload vector_add "${ROOFS_ARG[@]}" --out "$OUT_DIR/pycuda"
+  else
+    record bench-pycuda "skipped (no PyCUDA)" 0 "-"
+  fi
+  step launch-overhead "$L_LAUNCH_OVERHEAD" bash -c 'pytest_must_pass "$OUT_DIR/launch-overhead.log" -q -rs \
+    -p no:cacheprovider -o addopts="--import-mode=importlib" tests/bench/backends/bench_launch_overhead.py \
+    --benchmark-json="$OUT_DIR/launch_overhead.json"'
+  # Nsight Compute counters beside the model at the size of the hand-made H200 ncu runs (64M
+  # fp32 elements): each valid case runs once more under ncu (~5-10 s a case).
+  if [ -n "$NCU" ]; then
+    step ncu "$L_NCU" "$PY" -m roofbench.bench.cli run --backend cuda --ncu --workload l2norm \
+      --workload vector_add --dtype fp32 --size 64M "${ROOFS_ARG[@]}" --out "$OUT_DIR/ncu"
+  else
+    record ncu "skipped (no ncu under the CUDA install nor on PATH)" 0 "-"
+  fi
 fi
 
 echo
@@ -240,7 +348,8 @@ echo "packed: gpu-check.tar.gz ${size} KiB" | tee -a "$OUT_DIR/gpu_check.log"
 [ "$size" -gt $(( 15 * 1024 )) ] && echo "packed: over 15 MiB, the device tool may not bring it back"
 printf '%-16s %-26s %4ss  %s\n' pack "${size} KiB" 0 "$OUT_DIR/gpu-check.tar.gz" >>"$SUMMARY"
 if [ "$PACK_ONLY" = 1 ] && [ -s "$OUT_DIR/gpu-check.tar.gz" ]; then
-  keep=(gpu-check.tar.gz summary.txt gpu_check.log wgmma-tests.log make-bench.log bench-report.md)
+  keep=(gpu-check.tar.gz summary.txt gpu_check.log wgmma-tests.log make-bench.log bench-report.md
+        sanitizer.txt)
   [ ${#ROOFS_ARG[@]} -gt 0 ] && keep+=("$(basename "${ROOFS_ARG[1]}")")
   for f in "$OUT_DIR"/* "$OUT_DIR"/.[!.]*; do  # everything else is in the archive
     [ -e "$f" ] || continue

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.cuda_impl import CUDA_DIR, cuda_include_dirs, load_source
@@ -241,32 +242,72 @@ def rewrite_shared(text: str) -> str:
     return _SHARED.sub(one, text)
 
 
+def _build_key(src: Path, flags: tuple[str, ...]) -> str:
+    """What an emulated build depends on: the source (and the body a driver wrapper includes),
+    every header of kernels/cuda and the emulation's files, the flags."""
+    import hashlib
+
+    h = hashlib.sha256(src.read_bytes())
+    for inc in re.findall(r'#include "(/[^"]+)"', src.read_text()):
+        h.update(Path(inc).read_bytes())
+    for d in (CUDA_DIR, EMU_DIR):
+        for f in sorted(d.iterdir()):
+            if f.suffix in (".cuh", ".h", ".cpp"):
+                h.update(f.name.encode() + f.read_bytes())
+    h.update(" ".join(flags).encode())
+    return h.hexdigest()[:32]
+
+
 def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
-                 includes: tuple[Path, ...] = ()) -> None:
+                 after: tuple[str, ...] = (), includes: tuple[Path, ...] = ()) -> None:
+    """g++ against the emulation: preprocessed, ``__shared__`` rewritten into the block's
+    window, compiled with the checks' instrumentation (EMU_CHECK_FLAGS) or, for a counting
+    build (``extra`` with -fsanitize=kernel-address, g++ takes one of the two), with the byte
+    counters', then linked with ``after``. With $RB_EMU_CACHE (a folder; scripts/mutate_cuda.py
+    sets it) a build whose inputs are unchanged is taken from there instead."""
+    import os
     import shutil
 
+    cache = os.environ.get("RB_EMU_CACHE")
+    key = _build_key(src, (opt, *extra, *(Path(a).name for a in after),
+                           *(str(d) for d in includes)))
+    hit = Path(cache) / f"{key}.so" if cache else None
+    if hit is not None and hit.is_file():  # a new file: `so` may be loaded (never rewrite it)
+        tmp = so.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(hit, tmp)
+        os.replace(tmp, so)
+        return
     gxx = shutil.which("g++") or "g++"
+    counting = any(f.startswith("-fsanitize=kernel-address") for f in extra)
+    defines = tuple(f for f in extra if f.startswith(("-D", "-I")))
     flags = ["-std=c++20", "-pthread", *(f"-I{d}" for d in includes),
-             *(f"-I{d}" for d in cuda_include_dirs()), f"-I{CUDA_DIR}", f"-I{EMU_DIR}", *extra]
+             *(f"-I{d}" for d in cuda_include_dirs()), f"-I{CUDA_DIR}", f"-I{EMU_DIR}",
+             *defines]
+    instrument = extra if counting else (*extra, *EMU_CHECK_FLAGS)
     pre = so.with_suffix(".ii")
     p = subprocess.run([gxx, "-E", *flags, "-include", str(EMU_HEADER), "-x", "c++", str(src),
                         "-o", str(pre)], capture_output=True, text=True, timeout=600)
     if p.returncode == 0:
         pre.write_text(rewrite_shared(pre.read_text()))
         obj = so.with_suffix(".o")
-        p = subprocess.run([gxx, *flags, opt, "-c", "-fPIC", "-w", "-Wno-psabi",
-                            *EMU_CHECK_FLAGS, "-x", "c++-cpp-output", str(pre), "-o", str(obj)],
+        p = subprocess.run([gxx, *flags, opt, "-c", "-fPIC", "-w", "-Wno-psabi", *instrument,
+                            "-x", "c++-cpp-output", str(pre), "-o", str(obj)],
                            capture_output=True, text=True, timeout=600)
     if p.returncode == 0:
-        p = subprocess.run([gxx, "-shared", "-pthread", str(obj), "-o", str(so)],
+        p = subprocess.run([gxx, "-shared", "-pthread", str(obj), *after, "-o", str(so)],
                            capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise AssertionError(f"emulation build of {src.name} failed:\n{p.stderr[-4000:]}")
+    if hit is not None:
+        hit.parent.mkdir(parents=True, exist_ok=True)
+        tmp = hit.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(so, tmp)
+        os.replace(tmp, hit)
 
 
 def build_driver_source(ds: DriverSource, out: Path, text: str | None = None,
-                        defines: tuple[str, ...] = ("RB_BOUNDED_WAIT",), opt: str = "-O2"
-                        ) -> Path:
+                        defines: tuple[str, ...] = ("RB_BOUNDED_WAIT",), opt: str = "-O2",
+                        extra: tuple[str, ...] = (), after: tuple[str, ...] = ()) -> Path:
     """driver_<stem>.so in ``out``: the source (or ``text``, e.g. a mutant of it, with its
     kernels/cuda includes already inlined) with the driver entries of its kernels, built as
     the check build (-DRB_BOUNDED_WAIT) by default."""
@@ -278,7 +319,7 @@ def build_driver_source(ds: DriverSource, out: Path, text: str | None = None,
     wrapper = out / f"driver_{ds.stem}.cpp"
     wrapper.write_text(f'#include "{body}"\n' + "".join(f"RB_ENTRY({k})\n" for k in ds.kernels))
     so = out / f"driver_{ds.stem}.so"
-    _emu_compile(wrapper, so, opt, tuple(f"-D{d}" for d in defines))
+    _emu_compile(wrapper, so, opt, (*(f"-D{d}" for d in defines), *extra), after)
     return so
 
 
@@ -296,3 +337,90 @@ def build_emulation() -> Path:
     with ThreadPoolExecutor(max_workers=2) as ex:
         list(ex.map(lambda j: j(), jobs))
     return out
+
+
+# ------------------------------------------------------------------ bytes counted
+# The emulation built with GCC's outline AddressSanitizer instrumentation and the counters of
+# cuda_emu/bytes_count.cpp (its header says how): every global load and store a launch executes,
+# per watched buffer. The model-versus-counters check of `--ncu` (roofbench/ncu_checks.py),
+# without a GPU. tests/kernels/test_emu_bytes.py holds it against the declarations.
+# -fno-tree-sra keeps an aggregate's copy (a float4 or uint4 load) one access of its width, as
+# the GPU issues it, so that its alignment is checked too.
+COUNT_FLAGS = ("-fsanitize=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0",
+               "--param", "asan-stack=0", "--param", "asan-globals=0", "-fno-tree-sra")
+
+
+def _counting_runtime(out: Path) -> Path:
+    import shutil
+
+    obj = out / "bytes_count.o"
+    if not obj.is_file():
+        subprocess.run([shutil.which("g++") or "g++", "-std=c++20", "-O2", "-fPIC", "-c",
+                        str(EMU_DIR / "bytes_count.cpp"), "-o", str(obj)], check=True,
+                       capture_output=True, timeout=300)
+    return obj
+
+
+def build_counting(src: str | Path, out: Path | None = None, text: str | None = None) -> Path:
+    """The byte-counting build of one source: a kernels/cuda or roofs/probes/cuda file name
+    (launched with rb_launch), or a DriverSource's path (sm_90a: launched with
+    rb_launch_params through its rb_params__ entries). ``text`` replaces the source (a
+    planted change). Returns the shared library."""
+    out = out or _TMP / "counting"
+    out.mkdir(parents=True, exist_ok=True)
+    rt = ("-x", "none", str(_counting_runtime(out)))
+    ds = next((d for d in driver_sources().values() if d.path == Path(src)), None)
+    stem = Path(src).stem
+    if ds is not None:
+        return build_driver_source(ds, out, text, opt="-O1", extra=COUNT_FLAGS, after=rt)
+    path = _source_path(str(src))
+    if text is not None:
+        path = out / f"{stem}.changed.cu"
+        path.write_text(text)
+    so = out / f"count_{stem}.so"
+    _emu_compile(path, so, "-O1", COUNT_FLAGS, after=rt)
+    return so
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What one launch moved through one buffer: bytes read and written, the number of load
+    and store instructions (an access of 16 bytes is one), and how many accesses were not
+    aligned to their width (a fault on the GPU)."""
+
+    read: int
+    written: int
+    loads: int = 0
+    stores: int = 0
+    misaligned: int = 0
+
+
+class ByteCounter:
+    """The counters of a counting build (``build_counting``): ``watch`` the buffers by name,
+    then ``count(launch)`` runs a launch and returns each buffer's Traffic."""
+
+    def __init__(self, lib: Any) -> None:
+        import ctypes
+
+        self.lib = lib
+        lib.rb_bytes_watch.restype = ctypes.c_int
+        lib.rb_bytes_watch.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong]
+        self.names: list[str] = []
+
+    def watch(self, buffers: dict[str, Any]) -> None:
+        """Watch these buffers (numpy arrays), replacing any watched before."""
+        self.lib.rb_bytes_unwatch_all()
+        self.names = []
+        for name, a in buffers.items():
+            if self.lib.rb_bytes_watch(a.ctypes.data, a.nbytes) < 0:
+                raise ValueError("at most 32 buffers can be watched")
+            self.names.append(name)
+
+    def count(self, launch: Any) -> dict[str, Traffic]:
+        import ctypes
+
+        self.lib.rb_bytes_clear()
+        launch()
+        v = (ctypes.c_ulonglong * (5 * len(self.names)))()
+        self.lib.rb_bytes_get(v, len(self.names))
+        return {n: Traffic(*v[5 * i:5 * i + 5]) for i, n in enumerate(self.names)}

@@ -258,6 +258,12 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     return r;
 }
 
+// atomicAdd (global or shared): a read-modify-write of the host's atomics (the STREAM probe's
+// read kernel keeps its sum live with one per warp).
+template <typename T> inline T atomicAdd(T* p, T v) {
+    return std::atomic_ref<T>(*p).fetch_add(v, std::memory_order_relaxed);
+}
+
 // clock64: the host's steady clock scaled by an emulated clock rate (cycles per ns), so that
 // the kernels' cycle bounds become wall-time bounds a test can shorten (rb_emu_set_clock).
 static std::atomic<double> rb_cycles_per_ns{0.2};
@@ -336,6 +342,15 @@ RB_NOSAN void rb_emu_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (
         d[r] += acc;
     }
     rb_warp_sync();
+}
+
+// Byte counting (cuda_emu/bytes_count.cpp, linked into the counting build only): the
+// emulation's own global accesses that the compiler's instrumentation does not see (the TMA
+// copies element by element with a run-time width). A no-op in every other build.
+extern "C" void rb_bytes_access(const void* p, unsigned long long n, int store)
+    __attribute__((weak));
+inline void rb_count_global(const void* p, size_t n, bool store) {
+    if (rb_bytes_access) rb_bytes_access(p, n, store);
 }
 
 // Hooks of the Hopper emulation around a launch and a block (defined in hopper_emu.h);
@@ -514,6 +529,21 @@ extern "C" int rb_launch(void* fn, int gx, int gy, int gz, int bx, int by, int b
                          const long long* ia, const float* fa) {
     rb_kernel_t k = reinterpret_cast<rb_kernel_t>(fn);
     return rb_run_grid(fn, gx, gy, gz, bx, by, bz, 0, [&] { rb_call_kernel(k, ia, fa); });
+}
+
+// The same with double scalars (the fp64 STREAM kernels' `double s`): xmm registers hold them
+// as doubles.
+typedef void (*rb_kernel_f64_t)(long long, long long, long long, long long, long long,
+                                long long, double, double);
+RB_NOSAN void rb_call_kernel_f64(rb_kernel_f64_t k, const long long* ia, const double* fa) {
+    const long long a0 = ia[0], a1 = ia[1], a2 = ia[2], a3 = ia[3], a4 = ia[4], a5 = ia[5];
+    const double f0 = fa[0], f1 = fa[1];
+    rb_run_kernel([&] { k(a0, a1, a2, a3, a4, a5, f0, f1); });
+}
+extern "C" int rb_launch_f64(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
+                             const long long* ia, const double* fa) {
+    rb_kernel_f64_t k = reinterpret_cast<rb_kernel_f64_t>(fn);
+    return rb_run_grid(fn, gx, gy, gz, bx, by, bz, 0, [&] { rb_call_kernel_f64(k, ia, fa); });
 }
 
 // Launch as the driver does (cuLaunchKernel): `params[i]` points at the bytes of argument i.

@@ -483,8 +483,11 @@ RB_NOSAN void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigne
         for (unsigned x = 0; x < tm.box[0]; ++x) {
             const long long gx = (long long)c0 + x;
             unsigned char* p = &box[rb_swizzle(dst + y * row + x * e, mode) - dst];
-            if (gx >= 0 && gy >= 0 && (uint64_t)gx < tm.dims[0] && (uint64_t)gy < tm.dims[1])
+            if (gx >= 0 && gy >= 0 && (uint64_t)gx < tm.dims[0] &&
+                (uint64_t)gy < tm.dims[1]) {
                 std::memcpy(p, g + gy * tm.strides[0] + gx * e, e);
+                rb_count_global(g + gy * tm.strides[0] + gx * e, e, false);
+            }
             else
                 std::memset(p, 0, e);
         }

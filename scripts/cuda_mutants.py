@@ -1,0 +1,283 @@
+"""The mutant catalogue of scripts/mutate_cuda.py: realistic one-line bugs in the CUDA sources
+(kernels/cuda/*.cu, *.cuh, roofs/probes/cuda/*.cu), each with the narrowest tests that should
+catch it. A mutant is one exact text replacement that must apply exactly once.
+
+``cls`` names what kind of check should catch it (values, bytes, hang, descriptors, SASS) or,
+for the kinds the emulation does not model yet, the class it belongs to (oob, race, mask,
+proxy-fence, init-fence, alignment): the score is reported per class. ``equivalent`` gives the
+reason a mutant cannot be caught by any test (it behaves as the original): listed, not scored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str  # relative to the repository root
+    old: str
+    new: str
+    what: str
+    tests: tuple[str, ...]  # pytest arguments: node ids, then "-k", expression
+    cls: str = "values"
+    equivalent: str = ""
+
+
+K = "kernels/cuda/"
+P = "roofs/probes/cuda/"
+_EMU = "tests/kernels/test_cuda_emu.py::test_kernel_correct_under_emulation"
+_BYTES = "tests/kernels/test_emu_bytes.py::test_counted_bytes_equal_the_declaration"
+
+
+def emu(expr: str) -> tuple[str, ...]:
+    """The byte-count cases (bounds, alignment, bytes, outputs) and the emulated correctness
+    cases whose id matches ``expr``."""
+    return (_BYTES, _EMU, "-k", expr)  # the counted first: its guard bytes see overruns
+
+
+STREAM = ("tests/kernels/test_emu_bytes.py", "-k", "stream_probe")
+L2 = ("tests/kernels/test_emu_bytes.py", "-k", "l2_probe")
+WGMMA = ("tests/kernels/test_emu_bytes.py::test_wgmma_gemm_tma_reads_what_its_tiles_imply",
+         "tests/kernels/test_cuda_emu.py::test_wgmma_gemm_valid_under_emulation")
+# The case whose k tiles wrap the stage ring twice (the others have fewer tiles than stages).
+RING = ("tests/kernels/test_cuda_emu.py::test_original_passes_the_mutant_case",)
+WGMMA_PROBE = ("tests/kernels/test_cuda_emu.py::test_wgmma_probe_computes_what_it_claims",)
+FMA_SASS = ("tests/roofs/test_gpu_probes_nogpu.py::test_fma_loop_is_fma_dominated",)
+MMA_SASS = ("tests/roofs/test_gpu_probes_nogpu.py::test_mma_probes_run_on_tensor_cores",)
+ERT_SASS = ("tests/roofs/test_gpu_probes_nogpu.py::test_ert_keeps_its_fmas",)
+
+
+def counted(expr: str) -> tuple[str, ...]:
+    """The byte-count cases only (a mutant whose values stay right)."""
+    return (_BYTES, "-k", expr)
+
+M = Mutant
+MUTANTS: tuple[Mutant, ...] = (
+    # ------------------------------------------------------------------ vector_add.cu
+    M("va_tail_short", K + "vector_add.cu",
+      "for (i64 i = npack * V + tid; i < n; i += stride)  // tail",
+      "for (i64 i = npack * V + tid; i < n - 1; i += stride)  // tail",
+      "the scalar tail stops one element early", emu("vector_add")),
+    M("va_scalar_block_stride", K + "vector_add.cu",
+      "const i64 stride = (i64)gridDim.x * blockDim.x;\n    for (i64 i = (i64)blockIdx.x",
+      "const i64 stride = (i64)blockDim.x;\n    for (i64 i = (i64)blockIdx.x",
+      "grid stride of one block: blocks overlap, every element right but written twice",
+      counted("vector_add"), cls="bytes"),
+    M("va_half2_three", K + "vector_add.cu",
+      "for (int i = 0; i < 4; ++i) r2[i] = __hadd2(x2[i], y2[i]);",
+      "for (int i = 0; i < 3; ++i) r2[i] = __hadd2(x2[i], y2[i]);",
+      "the half2 pack add leaves its last pair unset", emu("vector_add")),
+    # --------------------------------------------------------------------- l2norm.cu
+    M("l2_fused_reads_a_twice", K + "l2norm.cu",
+      "map<T, true>(a, b, out, n, OpL2());", "map<T, true>(a, a, out, n, OpL2());",
+      "the fused kernel reads a for b", emu("l2norm")),
+    M("l2_sqrt_squares", K + "l2norm.cu",
+      "map<T, false>(x, x, out, n, OpSqrt());", "map<T, false>(x, x, out, n, OpSquare());",
+      "the last naive launch squares instead of taking the root", emu("l2norm")),
+    # -------------------------------------------------------------------- common.cuh
+    M("map_y_from_x", K + "common.cuh",
+      "if (TWO) unpack(ld_pack(y + p * V), fy);", "if (TWO) unpack(ld_pack(x + p * V), fy);",
+      "the two-input map reads x for y in its vector body", emu("l2norm")),
+    M("fp8_unpack_lane", K + "common.cuh",
+      "f[2 * i + 1] = f2.y;", "f[2 * i + 1] = f2.x;",
+      "fp8 pack unpacking duplicates the low value of each pair", emu("vector_add and fp8")),
+    M("map_packs_rounded_up", K + "common.cuh",
+      "    constexpr int V = Pack<T>::N;\n    const i64 npack = n / V;\n    const i64 tid",
+      "    constexpr int V = Pack<T>::N;\n    const i64 npack = (n + V - 1) / V;\n"
+      "    const i64 tid",
+      "the map's pack count rounded up: its last pack runs past the end", emu("l2norm"),
+      cls="oob"),
+    M("warp_sum_half_mask", K + "common.cuh",
+      "for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+      "    return v;",
+      "for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0x0000ffffu, v, o);\n"
+      "    return v;",
+      "the warp reduction's shuffle mask names half the warp", emu("rownorm"), cls="mask"),
+    M("block_sum_no_first_barrier", K + "common.cuh",
+      "    __syncthreads();  // part[] may still be read by a previous call\n", "",
+      "block_sum without the barrier that protects part[] from the previous call",
+      emu("rownorm"), cls="race"),
+    # -------------------------------------------------------------------- rownorm.cu
+    M("rn_scale_row0", K + "rownorm.cu",
+      "row_scale(x + off, y + off, h, scale[blockIdx.x]);",
+      "row_scale(x + off, y + off, h, scale[0]);",
+      "every row scaled by row 0's factor", emu("rownorm")),
+    M("rn_reduce_skips", K + "rownorm.cu",
+      "for (i64 j = threadIdx.x; j < h; j += blockDim.x) {\n            const A v",
+      "for (i64 j = threadIdx.x; j < h; j += 2 * blockDim.x) {\n            const A v",
+      "the scalar row reduction skips every other stride", emu("rownorm")),
+    M("rn_rowsum_thread1", K + "rownorm.cu",
+      "if (threadIdx.x == 0) sums[blockIdx.x] = s;", "if (threadIdx.x == 1) sums[blockIdx.x] = s;",
+      "thread 1 stores the row sum", emu("rownorm"),
+      equivalent="block_sum hands every thread the sum: thread 1 stores the same value once"),
+    M("rn_no_eps", K + "rownorm.cu",
+      "scale[i] = acc_rsqrt(sums[i] + acc_##SUF(eps));", "scale[i] = acc_rsqrt(sums[i]);",
+      "rsqrt without eps", emu("rownorm"),
+      equivalent="eps (1e-6) against sums of ~0.4 h changes the scale by ~1e-9 relative, "
+      "below every dtype's tolerance; only an all-zero row tells them apart"),
+    # ----------------------------------------------------------------------- gemm.cu
+    M("gemm_naive_k_from_1", K + "gemm.cu",
+      "for (int k = 0; k < K; ++k) acc += to_acc(A[(i64)row * K + k])",
+      "for (int k = 1; k < K; ++k) acc += to_acc(A[(i64)row * K + k])",
+      "the naive dot product skips k = 0", emu("gemm-naive")),
+    M("gemm_tiled_a_guard", K + "gemm.cu",
+      "As[r][tx] = (ar < M && ak < K)", "As[r][tx] = (ar <= M && ak < K)",
+      "the tiled A-tile edge guard off by one (row M read past the end)", emu("gemm-tiled"),
+      cls="oob"),
+    M("gemm_tiled_no_second_barrier", K + "gemm.cu",
+      "            for (int i = 0; i < 4; ++i) acc[i] += As[ty + 8 * i][k] * b;\n        }\n"
+      "        __syncthreads();\n",
+      "            for (int i = 0; i < 4; ++i) acc[i] += As[ty + 8 * i][k] * b;\n        }\n",
+      "the tiled loop refills its tiles while other threads still read them",
+      emu("gemm-tiled"), cls="race"),
+    M("gemm_regblock_same_buffer", K + "gemm.cu",
+      "        if (more) stash(buf ^ 1);  // the other buffer",
+      "        if (more) stash(buf);  // the other buffer",
+      "the prefetched tile stashed into the buffer being read", emu("gemm-regblock")),
+    M("gemm_regblock_c_guard", K + "gemm.cu",
+      "if (c < N) C[(i64)r * N + c] = from_acc<T>(acc[i][j]);",
+      "if (c <= N) C[(i64)r * N + c] = from_acc<T>(acc[i][j]);",
+      "the C store guard off by one: column N lands on the next row", emu("gemm-regblock")),
+    M("gemm_regblock_b_vec_misaligned", K + "gemm.cu",
+      "b_vec = (N % 4) == 0;", "b_vec = (N % 2) == 0;",
+      "B vector loads allowed on rows that are not 16-byte aligned", counted("gemm-regblock"),
+      cls="alignment"),
+    M("gemm_tensor_a_kstep", K + "gemm.cu",
+      "&As[buf][(wm * 64 + mi * 16 + g) * TC_ROWW + ks * 8 + t];",
+      "&As[buf][(wm * 64 + mi * 16 + g) * TC_ROWW + ks * 4 + t];",
+      "the tensor kernel's A fragments read the wrong k step", emu("gemm-tensor_mma")),
+    M("gemm_tensor_b_row_guard", K + "gemm.cu",
+      "ld_chunk(pb[p], B + (i64)k * N, n0 + ng * 8, N, k < K, b_vec);",
+      "ld_chunk(pb[p], B + (i64)k * N, n0 + ng * 8, N, k <= K - 2, b_vec);",
+      "the last k row of B zero-filled", emu("gemm-tensor_mma")),
+    # ----------------------------------------------------------------------- mma.cuh
+    M("mma_fp8_as_half", K + "mma.cuh",
+      "#elif defined(RB_HOST_EMU)\n        rb_emu_mma<fp8_t>(d, a, b);",
+      "#elif defined(RB_HOST_EMU)\n        rb_emu_mma<__half>(d, a, b);",
+      "fp8 fragments multiplied as fp16 (m16n8k16 for m16n8k32)", emu("tensor_mma and fp8")),
+    # ----------------------------------------------------------------------- gemv.cu
+    M("gemv_lane_stride", K + "gemv.cu",
+      "for (i64 j = lane; j < K; j += 32) acc +=", "for (i64 j = lane; j < K; j += 16) acc +=",
+      "the scalar gemv path counts half the row twice", emu("gemv")),
+    M("gemv_x_pack", K + "gemv.cu",
+      "unpack(ld_pack(x + p * VW + q * VX), fx);", "unpack(ld_pack(x + p * VW), fx);",
+      "fp8 W with fp16 x: the second x pack of a W pack never read", emu("gemv")),
+    M("gemv_lane1_stores", K + "gemv.cu",
+      "if (lane == 0) y[row] = from_acc<TX>(acc);", "if (lane == 1) y[row] = from_acc<TX>(acc);",
+      "lane 1 stores the row", emu("gemv"),
+      equivalent="warp_sum leaves the sum in every lane: lane 1 stores the same value once"),
+    # ------------------------------------------------------------------ attention.cu
+    M("att_causal_extra_tile", K + "attention.cu",
+      "tiles = (i64)blockIdx.x + 1;  // BM == BN", "tiles = (i64)blockIdx.x + 2;  // BM == BN",
+      "causal flash reads one key tile past the diagonal (masked: values unchanged)",
+      counted("attention_causal and flash"), cls="bytes"),
+    M("att_rescale_row", K + "attention.cu",
+      "oacc[dn][2] *= c1;", "oacc[dn][2] *= c0;",
+      "the online softmax rescales row g + 8 by row g's factor", emu("flash")),
+    M("att_softmax_mask", K + "attention.cu",
+      "if (CAUSAL && j > i) v[k] = fminf(v[k], ATT_NEG);",
+      "if (CAUSAL && j >= i) v[k] = fminf(v[k], ATT_NEG);",
+      "the causal softmax masks the diagonal", emu("attention_causal and naive")),
+    M("att_vt_row_past_n", K + "attention.cu",
+      "if (k0 + 1 < n) b.u", "if (k0 + 1 <= n) b.u",
+      "the V tile loads the row after the last key (its P is zero: values unchanged)",
+      emu("attention"), cls="bytes"),
+    M("att_store_one_sum", K + "attention.cu",
+      "att_store_o<T, D>(O, oacc, q0, n, 1.f / l0, 1.f / l1);",
+      "att_store_o<T, D>(O, oacc, q0, n, 1.f / l0, 1.f / l0);",
+      "flash normalizes row g + 8 by row g's sum", emu("flash")),
+    # ------------------------------------------------------------------- stream.cu
+    M("stream_read_quarter", P + "stream.cu",
+      "ilp_loop(nv, [&](long long i) { return av[i]; }, [&](long long, V x)",
+      "ilp_loop(nv / 4, [&](long long i) { return av[i]; }, [&](long long, V x)",
+      "the read probe reads a quarter of what it counts", STREAM, cls="bytes"),
+    M("stream_copy_half", P + "stream.cu",
+      "ilp_loop(nv, [&](long long i) { return av[i]; }, [&](long long i, V x) { cv[i] = x; });",
+      "ilp_loop(nv / 2, [&](long long i) { return av[i]; }, [&](long long i, V x) "
+      "{ cv[i] = x; });",
+      "the copy probe copies half of what it counts", STREAM, cls="bytes"),
+    M("stream_ilp_overlap", P + "stream.cu",
+      "i += STREAM_ILP * stride) {", "i += stride) {",
+      "the ILP loop advances one stride per trip of four: re-reads", STREAM, cls="bytes"),
+    M("stream_triad_tail", P + "stream.cu",
+      "a[i] = b[i] + s * c[i];", "a[i] = b[i] + s * b[i];",
+      "the triad tail uses b for c", STREAM),
+    M("stream_read_one_warp", P + "stream.cu",
+      "if ((threadIdx.x & 31) == 0) atomicAdd(out, acc);",
+      "if (threadIdx.x == 0) atomicAdd(out, acc);",
+      "only the first warp of a block adds its sum", STREAM),
+    # --------------------------------------------------------------------- cache.cu
+    M("l2_read_half_chunk", P + "cache.cu",
+      "const uint4* p = buf + (long long)(blockIdx.x % nchunks) * chunk_vecs + threadIdx.x;",
+      "const uint4* p = buf + (long long)(blockIdx.x % nchunks) * (chunk_vecs / 2) + "
+      "threadIdx.x;",
+      "the L2 read probe's chunks overlap by half", L2),
+    M("l2_copy_no_tail", P + "cache.cu",
+      "for (; r < rows; ++r) dst[base + r * step] = l2_load<CG>(src + base + r * step);", "",
+      "the L2 copy probe drops the rows after its last ILP batch", L2, cls="bytes"),
+    # -------------------------------------------------------------------- wgmma.cu
+    M("wgmma_probe_b_is_a", P + "wgmma.cu",
+      "gmma_desc(base + WGMMA_TILE_A + 32 * k, 16, 1024)", "gmma_desc(base + 32 * k, 16, 1024)",
+      "the probe's B descriptor points at A", WGMMA_PROBE, cls="descriptors"),
+    M("wgmma_probe_no_final_wait", P + "wgmma.cu",
+      "    wgmma_wait<0>();" + " " * 75 + "\\\n", "",
+      "the probe reads its accumulators without the last wait_group", WGMMA_PROBE),
+    # ------------------------------------------------------------------------ fma.cu
+    M("fma_half_chains", P + "fma.cu",
+      "for (int j = 0; j < FMA_CHAINS; ++j) y[j] = fma_step(y[j], a, b);",
+      "for (int j = 0; j < FMA_CHAINS / 2; ++j) y[j] = fma_step(y[j], a, b);",
+      "the FMA probe runs half the FMAs it counts", FMA_SASS, cls="sass"),
+    # ------------------------------------------------------------------------ mma.cu
+    M("mma_probe_half_acc", P + "mma.cu",
+      '_Pragma("unroll") for (int k = 0; k < MMA_ACC; ++k) {',
+      '_Pragma("unroll") for (int k = 0; k < MMA_ACC / 2; ++k) {',
+      "the mma probe issues half the mma.sync it counts", MMA_SASS, cls="sass"),
+    # ------------------------------------------------------------------------ ert.cu
+    M("ert_half_k", P + "ert.cu",
+      "for (int k = 0; k < K; ++k) y = fmaf(y, x, c);",
+      "for (int k = 0; k < K / 2; ++k) y = fmaf(y, x, c);",
+      "the fp32 ERT kernel runs half the FMAs per element it counts", ERT_SASS, cls="sass"),
+    # ---------------------------------------------------------------- gemm_wgmma.cu
+    M("wg_a_desc_lbo_sbo", K + "gemm_wgmma.cu",
+      "const unsigned long long da = gmma_desc(sa + 32 * kk, 16, 1024);",
+      "const unsigned long long da = gmma_desc(sa + 32 * kk, 1024, 16);",
+      "A descriptor's LBO and SBO swapped", WGMMA, cls="descriptors"),
+    M("wg_c_column", K + "gemm_wgmma.cu",
+      "const int c0 = n0 + 2 * (lane & 3);", "const int c0 = n0 + (lane & 3);",
+      "the epilogue's column of a lane's pair", WGMMA),
+    M("wg_empty_parity", K + "gemm_wgmma.cu",
+      "mbar_wait(empty0 + 8 * s, ((kt / STAGES) & 1) ^ 1, \"empty\", s);\n"
+      "                    mbar_expect_tx(full, WG_STAGE_BYTES);",
+      "mbar_wait(empty0 + 8 * s, (kt / STAGES) & 1, \"empty\", s);\n"
+      "                    mbar_expect_tx(full, WG_STAGE_BYTES);",
+      "the producer waits for the wrong parity of the empty barrier", WGMMA + RING,
+      cls="hang"),
+    M("wg_c_row_guard", K + "gemm_wgmma.cu",
+      "if (r0 + 8 < M) Store2<T>::run", "if (r0 + 8 <= M) Store2<T>::run",
+      "the C store's lower-row guard off by one (row M written past the end)", WGMMA,
+      cls="oob"),
+    M("wg_no_proxy_fence", K + "gemm_wgmma.cu",
+      "                fence_proxy_async();\n                named_barrier_sync(1, 128);",
+      "                named_barrier_sync(1, 128);",
+      "no fence.proxy.async between the fp8 transpose and wgmma", WGMMA, cls="proxy-fence"),
+    M("wg_no_init_fence", K + "gemm_wgmma.cu",
+      "        mbar_init_fence();\n", "",
+      "no fence.mbarrier_init after the barriers' init", WGMMA, cls="init-fence"),
+    M("wg_no_transpose_barrier", K + "gemm_wgmma.cu",
+      "                fence_proxy_async();\n                named_barrier_sync(1, 128);",
+      "                fence_proxy_async();",
+      "the producer arrives before every thread's transpose is done", WGMMA, cls="race"),
+    # ---------------------------------------------------------------- hopper_ops.cuh
+    M("desc_lbo_shift", K + "hopper_ops.cuh",
+      "((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16)",
+      "((unsigned long long)((lbo & 0x3FFFF) >> 4) << 17)",
+      "the descriptor's LBO field one bit off", WGMMA, cls="descriptors"),
+    # ------------------------------------------------------------- wgmma_layout.cuh
+    M("fp8_store_swizzle", K + "wgmma_layout.cuh",
+      "((kc ^ (n & 7)) << 4)", "((kc ^ (n & 3)) << 4)",
+      "the fp8 transpose's 128-byte swizzle over 4 rows instead of 8",
+      WGMMA + ("tests/kernels/test_wgmma.py::test_fp8_transpose_lands_in_the_swizzled_k_major_"
+               "layout",), cls="descriptors"),
+)

@@ -1,0 +1,68 @@
+"""scripts/mutate_cuda.py, the mutation test of the CUDA sources: its catalogue applies to the
+tree as it is (one mutant per exact snippet, at least one per CUDA file), outcomes are
+classified as stated (an abort or a build failure is never a kill), and a small fixed subset is
+killed by the real checks here (the whole catalogue runs on demand: docs/hopper-emulation.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from testpaths import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import mutate_cuda as mc  # noqa: E402
+from cuda_mutants import MUTANTS  # noqa: E402
+
+# Cheap to build (one counting library each) and each caught by a different check: bytes of a
+# kernel, bytes of the STREAM probe (the quarter-reading probe of issue 30), bytes of the L2 one.
+SUBSET = ("va_scalar_block_stride", "stream_read_quarter", "l2_copy_no_tail")
+
+
+def test_catalogue_applies_to_the_tree():
+    assert mc.check_catalogue(MUTANTS) == []
+
+
+def test_every_cuda_file_has_mutants():
+    files = sorted(p.relative_to(ROOT).as_posix() for d in ("kernels/cuda", "roofs/probes/cuda")
+                   for p in (ROOT / d).iterdir() if p.suffix in (".cu", ".cuh"))
+    covered = {m.file for m in MUTANTS}
+    assert [f for f in files if f not in covered] == []
+    assert all(m.tests and m.what for m in MUTANTS)
+    assert all(len(m.equivalent) > 20 for m in MUTANTS if m.equivalent)  # a stated reason
+
+
+@pytest.mark.parametrize("rc,fails,timed_out,want", [
+    (0, [], False, "survived"),
+    (1, ["t: AssertionError: wrong"], False, "killed"),
+    (1, ["t: AssertionError: emulation build of x.cu failed:"], False, "stillborn"),
+    (-11, [], False, "aborted"),  # a segfault
+    (134, ["t: something"], False, "aborted"),  # an abort: never a kill
+    (1, [], False, "aborted"),  # failed, yet no report of a failure: the process died
+    (None, [], True, "timeout"),
+    (5, [], False, "error"),  # nothing collected
+])
+def test_outcomes_are_classified_as_stated(rc, fails, timed_out, want):
+    assert mc.classify(rc, fails, timed_out) == want
+
+
+def test_union_of_selections_keeps_the_k_expressions():
+    a, b = (m for m in MUTANTS if m.name in ("va_tail_short", "l2_sqrt_squares"))
+    sel = mc.union([a, b])
+    assert sel[-2] == "-k" and sel[-1] == "(vector_add) or (l2norm)"
+
+
+@pytest.mark.slow
+def test_fixed_subset_is_killed():
+    """Each mutant applied to a temporary copy, its narrow tests run there: all killed, and the
+    tree itself untouched."""
+    before = {m.file: (ROOT / m.file).read_text() for m in MUTANTS if m.name in SUBSET}
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "mutate_cuda.py"), "--only",
+                        ",".join(SUBSET), "--no-baseline"], capture_output=True, text=True,
+                       timeout=1800)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert f"score: {len(SUBSET)}/{len(SUBSET)} killed (100.0%)" in r.stdout
+    for name in SUBSET:
+        assert f"{name}: killed" in r.stdout
+    assert {f: (ROOT / f).read_text() for f in before} == before
