@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from patience import patience
 from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.cuda_impl import CUDA_DIR, cuda_include_dirs, load_source
 from testpaths import ROOT
@@ -103,7 +104,7 @@ def compile_cu(source: str, arch: str) -> Compiled:
     out = _TMP / f"{Path(source).stem}.{arch}.cubin"
     cmd = [str(nvcc), "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
            "-I", str(CUDA_DIR), str(CUDA_DIR / source), "-o", str(out)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=patience(300))
     log = p.stdout + p.stderr
     if p.returncode != 0:
         raise AssertionError(f"nvcc failed for {source} {arch}:\n{log}")
@@ -124,7 +125,7 @@ def sass(source: str, arch: str) -> dict[str, str]:
     assert cuobjdump is not None, missing_tools("cuobjdump")
     c = compile_cu(source, arch)
     p = subprocess.run([str(cuobjdump), "-sass", str(c.cubin)], capture_output=True, text=True,
-                       timeout=120, check=True)
+                       timeout=patience(120), check=True)
     out: dict[str, str] = {}
     name = None
     for line in p.stdout.splitlines():
@@ -227,7 +228,7 @@ def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = ()) -> 
            "-w", "-Wno-psabi", "-include", str(EMU_HEADER),
            *(f"-I{d}" for d in cuda_include_dirs()), f"-I{CUDA_DIR}", f"-I{EMU_DIR}", *extra,
            "-x", "c++", str(src), "-o", str(so)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=patience(600))
     if p.returncode != 0:
         raise AssertionError(f"emulation build of {src.name} failed:\n{p.stderr[-4000:]}")
 
