@@ -1,9 +1,12 @@
 """Every parallel CPU kernel of kernels/, with the arguments it is compiled for and what its
 machine code must show on every target of the matrix (codegen_matrix.MATRIX):
 
-- every kernel: no gather and no scatter (a kernel that indexes memory it could read
-  contiguously: a negative-index wraparound left in an index makes LLVM gather on the targets
-  whose cost model likes gathers, znver4 first);
+- every kernel: no gather (a kernel that indexes memory it could read contiguously: a
+  negative-index wraparound left in an index makes LLVM gather wherever its model finds gathers
+  legal and cheap: znver4, the Intel AVX-512 cores, Skylake), unless its row says why (``gathers``);
+  no non-temporal store, unless it is a non-temporal row kernel (``streams``), which must have
+  one. Scatters are recorded, not asserted: LLVM stores a register block's columns of C with
+  them in the GEMM and attention cores on the AVX-512 rows, once per tile;
 - the kernels whose speed rests on it: packed arithmetic (``min_packed``), vector partial sums
   of a reduction in more than one FMA chain (``min_chains``), adds on ymm/zmm (``min_wide_adds``).
 
@@ -83,7 +86,9 @@ KERNELS = [
     KernelRow("rownorm", "_norm_rows_nt", lambda t: (*_m((B, H), t, 2), B, H, EPS, 2),
               min_chains=2, why=REDUCTION, streams=True),
     KernelRow("gemm", "_naive", lambda t: (*_m((17, 17), t, 3), 17, 17, 17)),
-    KernelRow("gemm", "_pack_bt", lambda t: (*_m((64, 64), t, 2), 64, 64)),
+    KernelRow("gemm", "_pack_bt", lambda t: (*_m((64, 64), t, 2), 64, 64),
+              gathers="a transpose (Bt[j, k] = B[k, j]): one side is strided by nature, and "
+                      "the pack is O(K N) before an O(M N K) product"),
     KernelRow("gemm", "_tiled_core", lambda t: (*_m((64, 64), t, 3), 64, 64, 64, 32), 4,
               why="the k loop in vector FMAs on contiguous rows of A and Bt"),
     KernelRow("gemm", "_regblock_core", lambda t: (*_m((64, 64), t, 3), 64, 64, 64, 32), 4,
