@@ -256,8 +256,12 @@ def scale_row(x, y, r, n):
     v1 = v0 + (n - v0) // w * w
     for j in range(v0, v1, w):
         _nt_scale(y, j, x, r)
-    for j in range(v1, n):
-        y[j] = x[j] * r
+    # The tail as a row of its own, indexed from 0: numba wraps a negative index around, and an
+    # index LLVM cannot prove non-negative (j from v1) keeps that select in every access, which
+    # LLVM's znver4 and rocketlake models vectorise with vgather/vscatter (issue 28).
+    xt, yt = x[v1:n], y[v1:n]
+    for j in range(n - v1):
+        yt[j] = xt[j] * r
 
 
 store_fence = _store_fence  # for row kernels elsewhere (kernels/rownorm.py)
@@ -268,17 +272,49 @@ def rows_per_chunk(hidden: int, itemsize: int) -> int:
     return max(1, CHUNK_BYTES // max(1, hidden * itemsize))
 
 
+# The scalar peel and tail of a chunk, [lo, hi), each as a row of its own indexed from 0: numba
+# wraps a negative index around, and an index LLVM cannot prove non-negative (i from lo) keeps
+# that select in every access, which LLVM's znver4 and rocketlake models vectorise with
+# vgather/vscatter (issue 28). Sliced, the loop is a plain contiguous one.
+
+
+@njit(inline="always")
+def _square_span(x, y, lo, hi):
+    xs, ys = x[lo:hi], y[lo:hi]
+    for i in range(hi - lo):
+        ys[i] = xs[i] * xs[i]
+
+
+@njit(inline="always")
+def _add_span(x, y, z, lo, hi):
+    xs, ys, zs = x[lo:hi], y[lo:hi], z[lo:hi]
+    for i in range(hi - lo):
+        zs[i] = xs[i] + ys[i]
+
+
+@njit(inline="always")
+def _sqrt_span(x, y, lo, hi):
+    xs, ys = x[lo:hi], y[lo:hi]
+    for i in range(hi - lo):
+        ys[i] = math.sqrt(xs[i])
+
+
+@njit(inline="always")
+def _hypot_span(a, b, out, lo, hi):
+    sa, sb, so = a[lo:hi], b[lo:hi], out[lo:hi]
+    for i in range(hi - lo):
+        so[i] = math.sqrt(sa[i] * sa[i] + sb[i] * sb[i])
+
+
 @njit(parallel=True, cache=True)
 def square(x, y, n):
     step, nchunks = _chunks(y, n)
     for c in prange(nchunks):
         lo, v0, v1, hi, w = _spans(y, c, step, n)
-        for i in range(lo, v0):
-            y[i] = x[i] * x[i]
+        _square_span(x, y, lo, v0)
         for i in range(v0, v1, w):
             _nt_square(y, i, x)
-        for i in range(v1, hi):
-            y[i] = x[i] * x[i]
+        _square_span(x, y, v1, hi)
         _store_fence()
 
 
@@ -287,12 +323,10 @@ def add(x, y, z, n):
     step, nchunks = _chunks(z, n)
     for c in prange(nchunks):
         lo, v0, v1, hi, w = _spans(z, c, step, n)
-        for i in range(lo, v0):
-            z[i] = x[i] + y[i]
+        _add_span(x, y, z, lo, v0)
         for i in range(v0, v1, w):
             _nt_add(z, i, x, y)
-        for i in range(v1, hi):
-            z[i] = x[i] + y[i]
+        _add_span(x, y, z, v1, hi)
         _store_fence()
 
 
@@ -301,12 +335,10 @@ def sqrt(x, y, n):
     step, nchunks = _chunks(y, n)
     for c in prange(nchunks):
         lo, v0, v1, hi, w = _spans(y, c, step, n)
-        for i in range(lo, v0):
-            y[i] = math.sqrt(x[i])
+        _sqrt_span(x, y, lo, v0)
         for i in range(v0, v1, w):
             _nt_sqrt(y, i, x)
-        for i in range(v1, hi):
-            y[i] = math.sqrt(x[i])
+        _sqrt_span(x, y, v1, hi)
         _store_fence()
 
 
@@ -315,10 +347,8 @@ def hypot(a, b, out, n):
     step, nchunks = _chunks(out, n)
     for c in prange(nchunks):
         lo, v0, v1, hi, w = _spans(out, c, step, n)
-        for i in range(lo, v0):
-            out[i] = math.sqrt(a[i] * a[i] + b[i] * b[i])
+        _hypot_span(a, b, out, lo, v0)
         for i in range(v0, v1, w):
             _nt_hypot(out, i, a, b)
-        for i in range(v1, hi):
-            out[i] = math.sqrt(a[i] * a[i] + b[i] * b[i])
+        _hypot_span(a, b, out, v1, hi)
         _store_fence()

@@ -59,6 +59,12 @@ L_GEMM_8192=35 L_BENCH_NUMBA=40 L_BENCH_PYCUDA=30 L_LAUNCH_OVERHEAD=15 L_NCU=35
 EXTRAS=${GPU_CHECK_EXTRAS:-0}
 EXTRAS_S=$(( L_GEMM_8192 + L_BENCH_NUMBA + L_BENCH_PYCUDA + L_LAUNCH_OVERHEAD + L_NCU ))
 TOTAL_S=${GPU_CHECK_TOTAL_S:-$([ "$EXTRAS" = 1 ] && echo $(( 300 + EXTRAS_S )) || echo 300)}
+# GPU_CHECK_TIME_SCALE (a whole number, default 1) multiplies every time limit: the total above
+# and each step's. Never set on the device; the tests set it on a slow or loaded machine, so
+# that a step's limit is never raced against there (tests/standins/patience.py).
+TIME_SCALE=${GPU_CHECK_TIME_SCALE:-1}
+case $TIME_SCALE in ''|*[!0-9]*|0) echo "GPU_CHECK_TIME_SCALE=$TIME_SCALE: give a whole number >= 1" >&2; exit 2 ;; esac
+TOTAL_S=$(( TOTAL_S * TIME_SCALE ))
 PACK_ONLY=${GPU_CHECK_PACK_ONLY:-$([ -n "${OUT:-}" ] && echo 1 || echo 0)}
 SUMMARY="$OUT_DIR/summary.txt"
 : >"$SUMMARY"
@@ -105,7 +111,7 @@ record() { printf '%-16s %-26s %4ss  %s\n' "$@" | tee -a "$SUMMARY"; }
 
 # step NAME SECONDS CMD...: run with a time limit, log to $OUT_DIR/NAME.log, never abort.
 step() {
-  local name=$1 limit=$2
+  local name=$1 limit=$(( $2 * TIME_SCALE ))
   shift 2
   local left=$(( TOTAL_S - $(elapsed) ))
   if [ "$left" -le 10 ]; then

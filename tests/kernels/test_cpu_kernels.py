@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import re
-
+import codegen_kernels as ck
 import numba
 import numpy as np
+import planted_kernels as planted
 import pytest
+from codegen_matrix import IDS as MATRIX_IDS
+from codegen_matrix import MATRIX, NOT_X86, X86, host_cpu, matrix_facts
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.measure.runner import validate
-from roofbench.kernels import attention_cpu, gemm, gemv, rownorm
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
-from roofbench.roofs.probes import x86_asm
 
 SIZES = {
     "vector_add": [(1,), (17,), (1001,)],
@@ -87,71 +87,52 @@ def test_cpu_kernels_are_right_at_any_thread_count(threads, w, v, size):
     assert ok, why
 
 
-# ----------------------------------------------------------------------------- vectorisation
+# ----------------------------------------------------------------------------- machine code
+# Every parallel CPU kernel compiled for every target of the matrix (tests/standins/
+# codegen_matrix.py: ten x86 CPUs and this host), never run; what each must show is its row in
+# tests/standins/codegen_kernels.py (docs/tests.md lists them): no gathers anywhere, packed
+# arithmetic, FMA chains or wide adds where the kernel's speed rests on them.
 
 
-def _packed_fma_and_gathers(fn, args, fastmath) -> tuple[int, int]:
-    """Compile a fresh copy of a kernel (cached code cannot be inspected) and count packed
-    FMA/mul/add instructions and gathers in its machine code."""
-    f = numba.njit(parallel=True, fastmath=fastmath)(fn.py_func)
-    f(*args)
-    asm = f.inspect_asm(f.signatures[0])
-    packed = len(re.findall(r"\bv(?:fn?m(?:add|sub)\d{3}|mul|add)p[sd]\s[^\n]*%[xyz]mm", asm))
-    return packed, asm.count("vgather")
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> dict[str, dict]:
+    if not X86:
+        pytest.skip(NOT_X86)
+    facts = matrix_facts(["kernels", "planted"], tmp_path_factory.mktemp("numba-cache"))
+    return {name: res for (name, _), res in facts.items()}
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_gemm_micro_kernels_are_vectorised(dtype):
-    # The reason the tiled and register-blocked CPU GEMMs are fast: LLVM turns their k loops
-    # into vector FMAs on contiguous rows (a negative-index wraparound in an index would make
-    # it gather, and a strided B would stop it).
-    n = 64
-    A = np.ones((n, n), dtype)
-    Bt = np.ones((n, n), dtype)
-    C = np.zeros((n, n), dtype)
-    for core in (gemm._tiled_core, gemm._regblock_core):
-        packed, gathers = _packed_fma_and_gathers(core, (A, Bt, C, n, n, n, 32), gemm.FASTMATH)
-        assert packed >= 4, core
-        assert gathers == 0, core
-        assert np.array_equal(C, np.full((n, n), n, dtype))
+def _problems(facts: dict, row: ck.KernelRow, name: str) -> dict[str, list[str]]:
+    found = {d: ck.problems(row, facts[f"{name}-{d}"]) for d in ck.DTYPES}
+    return {d: p for d, p in found.items() if p}
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("name", ["_onepass_cached", "_fused_cached", "_norm_rows_nt"])
-def test_rownorm_row_reductions_are_vectorised(name, dtype):
-    # The sum of squares keeps vector partial sums: a loop of packed FMAs into more than one
-    # accumulator (an ordered scalar sum is bound by the add latency, not by memory).
-    fn = getattr(rownorm, name)
-    x = np.ones((4, 64), dtype)
-    y = np.empty_like(x)
-    args = (x, y, 4, 64, rownorm.EPS) + ((2,) if name.endswith("_nt") else ())
-    f = numba.njit(parallel=True, fastmath=rownorm.REDUCE)(fn.py_func)
-    f(*args)
-    asm = f.inspect_asm(f.signatures[0])
-    loop = x86_asm.fma_loop(asm)
-    assert loop is not None and loop.chains() >= 2, name
-    assert asm.count("vgather") == 0
-    assert np.allclose(y, 1 / np.sqrt(64 + rownorm.EPS))
+@pytest.mark.parametrize("row", ck.KERNELS, ids=[r.name for r in ck.KERNELS])
+@pytest.mark.parametrize("t", MATRIX, ids=MATRIX_IDS)
+def test_cpu_kernel_machine_code(compiled, t, row):
+    assert not _problems(compiled[t.name]["kernels"], row, row.name), row.why
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_attention_and_gemv_inner_loops_are_vectorised(dtype):
-    # Both products of every attention kernel go through the register-blocked _abt (checked
-    # in the smallest kernel that uses it); gemv is a dot product per row: packed FMAs on
-    # contiguous rows, no gathers.
-    q = np.ones((2, 70, 64), dtype)
-    s = np.empty((2, 70, 70), dtype)
-    packed, gathers = _packed_fma_and_gathers(attention_cpu._scores_core, (q, q, s),
-                                              attention_cpu.FASTMATH)
-    assert packed >= 8 and gathers == 0 and np.allclose(s, 64)
-    W, x, y = np.ones((50, 300), dtype), np.ones(300, dtype), np.empty(50, dtype)
-    packed, gathers = _packed_fma_and_gathers(gemv._rows, (W, x, y, 50, 300), gemv.FASTMATH)
-    assert packed >= 1 and gathers == 0 and np.allclose(y, 300)
+def test_codegen_table_names_every_parallel_kernel():
+    # A new kernel without a row (or a row for a kernel that is gone) fails here; the
+    # non-temporal-store kernels are compiled where their stores are read
+    # (tests/roofs/test_cpu_codegen.py).
+    nt = {f"nt_stores.{k}" for k in ("square", "add", "sqrt", "hypot")}
+    assert ck.parallel_kernels() == set(ck.ROWS) | nt
 
-def test_rownorm_rowsum_is_vectorised():
-    sq = np.ones((4, 64), np.float32)
-    sums = np.empty(4, np.float32)
-    f = numba.njit(parallel=True, fastmath=rownorm.REDUCE)(rownorm._rowsum.py_func)
-    f(sq, sums, 4, 64)
-    adds = re.findall(r"\bvaddps\s[^\n]*%[yz]mm", f.inspect_asm(f.signatures[0]))
-    assert len(adds) >= 2 and np.array_equal(sums, np.full(4, 64, np.float32))
+
+def test_planted_one_target_gather_is_caught(compiled):
+    # tests/standins/planted_kernels.py: rownorm's row kernel as it was before issue 28
+    # (gathers on znver4 and the Intel AVX-512 cores), and a tuning branch that brings it back
+    # on znver4 alone. The matrix names where each gathers on whatever machine runs it; for the
+    # one-target plant the host row (all a host-only test would look at) is clean, unless this
+    # machine is that target.
+    caught = {p: {name for name, res in compiled.items()
+                  if any("gathers" in line for lines in
+                         _problems(res["planted"], ck.ROWS[planted.STANDS_FOR[p]], p).values()
+                         for line in lines)}
+              for p in planted.PLANTED}
+    for p, targets in planted.CAUGHT_ON.items():
+        assert caught[p] >= targets, p
+    host_is_it = host_cpu()[0] == planted.TUNED_FOR
+    assert caught["norm_rows_nt_tuned"] == {planted.TUNED_FOR} | ({"host"} if host_is_it else set())

@@ -27,6 +27,7 @@ import cuda_tools as ct
 import numpy as np
 import pytest
 from emu_run import DEV, guarded, register, run_emulated
+from patience import patience
 from roofbench.bench.backends import tma_launch  # noqa: E402
 from roofbench.bench.backends.gpu_common import (  # noqa: E402
     ALL_LAUNCHERS,
@@ -368,7 +369,7 @@ def test_mutant_expect_tx_trips_the_bounded_wait(fake_cuda, mutants):
     assert "__trap() after: roofbench: mbarrier wait timed out: " in msg, msg
     assert ("full[0] (shared 0x30800) parity 0," in msg
             or "empty[0] (shared 0x30820) parity 0," in msg), msg
-    assert time.perf_counter() - t0 < 60
+    assert time.perf_counter() - t0 < patience(60)  # a hang guard, scaled by the load
 
 
 def test_mutant_wrong_parity_is_caught(fake_cuda, mutants):

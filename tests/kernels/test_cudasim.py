@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from patience import patience
 from testpaths import ROOT
 
 HERE = Path(__file__).resolve().parent
@@ -27,7 +28,7 @@ def _env() -> dict[str, str]:
 def test_twins_in_simulator():
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
            "--import-mode=importlib", str(HERE / "cudasim_cases.py")]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=900,
+    p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=patience(900),
                        cwd=ROOT)
     assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
 
@@ -40,7 +41,7 @@ def test_sim_backend_refuses_in_a_process_with_real_numba_cuda():
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       timeout=120)
+                       timeout=patience(120))
     assert p.returncode == 0, p.stderr
     assert "fresh process" in p.stdout
 
@@ -50,5 +51,5 @@ def test_cli_sim_run_end_to_end(tmp_path):
     cmd = [sys.executable, "-m", "roofbench.bench.cli", "run", "--backend", "sim",
            "--workload", "vector_add", "--variant", "scalar", "--dtype", "fp32", "--size", "257",
            "--quick", "--out", str(tmp_path)]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=patience(600))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

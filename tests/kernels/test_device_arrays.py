@@ -20,6 +20,7 @@ import cuda_tools as ct
 import ml_dtypes
 import numpy as np
 import pytest
+from patience import patience
 from roofbench.bench.measure.runner import validate
 from roofbench.kernels.arrays import HOST, Arrays, fp8_values
 from roofbench.kernels.registry import workloads
@@ -193,7 +194,7 @@ def test_a_gpu_case_copies_no_full_size_array_to_the_host():
                PYTHONPATH=os.pathsep.join([str(FAKE_CUPY),
                                            os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, "-c", GPU_CASES], capture_output=True, text=True,
-                       env=env, timeout=600, cwd=ROOT)
+                       env=env, timeout=patience(600), cwd=ROOT)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     res = json.loads(next(ln for ln in p.stdout.splitlines()
                           if ln.startswith("RESULT "))[len("RESULT "):])

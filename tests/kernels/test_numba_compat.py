@@ -12,6 +12,7 @@ import textwrap
 
 import numpy
 import pytest
+from patience import patience
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
                                 reason="numba-cuda is not installed (the cudatools extra)")
@@ -36,7 +37,7 @@ ROW_STACK_ERROR = "AttributeError: module 'numpy' has no attribute 'row_stack'"
 def _run(code: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=120, env=env)
+                          text=True, timeout=patience(120), env=env)
 
 
 def test_without_the_fix_numba_cuda_fails_as_on_numpy_2_5():
@@ -113,7 +114,7 @@ def _toolkit(tmp_path):
 
 def _run_env(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=120, env=env)
+                          text=True, timeout=patience(120), env=env)
 
 
 def test_nvvm_lookup_fails_on_the_h200_image_without_the_fix(tmp_path):

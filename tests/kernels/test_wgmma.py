@@ -32,6 +32,7 @@ from pathlib import Path
 import cuda_tools as ct
 import numpy as np
 import pytest
+from patience import patience
 from roofbench.bench.backends.base import CaseUnsupported  # noqa: E402
 from roofbench.bench.backends.gpu_common import ALL_LAUNCHERS, plan_launches  # noqa: E402
 from roofbench.bench.backends.tma_launch import (  # noqa: E402
@@ -75,7 +76,7 @@ def nvrtc_sass() -> dict[str, str]:
     cubin = ct._TMP / "gemm_wgmma.nvrtc.sm_90a.cubin"
     cubin.write_bytes(compile_cubin(SRC, "sm_90a"))
     p = subprocess.run([str(ct.pip_tool("cuobjdump")), "-sass", str(cubin)],
-                       capture_output=True, text=True, timeout=120, check=True)
+                       capture_output=True, text=True, timeout=patience(120), check=True)
     out: dict[str, str] = {}
     name = None
     for line in p.stdout.splitlines():
@@ -380,7 +381,7 @@ def layout_lib():
     src.write_text(_HARNESS)
     p = subprocess.run([gxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-w",
                         f"-I{cu.CUDA_DIR}", str(src), "-o", str(so)],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=patience(120))
     assert p.returncode == 0, p.stderr
     return ctypes.CDLL(str(so))
 
@@ -525,7 +526,7 @@ def cute_oracle() -> Oracle:
     obj = root / "cute_oracle.o"
     p = subprocess.run([gxx, "-std=c++17", "-O1", "-w", "-c", f"-I{inc}", *cuda,
                         f"-I{ct.EMU_DIR}", f"-I{cu.CUDA_DIR}", str(STANDINS / "cute_oracle.cpp"),
-                        "-o", str(obj)], capture_output=True, text=True, timeout=600)
+                        "-o", str(obj)], capture_output=True, text=True, timeout=patience(600))
     assert p.returncode == 0, p.stderr[-4000:]
     built: dict[str, Path] = {}
 
@@ -546,7 +547,7 @@ def cute_oracle() -> Oracle:
         exe = d / "cute_oracle"
         q = subprocess.run([gxx, "-std=c++17", "-O1", "-w", f"-I{d}", *cuda,
                             str(d / "kernel_descs.cpp"), str(obj), "-o", str(exe)],
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=patience(300))
         assert q.returncode == 0, q.stderr[-4000:]
         built[key] = exe
         return exe
@@ -554,7 +555,7 @@ def cute_oracle() -> Oracle:
     def run(plant: str, edits: dict[str, tuple[str, str]] | None = None
             ) -> dict[str, tuple[int, int, str]]:
         out = subprocess.run([str(exe_for(edits or {})), plant], capture_output=True,
-                             text=True, timeout=120, check=True).stdout
+                             text=True, timeout=patience(120), check=True).stdout
         rows = {}
         for line in out.splitlines():
             name, checked, bad, *first = line.split(" ", 3)
@@ -656,7 +657,8 @@ def test_check_build_traps_where_the_timed_build_waits(monkeypatch):
         path = ct._TMP / f"gemm_wgmma.{tag}.cubin"
         path.write_bytes(cubin)
         text = subprocess.run([str(ct.pip_tool("cuobjdump")), "-sass", str(path)],
-                              capture_output=True, text=True, timeout=120, check=True).stdout
+                              capture_output=True, text=True, timeout=patience(120),
+                              check=True).stdout
         return dict(re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", text, re.S))
 
     monkeypatch.delenv(cu.BOUNDED_WAIT_ENV, raising=False)

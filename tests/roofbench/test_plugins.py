@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from patience import patience
 from testpaths import ROOT
 
 N = 40_000  # elements of the toy case
@@ -113,7 +114,7 @@ def _cli(tmp: Path, plugins: str, *args: str) -> subprocess.CompletedProcess:
            "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp / "site"),
                                                        os.environ.get("PYTHONPATH")]))}
     return subprocess.run([sys.executable, "-m", "roofbench.bench.cli", *args], cwd=tmp,
-                          env=env, capture_output=True, text=True, timeout=600)
+                          env=env, capture_output=True, text=True, timeout=patience(600))
 
 
 @pytest.fixture()

@@ -1,36 +1,32 @@
-"""Compile the CPU probes and non-temporal-store kernels for the CPU numba is told to target and
-print what their loops do, as one JSON object (tests/roofs/test_cpu_codegen.py runs this under
-NUMBA_CPU_NAME / NUMBA_CPU_FEATURES of CPUs this machine is not). Nothing is run: code for a
+"""Compile the CPU probes and kernels for the CPU numba is told to target and print what their
+loops do, as one JSON object (tests/standins/codegen_matrix.py runs this under NUMBA_CPU_NAME /
+NUMBA_CPU_FEATURES of CPUs this machine is not, and for the host). Nothing is run: code for a
 foreign CPU could fault here.
 
-    python tests/roofs/codegen_child.py fma|all
+    python tests/roofs/codegen_child.py UNIT...   (UNITS below; "all": fma stream nt_stores;
+                                               "kernels:rownorm" one module's kernels)
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from pathlib import Path
 
-import numba
-from numba import types
-from roofbench.kernels import nt_stores, rownorm
-from roofbench.roofs.probes import cpu_fma, x86_asm
-from roofbench.roofs.probes import cpu_stream as cs
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "standins"))
+
+import numba  # noqa: E402
+from codegen_matrix import code_facts, compile_asm, compile_llvm  # noqa: E402
+from numba import types  # noqa: E402
+from roofbench.kernels import nt_stores, rownorm  # noqa: E402
+from roofbench.roofs.probes import cpu_fma, x86_asm  # noqa: E402
+from roofbench.roofs.probes import cpu_stream as cs  # noqa: E402
 
 F64, F32 = types.float64, types.float32
 
 
 def _arr(t, ndim=1):
     return types.Array(t, ndim, "C")
-
-
-def _compiled(fn, sig, ir: bool = False, fastmath: Any = False) -> str:
-    # A fresh dispatcher from the Python function: never numba's cache, always this target.
-    # The assembly of the parallel loop body only (not numba's wrappers).
-    d = numba.njit(parallel=True, fastmath=fastmath)(fn.py_func)
-    d.compile(sig)
-    return d.inspect_llvm(sig) if ir else x86_asm.kernel_part(d.inspect_asm(sig))
 
 
 def fma() -> dict:
@@ -48,42 +44,69 @@ def stream() -> dict:
             "add": (cs.stream_add, (a, a, a)), "triad": (cs.stream_triad, (a, a, a, F64))}
     out = {}
     for name, (fn, sig) in sigs.items():
-        asm = _compiled(fn, sig)
+        asm = compile_asm(fn, sig, kernel_only=True)
         out[name] = x86_asm.loop_facts(x86_asm.store_loop(asm), asm)
+        out[name]["gathers"] = code_facts(asm)["gathers"]
         if out[name]["loop"] is None:  # LLVM's loop idiom pass may make a copy a memcpy
-            out[name]["memcpy"] = "@llvm.memcpy" in _compiled(fn, sig, ir=True)
+            out[name]["memcpy"] = "@llvm.memcpy" in compile_llvm(fn, sig)
     return out
 
 
 # Each non-temporal-store kernel once, the dtypes alternating (both widths of element covered; a
-# compile takes about 2 s here and the matrix runs for ten CPUs).
+# compile takes about 2 s here and the matrix runs for eleven CPUs).
 STREAMING = (("square", 1, F32), ("sqrt", 1, F64), ("add", 2, F64), ("hypot", 2, F32))
+
+
+def _nt_facts(asm: str) -> dict:
+    facts = x86_asm.loop_facts(x86_asm.store_loop(asm, nontemporal=True), asm)
+    facts["gathers"] = code_facts(asm)["gathers"] + code_facts(asm)["scatters"]
+    return facts
 
 
 def nt_store_loops() -> dict:
     out = {}
     for name, n_in, t in STREAMING:
-        asm = _compiled(getattr(nt_stores, name), (*[_arr(t)] * (n_in + 1), types.intp))
-        out[f"{name}-{t}"] = x86_asm.loop_facts(x86_asm.store_loop(asm, nontemporal=True), asm)
-    # rownorm's row kernel (fused and onepass above the LLC): the reduction, then the row
-    # written non-temporally through nt_stores.scale_row.
+        asm = compile_asm(getattr(nt_stores, name), (*[_arr(t)] * (n_in + 1), types.intp),
+                          kernel_only=True)
+        out[f"{name}-{t}"] = _nt_facts(asm)
+    # rownorm's row kernels (fused and onepass above the LLC; naive's scale): the row written
+    # non-temporally through nt_stores.scale_row.
     sig = (_arr(F32, 2), _arr(F32, 2), types.intp, types.intp, F64, types.intp)
-    asm = _compiled(rownorm._norm_rows_nt, sig, fastmath=rownorm.REDUCE)
-    out["rownorm-rows-float32"] = x86_asm.loop_facts(x86_asm.store_loop(asm, nontemporal=True),
-                                                     asm)
+    asm = compile_asm(rownorm._norm_rows_nt, sig, fastmath=rownorm.REDUCE, kernel_only=True)
+    out["rownorm-rows-float32"] = _nt_facts(asm)
+    sig = (_arr(F64, 2), _arr(F64), _arr(F64, 2), types.intp, types.intp, types.intp)
+    asm = compile_asm(rownorm._scale_rows_nt, sig, kernel_only=True)
+    out["rownorm-scale-rows-float64"] = _nt_facts(asm)
     return out
 
 
-def main(what: str) -> None:
+def kernels(only: str = "") -> dict:
+    from codegen_kernels import kernel_facts
+
+    return kernel_facts(only=tuple(m for m in only.split(",") if m))
+
+
+def planted() -> dict:
+    from planted_kernels import planted_facts
+
+    return planted_facts()
+
+
+UNITS = {"fma": fma, "stream": stream, "nt_stores": nt_store_loops, "kernels": kernels,
+         "planted": planted}
+
+
+def main(units: list[str]) -> None:
     import llvmlite.binding as ll
 
-    res = {"numba_cpu_name": numba.config.CPU_NAME, "host": ll.get_host_cpu_name(),
-           "fma": fma()}
-    if what == "all":
-        res["stream"] = stream()
-        res["nt_stores"] = nt_store_loops()
+    if units in ([], ["all"]):
+        units = ["fma", "stream", "nt_stores"]
+    res = {"numba_cpu_name": numba.config.CPU_NAME, "host": ll.get_host_cpu_name()}
+    for u in units:  # "kernels:rownorm,gemm": the kernels of those modules only
+        name, _, arg = u.partition(":")
+        res[name] = UNITS[name](arg) if arg else UNITS[name]()
     print(json.dumps(res))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "all")
+    main(sys.argv[1:])

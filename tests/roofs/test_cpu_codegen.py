@@ -1,8 +1,10 @@
-"""What the CPU probes and non-temporal-store kernels compile to on x86 CPUs this machine is not.
+"""What the CPU probes and non-temporal-store kernels compile to on x86 CPUs this machine is not,
+and on this machine.
 
 numba compiles for whichever CPU ``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` name, on any x86
-host; nothing is run (tests/roofs/codegen_child.py only compiles, then reads the assembly). For
-each target the emitted loops must show:
+host; nothing is run (tests/standins/codegen_matrix.py runs tests/roofs/codegen_child.py, which
+only compiles, then reads the assembly). The matrix is the ten CPUs below and the host, one more
+row compiled with numba's defaults. For each target the emitted loops must show:
 
 - FMA probe: packed FMAs of the widest vectors the target has, at least latency x pipes
   independent chains (distinct accumulator registers), no stack operand in the loop; in the
@@ -12,45 +14,43 @@ each target the emitted loops must show:
   the bench process): the widest, except on Intel AVX-512 cores, whose LLVM tuning prefers
   256-bit vectors for auto-vectorised loops (a memory-bound loop runs alike at both widths;
   the STREAM roofs there matched a zmm C/OpenMP triad). copy may become a memcpy call.
-  Plain stores: the cached STREAM kernels never stream.
-- non-temporal-store kernels: every vector store of the main loop non-temporal (vmovnt*), whole
-  64-byte lines, no vector spill.
+  Plain stores: the cached STREAM kernels never stream. No gather.
+- non-temporal-store kernels (and rownorm's row kernels built on nt_stores.scale_row): every
+  vector store of the main loop non-temporal (vmovnt*), whole 64-byte lines, no vector spill,
+  no gather or scatter anywhere in the kernel.
 
-The oracle (TARGETS, each row with its source) is written from LLVM 19's scheduling models
+The kernels' own assertions (tests/kernels/test_cpu_kernels.py) run over the same matrix.
+
+The oracle (ORACLE, each row with its source) is written from LLVM 19's scheduling models
 (llvm-mca-19 -mcpu=<cpu> -instruction-info on vfmadd231pd), uops.info, Agner Fog's tables and
 the vendors' optimisation guides, not from the code's table (roofs/probes/fma_model.py);
 ``test_oracle_matches_llvm_scheduling_models`` checks its latencies against LLVM's models when
-llvm-mca 17+ is installed. docs/cpu-roofs.md has the same table with the sources in full.
+llvm-mca 17+ is installed. docs/cpu-roofs.md has the same table with the sources in full. The
+host row takes the oracle's row of its CPU name; a CPU the oracle does not name falls back to
+the code's table (then the host row checks the compiled probe against the model, not the model
+against a source).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
 import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
+from codegen_matrix import FOREIGN, HOST, MATRIX, NOT_X86, X86, host_cpu, matrix_facts
+from patience import patience
 from roofbench.roofs.probes import cpu_fma, x86_asm
 from roofbench.roofs.probes.cpu_features import widest_vector_env
 from roofbench.roofs.probes.fma_model import fma_shape
-from testpaths import FIXTURES, ROOT
-
-CHILD = ROOT / "tests" / "roofs" / "codegen_child.py"
-REAL_FEATURES = json.loads((FIXTURES / "cpu_features.json").read_text())
-AVX2 = "+avx,+avx2,+fma,+f16c,-avx512f,-avx512vl"
-AVX512 = "+avx,+avx2,+fma,+f16c,+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512cd"
 
 
 @dataclass(frozen=True)
 class Target:
-    cpu: str
+    name: str  # the matrix row (codegen_matrix.MATRIX)
+    cpu: str  # the LLVM CPU name
     widest: int  # bits of the widest vector registers
     registers: int
     latency: int  # FMA latency, cycles
@@ -63,65 +63,67 @@ class Target:
         return self.latency * self.pipes
 
 
-# cpu, widest bits, registers, FMA latency, FMAs of the widest vector per cycle, default-
-# tuning width of auto-vectorised loops, features. Sources: [llvm] LLVM 19 model via llvm-mca
+# cpu: widest bits, registers, FMA latency, FMAs of the widest vector per cycle, default-
+# tuning width of auto-vectorised loops. Sources: [llvm] LLVM 19 model via llvm-mca
 # (latency, reciprocal throughput); [uops] uops.info VFMADD231PD; [agner] Agner Fog's tables;
 # [amd] AMD Software Optimization Guide; [intel] Intel Optimization Reference Manual.
-TARGETS = [
-    Target("znver2", 256, 16, 5, 2, 256, AVX2),  # [llvm] 5, 0.5; [uops] ZEN2; [amd] 56305
-    Target("znver3", 256, 16, 4, 2, 256, REAL_FEATURES["znver3"]),  # [llvm] 4, 0.5; [amd] 56665
+ORACLE = {
+    "znver2": (256, 16, 5, 2, 256),  # [llvm] 5, 0.5; [uops] ZEN2; [amd] 56305
+    "znver3": (256, 16, 4, 2, 256),  # [llvm] 4, 0.5; [amd] 56665
     # [llvm] zmm 4, 1.0; [uops] ZEN4; [amd] 57647: a zmm FMA takes both 256-bit pipes
-    Target("znver4", 512, 32, 4, 1, 512, AVX512 + ",+avx512bf16"),
-    Target("haswell", 256, 16, 5, 2, 256, AVX2),  # [llvm] 5, 0.5; [uops] HSW; [agner]
-    Target("skylake", 256, 16, 4, 2, 256, AVX2),  # [llvm] 4, 0.5; [uops] SKL; [agner]
+    "znver4": (512, 32, 4, 1, 512),
+    "haswell": (256, 16, 5, 2, 256),  # [llvm] 5, 0.5; [uops] HSW; [agner]
+    "skylake": (256, 16, 4, 2, 256),  # [llvm] 4, 0.5; [uops] SKL; [agner]
     # [llvm] zmm 4, 0.5; [uops] SKX; [intel] two 512-bit FMA units (ports 0+1 and 5)
-    Target("skylake-avx512", 512, 32, 4, 2, 256, AVX512),
+    "skylake-avx512": (512, 32, 4, 2, 256),
     # [llvm] zmm latency 4 (its rthroughput 1.0 is the client core's); [intel] two units
-    Target("icelake-server", 512, 32, 4, 2, 256, AVX512),
-    Target("sapphirerapids", 512, 32, 4, 2, 256, AVX512 + ",+amx-tile,+avx512fp16"),  # same
+    "icelake-server": (512, 32, 4, 2, 256),
+    "sapphirerapids": (512, 32, 4, 2, 256),  # same
     # as sapphirerapids; the EMR VM measured 176.6 GFLOP/s FP64 on 2 cores: two units
-    Target("emeraldrapids", 512, 32, 4, 2, 256, REAL_FEATURES["emeraldrapids"]),
+    "emeraldrapids": (512, 32, 4, 2, 256),
     # no microarchitecture: [llvm] generic model 5, 0.5, as the slowest AVX2 cores
-    Target("x86-64-v3", 256, 16, 5, 2, 256, AVX2),
-]
-IDS = [t.cpu for t in TARGETS]
-
-pytestmark = pytest.mark.skipif(
-    not re.match(r"(x86_64|amd64)$", os.uname().machine.lower()),
-    reason="x86-64 codegen needs an x86-64 LLVM host (numba JITs for its own architecture)")
+    "x86-64-v3": (256, 16, 5, 2, 256),
+}
 
 
-def _child(target: Target, env_kind: str, what: str, cache_dir: Path) -> dict:
-    """Compile in a fresh numba process for ``target``; ``env_kind`` "bench" is numba's
-    default tuning, "fma-child" the environment the FMA probe's own process gets."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
-    features = target.features
-    if env_kind == "fma-child":
-        features = widest_vector_env(features, environ={}).get("NUMBA_CPU_FEATURES", features)
-    env.update(NUMBA_CPU_NAME=target.cpu, NUMBA_CPU_FEATURES=features,
-               NUMBA_CACHE_DIR=str(cache_dir))
-    p = subprocess.run([sys.executable, str(CHILD), what], capture_output=True, text=True,
-                       env=env, timeout=600)
-    assert p.returncode == 0, f"{target.cpu} ({env_kind}): {p.stderr[-2000:]}"
-    out = json.loads(p.stdout.strip().splitlines()[-1])
-    assert out["numba_cpu_name"] == target.cpu
-    return out
+def _host_row() -> Target:
+    cpu, features = host_cpu()
+    shape = fma_shape(cpu, features, machine="x86_64")
+    row = ORACLE.get(cpu)
+    if row is None or row[0] != shape.vector_bits:  # a CPU the oracle does not name
+        # LLVM's Intel AVX-512 tunings prefer 256-bit auto-vectorised loops, AMD's do not.
+        stream = 256 if shape.vector_bits == 512 and not cpu.startswith("znver") \
+            else shape.vector_bits
+        row = (shape.vector_bits, shape.registers, shape.latency, shape.pipes, stream)
+    return Target(HOST, cpu, *row, features)
+
+
+TARGETS = [Target(t.name, t.name, *ORACLE[t.name], t.features) for t in FOREIGN]
+if X86:
+    TARGETS.append(_host_row())
+assert not X86 or [t.name for t in TARGETS] == [t.name for t in MATRIX]
+
+pytestmark = pytest.mark.skipif(not X86, reason=NOT_X86)
 
 
 @pytest.fixture(scope="module")
 def codegen(tmp_path_factory) -> dict[tuple[str, str], dict]:
-    """Every target's facts, compiled two processes at a time (one per core here)."""
-    cache = tmp_path_factory.mktemp("numba-cache")
-    jobs = [(t, "bench", "all") for t in TARGETS]
-    jobs += [(t, "fma-child", "fma") for t in TARGETS if t.widest == 512]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(lambda j: _child(*j, cache), jobs)
-        return {(t.cpu, kind): res for (t, kind, _), res in zip(jobs, done, strict=True)}
+    """Every target's facts: numba's default tuning ("bench") for all, the FMA probe's own
+    environment ("fma-child") where it differs (the 512-bit targets)."""
+    rows = {t.name: t for t in MATRIX}
+    extra = [(rows[t.name], widest_vector_env(t.features, environ={})["NUMBA_CPU_FEATURES"])
+             for t in TARGETS if t.widest == 512]
+    facts = matrix_facts(["all"], tmp_path_factory.mktemp("numba-cache"), jobs=extra)
+    return {(name, "bench" if f is None else "fma-child"): res
+            for (name, f), res in facts.items()}
 
 
 def _fma_envs(codegen, t: Target) -> list[tuple[str, dict]]:
-    return [(k, codegen[(t.cpu, k)]["fma"]) for k in ("bench", "fma-child")
-            if (t.cpu, k) in codegen]
+    return [(k, codegen[(t.name, k)]["fma"]) for k in ("bench", "fma-child")
+            if (t.name, k) in codegen]
+
+
+IDS = [t.name for t in TARGETS]
 
 
 # ----------------------------------------------------------------------------- FMA probe
@@ -166,12 +168,13 @@ def test_fma_probe_keeps_its_chains_in_registers(codegen, t: Target) -> None:
 
 @pytest.mark.parametrize("t", TARGETS, ids=IDS)
 def test_stream_kernels_are_vector_loops_with_plain_stores(codegen, t: Target) -> None:
-    stream = codegen[(t.cpu, "bench")]["stream"]
+    stream = codegen[(t.name, "bench")]["stream"]
     for name in ("scale", "add", "triad"):
         loop = stream[name]
         assert loop["store_bits"] == [t.stream_bits], (name, loop)
         assert loop["nontemporal_stores"] == 0, (name, loop)  # the cached kernels never stream
         assert loop["vector_spills"] == 0, (name, loop)
+        assert loop["gathers"] == [], (name, loop)
     copy = stream["copy"]
     if copy["loop"] is None:  # LLVM's loop-idiom pass: the copy is a memcpy (glibc's code)
         assert copy["memcpy"] is True
@@ -181,7 +184,7 @@ def test_stream_kernels_are_vector_loops_with_plain_stores(codegen, t: Target) -
 
 @pytest.mark.parametrize("t", TARGETS, ids=IDS)
 def test_streaming_store_kernels_stream_whole_lines(codegen, t: Target) -> None:
-    for name, loop in codegen[(t.cpu, "bench")]["nt_stores"].items():
+    for name, loop in codegen[(t.name, "bench")]["nt_stores"].items():
         assert loop["loop"] is not None, name
         assert loop["stores"] > 0 and loop["nontemporal_stores"] == loop["stores"], (name, loop)
         # The explicit 64-byte vector: one zmm where the target has them, two ymm halves
@@ -189,14 +192,17 @@ def test_streaming_store_kernels_stream_whole_lines(codegen, t: Target) -> None:
         assert loop["store_bits"] == [t.widest], (name, loop)
         assert loop["stores"] * t.widest % (64 * 8) == 0, (name, loop)
         assert loop["vector_spills"] == 0, (name, loop)
+        assert loop["gathers"] == [], (name, loop)  # peel and tail: contiguous or scalar
 
 
 # ----------------------------------------------------------------------------- the oracle
 
 
 def test_targets_cover_the_required_cpus() -> None:
-    assert set(IDS) == {"znver2", "znver3", "znver4", "haswell", "skylake", "skylake-avx512",
-                        "icelake-server", "sapphirerapids", "emeraldrapids", "x86-64-v3"}
+    assert IDS[-1] == HOST and len(IDS) == len(set(IDS))
+    assert set(IDS[:-1]) == set(ORACLE) == {
+        "znver2", "znver3", "znver4", "haswell", "skylake", "skylake-avx512", "icelake-server",
+        "sapphirerapids", "emeraldrapids", "x86-64-v3"}
 
 
 @pytest.mark.parametrize("t", TARGETS, ids=IDS)
@@ -225,7 +231,7 @@ def _mca_fma(mca: str, cpu: str, bits: int) -> tuple[int, float]:
     reg = {256: "ymm", 512: "zmm"}[bits]
     p = subprocess.run([mca, "-mtriple=x86_64", f"-mcpu={cpu}", "-instruction-info",
                         "-iterations=1"], input=f"vfmadd231pd %{reg}1, %{reg}2, %{reg}0\n",
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=patience(60))
     m = re.search(r"^\s*\d+\s+(\d+)\s+([\d.]+)\s+.*vfmadd231pd", p.stdout, re.M)
     assert m, p.stdout + p.stderr
     return int(m.group(1)), float(m.group(2))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from patience import patience
 from roofbench.roofs.probes import cpu as cp
 from roofbench.roofs.probes import cpu_features as feat
 from roofbench.roofs.probes import cpu_fma, x86_asm
@@ -368,7 +369,8 @@ def test_reference_script_starts_as_make_cpu_ref_starts_it() -> None:
 
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CPU_FEATURES"}
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "cpu_reference.py"),
-                        "--rounds", "0"], capture_output=True, text=True, env=env, timeout=300)
+                        "--rounds", "0"], capture_output=True, text=True, env=env,
+                       timeout=patience(300))
     assert p.returncode == 2, p.stderr
     assert "--rounds and --reps must be at least 1" in p.stderr
     assert "Traceback" not in p.stderr

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from patience import patience
 from roofbench.roofs import datasheet
 from roofbench.roofs.files import load_roofs
 from roofbench.roofs.probes.gpu import measure_gpu_roofs
@@ -123,8 +124,8 @@ def test_calibrate_cli_reuses_a_calibrated_file(measured, tmp_path):
 
     out = save_calibrated(measured, tmp_path / "gpu.json")
     p = subprocess.run([sys.executable, "-m", "roofbench.bench.cli", "calibrate", "--out",
-                        str(out), "--no-plot"], capture_output=True, text=True, timeout=120,
-                       cwd=REPO)
+                        str(out), "--no-plot"], capture_output=True, text=True,
+                       timeout=patience(120), cwd=REPO)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "using calibrated" in p.stdout
     assert load_roofs(out, require_schema=True).memory("dram", "measured") is not None

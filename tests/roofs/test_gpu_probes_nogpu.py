@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from patience import patience
 from roofbench.kernels.cuda_impl import CUDA_DIR as KERNEL_HEADERS
 from roofbench.kernels.cuda_impl import expand_includes
 from roofbench.roofs.files import RoofsFileError, load_roofs, save_calibrated
@@ -88,7 +89,7 @@ def _compile(src: str, cc: tuple[int, int], tmp: Path, defines: tuple[str, ...] 
     cmd = [str(NVCC), "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
            *[f"-D{d}" for d in defines], "-I", str(KERNEL_HEADERS), str(CUDA_DIR / src),
            "-o", str(out)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=patience(300))
     log = p.stdout + p.stderr
     assert p.returncode == 0, f"nvcc {src} {arch} failed:\n{log}"
     res: dict[str, dict[str, int]] = {}
@@ -101,7 +102,7 @@ def _compile(src: str, cc: tuple[int, int], tmp: Path, defines: tuple[str, ...] 
         elif cur is not None and (m := _USED.search(line)):
             cur["registers"] = int(m.group(1))
     d = subprocess.run([str(CUOBJDUMP), "-sass", str(out)], capture_output=True, text=True,
-                       timeout=120, check=True).stdout
+                       timeout=patience(120), check=True).stdout
     sass: dict[str, list[tuple[int, str, str]]] = {}
     name = None
     for line in d.splitlines():
@@ -764,7 +765,7 @@ def test_obtain_roofs_reuses_and_refuses(tmp_path):
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "roofbench.bench.cli", *args],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
+                          capture_output=True, text=True, timeout=patience(120), cwd=REPO)
 
 
 def _has_gpu() -> bool:
@@ -835,13 +836,13 @@ def test_wgmma_probe_is_native_hopper(tmp_path):
     p = subprocess.run([str(NVCC), "-cubin", "-arch=sm_90a", "-std=c++17", "-Xptxas", "-v",
                         "-I", str(KERNEL_HEADERS), str(CUDA_DIR / "wgmma.cu"), "-o",
                         str(arch_out)],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=patience(300))
     assert p.returncode == 0, p.stderr
     assert "spill" in p.stderr and "0 bytes spill stores" in p.stderr
     regs = [int(r) for r in re.findall(r"Used (\d+) registers", p.stderr)]
     assert len(regs) == 3 and all(128 < r <= 65536 // 384 for r in regs), regs
     sass = subprocess.run([str(CUOBJDUMP), "-sass", str(arch_out)], capture_output=True,
-                          text=True, timeout=120, check=True).stdout
+                          text=True, timeout=patience(120), check=True).stdout
     funcs = dict(re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S))
     want = {"wgmma_fp16": r"HGMMA\.64x256x16\.F32 ", "wgmma_bf16": r"HGMMA\.64x256x16\.F32\.BF16 ",
             "wgmma_fp8e4m3": r"QGMMA\.64x256x32\.F32\.E4M3\.E4M3 "}
@@ -1229,7 +1230,7 @@ def test_a_killed_calibration_keeps_its_probes(tmp_path):
         assert p.stdout.readline().strip() == "HUNG"
     finally:
         p.kill()  # SIGKILL: nothing runs after this, the file is what the checkpoints left
-        p.wait(timeout=30)
+        p.wait(timeout=patience(30))
     rs = load_roofs(path, require_schema=True)
     assert rs.info["partial"].endswith("wgmma_fp8_tc")  # the last probe before L2
     assert rs.memory("dram", "measured").value == pytest.approx(PLANT["hbm"])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from patience import patience
 from testpaths import ROOT
 
 IN_SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
@@ -25,7 +26,7 @@ def test_stream_twins_in_simulator_process():
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         "--import-mode=importlib", str(Path(__file__)), "-k", "sim_case"],
-                       capture_output=True, text=True, timeout=300, env=env,
+                       capture_output=True, text=True, timeout=patience(300), env=env,
                        cwd=ROOT)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     assert " passed" in p.stdout and "skipped" not in p.stdout.split("\n")[-2], p.stdout[-2000:]

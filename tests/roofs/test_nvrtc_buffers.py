@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from patience import patience
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
@@ -42,5 +43,5 @@ CHILD = textwrap.dedent("""
 
 def test_log_and_cubin_buffers_leave_shared_bytes_alone():
     p = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
-                       timeout=120)
+                       timeout=patience(120))
     assert p.returncode == 0 and p.stdout.strip() == "intact", p.stderr[-2000:]

@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from patience import patience
 from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.cuda_impl import CUDA_DIR, cuda_include_dirs, load_source
 from testpaths import ROOT
@@ -104,7 +105,7 @@ def compile_cu(source: str, arch: str) -> Compiled:
     out = _TMP / f"{Path(source).stem}.{arch}.cubin"
     cmd = [str(nvcc), "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
            "-I", str(CUDA_DIR), str(CUDA_DIR / source), "-o", str(out)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=patience(300))
     log = p.stdout + p.stderr
     if p.returncode != 0:
         raise AssertionError(f"nvcc failed for {source} {arch}:\n{log}")
@@ -125,7 +126,7 @@ def sass(source: str, arch: str) -> dict[str, str]:
     assert cuobjdump is not None, missing_tools("cuobjdump")
     c = compile_cu(source, arch)
     p = subprocess.run([str(cuobjdump), "-sass", str(c.cubin)], capture_output=True, text=True,
-                       timeout=120, check=True)
+                       timeout=patience(120), check=True)
     out: dict[str, str] = {}
     name = None
     for line in p.stdout.splitlines():
@@ -286,16 +287,16 @@ def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
     instrument = extra if counting else (*extra, *EMU_CHECK_FLAGS)
     pre = so.with_suffix(".ii")
     p = subprocess.run([gxx, "-E", *flags, "-include", str(EMU_HEADER), "-x", "c++", str(src),
-                        "-o", str(pre)], capture_output=True, text=True, timeout=600)
+                        "-o", str(pre)], capture_output=True, text=True, timeout=patience(600))
     if p.returncode == 0:
         pre.write_text(rewrite_shared(pre.read_text()))
         obj = so.with_suffix(".o")
         p = subprocess.run([gxx, *flags, opt, "-c", "-fPIC", "-w", "-Wno-psabi", *instrument,
                             "-x", "c++-cpp-output", str(pre), "-o", str(obj)],
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=patience(600))
     if p.returncode == 0:
         p = subprocess.run([gxx, "-shared", "-pthread", str(obj), *after, "-o", str(so)],
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=patience(600))
     if p.returncode != 0:
         raise AssertionError(f"emulation build of {src.name} failed:\n{p.stderr[-4000:]}")
     if hit is not None:

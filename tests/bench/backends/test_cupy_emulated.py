@@ -16,6 +16,7 @@ from pathlib import Path
 
 import cuda_tools as ct
 import pytest
+from patience import patience
 from roof_sets import FAKE_GPU
 from roofbench.kernels import wgmma_gemm as wg
 from testpaths import FAKE_CUPY
@@ -46,7 +47,7 @@ def run_cli(tmp_path: Path, args: list[str], cc: str = "9.0",
         env["PATH"] = os.pathsep.join([str(nvcc.parent), env.get("PATH", "")])
     cmd = [sys.executable, "-m", "roofbench.bench.cli", command, "--backend", backend, "--quick",
            "--roofs", str(roofs), "--out", str(tmp_path / "out"), *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=patience(300))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     (res,) = list((tmp_path / "out").glob("*/*/results.json"))
     cases = json.loads(res.read_text())["cases"]

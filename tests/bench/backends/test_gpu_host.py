@@ -10,6 +10,7 @@ import sys
 import ml_dtypes
 import numpy as np
 import pytest
+from patience import patience
 from roofbench.bench.backends.base import CaseUnsupported, unavailable_reason
 from roofbench.bench.backends.cuda_timer import EventOps, cuda_time, throttle_flag
 from roofbench.bench.backends.gpu_common import (
@@ -227,7 +228,7 @@ def test_gpu_backend_without_device_is_one_line(backend, tmp_path):
         pytest.skip(f"{backend} is available on this machine")
     p = subprocess.run([sys.executable, "-m", "roofbench.bench.cli", "run", "--backend",
                         backend, "--quick", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=patience(120))
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "unavailable" in lines[0], p.stderr

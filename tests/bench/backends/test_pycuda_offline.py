@@ -13,6 +13,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from patience import patience
 from testpaths import ROOT
 
 SCRIPT = ROOT / "scripts" / "pycuda_offline.sh"
@@ -21,7 +22,8 @@ SCRIPT = ROOT / "scripts" / "pycuda_offline.sh"
 def _run(tmp: Path, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "PYCUDA_LIBCUDA")}
     return subprocess.run(["bash", str(SCRIPT), str(tmp / "target")], capture_output=True,
-                          text=True, timeout=60, env={**base, "PYTHON": sys.executable, **env})
+                          text=True, timeout=patience(60),
+                          env={**base, "PYTHON": sys.executable, **env})
 
 
 @pytest.fixture
@@ -110,7 +112,7 @@ def test_parallel_compile_keeps_setuptools_objects_in_order(tmp_path):
     env = {**os.environ, "PARALLEL_CC_JOBS": "3",
            "PYTHONPATH": str(ROOT / "scripts" / "parallel_cc")}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=120, env=env, cwd=tmp_path)
+                       timeout=patience(120), env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
     assert out[0] == "sitecustomize"  # the parallel compile is the one in use

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from patience import patience
 from roof_sets import write_roofs
 from roofbench.bench.cli import main
 from roofbench.bench.results import load_run
@@ -176,6 +177,6 @@ def test_results_survive_an_interrupted_rewrite(one_run: Path, monkeypatch):
 
 def test_no_traceback_from_the_console_script(tmp_path):
     p = subprocess.run([sys.executable, "-m", "roofbench.bench.cli", "run", "--workload", "nope"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=patience(120))
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and "unknown workload" in p.stderr

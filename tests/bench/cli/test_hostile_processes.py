@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from patience import patience
 from roofbench.bench.results import load_run
 from testpaths import ROOT
 
@@ -51,7 +52,7 @@ def _wait_line(proc: subprocess.Popen, words: str, limit_s: float = 180) -> list
     seen: list[str] = []
     t0 = time.monotonic()
     assert proc.stderr is not None
-    while time.monotonic() - t0 < limit_s:
+    while time.monotonic() - t0 < patience(limit_s):
         line = proc.stderr.readline()
         if not line:
             break
@@ -85,7 +86,7 @@ def test_signal_matrix(phase: str, sig: signal.Signals, tmp_path: Path, roofs_fi
     else:
         seen = _wait_line(proc, "WRITING-REPORT")
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=patience(120))
     err = "".join(seen) + err
     assert "Traceback" not in err, err[-3000:]
     assert proc.returncode == 130, err[-3000:]
@@ -130,7 +131,7 @@ def test_sigkill_during_the_fma_probe_leaves_no_child(tmp_path: Path):
                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     child = None
     t0 = time.monotonic()
-    while child is None and time.monotonic() - t0 < 180:
+    while child is None and time.monotonic() - t0 < patience(180):
         # the FMA probe runs under the CPU roofs' own probe process (cpu_roofs_child)
         kids = _children(proc.pid)
         kids += [g for k in kids for g in _children(k)]
@@ -139,10 +140,10 @@ def test_sigkill_during_the_fma_probe_leaves_no_child(tmp_path: Path):
         assert proc.poll() is None
     assert child is not None, "the FMA probe child never started"
     proc.kill()
-    proc.wait(timeout=30)
+    proc.wait(timeout=patience(30))
     t0 = time.monotonic()
     while Path(f"/proc/{child}").exists() and "cpu_fma_child" in _cmdline(child):
-        assert time.monotonic() - t0 < 10, "the FMA child outlived its parent's SIGKILL"
+        assert time.monotonic() - t0 < patience(10), "the FMA child outlived its parent's SIGKILL"
         time.sleep(0.05)
 
 
@@ -159,7 +160,7 @@ def test_two_runs_into_one_out_at_the_same_instant(tmp_path: Path, roofs_file: P
         stderr=subprocess.PIPE, text=True) for kernel in ("vector_add", "l2norm")]
     time.sleep(3)
     go.write_text("")
-    outs = [p.communicate(timeout=240) for p in procs]
+    outs = [p.communicate(timeout=patience(240)) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     printed = [next(ln for ln in o.splitlines() if ln.startswith("results:")) for o, _ in outs]
     assert len(set(printed)) == 2
@@ -188,7 +189,7 @@ def test_a_full_disk_during_a_run_stops_it_with_one_line(tiny_disk: Path, roofs_
     # 160 KiB: results.json of the first cases fits; the report and plot do not.
     p = subprocess.run([*RUN, "--roofs", str(roofs_file), "--out",
                         str(tiny_disk)], cwd=tiny_disk.parent, env=ENV, capture_output=True,
-                       text=True, timeout=300)
+                       text=True, timeout=patience(300))
     assert "Traceback" not in p.stderr, p.stderr[-3000:]
     assert p.returncode == 3, p.stderr[-3000:]
     (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("roofbench")]
@@ -202,7 +203,7 @@ def test_a_full_disk_during_a_run_stops_it_with_one_line(tiny_disk: Path, roofs_
 def test_a_full_disk_in_report_is_one_line(tiny_disk: Path, tmp_path: Path):
     src = ROOT / "results" / "amd-epyc" / "20261201T205416Z" / "results.json"
     p = subprocess.run([*RUN[:3], "report", str(src), "--out", str(tiny_disk / "r.md")],
-                       env=ENV, capture_output=True, text=True, timeout=300)
+                       env=ENV, capture_output=True, text=True, timeout=patience(300))
     assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr[-3000:]
     assert "ENOSPC" in p.stderr and not list(tiny_disk.glob(".*.tmp"))
 
@@ -215,7 +216,8 @@ def test_a_file_size_limit_is_one_line(tmp_path: Path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
 
     p = subprocess.run([*RUN[:3], "report", str(src), "--out", str(tmp_path / "r.md")],
-                       env=ENV, capture_output=True, text=True, timeout=300, preexec_fn=limit)
+                       env=ENV, capture_output=True, text=True, timeout=patience(300),
+                       preexec_fn=limit)
     assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr[-3000:]
     assert "EFBIG" in p.stderr
 
@@ -232,6 +234,6 @@ def test_output_encodings_that_are_not_utf8(env: dict, tmp_path: Path):
     d["cases"] = d["cases"][:2]
     (folder / "results.json").write_text(json.dumps(d))
     p = subprocess.run([*RUN[:3], "report", str(folder)], env={**ENV, **env},
-                       capture_output=True, timeout=300)
+                       capture_output=True, timeout=patience(300))
     assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr[-3000:]
     assert (folder / "report.md").is_file()

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from patience import patience
 from roofbench.bench.cli import main
 from roofbench.bench.results import load_run
 from testpaths import ROOT
@@ -45,7 +46,7 @@ def _finished(out: Path) -> tuple[Path | None, int]:
 
 def _wait_for_cases(proc: subprocess.Popen, out: Path, n: int, limit_s: float = 240) -> Path:
     t0 = time.monotonic()
-    while time.monotonic() - t0 < limit_s:
+    while time.monotonic() - t0 < patience(limit_s):
         path, done = _finished(out)
         if path is not None and done >= n:
             return path
@@ -63,7 +64,7 @@ def test_a_killed_run_keeps_its_finished_cases(tmp_path: Path, roofs_file: Path,
     proc, out = _start(tmp_path, roofs_file)
     path = _wait_for_cases(proc, out, 2)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=patience(120))
     run = load_run(path)
     done = [c for c in run.cases if c.status != "unsupported"]
     assert len(done) >= 2 and all(c.status == "ok" for c in done)

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from patience import patience
 from roofbench.bench.measure import ncu, ncu_csv
 from roofbench.bench.measure.runner import _record
 from roofbench.bench.present.ncu_section import ncu_section
@@ -499,7 +500,7 @@ def test_case_runner_bad_input_is_one_line():
     p = subprocess.run([sys.executable, "-m", "roofbench.bench.measure.ncu_case",
                         "--backend", "cpu", "--workload", "nope", "--variant", "x",
                         "--dtype", "fp32", "--size", "8"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+                       capture_output=True, text=True, cwd=ROOT, timeout=patience(120))
     assert p.returncode == 2
     assert p.stderr.strip().startswith("ncu_case: error: unknown workload 'nope'")
     assert len(p.stderr.strip().splitlines()) == 1
@@ -516,7 +517,7 @@ def _sim_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def _roofbench(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "roofbench.bench.cli", *args],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=patience(600))
 
 
 needs_sim = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,

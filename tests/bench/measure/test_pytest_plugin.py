@@ -9,6 +9,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+from patience import patience
 from roofbench.bench.backends.cpu import cpu_model
 from roofbench.bench.results import load_run
 
@@ -65,7 +66,7 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 def _run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
     return p.runpytest_subprocess("-p", "no:cacheprovider", "--roofline-quick",
                                   "--roofline-roofs", str(p.path / "roofs.json"), *args,
-                                  timeout=600)
+                                  timeout=patience(600))
 
 
 def test_installing_roofbench_registers_the_plugin():
@@ -124,6 +125,6 @@ def test_without_roofline_out_nothing_is_written(suite):
 
 def test_plugin_is_inert_when_unused(pytester):
     pytester.makepyfile(test_other="def test_x():\n    assert 1\n")
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=patience(300))
     r.assert_outcomes(passed=1)
     assert "roofline" not in r.stdout.str()

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from patience import patience
 from roofbench.bench.present.deltas import compare
 from roofbench.bench.results import load_run
 from testpaths import H200_RUNS, ROOT
@@ -88,7 +89,7 @@ def _open(drv, page: Path) -> None:
     drv.get_log("browser")  # drain what earlier pages logged
     drv.get_log("performance")
     drv.get(page.as_uri())
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + patience(30)
     while time.monotonic() < deadline:
         if drv.execute_script("return !!(window.Bokeh && Bokeh.index && "
                               "[...Bokeh.index.roots].some(v => v.model.name === 'roofline')"
@@ -173,7 +174,7 @@ def test_hover_shows_the_numbers_of_the_point(browser, gemm_page: Path):
     _mouse(browser, "mouseMoved", x - 30, y - 30)
     _mouse(browser, "mouseMoved", x, y)
     text = ""
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + patience(5)
     while time.monotonic() < deadline and "library" not in text:
         time.sleep(0.2)
         text = browser.execute_script(WALK + """

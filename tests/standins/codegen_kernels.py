@@ -1,0 +1,171 @@
+"""Every parallel CPU kernel of kernels/, with the arguments it is compiled for and what its
+machine code must show on every target of the matrix (codegen_matrix.MATRIX):
+
+- every kernel: no gather (a kernel that indexes memory it could read contiguously: a
+  negative-index wraparound left in an index makes LLVM gather wherever its model finds gathers
+  legal and cheap: znver4, the Intel AVX-512 cores, Skylake), unless its row says why (``gathers``);
+  no non-temporal store, unless it is a non-temporal row kernel (``streams``), which must have
+  one. Scatters are recorded, not asserted: LLVM stores a register block's columns of C with
+  them in the GEMM and attention cores on the AVX-512 rows, once per tile;
+- the kernels whose speed rests on it: packed arithmetic (``min_packed``), vector partial sums
+  of a reduction in more than one FMA chain (``min_chains``), adds on ymm/zmm (``min_wide_adds``).
+
+The table is checked to name every module-level parallel dispatcher of roofbench.kernels
+(``parallel_kernels``): a new kernel without a row fails a test. The non-temporal-store kernels
+of kernels/nt_stores.py are compiled by codegen_child's ``nt_stores`` unit, where their stores
+are read too. A kernel is compiled with its own options (fastmath included), never run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    module: str  # under roofbench.kernels
+    fn: str
+    args: Callable[[Any], tuple]  # example arguments for a numpy dtype: they give the signature
+    min_packed: int = 0
+    min_chains: int = 0
+    min_wide_adds: int = 0
+    why: str = ""
+    streams: bool = False  # stores non-temporally (else: never)
+    gathers: str = ""  # why gathers are no fault here ("" : they are)
+
+    @property
+    def name(self) -> str:
+        return f"{self.module}.{self.fn}"
+
+    def dispatcher(self) -> Any:
+        return getattr(importlib.import_module(f"roofbench.kernels.{self.module}"), self.fn)
+
+
+def _v(n: int, t: Any, k: int) -> tuple:
+    return tuple(np.ones(n, t) for _ in range(k))
+
+
+def _m(shape: tuple, t: Any, k: int) -> tuple:
+    return tuple(np.ones(shape, t) for _ in range(k))
+
+
+N, B, H = 1000, 4, 64  # elementwise length; rows x hidden of rownorm
+EPS = 1e-6
+VEC = "an elementwise loop on packed vectors"
+REDUCTION = ("a row's sum of squares in vector partial sums, more than one FMA chain (an "
+             "ordered scalar sum is bound by the add latency, not by memory)")
+
+KERNELS = [
+    KernelRow("vector_add", "_add_cached", lambda t: (*_v(N, t, 3), N), 1, why=VEC),
+    KernelRow("l2norm", "_square_cached", lambda t: (*_v(N, t, 2), N), 1, why=VEC),
+    KernelRow("l2norm", "_add_cached", lambda t: (*_v(N, t, 3), N), 1, why=VEC),
+    KernelRow("l2norm", "_sqrt_cached", lambda t: (*_v(N, t, 2), N), 1, why=VEC),
+    KernelRow("l2norm", "_fused_cached", lambda t: (*_v(N, t, 3), N), 1, why=VEC),
+    KernelRow("rownorm", "_square_cached", lambda t: (*_m((B, H), t, 2), B, H), 1, why=VEC),
+    KernelRow("rownorm", "_rowsum", lambda t: (np.ones((B, H), t), np.ones(B, t), B, H),
+              min_wide_adds=2, why="the row sum in vector partial sums"),
+    KernelRow("rownorm", "_rsqrt", lambda t: (*_v(B, t, 2), B, EPS)),
+    KernelRow("rownorm", "_scale_cached",
+              lambda t: (np.ones((B, H), t), np.ones(B, t), np.ones((B, H), t), B, H), 1,
+              why=VEC),
+    KernelRow("rownorm", "_scale_rows_nt",
+              lambda t: (np.ones((B, H), t), np.ones(B, t), np.ones((B, H), t), B, H, 2),
+              streams=True),
+    KernelRow("rownorm", "_fused_cached", lambda t: (*_m((B, H), t, 2), B, H, EPS),
+              min_chains=2, why=REDUCTION),
+    KernelRow("rownorm", "_onepass_cached", lambda t: (*_m((B, H), t, 2), B, H, EPS),
+              min_chains=2, why=REDUCTION),
+    KernelRow("rownorm", "_norm_rows_nt", lambda t: (*_m((B, H), t, 2), B, H, EPS, 2),
+              min_chains=2, why=REDUCTION, streams=True),
+    KernelRow("gemm", "_naive", lambda t: (*_m((17, 17), t, 3), 17, 17, 17)),
+    KernelRow("gemm", "_pack_bt", lambda t: (*_m((64, 64), t, 2), 64, 64),
+              gathers="a transpose (Bt[j, k] = B[k, j]): one side is strided by nature, and "
+                      "the pack is O(K N) before an O(M N K) product"),
+    KernelRow("gemm", "_tiled_core", lambda t: (*_m((64, 64), t, 3), 64, 64, 64, 32), 4,
+              why="the k loop in vector FMAs on contiguous rows of A and Bt"),
+    KernelRow("gemm", "_regblock_core", lambda t: (*_m((64, 64), t, 3), 64, 64, 64, 32), 4,
+              why="the k loop in vector FMAs on contiguous rows of A and Bt"),
+    KernelRow("gemv", "_rows", lambda t: (np.ones((50, 300), t), *_v(300, t, 1),
+                                          np.ones(50, t), 50, 300), 1,
+              why="a unit-stride dot product per row in vector FMAs"),
+    KernelRow("attention_cpu", "_scores_core",
+              lambda t: (*_m((2, 70, 64), t, 2), np.ones((2, 70, 70), t)), 8,
+              why="Q K^T through the register-blocked _abt: vector FMAs"),
+    KernelRow("attention_cpu", "_softmax_core",
+              lambda t: (*_m((2, 70, 70), t, 2), t(0.125), True)),
+    KernelRow("attention_cpu", "_pv_core",
+              lambda t: (np.ones((2, 70, 70), t), *_m((2, 70, 64), t, 2)), 8,
+              why="P V through the register-blocked _abt: vector FMAs"),
+    KernelRow("attention_cpu", "_flash_core",
+              lambda t: (*_m((2, 70, 64), t, 4), t(0.125), True), 8,
+              why="both products through the register-blocked _abt: vector FMAs"),
+]
+ROWS = {r.name: r for r in KERNELS}
+IDS = [f"{r.name}-{d}" for r in KERNELS for d in DTYPES]
+
+
+def parallel_kernels() -> set[str]:
+    """``module.function`` of every module-level parallel numba dispatcher in
+    roofbench.kernels (nt_stores included)."""
+    import roofbench.kernels as pkg
+    from numba.core.registry import CPUDispatcher
+
+    found = set()
+    for info in pkgutil.iter_modules(pkg.__path__):
+        mod = importlib.import_module(f"roofbench.kernels.{info.name}")
+        for attr, obj in vars(mod).items():
+            if (isinstance(obj, CPUDispatcher) and obj.__module__ == mod.__name__
+                    and obj.targetoptions.get("parallel")):
+                found.add(f"{info.name}.{attr}")
+    return found
+
+
+def signature(row: KernelRow, dtype: str) -> tuple:
+    import numba
+
+    return tuple(numba.typeof(a) for a in row.args(np.dtype(dtype).type))
+
+
+def kernel_facts(rows: list[KernelRow] | None = None, only: tuple[str, ...] = ()
+                 ) -> dict[str, Any]:
+    """In the child: every row (of the modules ``only`` names, if any) compiled in both dtypes
+    with its own options, the facts of its whole listing (codegen_matrix.code_facts), keyed
+    ``module.function-dtype``."""
+    from codegen_matrix import code_facts, compile_asm
+
+    out = {}
+    for row in KERNELS if rows is None else rows:
+        if only and row.module not in only:
+            continue
+        d = row.dispatcher()
+        opts = d.targetoptions.get("fastmath", False)
+        for dtype in DTYPES:
+            out[f"{row.name}-{dtype}"] = code_facts(compile_asm(d, signature(row, dtype), opts))
+    return out
+
+
+def problems(row: KernelRow, facts: dict[str, Any]) -> list[str]:
+    """What is wrong with one compiled kernel, one line each (empty: nothing)."""
+    out = []
+    if facts["gathers"] and not row.gathers:
+        out.append(f"gathers {facts['gathers']}")
+    if facts["nontemporal"] and not row.streams:
+        out.append(f"{facts['nontemporal']} non-temporal stores in a cached kernel")
+    if row.streams and not facts["nontemporal"]:
+        out.append("no non-temporal store")
+    if facts["packed"] < row.min_packed:
+        out.append(f"{facts['packed']} packed FP instructions < {row.min_packed} ({row.why})")
+    chains = facts["fma_loop"].get("fma_chains", 0) if facts["fma_loop"]["loop"] else 0
+    if chains < row.min_chains:
+        out.append(f"{chains} FMA chains < {row.min_chains} ({row.why})")
+    if facts["wide_adds"] < row.min_wide_adds:
+        out.append(f"{facts['wide_adds']} ymm/zmm adds < {row.min_wide_adds} ({row.why})")
+    return out
