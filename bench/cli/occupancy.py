@@ -7,25 +7,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-
-from rich.console import Console
 
 from roofbench.boundary import EXIT_STOPPED
-from roofbench.paths import home
 
 from ..backends import REGISTRY
 from ..backends import base as backends
-from ..measure.roof_source import obtain_roofs
-from ..measure.session import RunOptions, Session
-from ..results import check_writable
-from .progress import Heartbeat
+from ..measure.session import RunOptions
 from .run import (
     add_measure_options,
     print_report_paths,
-    roofs_with_progress,
-    summary_table,
-    write_report_files,
+    run_session,
 )
 
 
@@ -36,25 +27,12 @@ def cmd_occupancy(args: argparse.Namespace) -> int:
     from ..present.occupancy import reached_text, scans
 
     be = backends.open_for_user(args.backend)
-    out_root = Path(args.out) if args.out else home() / "results"
-    check_writable(out_root)
-    given = obtain_roofs(be, roofs_file=args.roofs) if args.roofs else None  # checked first
     opts = RunOptions(workloads=(args.workload,), variant=args.variant,
                       dtypes=tuple(args.dtype) if args.dtype else None, size=args.size,
                       quick=args.quick, cold=args.cold, seed=args.seed, ncu=args.ncu,
                       occupancy=True)
-    session = Session(opts, be, out_root)  # names and sizes checked, then the folder made
-    try:
-        with session.guard("roofs"):
-            roofs = given or roofs_with_progress(be, None, args.quick)
-        session.set_roofs(roofs)
-        with Heartbeat() as beat, session.guard("cases"):
-            session.run_cases(beat)
-    except KeyboardInterrupt:
-        pass  # recorded by the guard; the report of what finished is still written
-    paths = write_report_files(session)
+    session, paths = run_session(args, be, opts)
     run, out = session.run, session.out
-    Console(width=max(Console().width, 140)).print(summary_table(run))
     found = scans(run)
     for s in found:
         print(f"{s.title}: {reached_text(s)}")

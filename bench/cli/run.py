@@ -60,15 +60,14 @@ def summary_table(run: RunResult) -> Table:
 
 # -- commands -------------------------------------------------------------------------------
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """Settings and names checked, then the run's own folder; roofs, cases and the report each
-    inside the session's guard: whatever stops the run is saved in results.json as its stop,
-    and the report is still written when a signal stopped it."""
-    be = backends.open_for_user(args.backend)
+def run_session(args: argparse.Namespace, be: backends.Backend, opts: RunOptions
+                ) -> tuple[Session, list[Path]]:
+    """The run of `run`, `bench` and `occupancy`: its folder (before the roofs), then roofs,
+    cases and the report each inside the session's guard; the summary table printed."""
     out_root = Path(args.out) if args.out else home() / "results"
     check_writable(out_root)
     given = obtain_roofs(be, roofs_file=args.roofs) if args.roofs else None  # checked first
-    session = Session(RunOptions.from_args(args), be, out_root)
+    session = Session(opts, be, out_root)  # names and sizes checked, then the folder made
     try:
         with session.guard("roofs"):
             roofs = given or roofs_with_progress(be, None, args.quick)
@@ -78,8 +77,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass  # recorded by the guard; the report of what finished is still written
     paths = write_report_files(session)
+    Console(width=max(Console().width, 140)).print(summary_table(session.run))
+    return session, paths
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Settings and names checked, then the run's own folder; roofs, cases and the report each
+    inside the session's guard: whatever stops the run is saved in results.json as its stop,
+    and the report is still written when a signal stopped it."""
+    be = backends.open_for_user(args.backend)
+    session, paths = run_session(args, be, RunOptions.from_args(args))
     run, out = session.run, session.out
-    Console(width=max(Console().width, 140)).print(summary_table(run))
     print(f"results: {out / 'results.json'}")
     print_report_paths(paths)
     if run.interrupted:

@@ -215,7 +215,7 @@ def _stop(*a: Any, **k: Any) -> Any:
 
 def test_occupancy_stopped_in_its_roofs_phase_leaves_its_record(tmp_path, monkeypatch,
                                                                 capsys):
-    import roofbench.bench.cli.occupancy as occ
+    import roofbench.bench.cli.run as occ  # occupancy runs through run.run_session
 
     monkeypatch.setattr(occ, "roofs_with_progress", _stop)
     assert main([*OCC, "--out", str(tmp_path / "o")]) == 130

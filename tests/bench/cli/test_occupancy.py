@@ -102,7 +102,7 @@ def test_bad_input_is_one_line_and_exit_2(args, says, capsys, tmp_path):
 
 
 def test_bad_names_are_refused_before_the_roofs_are_measured(monkeypatch, capsys, tmp_path):
-    import roofbench.bench.cli.occupancy as occ
+    import roofbench.bench.cli.run as occ  # occupancy runs through run.run_session
 
     def no_roofs(*a, **k):
         raise AssertionError("roofs measured before the selection was checked")
