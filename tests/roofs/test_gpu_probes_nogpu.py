@@ -197,6 +197,10 @@ def test_mma_probes_run_on_tensor_cores(built, cc, kernel, op):
     assert sum(1 for o in body if o == op) >= gm.MMA_ACC, Counter(body)
     assert share >= 0.8, (share, Counter(body))  # operands stay in registers: no loads
     assert not any(o.startswith(("LDG", "LDS", "LDL")) for o in body)
+    # MMA_ACC independent accumulators, as the FLOPs count them: as many distinct destinations
+    # (half of them would still fill an unrolled loop with as many HMMA)
+    dests = {ops.split(",")[0].strip() for _, o, ops in insns if o == op}
+    assert len(dests) >= gm.MMA_ACC, sorted(dests)
 
 
 @needs_toolchain
@@ -260,6 +264,32 @@ def test_ert_keeps_its_fmas(built, cc):
     # K FMAs per element survive: k8 (4 lanes/thread, 2x unrolled grid loop) has >= 8x4 FFMA.
     ffma8 = sum(1 for _, o, _ in sass["ert_fp32_k8"] if o.startswith("FFMA"))
     assert ffma8 >= 8 * 4, ffma8
+    # ...each element through a chain of exactly K dependent FMAs (a count alone is kept by
+    # half the chain in a loop unrolled twice as far)
+    for k in (1, 2, 4, 8, 16):
+        for prec, fam in (("fp32", "FFMA"), ("fp64", "DFMA")):
+            if f"ert_{prec}_k{k}" in sass:
+                assert _fma_chain(sass[f"ert_{prec}_k{k}"], fam) == k, (prec, k)
+
+
+def _fma_chain(insns: list[tuple[int, str, str]], family: str) -> int:
+    """The longest chain of ``family`` instructions each reading the previous one's result,
+    in program order (a register written by anything else starts over; a 64/128-bit load
+    writes 2/4 registers)."""
+    depth: dict[str, int] = {}
+    best = 0
+    for _, op, ops in insns:
+        regs = [o.strip().split(".")[0] for o in ops.split(",")]
+        if op.split(".")[0] != family:
+            if regs and re.fullmatch(r"R\d+", regs[0]):
+                width = 4 if ".128" in op else 2 if ".64" in op else 1
+                for i in range(width):
+                    depth.pop(f"R{int(regs[0][1:]) + i}", None)
+            continue
+        d = 1 + max([depth.get(r, 0) for r in regs[1:]] + [0])
+        depth[regs[0]] = d
+        best = max(best, d)
+    return best
 
 
 def test_nvrtc_compiles_every_probe_without_includes():
