@@ -84,6 +84,7 @@ def libs() -> dict[str, ctypes.CDLL]:
 def _load(so: Any) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(so))
     lib.rb_launch.restype = lib.rb_launch_f64.restype = ctypes.c_int
+    lib.rb_last_error.restype = ctypes.c_char_p  # the failed check's one line
     return lib
 
 
