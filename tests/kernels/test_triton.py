@@ -33,6 +33,14 @@ SIZES = {"vector_add": (2051,), "l2norm": (2051,), "rownorm": (3, 1031), "gemv":
          "gemm": (67, 45, 41), "attention": (3, 1, 37, 5), "attention_causal": (3, 1, 37, 5)}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _interpreter_for_this_module_only():
+    """The variable set above stays in this file: the next file of the same worker measures
+    (and roofbench.measure refuses to time while it is set)."""
+    yield
+    os.environ.pop("TRITON_INTERPRET", None)
+
+
 @pytest.fixture(scope="module")
 def interp():
     """The Triton kernel modules as the interpreter runs them (decorated under
