@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import re
 import statistics
 from dataclasses import asdict
 from typing import Any
@@ -16,7 +17,10 @@ from .records import SCHEMA, FleetConfig, Place, RankResult
 
 
 def _roof_key(r: Roof) -> str:
-    return f"{r.kind}:{r.level or r.precision}:{r.name}"
+    # A rank bound to its own cores names its CPU roofs for them ("... (cores 1)"): the same
+    # roof as its peers' on theirs.
+    name = re.sub(r" \(cores [^)]*\)$", "", r.name)
+    return f"{r.kind}:{r.level or r.precision}:{name}"
 
 
 def comparison_rows(results: dict[int, RankResult], margin: float) -> list[dict[str, Any]]:
