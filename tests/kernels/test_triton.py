@@ -22,8 +22,17 @@ from roofbench.kernels.spec import Case
 
 # Before triton is imported: Triton decorates its own library (tl.sum, ...) at import, as the
 # interpreter's functions only when this is set then. Only Triton reads it.
+# Set for the import only: an xdist worker collects every file before it runs any, and the
+# other files' tests must not run under it (roofbench.measure refuses to time an interpreter).
+_WAS = os.environ.get("TRITON_INTERPRET")
 os.environ["TRITON_INTERPRET"] = "1"
-triton = pytest.importorskip("triton", reason="triton is not installed (pip install triton)")
+try:
+    triton = pytest.importorskip("triton", reason="triton is not installed (pip install triton)")
+finally:
+    if _WAS is None:
+        os.environ.pop("TRITON_INTERPRET", None)
+    else:
+        os.environ["TRITON_INTERPRET"] = _WAS
 torch = pytest.importorskip("torch", reason="torch is not installed (the Triton kernels' arrays)")
 
 MODULES = ("triton_stream", "triton_gemm", "triton_attention")
@@ -35,10 +44,15 @@ SIZES = {"vector_add": (2051,), "l2norm": (2051,), "rownorm": (3, 1031), "gemv":
 
 @pytest.fixture(scope="module", autouse=True)
 def _interpreter_for_this_module_only():
-    """The variable set above stays in this file: the next file of the same worker measures
-    (and roofbench.measure refuses to time while it is set)."""
+    """TRITON_INTERPRET=1 while this file's tests run (kernels decorated and launched as the
+    interpreter's), and as it was after them: the next file of the same worker measures."""
+    was = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
     yield
-    os.environ.pop("TRITON_INTERPRET", None)
+    if was is None:
+        os.environ.pop("TRITON_INTERPRET", None)
+    else:
+        os.environ["TRITON_INTERPRET"] = was
 
 
 @pytest.fixture(scope="module")
