@@ -197,6 +197,13 @@ def _exit_stopped(signum: int, frame: object) -> None:
     os._exit(EXIT_STOPPED)
 
 
+def _forget_interrupt() -> None:
+    """CPython 3.11 marks a KeyboardInterrupt that passed through exec() of a string (as
+    dataclasses does while a module is imported) as unhandled for good, and at exit kills the
+    process by SIGINT (-2) whatever code it exits with; running a string again clears the mark."""
+    exec("None")  # noqa: S102
+
+
 def guarded(fn: Callable[[], int], prog: str = "roofbench", *, late_stop: bool = False) -> int:
     """Run a command inside the boundary: its exit code, or the one line and code of what
     ended it (``outcome``). ``late_stop`` (the process's own command, not a call in a test):
@@ -213,9 +220,12 @@ def guarded(fn: Callable[[], int], prog: str = "roofbench", *, late_stop: bool =
             import traceback
 
             traceback.print_exc()
+        if isinstance(e, KeyboardInterrupt):
+            _forget_interrupt()
         try:
             o = outcome(e)
         except KeyboardInterrupt:  # a second Ctrl-C while the first is said
+            _forget_interrupt()
             o = Outcome("stopped by SIGINT", EXIT_STOPPED)
         say(("error: " if o.code not in (EXIT_STOPPED,) else "") + o.line, prog)
         return o.code

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from roofbench.boundary import EXIT_STOPPED
+from roofbench.boundary import EXIT_STOPPED, signal_name
 from roofbench.paths import home
 from roofbench.records import RoofSet, RunResult
 
@@ -71,11 +71,12 @@ def run_session(args: argparse.Namespace, be: backends.Backend, opts: RunOptions
     try:
         with session.guard("roofs"):
             roofs = given or roofs_with_progress(be, None, args.quick)
-        session.set_roofs(roofs)
-        with Heartbeat() as beat, session.guard("cases"):
+            session.set_roofs(roofs)
+        with session.guard("cases"), Heartbeat() as beat:
             session.run_cases(beat)
-    except KeyboardInterrupt:
-        pass  # recorded by the guard; the report of what finished is still written
+    except KeyboardInterrupt as e:  # the report of what finished is still written
+        if not session.run.interrupted:  # landed between two guarded steps
+            session.cut_short("signal", signal_name(e))
     paths = write_report_files(session)
     Console(width=max(Console().width, 140)).print(summary_table(session.run))
     return session, paths

@@ -268,9 +268,39 @@ def test_sigterm_after_the_last_line_exits_130():
     assert out.returncode == 130 and out.stdout == "last line\n"
 
 
+def test_ctrl_c_through_exec_of_a_string_still_exits_130(tmp_path):
+    """A Ctrl-C that lands while dataclasses exec()s a generated __init__ (a module being
+    imported): CPython 3.11 marks it unhandled for good, and a `python -m` process died by
+    SIGINT (-2) after printing the stop and choosing 130 (seen in CI: the signal matrix's
+    start-up)."""
+    (tmp_path / "stopped_in_exec.py").write_text(textwrap.dedent("""
+        import sys
+        from roofbench.boundary import guarded
+        def command():
+            exec("raise KeyboardInterrupt")
+        sys.exit(guarded(command))
+    """))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    out = subprocess.run([sys.executable, "-m", "stopped_in_exec"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stderr) == (130, "roofbench: stopped by SIGINT\n")
+
+
+def test_a_stop_while_the_roofs_are_saved_is_recorded(tmp_path, roofs_file, monkeypatch):
+    """A Ctrl-C after the roofs and before the cases (the run's roofs being saved): exit 130
+    and a results.json that says it stopped, never a run that looks finished with no case."""
+    from roofbench.bench.measure.session import Session
+
+    monkeypatch.setattr(Session, "set_roofs", _stop)
+    assert main([*OCC, "--roofs", str(roofs_file), "--out", str(tmp_path / "o")]) == 130
+    (res,) = (tmp_path / "o").glob("*/*/results.json")
+    run = load_run(res)
+    assert run.interrupted and run.stop is not None and run.stop.cause == "signal"
+
+
 # Numba threads (5), cache (3), memory (4 + 1), os._exit, encodings, compare (3), FLOPs (3),
-# phases and signals (5)
-ATTEMPTS = 5 + 3 + 5 + 1 + 1 + 3 + 3 + 5
+# phases and signals (7)
+ATTEMPTS = 5 + 3 + 5 + 1 + 1 + 3 + 3 + 7
 
 
 def test_a_stop_inside_a_c_callback_is_sent_again():
