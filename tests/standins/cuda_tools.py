@@ -160,12 +160,13 @@ def nvrtc_compile(source: str, arch: str) -> tuple[bool, str, int]:
     try:
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * n
+        log = bytearray(n)  # never b" " * n: n == 1 is CPython's shared b" ", NUL-filled
         nvrtc.nvrtcGetProgramLog(prog, log)
         size = 0
         if err == nvrtc.nvrtcResult.NVRTC_SUCCESS:
             _, size = nvrtc.nvrtcGetCUBINSize(prog)
-        return err == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace"), int(size)
+        return (err == nvrtc.nvrtcResult.NVRTC_SUCCESS,
+                bytes(log).rstrip(b"\0").decode(errors="replace"), int(size))
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 
