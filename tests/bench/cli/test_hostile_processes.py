@@ -63,6 +63,12 @@ def _wait_line(proc: subprocess.Popen, words: str, limit_s: float = 180) -> list
     pytest.fail(f"never said {words!r}: {''.join(seen)[-2000:]}")
 
 
+def _ctrl_c_as_a_terminal() -> None:
+    """In the child: SIGINT as a terminal delivers it. A test run started in the background of
+    a shell (`make test &`, nohup) inherits SIGINT ignored, and Python then rightly ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 @pytest.mark.parametrize("phase", PHASES)
@@ -74,7 +80,7 @@ def test_signal_matrix(phase: str, sig: signal.Signals, tmp_path: Path, roofs_fi
     if phase == "report":
         cmd = [sys.executable, "-c", SLOW_REPORT, *cmd[3:]]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_a_terminal)
     seen: list[str] = []
     if phase == "start-up":
         time.sleep(0.8)  # Python is importing numpy, pandas, rich, the command line
