@@ -19,3 +19,5 @@ H200_RUNS = {p.parent.name: p for p in sorted(H200_DIR.glob("*/results.json"))}
 # The ncu CSVs recorded around those runs (details pages)
 H200_NCU = {name: FIXTURES / "h200-2026-11-30" / f"ncu-{name}.csv"
             for name in ("naive", "fused", "vadd")}
+# A real CPU run (AMD EPYC, 2026-12-01) the CLI's hostile tests and the plot benchmark start from
+REAL_CPU_RUN = ROOT / "results" / "amd-epyc" / "20261201T205416Z" / "results.json"

@@ -26,23 +26,9 @@ from roofbench.bench.cli import main
 from roofbench.bench.errors import UserError
 from roofbench.bench.measure.session import MAX_ELEMENTS, parse_size
 from roofbench.bench.results import load_run
-from testpaths import ROOT
+from testpaths import REAL_CPU_RUN
 
 import roofbench.fileio
-
-SOURCE = ROOT / "results" / "amd-epyc" / "20261201T205416Z" / "results.json"  # a real run
-
-
-@pytest.fixture
-def run_dir(tmp_path: Path) -> Path:
-    """A real run's results.json cut to four cases (reports and plots take a second)."""
-    d = json.loads(SOURCE.read_text())
-    d["cases"] = d["cases"][:4]
-    folder = tmp_path / "run"
-    folder.mkdir()
-    (folder / "results.json").write_text(json.dumps(d, indent=1))
-    (folder / "results.csv").write_text("workload\n")
-    return folder
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -364,7 +350,7 @@ def test_any_numbers_in_a_case_read_or_are_named(fields: dict):
 
     from roofbench.readers import read_run
 
-    d = json.loads(SOURCE.read_text())
+    d = json.loads(REAL_CPU_RUN.read_text())
     d["cases"] = d["cases"][:2]
     d["cases"][0].update(fields)
     run = read_run(d, declared_buffers)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from patience import patience
 from roofbench.bench.results import load_run
-from testpaths import ROOT
+from testpaths import REAL_CPU_RUN, ROOT
 
 RUN = [sys.executable, "-m", "roofbench.bench.cli", "run", "--backend", "cpu", "--quick",
        "--kernel", "vector_add", "--dtype", "fp32", "--size", "1k"]
@@ -207,7 +207,7 @@ def test_a_full_disk_during_a_run_stops_it_with_one_line(tiny_disk: Path, roofs_
 
 @pytest.mark.slow
 def test_a_full_disk_in_report_is_one_line(tiny_disk: Path, tmp_path: Path):
-    src = ROOT / "results" / "amd-epyc" / "20261201T205416Z" / "results.json"
+    src = REAL_CPU_RUN
     p = subprocess.run([*RUN[:3], "report", str(src), "--out", str(tiny_disk / "r.md")],
                        env=ENV, capture_output=True, text=True, timeout=patience(300))
     assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr[-3000:]
@@ -216,7 +216,7 @@ def test_a_full_disk_in_report_is_one_line(tiny_disk: Path, tmp_path: Path):
 
 @pytest.mark.slow
 def test_a_file_size_limit_is_one_line(tmp_path: Path):
-    src = ROOT / "results" / "amd-epyc" / "20261201T205416Z" / "results.json"
+    src = REAL_CPU_RUN
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
@@ -233,7 +233,7 @@ def test_a_file_size_limit_is_one_line(tmp_path: Path):
                                  {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}],
                          ids=["latin-1", "C-locale"])
 def test_output_encodings_that_are_not_utf8(env: dict, tmp_path: Path):
-    src = ROOT / "results" / "amd-epyc" / "20261201T205416Z" / "results.json"
+    src = REAL_CPU_RUN
     folder = tmp_path / "rün ✓"
     folder.mkdir()
     d = json.loads(src.read_text())

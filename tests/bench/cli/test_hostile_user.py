@@ -24,18 +24,6 @@ from testpaths import ROOT
 
 from roofbench import boundary
 
-SOURCE = ROOT / "results" / "amd-epyc" / "20261201T205416Z" / "results.json"
-
-
-@pytest.fixture
-def run_dir(tmp_path: Path) -> Path:
-    d = json.loads(SOURCE.read_text())
-    d["cases"] = d["cases"][:3]
-    folder = tmp_path / "run"
-    folder.mkdir()
-    (folder / "results.json").write_text(json.dumps(d))
-    return folder
-
 
 def _one_line(err: str) -> str:
     lines = [ln for ln in err.splitlines() if ln.startswith("roofbench")]
@@ -161,7 +149,7 @@ def test_a_path_that_is_not_utf8_is_stored_and_reported(run_dir, tmp_path, capsy
 def test_compare_onto_an_input_writes_nothing(run_dir, tmp_path, capsys):
     rc = main(["compare", str(run_dir), str(run_dir), "--out", str(run_dir / "results")])
     assert rc == 2 and "input of this command" in _one_line(capsys.readouterr().err)
-    assert sorted(p.name for p in run_dir.iterdir()) == ["results.json"]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["results.csv", "results.json"]
 
 
 def test_a_gate_that_judged_nothing_exits_2_before_writing(run_dir, tmp_path, capsys):
