@@ -79,8 +79,7 @@ def source(backend: backends.Backend, purpose: Purpose, *, given: str | Path | N
       cache) make that a one-line error.
     """
     if given:
-        path = Path(given)
-        return Sourced(_load(path, require_schema=False), path, False)
+        return Sourced(_load(Path(given), require_schema=False), Path(given), False)
     path = roofs_file(backend, purpose, file)
     if path is None:
         return Sourced(backend.measure_roofs(quick=quick, progress=progress), None, True)
