@@ -91,8 +91,8 @@ def source(backend: backends.Backend, purpose: Purpose, *, given: str | Path | N
     rs = backend.measure_roofs(quick=quick, progress=progress, checkpoint=_saver(path))
     if save_cache(backend, rs, path) and (purpose == "measure" or
                                           (purpose == "calibrate" and file is not None)):
-        why = rs.info["calibrated_file_error"].removeprefix(f"{path}: ")
-        raise UserError(f"cannot write {path}: {why}")
+        reason = rs.info["calibrated_file_error"].removeprefix(f"{path}: ")
+        raise UserError(f"cannot write {path}: {reason}")
     if why:  # this time only: not kept in the file
         rs.notes.append(why)
     return Sourced(rs, path, True)
