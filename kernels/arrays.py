@@ -7,6 +7,9 @@ bf16 or fp8, they are raw 16- and 8-bit words that the kernels reinterpret (``DE
 rounded from float32 to nearest-even on the device with the same result as ml_dtypes'
 conversion (tests/kernels/test_device_arrays.py checks every fp8 code, the ties and the overflow).
 Every operation is written against ``xp``, so the device form also runs on numpy.
+The dtype table (``DTYPES``, ``itemsize``, ``np_dtype``) is here, with the storage: spec.py
+declares workloads with it, imports this module at its top and hands the three on to its
+importers.
 """
 
 from __future__ import annotations
@@ -16,7 +19,32 @@ from typing import Any
 
 import numpy as np
 
-from .spec import np_dtype
+try:  # ml_dtypes gives numpy host types for bf16 and fp8 (e4m3)
+    import ml_dtypes
+
+    _BF16 = np.dtype(ml_dtypes.bfloat16)
+    _FP8 = np.dtype(ml_dtypes.float8_e4m3fn)
+except ImportError:  # pragma: no cover - ml_dtypes is a hard dependency
+    _BF16 = _FP8 = None
+
+# dtype name -> (numpy host dtype, bytes per value)
+DTYPES: dict[str, np.dtype] = {
+    "fp64": np.dtype(np.float64),
+    "fp32": np.dtype(np.float32),
+    "fp16": np.dtype(np.float16),
+}
+if _BF16 is not None:
+    DTYPES["bf16"] = _BF16
+    DTYPES["fp8"] = _FP8
+
+
+def itemsize(dtype: str) -> int:
+    return DTYPES[dtype].itemsize
+
+
+def np_dtype(dtype: str) -> np.dtype:
+    return DTYPES[dtype]
+
 
 # Device storage: bf16/fp8 as raw words (bits as ml_dtypes has them on the host).
 DEVICE_STORAGE: dict[str, np.dtype] = {

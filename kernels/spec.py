@@ -16,45 +16,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from roofbench.records import OccupancyLevel
 
-if TYPE_CHECKING:
-    from .arrays import Arrays
+from .arrays import DTYPES as DTYPES  # the dtype table lives with the storage (arrays.py)
+from .arrays import HOST, Arrays, itemsize
+from .arrays import np_dtype as np_dtype
 
 Size = tuple[int, ...]
 # An array of the case's array module (numpy on the host, CuPy on a GPU).
 Array = Any
-
-try:  # ml_dtypes gives numpy host types for bf16 and fp8 (e4m3)
-    import ml_dtypes
-
-    _BF16 = np.dtype(ml_dtypes.bfloat16)
-    _FP8 = np.dtype(ml_dtypes.float8_e4m3fn)
-except ImportError:  # pragma: no cover - ml_dtypes is a hard dependency
-    _BF16 = _FP8 = None
-
-# dtype name -> (numpy host dtype, bytes per value)
-DTYPES: dict[str, np.dtype] = {
-    "fp64": np.dtype(np.float64),
-    "fp32": np.dtype(np.float32),
-    "fp16": np.dtype(np.float16),
-}
-if _BF16 is not None:
-    DTYPES["bf16"] = _BF16
-    DTYPES["fp8"] = _FP8
-
-
-def itemsize(dtype: str) -> int:
-    return DTYPES[dtype].itemsize
-
-
-def np_dtype(dtype: str) -> np.dtype:
-    return DTYPES[dtype]
-
 
 MiB = 1 << 20
 
@@ -223,8 +197,6 @@ class Workload:
                     arrays: Arrays | None = None) -> dict[str, Array]:
         """Fresh random inputs (never zeros) in the storage of ``arrays`` (the host's numpy by
         default; on a device its own generator ``rng`` draws them there)."""
-        from .arrays import HOST
-
         arrays = arrays or HOST
         xp = arrays.xp
         lo, hi = self.input_range
@@ -249,8 +221,6 @@ class Workload:
                  arrays: Arrays | None = None) -> dict[str, Array]:
         """The float64 reference outputs of ``inputs`` (stored as ``arrays`` stores them),
         computed where they are."""
-        from .arrays import HOST
-
         arrays = arrays or HOST
         bufs = self.inputs(size, dtype)
         x64 = {n: arrays.values(a, bufs[n].dtype) for n, a in inputs.items()}

@@ -1,7 +1,8 @@
 """Every record roofbench writes to disk: results.json, roofs files, the calibration cache.
 
 Each record is a dataclass with ``to_dict`` (what is written, exactly); reading any version
-ever written is readers.py's job. Files: ``roofbench.results`` (results.json) version 3
+ever written is readers.py's job. The roof records (Roof, RoofSet) are roof_records.py's,
+named here too. Files: ``roofbench.results`` (results.json) version 3
 (``RESULTS_SCHEMA_VERSION``); a roof set (``RoofSet.to_dict``) version 2; a GPU's calibration
 cache ``roofbench.calibrated-roofs/1`` (``CalibratedRoofs``, calibrated.py). Part of the shared
 root: it imports nothing from kernels/, roofs/ or bench/.
@@ -9,13 +10,21 @@ root: it imports nothing from kernels/, roofs/ or bench/.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from . import __version__, roofline
+from . import __version__
 from .cache_records import CacheSweep, Placement, SweepPoint  # noqa: F401 - re-exported
-from .roof_context import RoofContext, RoofState
+from .roof_context import RoofState
+from .roof_records import (  # noqa: F401 - re-exported: the roof records live there
+    ROOFSET_SCHEMA_VERSION,
+    DatasheetMatch,
+    ProbeFailure,
+    Roof,
+    RoofKind,
+    RoofSet,
+    Source,
+)
 from .timing import Timing
 
 if TYPE_CHECKING:
@@ -27,137 +36,6 @@ class Plain:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(cast("DataclassInstance", self))
-
-# ---------------------------------------------------------------------------- roofs
-
-RoofKind = Literal["memory", "compute", "interconnect"]
-Source = Literal["measured", "datasheet", "theoretical", "user"]
-
-
-@dataclass
-class Roof:
-    """One ceiling of a device.
-
-    ``value`` is in FLOP/s for compute roofs and bytes/s for memory and interconnect roofs.
-    ``evidence`` holds how a measured roof was obtained (probe, size, samples, clocks) or where
-    a datasheet figure comes from.
-    """
-
-    name: str
-    kind: RoofKind
-    value: float
-    source: Source
-    level: str | None = None  # memory/interconnect roofs
-    precision: str | None = None  # compute roofs
-    evidence: dict[str, Any] = field(default_factory=dict)
-    median: float | None = None  # the probe's median figure; ``value`` is its best (ROOF_RULE)
-    cache: CacheSweep | None = None  # a CPU cache level's roof: the sweep it comes from
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.value, (int, float)) and math.isfinite(self.value)
-                and self.value > 0):
-            raise ValueError(f"roof {self.name!r}: value must be a positive finite number, "
-                             f"got {self.value!r}")
-        if self.kind == "compute" and not self.precision:
-            raise ValueError(f"compute roof {self.name!r} needs a precision")
-        if self.kind in ("memory", "interconnect") and not self.level:
-            raise ValueError(f"{self.kind} roof {self.name!r} needs a level")
-
-    @property
-    def unit(self) -> str:
-        return "FLOP/s" if self.kind == "compute" else "B/s"
-
-    @property
-    def key(self) -> str:
-        """Its precision (a compute roof) or its level (memory, interconnect): never None."""
-        key = self.precision if self.kind == "compute" else self.level
-        assert key is not None  # __post_init__ refuses a roof without it
-        return key
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(replace(self, cache=None))
-        del d["cache"]  # absent, not null, on every roof but a cache level's
-        d.update({"cache": self.cache.to_dict()} if self.cache else {}, unit=self.unit)
-        if d["median"] is None:  # optional: roofs written before it, datasheet roofs
-            del d["median"]
-        return d
-
-
-@dataclass(frozen=True)
-class ProbeFailure:
-    """A probe that could not measure its roof, and why (the others are still measured)."""
-
-    probe: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class DatasheetMatch:
-    """Which datasheet entry the device matched (None: no datasheet roofs), and why."""
-
-    entry: str | None
-    reason: str
-
-
-# Version of the roof-set layout below. 1: free-form ``info`` (failed probes as a list or a
-# dict, the datasheet as ``info["datasheet"]`` on CPUs or ``info["datasheet_match"]`` on GPUs);
-# 2: those facts are typed fields and ``info`` holds only raw probe evidence.
-ROOFSET_SCHEMA_VERSION = 2
-
-
-@dataclass
-class RoofSet:
-    """All roofs of one device, measured and datasheet side by side.
-
-    ``datasheet``, ``failed_probes``, ``notes`` and ``elapsed_s`` are what reports read;
-    ``info`` keeps the raw evidence of the probes (sweeps, configurations, per-probe seconds),
-    stored as measured and shown only as evidence.
-    """
-
-    device: str
-    roofs: list[Roof] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
-    datasheet: DatasheetMatch | None = None
-    failed_probes: list[ProbeFailure] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # caveats a report must print
-    elapsed_s: float | None = None  # seconds the probes took
-    context: RoofContext | None = None  # the probe environment, a run's states (roof_context)
-
-    def add(self, roof: Roof) -> None:
-        self.roofs.append(roof)
-
-    def compute(self, precision: str, source: str | None = None) -> Roof | None:
-        return roofline.pick(self.roofs, "compute", precision, source)
-
-    def memory(self, level: str = "dram", source: str | None = None) -> Roof | None:
-        return roofline.pick(self.roofs, "memory", level, source)
-
-    def interconnect(self, level: str, source: str | None = None) -> Roof | None:
-        return roofline.pick(self.roofs, "interconnect", level, source)
-
-    def sources(self) -> list[str]:
-        return sorted({r.source for r in self.roofs})
-
-    def ridge(self, precision: str, level: str = "dram", source: str | None = None) -> float:
-        return roofline.ridge(self, precision, level, source)
-
-    def bound(self, intensities: dict[str, float], precision: str,
-              link_intensities: dict[str, float] | None = None,
-              source: str | None = None) -> roofline.Bound:
-        return roofline.bound(self, intensities, precision, link_intensities, source)
-
-    def attainable(self, ai: float, precision: str, level: str = "dram",
-                   source: str | None = None) -> float:
-        return roofline.attainable(self, ai, precision, level, source)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": ROOFSET_SCHEMA_VERSION, "device": self.device,
-                "datasheet": asdict(self.datasheet) if self.datasheet else None,
-                "failed_probes": [asdict(f) for f in self.failed_probes],
-                "notes": list(self.notes), "elapsed_s": self.elapsed_s,
-                "info": self.info, "roofs": [r.to_dict() for r in self.roofs],
-                **({"context": self.context.to_dict()} if self.context else {})}
-
 
 # ---------------------------------------------------------------------------- launches
 

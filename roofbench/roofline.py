@@ -3,22 +3,32 @@
 A roof is either a bandwidth ceiling of one memory level (bytes/s) or a compute ceiling of one
 precision (FLOP/s). Attainable performance of a point with arithmetic intensity ``ai`` (FLOP per
 byte of one level) is ``min(compute, bandwidth x ai)`` over every level (and link) that has a
-roof. Which roof of a level or precision counts is decided once, here (``SOURCE_ORDER``): the
-records (Roof, RoofSet) are in records.py, and everything that ranks roofs uses this order.
+roof. Which roof of a level or precision counts is decided once (``SOURCE_ORDER``, ``pick``)
+and the bound of a point computed once (``bound``, ``ridge``, ``attainable``), beside the roof
+records in roof_records.py (RoofSet's methods answer with them; this module hands them on), and
+everything that ranks roofs uses this order. This module places cases (records.py's CaseResult)
+under a roof set; neither record module imports it.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 from .cache_records import CACHE_LEVELS, CacheSweep, Placement
-
-if TYPE_CHECKING:
-    from .records import CaseResult, Roof, RoofSet
+from .records import CaseResult
+from .roof_records import (  # noqa: F401 - which roof counts, and the bound: re-exported
+    SOURCE_ORDER,
+    SOURCE_RANK,
+    Bound,
+    Roof,
+    RoofSet,
+    attainable,
+    bound,
+    pick,
+    ridge,
+)
 
 # Memory levels, outermost first. "dram" is the off-chip memory (HBM on a GPU, DDR on a CPU):
 # the same key everywhere so that kernel accounting does not depend on the device. A CPU's
@@ -32,79 +42,11 @@ PRECISIONS = (
     "fp64_tc", "tf32_tc", "fp16_tc", "bf16_tc", "fp8_tc",
 )
 
-# Measured beats user-given beats theoretical beats datasheet: a roof is a statement about what
-# this device did, and a datasheet is only a lead.
-SOURCE_ORDER = ("measured", "user", "theoretical", "datasheet")
-SOURCE_RANK = {s: i for i, s in enumerate(SOURCE_ORDER)}
-
 
 def device_slug(name: str) -> str:
     """A file-name-safe key for a device: 'NVIDIA H200' -> 'nvidia-h200'."""
     s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     return s or "unknown-device"
-
-
-@dataclass(frozen=True)
-class Bound:
-    """Where a point sits: the roof that limits it and the attainable performance there."""
-
-    attainable: float  # FLOP/s
-    limiter: Literal["memory", "compute", "interconnect"]
-    roof: str  # name of the limiting roof
-
-
-def pick(roofs: Iterable[Roof], kind: str, key: str, source: str | None = None) -> Roof | None:
-    """The roof of ``kind`` for a level or precision ``key``: the best source by SOURCE_ORDER,
-    and within one source the highest value (several probes may measure one level)."""
-    attr = "precision" if kind == "compute" else "level"
-    cands = [r for r in roofs if r.kind == kind and getattr(r, attr) == key
-             and (source is None or r.source == source)]
-    if not cands:
-        return None
-    best = min(SOURCE_RANK[r.source] for r in cands)
-    return max((r for r in cands if SOURCE_RANK[r.source] == best), key=lambda r: r.value)
-
-
-def ridge(rs: RoofSet, precision: str, level: str = "dram", source: str | None = None) -> float:
-    """Intensity (FLOP/byte) where the bandwidth roof meets the compute roof."""
-    c, m = rs.compute(precision, source), rs.memory(level, source)
-    if c is None or m is None:
-        raise KeyError(f"{rs.device}: no {precision} compute roof or {level} memory roof"
-                       + (f" from source {source}" if source else ""))
-    return c.value / m.value
-
-
-def bound(rs: RoofSet, intensities: dict[str, float], precision: str,
-          link_intensities: dict[str, float] | None = None,
-          source: str | None = None) -> Bound:
-    """Attainable FLOP/s for a point with one intensity per memory level.
-
-    ``intensities`` maps level -> FLOP per byte moved through that level; every level that has
-    a roof bounds the point. ``link_intensities`` does the same for interconnect roofs (FLOP per
-    byte communicated): attainable = min(compute, B_l x AI_l for every level/link).
-    """
-    c = rs.compute(precision, source)
-    if c is None:
-        raise KeyError(f"{rs.device}: no {precision} compute roof")
-    best = Bound(c.value, "compute", c.name)
-    for level, ai in intensities.items():
-        m = rs.memory(level, source)
-        if m is None or ai is None or not math.isfinite(ai):
-            continue
-        if m.value * ai < best.attainable:
-            best = Bound(m.value * ai, "memory", m.name)
-    for link, ai in (link_intensities or {}).items():
-        r = rs.interconnect(link, source)
-        if r is None or ai is None or not math.isfinite(ai):
-            continue
-        if r.value * ai < best.attainable:
-            best = Bound(r.value * ai, "interconnect", r.name)
-    return best
-
-
-def attainable(rs: RoofSet, ai: float, precision: str, level: str = "dram",
-               source: str | None = None) -> float:
-    return bound(rs, {level: ai}, precision, source=source).attainable
 
 
 def roof_precision(precision: str, roofs: RoofSet) -> str:
@@ -203,8 +145,8 @@ def side_by_side(rs: RoofSet) -> list[dict[str, Any]]:
     keys += sorted(k for k in seen if k not in keys and k[0] in ("memory", "compute"))
     rows = []
     for kind, key in keys:
-        pick = rs.memory if kind == "memory" else rs.compute
-        m, d, t = pick(key, "measured"), pick(key, "datasheet"), pick(key, "theoretical")
+        get = rs.memory if kind == "memory" else rs.compute
+        m, d, t = get(key, "measured"), get(key, "datasheet"), get(key, "theoretical")
         if not (m or d or t):
             continue
         ceiling = (m.evidence.get("ceiling") if m else None) or ""

@@ -9,6 +9,7 @@ the import map's floors.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import shutil
 import subprocess
@@ -74,20 +75,27 @@ def imports_of(path: Path, tree: ast.AST | None = None) -> set[str]:
             assert isinstance(tree, ast.Module)
             tree.body.remove(lazy)  # checked on its own: test_the_facade_imports_lazily
     names: set[str] = set()
-    pkg = module_of(path).split(".")
-    if path.name != "__init__.py":
-        pkg = pkg[:-1]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            if node.level:  # relative: resolve against the module's package
-                base = pkg[: len(pkg) - (node.level - 1)]
-                mod = ".".join(base + ([mod] if mod else []))
+            mod = from_module(path, node)
             names.add(mod)
             names |= {f"{mod}.{a.name}" for a in node.names}  # "from pkg import module"
     return names
+
+
+def from_module(path: Path, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` in ``path`` names; a relative one resolved against
+    the module's package."""
+    mod = node.module or ""
+    if not node.level:
+        return mod
+    pkg = module_of(path).split(".")
+    if path.name != "__init__.py":
+        pkg = pkg[:-1]
+    base = pkg[: len(pkg) - (node.level - 1)]
+    return ".".join(base + ([mod] if mod else []))
 
 
 def sources() -> list[Path]:
@@ -139,6 +147,157 @@ def test_the_facade_imports_the_api_lazily():
     import roofbench
 
     assert roofbench.measure is api.measure and roofbench.Session is api.Session
+
+
+# Import circles among the project's modules, counting every import: at a module's top, in a
+# function's body (a deferred import hides a circle, it does not break it) and under
+# TYPE_CHECKING. A circle is broken by moving the shared piece to a module below both; these are
+# the ones left, each tracked by issue 31 (item 4) and owned by another change: a NEW circle, or
+# one of these grown by a module, fails.
+KNOWN_CIRCLES = {
+    # isolation.py takes runner.py's private _record (issue 31 tracks it).
+    frozenset({"roofbench.bench.measure.isolation", "roofbench.bench.measure.runner"}),
+    # profile.py and the parts it imports on use, which import it back (issue 31: the profile
+    # modules are being unified).
+    frozenset({f"roofbench.bench.measure.{m}" for m in (
+        "profile", "profile_compile", "profile_fusion", "profile_jax", "profile_report")}),
+    # pytest_ab.py takes pytest_plugin.py's private _STATE, pytest_plugin.py loads pytest_ab.py
+    # (issue 31).
+    frozenset({"roofbench.bench.measure.pytest_ab", "roofbench.bench.measure.pytest_plugin"}),
+}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports (every import, deferred ones too)."""
+    mods = {module_of(p): p for p in sources()}
+    return {m: {i for i in imports_of(p) if i in mods and i != m} for m, p in mods.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
+    """The strongly connected groups of more than one module (Tarjan's, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: set[frozenset[str]] = set()
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                group = set()
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    group.add(w)
+                    if w == v:
+                        break
+                if len(group) > 1:
+                    out.add(frozenset(group))
+    return out
+
+
+def test_the_circle_finder_finds_circles_and_deferred_imports():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e", "a"}}
+    assert circles(graph) == {frozenset("abc")}
+    deferred = ast.parse("def f():\n    from .roofline import pick\n")
+    assert "roofbench.roofline" in imports_of(ROOT / "roofbench" / "records.py", deferred)
+
+
+def test_no_import_circles_but_the_known_ones():
+    """The circles once hidden behind deferred imports (present/sections <-> its section
+    modules, kernels/arrays <-> spec, roofbench/records <-> roofline) stay broken."""
+    new = sorted(sorted(c) for c in circles(import_graph()) - KNOWN_CIRCLES)
+    assert new == []
+
+
+# A private name (one leading underscore) taken from another project module is a contract its
+# module never declared: made public, or the piece moved, instead. These are the ones left
+# (issue 31 item 4), each in another change's files; a NEW one fails. An entry that is gone
+# may be struck out.
+PRIVATE_IMPORTS_ALLOWED = {
+    ("bench/backends/tma_launch.py", "roofbench.roofs.probes.cuda_driver._drv"),
+    ("bench/measure/ab.py", "roofbench.bench.measure.api._command"),
+    ("bench/measure/ab.py", "roofbench.bench.measure.api._timer"),
+    ("bench/measure/ab.py", "roofbench.bench.measure.runner._fill_metrics"),
+    ("bench/measure/callables.py", "roofbench.bench.measure.runner._fill_metrics"),
+    ("bench/measure/case_child.py", "roofbench.bench.measure.runner._record"),
+    ("bench/measure/isolation.py", "roofbench.bench.measure.runner._record"),
+    ("bench/measure/profile.py", "roofbench.bench.measure.api._timer"),
+    ("bench/measure/profile.py", "roofbench.bench.measure.runner._fill_metrics"),
+    ("bench/measure/profile_jax.py", "roofbench.bench.measure.profile._DTYPES"),
+    ("bench/measure/profile_jax.py", "roofbench.bench.measure.profile._timer"),
+    ("bench/measure/pytest_ab.py", "roofbench.bench.measure.pytest_plugin._STATE"),
+    ("bench/measure/pytest_plugin.py", "roofbench.bench.measure.pytest_ab._roofline_ab_runs"),
+    ("bench/measure/scan.py", "roofbench.bench.measure.runner._record"),
+    ("bench/measure/session.py", "roofbench.bench.measure.runner._record"),
+}
+
+
+def private_imports(path: Path, tree: ast.AST | None = None) -> set[str]:
+    """The private names ``path`` takes from other project modules, as ``module.name``: by
+    ``from module import _name`` (deferred ones too), or as ``alias._name`` of a module it
+    imported."""
+    tree = tree if tree is not None else ast.parse(path.read_text())
+    mods = project_modules()
+    me = module_of(path)
+    found: set[str] = set()
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            mod = from_module(path, node)
+            for a in node.names:
+                if f"{mod}.{a.name}" in mods:
+                    aliases[a.asname or a.name] = f"{mod}.{a.name}"
+                elif mod in mods and mod != me and _private(a.name):
+                    found.add(f"{mod}.{a.name}")
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname: a.name for a in node.names if a.asname and a.name in mods}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in aliases and _private(node.attr):
+            found.add(f"{aliases[node.value.id]}.{node.attr}")
+    return found
+
+
+@functools.cache
+def project_modules() -> frozenset[str]:
+    return frozenset(module_of(p) for p in sources())
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_a_private_name_is_found_however_it_is_taken():
+    here = ROOT / "bench" / "measure" / "scan.py"
+    code = ("from .runner import _record, time_case\n"
+            "def f():\n    from . import runner as r\n    return r._fill_metrics\n")
+    assert private_imports(here, ast.parse(code)) == {
+        "roofbench.bench.measure.runner._record", "roofbench.bench.measure.runner._fill_metrics"}
+
+
+def test_no_private_name_is_taken_from_another_module():
+    found = {(str(p.relative_to(ROOT)), name) for p in sources() for name in private_imports(p)}
+    assert sorted(found - PRIVATE_IMPORTS_ALLOWED) == []
 
 
 def test_no_source_file_is_longer_than_450_lines():

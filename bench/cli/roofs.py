@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from rich.table import Table
-from roofbench.roofs.files import RoofsFileError, default_path, load_roofs, save_calibrated
+from roofbench.roofs.files import RoofsFileError, load_roofs
 
 from roofbench.records import RoofSet
 from roofbench.roofline import side_by_side
@@ -17,28 +17,26 @@ from roofbench.units import si
 from ..backends import REGISTRY
 from ..backends import base as backends
 from ..errors import UserError
+from ..measure.roof_source import roofs_file, source
 from ..present.tables import plot_device, print_summary, wide_console
 from ..results import check_output, check_writable
 from .progress import steps
 
 
 def _measure(args: argparse.Namespace) -> int:
+    """Measured now, whatever is cached, and written to --out, else to a GPU's calibration
+    cache (a CPU's roofs are measured on every run): roof_source.source, purpose "measure"."""
     be = backends.open_for_user(args.backend or "auto")
-    out = Path(args.out) if args.out else (default_path(be.device_name()) if be.kind == "gpu"
-                                           else None)
+    out = roofs_file(be, "measure", args.out)
     if out is not None:  # before the probes: a bad --out never costs their minutes
         check_output([out])
         check_writable(out.parent)
     with steps("roofs") as say:
-        rs = be.measure_roofs(quick=args.quick, progress=say)
+        rs = source(be, "measure", file=out, quick=args.quick, progress=say).roofs
     print_summary(rs)
     if out is None:
         print("not saved (CPU roofs are measured on every run); --out FILE saves them")
         return 0
-    try:
-        save_calibrated(rs, out)
-    except OSError as e:
-        raise UserError(f"cannot write {out}: {e.strerror or e}") from None
     print(f"roofs: {out}")
     return 0
 

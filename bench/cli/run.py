@@ -25,14 +25,11 @@ from .progress import Heartbeat, steps
 
 # -- helpers --------------------------------------------------------------------------------
 
-def roofs_with_progress(be: backends.Backend, roofs_file: str | None, quick: bool,
-                        recalibrate: bool = False) -> RoofSet:
-    """``obtain_roofs`` (bench/measure/roof_source.py: the one roof-sourcing policy) with
-    progress while probes measure."""
-    if roofs_file:
-        return obtain_roofs(be, roofs_file=roofs_file)
+def roofs_with_progress(be: backends.Backend, quick: bool) -> RoofSet:
+    """The run's roofs without --roofs (bench/measure/roof_source.py: the one roof-sourcing
+    policy), with progress while probes measure."""
     with steps("roofs") as say:
-        return obtain_roofs(be, recalibrate=recalibrate, quick=quick, progress=say)
+        return obtain_roofs(be, quick=quick, progress=say)
 
 
 def summary_table(run: RunResult) -> Table:
@@ -70,7 +67,7 @@ def run_session(args: argparse.Namespace, be: backends.Backend, opts: RunOptions
     session = Session(opts, be, out_root)  # names and sizes checked, then the folder made
     try:
         with session.guard("roofs"):
-            roofs = given or roofs_with_progress(be, None, args.quick)
+            roofs = given or roofs_with_progress(be, args.quick)
             session.set_roofs(roofs)
         with session.guard("cases"), Heartbeat() as beat:
             session.run_cases(beat)

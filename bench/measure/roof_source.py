@@ -1,14 +1,19 @@
-"""Roofs for a run: the calibrated file of a GPU (measured once, reused), or a fresh measurement.
+"""Roofs for a run: the calibrated file of a device (measured once, reused), or a fresh
+measurement — one policy, ``source`` (its table below), for every command and the API.
 
-``obtain_roofs`` is what `roofbench run/bench` call; ``calibrate`` is `roofbench calibrate`.
-Showing them (tables of measured vs datasheet, the device's roofline) is bench/present/tables.py.
+Entry points, each one call of ``source``: `roofbench run/bench/occupancy` (``obtain_roofs``,
+purpose "run"), `roofbench.measure` (``stored_or_quick_roofs``, "cached"), `roofbench calibrate`
+(``calibrate``, "calibrate"), `roofbench roofs` ("measure"). Showing them (tables of measured vs
+datasheet, the device's roofline) is bench/present/tables.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from roofbench.roofs.files import RoofsFileError, default_path, load_roofs, save_calibrated
 
@@ -21,32 +26,86 @@ from roofbench.roofline import device_slug
 from ..backends import base as backends
 from ..errors import UserError
 
+Purpose = Literal["run", "cached", "calibrate", "measure"]
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """Roofs and where they came from: ``path`` the file read or written (None: measured and
+    not saved), ``measured`` whether probes ran now."""
+
+    roofs: RoofSet
+    path: Path | None
+    measured: bool
+
+
+def roofs_file(backend: backends.Backend, purpose: Purpose,
+               file: str | Path | None = None) -> Path | None:
+    """The file ``source`` reads or writes for ``purpose`` without a given roofs file: ``file``
+    when named (``--out``, ``cache=``), else the device's calibration cache — except where a
+    CPU's roofs are measured every time and kept nowhere ("run", whatever ``file`` says, and
+    "measure" without ``--out``). None: not saved."""
+    gpu = getattr(backend, "kind", None) == "gpu"
+    if purpose == "run" and not gpu:
+        return None
+    if file is not None:
+        return Path(file)
+    return None if purpose == "measure" and not gpu else cache_path(backend)
+
+
+def source(backend: backends.Backend, purpose: Purpose, *, given: str | Path | None = None,
+           file: str | Path | None = None, recalibrate: bool = False, quick: bool = False,
+           progress: Callable[[str], None] | None = None) -> Sourced:
+    """The one policy of where roofs come from.
+
+    - ``given`` (``--roofs``, ``roofs=``): that file as given, on any backend, read by the one
+      loader (a calibrated file, a bare roof set, a run's results.json); never measured, never
+      written. It may be another device's (the machine a kernel is tuned for, a hand-written
+      set): it is used, and the run records "roofs come from X, cases ran on Y" in its notes
+      and report. A file that cannot be read is a one-line error naming it.
+    - otherwise the file ``roofs_file(backend, purpose, file)`` (by default the device's
+      calibration cache, one per user and device): reused when present and of this device
+      and machine, else measured (checkpointed into it after every probe) and saved;
+      ``recalibrate`` measures it again, and purpose "measure" (`roofbench roofs`) always
+      does. A cache that is corrupt or holds another device's roofs (a file copied from
+      another machine) is a one-line error with --recalibrate advice: a cache is never
+      silently used, nor silently overwritten.
+    - a CPU for "run" (and "measure" without ``file``): measured every time, never read from
+      nor written to a cache (the load of the machine moves its roofs; a run also tracks
+      them between its cases: bench/measure/drift.py). "cached" (`roofbench.measure`) and
+      "calibrate" use the CPU's cache, keyed by the machine's fingerprint.
+    - a file that cannot be written costs the cache, never the roofs (a note on them says
+      why) — unless the user named it: `calibrate --out` and `roofs` (its ``--out``, or a GPU's
+      cache) make that a one-line error.
+    """
+    if given:
+        return Sourced(_load(Path(given), require_schema=False), Path(given), False)
+    path = roofs_file(backend, purpose, file)
+    if path is None:
+        return Sourced(backend.measure_roofs(quick=quick, progress=progress), None, True)
+    why = None
+    if not recalibrate and purpose != "measure":
+        rs_cached, why = lookup(backend, path)
+        if rs_cached is not None:
+            return Sourced(rs_cached, path, False)
+    rs = backend.measure_roofs(quick=quick, progress=progress, checkpoint=_saver(path))
+    if save_cache(backend, rs, path) and (purpose == "measure" or
+                                          (purpose == "calibrate" and file is not None)):
+        reason = rs.info["calibrated_file_error"].removeprefix(f"{path}: ")
+        raise UserError(f"cannot write {path}: {reason}")
+    if why:  # this time only: not kept in the file
+        rs.notes.append(why)
+    return Sourced(rs, path, True)
+
 
 def obtain_roofs(backend: backends.Backend, *, roofs_file: str | Path | None = None,
                  cache: str | Path | None = None, recalibrate: bool = False,
                  quick: bool = False, progress: Callable[[str], None] | None = None) -> RoofSet:
-    """The roofs a run is placed under: one policy for `roofbench run` and `bench`.
-
-    - ``roofs_file`` (``--roofs``): that file as given, on any backend, read by the one loader
-      (a calibrated file, a bare roof set, a run's results.json); never measured, never
-      written. It may be another device's (the machine a kernel is tuned for, a hand-written
-      set): it is used, and the run records "roofs come from X, cases ran on Y" in its notes
-      and report. A file that cannot be read is a one-line error naming it.
-    - GPU without ``--roofs``: the calibration cache (``cache``, by default roofs/<slug>.json),
-      reused when present, else measured and saved; ``recalibrate`` measures it again. A cache
-      that is corrupt or holds another device's roofs (a file copied from another machine) is a
-      one-line error with --recalibrate advice: a cache is never silently used, nor silently
-      overwritten.
-    - CPU without ``--roofs``: measured every run (seconds, and the load of the machine moves
-      them; a run also tracks them between its cases: bench/measure/drift.py), never read
-      from the cache (`roofbench.measure` and `calibrate` use it).
-    """
-    if roofs_file:
-        return _load(Path(roofs_file), require_schema=False)
-    if backend.kind != "gpu":
-        return backend.measure_roofs(quick=quick, progress=progress)
-    return cached_roofs(backend, Path(cache) if cache else None, recalibrate=recalibrate,
-                        quick=quick, progress=progress)
+    """The roofs a run (`roofbench run/bench/occupancy`) is placed under: ``source`` for
+    "run" (``roofs_file``: its --roofs; ``cache``: the GPU's cache file, by default
+    ``cache_path``)."""
+    return source(backend, "run", given=roofs_file, file=cache, recalibrate=recalibrate,
+                  quick=quick, progress=progress).roofs
 
 
 def cache_path(backend: backends.Backend, cache: Path | None = None) -> Path:
@@ -133,20 +192,10 @@ def save_cache(backend: backends.Backend, rs: RoofSet, path: Path) -> str | None
 def cached_roofs(backend: backends.Backend, cache: Path | None = None, *,
                  recalibrate: bool = False, quick: bool = False,
                  progress: Callable[[str], None] | None = None) -> RoofSet:
-    """The device's calibration cache (``cache``, by default ``cache_path``): reused when
-    present and of this device and machine, else measured and saved there (see
-    ``obtain_roofs``)."""
-    path = cache_path(backend, cache)
-    why = None
-    if not recalibrate:
-        rs_cached, why = lookup(backend, path)
-        if rs_cached is not None:
-            return rs_cached
-    rs = backend.measure_roofs(quick=quick, progress=progress, checkpoint=_saver(path))
-    save_cache(backend, rs, path)
-    if why:  # this time only: not kept in the file
-        rs.notes.append(why)
-    return rs
+    """The device's calibration cache (``cache``, by default ``cache_path``), on any device:
+    ``source`` for "cached"."""
+    return source(backend, "cached", file=cache, recalibrate=recalibrate, quick=quick,
+                  progress=progress).roofs
 
 
 def stored_or_quick_roofs(backend: backends.Backend, cache: Path | None = None,
@@ -211,16 +260,7 @@ def calibrate(device: int = 0, *, quick: bool = False, recalibrate: bool = False
     calibration cache: when it cannot be written the roofs are still shown, and a note on
     them says why; an ``out`` that cannot be written is a one-line error."""
     be = open_for_calibration(device, backend)
-    path = Path(out) if out else cache_path(be)
-    why = None
-    if not recalibrate:
-        rs, why = lookup(be, path)
-        if rs is not None:
-            return rs, path, False
-    rs = be.measure_roofs(quick=quick, progress=progress, checkpoint=_saver(path))
-    note = save_cache(be, rs, path)
-    if note and out:
-        raise UserError(f"cannot write {path}: {rs.info['calibrated_file_error']}")
-    if why:  # this time only: not kept in the file
-        rs.notes.append(why)
-    return rs, path, True
+    got = source(be, "calibrate", file=out, recalibrate=recalibrate, quick=quick,
+                 progress=progress)
+    assert got.path is not None  # "calibrate" always has a file
+    return got.roofs, got.path, got.measured

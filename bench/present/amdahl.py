@@ -18,7 +18,7 @@ from roofbench.records import CaseResult, RoofSet, RunResult
 from roofbench.roofline import roof_precision
 from roofbench.units import duration
 
-from .sections import Block, Section, Sub, Table, Text
+from .blocks import Block, Section, Sub, Table, Text
 
 SHOWN = 10  # rows of the whole run's ranking shown (the rest gain less)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from roofbench.ncu_checks import TOLERANCES, Check, case_checks, hw_dram_ai, whole
 from roofbench.records import RunResult
 
-from .sections import Block, Lines, Section, Table, Text
+from .blocks import Block, Lines, Section, Table, Text
 
 
 def _ratio(ch: Check) -> str:

@@ -17,7 +17,7 @@ from roofbench.fileio import atomic_write_bytes
 from roofbench.records import CaseResult, RunResult
 from roofbench.units import duration, si
 
-from .sections import Block, Image, Section, Sub, Table, Text
+from .blocks import Block, Image, Section, Sub, Table, Text
 
 WITHIN = 0.05  # a level within 5% of the best level's bandwidth has reached the plateau
 

@@ -7,8 +7,7 @@ import pandas as pd
 
 from roofbench.records import RunResult
 
-from .sections import (
-    SECTIONS,
+from .blocks import (
     Block,
     Image,
     Items,
@@ -19,6 +18,7 @@ from .sections import (
     Text,
     guarded,
 )
+from .sections import SECTIONS
 
 
 def render(run: RunResult) -> str:

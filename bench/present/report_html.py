@@ -24,6 +24,16 @@ from roofbench.records import CaseResult, Roof, RoofSet, RunResult
 from roofbench.roofline import LEVEL_LABELS
 from roofbench.units import duration, si
 
+from .blocks import (
+    Block,
+    Image,
+    Items,
+    Lines,
+    Section,
+    Sub,
+    Text,
+    guarded,
+)
 from .figure_data import (
     FAINT,
     LEVEL_STYLES,
@@ -36,16 +46,8 @@ from .figure_data import (
 )
 from .sections import (
     SECTIONS,
-    Block,
-    Image,
-    Items,
-    Lines,
-    Section,
-    Sub,
-    Text,
     environment_section,
     fusion_section,
-    guarded,
     not_measured_section,
     roofs_section,
 )

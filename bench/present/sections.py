@@ -1,5 +1,6 @@
 """The report's sections, once: report.md (report.py) and report.html (report_html.py) render
-the same list.
+the same list. The blocks a section is made of are blocks.py (the section modules build them
+too); the names are also reachable here.
 
 A section is a title and blocks: text (a paragraph with Markdown's inline `code` and _emphasis_),
 lines (written one under the other), bullet items, a table, a sub-heading, a figure of the
@@ -10,78 +11,31 @@ fails is rendered as its title and the reason, and the others are still written.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from roofbench.cache_records import PLACEMENT_RULE
-from roofbench.errors_text import first_line
 from roofbench.records import CaseResult, RoofSet, RunResult
 from roofbench.roofline import placement_problem
 from roofbench.units import duration, si
 
+from .amdahl import amdahl_section
+from .blocks import (
+    Block,
+    Items,
+    Lines,
+    Section,
+    SectionFn,
+    Sub,
+    Table,
+    Text,
+)
+from .blocks import (
+    Image as Image,  # (profile_report.py takes it from here)
+)
 from .fusion import fusion_bound, fusion_table
+from .ncu_section import ncu_section
+from .occupancy import occupancy_section
 from .roof_state import roof_context_lines
-
-
-@dataclass
-class Text:
-    text: str
-
-
-@dataclass
-class Lines:
-    lines: list[str]
-
-
-@dataclass
-class Items:
-    items: list[str]
-
-
-@dataclass
-class Table:
-    rows: list[dict[str, Any]]
-    plain: bool = False  # Markdown: a bare pipe table, cells as given (no column padding)
-    headers: list[str] | None = None  # shown instead of the row keys (names may repeat)
-    html_columns: dict[str, list[str]] = field(default_factory=dict)  # raw HTML, per row
-
-
-@dataclass
-class Sub:
-    title: str
-
-
-@dataclass
-class Image:
-    """A figure written beside the report (its file name in the run folder); report.html
-    inlines ``svg()``, the same figure drawn as SVG markup, to stay one self-contained page."""
-
-    path: str
-    alt: str
-    svg: Callable[[], str] | None = None
-
-
-Block = Text | Lines | Items | Table | Sub | Image
-
-
-@dataclass
-class Section:
-    title: str
-    blocks: list[Block]
-
-
-SectionFn = Callable[[RunResult], "Section | None"]
-
-
-def guarded(title: str, section: SectionFn, run: RunResult) -> Section | None:
-    """One section on its own: one that fails is named with the reason and the others are
-    still written (a report of a partial or older file is still a report)."""
-    try:
-        return section(run)
-    except Exception as e:  # one broken section must not cost the whole report
-        return Section(title, [Text(f"_This section could not be rendered: {first_line(e)}_")])
-
 
 # -- roofs ----------------------------------------------------------------------------------
 
@@ -384,32 +338,14 @@ def environment_section(run: RunResult) -> Section:
     return Section("Environment", [Items(items)])
 
 
-def _ncu(run: RunResult) -> Section | None:
-    from .ncu_section import ncu_section
-
-    return ncu_section(run)
-
-
-def _occupancy(run: RunResult) -> Section | None:
-    from .occupancy import occupancy_section
-
-    return occupancy_section(run)
-
-
-def _amdahl(run: RunResult) -> Section | None:
-    from .amdahl import amdahl_section
-
-    return amdahl_section(run)
-
-
 SECTIONS: list[tuple[str, SectionFn]] = [
     ("Roofs", roofs_section),
     ("Fusion", fusion_section),
     ("Cases", cases_section),
-    ("Occupancy scan", _occupancy),  # only for `roofbench occupancy`
+    ("Occupancy scan", occupancy_section),  # only for `roofbench occupancy`
     ("Where the time goes in multi-launch pipelines", pipelines_section),
-    ("Which launch first (Amdahl)", _amdahl),
-    ("Model vs hardware (Nsight Compute)", _ncu),  # only when run --ncu collected
+    ("Which launch first (Amdahl)", amdahl_section),
+    ("Model vs hardware (Nsight Compute)", ncu_section),  # only when run --ncu collected
     ("Where the run spent its time", phases_section),
     ("Not measured", not_measured_section),
     ("Environment", environment_section),

@@ -40,7 +40,7 @@ def blas_gemm_roof(precision: str, n: int, time_fn: TimeFn) -> Roof:
     flops = gemm_flops(n)
     blas = "dgemm" if precision == "fp64" else "sgemm"
     ev = {"probe": "blas-gemm", "implementation": f"numpy {np.__version__} matmul ({blas})",
-          "blas": _blas_name(), "blas_runtime": _openblas_runtime(), "dtype": precision,
+          "blas": _blas_name(), "blas_runtime": openblas_runtime(), "dtype": precision,
           "n": n, "flops_per_run": flops,
           "counting": "2 n^3", "relative_error": float(err), "value_from": "best time",
           "median_flop_per_s": flops / timing.median, "timing": timing_evidence(timing)}
@@ -57,7 +57,7 @@ def _blas_name() -> str:
         return "unknown"
 
 
-def _openblas_runtime() -> dict[str, Any]:
+def openblas_runtime() -> dict[str, Any]:
     """OpenBLAS's chosen kernel set ("SkylakeX", "Zen"...) and threads, when numpy bundles it.
 
     Best effort: the library numpy loaded is opened again by path (same handle) and asked.

@@ -180,9 +180,9 @@ def thread_counts() -> dict[str, int | None]:
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
-        from .cpu_blas import _openblas_runtime
+        from .cpu_blas import openblas_runtime
 
-        out["blas"] = _openblas_runtime().get("threads")
+        out["blas"] = openblas_runtime().get("threads")
         return out
     for pool in threadpool_info():
         key = "blas" if pool.get("user_api") == "blas" else "openmp"

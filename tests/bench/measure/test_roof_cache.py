@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from roofbench.bench.backends.cpu import CpuBackend, cpu_model
 from roofbench.bench.cli import main
+from roofbench.bench.errors import UserError
 from roofbench.bench.measure import api, roof_source
 from roofbench.roofs.files import default_path
 from roofbench.roofs.probes import cpu_env
@@ -155,3 +156,34 @@ def test_calibrate_on_a_read_only_home_says_so_in_one_line(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and "not saved" in r.stdout
     assert not (tmp_path / "roofs").exists()  # never the working folder
+
+
+def test_one_policy_per_purpose(fake_probes, tmp_path):
+    """roof_source.source is every entry point's policy: a run's CPU roofs are measured and
+    kept nowhere (a cache file named or not), `roofbench roofs` ("measure") measures even
+    over a cache and writes only a named file on a CPU, "cached" and "calibrate" reuse the
+    cache, and a file the user named that cannot be written is one line."""
+    calls, _ = fake_probes
+    be = CpuBackend()
+    named = tmp_path / "named.json"
+    got = roof_source.source(be, "run", file=named)
+    assert got.path is None and got.measured and not named.exists() and len(calls) == 1
+    got = roof_source.source(be, "measure")
+    assert got.path is None and not roof_source.cache_path(be).exists() and len(calls) == 2
+    first = roof_source.source(be, "cached")
+    assert first.measured and first.path == roof_source.cache_path(be) and len(calls) == 3
+    again = roof_source.source(be, "calibrate")
+    assert not again.measured and again.path == first.path and len(calls) == 3
+    got = roof_source.source(be, "measure", file=named)  # measured although one is stored
+    assert got.measured and named.is_file() and len(calls) == 4
+    assert roof_source.source(be, "calibrate", file=named).measured is False
+    given = roof_source.source(be, "run", given=named)
+    assert (given.path, given.measured) == (named, False) and len(calls) == 4
+    blocked = tmp_path / "a-file" / "x.json"
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(UserError, match=f"^cannot write {blocked}: [^/]"):
+        roof_source.source(be, "measure", file=blocked)
+    with pytest.raises(UserError, match=f"^cannot write {blocked}: [^/]"):
+        roof_source.source(be, "calibrate", file=blocked)
+    assert "not written" in roof_source.source(be, "cached", file=blocked, recalibrate=True
+                                               ).roofs.notes[0]
