@@ -159,3 +159,19 @@ def test_a_copy_of_0_flops_is_placed_by_bandwidth_through_the_fixture(pytester, 
     (case,) = load_run(out).cases
     assert case.flops == 0 and case.valid and case.limiting_roof == "dram"
     assert case.efficiency == pytest.approx(case.bytes["dram"] / case.median_s / 2e10)
+
+
+def test_a_pytest_benchmark_entry_of_0_flops_is_read_and_placed_by_bandwidth():
+    """The fixture hands pytest-benchmark a copy's counts (flops 0): `roofbench report`
+    reads that JSON and places the entry as measure() did, by bandwidth."""
+    fixture = Path(__file__).parents[2] / "fixtures" / "pytest-benchmark"
+    d = json.loads((fixture / "numpy-benchmark-json.json").read_text())
+    d["benchmarks"][0]["extra_info"]["flops"] = 0
+    run = read_pytest_benchmark(d)
+    copy = run.cases[0]
+    dram = run.roofs.memory("dram")
+    assert copy.flops == 0 and copy.bound == "memory" and copy.attainable is None
+    assert copy.limiting_roof == dram.name
+    assert copy.efficiency == pytest.approx(copy.bytes["dram"] / copy.median_s / dram.value)
+    assert run.cases[1].efficiency == pytest.approx(run.cases[1].flop_per_s
+                                                    / run.cases[1].attainable)
