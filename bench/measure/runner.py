@@ -82,8 +82,6 @@ def case_outputs(case: Case, outputs: dict[str, Array], reference: dict[str, Arr
         yield name, arrays.values(xp.asarray(outputs[name]), bufs[name].dtype), ref, xp
 
 
-check_output = core.check_output  # its home is core.py; kept here for its callers
-
 
 class InputCache:
     """The inputs and float64 reference of the last (workload, dtype, size), shared by the
