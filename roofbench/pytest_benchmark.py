@@ -85,7 +85,7 @@ def _case(e: dict[str, Any], extra: dict[str, Any], device_backend: str,
     stats = e.get("stats")
     if not isinstance(stats, dict) or not _positive(stats.get("median")):
         raise SchemaError(f"{where}: stats.median must be a positive finite time")
-    flops = _whole(extra["flops"], "flops", where)
+    flops = _whole(extra["flops"], "flops", where, zero=True)  # 0: placed by bandwidth
     per_level = _bytes(extra["bytes"], where)
     dtype = extra["dtype"]
     if dtype not in DTYPES:

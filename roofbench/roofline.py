@@ -108,6 +108,38 @@ def placed_intensities(rec: CaseResult) -> dict[str, float]:
     return ai
 
 
+def placed_bytes(rec: CaseResult) -> dict[str, int]:
+    """The case's bytes per level with its DRAM bytes moved to the level it is placed on
+    (the bytes of ``placed_intensities``)."""
+    pl = rec.placement
+    if pl is None or pl.level == "dram" or "dram" not in rec.bytes:
+        return dict(rec.bytes)
+    out = {k: v for k, v in rec.bytes.items() if k != "dram"}
+    out[pl.level] = max(out.get(pl.level, 0), rec.bytes["dram"])
+    return out
+
+
+def by_bandwidth(rec: CaseResult, roofs: RoofSet) -> None:
+    """A case of 0 FLOPs (a copy, a cast, a layout change) placed by bandwidth: its
+    intensity is 0, so no point of the FLOP/s plane holds it; it is held against the memory
+    roof of the level its bytes take longest through (the level that bounds a point as its
+    intensity goes to 0), its efficiency that level's attained bytes/s over the roof. Its
+    attainable stays None (a FLOP/s roof at intensity 0 is 0). One that moves nothing (a
+    view) is not placed."""
+    rec.bound = rec.limiting_roof = rec.attainable = rec.efficiency = None
+    slowest: tuple[float, int, Roof] | None = None
+    for level, b in placed_bytes(rec).items():
+        m = roofs.memory(level)
+        if m is not None and b > 0 and (slowest is None or b / m.value > slowest[0]):
+            slowest = (b / m.value, b, m)
+    if slowest is None:
+        return
+    _, b, m = slowest
+    rec.bound, rec.limiting_roof = "memory", m.name
+    if rec.median_s:
+        rec.efficiency = b / rec.median_s / m.value
+
+
 def _cores_of(rec: CaseResult) -> int | None:
     lv = rec.occupancy_level
     return lv.value if lv is not None and lv.axis == "threads" else None
@@ -118,10 +150,14 @@ def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
 
     A case with buffers and no placement yet is placed first (``place``: its working set is
     the sum of its buffers' bytes, its cores an occupancy scan's threads or all); a case
-    placed on a cache level is bound by that level's roof with its modelled bytes."""
+    placed on a cache level is bound by that level's roof with its modelled bytes; a case of
+    0 FLOPs by bandwidth (``by_bandwidth``)."""
     if rec.placement is None and rec.buffers:
         rec.placement = place(sum(b.nbytes for b in rec.buffers.values()), roofs,
                               _cores_of(rec))
+    if rec.flops == 0:
+        by_bandwidth(rec, roofs)
+        return
     ai = placed_intensities(rec)
     try:
         b = bound(roofs, ai, roof_precision(rec.precision, roofs))

@@ -287,14 +287,16 @@ def measure(fn: Callable[..., Any], *args: Any, flops: Any = None, reads: Any = 
     call (``measure(np.sum, x, axis=0, flops=..., reads=x)``); a malformed argument is a
     ``MeasureError``, one line naming it.
 
-    ``flops``: floating-point operations of one call. ``reads`` / ``writes``: the DRAM bytes
-    it moves, as byte counts or the arrays themselves (their ``nbytes``); ``bytes``: bytes
-    per memory level ({"dram": ..., "l2": ...}). ``dtype``: fp64, fp32, fp16, bf16 or fp8
-    (default: the first floating array argument's); ``precision``: the compute roof it meets
-    (default: fp64/fp32 as the dtype, fp32 for lower-precision storage; "fp16_tc" etc. for
-    tensor cores). ``name``: "workload" or "workload/variant" (default: the function's name).
-    ``counts="kernel"`` (``fn`` a Triton ``kernel[grid]``): FLOPs and bytes read from the
-    kernel itself, run once under Triton's interpreter (kernels/triton_counts.py).
+    ``flops``: floating-point operations of one call (0 for a copy or a layout change: placed
+    by bandwidth, its efficiency bytes/s over the memory roof). ``reads`` / ``writes``: the
+    DRAM bytes it moves, as byte counts or the arrays themselves (their ``nbytes``);
+    ``bytes``: bytes per memory level ({"dram": ..., "l2": ...}). ``dtype``: fp64, fp32,
+    fp16, bf16 or fp8 (default: the first floating array argument's); ``precision``: the
+    compute roof it meets (default: fp64/fp32 as the dtype, fp32 for lower-precision
+    storage; "fp16_tc" etc. for tensor cores). ``name``: "workload" or "workload/variant"
+    (default: the function's name). ``counts="kernel"`` (``fn`` a Triton ``kernel[grid]``):
+    FLOPs and bytes read from the kernel itself, run once under Triton's interpreter
+    (kernels/triton_counts.py).
 
     Validation, when ``reference`` is given (an array, a tuple/dict of them, or a callable
     taking ``*args``): one call before timing; what it returned, or the arrays ``output``

@@ -4,15 +4,16 @@ A workload module declares its buffers and launches; a user's function declares 
 bytes by hand (``Accounting``). The clock comes from the arguments (``clock_for``): CUDA events
 on the current stream when any argument is a CuPy array or a torch CUDA tensor, the host clock
 (the CPU backend's, with its noise probe) otherwise; the loop, warm-up and stopping rule are
-the timer's (``sample_loop``), the same as every backend's. Validation, when a reference is
-given, is the runner's rule (``runner.check_output``) on what the function produced.
+the timer's (``sample_loop``), the same as every backend's. Validating, timing and placing
+are the measurement core's (``core.validate``, ``core.time_call``, ``core.fill_metrics``):
+the functions the suite's runner calls for a workload; this module says only how a user's
+call is counted, which clock times it, and where its outputs are.
 """
 
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,14 +21,13 @@ import numpy as np
 from roofbench.kernels.spec import DTYPES
 
 from roofbench.records import CaseResult, RoofSet
-from roofbench.roofline import LEVEL_LABELS, place
+from roofbench.roofline import LEVEL_LABELS
 from roofbench.timing import TimerConfig, Timing
 from roofbench.units import si
 
 from ..backends.cuda_timer import EventOps, cuda_time
-from . import door
+from . import core, door
 from .door import MeasureError, byte_count
-from .runner import _fill_metrics, check_output
 
 __all__ = ["MeasureError", "byte_count"]  # re-exported: their home is door.py
 
@@ -81,9 +81,10 @@ def _arrays(args: Sequence[Any]) -> list[Any]:
 def accounting(args: Sequence[Any], *, flops: Any, reads: Any = 0, writes: Any = 0,
                bytes: Mapping[str, Any] | None = None, dtype: str | None = None,
                precision: str | None = None, size: Sequence[int] | None = None) -> Accounting:
-    """The declared counts, checked: FLOPs positive; bytes as reads + writes (DRAM) and/or per
-    memory level; the dtype given or that of the first floating array argument."""
-    f = door.count(flops, "flops", positive=True)
+    """The declared counts, checked: FLOPs a whole number >= 0 (0: data movement, placed by
+    bandwidth); bytes as reads + writes (DRAM) and/or per memory level, not all zero; the
+    dtype given or that of the first floating array argument."""
+    f = door.count(flops, "flops")
     per_level: dict[str, int] = {}
     dram = door.count(byte_count(reads, "reads") + byte_count(writes, "writes"), "reads+writes")
     if dram:
@@ -93,6 +94,9 @@ def accounting(args: Sequence[Any], *, flops: Any, reads: Any = 0, writes: Any =
             raise MeasureError(f"bytes[{level!r}] given twice: by reads/writes and by bytes=")
         per_level[level] = byte_count(b, f"bytes[{level!r}]")
     if not any(per_level.values()):
+        if f == 0:
+            raise MeasureError("flops=0 and no bytes: a call that computes nothing and moves "
+                               "nothing has no place on a roofline; pass reads=/writes=")
         raise MeasureError("no bytes given: pass reads=/writes= (bytes or arrays) or "
                            "bytes={'dram': ...}")
     dtype, precision = door.dtype(dtype), door.precision(precision)
@@ -309,35 +313,44 @@ def _parts(x: Any) -> list[tuple[str, Any]]:
 
 def validate(fn: Callable[[], Any], clock: Clock, reference: Any, output: Any,
              args: Sequence[Any], tolerance: float,
-             kwargs: Mapping[str, Any] | None = None) -> tuple[bool, float, str | None]:
-    """One call, then the runner's check of each output against the reference: the same
-    shape, every element finite, the relative norm error within ``tolerance``. Arrays named
-    by ``output`` (those the function writes in place) are poisoned with NaN before the call,
-    so an element it never writes fails as in a run; a returned array must be finite."""
-    for _, a in _parts(output) if output is not None else []:
-        if dtype_name(a) is not None:
-            clock.poison(a)
-    result = fn()
-    clock.sync()
+             kwargs: Mapping[str, Any] | None = None) -> core.Verdict:
+    """One call, then each output against the reference by the core's rule
+    (``core.validate``): the same shape, every element finite, the relative norm error
+    within ``tolerance``. Arrays named by ``output`` (those the function writes in place)
+    are poisoned with NaN before the call, so an element it never writes fails as in a run;
+    a returned array must be finite."""
+
+    def poison() -> None:
+        for _, a in _parts(output) if output is not None else []:
+            if dtype_name(a) is not None:
+                clock.poison(a)
+
+    def call() -> Any:
+        result = fn()
+        clock.sync()
+        return result
+
+    return core.validate(poison, call, lambda result: _outputs(
+        result, clock, reference, output, args, kwargs), tolerance)
+
+
+def _outputs(result: Any, clock: Clock, reference: Any, output: Any, args: Sequence[Any],
+             kwargs: Mapping[str, Any] | None) -> Iterator[core.Output]:
+    """What the call produced (``output``, else what it returned) beside the reference
+    (called on the arguments after the call), as float64 arrays where they are checked."""
     produced = output if output is not None else result
     if produced is None:
-        return False, float("inf"), ("the function returned None: pass output= (the arrays "
-                                     "it writes) to validate them")
+        raise core.Unchecked("the function returned None: pass output= (the arrays it "
+                             "writes) to validate them")
     ref = reference(*args, **(kwargs or {})) if callable(reference) else reference
     outs, refs = _parts(produced), _parts(ref)
     if len(outs) != len(refs):
-        return False, float("inf"), f"{len(outs)} output(s) against {len(refs)} reference(s)"
-    worst = 0.0
+        raise core.Unchecked(f"{len(outs)} output(s) against {len(refs)} reference(s)")
     for (name, o), (_, r) in zip(outs, refs, strict=True):
         o_arr, xp = clock.host(o)
         r_arr = clock.host(r)[0]
         out64 = xp.array(o_arr, dtype=xp.float64)  # a copy: check_output overwrites it
-        ref64 = xp.asarray(r_arr, dtype=xp.float64)
-        ok, err, why = check_output(name, out64, ref64, tolerance, xp)
-        if not ok:
-            return False, err, why
-        worst = max(worst, err)
-    return True, worst, None
+        yield name, out64, xp.asarray(r_arr, dtype=xp.float64), xp
 
 
 # -- where its bytes are placed -------------------------------------------------------------
@@ -401,10 +414,10 @@ def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounti
                      extra={"measured_by": "roofbench.measure",
                             "callable": getattr(fn, "__qualname__", repr(fn)),
                             "array_module": clock.array_module})
+    clock_phases = core.PhaseClock(phases)
     if reference is not None:
-        t0 = time.perf_counter()
-        ok, err, why = validate(call, clock, reference, output, args, tol, kw)
-        phases["validate"] = time.perf_counter() - t0
+        with clock_phases("validate"):
+            ok, err, why = validate(call, clock, reference, output, args, tol, kw)
         rec.rel_error = err
         if not ok:
             rec.status, rec.error = "invalid", f"validation failed: {why}"
@@ -413,12 +426,10 @@ def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounti
         rec.extra["validation"] = "relative norm error against the reference"
     else:
         rec.extra["validation"] = "none: no reference given"
-    t0 = time.perf_counter()
-    timing = clock.time(call, cfg)
-    phases["time"] = time.perf_counter() - t0
+    timing = core.time_call(clock, call, cfg, clock_phases)
     rec.valid = True
     rec.extra.update(clock.extra())
-    if roofs is not None and clock.kind == "cpu":  # a CPU's caches: the data may live there
-        rec.placement = place(working_set(args, output), roofs)
-    _fill_metrics(rec, timing, roofs)
+    # On a CPU the data may live in a cache: placed on the level its working set fits in.
+    core.fill_metrics(rec, timing, roofs,
+                      working_set(args, output) if clock.kind == "cpu" else None)
     return rec

@@ -8,10 +8,12 @@ counted, timed alone and placed on this device's measured roofs, the whole progr
    timer (``Clock.time``: the host clock on a CPU, CUDA events on a GPU); identical calls are
    timed once and counted. The whole program is timed end to end the same way; what it takes
    beyond the sum of its ops is stated as framework and dispatch overhead.
-3. Each op and the program are placed on the roofs (``apply_roofs``); an op of 0 FLOPs by
-   bandwidth (its bytes/s over the memory roof). Amdahl's ranking (``present/amdahl``),
-   the families, the fusion groups (``profile_fusion``) and, with ``compile=True``, the
-   program under ``torch.compile`` (``profile_compile``) follow.
+3. Each op and the program are timed and placed by the measurement core
+   (``core.time_call``, ``core.fill_metrics``: the functions of the runner and of
+   ``roofbench.measure``); an op of 0 FLOPs by bandwidth (its bytes/s over the memory roof,
+   ``roofline.by_bandwidth``), a view (nothing moved) not at all. Amdahl's ranking
+   (``present/amdahl``), the families, the fusion groups (``profile_fusion``) and, with
+   ``compile=True``, the program under ``torch.compile`` (``profile_compile``) follow.
 
 Roofs as ``roofbench.measure`` finds them (``api.device_roofs``): ``roofs=`` as given, else
 this device's calibration cache, measured once by the quick calibration when absent.
@@ -28,13 +30,13 @@ from typing import Any
 
 from roofbench.records import CaseResult, RoofSet
 from roofbench.roofline import roof_precision
-from roofbench.timing import TimerConfig, Timing
+from roofbench.timing import TimerConfig
 
 from ..present.amdahl import Share, ranked, roof_time
+from . import core
 from .callables import Clock, clock_for
 from .profile_ops import FAMILIES
 from .profile_record import Distinct, Recording, record_program
-from .runner import _fill_metrics
 
 _DTYPES = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
@@ -62,7 +64,8 @@ class OpPlace:
 
     @property
     def bandwidth_efficiency(self) -> float | None:
-        return self.case.extra.get("bandwidth_efficiency")
+        """A 0-FLOP op's attained bytes/s over its memory roof (its efficiency)."""
+        return self.case.efficiency if self.case.flops == 0 else None
 
 
 @dataclass
@@ -139,21 +142,6 @@ def op_case(op: Distinct, gpu: bool, backend: str) -> CaseResult:
                              "replayed": "alone, on its first call's cloned arguments"})
 
 
-def place(rec: CaseResult, timing: Timing, roofs: RoofSet | None) -> None:
-    """The project's placement; a 0-FLOP op (a copy, a cast) by bandwidth: its bytes/s over
-    the memory roof of each level it has bytes for."""
-    _fill_metrics(rec, timing, roofs)
-    if rec.flops == 0 and not rec.bytes:  # a view: nothing moved, nothing to place
-        rec.bound = rec.limiting_roof = rec.attainable = rec.efficiency = None
-        rec.flop_per_s = None
-    elif rec.flops == 0 and roofs is not None:
-        m = roofs.memory("dram")
-        if m is not None and rec.median_s:
-            rec.bound, rec.limiting_roof = "memory", m.name
-            rec.attainable, rec.efficiency = None, None
-            rec.extra["bandwidth_efficiency"] = rec.bytes["dram"] / rec.median_s / m.value
-
-
 def _timer(clock: Clock, timer: TimerConfig | None) -> TimerConfig:
     from .api import _timer as api_timer
 
@@ -204,14 +192,16 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     for op in recording.distinct:
         rec = op_case(op, gpu, clock.backend_name)
         assert op.replay is not None
-        place(rec, clock.time(_replay(op.func, *op.replay), cfg), rs)
+        timing = core.time_call(clock, _replay(op.func, *op.replay), cfg)
+        core.fill_metrics(rec, timing, rs)
         if not (compile or keep_replays):  # freed once timed (a fusion group replays them)
             op.replay = None
         places.append(OpPlace(op, rec))
     t_ops = time.perf_counter() - t0
     program = program_case(recording, clock, gpu, "eager")
     t0 = time.perf_counter()
-    place(program, clock.time(lambda: fn(*args, **kwargs), cfg), rs)
+    core.fill_metrics(program, core.time_call(clock, lambda: fn(*args, **kwargs), cfg),
+                      rs)
     t_program = time.perf_counter() - t0
     prof = Profile(name, clock.device_name(), rs, recording, places, program,
                    "CUDA events" if gpu else "host clock")

@@ -26,6 +26,7 @@ from roofbench.errors_text import first_line
 from roofbench.records import CaseResult
 from roofbench.timing import TimerConfig
 
+from . import core
 from .callables import Clock
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def compile_program(prof: Profile, fn: Callable[..., Any], args: tuple[Any, ...]
     import torch
     from torch._inductor.utils import run_and_get_code
 
-    from .profile import place, program_case
+    from .profile import program_case
 
     saved = sum(g.count * (g.eager_bytes - g.fused_bytes) for g in prof.groups)
     eager_bytes = prof.program.bytes.get("dram", 0)
@@ -104,7 +105,8 @@ def compile_program(prof: Profile, fn: Callable[..., Any], args: tuple[Any, ...]
     case.extra.update(kernels=out.kernels, library_calls=out.extern,
                       bytes_model="eager bytes less each fusion group's saving",
                       compile_s=out.compile_s)
-    place(case, clock.time(lambda: compiled(*args, **kwargs), cfg), prof.roofs)
+    core.fill_metrics(case, core.time_call(clock, lambda: compiled(*args, **kwargs), cfg),
+                      prof.roofs)
     out.case = case
     for i, g in enumerate(prof.groups):
         out.groups.append(time_group(prof, i, g, clock, cfg, out))
@@ -158,8 +160,6 @@ def time_group(prof: Profile, i: int, g: Group, clock: Clock, cfg: TimerConfig,
     import torch
     from torch._inductor.utils import run_and_get_code
 
-    from .profile import place
-
     def case(variant: str, nbytes: int) -> CaseResult:
         return CaseResult(workload=f"group{i}", variant=variant, backend=clock.backend_name,
                           dtype=prof.program.dtype, size=[len(g.calls)],
@@ -173,17 +173,17 @@ def time_group(prof: Profile, i: int, g: Group, clock: Clock, cfg: TimerConfig,
     eager = case("eager", g.eager_bytes)
     non_views = [c for c in prof.recording.calls if c.written]
     if len(g.calls) == len(non_views) and program.case is not None:  # the whole program
-        place(eager, prof.program.timing, prof.roofs)  # type: ignore[arg-type]
+        core.fill_metrics(eager, prof.program.timing, prof.roofs)  # type: ignore[arg-type]
         comp = case("compiled", g.fused_bytes)
-        place(comp, program.case.timing, prof.roofs)  # type: ignore[arg-type]
+        core.fill_metrics(comp, program.case.timing, prof.roofs)  # type: ignore[arg-type]
         return GroupTiming(i, eager, comp, list(program.kernels))
     try:
         fn = group_function(prof, g)
-        place(eager, clock.time(fn, cfg), prof.roofs)
+        core.fill_metrics(eager, core.time_call(clock, fn, cfg), prof.roofs)
         compiled = torch.compile(fn)
         _, code = run_and_get_code(compiled)
     except Exception as e:  # said in the report; the group's prediction stands
         return GroupTiming(i, eager, None, error=first_line(e))
     comp = case("compiled", g.fused_bytes)
-    place(comp, clock.time(compiled, cfg), prof.roofs)
+    core.fill_metrics(comp, core.time_call(clock, compiled, cfg), prof.roofs)
     return GroupTiming(i, eager, comp, generated_kernels(list(code))[0])

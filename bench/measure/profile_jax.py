@@ -21,8 +21,9 @@ from typing import Any
 from roofbench.records import CaseResult, RoofSet
 from roofbench.timing import TimerConfig
 
+from . import core
 from .callables import Clock
-from .profile import _DTYPES, Profile, _timer, place, roofs_from
+from .profile import _DTYPES, Profile, _timer, roofs_from
 from .profile_ops import ELEMENTWISE
 from .profile_record import Recording
 
@@ -127,7 +128,7 @@ def profile_jax(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     def call() -> None:
         jax.block_until_ready(jitted(*args, **kwargs))
 
-    place(case, clock.time(call, cfg), rs)
+    core.fill_metrics(case, core.time_call(clock, call, cfg), rs)
     prof = Profile(name, clock.device_name() if platform == "cpu" else platform, rs,
                    Recording([], [], set(), set()), [], case,
                    "host clock after block_until_ready")

@@ -39,10 +39,9 @@ def _pct(v: float | None) -> str:
 
 
 def _eff(c: CaseResult) -> str:
-    if c.efficiency is not None:
-        return f"{c.efficiency:.1%} of {c.limiting_roof}"
-    bw = c.extra.get("bandwidth_efficiency")
-    return f"{bw:.1%} of {c.limiting_roof} (bytes/s)" if bw is not None else "-"
+    if c.efficiency is None:
+        return "-"
+    return f"{c.efficiency:.1%} of {c.limiting_roof}" + (" (bytes/s)" if c.flops == 0 else "")
 
 
 def program_rows(prof: Profile) -> list[dict[str, Any]]:

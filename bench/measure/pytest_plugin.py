@@ -180,6 +180,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     for c in run.cases:
         where = (f"{c.efficiency:.0%} of {c.limiting_roof}" if c.efficiency
                  else c.error or "not placed (no roofs)")
+        if c.efficiency and c.flops == 0:
+            where += " (0 FLOPs: its bytes/s over the memory roof)"
         if c.placement is not None and c.placement.level != "dram":
             where += f" (its data fits in {c.placement.level.upper()}: placed there)"
         terminalreporter.write_line(f"{c.key}: {c.status}, {where}")

@@ -9,8 +9,6 @@ device; only scalars (norms, counts) come to the host.
 
 from __future__ import annotations
 
-import contextlib
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
@@ -21,10 +19,10 @@ from roofbench.kernels.spec import Array, Case
 
 from roofbench.errors_text import first_line
 from roofbench.records import BufferFacts, CaseResult, LaunchFacts, LaunchResult, RoofSet
-from roofbench.roofline import apply_roofs
 from roofbench.timing import TimerConfig, Timing
 
 from ..backends.base import Backend
+from . import core
 from .isolation import IsolatedCases
 
 
@@ -63,46 +61,26 @@ def _record(case: Case, backend: RecordedBackend, facts: list[LaunchFacts] | Non
 
 def validate(case: Case, outputs: dict[str, Array], reference: dict[str, Array],
              arrays: Arrays = HOST) -> tuple[bool, float, str | None]:
-    """Relative norm error of every output against the float64 reference; every element
-    must have been written (outputs were poisoned with NaN) and be finite. ``outputs`` are
-    stored as ``arrays`` stores them and everything is computed in its module: on a device
-    only the norms and counts (scalars) come to the host."""
+    """Relative norm error of every output against the float64 reference (``core.
+    check_outputs``, the rule of every measurement); every element must have been written
+    (outputs were poisoned with NaN) and be finite. ``outputs`` are stored as ``arrays``
+    stores them and everything is computed in its module: on a device only the norms and
+    counts (scalars) come to the host."""
+    return core.check_outputs(case_outputs(case, outputs, reference, arrays),
+                              case.workload.tolerance[case.dtype])
+
+
+def case_outputs(case: Case, outputs: dict[str, Array], reference: dict[str, Array],
+                 arrays: Arrays = HOST) -> Iterator[core.Output]:
+    """A case's outputs as float64 values of ``arrays``' module, each beside its reference,
+    one at a time (a missing one: ``core.Unchecked``)."""
     xp = arrays.xp
-    tol = case.workload.tolerance[case.dtype]
     bufs = case.buffers()
-    worst = 0.0
     for name, ref in reference.items():
         if name not in outputs:
-            return False, float("inf"), f"output {name!r} missing"
-        out = arrays.values(xp.asarray(outputs[name]), bufs[name].dtype)
-        ok, err, why = check_output(name, out, ref, tol, xp)
-        if not ok:
-            return False, err, why
-        worst = max(worst, err)
-    return True, worst, None
+            raise core.Unchecked(f"output {name!r} missing")
+        yield name, arrays.values(xp.asarray(outputs[name]), bufs[name].dtype), ref, xp
 
-
-def check_output(name: str, out: Array, ref: Array, tol: float,
-                 xp: Any) -> tuple[bool, float, str | None]:
-    """One output (float64, overwritten) against its float64 reference, both arrays of
-    ``xp``: the same shape, every element finite (a NaN left by the poison is an element
-    never written), and the relative norm error ||out - ref|| / ||ref|| within ``tol``."""
-    if out.shape != ref.shape:
-        return False, float("inf"), f"output {name!r} has shape {out.shape}, " \
-                                    f"expected {ref.shape}"
-    bad = ~xp.isfinite(out)
-    if bool(bad.any()):
-        at = int(xp.flatnonzero(bad)[0])
-        first = tuple(int(i) for i in np.unravel_index(at, out.shape))
-        return False, float("inf"), (f"{int(bad.sum())} element(s) of {name!r} not "
-                                     f"written or not finite (first at {first})")
-    del bad
-    denom = float(xp.linalg.norm(ref)) or 1.0
-    out -= ref  # in place on the float64 copy: no third full-size array
-    err = float(xp.linalg.norm(out)) / denom
-    if err > tol:
-        return False, err, f"{name!r}: relative error {err:.3g} > tolerance {tol:.3g}"
-    return True, err, None
 
 
 class InputCache:
@@ -140,7 +118,8 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
     prepared = None
     phases: dict[str, float] = {}
     device: dict[str, float] = {}
-    clock = _PhaseClock(phases, device, backend.device_timer() if arrays.device else None)
+    clock = core.PhaseClock(phases, device,
+                            backend.device_timer() if arrays.device else None)
     try:
         with backend.device_context():
             with clock("inputs"):
@@ -151,29 +130,32 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
                 prepared = backend.prepare(case, inputs)
             del inputs
             with clock("validate"):
-                prepared.poison()
-                prepared.run()
-                outs = prepared.device_outputs() if arrays.device else prepared.outputs()
-                ok, err, why = validate(case, outs, reference, arrays)
-                del outs
+                fetch = prepared.device_outputs if arrays.device else prepared.outputs
+
+                def outputs(_: Any, ref: dict[str, Array] = reference
+                            ) -> Iterator[core.Output]:
+                    return case_outputs(case, fetch(), ref, arrays)
+
+                ok, err, why = core.validate(prepared.poison, prepared.run, outputs,
+                                             case.workload.tolerance[case.dtype])
+                del outputs
             del reference
             if not ok:
                 return _record(case, backend, prepared.launch_facts(), status="invalid",
                                error=f"validation failed: {why}", rel_error=err,
                                extra=prepared.extra(), phases=phases, device_phases=device)
-            with clock("time", device=False):
-                timing = backend.time(prepared.run, cfg)
+            timing = core.time_call(backend, prepared.run, cfg, clock)
             if arrays.device:
                 device["time"] = float(sum(timing.samples))
             rec = _record(case, backend, prepared.launch_facts(), status="ok", valid=True,
                           rel_error=err, extra=prepared.extra(), phases=phases,
                           device_phases=device)
-            _fill_metrics(rec, timing, roofs)
+            core.fill_metrics(rec, timing, roofs)
             fns = prepared.launch_fns()
             if per_launch and len(fns) > 1:
-                with clock("time_launches", device=False):
-                    for lr, fn in zip(rec.launches, fns, strict=True):
-                        lr.timing = backend.time(fn, launch_cfg or cfg)
+                for lr, fn in zip(rec.launches, fns, strict=True):
+                    lr.timing = core.time_call(backend, fn, launch_cfg or cfg, clock,
+                                               "time_launches")
                 if arrays.device:
                     device["time_launches"] = float(sum(sum(lr.timing.samples)
                                                         for lr in rec.launches
@@ -192,36 +174,10 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
             prepared.close()
 
 
-class _PhaseClock:
-    """``with clock("name"):`` adds the block's wall seconds to ``phases[name]`` and, with a
-    device timer, the device seconds between CUDA events around it to ``device[name]``."""
-
-    def __init__(self, phases: dict[str, float], device: dict[str, float],
-                 timer: Any = None) -> None:
-        self.phases, self.device, self.timer = phases, device, timer
-
-    @contextlib.contextmanager
-    def __call__(self, name: str, device: bool = True) -> Iterator[None]:
-        timed = self.timer is not None and device
-        if timed:
-            self.timer.start()
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            if timed:
-                with contextlib.suppress(Exception):  # a failed phase keeps its wall time
-                    self.device[name] = self.device.get(name, 0.0) + self.timer.stop()
-            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - t0
-
-
 def _fill_metrics(rec: CaseResult, timing: Timing, roofs: RoofSet | None) -> None:
-    rec.timing = timing
-    rec.median_s = timing.median
-    rec.flop_per_s = rec.flops / timing.median if timing.median > 0 else None
-    rec.bytes_per_s = {lvl: b / timing.median for lvl, b in rec.bytes.items()}
-    if roofs is not None:
-        apply_roofs(rec, roofs)
+    """``core.fill_metrics``: kept under this name for bench/measure/ab.py, whose owner
+    moves it to the core's public name."""
+    core.fill_metrics(rec, timing, roofs)
 
 
 def run_cases(cases: list[Case], backend: Backend, roofs: RoofSet | None, cfg: TimerConfig,
@@ -243,7 +199,7 @@ def run_cases(cases: list[Case], backend: Backend, roofs: RoofSet | None, cfg: T
                 isolated = isolated or IsolatedCases(backend.name)
                 rec = isolated.run(case, cfg, launch_cfg, True, int(rng.integers(2**63)))
                 if rec.status == "ok" and roofs is not None:
-                    apply_roofs(rec, roofs)
+                    core.place_case(rec, roofs)
             else:
                 rec = run_case(case, backend, roofs, cfg, rng, cache=cache,
                                launch_cfg=launch_cfg)

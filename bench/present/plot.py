@@ -85,6 +85,13 @@ def _in_frame(p: Any) -> bool:
     return all(1 / FRAME_BOUND < v < FRAME_BOUND for v in (p.ai, p.flops, p.hw_ai or 1.0))
 
 
+def bandwidth_only(cases_by_run: list[list[CaseResult]]) -> int:
+    """Valid cases of 0 FLOPs that move bytes (copies, layout changes): placed by bandwidth
+    (roofline.by_bandwidth), never drawn (their intensity is 0), counted in a note."""
+    return sum(1 for cs in cases_by_run for c in cs
+               if c.valid and c.status == "ok" and c.flops == 0 and any(c.bytes.values()))
+
+
 def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], title: str,
                  tags: list[str] | None = None, all_roofs: bool = False,
                  dense_above: int = DENSE_POINTS) -> RooflineFigure:
@@ -115,10 +122,12 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
                 ha="left", color="dimgray")
     else:
         key_lines, numbered, arrows = _draw_points(out, cases_by_run, points_by_run, tags)
-    if beyond:
-        out.note = "; ".join(filter(None, [out.note, f"{beyond} point(s) beyond "
-                                                      f"{FRAME_BOUND:.0e} left out"]))
-        out.ax.text(0.01, 0.97 if dense else 0.01, out.note.split("; ")[-1],
+    said = [f"{beyond} point(s) beyond {FRAME_BOUND:.0e} left out"] if beyond else []
+    if (bw := bandwidth_only(cases_by_run)):  # intensity 0: no place on a log axis
+        said.append(f"{bw} case(s) of 0 FLOPs placed by bandwidth: in the report's table")
+    if said:
+        out.note = "; ".join(filter(None, [out.note, *said]))
+        out.ax.text(0.01, 0.97 if dense else 0.01, "; ".join(said),
                     transform=out.ax.transAxes, fontsize=7, ha="left", color="dimgray",
                     va="top" if dense else "bottom")
     out.arrows = list(arrows)

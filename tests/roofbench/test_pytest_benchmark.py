@@ -116,8 +116,8 @@ def test_hand_written_extra_info_and_the_calibration_cache():
 
 
 @pytest.mark.parametrize("edit,needle", [
-    (lambda e, d: e["extra_info"].update(flops="many"), "flops must be a positive whole"),
-    (lambda e, d: e["extra_info"].update(flops=-4), "flops must be a positive whole"),
+    (lambda e, d: e["extra_info"].update(flops="many"), "flops must be a non-negative whole"),
+    (lambda e, d: e["extra_info"].update(flops=-4), "flops must be a non-negative whole"),
     (lambda e, d: e["extra_info"].update(bytes={"dram": -1}), "non-negative whole"),
     (lambda e, d: e["extra_info"].update(bytes=0), "bytes must be a positive whole"),
     (lambda e, d: e["extra_info"].update(dtype="fp99"), "unknown dtype 'fp99'"),

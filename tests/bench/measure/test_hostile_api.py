@@ -59,8 +59,8 @@ REF = {"reference": np.full(N, 0.75), "output": "c"}
 
 # id, the keywords changed from a well-formed call, words of the one line
 MALFORMED: list[tuple[str, dict[str, Any], str]] = [
-    ("flops-zero", {"flops": 0}, "flops must be a positive whole number"),
-    ("flops-negative", {"flops": -5}, "flops must be a positive"),
+    ("flops-zero-bytes-zero", {"flops": 0, "reads": 0, "writes": 0}, "flops=0 and no bytes"),
+    ("flops-negative", {"flops": -5}, "flops must be >= 0"),
     ("flops-fraction", {"flops": 1.5}, "flops must be"),
     ("flops-nan", {"flops": math.nan}, "flops must be"),
     ("flops-inf", {"flops": math.inf}, "flops must be"),

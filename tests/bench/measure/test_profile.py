@@ -62,8 +62,8 @@ def test_zero_flop_ops_are_placed_by_bandwidth_and_views_not_at_all():
     by = {p.op.family: p for p in prof.ops}
     copy = by["copies/layout"].case
     assert copy.flops == 0 and copy.bound == "memory" and copy.limiting_roof == "dram stream"
-    assert copy.extra["bandwidth_efficiency"] == pytest.approx(
-        copy.bytes["dram"] / copy.median_s / 20e9)
+    assert copy.efficiency == pytest.approx(copy.bytes["dram"] / copy.median_s / 20e9)
+    assert copy.attainable is None and by["copies/layout"].bandwidth_efficiency == copy.efficiency
     view = by["views"].case
     assert view.bound is None and view.bytes == {}
 

@@ -128,3 +128,50 @@ def test_plugin_is_inert_when_unused(pytester):
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=patience(300))
     r.assert_outcomes(passed=1)
     assert "roofline" not in r.stdout.str()
+
+
+COPY = '''
+import numpy as np
+
+
+def test_copy(roofline):
+    src = np.arange(1 << 16, dtype=np.float32)
+    dst = np.zeros_like(src)
+    rec = roofline(np.copyto, dst, src, flops=0, reads=src, writes=dst, output=dst,
+                   reference=lambda dst, src: src)
+    assert rec.valid and rec.bound == "memory" and rec.attainable is None
+    assert abs(rec.efficiency - rec.bytes["dram"] / rec.median_s / 2e10) < 1e-9
+'''
+
+
+def test_a_copy_of_0_flops_is_placed_by_bandwidth_through_the_fixture(pytester, monkeypatch):
+    for k in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(k, raising=False)
+    pytester.makepyfile(test_copy=COPY)
+    (pytester.path / "roofs.json").write_text(json.dumps(ROOFS))
+    r = _run(pytester, "-p", "no:benchmark", "--roofline-out", "out")
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["*test_copy/default/fp32/65536: ok, *% of dram (0 FLOPs: its "
+                            "bytes/s over the memory roof)*"])
+    out = pytester.path / "out"
+    for f in ("results.json", "report.md", "report.html", "roofline.png"):
+        assert (out / f).stat().st_size > 0, f
+    (case,) = load_run(out).cases
+    assert case.flops == 0 and case.valid and case.limiting_roof == "dram"
+    assert case.efficiency == pytest.approx(case.bytes["dram"] / case.median_s / 2e10)
+
+
+def test_a_pytest_benchmark_entry_of_0_flops_is_read_and_placed_by_bandwidth():
+    """The fixture hands pytest-benchmark a copy's counts (flops 0): `roofbench report`
+    reads that JSON and places the entry as measure() did, by bandwidth."""
+    fixture = Path(__file__).parents[2] / "fixtures" / "pytest-benchmark"
+    d = json.loads((fixture / "numpy-benchmark-json.json").read_text())
+    d["benchmarks"][0]["extra_info"]["flops"] = 0
+    run = read_pytest_benchmark(d)
+    copy = run.cases[0]
+    dram = run.roofs.memory("dram")
+    assert copy.flops == 0 and copy.bound == "memory" and copy.attainable is None
+    assert copy.limiting_roof == dram.name
+    assert copy.efficiency == pytest.approx(copy.bytes["dram"] / copy.median_s / dram.value)
+    assert run.cases[1].efficiency == pytest.approx(run.cases[1].flop_per_s
+                                                    / run.cases[1].attainable)
