@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -87,10 +88,17 @@ def stored_run(out: Path, roofs: Path, work: float, args: argparse.Namespace) ->
     return out
 
 
-def verdicts(a: Path, b: Path, threshold: float) -> dict[str, tuple[str, float, float]]:
+def verdicts(a: Path, b: Path, threshold: float) -> dict[str, tuple[str, float, float, str]]:
+    """Per case: verdict, ratio, the interval's low end, and the load's bound the reason
+    names (x..., or '-' where the reason names none)."""
     cmp = classify(load_run(a), load_run(b), threshold, FailOn(slower=True))
-    return {v.key.split("/")[1]: (v.verdict, v.ratio or float("nan"),
-                                  v.ratio_lo or float("nan")) for v in cmp.cases}
+    out = {}
+    for v in cmp.cases:
+        bound = re.search(r"(?:at most|up to) (x\d+\.\d+)", v.reason)
+        out[v.key.split("/")[1]] = (v.verdict, v.ratio or float("nan"),
+                                    v.ratio_lo or float("nan"),
+                                    bound.group(1) if bound else "-")
+    return out
 
 
 def ab_repeat(folder: Path, roofs: Path, args: argparse.Namespace) -> dict[str, tuple]:
@@ -165,7 +173,8 @@ def main() -> int:
                 print(f"repeat {i + 1}: " + "; ".join(
                     f"{m} A/A {rows[m][-1]['aa'][0]} {rows[m][-1]['aa'][1]:.3f}, slow "
                     f"{rows[m][-1]['slow'][0]} {rows[m][-1]['slow'][1]:.3f} "
-                    f"[lo {rows[m][-1]['slow'][2]:.3f}]" for m in modes), flush=True)
+                    f"[lo {rows[m][-1]['slow'][2]:.3f}, load bound {rows[m][-1]['slow'][3]}]"
+                    for m in modes), flush=True)
     finally:
         if busy is not None:
             busy.terminate()
