@@ -28,19 +28,21 @@ Verdicts, with t the threshold (0.05 = 5%) and r = median B / median A:
 - ``only in A`` / ``only in B``: a case of one run alone; ``other device``: the runs measured
   different devices, so no case is compared.
 
-**Load bounds the excuse.** A timing records what else used the machine while it ran
-(``Timing.outside_load``: the share f of the time the timed process could run that it waited
-for a core others held, measured by the noise probe; older files give only others' share of
-all cores' time, a looser f; plus hypervisor steal). A process that had the cores a fraction
-f of the time stretches a CPU-bound time by about 1/(1-f), not more; so the load can have
-made B slower than A by at most E = max(1, (1 - f_A) / (1 - f_B)) (load on B stretches B;
-load on A only stretches A, which hides a slowdown and explains none), and A faster than B
-by max(1, (1 - f_B) / (1 - f_A)).
-A slowdown whose interval lies above E is ``slower``, with the load named in the reason; one
-whose interval reaches below E (but above 1) is ``uncertain``, with the bound said. The same
-rule holds for every input: roofbench runs, pytest-benchmark JSON (the plugin records the
-load during pytest-benchmark's timing) and A/B runs (alternating: both sides see the same
-load, so E is about 1).
+**Load bounds the excuse** (roofbench/gate_load.py). A timing records what else used the
+machine while it ran: each sample's wait for a core another process held (``Timing.waits``,
+schedstat, where the CPU backend or the A/B timer measured it) and the words of the noise
+probe (``Timing.outside_load``: the share f of the time it waited, others' share of the cores,
+hypervisor steal). Without that wait a sample would have taken about s - w; so the load can
+have made B slower than A by at most E = max(1, r / r_u), r_u the gate's statistic of the
+samples less their waits: a bound on the median the gate compares (a short sample is mostly
+preempted whole or not at all, so a load that stretches the mean by 1/(1-f) can leave the
+median where it was). Files without waits give each side 1/(1-f), a bound on the mean:
+E = max(1, (1 - f_A) / (1 - f_B)). Load on A only stretches A (it hides a slowdown, explains
+none); A faster than B mirrors it. A slowdown whose interval lies above E is ``slower``, with
+the load named in the reason; one whose interval reaches below E (but above 1) is
+``uncertain``, with the bound said. The same rule holds for every input: roofbench runs,
+pytest-benchmark JSON (the plugin records the load during pytest-benchmark's timing; no
+waits per sample) and A/B runs (both sides see the same load, so E is about 1).
 
 **A/B runs** (``roofbench ab``, the ``roofline_ab`` fixture: base and new measured
 alternately, sample by sample, in one job) store two runs that name each other

@@ -68,18 +68,17 @@ def wait_free(t: Timing) -> list[float] | None:
                                                                       strict=True)]
 
 
+PER_SAMPLE = "the median of the samples less each one's wait for a core"
+SHARES = "the share of the timing it waited: a bound on the mean time"
+
+
 @dataclass(frozen=True)
 class Excuse:
     """What the outside load can explain of a change between A and B."""
 
     slow: float  # the most the load can have made B slower than A (>= 1)
     fast: float  # ... A slower than B
-    per_sample: bool  # from each sample's wait (matched to the median), else from shares
-
-    @property
-    def how(self) -> str:
-        return ("the median of the samples less each one's wait for a core" if self.per_sample
-                else "the share of the timing it waited: a bound on the mean time")
+    how: str  # what the bound was taken from, in words
 
 
 def stretch(t: Timing | None) -> tuple[float, bool]:
@@ -105,4 +104,7 @@ def excuses(ta: Timing | None, tb: Timing | None, paired: bool = False) -> Excus
         r_u = statistics.median([b / a for a, b in zip(ua, ub, strict=True)])
         rel = r / r_u * (1.0 - steal_share(ta.outside_load)) / (
             1.0 - steal_share(tb.outside_load))
-    return Excuse(max(1.0, rel), max(1.0, 1.0 / rel), wa and wb)
+    how = (PER_SAMPLE if wa and wb else SHARES if not (wa or wb) else
+           f"{'A' if wa else 'B'}'s samples less their waits, {'B' if wa else 'A'}'s share of "
+           "the timing it waited (a bound on the mean)")
+    return Excuse(max(1.0, rel), max(1.0, 1.0 / rel), how)

@@ -125,8 +125,10 @@ def summary(name: str, rows: list[dict[str, tuple]]) -> str:
     alarms = sum(v[0] == "slower" for v in aa)
     caught = sum(v[0] == "slower" for v in sl)
     other = {k: sum(v[0] == k for v in sl) for k in ("uncertain", "same", "faster")}
+    aa_kinds = {k: sum(v[0] == k for v in aa) for k in dict.fromkeys(v[0] for v in aa)}
     return (f"{name}: false alarms {alarms}/{len(aa)} (A/A ratios "
-            f"{min(v[1] for v in aa):.3f}-{max(v[1] for v in aa):.3f}); slowdown caught "
+            f"{min(v[1] for v in aa):.3f}-{max(v[1] for v in aa):.3f}, verdicts {aa_kinds}); "
+            f"slowdown caught "
             f"{caught}/{len(sl)} (ratios {min(v[1] for v in sl):.3f}-"
             f"{max(v[1] for v in sl):.3f}, median {statistics.median(v[1] for v in sl):.3f}; "
             f"missed as {other})")
