@@ -330,7 +330,8 @@ def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
     ex = excuses(ca.timing, cb.timing, paired)
     slow_excuse, fast_excuse = ex.slow, ex.fast
     verdict = judge(iv, threshold, slow_excuse, fast_excuse)
-    named = "; ".join(f"{sd} was timed while {why}" for sd, why in loads.items())
+    named = "; ".join(f"{sd} was timed while {why}" for sd, why in loads.items()) or (
+        "the samples waited for a core another process held")  # waits under the probe's 5%
     if verdict == "uncertain" and iv.bounded and iv.lo is not None and iv.hi is not None:
         slow = iv.ratio > 1.0 + threshold and iv.lo > 1.0
         fast = iv.ratio < 1.0 / (1.0 + threshold) and iv.hi < 1.0

@@ -229,6 +229,8 @@ def test_waits_that_explain_the_median_excuse_it():
     v, _ = verdict(run(BASE), timed(b, waits, load_words(0.5)))  # A's file has no waits
     assert v.verdict == "uncertain" and "up to x1.50" in v.reason
     assert "B's samples less their waits, A's share" in v.reason
+    v, _ = verdict(timed(BASE, [0.0] * N), timed(b, waits))  # waits, no probe words
+    assert v.verdict == "uncertain" and "the samples waited for a core" in v.reason
 
 
 def test_a_slowdown_beyond_the_waits_is_slower():
