@@ -16,7 +16,9 @@ not edited samples. Each repeat measures
 
 A false alarm is an A/A case the gate fails (`slower`); a catch is a slowdown case it fails.
 ``--busy`` runs ``nice -n 0 python -c 'while 1: pass'`` (one core busy) for the whole
-measurement. The load average (``uptime``) before and after is printed: record it with the
+measurement. Each repeat's line gives the verdicts, ratios, the slowdown's interval's low end
+and the load bound its reason names (roofbench/gate_load.py); the summary counts the A/A
+verdicts too. The load average (``uptime``) before and after is printed: record it with the
 figures. Exit 0 always (the figures are the output; nothing here is a test).
 """
 
