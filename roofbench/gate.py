@@ -28,19 +28,21 @@ Verdicts, with t the threshold (0.05 = 5%) and r = median B / median A:
 - ``only in A`` / ``only in B``: a case of one run alone; ``other device``: the runs measured
   different devices, so no case is compared.
 
-**Load bounds the excuse.** A timing records what else used the machine while it ran
-(``Timing.outside_load``: the share f of the time the timed process could run that it waited
-for a core others held, measured by the noise probe; older files give only others' share of
-all cores' time, a looser f; plus hypervisor steal). A process that had the cores a fraction
-f of the time stretches a CPU-bound time by about 1/(1-f), not more; so the load can have
-made B slower than A by at most E = max(1, (1 - f_A) / (1 - f_B)) (load on B stretches B;
-load on A only stretches A, which hides a slowdown and explains none), and A faster than B
-by max(1, (1 - f_B) / (1 - f_A)).
-A slowdown whose interval lies above E is ``slower``, with the load named in the reason; one
-whose interval reaches below E (but above 1) is ``uncertain``, with the bound said. The same
-rule holds for every input: roofbench runs, pytest-benchmark JSON (the plugin records the
-load during pytest-benchmark's timing) and A/B runs (alternating: both sides see the same
-load, so E is about 1).
+**Load bounds the excuse** (roofbench/gate_load.py). A timing records what else used the
+machine while it ran: each sample's wait for a core another process held (``Timing.waits``,
+schedstat, where the CPU backend or the A/B timer measured it) and the words of the noise
+probe (``Timing.outside_load``: the share f of the time it waited, others' share of the cores,
+hypervisor steal). Without that wait a sample would have taken about s - w; so the load can
+have made B slower than A by at most E = max(1, r / r_u), r_u the gate's statistic of the
+samples less their waits: a bound on the median the gate compares (a short sample is mostly
+preempted whole or not at all, so a load that stretches the mean by 1/(1-f) can leave the
+median where it was). Files without waits give each side 1/(1-f), a bound on the mean:
+E = max(1, (1 - f_A) / (1 - f_B)). Load on A only stretches A (it hides a slowdown, explains
+none); A faster than B mirrors it. A slowdown whose interval lies above E is ``slower``, with
+the load named in the reason; one whose interval reaches below E (but above 1) is
+``uncertain``, with the bound said. The same rule holds for every input: roofbench runs,
+pytest-benchmark JSON (the plugin records the load during pytest-benchmark's timing; no
+waits per sample) and A/B runs (both sides see the same load, so E is about 1).
 
 **A/B runs** (``roofbench ab``, the ``roofline_ab`` fixture: base and new measured
 alternately, sample by sample, in one job) store two runs that name each other
@@ -56,12 +58,12 @@ nothing else.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
+from .gate_load import excuses, load_bounds, load_share  # noqa: F401 (the rule's, re-exported)
 from .records import CaseResult, RunResult
 
 Verdict = Literal["faster", "slower", "same", "uncertain", "unreadable", "invalid in B",
@@ -143,32 +145,6 @@ def paired_interval(a: list[float], b: list[float],
     ratios = [y / x for x, y in zip(a, b, strict=True)]
     iv = median_interval(ratios, confidence)
     return RatioInterval(statistics.median(ratios), *(iv if iv else (None, None)))
-
-
-_OTHERS = re.compile(r"other processes used (\d+(?:\.\d+)?)% of")
-_WAITED = re.compile(r"waited for a core (\d+(?:\.\d+)?)% of")
-_STEAL = re.compile(r"hypervisor stole (\d+(?:\.\d+)?)%")
-MAX_SHARE = 0.95  # a share read as more than this is taken as this (a bound, not infinity)
-
-
-def load_share(outside_load: str) -> float:
-    """f: the share of the time the timed code could run that other processes (and the
-    hypervisor) took while a case was timed, read from ``Timing.outside_load`` (the noise
-    probe's words, the form every stored file has): the wait for a core that the probe
-    measured on the timed process itself when the words give it, else (older files) the
-    share of all cores' time others used, a looser bound; plus the hypervisor's steal. 0
-    when it names no share (page faults alone, nothing)."""
-    text = outside_load or ""
-    own = [float(m.group(1)) / 100 for m in _WAITED.finditer(text)]
-    f = sum(own) if own else sum(float(m.group(1)) / 100 for m in _OTHERS.finditer(text))
-    f += sum(float(m.group(1)) / 100 for m in _STEAL.finditer(text))
-    return min(max(f, 0.0), MAX_SHARE)
-
-
-def load_bounds(fa: float, fb: float) -> tuple[float, float]:
-    """(the most the load can have made B slower than A, ... A slower than B): a share f
-    stretches a time by about 1/(1-f), not more."""
-    return max(1.0, (1.0 - fa) / (1.0 - fb)), max(1.0, (1.0 - fb) / (1.0 - fa))
 
 
 def judge(iv: RatioInterval, threshold: float, slow_excuse: float = 1.0,
@@ -351,25 +327,27 @@ def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
             f"{'pairs' if paired else 'samples in a run'}: no interval")
     loads = {sd: t.outside_load for sd, t in (("A", ca.timing), ("B", cb.timing))
              if t is not None and t.outside_load}
-    slow_excuse, fast_excuse = load_bounds(load_share(loads.get("A", "")),
-                                           load_share(loads.get("B", "")))
+    ex = excuses(ca.timing, cb.timing, paired)
+    slow_excuse, fast_excuse = ex.slow, ex.fast
     verdict = judge(iv, threshold, slow_excuse, fast_excuse)
-    named = "; ".join(f"{sd} was timed while {why}" for sd, why in loads.items())
+    named = "; ".join(f"{sd} was timed while {why}" for sd, why in loads.items()) or (
+        "the samples waited for a core another process held")  # waits under the probe's 5%
     if verdict == "uncertain" and iv.bounded and iv.lo is not None and iv.hi is not None:
         slow = iv.ratio > 1.0 + threshold and iv.lo > 1.0
         fast = iv.ratio < 1.0 / (1.0 + threshold) and iv.hi < 1.0
         if slow or fast:  # beyond the noise, within what the load explains
             excuse = slow_excuse if slow else fast_excuse
             reason = (f"{'slower' if slow else 'faster'} by {abs(iv.ratio - 1):.0%}, but "
-                      f"{named}: that load can stretch a time by up to x{excuse:.2f}, and "
-                      f"the interval reaches {'below' if slow else 'above'} it: rerun on a "
+                      f"{named}: that load can stretch a time by up to x{excuse:.2f} "
+                      f"({ex.how}), and the interval reaches "
+                      f"{'below' if slow else 'above'} it: rerun on a "
                       "quiet machine, or measure base and new in one job (roofbench ab)")
         else:
             reason = "beyond the threshold, within the noise"
     elif verdict in ("slower", "faster") and loads:  # the load named beside the verdict
         excuse = slow_excuse if verdict == "slower" else fast_excuse
-        reason = (f"beyond what the outside load explains (at most x{excuse:.2f}: "
-                  f"{named})")
+        reason = (f"beyond what the outside load explains (at most x{excuse:.2f}, from "
+                  f"{ex.how}: {named})")
     return CaseVerdict(key, verdict, ma, mb, iv.ratio, iv.lo, iv.hi, na, nb,
                        reason if verdict != "same" or not iv.bounded else "", paired)
 

@@ -142,7 +142,8 @@ def read_timing(d: dict[str, Any]) -> Timing:
         "")
     return Timing(samples=[float(x) for x in d["samples_s"]], warmup_runs=int(d["warmup_runs"]),
                   stopped_by=str(d["stopped_by"]), config=dict(d.get("config") or {}),
-                  flags=flags, outside_load=str(load))
+                  flags=flags, outside_load=str(load),
+                  waits=[float(x) for x in d.get("waits_s") or []])
 
 
 def read_occupancy(d: dict[str, Any]) -> Occupancy:

@@ -34,6 +34,9 @@ class Timing:
     # What else used the machine while this was timed (other processes, hypervisor steal,
     # page faults), in one line; empty when nothing was seen or the backend cannot tell.
     outside_load: str = ""
+    # Seconds each sample waited for a core another process held (the timed process's
+    # threads, schedstat; in sample order), where the backend measures it; empty otherwise.
+    waits: list[float] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -83,6 +86,8 @@ class Timing:
         """The summary (derived, for a reader of the file) plus the raw samples."""
         d = self.summary()
         d["samples_s"] = list(self.samples)
+        if self.waits:
+            d["waits_s"] = list(self.waits)
         d["config"] = dict(self.config)
         return d
 
@@ -183,19 +188,34 @@ def converged(samples: list[float], ordered: list[float], cfg: TimerConfig) -> s
 
 def host_timer(fn: Callable[[], None], cfg: TimerConfig,
                before: Callable[[], None] | None = None,
-               sync: Callable[[], None] | None = None) -> Timing:
+               sync: Callable[[], None] | None = None,
+               waits: Callable[[], int | None] | None = None) -> Timing:
     """Time ``fn`` with the host clock. ``before`` (cache flush) runs outside the window;
-    ``sync`` waits for asynchronous work so the host clock sees it end."""
+    ``sync`` waits for asynchronous work so the host clock sees it end; ``waits`` (ns the
+    process has waited for a core so far, or None) is read just outside each sample's window,
+    and each sample's wait kept in ``Timing.waits``."""
+    waited: list[float | None] = []
 
     def one() -> float:
         if before is not None:
             before()
         if sync is not None:
             sync()
+        w0 = waits() if waits is not None else None
         t0 = time.perf_counter()
         fn()
         if sync is not None:
             sync()
-        return time.perf_counter() - t0
+        t1 = time.perf_counter()
+        if waits is not None:
+            w1 = waits()
+            waited.append(None if w0 is None or w1 is None else max(w1 - w0, 0) * 1e-9)
+        return t1 - t0
 
-    return sample_loop(one, cfg)
+    t = sample_loop(one, cfg)
+    mine = waited[t.warmup_runs:]
+    if waits is not None and len(mine) == t.n:
+        t.waits = [w for w in mine if w is not None]
+        if len(t.waits) != t.n:  # a sample whose wait could not be read: none is kept
+            t.waits = []
+    return t

@@ -16,7 +16,9 @@ not edited samples. Each repeat measures
 
 A false alarm is an A/A case the gate fails (`slower`); a catch is a slowdown case it fails.
 ``--busy`` runs ``nice -n 0 python -c 'while 1: pass'`` (one core busy) for the whole
-measurement. The load average (``uptime``) before and after is printed: record it with the
+measurement. Each repeat's line gives the verdicts, ratios, the slowdown's interval's low end
+and the load bound its reason names (roofbench/gate_load.py); the summary counts the A/A
+verdicts too. The load average (``uptime``) before and after is printed: record it with the
 figures. Exit 0 always (the figures are the output; nothing here is a test).
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -87,10 +90,17 @@ def stored_run(out: Path, roofs: Path, work: float, args: argparse.Namespace) ->
     return out
 
 
-def verdicts(a: Path, b: Path, threshold: float) -> dict[str, tuple[str, float, float]]:
+def verdicts(a: Path, b: Path, threshold: float) -> dict[str, tuple[str, float, float, str]]:
+    """Per case: verdict, ratio, the interval's low end, and the load's bound the reason
+    names (x..., or '-' where the reason names none)."""
     cmp = classify(load_run(a), load_run(b), threshold, FailOn(slower=True))
-    return {v.key.split("/")[1]: (v.verdict, v.ratio or float("nan"),
-                                  v.ratio_lo or float("nan")) for v in cmp.cases}
+    out = {}
+    for v in cmp.cases:
+        bound = re.search(r"(?:at most|up to) (x\d+\.\d+)", v.reason)
+        out[v.key.split("/")[1]] = (v.verdict, v.ratio or float("nan"),
+                                    v.ratio_lo or float("nan"),
+                                    bound.group(1) if bound else "-")
+    return out
 
 
 def ab_repeat(folder: Path, roofs: Path, args: argparse.Namespace) -> dict[str, tuple]:
@@ -117,8 +127,10 @@ def summary(name: str, rows: list[dict[str, tuple]]) -> str:
     alarms = sum(v[0] == "slower" for v in aa)
     caught = sum(v[0] == "slower" for v in sl)
     other = {k: sum(v[0] == k for v in sl) for k in ("uncertain", "same", "faster")}
+    aa_kinds = {k: sum(v[0] == k for v in aa) for k in dict.fromkeys(v[0] for v in aa)}
     return (f"{name}: false alarms {alarms}/{len(aa)} (A/A ratios "
-            f"{min(v[1] for v in aa):.3f}-{max(v[1] for v in aa):.3f}); slowdown caught "
+            f"{min(v[1] for v in aa):.3f}-{max(v[1] for v in aa):.3f}, verdicts {aa_kinds}); "
+            f"slowdown caught "
             f"{caught}/{len(sl)} (ratios {min(v[1] for v in sl):.3f}-"
             f"{max(v[1] for v in sl):.3f}, median {statistics.median(v[1] for v in sl):.3f}; "
             f"missed as {other})")
@@ -165,7 +177,8 @@ def main() -> int:
                 print(f"repeat {i + 1}: " + "; ".join(
                     f"{m} A/A {rows[m][-1]['aa'][0]} {rows[m][-1]['aa'][1]:.3f}, slow "
                     f"{rows[m][-1]['slow'][0]} {rows[m][-1]['slow'][1]:.3f} "
-                    f"[lo {rows[m][-1]['slow'][2]:.3f}]" for m in modes), flush=True)
+                    f"[lo {rows[m][-1]['slow'][2]:.3f}, load bound {rows[m][-1]['slow'][3]}]"
+                    for m in modes), flush=True)
     finally:
         if busy is not None:
             busy.terminate()

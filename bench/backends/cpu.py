@@ -20,6 +20,7 @@ from roofbench.kernels.spec import Case, np_dtype
 from roofbench.roofs.probes.cpu_noise import (
     NoiseProbe,
     NoiseReport,
+    ThreadWaits,
     huge_page_fraction,
     noise_cause,
     outside_load,
@@ -192,7 +193,9 @@ class CpuBackend(Backend):
 
     def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
         probe = NoiseProbe()
-        t = host_timer(fn, cfg, before=self._flush_cache if cfg.cold else None)
+        with ThreadWaits() as waits:  # each sample's wait for a core: the gate's load rule
+            t = host_timer(fn, cfg, before=self._flush_cache if cfg.cold else None,
+                           waits=waits)
         self.last_noise = probe.report()
         if any(f.startswith("noisy") for f in t.flags):  # say why, from the counters
             t.flags.append(f"noise cause: {noise_cause(self.last_noise)}")

@@ -11,8 +11,10 @@ two sides together get twice one case's), ``max_samples`` pairs, or once the pai
 sample (after a synchronising call on a GPU). What else used the machine is measured over the
 whole alternation (the noise probe: /proc/stat counts in clock ticks, far coarser than one
 sample, so it cannot be split by side; the two sides share that time alike) and recorded on
-both sides (``Timing.outside_load``, whether or not the samples spread): the load rule's
-bound is then 1, the pairing itself having taken the load out.
+both sides (``Timing.outside_load``, whether or not the samples spread); each sample's own
+wait for a core (schedstat, nanoseconds) is recorded beside it (``Timing.waits``): the load
+rule's bound is then that of the pairs' median, about 1, the pairing having taken the load
+out.
 
 The run is two ordinary runs, ``DIR/a`` and ``DIR/b`` (report, plot and compare read each),
 whose ``environment["ab"]`` names the pairing (one id, the side); ``roofbench compare DIR``
@@ -30,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from roofbench.roofs.probes.cpu_noise import NoiseProbe, outside_load
+from roofbench.roofs.probes.cpu_noise import NoiseProbe, ThreadWaits, outside_load
 
 from roofbench.gate import (
     AB_KEY,
@@ -54,12 +56,20 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
               sync: Callable[[], None] = lambda: None) -> tuple[Timing, Timing]:
     """Pairs of samples of ``fn_a`` and ``fn_b``, alternating which goes first (see the
     module doc); each side's Timing holds its samples in pair order and its load."""
-    def one(fn: Callable[[], Any]) -> float:
+    waits = ThreadWaits()  # each sample's wait for a core (schedstat, nanoseconds)
+    waited: dict[str, list[float | None]] = {"A": [], "B": []}
+
+    def one(fn: Callable[[], Any], side: str = "") -> float:
         sync()
+        w0 = waits()
         t0 = time.perf_counter()
         fn()
         sync()
-        return time.perf_counter() - t0
+        t1 = time.perf_counter()
+        w1 = waits()
+        if side:
+            waited[side].append(None if w0 is None or w1 is None else max(w1 - w0, 0) * 1e-9)
+        return t1 - t0
 
     t_start, warm = time.perf_counter(), 0
     while warm < cfg.warmup_min_runs or time.perf_counter() - t_start < 2 * cfg.warmup_s:
@@ -75,7 +85,7 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
     min_pairs = max(cfg.min_samples, 12)
     while len(samples["A"]) < cfg.max_samples:
         for side in ("AB" if len(samples["A"]) % 2 == 0 else "BA"):
-            samples[side].append(one(fns[side]))
+            samples[side].append(one(fns[side], side))
         n = len(samples["A"])
         if n >= max(min_pairs, CI_MIN_SAMPLES):
             ratios = [b / a for a, b in zip(samples["A"], samples["B"], strict=True)]
@@ -87,11 +97,13 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
             stopped = "budget"
             break
     load = outside_load(probe.report())
+    waits.close()
     out = []
     for side in ("A", "B"):
+        w = [x for x in waited[side] if x is not None]
         t = Timing(samples=samples[side], warmup_runs=warm, stopped_by=stopped,
                    config={**asdict(cfg), "ab": {"side": side, "order": ORDER}},
-                   outside_load=load)
+                   outside_load=load, waits=w if len(w) == len(samples[side]) else [])
         if t.n > 1 and t.cv > cfg.noisy_cv:
             t.flags.append(f"noisy: cv {t.cv:.1%} > {cfg.noisy_cv:.0%}")
         out.append(t)

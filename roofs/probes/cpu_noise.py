@@ -133,6 +133,76 @@ def run_and_wait_ns(task_dir: Path = Path("/proc/self/task")) -> tuple[int, int]
     return (run, wait) if tasks else None
 
 
+class ThreadWaits:
+    """The nanoseconds this process's threads have waited for a core another process held,
+    cheap enough to read around every sample (the load recorded per sample, which the gate
+    reads): each thread's schedstat is kept open and re-read with pread (under a microsecond;
+    listing /proc/self/task costs hundreds), and re-opened when the thread count changes (the
+    task folder's link count, one fstat). Calling it returns the sum, or None where the
+    kernel keeps no schedstat. ``close()`` (or ``with``) releases the files."""
+
+    def __init__(self, task_dir: Path = Path("/proc/self/task")) -> None:
+        self.task_dir = task_dir
+        self.fds: list[int] = []
+        self.count = -1
+        try:
+            self.dir_fd: int | None = os.open(task_dir, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            self.dir_fd = None
+
+    def _threads(self) -> int:
+        try:  # procfs: 2 + the threads (a plain folder: its own count, re-read on change)
+            return os.fstat(self.dir_fd).st_nlink if self.dir_fd is not None else -1
+        except OSError:
+            return -1
+
+    def _reopen(self) -> None:
+        self._close_tasks()
+        try:
+            names = sorted(os.listdir(self.task_dir))
+        except OSError:
+            return
+        for name in names:
+            try:
+                self.fds.append(os.open(self.task_dir / name / "schedstat", os.O_RDONLY))
+            except OSError:
+                continue  # a thread that ended meanwhile
+
+    def __call__(self) -> int | None:
+        n = self._threads()
+        if n != self.count or not self.fds:
+            self._reopen()
+            self.count = n
+        total, read = 0, False
+        for fd in self.fds:
+            try:
+                total += int(os.pread(fd, 128, 0).split()[1])
+                read = True
+            except (OSError, ValueError, IndexError):
+                continue  # a thread that ended: its wait leaves the sum (clamped per sample)
+        return total if read else None
+
+    def _close_tasks(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+
+    def close(self) -> None:
+        self._close_tasks()
+        if self.dir_fd is not None:
+            os.close(self.dir_fd)
+            self.dir_fd = None
+
+    def __del__(self) -> None:  # a timing that raised before close()
+        self.close()
+
+    def __enter__(self) -> ThreadWaits:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class NoiseProbe:
     """Snapshot before a timing, :meth:`report` after it. ``children``: the timed work runs
     in child processes (waited for before the report), whose time is then "own" too."""

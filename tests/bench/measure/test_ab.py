@@ -33,6 +33,9 @@ def test_alternation_swaps_the_order_every_pair():
     assert ta.n == tb.n == 12 and ta.stopped_by == tb.stopped_by == "max_samples"
     assert ta.outside_load == tb.outside_load  # one window: both sides shared it
     assert ta.config["ab"]["side"] == "A" and tb.config["ab"]["side"] == "B"
+    if ta.waits:  # where the kernel keeps schedstat: each sample's wait, beside it
+        assert len(ta.waits) == ta.n and len(tb.waits) == tb.n
+        assert all(w >= 0 for w in ta.waits + tb.waits)
 
 
 def _add(a, b, c):
@@ -59,6 +62,7 @@ def test_ab_session_writes_two_paired_runs_and_finds_a_4x_slowdown(tmp_path):
     assert paired_runs(ra, rb) and ra.environment[AB_KEY]["side"] == "A"
     assert [x.key for x in ra.cases] == [x.key for x in rb.cases]
     assert ra.cases[0].timing.samples == slow.a.timing.samples  # stored as measured
+    assert ra.cases[0].timing.waits == slow.a.timing.waits  # the per-sample waits too
     assert ra.cases[0].attainable == pytest.approx(2e10 / 12)  # placed under the roofs
     cmp = classify(ra, rb, 0.5, FailOn(slower=True))
     by = {v.key: v for v in cmp.cases}
