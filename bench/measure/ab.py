@@ -45,9 +45,9 @@ from roofbench.gate import (
 from roofbench.records import CaseResult, RoofSet
 from roofbench.timing import CI_MIN_SAMPLES, TimerConfig, Timing
 
+from . import core
 from .api import Session, _timer, device_roofs
-from .callables import Clock, accounting, clock_for, measure_callable
-from .runner import _fill_metrics
+from .callables import Clock, accounting, clock_for, measure_callable, working_set
 
 ORDER = "alternating pairs: A B, then B A"
 
@@ -190,15 +190,19 @@ class AbSession:
                                           cfg=cfg, roofs=roofs, reference=reference,
                                           output=out, tolerance=tolerance)
         fa, fb = caps["A"].fn, caps["B"].fn
+        # placed as measure places them: on the cache level their data fits in, on a CPU
+        ws = {side: working_set(a, out) if clock.kind == "cpu" else None
+              for side, a, out in (("A", args, output),
+                                   ("B", b_args, output if output_b is None else output_b))}
         if recs["A"].valid and recs["B"].valid and fa is not None and fb is not None:
             ta, tb = alternate(fa, fb, cfg, clock.sync)
-            _fill_metrics(recs["A"], ta, roofs)
-            _fill_metrics(recs["B"], tb, roofs)
+            core.fill_metrics(recs["A"], ta, roofs, ws["A"])
+            core.fill_metrics(recs["B"], tb, roofs, ws["B"])
         else:  # one side failed validation: the other is timed alone, as measure would
             for side, rec in recs.items():
                 fn_side = caps[side].fn
                 if rec.valid and fn_side is not None:
-                    _fill_metrics(rec, clock.time(fn_side, cfg), roofs)
+                    core.fill_metrics(rec, core.time_call(clock, fn_side, cfg), roofs, ws[side])
         for side, rec in recs.items():
             rec.extra["ab"] = {"id": self.id, "side": side, "label": self.labels[side == "B"]}
             self.sides[side]._add(rec)

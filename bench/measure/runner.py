@@ -19,7 +19,7 @@ from roofbench.kernels.spec import Array, Case
 
 from roofbench.errors_text import first_line
 from roofbench.records import BufferFacts, CaseResult, LaunchFacts, LaunchResult, RoofSet
-from roofbench.timing import TimerConfig, Timing
+from roofbench.timing import TimerConfig
 
 from ..backends.base import Backend
 from . import core
@@ -80,7 +80,6 @@ def case_outputs(case: Case, outputs: dict[str, Array], reference: dict[str, Arr
         if name not in outputs:
             raise core.Unchecked(f"output {name!r} missing")
         yield name, arrays.values(xp.asarray(outputs[name]), bufs[name].dtype), ref, xp
-
 
 
 class InputCache:
@@ -172,12 +171,6 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
     finally:
         if prepared is not None:
             prepared.close()
-
-
-def _fill_metrics(rec: CaseResult, timing: Timing, roofs: RoofSet | None) -> None:
-    """``core.fill_metrics``: kept under this name for bench/measure/ab.py, whose owner
-    moves it to the core's public name."""
-    core.fill_metrics(rec, timing, roofs)
 
 
 def run_cases(cases: list[Case], backend: Backend, roofs: RoofSet | None, cfg: TimerConfig,
