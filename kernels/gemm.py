@@ -48,8 +48,8 @@ def _naive(A, B, C, M, N, K):
 @njit(inline="always")
 def _transpose8(src, dst, k0, j0):
     # dst[j0 + jj, k0 + kk] = src[k0 + kk, j0 + jj] for an 8 x 8 block: constant trip counts,
-    # fully unrolled into 8-element row loads, shuffles and 8-element row stores (or scalar
-    # moves), never a gather or scatter (issue 28).
+    # fully unrolled into plain moves (scalar vmovss/vmovsd on the Xeon host), never a gather
+    # or scatter (issue 28: a strided loop with a runtime trip count gathers on AVX-512).
     for jj in range(8):
         for kk in range(8):
             dst[j0 + jj, k0 + kk] = src[k0 + kk, j0 + jj]
