@@ -45,15 +45,47 @@ def _naive(A, B, C, M, N, K):
             C[i, j] = acc
 
 
+@njit(inline="always")
+def _transpose8(src, dst, k0, j0):
+    # dst[j0 + jj, k0 + kk] = src[k0 + kk, j0 + jj] for an 8 x 8 block: constant trip counts,
+    # fully unrolled into plain moves (scalar vmovss/vmovsd on the Xeon host), never a gather
+    # or scatter (issue 28: a strided loop with a runtime trip count gathers on AVX-512).
+    for jj in range(8):
+        for kk in range(8):
+            dst[j0 + jj, k0 + kk] = src[k0 + kk, j0 + jj]
+
+
+@njit(inline="always")
+def _pack_edge(B, Bt, k0, kn, j0, jn, t_in, t_out):
+    # A partial block (kn x jn, each <= 8) through two 8 x 8 scratch tiles: the copies in and
+    # out are contiguous row slices (no index arithmetic numba would wrap), the transpose the
+    # same constant 8 x 8 as a full block.
+    for kk in range(kn):
+        t_in[kk, :jn] = B[k0 + kk, j0:j0 + jn]
+    _transpose8(t_in, t_out, 0, 0)
+    for jj in range(jn):
+        Bt[j0 + jj, k0:k0 + kn] = t_out[jj, :kn]
+
+
 @njit(parallel=True, cache=True)
 def _pack_bt(B, Bt, K, N):
-    # Bt[j, k] = B[k, j], 32 columns at a time: each B row is read in 128-byte runs.
-    for jb in prange((N + 31) // 32):
-        j0 = jb * 32
-        j1 = min(j0 + 32, N)
-        for k in range(K):
-            for j in range(j0, j1):
-                Bt[j, k] = B[k, j]
+    # Bt[j, k] = B[k, j] in 8 x 8 register blocks, one strip of 8 columns per parallel
+    # iteration; a strided loop with a runtime trip count would vectorise into gathers on the
+    # AVX-512 cores and Skylake, so the edges go through _pack_edge.
+    for jb in prange((N + 7) // 8):
+        j0 = jb * 8
+        jn = min(8, N - j0)
+        t_in = np.zeros((8, 8), B.dtype)
+        t_out = np.zeros((8, 8), B.dtype)
+        if jn == 8:
+            for kb in range(K // 8):
+                _transpose8(B, Bt, kb * 8, j0)
+            kf = K // 8 * 8
+            if kf < K:
+                _pack_edge(B, Bt, kf, K - kf, j0, 8, t_in, t_out)
+        else:
+            for k0 in range(0, K, 8):
+                _pack_edge(B, Bt, k0, min(8, K - k0), j0, jn, t_in, t_out)
 
 
 @njit(inline="always", fastmath=FASTMATH)

@@ -17,6 +17,11 @@
 #   make-bench       `ROOFBENCH_NO_INSTALL=1 make bench` as the README tells a user of an
 #                    offline GPU box (CUDA backend, results under the output folder)
 # The extras (GPU_CHECK_EXTRAS=1, a budget of their own: a second call):
+#   triton           every Triton variant (`roofbench run --backend triton`, torch on the GPU) at
+#                    make-bench's default sizes, results.json written after every case
+#   triton-table     Triton vs CUDA C vs library per workload and dtype (time, % of roof,
+#                    status; scripts/gpu_check_triton.py over the triton and make-bench
+#                    results): triton-vs-cuda.md, also appended to gpu_check.log
 #   gemm-8192        the hand-written tensor GEMMs at 8192^3
 #   bench-numba      a quick run of every kernel on Numba CUDA
 #   pycuda-install   PyCUDA built offline from wheelhouse/ (scripts/pycuda_offline.sh; in the
@@ -55,9 +60,10 @@ T0=$(date +%s)
 # Step limits (s), the one place they are set; docs/gpu-check.md gives the model of each. The
 # core steps add up to 295 of the 300 s; the extras have a budget of their own.
 L_FACTS=15 L_WGMMA=22 L_SANITIZE=40 L_GPU_TESTS=73 L_CALIBRATE=30 L_MAKE_BENCH=115
+L_TRITON=100 L_TRITON_TABLE=10
 L_GEMM_8192=35 L_BENCH_NUMBA=40 L_BENCH_PYCUDA=30 L_LAUNCH_OVERHEAD=15 L_NCU=35
 EXTRAS=${GPU_CHECK_EXTRAS:-0}
-EXTRAS_S=$(( L_GEMM_8192 + L_BENCH_NUMBA + L_BENCH_PYCUDA + L_LAUNCH_OVERHEAD + L_NCU ))
+EXTRAS_S=$(( L_TRITON + L_TRITON_TABLE + L_GEMM_8192 + L_BENCH_NUMBA + L_BENCH_PYCUDA + L_LAUNCH_OVERHEAD + L_NCU ))
 TOTAL_S=${GPU_CHECK_TOTAL_S:-$([ "$EXTRAS" = 1 ] && echo $(( 300 + EXTRAS_S )) || echo 300)}
 # GPU_CHECK_TIME_SCALE (a whole number, default 1) multiplies every time limit: the total above
 # and each step's. Never set on the device; the tests set it on a slow or loaded machine, so
@@ -295,6 +301,14 @@ rm -f "$OUT_DIR/.calibrate-start"
 step make-bench "$L_MAKE_BENCH" bash -c make_bench
 
 if [ "$EXTRAS" = 1 ]; then
+  # The Triton variants beside the CUDA C ones: every Triton case at make-bench's default sizes
+  # (results.json rewritten after every case: a run cut at its limit keeps what it finished),
+  # then the table against make-bench's CUDA C and library cases, whatever either recorded.
+  step triton "$L_TRITON" "$PY" -m roofbench.bench.cli run --backend triton "${ROOFS_ARG[@]}" \
+    --out "$OUT_DIR/triton"
+  step triton-table "$L_TRITON_TABLE" "$PY" "$ROOT/scripts/gpu_check_triton.py" \
+    "$OUT_DIR/triton" "$OUT_DIR/bench" --out "$OUT_DIR/triton-vs-cuda.md" \
+    --log "$OUT_DIR/triton.log" --append "$OUT_DIR/gpu_check.log"  # that log comes back
   # The hand-written tensor GEMMs at 8192^3 (make-bench: 4096^3).
   step gemm-8192 "$L_GEMM_8192" "$PY" -m roofbench.bench.cli run --backend cuda --workload gemm \
     --variant tensor --dtype fp16 --dtype bf16 --dtype fp8 --size 8192x8192x8192 \

@@ -56,6 +56,19 @@ def test_cpu_kernel_matches_float64_reference(w, v, dtype, size):
     assert err <= wl.tolerance[dtype]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("k,n", [(1, 1), (7, 9), (8, 8), (9, 17), (16, 3), (67, 45), (5, 300)])
+def test_pack_bt_is_the_exact_transpose(k, n, dtype):
+    # gemm's B -> Bt pack in 8 x 8 blocks: full blocks, partial ones in k, in n and in both,
+    # every element written exactly once (Bt starts as NaN).
+    from roofbench.kernels.gemm import _pack_bt
+
+    b = np.random.default_rng(5).standard_normal((k, n)).astype(dtype)
+    bt = np.full((n, k), np.nan, dtype)
+    _pack_bt(b, bt, k, n)
+    assert np.array_equal(bt, b.T)
+
+
 # ----------------------------------------------------------------------------- thread counts
 
 

@@ -21,11 +21,11 @@ import pytest
 from patience import patience, whole_scale
 from testpaths import ROOT
 
-GPU_STEPS = ("wgmma-tests", "sanitize", "gpu-tests", "calibrate", "make-bench", "gemm-8192",
-             "bench-numba", "launch-overhead", "ncu")
+GPU_STEPS = ("wgmma-tests", "sanitize", "gpu-tests", "calibrate", "make-bench", "triton",
+             "triton-table", "gemm-8192", "bench-numba", "launch-overhead", "ncu")
 CORE_STEPS = ("facts", "wgmma-tests", "sanitize", "gpu-tests", "calibrate", "make-bench")
-ALL_STEPS = (*CORE_STEPS, "gemm-8192", "bench-numba", "pycuda-install", "bench-pycuda",
-             "launch-overhead", "ncu")
+ALL_STEPS = (*CORE_STEPS, "triton", "triton-table", "gemm-8192", "bench-numba",
+             "pycuda-install", "bench-pycuda", "launch-overhead", "ncu")
 CORE_TOTAL_S = 300  # a second run fits a 15-minute GPU slot with its start-up
 SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
@@ -35,7 +35,8 @@ KEPT = {"gpu-check.tar.gz", "summary.txt", "gpu_check.log", "wgmma-tests.log",
         "make-bench.log", "bench-report.md", "sanitizer.txt"}
 # What a machine without a usable NVIDIA GPU says, through CuPy, Numba or the driver.
 GPU_REASON = re.compile(r"no GPU|no CUDA|CUDA device|CuPy is not importable|CUDA driver"
-                        r"|cudaError|CUDA_ERROR|nvidia-smi", re.IGNORECASE)
+                        r"|cudaError|CUDA_ERROR|nvidia-smi"
+                        r"|triton and torch are needed", re.IGNORECASE)
 
 pytestmark = pytest.mark.slow
 
@@ -224,7 +225,7 @@ def test_gpu_steps_fail_for_a_gpu_reason_in_one_line(run):
         reasons = [ln for ln in log.splitlines() if GPU_REASON.search(ln)]
         assert reasons, f"{step}: no GPU reason in\n{log[-2000:]}"
     # The command-line steps end in roofbench's one-line error, not a traceback.
-    for step in ("calibrate", "make-bench", "bench-numba"):
+    for step in ("calibrate", "make-bench", "triton", "bench-numba"):
         log = (tree / f"{step}.log").read_text()
         errors = [ln for ln in log.splitlines() if ln.startswith("roofbench: error:")]
         assert len(errors) == 1 and GPU_REASON.search(errors[0]), log[-2000:]
@@ -237,6 +238,25 @@ def test_no_step_fails_for_an_import_reason(run):
         assert "Traceback" not in text, f"{log.name}:\n{text[-3000:]}"
         assert "No module named 'roofbench" not in text, log.name
     assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_triton_step_beside_make_bench_and_its_table_says_why_empty(run):
+    """The Triton variants run after make-bench (whose CUDA C and library cases the table sets
+    beside them); with no GPU the table step fails in one line naming the triton run's
+    error."""
+    clone, out, tree, r = run
+    log = (out / "gpu_check.log").read_text()
+    triton = re.search(r"^== triton \(limit \d+s, at \d+s\): (.*)$", log, re.M)[1]
+    assert "-m roofbench.bench.cli run --backend triton" in triton
+    assert f"--out {out}/triton" in triton
+    table = re.search(r"^== triton-table \(limit \d+s, at \d+s\): (.*)$", log, re.M)[1]
+    assert (f"{out}/triton {out}/bench --out {out}/triton-vs-cuda.md --log {out}/triton.log "
+            f"--append {out}/gpu_check.log") in table
+    said = (tree / "triton-table.log").read_text().splitlines()
+    assert len(said) == 1 and said[0].startswith(
+        f"gpu_check_triton: no Triton case recorded under {out}/triton; triton.log: "
+        "roofbench: error: backend 'triton' is unavailable: ")
+    assert "== Triton vs CUDA C vs library" not in log  # no table, none appended
 
 
 def test_pycuda_without_a_wheelhouse_is_skipped_with_a_line(run):

@@ -1,11 +1,13 @@
 """Every parallel CPU kernel of kernels/, with the arguments it is compiled for and what its
 machine code must show on every target of the matrix (codegen_matrix.MATRIX):
 
-- every kernel: no gather (a kernel that indexes memory it could read contiguously: a
-  negative-index wraparound left in an index makes LLVM gather wherever its model finds gathers
-  legal and cheap: znver4, the Intel AVX-512 cores, Skylake), unless its row says why (``gathers``);
-  no non-temporal store, unless it is a non-temporal row kernel (``streams``), which must have
-  one. Scatters are recorded, not asserted: LLVM stores a register block's columns of C with
+- every kernel: no gather, on any target, no exemption (a kernel that indexes memory it could
+  read contiguously: a negative-index wraparound left in an index, or a strided loop with a
+  runtime trip count, makes LLVM gather wherever its model finds gathers legal and cheap:
+  znver4, the Intel AVX-512 cores, Skylake; GEMM's B transpose is written in constant 8 x 8
+  blocks for that); no non-temporal store, unless it is a non-temporal row kernel
+  (``streams``), which must have one. Scatters are recorded, and asserted only where a row
+  says so (``no_scatter``: the transpose): LLVM stores a register block's columns of C with
   them in the GEMM and attention cores on the AVX-512 rows, once per tile;
 - the kernels whose speed rests on it: packed arithmetic (``min_packed``), vector partial sums
   of a reduction in more than one FMA chain (``min_chains``), adds on ymm/zmm (``min_wide_adds``).
@@ -39,7 +41,7 @@ class KernelRow:
     min_wide_adds: int = 0
     why: str = ""
     streams: bool = False  # stores non-temporally (else: never)
-    gathers: str = ""  # why gathers are no fault here ("" : they are)
+    no_scatter: bool = False  # scatters are a fault too (else recorded only)
 
     @property
     def name(self) -> str:
@@ -86,9 +88,9 @@ KERNELS = [
     KernelRow("rownorm", "_norm_rows_nt", lambda t: (*_m((B, H), t, 2), B, H, EPS, 2),
               min_chains=2, why=REDUCTION, streams=True),
     KernelRow("gemm", "_naive", lambda t: (*_m((17, 17), t, 3), 17, 17, 17)),
-    KernelRow("gemm", "_pack_bt", lambda t: (*_m((64, 64), t, 2), 64, 64),
-              gathers="a transpose (Bt[j, k] = B[k, j]): one side is strided by nature, and "
-                      "the pack is O(K N) before an O(M N K) product"),
+    KernelRow("gemm", "_pack_bt", lambda t: (np.ones((67, 45), t), np.ones((45, 67), t), 67, 45),
+              no_scatter=True,
+              why="a transpose in constant 8 x 8 blocks: shuffles or scalar moves"),
     KernelRow("gemm", "_tiled_core", lambda t: (*_m((64, 64), t, 3), 64, 64, 64, 32), 4,
               why="the k loop in vector FMAs on contiguous rows of A and Bt"),
     KernelRow("gemm", "_regblock_core", lambda t: (*_m((64, 64), t, 3), 64, 64, 64, 32), 4,
@@ -155,8 +157,10 @@ def kernel_facts(rows: list[KernelRow] | None = None, only: tuple[str, ...] = ()
 def problems(row: KernelRow, facts: dict[str, Any]) -> list[str]:
     """What is wrong with one compiled kernel, one line each (empty: nothing)."""
     out = []
-    if facts["gathers"] and not row.gathers:
+    if facts["gathers"]:
         out.append(f"gathers {facts['gathers']}")
+    if facts["scatters"] and row.no_scatter:
+        out.append(f"scatters {facts['scatters']} ({row.why})")
     if facts["nontemporal"] and not row.streams:
         out.append(f"{facts['nontemporal']} non-temporal stores in a cached kernel")
     if row.streams and not facts["nontemporal"]:
