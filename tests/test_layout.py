@@ -155,8 +155,6 @@ def test_the_facade_imports_the_api_lazily():
 # the ones left, each tracked by issue 31 (item 4) and owned by another change: a NEW circle, or
 # one of these grown by a module, fails.
 KNOWN_CIRCLES = {
-    # isolation.py takes runner.py's private _record (issue 31 tracks it).
-    frozenset({"roofbench.bench.measure.isolation", "roofbench.bench.measure.runner"}),
     # profile.py and the parts it imports on use, which import it back (issue 31: the profile
     # modules are being unified).
     frozenset({f"roofbench.bench.measure.{m}" for m in (
@@ -238,15 +236,11 @@ PRIVATE_IMPORTS_ALLOWED = {
     ("bench/backends/tma_launch.py", "roofbench.roofs.probes.cuda_driver._drv"),
     ("bench/measure/ab.py", "roofbench.bench.measure.api._command"),
     ("bench/measure/ab.py", "roofbench.bench.measure.api._timer"),
-    ("bench/measure/case_child.py", "roofbench.bench.measure.runner._record"),
-    ("bench/measure/isolation.py", "roofbench.bench.measure.runner._record"),
     ("bench/measure/profile.py", "roofbench.bench.measure.api._timer"),
     ("bench/measure/profile_jax.py", "roofbench.bench.measure.profile._DTYPES"),
     ("bench/measure/profile_jax.py", "roofbench.bench.measure.profile._timer"),
     ("bench/measure/pytest_ab.py", "roofbench.bench.measure.pytest_plugin._STATE"),
     ("bench/measure/pytest_plugin.py", "roofbench.bench.measure.pytest_ab._roofline_ab_runs"),
-    ("bench/measure/scan.py", "roofbench.bench.measure.runner._record"),
-    ("bench/measure/session.py", "roofbench.bench.measure.runner._record"),
 }
 
 

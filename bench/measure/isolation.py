@@ -38,6 +38,7 @@ from roofbench.records import CaseResult
 from roofbench.timing import TimerConfig
 
 from ..errors import UserError
+from .case_record import case_record
 
 RESULT_MARK = "ROOFBENCH_CASE_RESULT "
 TIMEOUT_ENV = "ROOFBENCH_CASE_TIMEOUT_S"
@@ -155,8 +156,6 @@ class IsolatedCases:
                 return rec
 
     def _fault(self, case: Case, seconds: float, timed_out: bool) -> CaseResult:
-        from .runner import _record
-
         if timed_out:
             self._stop()
             why = (f"timed out after {seconds:.0f} s in its own process (a hang: the case "
@@ -169,8 +168,8 @@ class IsolatedCases:
             last = next((ln for ln in reversed(self._stderr) if ln.strip()), "no output")
             why = f"its own process ended (exit {rc}) before it reported: {last.strip()}"
             self._stop()
-        return _record(case, _Named(self.backend), status="error", error=why,
-                       extra={"isolated": "ran in its own process"})
+        return case_record(case, _Named(self.backend), status="error", error=why,
+                           extra={"isolated": "ran in its own process"})
 
 
 class _Named:

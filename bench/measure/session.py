@@ -32,8 +32,9 @@ from roofbench.timing import TimerConfig
 from ..backends.base import Backend
 from ..errors import UserError
 from ..results import check_writable, environment, git_commit, make_run_dir, save_run, utc_stamp
+from .case_record import case_record
 from .drift import RoofTracker
-from .runner import _record, run_cases
+from .runner import run_cases
 
 # Sampling time per case on a GPU: a memory-bound kernel there takes ~0.3 ms, so half a
 # second is over a thousand samples, and the median-CI rule usually stops far sooner.
@@ -179,7 +180,7 @@ def select_cases(backend: Backend, *, workloads: Iterable[str] | None = None,
                     if why is None:
                         cases.append(case)
                     else:
-                        skipped.append(_record(case, backend, status="unsupported", error=why))
+                        skipped.append(case_record(case, backend, status="unsupported", error=why))
     if size is not None and not cases and not skipped:
         raise UserError("no case matches the selection")
     return cases, skipped
