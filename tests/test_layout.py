@@ -155,10 +155,6 @@ def test_the_facade_imports_the_api_lazily():
 # the ones left, each tracked by issue 31 (item 4) and owned by another change: a NEW circle, or
 # one of these grown by a module, fails.
 KNOWN_CIRCLES = {
-    # profile.py and the parts it imports on use, which import it back (issue 31: the profile
-    # modules are being unified).
-    frozenset({f"roofbench.bench.measure.{m}" for m in (
-        "profile", "profile_compile", "profile_fusion", "profile_jax", "profile_report")}),
     # pytest_ab.py takes pytest_plugin.py's private _STATE, pytest_plugin.py loads pytest_ab.py
     # (issue 31).
     frozenset({"roofbench.bench.measure.pytest_ab", "roofbench.bench.measure.pytest_plugin"}),
@@ -234,11 +230,6 @@ def test_no_import_circles_but_the_known_ones():
 # shrinks).
 PRIVATE_IMPORTS_ALLOWED = {
     ("bench/backends/tma_launch.py", "roofbench.roofs.probes.cuda_driver._drv"),
-    ("bench/measure/ab.py", "roofbench.bench.measure.api._command"),
-    ("bench/measure/ab.py", "roofbench.bench.measure.api._timer"),
-    ("bench/measure/profile.py", "roofbench.bench.measure.api._timer"),
-    ("bench/measure/profile_jax.py", "roofbench.bench.measure.profile._DTYPES"),
-    ("bench/measure/profile_jax.py", "roofbench.bench.measure.profile._timer"),
     ("bench/measure/pytest_ab.py", "roofbench.bench.measure.pytest_plugin._STATE"),
     ("bench/measure/pytest_plugin.py", "roofbench.bench.measure.pytest_ab._roofline_ab_runs"),
 }
