@@ -151,14 +151,9 @@ def test_the_facade_imports_the_api_lazily():
 
 # Import circles among the project's modules, counting every import: at a module's top, in a
 # function's body (a deferred import hides a circle, it does not break it) and under
-# TYPE_CHECKING. A circle is broken by moving the shared piece to a module below both; these are
-# the ones left, each tracked by issue 31 (item 4) and owned by another change: a NEW circle, or
-# one of these grown by a module, fails.
-KNOWN_CIRCLES = {
-    # pytest_ab.py takes pytest_plugin.py's private _STATE, pytest_plugin.py loads pytest_ab.py
-    # (issue 31).
-    frozenset({"roofbench.bench.measure.pytest_ab", "roofbench.bench.measure.pytest_plugin"}),
-}
+# TYPE_CHECKING. A circle is broken by moving the shared piece to a module below both; the last
+# ones (issue 31 item 4) are broken, so any circle fails: the list only shrinks, and is empty.
+KNOWN_CIRCLES: set[frozenset[str]] = set()
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -230,8 +225,6 @@ def test_no_import_circles_but_the_known_ones():
 # shrinks).
 PRIVATE_IMPORTS_ALLOWED = {
     ("bench/backends/tma_launch.py", "roofbench.roofs.probes.cuda_driver._drv"),
-    ("bench/measure/pytest_ab.py", "roofbench.bench.measure.pytest_plugin._STATE"),
-    ("bench/measure/pytest_plugin.py", "roofbench.bench.measure.pytest_ab._roofline_ab_runs"),
 }
 
 
