@@ -220,12 +220,9 @@ def test_no_import_circles_but_the_known_ones():
 
 
 # A private name (one leading underscore) taken from another project module is a contract its
-# module never declared: made public, or the piece moved, instead. These are the ones left
-# (issue 31 item 4); a NEW one fails, and so does an entry that is gone (the list only
-# shrinks).
-PRIVATE_IMPORTS_ALLOWED = {
-    ("bench/backends/tma_launch.py", "roofbench.roofs.probes.cuda_driver._drv"),
-}
+# module never declared: made public, or the piece moved, instead. The last ones (issue 31 item
+# 4) are gone: any one fails (the list only shrinks, and is empty).
+PRIVATE_IMPORTS_ALLOWED: set[tuple[str, str]] = set()
 
 
 def private_imports(path: Path, tree: ast.AST | None = None) -> set[str]:
