@@ -1,6 +1,6 @@
 """A run session: which cases, run one after the other, saved after each, stoppable.
 
-``Session`` is what `roofbench run` and `roofbench bench` hold from the selection to the
+``RunSession`` is what `roofbench run` and `roofbench bench` hold from the selection to the
 reports: select the cases (unknown names and impossible sizes are one-line errors before
 anything is allocated or written), make the run's own folder, run the cases, rewrite
 results.json atomically after every case (a run killed at any moment keeps every finished
@@ -242,7 +242,7 @@ def case_line(i: int, n: int, c: CaseResult, elapsed_s: float) -> str:
     return f"[{i}/{n}] {c.key} {what} ({spent:.1f} s; run {elapsed_s:.0f} s)"
 
 
-class Session:
+class RunSession:
     """One run: its own folder and its record, made before anything is measured (after every
     name and size is checked), saved after every step, and left saying so whatever ends it.
 
@@ -364,7 +364,7 @@ def execute(opts: RunOptions, be: Backend, roofs: RoofSet | None, out_root: Path
             progress: Progress) -> tuple[RunResult, Path]:
     """A whole run with roofs already at hand, into a new run folder under ``out_root``; a
     stop signal ends it like a finished run, with the finished cases saved and marked."""
-    session = Session(opts, be, out_root)
+    session = RunSession(opts, be, out_root)
     session.set_roofs(roofs)
     with contextlib.suppress(KeyboardInterrupt), stop_signals(), session.guard("cases"):
         session.run_cases(progress)
