@@ -46,9 +46,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         req = json.loads(line)
         w = ws[req["workload"]]
-        level = req.get("occupancy")  # an occupancy scan's level, run as in the parent
+        level = req.get("occupancy_level")  # an occupancy scan's level, run as in the parent
         case = Case(w, w.variants[req["variant"]], req["dtype"], tuple(req["size"]),
-                    occupancy=OccupancyLevel(**level) if level else None)
+                    occupancy_level=OccupancyLevel(**level) if level else None)
         cfg = TimerConfig(**req["cfg"])
         launch_cfg = TimerConfig(**req["launch_cfg"]) if req.get("launch_cfg") else None
         try:

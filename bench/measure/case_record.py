@@ -42,4 +42,4 @@ def case_record(case: Case, backend: RecordedBackend, facts: list[LaunchFacts] |
         flop_convention=case.workload.flop_convention, arrow_from=case.variant.arrow_from,
         limit_note=case.variant.limits.get(backend.kind, ""),
         buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()},
-        occupancy_level=case.occupancy, **kw)
+        occupancy_level=case.occupancy_level, **kw)

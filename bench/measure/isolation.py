@@ -128,7 +128,8 @@ class IsolatedCases:
                    "dtype": case.dtype, "size": list(case.size), "seed": seed,
                    "cfg": asdict(cfg), "launch_cfg": asdict(launch_cfg) if launch_cfg else None,
                    "per_launch": per_launch,
-                   "occupancy": asdict(case.occupancy) if case.occupancy else None}
+                   "occupancy_level": (asdict(case.occupancy_level) if case.occupancy_level
+                                       else None)}
         t0 = time.perf_counter()
         proc = self._start()
         try:

@@ -30,7 +30,7 @@ def occupancy_cases(cases: list[Case], backend: Backend) -> tuple[list[Case], li
             skipped.append(case_record(case, backend, status="unsupported", error=str(e)))
             continue
         for level in levels:
-            at = replace(case, occupancy=level)
+            at = replace(case, occupancy_level=level)
             if at.flops != case.flops or at.bytes() != case.bytes():
                 raise RuntimeError(f"{at.key}: the level changed the counted FLOPs or bytes "
                                    "(a workload's plan must not depend on its occupancy)")

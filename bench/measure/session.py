@@ -54,7 +54,7 @@ class RunOptions:
     cold: bool = False
     seed: int | None = None
     ncu: bool = False
-    occupancy: bool = False  # every case once per occupancy level (`roofbench occupancy`)
+    occupancy_scan: bool = False  # every case once per occupancy level (`roofbench occupancy`)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
@@ -62,7 +62,7 @@ class RunOptions:
                    variant=args.variant, dtypes=tuple(args.dtype) if args.dtype else None,
                    size=args.size, quick=args.quick, cold=args.cold, seed=args.seed,
                    ncu=bool(getattr(args, "ncu", False)),
-                   occupancy=bool(getattr(args, "occupancy", False)))
+                   occupancy_scan=bool(getattr(args, "occupancy", False)))
 
 
 class Progress(Protocol):
@@ -257,7 +257,7 @@ class RunSession:
         self.cases, self.skipped = select_cases(be, workloads=opts.workloads,
                                                 variant=opts.variant, dtypes=opts.dtypes,
                                                 size=size, quick=opts.quick)
-        if opts.occupancy:  # every case once per occupancy level (`roofbench occupancy`)
+        if opts.occupancy_scan:  # every case once per occupancy level (`roofbench occupancy`)
             from .scan import occupancy_cases
 
             self.cases, unscanned = occupancy_cases(self.cases, be)
