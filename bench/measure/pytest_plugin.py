@@ -99,11 +99,11 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any,
                                  output_json: dict[str, Any]) -> None:
     """The device and its roofs beside pytest-benchmark's entries, for `roofbench report`."""
     state = config.stash.get(STATE, None)
-    if state is None or state._session is None or state._session.run is None:
+    if state is None or state.own_run is None:
         return
     from roofbench.pytest_benchmark import EXTRA_SCHEMA
 
-    run = state._session.run
+    run = state.own_run
     output_json["roofbench"] = {"schema": EXTRA_SCHEMA, "device": run.device,
                                 "backend": run.backend,
                                 "roofs": run.roofs.to_dict() if run.roofs else None}

@@ -50,6 +50,11 @@ class PluginState:
     def run(self) -> Any:
         if self.merged is not None:
             return self.merged
+        return self.own_run
+
+    @property
+    def own_run(self) -> Any:
+        """This process's run (None before its first case): never the workers' merged one."""
         return self._session.run if self._session is not None else None
 
     def finish(self, interrupted: bool) -> None:
