@@ -255,13 +255,14 @@ def load_for_output(run_arg: str, out: str | None, default_name: str,
                     suffixes: tuple[str, ...] = ("",)) -> tuple[RunResult, Path]:
     """A stored run, and where to write what is rebuilt from it (``out``, else ``default_name``
     beside its results.json); the folder is checked writable, and no file written (``path``
-    with each of ``suffixes``) may replace an input (check_output), before any work is done."""
+    with each of ``suffixes``) may replace an input (``check_output_paths``), before any work
+    is done."""
     run = load_run(run_arg)
     src = resolve_run(run_arg)
     if out is not None and not out.strip():
         raise UserError("--out is empty: give a path, or leave --out out for the default")
     path = Path(out) if out else src.parent / default_name
-    check_output([path.with_suffix(sx) if sx else path for sx in suffixes], inputs=[src])
+    check_output_paths([path.with_suffix(sx) if sx else path for sx in suffixes], inputs=[src])
     check_writable(path.parent)
     return run, path
 
@@ -270,7 +271,7 @@ def load_for_output(run_arg: str, out: str | None, default_name: str,
 RUN_OWN_FILES = ("results.json", "results.csv")
 
 
-def check_output(paths: Sequence[Path], inputs: Sequence[Path] = ()) -> None:
+def check_output_paths(paths: Sequence[Path], inputs: Sequence[Path] = ()) -> None:
     """Refuse (one line, exit 2) an output path that would replace an input of the command,
     a run's own files (results.json, results.csv beside a results.json), a roofbench results
     file of any name, or that is a folder."""

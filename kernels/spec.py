@@ -237,13 +237,13 @@ class Case:
     variant: Variant
     dtype: str
     size: Size
-    occupancy: OccupancyLevel | None = None
+    occupancy_level: OccupancyLevel | None = None
 
     @property
     def key(self) -> str:
         return (f"{self.workload.name}/{self.variant.name}/{self.dtype}/"
                 f"{'x'.join(map(str, self.size))}"
-                + (f"@{self.occupancy.tag}" if self.occupancy else ""))
+                + (f"@{self.occupancy_level.tag}" if self.occupancy_level else ""))
 
     def buffers(self) -> dict[str, Buf]:
         b = dict(self.workload.inputs(self.size, self.dtype))

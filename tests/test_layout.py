@@ -151,20 +151,9 @@ def test_the_facade_imports_the_api_lazily():
 
 # Import circles among the project's modules, counting every import: at a module's top, in a
 # function's body (a deferred import hides a circle, it does not break it) and under
-# TYPE_CHECKING. A circle is broken by moving the shared piece to a module below both; these are
-# the ones left, each tracked by issue 31 (item 4) and owned by another change: a NEW circle, or
-# one of these grown by a module, fails.
-KNOWN_CIRCLES = {
-    # isolation.py takes runner.py's private _record (issue 31 tracks it).
-    frozenset({"roofbench.bench.measure.isolation", "roofbench.bench.measure.runner"}),
-    # profile.py and the parts it imports on use, which import it back (issue 31: the profile
-    # modules are being unified).
-    frozenset({f"roofbench.bench.measure.{m}" for m in (
-        "profile", "profile_compile", "profile_fusion", "profile_jax", "profile_report")}),
-    # pytest_ab.py takes pytest_plugin.py's private _STATE, pytest_plugin.py loads pytest_ab.py
-    # (issue 31).
-    frozenset({"roofbench.bench.measure.pytest_ab", "roofbench.bench.measure.pytest_plugin"}),
-}
+# TYPE_CHECKING. A circle is broken by moving the shared piece to a module below both; the last
+# ones (issue 31 item 4) are broken, so any circle fails: the list only shrinks, and is empty.
+KNOWN_CIRCLES: set[frozenset[str]] = set()
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -231,23 +220,9 @@ def test_no_import_circles_but_the_known_ones():
 
 
 # A private name (one leading underscore) taken from another project module is a contract its
-# module never declared: made public, or the piece moved, instead. These are the ones left
-# (issue 31 item 4); a NEW one fails, and so does an entry that is gone (the list only
-# shrinks).
-PRIVATE_IMPORTS_ALLOWED = {
-    ("bench/backends/tma_launch.py", "roofbench.roofs.probes.cuda_driver._drv"),
-    ("bench/measure/ab.py", "roofbench.bench.measure.api._command"),
-    ("bench/measure/ab.py", "roofbench.bench.measure.api._timer"),
-    ("bench/measure/case_child.py", "roofbench.bench.measure.runner._record"),
-    ("bench/measure/isolation.py", "roofbench.bench.measure.runner._record"),
-    ("bench/measure/profile.py", "roofbench.bench.measure.api._timer"),
-    ("bench/measure/profile_jax.py", "roofbench.bench.measure.profile._DTYPES"),
-    ("bench/measure/profile_jax.py", "roofbench.bench.measure.profile._timer"),
-    ("bench/measure/pytest_ab.py", "roofbench.bench.measure.pytest_plugin._STATE"),
-    ("bench/measure/pytest_plugin.py", "roofbench.bench.measure.pytest_ab._roofline_ab_runs"),
-    ("bench/measure/scan.py", "roofbench.bench.measure.runner._record"),
-    ("bench/measure/session.py", "roofbench.bench.measure.runner._record"),
-}
+# module never declared: made public, or the piece moved, instead. The last ones (issue 31 item
+# 4) are gone: any one fails (the list only shrinks, and is empty).
+PRIVATE_IMPORTS_ALLOWED: set[tuple[str, str]] = set()
 
 
 def private_imports(path: Path, tree: ast.AST | None = None) -> set[str]:

@@ -155,7 +155,7 @@ class Backend(ABC):
 
     def occupancy_levels(self, case: Case) -> list[OccupancyLevel]:
         """The levels of an occupancy scan of ``case`` on this backend, lowest first (each run
-        as ``dataclasses.replace(case, occupancy=level)``); CaseUnsupported with the reason
+        as ``dataclasses.replace(case, occupancy_level=level)``); CaseUnsupported with the reason
         where it cannot limit what runs the case."""
         raise CaseUnsupported(f"the {self.name} backend cannot limit its occupancy")
 

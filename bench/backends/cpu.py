@@ -97,9 +97,9 @@ class CpuPrepared(LaunchListPrepared):
         # validation and timing run with it (set_num_threads holds for this thread). Set
         # last, so that a failed allocation leaves the count as it was.
         self._threads_before: int | None = None
-        if case.occupancy is not None:
+        if case.occupancy_level is not None:
             self._threads_before = numba.get_num_threads()
-            numba.set_num_threads(case.occupancy.value)
+            numba.set_num_threads(case.occupancy_level.value)
 
     def poison(self) -> None:
         for name, buf in self.case.buffers().items():

@@ -302,9 +302,9 @@ class CudaCBackend(Backend):
         """``plans`` at the case's occupancy level: each kernel that would hold more blocks
         per SM gets the dynamic shared memory that lets exactly that many reside, and a
         grid-stride kernel a grid of at most that many blocks per SM (one wave)."""
-        if case.occupancy is None:
+        if case.occupancy_level is None:
             return plans
-        want = case.occupancy.value
+        want = case.occupancy_level.value
         out = []
         for pl in plans:
             if pl.impl.launcher != "runtime":

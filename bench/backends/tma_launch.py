@@ -26,8 +26,8 @@ from roofbench.kernels.cuda_impl import (
 from roofbench.roofs.probes.cuda_driver import (
     DriverFunction,
     KernelParams,
-    _drv,
     check,
+    driver_module,
     driver_unavailable,
     load_module,
     pointer_bytes,
@@ -54,7 +54,7 @@ def param_bytes(args: Sequence[Any], pointer: Callable[[str], int],
 
 def tensor_map_enums(spec: TensorMapSpec) -> tuple[Any, Any]:
     """The driver enum members a spec names (data type, swizzle): AttributeError if none."""
-    drv = _drv()
+    drv = driver_module()
     return (getattr(drv.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{spec.data_type}"),
             getattr(drv.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{spec.swizzle}"))
 
@@ -63,7 +63,7 @@ def encode_tensor_map(spec: TensorMapSpec, ptr: int) -> bytes:
     """cuTensorMapEncodeTiled for ``spec`` over the device buffer at ``ptr``: the 128 bytes of
     the CUtensorMap. Out-of-bounds box elements are zero-filled by TMA (FLOAT_OOB_FILL_NONE
     means zeros, not NaN), which the kernel's edge handling relies on."""
-    drv = _drv()
+    drv = driver_module()
     dtype, swizzle = tensor_map_enums(spec)
     rank = len(spec.dims)
     tmap = check(drv.cuTensorMapEncodeTiled(

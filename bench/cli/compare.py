@@ -25,7 +25,7 @@ from roofbench.gate import Comparison, FailOn, classify
 from roofbench.records import RunResult
 
 from ..errors import UserError
-from ..results import check_output, check_writable, load_run, resolve_run
+from ..results import check_output_paths, check_writable, load_run, resolve_run
 
 DEFAULT_THRESHOLD = 0.05
 
@@ -123,8 +123,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UserError("--out is empty: give a path, or leave --out out for the default")
     base = Path(args.out) if args.out else resolve_run(pb).parent / "compare"
     stem = base.with_suffix("")
-    check_output([stem.with_suffix(x) for x in (".png", ".svg", ".html", ".json")],
-                 inputs=[resolve_run(pa), resolve_run(pb)])
+    check_output_paths([stem.with_suffix(x) for x in (".png", ".svg", ".html", ".json")],
+                       inputs=[resolve_run(pa), resolve_run(pb)])
     check_writable(base.parent)
     cmp = classify(a, b, threshold, fail_on, paths=(str(resolve_run(pa)), str(resolve_run(pb))))
     Console(width=max(Console().width, 160)).print(table(cmp))

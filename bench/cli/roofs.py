@@ -19,7 +19,7 @@ from ..backends import base as backends
 from ..errors import UserError
 from ..measure.roof_source import roofs_file, source
 from ..present.tables import plot_device, print_summary, wide_console
-from ..results import check_output, check_writable
+from ..results import check_output_paths, check_writable
 from .progress import steps
 
 
@@ -29,7 +29,7 @@ def _measure(args: argparse.Namespace) -> int:
     be = backends.open_for_user(args.backend or "auto")
     out = roofs_file(be, "measure", args.out)
     if out is not None:  # before the probes: a bad --out never costs their minutes
-        check_output([out])
+        check_output_paths([out])
         check_writable(out.parent)
     with steps("roofs") as say:
         rs = source(be, "measure", file=out, quick=args.quick, progress=say).roofs
@@ -79,8 +79,8 @@ def _compare(args: argparse.Namespace) -> int:
     wide_console().print(compare_table(a, b))
     base = Path(args.out).with_suffix("") if args.out else \
         Path(args.compare[1]).with_name("compare-roofs")
-    check_output([base.with_suffix(".png"), base.with_suffix(".svg")],
-                 inputs=[Path(p) for p in args.compare])
+    check_output_paths([base.with_suffix(".png"), base.with_suffix(".svg")],
+                       inputs=[Path(p) for p in args.compare])
     check_writable(base.parent)
     paths, why = plot_device([a, b], base, f"A: {a.device}  vs  B: {b.device}",
                              tags=["A: ", "B: "])

@@ -19,7 +19,7 @@ from roofbench.records import RoofSet, RunResult
 from ..backends import REGISTRY
 from ..backends import base as backends
 from ..measure.roof_source import obtain_roofs
-from ..measure.session import RunOptions, Session
+from ..measure.session import RunOptions, RunSession
 from ..results import check_writable
 from .progress import Heartbeat, steps
 
@@ -58,13 +58,13 @@ def summary_table(run: RunResult) -> Table:
 # -- commands -------------------------------------------------------------------------------
 
 def run_session(args: argparse.Namespace, be: backends.Backend, opts: RunOptions
-                ) -> tuple[Session, list[Path]]:
+                ) -> tuple[RunSession, list[Path]]:
     """The run of `run`, `bench` and `occupancy`: its folder (before the roofs), then roofs,
     cases and the report each inside the session's guard; the summary table printed."""
     out_root = Path(args.out) if args.out else home() / "results"
     check_writable(out_root)
     given = obtain_roofs(be, roofs_file=args.roofs) if args.roofs else None  # checked first
-    session = Session(opts, be, out_root)  # names and sizes checked, then the folder made
+    session = RunSession(opts, be, out_root)  # names and sizes checked, then the folder made
     try:
         with session.guard("roofs"):
             roofs = given or roofs_with_progress(be, args.quick)
@@ -102,7 +102,7 @@ def print_report_paths(paths: list[Path]) -> None:
             print(f"{'report:  ' if p.suffix == '.md' else 'html:    '}{p}")
 
 
-def write_report_files(session: Session) -> list[Path]:
+def write_report_files(session: RunSession) -> list[Path]:
     """The plot and the report of a session; a stop while they are written is recorded, and
     the report (without the plot) is written once more."""
     from ..present.outputs import write_outputs

@@ -46,7 +46,7 @@ from roofbench.records import CaseResult, RoofSet
 from roofbench.timing import CI_MIN_SAMPLES, TimerConfig, Timing
 
 from . import core
-from .api import Session, _timer, device_roofs
+from .api import Session, device_roofs, timer_for
 from .callables import Clock, accounting, clock_for, measure_callable, working_set
 
 ORDER = "alternating pairs: A B, then B A"
@@ -177,7 +177,7 @@ class AbSession:
         first = self.sides["A"]
         roofs, note = ((first.run.roofs, None) if first.run is not None
                        else device_roofs(clock, first.roofs_arg, first.roofs_cache))
-        cfg = _timer(clock, first.timer, first.quick)
+        cfg = timer_for(clock, first.timer, first.quick)
         label = name or getattr(new, "__qualname__", None) or "callable"
         recs: dict[str, CaseResult] = {}
         caps: dict[str, _Capture] = {}
@@ -219,11 +219,11 @@ class AbSession:
         from roofbench.records import RunResult
 
         from ..results import environment, git_commit, utc_stamp
-        from .api import _command
+        from .api import process_command
 
         sess.run = RunResult(backend=clock.backend_name, device=clock.device_name(),
                              roofs=roofs, cases=[], environment=environment(clock.info()),
-                             command=_command(), created=utc_stamp(),
+                             command=process_command(), created=utc_stamp(),
                              git_commit=git_commit(Path.cwd()), timer=asdict(cfg))
         sess.run.environment[AB_KEY] = {"id": self.id, "side": side, "order": ORDER,
                                         "label": self.labels[side == "B"]}

@@ -109,14 +109,16 @@ class _Named:
         raise UserError(f"cannot calibrate {self.device_name()} here")
 
 
-def _command() -> list[str]:
+def process_command() -> list[str]:
     """This process's command line: `pytest ...` for `python -m pytest ...` too."""
     prog = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
     name = prog.parent.name if prog.name == "__main__.py" else prog.name
     return [name, *sys.argv[1:]]
 
 
-def _timer(clock: Clock, timer: TimerConfig | None, quick: bool) -> TimerConfig:
+def timer_for(clock: Clock, timer: TimerConfig | None, quick: bool) -> TimerConfig:
+    """``timer`` if given, else the default (or quick) one, on a GPU within the per-case
+    budget of a run (``GPU_CASE_BUDGET_S``)."""
     if timer is not None:
         return timer
     cfg = TimerConfig.quick() if quick else TimerConfig()
@@ -189,12 +191,12 @@ class Session:
                                f"{device} needs a Session of its own")
         roofs, note = ((self.run.roofs, None) if self.run is not None
                        else device_roofs(clock, self.roofs_arg, self.roofs_cache))
-        cfg = _timer(clock, self.timer, self.quick)
+        cfg = timer_for(clock, self.timer, self.quick)
         label = name or getattr(fn, "__qualname__", None) or "callable"
         if self.run is None:
             self.run = RunResult(backend=clock.backend_name, device=device, roofs=roofs,
                                  cases=[], environment=environment(clock.info()),
-                                 command=_command(),
+                                 command=process_command(),
                                  created=utc_stamp(), git_commit=git_commit(Path.cwd()),
                                  timer=asdict(cfg))
             if note:

@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     from roofbench.kernels.spec import Case
 
     from ..backends import base as backends
-    from .runner import _record, run_case
+    from .case_record import case_record
+    from .runner import run_case
 
     try:
         be = backends.open_for_user(args.backend)
@@ -45,16 +46,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         req = json.loads(line)
         w = ws[req["workload"]]
-        level = req.get("occupancy")  # an occupancy scan's level, run as in the parent
+        level = req.get("occupancy_level")  # an occupancy scan's level, run as in the parent
         case = Case(w, w.variants[req["variant"]], req["dtype"], tuple(req["size"]),
-                    occupancy=OccupancyLevel(**level) if level else None)
+                    occupancy_level=OccupancyLevel(**level) if level else None)
         cfg = TimerConfig(**req["cfg"])
         launch_cfg = TimerConfig(**req["launch_cfg"]) if req.get("launch_cfg") else None
         try:
             rec = run_case(case, be, None, cfg, np.random.default_rng(req["seed"]),
                            per_launch=req["per_launch"], launch_cfg=launch_cfg)
         except Exception as e:  # a fault while freeing (a sticky error): still one answer
-            rec = _record(case, be, status="error", error=first_line(e))
+            rec = case_record(case, be, status="error", error=first_line(e))
         print(RESULT_MARK + json.dumps(rec.to_dict(), allow_nan=True), flush=True)
         if rec.status == "error":
             return 3

@@ -38,6 +38,7 @@ from roofbench.records import CaseResult
 from roofbench.timing import TimerConfig
 
 from ..errors import UserError
+from .case_record import case_record
 
 RESULT_MARK = "ROOFBENCH_CASE_RESULT "
 TIMEOUT_ENV = "ROOFBENCH_CASE_TIMEOUT_S"
@@ -127,7 +128,8 @@ class IsolatedCases:
                    "dtype": case.dtype, "size": list(case.size), "seed": seed,
                    "cfg": asdict(cfg), "launch_cfg": asdict(launch_cfg) if launch_cfg else None,
                    "per_launch": per_launch,
-                   "occupancy": asdict(case.occupancy) if case.occupancy else None}
+                   "occupancy_level": (asdict(case.occupancy_level) if case.occupancy_level
+                                       else None)}
         t0 = time.perf_counter()
         proc = self._start()
         try:
@@ -155,8 +157,6 @@ class IsolatedCases:
                 return rec
 
     def _fault(self, case: Case, seconds: float, timed_out: bool) -> CaseResult:
-        from .runner import _record
-
         if timed_out:
             self._stop()
             why = (f"timed out after {seconds:.0f} s in its own process (a hang: the case "
@@ -169,8 +169,8 @@ class IsolatedCases:
             last = next((ln for ln in reversed(self._stderr) if ln.strip()), "no output")
             why = f"its own process ended (exit {rc}) before it reported: {last.strip()}"
             self._stop()
-        return _record(case, _Named(self.backend), status="error", error=why,
-                       extra={"isolated": "ran in its own process"})
+        return case_record(case, _Named(self.backend), status="error", error=why,
+                           extra={"isolated": "ran in its own process"})
 
 
 class _Named:

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> None:
     try:
         case = select_one(be, args.workload, args.variant, args.dtype, args.size)
         if args.occupancy_level:
-            case = replace(case, occupancy=parse_level(args.occupancy_level))
+            case = replace(case, occupancy_level=parse_level(args.occupancy_level))
         hooks = be.profiler_hooks() if args.profiler_range else None
         if args.profiler_range and hooks is None:
             raise UserError(f"--profiler-range: backend {be.name!r} has no profiler "

@@ -24,104 +24,25 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from roofbench.records import CaseResult, RoofSet
-from roofbench.roofline import roof_precision
 from roofbench.timing import TimerConfig
 
-from ..present.amdahl import Share, ranked, roof_time
+from ..present.amdahl import Share, roof_time
 from . import core
-from .callables import Clock, clock_for
-from .profile_ops import FAMILIES
-from .profile_record import Distinct, Recording, record_program
-
-_DTYPES = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
-
-
-def precision_of(dtype: str, fam: str, gpu: bool) -> str:
-    """The compute roof an op meets: its dtype's, low precision computing in fp32 (as a
-    run's cases), on a GPU a bf16/fp16 matmul on the tensor cores."""
-    p = _DTYPES.get(dtype, "fp32")
-    if p in ("fp16", "bf16"):
-        return f"{p}_tc" if gpu and fam == "matmul/conv/attention" else "fp32"
-    return p
-
-
-@dataclass
-class OpPlace:
-    """One distinct op placed: its record (one call), how often it ran, its Amdahl share."""
-
-    op: Distinct
-    case: CaseResult
-    share: Share | None = None
-
-    @property
-    def total_s(self) -> float:
-        return (self.case.median_s or 0.0) * self.op.calls
-
-    @property
-    def bandwidth_efficiency(self) -> float | None:
-        """A 0-FLOP op's attained bytes/s over its memory roof (its efficiency)."""
-        return self.case.efficiency if self.case.flops == 0 else None
-
-
-@dataclass
-class Profile:
-    """What ``roofbench.profile`` returns (``write(out)`` saves it: ``profile_report``)."""
-
-    name: str
-    device: str
-    roofs: RoofSet | None
-    recording: Recording
-    ops: list[OpPlace]
-    program: CaseResult
-    clock: str  # "host clock" or "CUDA events"
-    notes: list[str] = field(default_factory=list)
-    groups: list[Any] = field(default_factory=list)  # profile_fusion.Group
-    compiled: Any = None  # profile_compile.Compiled
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ops_s(self) -> float:
-        return sum(p.total_s for p in self.ops)
-
-    @property
-    def program_s(self) -> float:
-        return self.program.median_s or 0.0
-
-    @property
-    def overhead_s(self) -> float:
-        """The whole program's time beyond the sum of its ops timed alone (framework,
-        dispatch, allocation; negative when the ops ran faster in the program)."""
-        return self.program_s - self.ops_s
-
-    def ranking(self) -> list[OpPlace]:
-        return [p for s in ranked([p.share for p in self.ops if p.share])
-                for p in self.ops if p.share is s]
-
-    def families(self) -> list[dict[str, Any]]:
-        """Time, share, FLOPs and bytes by op family (calls counted)."""
-        whole = max(self.program_s, self.ops_s) or 1.0
-        out = []
-        for fam in FAMILIES:
-            ps = [p for p in self.ops if p.op.family == fam]
-            if not ps:
-                continue
-            t = sum(p.total_s for p in ps)
-            fl = sum(p.op.flops * p.op.calls for p in ps)
-            by = sum(p.op.bytes * p.op.calls for p in ps)
-            out.append({"family": fam, "calls": sum(p.op.calls for p in ps),
-                        "distinct": len(ps), "time_s": t, "share": t / whole, "flops": fl,
-                        "bytes": by, "ai": fl / by if by else None})
-        return out
-
-    def write(self, out: str | Path) -> list[Path]:
-        from .profile_report import write_profile
-
-        return write_profile(self, Path(out))
+from .callables import clock_for
+from .profile_model import (
+    DTYPES,
+    OpPlace,
+    precision_of,
+    profile_timer,
+    program_case,
+    roofs_from,
+)
+from .profile_record import Distinct, record_program
+from .profile_report import Profile
 
 
 def op_case(op: Distinct, gpu: bool, backend: str) -> CaseResult:
@@ -129,7 +50,7 @@ def op_case(op: Distinct, gpu: bool, backend: str) -> CaseResult:
     prec = precision_of(op.dtype, op.family, gpu)
     by = {"dram": op.bytes} if op.bytes else {}
     return CaseResult(workload=op.name, variant=f"op{op.index}", backend=backend,
-                      dtype=_DTYPES.get(op.dtype, op.dtype), size=[op.calls],
+                      dtype=DTYPES.get(op.dtype, op.dtype), size=[op.calls],
                       precision=prec, cores="tensor" if prec.endswith("_tc") else "simt",
                       flops=op.flops, bytes=by,
                       ai={"dram": op.flops / op.bytes} if op.bytes else {},
@@ -140,12 +61,6 @@ def op_case(op: Distinct, gpu: bool, backend: str) -> CaseResult:
                              "outputs": op.outputs, "device": op.device,
                              "read_bytes": op.reads, "written_bytes": op.writes,
                              "replayed": "alone, on its first call's cloned arguments"})
-
-
-def _timer(clock: Clock, timer: TimerConfig | None) -> TimerConfig:
-    from .api import _timer as api_timer
-
-    return api_timer(clock, timer, quick=True)
 
 
 def profile(fn: Callable[..., Any], *args: Any, roofs: RoofSet | str | Path | None = None,
@@ -186,7 +101,7 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     clock = clock_for(tensors)
     gpu = clock.kind == "gpu"
     rs, note = device_roofs(clock, roofs)
-    cfg = _timer(clock, timer)
+    cfg = profile_timer(clock, timer)
     places = []
     t0 = time.perf_counter()
     for op in recording.distinct:
@@ -233,41 +148,3 @@ def _replay(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callabl
         func(*args, **kwargs)
 
     return call
-
-
-def program_case(recording: Recording, clock: Clock, gpu: bool, variant: str,
-                 bytes_total: int | None = None) -> CaseResult:
-    """The whole program as one case: every call's FLOPs, and its bytes (each op's own, the
-    eager program's traffic) unless ``bytes_total`` says otherwise (a fused program)."""
-    calls = recording.distinct
-    flops = sum(d.flops * d.calls for d in calls)
-    nbytes = bytes_total if bytes_total is not None else sum(d.bytes * d.calls for d in calls)
-    by_prec: dict[str, int] = {}
-    for d in calls:
-        p = precision_of(d.dtype, d.family, gpu)
-        by_prec[p] = by_prec.get(p, 0) + d.flops * d.calls
-    prec = max(by_prec, key=lambda k: by_prec[k]) if by_prec else "fp32"
-    dt = next((d.dtype for d in calls if d.flops), calls[0].dtype if calls else "float32")
-    return CaseResult(workload="program", variant=variant, backend=clock.backend_name,
-                      dtype=_DTYPES.get(dt, dt), size=[len(recording.calls)],
-                      precision=prec, cores="tensor" if prec.endswith("_tc") else "simt",
-                      flops=flops, bytes={"dram": nbytes} if nbytes else {},
-                      ai={"dram": flops / nbytes} if nbytes else {}, status="ok",
-                      valid=True, checked=False, marker="*",
-                      arrow_from="eager" if variant != "eager" else None,
-                      extra={"measured_by": "roofbench.profile", "calls": len(recording.calls),
-                             "distinct_ops": len(calls)})
-
-
-def roofs_from(roofs: RoofSet | str | Path | None) -> str:
-    """Where the roofs came from, said in the report."""
-    if roofs is None:
-        return "this device's calibration cache (roofs/<device>.json)"
-    return "a RoofSet given" if isinstance(roofs, RoofSet) else f"`{roofs}`"
-
-
-def ridge_of(rs: RoofSet | None, precision: str) -> float | None:
-    if rs is None:
-        return None
-    c, m = rs.compute(roof_precision(precision, rs)), rs.memory("dram")
-    return c.value / m.value if c and m else None

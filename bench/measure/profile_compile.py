@@ -28,10 +28,11 @@ from roofbench.timing import TimerConfig
 
 from . import core
 from .callables import Clock
+from .profile_model import program_case
 
 if TYPE_CHECKING:
-    from .profile import Profile
     from .profile_fusion import Group
+    from .profile_report import Profile
 
 _KERNEL = re.compile(r"\b((?:cpp|triton)_\w*fused\w*|triton_\w+)\s*=\s*async_compile")
 _EXTERN = re.compile(r"extern_kernels\.(\w+)")
@@ -85,8 +86,6 @@ def compile_program(prof: Profile, fn: Callable[..., Any], args: tuple[Any, ...]
                     kwargs: dict[str, Any], clock: Clock, cfg: TimerConfig) -> Compiled:
     import torch
     from torch._inductor.utils import run_and_get_code
-
-    from .profile import program_case
 
     saved = sum(g.count * (g.eager_bytes - g.fused_bytes) for g in prof.groups)
     eager_bytes = prof.program.bytes.get("dram", 0)

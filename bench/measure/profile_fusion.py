@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING
 from roofbench.records import RoofSet
 
 from ..present.amdahl import roof_time
+from .profile_model import ridge_of
 from .profile_ops import TensorMeta, union_bytes
 
 if TYPE_CHECKING:
-    from .profile import Profile
+    from .profile_report import Profile
 
 FUSIBLE = {"element-wise", "normalisation", "reductions", "copies/layout"}
 
@@ -77,8 +78,6 @@ def _memory_bound(p_flops: int, p_bytes: int, ridge: float | None) -> bool:
 
 
 def fusion_groups(prof: Profile) -> list[Group]:
-    from .profile import ridge_of
-
     rec = prof.recording
     by_op = {p.op.index: p for p in prof.ops}
     ok: dict[int, bool] = {}

@@ -23,9 +23,10 @@ from roofbench.timing import TimerConfig
 
 from . import core
 from .callables import Clock
-from .profile import _DTYPES, Profile, _timer, roofs_from
+from .profile_model import DTYPES, profile_timer, roofs_from
 from .profile_ops import ELEMENTWISE
 from .profile_record import Recording
+from .profile_report import Profile
 
 _ARITH = {"add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "max": 0, "min": 0,
           "integer_pow": 1, "square": 1, "logistic": 0, "exp": 0, "log": 0, "sqrt": 0,
@@ -112,12 +113,12 @@ def profile_jax(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     platform = jax.devices()[0].platform
     rs, note = device_roofs(clock, roofs) if platform == "cpu" else (
         (roofs, None) if isinstance(roofs, RoofSet) else (None, f"{platform}: pass roofs="))
-    cfg = _timer(clock, timer)
+    cfg = profile_timer(clock, timer)
     flops = int(xla.get("flops", 0)) or own_flops
     nbytes = int(xla.get("bytes accessed", 0)) or io_bytes
     dtype = str(getattr(leaves[0], "dtype", "float32")) if leaves else "float32"
     case = CaseResult(workload="program", variant="xla", backend="jax",
-                      dtype=_DTYPES.get(dtype, dtype), size=[len(closed.jaxpr.eqns)],
+                      dtype=DTYPES.get(dtype, dtype), size=[len(closed.jaxpr.eqns)],
                       precision="fp64" if dtype == "float64" else "fp32", cores="simt",
                       flops=flops, bytes={"dram": nbytes} if nbytes else {},
                       ai={"dram": flops / nbytes} if nbytes else {}, status="ok",

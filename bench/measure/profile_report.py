@@ -6,28 +6,86 @@ The report: the whole program (measured end to end, the sum of its ops timed alo
 gap between them stated as framework and dispatch overhead), the families, every distinct
 op ranked by Amdahl's bound, the fusion groups with their predicted bound beside the
 compiled program's measured speedup, and the counting conventions.
+
+``Profile`` (what ``roofbench.profile`` returns) lives here with its report, so that the
+profile modules below (``profile_fusion``, ``profile_compile``, ``profile_jax``) take it from a
+module that imports none of them.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from roofbench.fileio import atomic_write_text
-from roofbench.records import CaseResult, RunResult
+from roofbench.records import CaseResult, RoofSet, RunResult
 from roofbench.units import duration, si
 
+from ..present.amdahl import ranked
 from ..present.amdahl import rows as amdahl_rows
-from ..present.plot import plot_roofline
-from ..present.report import section_lines
 from ..present.sections import Block, Image, Items, Section, Table, Text
-from ..results import environment, git_commit, save_run, utc_stamp
-from .profile import Profile, ridge_of
-from .profile_ops import CONVENTION
+from .profile_model import OpPlace, ridge_of
+from .profile_ops import CONVENTION, FAMILIES
+from .profile_record import Recording
 
 SHOWN_OPS = 25
+
+
+@dataclass
+class Profile:
+    """What ``roofbench.profile`` returns (``write(out)`` saves it: ``write_profile``)."""
+
+    name: str
+    device: str
+    roofs: RoofSet | None
+    recording: Recording
+    ops: list[OpPlace]
+    program: CaseResult
+    clock: str  # "host clock" or "CUDA events"
+    notes: list[str] = field(default_factory=list)
+    groups: list[Any] = field(default_factory=list)  # profile_fusion.Group
+    compiled: Any = None  # profile_compile.Compiled
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ops_s(self) -> float:
+        return sum(p.total_s for p in self.ops)
+
+    @property
+    def program_s(self) -> float:
+        return self.program.median_s or 0.0
+
+    @property
+    def overhead_s(self) -> float:
+        """The whole program's time beyond the sum of its ops timed alone (framework,
+        dispatch, allocation; negative when the ops ran faster in the program)."""
+        return self.program_s - self.ops_s
+
+    def ranking(self) -> list[OpPlace]:
+        return [p for s in ranked([p.share for p in self.ops if p.share])
+                for p in self.ops if p.share is s]
+
+    def families(self) -> list[dict[str, Any]]:
+        """Time, share, FLOPs and bytes by op family (calls counted)."""
+        whole = max(self.program_s, self.ops_s) or 1.0
+        out = []
+        for fam in FAMILIES:
+            ps = [p for p in self.ops if p.op.family == fam]
+            if not ps:
+                continue
+            t = sum(p.total_s for p in ps)
+            fl = sum(p.op.flops * p.op.calls for p in ps)
+            by = sum(p.op.bytes * p.op.calls for p in ps)
+            out.append({"family": fam, "calls": sum(p.op.calls for p in ps),
+                        "distinct": len(ps), "time_s": t, "share": t / whole, "flops": fl,
+                        "bytes": by, "ai": fl / by if by else None})
+        return out
+
+    def write(self, out: str | Path) -> list[Path]:
+        return write_profile(self, Path(out))
 
 
 def _ai(v: float | None) -> str:
@@ -215,6 +273,11 @@ def sections(prof: Profile) -> list[Section]:
 
 
 def write_profile(prof: Profile, out: Path) -> list[Path]:
+    # matplotlib and pandas: loaded when a profile is written, not when it is imported
+    from ..present.plot import plot_roofline
+    from ..present.report import section_lines
+    from ..results import environment, git_commit, save_run, utc_stamp
+
     out.mkdir(parents=True, exist_ok=True)
     cases = [p.case for p in prof.ops] + [prof.program]
     if prof.compiled is not None and prof.compiled.case is not None:

@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 
+from .pytest_state import STATE
 
-@pytest.fixture(scope="session")
-def _roofline_ab_runs(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+
+@pytest.fixture(scope="session", name="_roofline_ab_runs")
+def ab_runs(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
     """The session's A/B sessions by threshold, saved when the pytest session ends."""
     held: dict[str, Any] = {}
     yield held
@@ -32,9 +34,7 @@ def _roofline_ab_runs(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]
 def roofline_ab(request: pytest.FixtureRequest,
                 _roofline_ab_runs: dict[str, Any]) -> Callable[..., Any]:
     """``roofline_ab(base_fn, new_fn, *args, flops=..., **measure_options)``."""
-    from .pytest_plugin import _STATE
-
-    state = request.config.stash[_STATE]
+    state = request.config.stash[STATE]
     node = request.node
     callspec = getattr(node, "callspec", None)
     default = getattr(node, "originalname", node.name) + (f"/{callspec.id}" if callspec else "")

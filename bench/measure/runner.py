@@ -11,52 +11,20 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from roofbench.kernels.arrays import HOST, Arrays
 from roofbench.kernels.spec import Array, Case
 
 from roofbench.errors_text import first_line
-from roofbench.records import BufferFacts, CaseResult, LaunchFacts, LaunchResult, RoofSet
+from roofbench.records import CaseResult, RoofSet
 from roofbench.timing import TimerConfig
 
 from ..backends.base import Backend
 from . import core
+from .case_record import case_record
 from .isolation import IsolatedCases
-
-
-class RecordedBackend(Protocol):
-    """What a record needs of the backend that ran it (a Backend, or the isolated case's
-    stand-in the parent writes a record with)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def kind(self) -> str: ...
-
-
-def _record(case: Case, backend: RecordedBackend, facts: list[LaunchFacts] | None = None,
-            **kw: Any) -> CaseResult:
-    """The record of a case, with everything a report needs of its declaration: a report is
-    a function of the record alone."""
-    launches = case.launches()
-    by_launch: list[LaunchFacts | None] = (list(facts) if facts and len(facts) == len(launches)
-                                           else [None] * len(launches))
-    return CaseResult(
-        workload=case.workload.name, variant=case.variant.name, backend=backend.name,
-        dtype=case.dtype, size=list(case.size), precision=case.precision_on(backend.kind),
-        cores=case.cores(backend.kind), flops=case.flops, bytes=case.bytes(),
-        ai=case.intensity(), valid=kw.pop("valid", False),
-        launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la), facts=f,
-                               reads=list(la.reads), writes=list(la.writes))
-                  for la, f in zip(launches, by_launch, strict=True)],
-        tolerance=case.workload.tolerance.get(case.dtype), marker=case.workload.marker,
-        flop_convention=case.workload.flop_convention, arrow_from=case.variant.arrow_from,
-        limit_note=case.variant.limits.get(backend.kind, ""),
-        buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()},
-        occupancy_level=case.occupancy, **kw)
 
 
 def validate(case: Case, outputs: dict[str, Array], reference: dict[str, Array],
@@ -140,15 +108,15 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
                 del outputs
             del reference
             if not ok:
-                return _record(case, backend, prepared.launch_facts(), status="invalid",
-                               error=f"validation failed: {why}", rel_error=err,
-                               extra=prepared.extra(), phases=phases, device_phases=device)
+                return case_record(case, backend, prepared.launch_facts(), status="invalid",
+                                   error=f"validation failed: {why}", rel_error=err,
+                                   extra=prepared.extra(), phases=phases, device_phases=device)
             timing = core.time_call(backend, prepared.run, cfg, clock)
             if arrays.device:
                 device["time"] = float(sum(timing.samples))
-            rec = _record(case, backend, prepared.launch_facts(), status="ok", valid=True,
-                          rel_error=err, extra=prepared.extra(), phases=phases,
-                          device_phases=device)
+            rec = case_record(case, backend, prepared.launch_facts(), status="ok", valid=True,
+                              rel_error=err, extra=prepared.extra(), phases=phases,
+                              device_phases=device)
             core.fill_metrics(rec, timing, roofs)
             fns = prepared.launch_fns()
             if per_launch and len(fns) > 1:
@@ -161,13 +129,13 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
                                                         if lr.timing is not None))
             return rec
     except MemoryError:
-        return _record(case, backend, status="error", error="out of memory", phases=phases,
-                       device_phases=device)
+        return case_record(case, backend, status="error", error="out of memory", phases=phases,
+                           device_phases=device)
     except Exception as e:  # a kernel that fails to compile or launch must not stop the run
         tb = traceback.extract_tb(e.__traceback__)
         where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
-        return _record(case, backend, status="error",
-                       error=f"{first_line(e)}{where}", phases=phases, device_phases=device)
+        return case_record(case, backend, status="error",
+                           error=f"{first_line(e)}{where}", phases=phases, device_phases=device)
     finally:
         if prepared is not None:
             prepared.close()

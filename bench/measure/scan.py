@@ -15,7 +15,7 @@ from roofbench.kernels.spec import Case
 from roofbench.records import CaseResult
 
 from ..backends.base import Backend, CaseUnsupported
-from .runner import _record
+from .case_record import case_record
 
 
 def occupancy_cases(cases: list[Case], backend: Backend) -> tuple[list[Case], list[CaseResult]]:
@@ -27,10 +27,10 @@ def occupancy_cases(cases: list[Case], backend: Backend) -> tuple[list[Case], li
         try:
             levels = backend.occupancy_levels(case)
         except CaseUnsupported as e:
-            skipped.append(_record(case, backend, status="unsupported", error=str(e)))
+            skipped.append(case_record(case, backend, status="unsupported", error=str(e)))
             continue
         for level in levels:
-            at = replace(case, occupancy=level)
+            at = replace(case, occupancy_level=level)
             if at.flops != case.flops or at.bytes() != case.bytes():
                 raise RuntimeError(f"{at.key}: the level changed the counted FLOPs or bytes "
                                    "(a workload's plan must not depend on its occupancy)")

@@ -1,6 +1,6 @@
 """A run session: which cases, run one after the other, saved after each, stoppable.
 
-``Session`` is what `roofbench run` and `roofbench bench` hold from the selection to the
+``RunSession`` is what `roofbench run` and `roofbench bench` hold from the selection to the
 reports: select the cases (unknown names and impossible sizes are one-line errors before
 anything is allocated or written), make the run's own folder, run the cases, rewrite
 results.json atomically after every case (a run killed at any moment keeps every finished
@@ -32,8 +32,9 @@ from roofbench.timing import TimerConfig
 from ..backends.base import Backend
 from ..errors import UserError
 from ..results import check_writable, environment, git_commit, make_run_dir, save_run, utc_stamp
+from .case_record import case_record
 from .drift import RoofTracker
-from .runner import _record, run_cases
+from .runner import run_cases
 
 # Sampling time per case on a GPU: a memory-bound kernel there takes ~0.3 ms, so half a
 # second is over a thousand samples, and the median-CI rule usually stops far sooner.
@@ -53,7 +54,7 @@ class RunOptions:
     cold: bool = False
     seed: int | None = None
     ncu: bool = False
-    occupancy: bool = False  # every case once per occupancy level (`roofbench occupancy`)
+    occupancy_scan: bool = False  # every case once per occupancy level (`roofbench occupancy`)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
@@ -61,7 +62,7 @@ class RunOptions:
                    variant=args.variant, dtypes=tuple(args.dtype) if args.dtype else None,
                    size=args.size, quick=args.quick, cold=args.cold, seed=args.seed,
                    ncu=bool(getattr(args, "ncu", False)),
-                   occupancy=bool(getattr(args, "occupancy", False)))
+                   occupancy_scan=bool(getattr(args, "occupancy", False)))
 
 
 class Progress(Protocol):
@@ -179,7 +180,7 @@ def select_cases(backend: Backend, *, workloads: Iterable[str] | None = None,
                     if why is None:
                         cases.append(case)
                     else:
-                        skipped.append(_record(case, backend, status="unsupported", error=why))
+                        skipped.append(case_record(case, backend, status="unsupported", error=why))
     if size is not None and not cases and not skipped:
         raise UserError("no case matches the selection")
     return cases, skipped
@@ -241,7 +242,7 @@ def case_line(i: int, n: int, c: CaseResult, elapsed_s: float) -> str:
     return f"[{i}/{n}] {c.key} {what} ({spent:.1f} s; run {elapsed_s:.0f} s)"
 
 
-class Session:
+class RunSession:
     """One run: its own folder and its record, made before anything is measured (after every
     name and size is checked), saved after every step, and left saying so whatever ends it.
 
@@ -256,7 +257,7 @@ class Session:
         self.cases, self.skipped = select_cases(be, workloads=opts.workloads,
                                                 variant=opts.variant, dtypes=opts.dtypes,
                                                 size=size, quick=opts.quick)
-        if opts.occupancy:  # every case once per occupancy level (`roofbench occupancy`)
+        if opts.occupancy_scan:  # every case once per occupancy level (`roofbench occupancy`)
             from .scan import occupancy_cases
 
             self.cases, unscanned = occupancy_cases(self.cases, be)
@@ -363,7 +364,7 @@ def execute(opts: RunOptions, be: Backend, roofs: RoofSet | None, out_root: Path
             progress: Progress) -> tuple[RunResult, Path]:
     """A whole run with roofs already at hand, into a new run folder under ``out_root``; a
     stop signal ends it like a finished run, with the finished cases saved and marked."""
-    session = Session(opts, be, out_root)
+    session = RunSession(opts, be, out_root)
     session.set_roofs(roofs)
     with contextlib.suppress(KeyboardInterrupt), stop_signals(), session.guard("cases"):
         session.run_cases(progress)

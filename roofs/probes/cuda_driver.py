@@ -65,7 +65,9 @@ def arg_bytes(arg: Any) -> bytes:
                     "(NumPy scalars, device arrays, pointers or bytes)")
 
 
-def _drv() -> Any:
+def driver_module() -> Any:
+    """cuda-python's driver module (``cuda.bindings.driver``), imported on first use; the
+    one place it is taken from (the CPU emulation's tests hand a stand-in here)."""
     from cuda.bindings import driver
 
     return driver
@@ -73,7 +75,7 @@ def _drv() -> Any:
 
 def check(result: Any) -> Any:
     """Unwrap a cuda-python (err, *values) result; RuntimeError naming the error otherwise."""
-    drv = _drv()
+    drv = driver_module()
     err, *rest = result if isinstance(result, tuple) else (result,)
     if err != drv.CUresult.CUDA_SUCCESS:
         _, name = drv.cuGetErrorName(err)
@@ -127,7 +129,7 @@ class DriverFunction:
     (num_regs, shared_size_bytes, local_size_bytes)."""
 
     def __init__(self, module: Any, name: str, dynamic_smem: int = 0) -> None:
-        drv = _drv()
+        drv = driver_module()
         self.name = name
         self.fn = check(drv.cuModuleGetFunction(module, name.encode()))
         attr = drv.CUfunction_attribute
@@ -143,7 +145,7 @@ class DriverFunction:
 
     def launch(self, grid: Sequence[int], block: Sequence[int], smem: int, stream_ptr: int,
                params: KernelParams) -> None:
-        drv = _drv()
+        drv = driver_module()
         g = [int(x) for x in grid] + [1] * (3 - len(grid))
         b = [int(x) for x in block] + [1] * (3 - len(block))
         check(drv.cuLaunchKernel(self.fn, *g, *b, int(smem), drv.CUstream(int(stream_ptr)),
@@ -152,7 +154,7 @@ class DriverFunction:
 
 def load_module(cubin: bytes) -> Any:
     """Load a cubin into the current context (the one CuPy made current)."""
-    drv = _drv()
+    drv = driver_module()
     check(drv.cuInit(0))
     return check(drv.cuModuleLoadData(cubin))
 

@@ -15,7 +15,8 @@ from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.backends.gpu_common import plan_launches
 from roofbench.bench.cli import main
 from roofbench.bench.measure import ncu, ncu_csv
-from roofbench.bench.measure.runner import _record, validate
+from roofbench.bench.measure.case_record import case_record
+from roofbench.bench.measure.runner import validate
 from roofbench.kernels import attention
 from roofbench.kernels.cuda_impl import CudaLibrary, DeviceProps
 from roofbench.kernels.registry import workloads
@@ -150,8 +151,8 @@ def test_launches_carry_kernel_names_ncu_selects(tmp_path, name, variant, functi
     c = Case(w, w.variants[variant], "fp16", size)
     plans = plan_launches(c, H200)
     assert [pl.function for pl in plans] == functions
-    rec = _record(c, SimpleNamespace(name="cuda", kind="gpu"),
-                  [LaunchFacts(function=pl.function) for pl in plans], status="ok", valid=True)
+    rec = case_record(c, SimpleNamespace(name="cuda", kind="gpu"),
+                      [LaunchFacts(function=pl.function) for pl in plans], status="ok", valid=True)
     s = NcuSettings(path="ncu", version="2025.3.1.0",
                         metrics=[ncu_csv.DRAM_READ, ncu_csv.DRAM_WRITE, ncu_csv.DURATION])
     cmd = ncu.ncu_command(s, rec, tmp_path / "log.csv", seed=1)

@@ -192,8 +192,8 @@ def fake_cuda():
     nv = importlib.import_module(f"{name}.nvrtc")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RB_EMU_LIBDIR", str(ct.build_emulation()))
-        mp.setattr(cd, "_drv", lambda: drv)
-        mp.setattr(tma_launch, "_drv", lambda: drv)
+        mp.setattr(cd, "driver_module", lambda: drv)
+        mp.setattr(tma_launch, "driver_module", lambda: drv)
         yield FakeCuda(drv, nv)
 
 

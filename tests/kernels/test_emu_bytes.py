@@ -388,7 +388,7 @@ def fake_driver() -> Iterator[Any]:
     spec.loader.exec_module(sys.modules[name])
     drv = importlib.import_module(f"{name}.driver")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tma_launch, "_drv", lambda: drv)
+        mp.setattr(tma_launch, "driver_module", lambda: drv)
         yield drv
 
 

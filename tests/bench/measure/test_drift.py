@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.measure import drift
-from roofbench.bench.measure.session import RunOptions, Session
+from roofbench.bench.measure.session import RunOptions, RunSession
 from roofbench.bench.present.roof_state import drift_band, roof_context_lines
 from roofbench.bench.present.sections import roofs_section
 from roofbench.bench.results import load_run
@@ -70,7 +70,7 @@ def run_with(probe: StateProbe | None, tmp_path):
     be = FixedClockCpu()
     opts = RunOptions(workloads=("vector_add",), dtypes=("fp64", "fp32"), size="65536",
                       quick=True, seed=1)
-    s = Session(opts, be, tmp_path)
+    s = RunSession(opts, be, tmp_path)
     s.set_roofs(slow_roofs(be.device_name()))
     if probe is not None:
         s.tracker = drift.RoofTracker(s.run.roofs, probe)

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 from patience import patience
 from roofbench.bench.measure import ncu, ncu_csv
-from roofbench.bench.measure.runner import _record
+from roofbench.bench.measure.case_record import case_record
 from roofbench.bench.present.ncu_section import ncu_section
 from roofbench.bench.present.report import section_lines
 from roofbench.kernels.registry import workloads
@@ -40,8 +40,8 @@ def record(workload: str, variant: str, dtype: str, n: int | tuple[int, ...],
     be = SimpleNamespace(name=backend, kind="cpu" if backend in ("cpu", "sim") else "gpu")
     size = n if isinstance(n, tuple) else (n,)
     facts = [LaunchFacts(function=f) for f in functions] if functions is not None else None
-    rec = _record(Case(w, w.variants[variant], dtype, size), be, facts, status="ok",
-                  valid=True)
+    rec = case_record(Case(w, w.variants[variant], dtype, size), be, facts, status="ok",
+                      valid=True)
     rec.median_s = 1e-3  # a valid case has a time (a reader leaves out one without)
     return rec
 

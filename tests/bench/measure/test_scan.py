@@ -26,7 +26,7 @@ def test_every_level_keeps_the_case_counts_and_the_unscannable_say_why():
     be = CpuBackend()
     cases, skipped = occupancy_cases([gemv("rows"), gemv("library")], be)
     n = numba.config.NUMBA_NUM_THREADS
-    assert [c.occupancy for c in cases] == [OccupancyLevel("threads", t, n)
+    assert [c.occupancy_level for c in cases] == [OccupancyLevel("threads", t, n)
                                             for t in range(1, n + 1)]
     assert {(c.flops, tuple(c.bytes().items())) for c in cases} == {
         (gemv("rows").flops, tuple(gemv("rows").bytes().items()))}
@@ -59,7 +59,7 @@ def test_the_thread_count_holds_for_the_case_and_is_restored_after(monkeypatch):
 
     level = OccupancyLevel("threads", 1, before)
     monkeypatch.setitem(case.variant.impls["cpu"], "rows", spy)
-    at = Case(w, case.variant, case.dtype, case.size, occupancy=level)
+    at = Case(w, case.variant, case.dtype, case.size, occupancy_level=level)
     rec = run_case(at, be, None, TimerConfig.quick(), np.random.default_rng(1))
     assert rec.status == "ok" and rec.valid and rec.occupancy_level == level
     assert seen and set(seen) == {1}  # validation and every timed sample at 1 thread

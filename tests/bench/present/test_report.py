@@ -182,12 +182,13 @@ def test_a_known_limit_is_printed_only_for_a_case_below_the_line():
 
 def test_rownorm_onepass_carries_its_cpu_limit_into_the_record():
     from roofbench.bench.backends.cpu import CpuBackend
-    from roofbench.bench.measure.runner import _record
+    from roofbench.bench.measure.case_record import case_record
     from roofbench.kernels import registry
     from roofbench.kernels.spec import Case
 
     w = registry.workloads()["rownorm"]
     be = CpuBackend()
-    one = _record(Case(w, w.variants["onepass"], "fp32", (4, 64)), be, status="ok")
+    one = case_record(Case(w, w.variants["onepass"], "fp32", (4, 64)), be, status="ok")
     assert "do not overlap" in one.limit_note and "docs/cpu-roofs.md" in one.limit_note
-    assert _record(Case(w, w.variants["fused"], "fp32", (4, 64)), be, status="ok").limit_note == ""
+    fused = case_record(Case(w, w.variants["fused"], "fp32", (4, 64)), be, status="ok")
+    assert fused.limit_note == ""

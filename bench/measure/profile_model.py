@@ -1,0 +1,95 @@
+"""What the profile modules share, below all of them: the dtype names (``DTYPES``), the
+compute roof an op meets (``precision_of``), one op placed (``OpPlace``), the whole program as
+one case (``program_case``), the profile's timer (``profile_timer``) and where its roofs came
+from (``roofs_from``), and the ridge an op is judged memory-bound against (``ridge_of``).
+``profile.py`` (the entry), ``profile_jax``, ``profile_fusion``, ``profile_compile`` and
+``profile_report`` (the ``Profile`` and its report) import it; it imports none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from roofbench.records import CaseResult, RoofSet
+from roofbench.roofline import roof_precision
+from roofbench.timing import TimerConfig
+
+from ..present.amdahl import Share
+from .callables import Clock
+from .profile_record import Distinct, Recording
+
+DTYPES = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def precision_of(dtype: str, fam: str, gpu: bool) -> str:
+    """The compute roof an op meets: its dtype's, low precision computing in fp32 (as a
+    run's cases), on a GPU a bf16/fp16 matmul on the tensor cores."""
+    p = DTYPES.get(dtype, "fp32")
+    if p in ("fp16", "bf16"):
+        return f"{p}_tc" if gpu and fam == "matmul/conv/attention" else "fp32"
+    return p
+
+
+@dataclass
+class OpPlace:
+    """One distinct op placed: its record (one call), how often it ran, its Amdahl share."""
+
+    op: Distinct
+    case: CaseResult
+    share: Share | None = None
+
+    @property
+    def total_s(self) -> float:
+        return (self.case.median_s or 0.0) * self.op.calls
+
+    @property
+    def bandwidth_efficiency(self) -> float | None:
+        """A 0-FLOP op's attained bytes/s over its memory roof (its efficiency)."""
+        return self.case.efficiency if self.case.flops == 0 else None
+
+
+def profile_timer(clock: Clock, timer: TimerConfig | None) -> TimerConfig:
+    """The timer a profile times each op and the program with: ``timer`` if given, else the
+    quick one (``api.timer_for``)."""
+    from .api import timer_for
+
+    return timer_for(clock, timer, quick=True)
+
+
+def program_case(recording: Recording, clock: Clock, gpu: bool, variant: str,
+                 bytes_total: int | None = None) -> CaseResult:
+    """The whole program as one case: every call's FLOPs, and its bytes (each op's own, the
+    eager program's traffic) unless ``bytes_total`` says otherwise (a fused program)."""
+    calls = recording.distinct
+    flops = sum(d.flops * d.calls for d in calls)
+    nbytes = bytes_total if bytes_total is not None else sum(d.bytes * d.calls for d in calls)
+    by_prec: dict[str, int] = {}
+    for d in calls:
+        p = precision_of(d.dtype, d.family, gpu)
+        by_prec[p] = by_prec.get(p, 0) + d.flops * d.calls
+    prec = max(by_prec, key=lambda k: by_prec[k]) if by_prec else "fp32"
+    dt = next((d.dtype for d in calls if d.flops), calls[0].dtype if calls else "float32")
+    return CaseResult(workload="program", variant=variant, backend=clock.backend_name,
+                      dtype=DTYPES.get(dt, dt), size=[len(recording.calls)],
+                      precision=prec, cores="tensor" if prec.endswith("_tc") else "simt",
+                      flops=flops, bytes={"dram": nbytes} if nbytes else {},
+                      ai={"dram": flops / nbytes} if nbytes else {}, status="ok",
+                      valid=True, checked=False, marker="*",
+                      arrow_from="eager" if variant != "eager" else None,
+                      extra={"measured_by": "roofbench.profile", "calls": len(recording.calls),
+                             "distinct_ops": len(calls)})
+
+
+def roofs_from(roofs: RoofSet | str | Path | None) -> str:
+    """Where the roofs came from, said in the report."""
+    if roofs is None:
+        return "this device's calibration cache (roofs/<device>.json)"
+    return "a RoofSet given" if isinstance(roofs, RoofSet) else f"`{roofs}`"
+
+
+def ridge_of(rs: RoofSet | None, precision: str) -> float | None:
+    if rs is None:
+        return None
+    c, m = rs.compute(roof_precision(precision, rs)), rs.memory("dram")
+    return c.value / m.value if c and m else None
