@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofbench.records import CaseResult, RoofSet
+from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RoofSet
 from roofbench.roofline import roof_precision
 from roofbench.timing import TimerConfig
 
@@ -60,12 +60,12 @@ class OpPlace:
 
     @property
     def total_s(self) -> float:
-        return (self.case.median_s or 0.0) * self.op.calls
+        return (self.case.measurement.median_s or 0.0) * self.op.calls
 
     @property
     def bandwidth_efficiency(self) -> float | None:
         """A 0-FLOP op's attained bytes/s over its memory roof (its efficiency)."""
-        return self.case.efficiency if self.case.flops == 0 else None
+        return self.case.roofline.efficiency if self.case.declaration.flops == 0 else None
 
 
 @dataclass
@@ -90,7 +90,7 @@ class Profile:
 
     @property
     def program_s(self) -> float:
-        return self.program.median_s or 0.0
+        return self.program.measurement.median_s or 0.0
 
     @property
     def overhead_s(self) -> float:
@@ -128,18 +128,18 @@ def op_case(op: Distinct, gpu: bool, backend: str) -> CaseResult:
     """The record of one distinct op (one call), before timing."""
     prec = precision_of(op.dtype, op.family, gpu)
     by = {"dram": op.bytes} if op.bytes else {}
-    return CaseResult(workload=op.name, variant=f"op{op.index}", backend=backend,
-                      dtype=_DTYPES.get(op.dtype, op.dtype), size=[op.calls],
-                      precision=prec, cores="tensor" if prec.endswith("_tc") else "simt",
-                      flops=op.flops, bytes=by,
-                      ai={"dram": op.flops / op.bytes} if op.bytes else {},
-                      status="ok", valid=True, checked=False,
-                      flop_convention=op.flops_by,
-                      extra={"measured_by": "roofbench.profile", "family": op.family,
+    return CaseResult(
+        Identity(workload=op.name, variant=f"op{op.index}", backend=backend,
+                 dtype=_DTYPES.get(op.dtype, op.dtype), size=[op.calls], precision=prec,
+                 cores="tensor" if prec.endswith("_tc") else "simt"),
+        Declaration(flops=op.flops, bytes=by, ai={"dram": op.flops / op.bytes} if op.bytes else {},
+                    flop_convention=op.flops_by),
+        Outcome(status="ok", checked=False),
+        evidence=Evidence(extra={"measured_by": "roofbench.profile", "family": op.family,
                              "calls": op.calls, "signature": op.signature,
                              "outputs": op.outputs, "device": op.device,
                              "read_bytes": op.reads, "written_bytes": op.writes,
-                             "replayed": "alone, on its first call's cloned arguments"})
+                             "replayed": "alone, on its first call's cloned arguments"}))
 
 
 def _timer(clock: Clock, timer: TimerConfig | None) -> TimerConfig:
@@ -209,7 +209,7 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
         prof.notes.append(note)
     whole = max(prof.program_s, prof.ops_s) or 1.0
     for p in places:
-        rt = roof_time(p.op.flops, p.case.bytes, p.case.precision, rs)
+        rt = roof_time(p.op.flops, p.case.declaration.bytes, p.case.identity.precision, rs)
         p.share = Share(f"{p.op.name} #{p.op.index}", p.total_s, p.total_s / whole,
                         rt * p.op.calls if rt is not None else None)
     prof.groups = fusion_groups(prof)
@@ -248,15 +248,16 @@ def program_case(recording: Recording, clock: Clock, gpu: bool, variant: str,
         by_prec[p] = by_prec.get(p, 0) + d.flops * d.calls
     prec = max(by_prec, key=lambda k: by_prec[k]) if by_prec else "fp32"
     dt = next((d.dtype for d in calls if d.flops), calls[0].dtype if calls else "float32")
-    return CaseResult(workload="program", variant=variant, backend=clock.backend_name,
-                      dtype=_DTYPES.get(dt, dt), size=[len(recording.calls)],
-                      precision=prec, cores="tensor" if prec.endswith("_tc") else "simt",
-                      flops=flops, bytes={"dram": nbytes} if nbytes else {},
-                      ai={"dram": flops / nbytes} if nbytes else {}, status="ok",
-                      valid=True, checked=False, marker="*",
-                      arrow_from="eager" if variant != "eager" else None,
-                      extra={"measured_by": "roofbench.profile", "calls": len(recording.calls),
-                             "distinct_ops": len(calls)})
+    return CaseResult(
+        Identity(workload="program", variant=variant, backend=clock.backend_name,
+                 dtype=_DTYPES.get(dt, dt), size=[len(recording.calls)], precision=prec,
+                 cores="tensor" if prec.endswith("_tc") else "simt"),
+        Declaration(flops=flops, bytes={"dram": nbytes} if nbytes else {},
+                    ai={"dram": flops / nbytes} if nbytes else {}, marker="*",
+                    arrow_from="eager" if variant != "eager" else None),
+        Outcome(status="ok", checked=False),
+        evidence=Evidence(extra={"measured_by": "roofbench.profile", "calls": len(recording.calls),
+                             "distinct_ops": len(calls)}))
 
 
 def roofs_from(roofs: RoofSet | str | Path | None) -> str:

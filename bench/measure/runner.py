@@ -18,7 +18,18 @@ from roofbench.kernels.arrays import HOST, Arrays
 from roofbench.kernels.spec import Array, Case
 
 from roofbench.errors_text import first_line
-from roofbench.records import BufferFacts, CaseResult, LaunchFacts, LaunchResult, RoofSet
+from roofbench.records import (
+    BufferFacts,
+    CaseResult,
+    Declaration,
+    Evidence,
+    Identity,
+    LaunchFacts,
+    LaunchResult,
+    Measurement,
+    Outcome,
+    RoofSet,
+)
 from roofbench.timing import TimerConfig
 
 from ..backends.base import Backend
@@ -37,26 +48,34 @@ class RecordedBackend(Protocol):
     def kind(self) -> str: ...
 
 
-def _record(case: Case, backend: RecordedBackend, facts: list[LaunchFacts] | None = None,
-            **kw: Any) -> CaseResult:
+def _record(case: Case, backend: RecordedBackend, facts: list[LaunchFacts] | None = None, *,
+            status: str, error: str | None = None, rel_error: float | None = None,
+            extra: dict[str, Any] | None = None, phases: dict[str, float] | None = None,
+            device_phases: dict[str, float] | None = None) -> CaseResult:
     """The record of a case, with everything a report needs of its declaration: a report is
     a function of the record alone."""
     launches = case.launches()
     by_launch: list[LaunchFacts | None] = (list(facts) if facts and len(facts) == len(launches)
                                            else [None] * len(launches))
+    w, v = case.workload, case.variant
     return CaseResult(
-        workload=case.workload.name, variant=case.variant.name, backend=backend.name,
-        dtype=case.dtype, size=list(case.size), precision=case.precision_on(backend.kind),
-        cores=case.cores(backend.kind), flops=case.flops, bytes=case.bytes(),
-        ai=case.intensity(), valid=kw.pop("valid", False),
-        launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la), facts=f,
-                               reads=list(la.reads), writes=list(la.writes))
-                  for la, f in zip(launches, by_launch, strict=True)],
-        tolerance=case.workload.tolerance.get(case.dtype), marker=case.workload.marker,
-        flop_convention=case.workload.flop_convention, arrow_from=case.variant.arrow_from,
-        limit_note=case.variant.limits.get(backend.kind, ""),
-        buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()},
-        occupancy_level=case.occupancy, **kw)
+        Identity(workload=w.name, variant=v.name, backend=backend.name, dtype=case.dtype,
+                 size=list(case.size), precision=case.precision_on(backend.kind),
+                 cores=case.cores(backend.kind), occupancy_level=case.occupancy),
+        Declaration(
+            flops=case.flops, bytes=case.bytes(), ai=case.intensity(),
+            tolerance=w.tolerance.get(case.dtype), marker=w.marker,
+            flop_convention=w.flop_convention, arrow_from=v.arrow_from,
+            limit_note=v.limits.get(backend.kind, ""),
+            buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()}),
+        Outcome(status=status, error=error, rel_error=rel_error),
+        Measurement(
+            launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la),
+                                   facts=f, reads=list(la.reads), writes=list(la.writes))
+                      for la, f in zip(launches, by_launch, strict=True)],
+            phases=phases if phases is not None else {},
+            device_phases=device_phases if device_phases is not None else {}),
+        evidence=Evidence(extra=extra if extra is not None else {}))
 
 
 def validate(case: Case, outputs: dict[str, Array], reference: dict[str, Array],
@@ -146,18 +165,18 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
             timing = core.time_call(backend, prepared.run, cfg, clock)
             if arrays.device:
                 device["time"] = float(sum(timing.samples))
-            rec = _record(case, backend, prepared.launch_facts(), status="ok", valid=True,
-                          rel_error=err, extra=prepared.extra(), phases=phases,
+            rec = _record(case, backend, prepared.launch_facts(), status="ok", rel_error=err,
+                          extra=prepared.extra(), phases=phases,
                           device_phases=device)
             core.fill_metrics(rec, timing, roofs)
             fns = prepared.launch_fns()
             if per_launch and len(fns) > 1:
-                for lr, fn in zip(rec.launches, fns, strict=True):
+                for lr, fn in zip(rec.measurement.launches, fns, strict=True):
                     lr.timing = core.time_call(backend, fn, launch_cfg or cfg, clock,
                                                "time_launches")
                 if arrays.device:
                     device["time_launches"] = float(sum(sum(lr.timing.samples)
-                                                        for lr in rec.launches
+                                                        for lr in rec.measurement.launches
                                                         if lr.timing is not None))
             return rec
     except MemoryError:
@@ -191,7 +210,7 @@ def run_cases(cases: list[Case], backend: Backend, roofs: RoofSet | None, cfg: T
             if backend.isolated(case):  # in a process of its own: a fault costs this case
                 isolated = isolated or IsolatedCases(backend.name)
                 rec = isolated.run(case, cfg, launch_cfg, True, int(rng.integers(2**63)))
-                if rec.status == "ok" and roofs is not None:
+                if rec.outcome.status == "ok" and roofs is not None:
                     core.place_case(rec, roofs)
             else:
                 rec = run_case(case, backend, roofs, cfg, rng, cache=cache,

@@ -14,8 +14,8 @@ from roofbench.units import duration
 def fused_from(cases: Iterable[CaseResult]) -> Iterator[tuple[CaseResult, str]]:
     """(case, the variant it is fused from) for each case that declares one."""
     for c in cases:
-        if c.arrow_from:
-            yield c, c.arrow_from
+        if c.declaration.arrow_from:
+            yield c, c.declaration.arrow_from
 
 
 @dataclass(frozen=True)
@@ -38,20 +38,50 @@ class FusionRow:
 
 def fusion_rows(cases: list[CaseResult]) -> list[FusionRow]:
     """Every (naive -> fused) pair the workloads declare via Variant.arrow_from."""
-    idx = {(c.backend, c.workload, c.variant, c.dtype, tuple(c.size)): c for c in cases}
+    idx = {
+        (
+            c.identity.backend,
+            c.identity.workload,
+            c.identity.variant,
+            c.identity.dtype,
+            tuple(c.identity.size),
+        ): c
+        for c in cases
+    }
     rows = []
     for c, arrow_from in fused_from(cases):
-        src = idx.get((c.backend, c.workload, arrow_from, c.dtype, tuple(c.size)))
-        if src is None or "unsupported" in (src.status, c.status):
+        src = idx.get(
+            (
+                c.identity.backend,
+                c.identity.workload,
+                arrow_from,
+                c.identity.dtype,
+                tuple(c.identity.size),
+            )
+        )
+        if src is None or "unsupported" in (src.outcome.status, c.outcome.status):
             continue  # a variant this backend cannot run is no fusion result
-        speedup = (src.median_s / c.median_s if src.valid and c.valid and src.median_s
-                   and c.median_s else None)
-        rows.append(FusionRow(
-            workload=c.workload, dtype=c.dtype, size="x".join(map(str, c.size)),
-            src=src.variant, dst=c.variant, ai_src=src.ai.get("dram"), ai_dst=c.ai.get("dram"),
-            time_src=src.median_s, time_dst=c.median_s,
-            speedup=speedup, bytes_ratio=src.bytes["dram"] / c.bytes["dram"],
-            valid=speedup is not None))
+        speedup = (
+            src.measurement.median_s / c.measurement.median_s
+            if src.valid and c.valid and src.measurement.median_s and c.measurement.median_s
+            else None
+        )
+        rows.append(
+            FusionRow(
+                workload=c.identity.workload,
+                dtype=c.identity.dtype,
+                size="x".join(map(str, c.identity.size)),
+                src=src.identity.variant,
+                dst=c.identity.variant,
+                ai_src=src.declaration.ai.get("dram"),
+                ai_dst=c.declaration.ai.get("dram"),
+                time_src=src.measurement.median_s,
+                time_dst=c.measurement.median_s,
+                speedup=speedup,
+                bytes_ratio=src.declaration.bytes["dram"] / c.declaration.bytes["dram"],
+                valid=speedup is not None,
+            )
+        )
     return rows
 
 
@@ -59,7 +89,7 @@ def fusion_bound(c: CaseResult) -> float | None:
     """The end-to-end speedup fusion can at most give a memory-bound pipeline: its bytes over
     the bytes of its inputs and outputs alone (what one fused launch must still move)."""
     io = c.io_bytes()
-    return c.bytes["dram"] / io if io else None
+    return c.declaration.bytes["dram"] / io if io else None
 
 
 def fusion_table(cases: list[CaseResult]) -> list[dict[str, str]]:
