@@ -126,9 +126,8 @@ def by_bandwidth(rec: CaseResult, roofs: RoofSet) -> None:
     intensity goes to 0), its efficiency that level's attained bytes/s over the roof. Its
     attainable stays None (a FLOP/s roof at intensity 0 is 0). One that moves nothing (a
     view) is not placed."""
-    rec.roofline.bound = rec.roofline.limiting_roof = rec.roofline.attainable = (
-        rec.roofline.efficiency
-    ) = None
+    r = rec.roofline
+    r.bound = r.limiting_roof = r.attainable = r.efficiency = None
     slowest: tuple[float, int, Roof] | None = None
     for level, b in placed_bytes(rec).items():
         m = roofs.memory(level)
@@ -137,9 +136,9 @@ def by_bandwidth(rec: CaseResult, roofs: RoofSet) -> None:
     if slowest is None:
         return
     _, b, m = slowest
-    rec.roofline.bound, rec.roofline.limiting_roof = "memory", m.name
+    r.bound, r.limiting_roof = "memory", m.name
     if rec.measurement.median_s:
-        rec.roofline.efficiency = b / rec.measurement.median_s / m.value
+        r.efficiency = b / rec.measurement.median_s / m.value
 
 
 def _cores_of(rec: CaseResult) -> int | None:
@@ -154,10 +153,9 @@ def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
     the sum of its buffers' bytes, its cores an occupancy scan's threads or all); a case
     placed on a cache level is bound by that level's roof with its modelled bytes; a case of
     0 FLOPs by bandwidth (``by_bandwidth``)."""
-    if rec.roofline.placement is None and rec.declaration.buffers:
-        rec.roofline.placement = place(
-            sum(b.nbytes for b in rec.declaration.buffers.values()), roofs, _cores_of(rec)
-        )
+    r, buffers = rec.roofline, rec.declaration.buffers
+    if r.placement is None and buffers:
+        r.placement = place(sum(b.nbytes for b in buffers.values()), roofs, _cores_of(rec))
     if rec.declaration.flops == 0:
         by_bandwidth(rec, roofs)
         return
@@ -166,27 +164,15 @@ def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
         b = bound(roofs, ai, roof_precision(rec.identity.precision, roofs))
     except KeyError:
         # No compute roof of this precision: fall back to the memory roof alone.
-        level = (
-            rec.roofline.placement.level
-            if rec.roofline.placement and rec.roofline.placement.level in ai
-            else "dram"
-        )
+        level = r.placement.level if r.placement and r.placement.level in ai else "dram"
         m = roofs.memory(level)
         if m is None or level not in ai:
             return
-        rec.roofline.attainable, rec.roofline.bound, rec.roofline.limiting_roof = (
-            m.value * ai[level],
-            "memory",
-            m.name,
-        )
+        r.attainable, r.bound, r.limiting_roof = m.value * ai[level], "memory", m.name
     else:
-        rec.roofline.attainable, rec.roofline.bound, rec.roofline.limiting_roof = (
-            b.attainable,
-            b.limiter,
-            b.roof,
-        )
-    if rec.roofline.flop_per_s and rec.roofline.attainable:
-        rec.roofline.efficiency = rec.roofline.flop_per_s / rec.roofline.attainable
+        r.attainable, r.bound, r.limiting_roof = b.attainable, b.limiter, b.roof
+    if r.flop_per_s and r.attainable:
+        r.efficiency = r.flop_per_s / r.attainable
 
 
 def side_by_side(rs: RoofSet) -> list[dict[str, Any]]:

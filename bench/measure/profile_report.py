@@ -41,9 +41,9 @@ def _pct(v: float | None) -> str:
 def _eff(c: CaseResult) -> str:
     if c.roofline.efficiency is None:
         return "-"
-    return f"{c.roofline.efficiency:.1%} of {c.roofline.limiting_roof}" + (
-        " (bytes/s)" if c.declaration.flops == 0 else ""
-    )
+    r = c.roofline
+    return f"{r.efficiency:.1%} of {r.limiting_roof}" + (
+        " (bytes/s)" if c.declaration.flops == 0 else "")
 
 
 def program_rows(prof: Profile) -> list[dict[str, Any]]:
@@ -51,19 +51,12 @@ def program_rows(prof: Profile) -> list[dict[str, Any]]:
                               else [])
     out = []
     for c in cases:
-        b = c.declaration.bytes.get("dram", 0)
-        out.append(
-            {
-                "program": c.identity.variant,
-                "FLOPs": si(c.declaration.flops, ""),
-                "bytes": si(b, "B"),
-                "FLOP/B": _ai(c.declaration.ai.get("dram")),
-                "time": duration(c.measurement.median_s),
-                "FLOP/s": si(c.roofline.flop_per_s, "FLOP/s"),
-                "bound": c.roofline.bound or "-",
-                "of its roof": _eff(c),
-            }
-        )
+        d = c.declaration
+        b = d.bytes.get("dram", 0)
+        out.append({"program": c.identity.variant, "FLOPs": si(d.flops, ""), "bytes": si(b, "B"),
+                    "FLOP/B": _ai(d.ai.get("dram")), "time": duration(c.measurement.median_s),
+                    "FLOP/s": si(c.roofline.flop_per_s, "FLOP/s"),
+                    "bound": c.roofline.bound or "-", "of its roof": _eff(c)})
     return out
 
 
@@ -73,24 +66,14 @@ def op_rows(prof: Profile) -> list[dict[str, Any]]:
     out = []
     for p in ranked:
         c, a = p.case, amd.get(p.share.name if p.share else "", {})
-        out.append(
-            {
-                "rank": a.get("rank", "-"),
-                "op": f"`{p.op.name}`",
-                "family": p.op.family,
-                "calls": p.op.calls,
-                "inputs": p.op.signature,
-                "FLOPs/call": si(p.op.flops, ""),
-                "bytes/call": si(p.op.bytes, "B"),
-                "FLOP/B": _ai(c.declaration.ai.get("dram")),
-                "time/call": duration(c.measurement.median_s),
-                "share": a.get("share", "-"),
-                "bound": c.roofline.bound or "-",
-                "of its roof": _eff(c),
-                "distance": a.get("distance to roof", "-"),
-                "whole gains at most": a.get("whole gains at most", "-"),
-            }
-        )
+        out.append({"rank": a.get("rank", "-"), "op": f"`{p.op.name}`", "family": p.op.family,
+                    "calls": p.op.calls, "inputs": p.op.signature,
+                    "FLOPs/call": si(p.op.flops, ""), "bytes/call": si(p.op.bytes, "B"),
+                    "FLOP/B": _ai(c.declaration.ai.get("dram")),
+                    "time/call": duration(c.measurement.median_s),
+                    "share": a.get("share", "-"), "bound": c.roofline.bound or "-",
+                    "of its roof": _eff(c), "distance": a.get("distance to roof", "-"),
+                    "whole gains at most": a.get("whole gains at most", "-")})
     return out
 
 

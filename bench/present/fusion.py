@@ -38,50 +38,23 @@ class FusionRow:
 
 def fusion_rows(cases: list[CaseResult]) -> list[FusionRow]:
     """Every (naive -> fused) pair the workloads declare via Variant.arrow_from."""
-    idx = {
-        (
-            c.identity.backend,
-            c.identity.workload,
-            c.identity.variant,
-            c.identity.dtype,
-            tuple(c.identity.size),
-        ): c
-        for c in cases
-    }
+    idx = {(i.backend, i.workload, i.variant, i.dtype, tuple(i.size)): c
+           for c in cases if (i := c.identity)}
     rows = []
     for c, arrow_from in fused_from(cases):
-        src = idx.get(
-            (
-                c.identity.backend,
-                c.identity.workload,
-                arrow_from,
-                c.identity.dtype,
-                tuple(c.identity.size),
-            )
-        )
+        i = c.identity
+        src = idx.get((i.backend, i.workload, arrow_from, i.dtype, tuple(i.size)))
         if src is None or "unsupported" in (src.outcome.status, c.outcome.status):
             continue  # a variant this backend cannot run is no fusion result
-        speedup = (
-            src.measurement.median_s / c.measurement.median_s
-            if src.valid and c.valid and src.measurement.median_s and c.measurement.median_s
-            else None
-        )
-        rows.append(
-            FusionRow(
-                workload=c.identity.workload,
-                dtype=c.identity.dtype,
-                size="x".join(map(str, c.identity.size)),
-                src=src.identity.variant,
-                dst=c.identity.variant,
-                ai_src=src.declaration.ai.get("dram"),
-                ai_dst=c.declaration.ai.get("dram"),
-                time_src=src.measurement.median_s,
-                time_dst=c.measurement.median_s,
-                speedup=speedup,
-                bytes_ratio=src.declaration.bytes["dram"] / c.declaration.bytes["dram"],
-                valid=speedup is not None,
-            )
-        )
+        ts, td = src.measurement.median_s, c.measurement.median_s
+        speedup = ts / td if src.valid and c.valid and ts and td else None
+        ds, dd = src.declaration, c.declaration
+        rows.append(FusionRow(
+            workload=i.workload, dtype=i.dtype, size="x".join(map(str, i.size)),
+            src=src.identity.variant, dst=i.variant, ai_src=ds.ai.get("dram"),
+            ai_dst=dd.ai.get("dram"), time_src=ts, time_dst=td,
+            speedup=speedup, bytes_ratio=ds.bytes["dram"] / dd.bytes["dram"],
+            valid=speedup is not None))
     return rows
 
 

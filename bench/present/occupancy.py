@@ -35,15 +35,8 @@ class Scan:
 
     def constant_counts(self) -> bool:
         """Whether every level counts the same FLOPs and bytes (the scan's premise)."""
-        return (
-            len(
-                {
-                    (c.declaration.flops, tuple(sorted(c.declaration.bytes.items())))
-                    for c in self.levels
-                }
-            )
-            <= 1
-        )
+        return len({(d.flops, tuple(sorted(d.bytes.items())))
+                    for c in self.levels if (d := c.declaration)}) <= 1
 
     def best(self) -> CaseResult | None:
         return max(self.valid, key=bandwidth, default=None)
@@ -65,16 +58,9 @@ def scans(run: RunResult) -> list[Scan]:
     groups: dict[tuple[str, str, str, str, tuple[int, ...]], list[CaseResult]] = {}
     for c in run.cases:
         if c.identity.occupancy_level is not None:
-            groups.setdefault(
-                (
-                    c.identity.backend,
-                    c.identity.workload,
-                    c.identity.variant,
-                    c.identity.dtype,
-                    tuple(c.identity.size),
-                ),
-                [],
-            ).append(c)
+            i = c.identity
+            groups.setdefault((i.backend, i.workload, i.variant, i.dtype, tuple(i.size)),
+                              []).append(c)
     out = []
     for (backend, w, v, d, size), cs in groups.items():
         cs.sort(key=lambda c: c.identity.occupancy_level.value if c.identity.occupancy_level else 0)
@@ -90,9 +76,8 @@ def theoretical(c: CaseResult) -> float | None:
         return None
     if lv.axis == "threads":
         return lv.fraction
-    return _weighted(
-        c, [la.occupancy.occupancy if la.occupancy else None for la in c.measurement.launches]
-    )
+    launches = c.measurement.launches
+    return _weighted(c, [la.occupancy.occupancy if la.occupancy else None for la in launches])
 
 
 def achieved(c: CaseResult) -> float | None:
@@ -135,25 +120,13 @@ def _pct(v: float | None) -> str:
 def scan_rows(s: Scan) -> list[dict[str, str]]:
     best = s.best()
     top = bandwidth(best) if best is not None else 0.0
-    return [
-        {
-            "level": level_text(c),
-            "occupancy": _pct(theoretical(c)),
-            "achieved (ncu)": _pct(achieved(c)),
-            "time": duration(c.measurement.median_s),
-            "DRAM B/s": si(bandwidth(c) if c.measurement.median_s else None, "B/s"),
-            "of best": _pct(bandwidth(c) / top) if top and c.measurement.median_s else "-",
-            "efficiency": _pct(c.roofline.efficiency),
-            "status": c.outcome.status
-            + (
-                " (noisy)"
-                if c.measurement.timing
-                and any(f.startswith("noisy") for f in c.measurement.timing.flags)
-                else ""
-            ),
-        }
-        for c in s.levels
-    ]
+    return [{"level": level_text(c), "occupancy": _pct(theoretical(c)),
+             "achieved (ncu)": _pct(achieved(c)), "time": duration(m.median_s),
+             "DRAM B/s": si(bandwidth(c) if m.median_s else None, "B/s"),
+             "of best": _pct(bandwidth(c) / top) if top and m.median_s else "-",
+             "efficiency": _pct(c.roofline.efficiency), "status": c.outcome.status + (
+                 " (noisy)" if m.timing and any(f.startswith("noisy") for f in m.timing.flags)
+                 else "")} for c in s.levels if (m := c.measurement)]
 
 
 def reached_text(s: Scan) -> str:

@@ -88,15 +88,8 @@ def _in_frame(p: Any) -> bool:
 def bandwidth_only(cases_by_run: list[list[CaseResult]]) -> int:
     """Valid cases of 0 FLOPs that move bytes (copies, layout changes): placed by bandwidth
     (roofline.by_bandwidth), never drawn (their intensity is 0), counted in a note."""
-    return sum(
-        1
-        for cs in cases_by_run
-        for c in cs
-        if c.valid
-        and c.outcome.status == "ok"
-        and c.declaration.flops == 0
-        and any(c.declaration.bytes.values())
-    )
+    return sum(1 for cs in cases_by_run for c in cs if c.valid and c.outcome.status == "ok"
+               and c.declaration.flops == 0 and any(c.declaration.bytes.values()))
 
 
 def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], title: str,
@@ -404,16 +397,10 @@ def _draw_fusion_arrows(ax, cases: list[CaseResult],
 
     drawn = []
     for c, naive in fused_from(cases):
-        size = "x".join(map(str, c.identity.size))
-        dst = by_key.get(
-            (
-                f"{c.identity.backend}/{c.identity.workload}/{c.identity.variant}/{c.identity.dtype}",
-                size,
-            )
-        )
-        src = by_key.get(
-            (f"{c.identity.backend}/{c.identity.workload}/{naive}/{c.identity.dtype}", size)
-        )
+        i = c.identity
+        size = "x".join(map(str, i.size))
+        dst = by_key.get((f"{i.backend}/{i.workload}/{i.variant}/{i.dtype}", size))
+        src = by_key.get((f"{i.backend}/{i.workload}/{naive}/{i.dtype}", size))
         if src and dst:
             ax.annotate("", xy=(dst.ai, dst.flops), xytext=(src.ai, src.flops), zorder=4,
                         arrowprops={"arrowstyle": "->", "color": "dimgray", "lw": 1.0,
