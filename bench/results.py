@@ -146,21 +146,40 @@ def claim_folder(out: Path) -> Path:
 def cases_frame(run: RunResult) -> pd.DataFrame:
     rows = []
     for c in run.cases:
-        t = c.timing
-        rows.append({
-            "workload": c.workload, "variant": c.variant, "backend": c.backend, "dtype": c.dtype,
-            "size": "x".join(map(str, c.size)), "precision": c.precision, "cores": c.cores,
-            "status": c.status, "valid": c.valid, "checked": c.checked, "flops": c.flops,
-            "bytes_dram": c.bytes.get("dram"), "ai_dram": c.ai.get("dram"),
-            "launches": len(c.launches), "median_s": c.median_s,
-            "p25_s": t.quantile(0.25) if t else None, "p75_s": t.quantile(0.75) if t else None,
-            "cv": t.cv if t else None, "samples": t.n if t else None,
-            "flop_per_s": c.flop_per_s,
-            "bytes_per_s_dram": c.bytes_per_s.get("dram"), "attainable": c.attainable,
-            "efficiency": c.efficiency, "bound": c.bound, "limiting_roof": c.limiting_roof,
-            "rel_error": c.rel_error, "tolerance": c.tolerance,
-            "flags": ";".join(t.flags if t else []), "error": c.error,
-        })
+        t = c.measurement.timing
+        rows.append(
+            {
+                "workload": c.identity.workload,
+                "variant": c.identity.variant,
+                "backend": c.identity.backend,
+                "dtype": c.identity.dtype,
+                "size": "x".join(map(str, c.identity.size)),
+                "precision": c.identity.precision,
+                "cores": c.identity.cores,
+                "status": c.outcome.status,
+                "valid": c.valid,
+                "checked": c.outcome.checked,
+                "flops": c.declaration.flops,
+                "bytes_dram": c.declaration.bytes.get("dram"),
+                "ai_dram": c.declaration.ai.get("dram"),
+                "launches": len(c.measurement.launches),
+                "median_s": c.measurement.median_s,
+                "p25_s": t.quantile(0.25) if t else None,
+                "p75_s": t.quantile(0.75) if t else None,
+                "cv": t.cv if t else None,
+                "samples": t.n if t else None,
+                "flop_per_s": c.roofline.flop_per_s,
+                "bytes_per_s_dram": c.roofline.bytes_per_s.get("dram"),
+                "attainable": c.roofline.attainable,
+                "efficiency": c.roofline.efficiency,
+                "bound": c.roofline.bound,
+                "limiting_roof": c.roofline.limiting_roof,
+                "rel_error": c.outcome.rel_error,
+                "tolerance": c.declaration.tolerance,
+                "flags": ";".join(t.flags if t else []),
+                "error": c.outcome.error,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -238,11 +257,11 @@ def declared_buffers(c: CaseResult) -> BufferModel | None:
     from roofbench.kernels.registry import workloads
     from roofbench.kernels.spec import Case
 
-    w = workloads().get(c.workload)
-    v = w.variants.get(c.variant) if w is not None else None
+    w = workloads().get(c.identity.workload)
+    v = w.variants.get(c.identity.variant) if w is not None else None
     if w is None or v is None:
         return None
-    case = Case(w, v, c.dtype, tuple(c.size))
+    case = Case(w, v, c.identity.dtype, tuple(c.identity.size))
     try:
         bufs, launches = case.buffers(), case.launches()
     except Exception:  # a size or dtype the declaration of today does not take

@@ -279,7 +279,8 @@ class Comparison:
 
 
 def case_key(c: CaseResult) -> str:
-    return f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}/{'x'.join(map(str, c.size))}"
+    i = c.identity
+    return f"{i.backend}/{i.workload}/{i.variant}/{i.dtype}/{'x'.join(map(str, i.size))}"
 
 
 def _positive(x: float | None) -> bool:
@@ -288,46 +289,49 @@ def _positive(x: float | None) -> bool:
 
 def _unreadable(c: CaseResult) -> str | None:
     """Why the times of a valid case cannot be read, or None."""
-    if not _positive(c.median_s):
-        return f"median time {c.median_s!r}"
-    if c.timing is not None:
-        bad = [x for x in c.timing.samples if not _positive(x)]
+    if not _positive(c.measurement.median_s):
+        return f"median time {c.measurement.median_s!r}"
+    if c.measurement.timing is not None:
+        bad = [x for x in c.measurement.timing.samples if not _positive(x)]
         if bad:
-            return f"{len(bad)} of {c.timing.n} samples not a positive finite time ({bad[0]!r})"
+            return (f"{len(bad)} of {c.measurement.timing.n} samples not a positive finite time "
+                    f"({bad[0]!r})")
     return None
 
 
 def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
                   confidence: float = CONFIDENCE, paired: bool = False) -> CaseVerdict:
     """The verdict of one case that both runs hold (``paired``: A/B samples in pairs)."""
-    ma, mb = ca.median_s, cb.median_s
+    ma, mb = ca.measurement.median_s, cb.measurement.median_s
+    ta, tb = ca.measurement.timing, cb.measurement.timing
     if not (ca.valid and cb.valid):
         verdict: Verdict = ("invalid in B" if ca.valid else "fixed in B" if cb.valid
                             else "not measured")
-        why = cb.error if ca.valid else ca.error if cb.valid else (cb.error or ca.error)
+        ea, eb = ca.outcome.error, cb.outcome.error
+        why = eb if ca.valid else ea if cb.valid else (eb or ea)
         return CaseVerdict(key, verdict, ma, mb, reason=str(why or ""))
-    na = ca.timing.n if ca.timing else 0
-    nb = cb.timing.n if cb.timing else 0
+    na = ta.n if ta else 0
+    nb = tb.n if tb else 0
     for side, c in (("A", ca), ("B", cb)):
         why = _unreadable(c)
         if why:
             return CaseVerdict(key, "unreadable", ma, mb, n_a=na, n_b=nb,
                                reason=f"{side}: {why}")
     assert ma is not None and mb is not None
-    paired = paired and ca.timing is not None and cb.timing is not None and na == nb
-    if ca.timing is None or cb.timing is None:
-        side = "A" if ca.timing is None else "B"
+    paired = paired and ta is not None and tb is not None and na == nb
+    if ta is None or tb is None:
+        side = "A" if ta is None else "B"
         iv = RatioInterval(mb / ma, None, None)
         reason = f"{side} stores no raw samples: no interval"
     else:
-        iv = (paired_interval(ca.timing.samples, cb.timing.samples, confidence) if paired
-              else ratio_interval(ca.timing.samples, cb.timing.samples, confidence))
+        iv = (paired_interval(ta.samples, tb.samples, confidence) if paired
+              else ratio_interval(ta.samples, tb.samples, confidence))
         reason = "" if iv.bounded else (
             f"fewer than {min_samples(confidence if paired else math.sqrt(confidence))} "
             f"{'pairs' if paired else 'samples in a run'}: no interval")
-    loads = {sd: t.outside_load for sd, t in (("A", ca.timing), ("B", cb.timing))
+    loads = {sd: t.outside_load for sd, t in (("A", ta), ("B", tb))
              if t is not None and t.outside_load}
-    ex = excuses(ca.timing, cb.timing, paired)
+    ex = excuses(ta, tb, paired)
     slow_excuse, fast_excuse = ex.slow, ex.fast
     verdict = judge(iv, threshold, slow_excuse, fast_excuse)
     named = "; ".join(f"{sd} was timed while {why}" for sd, why in loads.items()) or (
@@ -364,7 +368,8 @@ def paired_runs(a: RunResult, b: RunResult) -> bool:
 
 def judged(ca: CaseResult, cb: CaseResult) -> bool:
     """Whether the times of a common case are compared (both valid, readable, sampled)."""
-    return (ca.valid and cb.valid and ca.timing is not None and cb.timing is not None
+    return (ca.valid and cb.valid and ca.measurement.timing is not None
+            and cb.measurement.timing is not None
             and _unreadable(ca) is None and _unreadable(cb) is None)
 
 
@@ -392,15 +397,16 @@ def classify(a: RunResult, b: RunResult, threshold: float = 0.05,
         ca, cb = ia.get(k), ib.get(k)
         side = next((sd for sd in ("A", "B") if k in bad[sd]), None)
         if side is not None:  # never `same`, never `only in`: named with the reader's reason
-            out.cases.append(CaseVerdict(k, "unreadable", ca.median_s if ca else None,
-                                         cb.median_s if cb else None,
+            out.cases.append(CaseVerdict(k, "unreadable", ca.measurement.median_s if ca else None,
+                                         cb.measurement.median_s if cb else None,
                                          reason=f"{side}: {bad[side][k]}"))
         elif ca is None or cb is None:
             out.cases.append(CaseVerdict(k, "only in A" if cb is None else "only in B",
-                                         ca.median_s if ca else None,
-                                         cb.median_s if cb else None))
+                                         ca.measurement.median_s if ca else None,
+                                         cb.measurement.median_s if cb else None))
         elif not same_device:
-            out.cases.append(CaseVerdict(k, "other device", ca.median_s, cb.median_s,
+            out.cases.append(CaseVerdict(k, "other device", ca.measurement.median_s,
+                                         cb.measurement.median_s,
                                          reason=f"A ran on {a.device}, B on {b.device}"))
         else:
             out.cases.append(classify_case(k, ca, cb, threshold, per_case, paired))

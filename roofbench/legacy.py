@@ -8,6 +8,7 @@ reads or draws.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -74,3 +75,33 @@ ARROW_FROM: dict[tuple[str, str], str] = {
 NOT_VALIDATED_ON_HARDWARE: frozenset[str] = frozenset({
     "gemm_wgmma", "attn_scores", "attn_softmax", "attn_pv", "attn_flash", "gemv_warp",
 })
+
+
+# Where each field of a flat case (results.json versions 1 to 3) lives in the nested record
+# (version 4: roofbench/records.py CaseResult), by group.
+FLAT_CASE_GROUPS: dict[str, tuple[str, ...]] = {
+    "identity": ("workload", "variant", "backend", "dtype", "size", "precision", "cores",
+                 "occupancy_level"),
+    "declaration": ("flops", "bytes", "ai", "tolerance", "marker", "flop_convention",
+                    "arrow_from", "limit_note", "buffers"),
+    "outcome": ("status", "checked", "error", "rel_error"),
+    "measurement": ("timing", "median_s", "launches", "phases", "device_phases"),
+    "roofline": ("flop_per_s", "bytes_per_s", "attainable", "efficiency", "bound",
+                 "limiting_roof", "placement", "roof_states"),
+    "evidence": ("extra", "ncu"),
+}
+
+
+def nest_flat_case(d: dict[str, Any]) -> dict[str, Any]:
+    """A flat case (versions 1 to 3) as the nested record stores it: each field in its group
+    (``unit``, the name of ``cores`` before version 3, renamed); ``valid`` folded into the
+    status (a case stored "ok" but not valid reads "invalid")."""
+    d = dict(d)
+    if "cores" not in d and "unit" in d:
+        d["cores"] = d.pop("unit")
+    valid = d.pop("valid", True)
+    if not isinstance(valid, bool):
+        raise ValueError(f"valid is {valid!r}, not true or false")
+    if d.get("status") == "ok" and not valid:
+        d["status"] = "invalid"
+    return {g: {k: d[k] for k in names if k in d} for g, names in FLAT_CASE_GROUPS.items()}

@@ -96,7 +96,7 @@ def sum_counters(items: list[LaunchCounters]) -> LaunchCounters:
 
 
 def _counters(c: CaseResult) -> list[LaunchCounters] | None:
-    lcs = [la.counters for la in c.launches]
+    lcs = [la.counters for la in c.measurement.launches]
     if not lcs or any(lc is None for lc in lcs):
         return None
     return [lc for lc in lcs if lc is not None]
@@ -112,15 +112,15 @@ def case_checks(c: CaseResult, tol: Tolerances = TOLERANCES
         return []
     split = c.launch_split()
     rows = []
-    for i, (la, lc) in enumerate(zip(c.launches, lcs, strict=True)):
+    for i, (la, lc) in enumerate(zip(c.measurement.launches, lcs, strict=True)):
         r, w = split[i] if split else (la.bytes.get("dram", 0), 0)
         label = la.kernel + (f" ({la.note})" if la.note else "")
         rows.append((label, lc, checks(la.flops, r, w, lc, tol)))
     if len(lcs) > 1:
         tot = sum_counters(lcs)
-        r = sum(s[0] for s in split) if split else c.bytes.get("dram", 0)
+        r = sum(s[0] for s in split) if split else c.declaration.bytes.get("dram", 0)
         w = sum(s[1] for s in split) if split else 0
-        rows.append(("pipeline", tot, checks(c.flops, r, w, tot, tol)))
+        rows.append(("pipeline", tot, checks(c.declaration.flops, r, w, tot, tol)))
     return rows
 
 
@@ -131,4 +131,4 @@ def hw_dram_ai(c: CaseResult) -> float | None:
     if not totals or any(t is None for t in totals):
         return None
     moved = sum(t for t in totals if t is not None)
-    return c.flops / moved if moved > 0 else None
+    return c.declaration.flops / moved if moved > 0 else None

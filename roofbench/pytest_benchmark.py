@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .readers import SchemaError, read_roofset
-from .records import CaseResult, RoofSet, RunResult
+from .records import CaseResult, Declaration, Evidence, Identity, Outcome, RoofSet, RunResult
 from .roofline import apply_roofs
 from .timing import Timing
 
@@ -100,22 +100,23 @@ def _case(e: dict[str, Any], extra: dict[str, Any], device_backend: str,
     median = timing.median if timing is not None else float(stats["median"])
     valid = extra.get("valid", True) is not False
     rec = CaseResult(
-        workload=str(extra.get("workload") or base), variant=str(
+        Identity(workload=str(extra.get("workload") or base), variant=str(
             extra.get("variant") or param.rstrip("]") or "default"),
-        backend=str(extra.get("backend") or device_backend), dtype=dtype, size=list(size),
-        precision=precision, cores="tensor" if precision.endswith("_tc") else "simt",
-        flops=flops, bytes=per_level,
-        ai={lvl: flops / b for lvl, b in per_level.items() if b > 0},
-        status="ok" if valid else "invalid", valid=valid,
+                 backend=str(extra.get("backend") or device_backend), dtype=dtype, size=list(size),
+                 precision=precision, cores="tensor" if precision.endswith("_tc") else "simt"),
+        Declaration(flops=flops, bytes=per_level,
+                    ai={lvl: flops / b for lvl, b in per_level.items() if b > 0},
+                    tolerance=extra.get("tolerance")),
         # Only roofbench's fixture says it compared outputs; any other entry was just timed.
-        checked=extra.get("checked") is True or extra.get("rel_error") is not None,
-        rel_error=extra.get("rel_error"), tolerance=extra.get("tolerance"),
-        extra={"measured_by": "pytest-benchmark", "fullname": e.get("fullname"),
-               "group": e.get("group")})
+        Outcome(status="ok" if valid else "invalid",
+                checked=extra.get("checked") is True or extra.get("rel_error") is not None,
+                rel_error=extra.get("rel_error")),
+        evidence=Evidence(extra={"measured_by": "pytest-benchmark", "fullname": e.get("fullname"),
+               "group": e.get("group")}))
     if valid:
-        rec.timing, rec.median_s = timing, median
-        rec.flop_per_s = flops / median
-        rec.bytes_per_s = {lvl: b / median for lvl, b in per_level.items()}
+        rec.measurement.timing, rec.measurement.median_s = timing, median
+        rec.roofline.flop_per_s = flops / median
+        rec.roofline.bytes_per_s = {lvl: b / median for lvl, b in per_level.items()}
         if roofs is not None:
             apply_roofs(rec, roofs)
     return rec

@@ -12,6 +12,8 @@ migrations of older files:
   of the declarations: ``fill_v2_case`` moves the first two onto their typed fields and fills
   the report facts from the frozen table (legacy.py) and the buffers from an injected
   resolver;
+- results.json before version 4 stored a case flat, with ``valid`` beside ``status``:
+  ``legacy.nest_flat_case`` puts each field in its group of the nested record;
 - a roof set of version 1 kept its typed facts in the free-form ``info``.
 
 Part of the shared root: it imports nothing from kernels/, roofs/ or bench/.
@@ -34,14 +36,20 @@ from .records import (
     BufferFacts,
     CaseResult,
     DatasheetMatch,
+    Declaration,
+    Evidence,
+    Identity,
     LaunchCounters,
     LaunchFacts,
     LaunchResult,
+    Measurement,
     NcuSettings,
     Occupancy,
     OccupancyLevel,
+    Outcome,
     ProbeFailure,
     Roof,
+    RooflinePlace,
     RoofSet,
     RunResult,
     RunStop,
@@ -51,7 +59,7 @@ from .roof_context import read_context, read_state
 from .roofline import apply_roofs
 from .timing import Timing
 
-RESULTS_READS_VERSIONS = (1, 2, RESULTS_SCHEMA_VERSION)
+RESULTS_READS_VERSIONS = (1, 2, 3, RESULTS_SCHEMA_VERSION)
 
 
 class SchemaError(ValueError):
@@ -179,22 +187,27 @@ def read_ncu(d: dict[str, Any]) -> NcuSettings:
     return NcuSettings(**{k: v for k, v in d.items() if k in known})
 
 
+def _known(cls: Any, d: dict[str, Any]) -> Any:
+    return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
 def read_case(d: dict[str, Any]) -> CaseResult:
-    d = dict(d)
-    d["launches"] = [read_launch(x) for x in d.get("launches") or []]
-    d["timing"] = read_timing(d["timing"]) if d.get("timing") else None
-    d["buffers"] = {n: BufferFacts(**b) for n, b in (d.get("buffers") or {}).items()}
-    d["ncu"] = read_ncu(d["ncu"]) if d.get("ncu") else None
-    lv = d.get("occupancy_level")
-    d["occupancy_level"] = OccupancyLevel(
+    """A case of any version: nested (version 4 on), or flat (legacy.nest_flat_case)."""
+    if "identity" not in d:  # versions 1 to 3 stored a case flat
+        d = legacy.nest_flat_case(d)
+    i, de, o, m, r, e = (dict(d.get(g) or {}) for g in legacy.FLAT_CASE_GROUPS)
+    lv = i.get("occupancy_level")
+    i["occupancy_level"] = OccupancyLevel(
         **{k: lv[k] for k in OccupancyLevel.__dataclass_fields__}) if lv else None
-    d["roof_states"] = [read_state(s) for s in d.get("roof_states") or []]
-    pl = d.get("placement")
-    d["placement"] = read_placement(pl) if isinstance(pl, dict) else None
-    if "cores" not in d and "unit" in d:  # its name before version 3
-        d["cores"] = d.pop("unit")
-    known = set(CaseResult.__dataclass_fields__)
-    return CaseResult(**{k: v for k, v in d.items() if k in known})
+    de["buffers"] = {n: BufferFacts(**b) for n, b in (de.get("buffers") or {}).items()}
+    m["launches"] = [read_launch(x) for x in m.get("launches") or []]
+    m["timing"] = read_timing(m["timing"]) if m.get("timing") else None
+    r["roof_states"] = [read_state(s) for s in r.get("roof_states") or []]
+    pl = r.get("placement")
+    r["placement"] = read_placement(pl) if isinstance(pl, dict) else None
+    e["ncu"] = read_ncu(e["ncu"]) if e.get("ncu") else None
+    return CaseResult(_known(Identity, i), _known(Declaration, de), _known(Outcome, o),
+                      _known(Measurement, m), _known(RooflinePlace, r), _known(Evidence, e))
 
 
 # ---------------------------------------------------------------------------- older cases
@@ -218,18 +231,18 @@ def fill_v2_case(c: CaseResult, resolver: BufferResolver | None = None) -> None:
     """What a case of a file before version 3 lacks: the declarations' facts from the frozen
     table (legacy.py), the backend facts of each launch and the ncu settings out of ``extra``,
     and, when a resolver is given, the buffers."""
-    w = legacy.WORKLOADS.get(c.workload)
+    w = legacy.WORKLOADS.get(c.identity.workload)
     if w is not None:
-        c.marker, c.flop_convention = w.marker, w.flop_convention
-    c.arrow_from = legacy.ARROW_FROM.get((c.workload, c.variant))
-    c.extra = attach_launch_facts(c.launches, dict(c.extra or {}))
-    ncu = c.extra.pop("ncu", None)
+        c.declaration.marker, c.declaration.flop_convention = w.marker, w.flop_convention
+    c.declaration.arrow_from = legacy.ARROW_FROM.get((c.identity.workload, c.identity.variant))
+    c.evidence.extra = attach_launch_facts(c.measurement.launches, dict(c.evidence.extra or {}))
+    ncu = c.evidence.extra.pop("ncu", None)
     if isinstance(ncu, dict):
-        c.ncu = read_ncu(ncu)
+        c.evidence.ncu = read_ncu(ncu)
     model = resolver(c) if resolver is not None else None
-    if model is not None and len(model.launches) == len(c.launches):
-        c.buffers = dict(model.buffers)
-        for la, (reads, writes) in zip(c.launches, model.launches, strict=True):
+    if model is not None and len(model.launches) == len(c.measurement.launches):
+        c.declaration.buffers = dict(model.buffers)
+        for la, (reads, writes) in zip(c.measurement.launches, model.launches, strict=True):
             la.reads, la.writes = list(reads), list(writes)
 
 
@@ -283,7 +296,8 @@ def read_run(d: Any, resolver: BufferResolver | None = None) -> RunResult:
         c, why = _read_checked_case(raw)
         if c is None:
             unreadable.append(f"unreadable case {_raw_key(raw)}: {why} (left out)")
-            backend = raw.get("backend", d.get("backend")) if isinstance(raw, dict) else "?"
+            backend = _raw_identity(raw).get("backend", d.get("backend")) if isinstance(
+                raw, dict) else "?"
             left_out[f"{backend}/{_raw_key(raw)}"] = why
         else:
             cases.append(c)
@@ -316,9 +330,15 @@ def _read_stop(d: dict[str, Any]) -> RunStop | None:
     return RunStop(cause=cause, detail=str(d.get("detail") or ""), phase=phase)
 
 
+def _raw_identity(raw: dict[str, Any]) -> dict[str, Any]:  # flat before version 4
+    ident = raw.get("identity", raw)
+    return ident if isinstance(ident, dict) else {}
+
+
 def _raw_key(raw: Any) -> str:
     if not isinstance(raw, dict):
         return f"({type(raw).__name__}, not a case)"
+    raw = _raw_identity(raw)
     size = raw.get("size")
     size_s = "x".join(map(str, size)) if isinstance(size, list) else str(size)
     return "/".join(str(raw.get(k, "?")) for k in ("workload", "variant", "dtype")) + "/" + size_s
@@ -363,27 +383,29 @@ def case_problem(c: CaseResult) -> str | None:
     """The first number of a case that a report cannot use, said in words; None when every
     one is a finite, non-negative number of the right type."""
     checks: list[tuple[str, Any, bool, bool]] = []  # (what, value, integer, positive)
-    for what in ("workload", "variant", "backend", "dtype", "precision", "status"):
-        v = getattr(c, what)
-        if not isinstance(v, str) or not v:
-            return f"{what} is {v!r}, not a name"
-    if not isinstance(c.valid, bool):
-        return f"valid is {c.valid!r}, not true or false"
-    if not isinstance(c.size, list) or not c.size:
-        return f"size {c.size!r} is not a list of dimensions"
-    checks += [(f"size[{i}]", n, True, True) for i, n in enumerate(c.size)]
-    checks.append(("flops", c.flops, True, False))
-    for what, d in (("bytes", c.bytes), ("ai", c.ai), ("bytes_per_s", c.bytes_per_s)):
+    ident = c.identity
+    for what, name in (("workload", ident.workload), ("variant", ident.variant),
+                       ("backend", ident.backend), ("dtype", ident.dtype),
+                       ("precision", ident.precision), ("status", c.outcome.status)):
+        if not isinstance(name, str) or not name:
+            return f"{what} is {name!r}, not a name"
+    if not isinstance(c.identity.size, list) or not c.identity.size:
+        return f"size {c.identity.size!r} is not a list of dimensions"
+    checks += [(f"size[{i}]", n, True, True) for i, n in enumerate(c.identity.size)]
+    checks.append(("flops", c.declaration.flops, True, False))
+    for what, d in (("bytes", c.declaration.bytes), ("ai", c.declaration.ai),
+                    ("bytes_per_s", c.roofline.bytes_per_s)):
         if not isinstance(d, dict):
             return f"{what} is {type(d).__name__}, not a mapping"
         checks += [(f"{what}[{k}]", v, False, False) for k, v in d.items()]
-    for what in ("median_s", "flop_per_s", "attainable", "efficiency"):
-        v = getattr(c, what)
-        if v is not None:
-            checks.append((what, v, False, what == "median_s"))
-    if c.timing is not None:
-        checks += _samples("timing", c.timing.samples)
-    for j, la in enumerate(c.launches):
+    r = c.roofline
+    for what, x in (("median_s", c.measurement.median_s), ("flop_per_s", r.flop_per_s),
+                    ("attainable", r.attainable), ("efficiency", r.efficiency)):
+        if x is not None:
+            checks.append((what, x, False, what == "median_s"))
+    if c.measurement.timing is not None:
+        checks += _samples("timing", c.measurement.timing.samples)
+    for j, la in enumerate(c.measurement.launches):
         checks.append((f"launch {j} flops", la.flops, False, False))
         if not isinstance(la.bytes, dict):
             return f"launch {j} bytes is {type(la.bytes).__name__}, not a mapping"
@@ -394,7 +416,7 @@ def case_problem(c: CaseResult) -> str | None:
         why = _bad_number(v, integer=integer, positive=positive)
         if why:
             return f"{what} is {why}"
-    if c.status == "ok" and c.valid and c.median_s is None:
+    if c.valid and c.measurement.median_s is None:
         return "status ok without a time"
     return None
 
@@ -406,16 +428,17 @@ def migrate_v1_cores(run: RunResult) -> None:
     kind = "cpu" if run.backend == "cpu" else "gpu"
     fixed = []
     for c in run.cases:
-        rule = legacy.V1_CORES_ON.get((c.workload, c.variant))
-        if rule is None or c.dtype not in rule.dtypes:
+        rule = legacy.V1_CORES_ON.get((c.identity.workload, c.identity.variant))
+        if rule is None or c.identity.dtype not in rule.dtypes:
             continue
-        cores = rule.cores(kind, c.dtype)
-        precision = f"{c.dtype}_tc" if cores == "tensor" else c.precision
-        if precision == c.precision:
+        cores = rule.cores(kind, c.identity.dtype)
+        precision = f"{c.identity.dtype}_tc" if cores == "tensor" else c.identity.precision
+        if precision == c.identity.precision:
             continue
-        c.precision, c.cores = precision, cores
-        if run.roofs is not None and c.median_s:
-            c.attainable = c.efficiency = c.bound = c.limiting_roof = None
+        c.identity.precision, c.identity.cores = precision, cores
+        if run.roofs is not None and c.measurement.median_s:
+            r = c.roofline
+            r.attainable = r.efficiency = r.bound = r.limiting_roof = None
             apply_roofs(c, run.roofs)
         fixed.append(c.key)
     if fixed:

@@ -2,7 +2,7 @@
 
 Each record is a dataclass with ``to_dict`` (what is written, exactly); reading any version
 ever written is readers.py's job. The roof records (Roof, RoofSet) are roof_records.py's,
-named here too. Files: ``roofbench.results`` (results.json) version 3
+named here too. Files: ``roofbench.results`` (results.json) version 4
 (``RESULTS_SCHEMA_VERSION``); a roof set (``RoofSet.to_dict``) version 2; a GPU's calibration
 cache ``roofbench.calibrated-roofs/1`` (``CalibratedRoofs``, calibrated.py). Part of the shared
 root: it imports nothing from kernels/, roofs/ or bench/.
@@ -10,7 +10,7 @@ root: it imports nothing from kernels/, roofs/ or bench/.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import __version__
@@ -183,8 +183,9 @@ class OccupancyLevel(Plain):
 
 
 @dataclass
-class CaseResult:
-    """One (workload, variant, dtype, size) on one backend: counted, validated, timed, placed."""
+class Identity:
+    """Which case it is: the workload, variant, dtype and size on one backend, and the roof it
+    is held against (``precision``, on ``cores``); its level of an occupancy scan, if any."""
 
     workload: str
     variant: str
@@ -193,83 +194,141 @@ class CaseResult:
     size: list[int]
     precision: str  # the compute roof the case is held against
     cores: str  # what runs it: "simt" (CUDA cores / SIMD lanes) or "tensor"
-    flops: int
-    bytes: dict[str, int]
-    ai: dict[str, float]
-    status: str  # "ok", "invalid" (failed validation), "error", "unsupported"
-    valid: bool
-    # Whether its outputs were compared with a reference. False only for a callable timed
-    # without one (roofbench.measure, a pytest-benchmark entry): valid then means it ran.
-    checked: bool = True
-    error: str | None = None
-    rel_error: float | None = None
-    tolerance: float | None = None
-    timing: Timing | None = None  # raw samples kept
-    median_s: float | None = None
-    flop_per_s: float | None = None
-    bytes_per_s: dict[str, float] = field(default_factory=dict)
-    attainable: float | None = None
-    efficiency: float | None = None  # achieved / attainable
-    bound: str | None = None  # "memory" or "compute" (what limits it under the roofs)
-    limiting_roof: str | None = None
-    launches: list[LaunchResult] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)  # backend facts, free-form evidence
-    # What a report needs of the declarations, stored at run time so that a report is a
-    # function of this record alone: the workload's plot marker and FLOP convention, the
-    # variant this one is fused from (the plot's arrow, the fusion table), every buffer.
-    marker: str = "o"
-    flop_convention: str = ""
-    arrow_from: str | None = None
-    limit_note: str = ""  # the variant's known reason to stay below its roof here
-    buffers: dict[str, BufferFacts] = field(default_factory=dict)
-    ncu: NcuSettings | None = None  # how its counters were collected (run --ncu)
-    # Wall (host) seconds of each phase of this case (inputs, compile, prepare, validate,
-    # time, time_launches): where a slow run spent its time.
-    phases: dict[str, float] = field(default_factory=dict)
-    # Device seconds of the phases whose work ran on a GPU: CUDA events around the phase
-    # (inputs, prepare, validate), the timed samples' sum (time, time_launches; warm-ups not
-    # counted). Absent for phases that ran on the host only.
-    device_phases: dict[str, float] = field(default_factory=dict)
     # Its level of an occupancy scan; None for every case of a plain run.
     occupancy_level: OccupancyLevel | None = None
-    # The DRAM bandwidth measured just before and after it (a CPU run's brackets), optional.
-    roof_states: list[RoofState] = field(default_factory=list)
-    # The level its bytes are placed on (a CPU case that fits in a cache: that cache).
-    placement: Placement | None = None
 
     @property
     def key(self) -> str:
         base = f"{self.workload}/{self.variant}/{self.dtype}/{'x'.join(map(str, self.size))}"
         return base + (f"@{self.occupancy_level.tag}" if self.occupancy_level else "")
 
+
+@dataclass
+class Declaration:
+    """What the workload declares of the case: its counts and intensity, the tolerance it is
+    checked to, and what a report needs of the declarations (stored at run time so that a
+    report is a function of the record alone): the plot marker and FLOP convention, the variant
+    it is fused from (the plot's arrow, the fusion table), its known limit, every buffer."""
+
+    flops: int
+    bytes: dict[str, int]
+    ai: dict[str, float]
+    tolerance: float | None = None
+    marker: str = "o"
+    flop_convention: str = ""
+    arrow_from: str | None = None
+    limit_note: str = ""  # the variant's known reason to stay below its roof here
+    buffers: dict[str, BufferFacts] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    """How the case ended: ``status`` "ok", "invalid" (failed validation), "error" or
+    "unsupported"; ``checked``: whether its outputs were compared with a reference (False only
+    for a callable timed without one: roofbench.measure, a pytest-benchmark entry)."""
+
+    status: str
+    checked: bool = True
+    error: str | None = None
+    rel_error: float | None = None
+
+    @property
+    def valid(self) -> bool:
+        """It ran and, where checked, matched its reference."""
+        return self.status == "ok"
+
+
+@dataclass
+class Measurement:
+    """What was timed: the raw samples (``timing``) and their median, each launch of the
+    pipeline, and the wall (host) seconds of each phase (inputs, compile, prepare, validate,
+    time, time_launches); ``device_phases``: the device seconds of the phases whose work ran
+    on a GPU (CUDA events; the timed samples' sum), absent for host-only phases."""
+
+    timing: Timing | None = None
+    median_s: float | None = None
+    launches: list[LaunchResult] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+    device_phases: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class RooflinePlace:
+    """Where the case sits under the roofs: its rates, the roof that limits it and how close
+    it comes; ``placement``: the level its bytes are placed on (a CPU case that fits in a
+    cache); ``roof_states``: the DRAM bandwidth measured just before and after it."""
+
+    flop_per_s: float | None = None
+    bytes_per_s: dict[str, float] = field(default_factory=dict)
+    attainable: float | None = None
+    efficiency: float | None = None  # achieved / attainable
+    bound: str | None = None  # "memory" or "compute" (what limits it under the roofs)
+    limiting_roof: str | None = None
+    placement: Placement | None = None
+    roof_states: list[RoofState] = field(default_factory=list)
+
+
+@dataclass
+class Evidence:
+    """Free-form backend facts (``extra``) and how ncu collected counters (run --ncu)."""
+
+    extra: dict[str, Any] = field(default_factory=dict)
+    ncu: NcuSettings | None = None
+
+
+@dataclass
+class CaseResult:
+    """One (workload, variant, dtype, size) on one backend, nested by meaning: which case
+    (identity), what was declared of it, how it ended (outcome), what was measured, where it
+    sits under the roofs (roofline) and the evidence beside."""
+
+    identity: Identity
+    declaration: Declaration
+    outcome: Outcome
+    measurement: Measurement = field(default_factory=Measurement)
+    roofline: RooflinePlace = field(default_factory=RooflinePlace)
+    evidence: Evidence = field(default_factory=Evidence)
+
+    @property
+    def key(self) -> str:
+        return self.identity.key
+
+    @property
+    def valid(self) -> bool:
+        return self.outcome.valid
+
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(replace(self, timing=None, launches=[]))
-        d["timing"] = self.timing.to_dict() if self.timing else None
-        d["launches"] = [la.to_dict() for la in self.launches]
-        if not d["device_phases"]:  # optional: a host-only case writes none
-            del d["device_phases"]
-        if d["occupancy_level"] is None:  # optional: only an occupancy scan's cases have one
-            del d["occupancy_level"]
-        if not d["roof_states"]:
-            del d["roof_states"]
-        if d["placement"] is None:  # optional: only a case placed under cache roofs has one
-            del d["placement"]
-        return d
+        i, m, r = asdict(self.identity), self.measurement, asdict(self.roofline)
+        if i["occupancy_level"] is None:  # optional: only an occupancy scan's cases have one
+            del i["occupancy_level"]
+        meas: dict[str, Any] = {
+            "timing": m.timing.to_dict() if m.timing else None, "median_s": m.median_s,
+            "launches": [la.to_dict() for la in m.launches], "phases": dict(m.phases)}
+        if m.device_phases:  # optional: a host-only case writes none
+            meas["device_phases"] = dict(m.device_phases)
+        if not r["roof_states"]:
+            del r["roof_states"]
+        if r["placement"] is None:  # optional: only a case placed under cache roofs has one
+            del r["placement"]
+        return {"identity": i, "declaration": asdict(self.declaration),
+                "outcome": asdict(self.outcome), "measurement": meas, "roofline": r,
+                "evidence": asdict(self.evidence)}
 
     def io_bytes(self) -> int | None:
         """Bytes of the case's inputs and outputs: what one fused launch must still move."""
-        if not self.buffers:
+        bufs = self.declaration.buffers
+        if not bufs:
             return None
-        return sum(b.nbytes for b in self.buffers.values() if b.role in ("input", "output"))
+        return sum(b.nbytes for b in bufs.values() if b.role in ("input", "output"))
 
     def launch_split(self) -> list[tuple[int, int]] | None:
         """The model's DRAM (read, write) bytes of each launch, from the buffers it names."""
-        if not self.buffers or not self.launches or not all(
-                la.reads or la.writes for la in self.launches):
+        bufs, launches = self.declaration.buffers, self.measurement.launches
+        if not bufs or not launches or not all(la.reads or la.writes for la in launches):
             return None
         try:
-            return [(sum(self.buffers[n].nbytes for n in la.reads),
-                     sum(self.buffers[n].nbytes for n in la.writes)) for la in self.launches]
+            return [(sum(bufs[n].nbytes for n in la.reads),
+                     sum(bufs[n].nbytes for n in la.writes)) for la in launches]
         except KeyError:
             return None
 
@@ -280,7 +339,9 @@ RESULTS_SCHEMA = "roofbench.results"
 # declarations (marker, flop_convention, arrow_from, buffers, each launch's reads and writes)
 # and typed launch facts and ncu settings. readers.py reads every version. A run cut short
 # also carries ``stop`` (RunStop), optional: a reader of version 3 without it reads None.
-RESULTS_SCHEMA_VERSION = 3
+# 4: a case is nested by meaning (identity, declaration, outcome, measurement, roofline,
+# evidence; CaseResult), ``valid`` no longer stored (the outcome's status says it).
+RESULTS_SCHEMA_VERSION = 4
 
 StopCause = Literal["signal", "os-error", "memory", "error"]
 StopPhase = Literal["start", "roofs", "cases", "report"]

@@ -96,21 +96,21 @@ def _close(a: float, b: float) -> bool:
 def figures_problem(c: CaseResult, roofs: RoofSet) -> str | None:
     """Why a case's stored attainable or efficiency does not follow from ``roofs`` (None
     when it does, or when the case was not placed)."""
-    if c.attainable is None or not c.limiting_roof:
+    if c.roofline.attainable is None or not c.roofline.limiting_roof:
         return None
-    roof = next((r for r in roofs.roofs if r.name == c.limiting_roof), None)
+    roof = next((r for r in roofs.roofs if r.name == c.roofline.limiting_roof), None)
     if roof is None:
-        return f"its roof {c.limiting_roof!r} is not in the file's roofs"
+        return f"its roof {c.roofline.limiting_roof!r} is not in the file's roofs"
     if roof.kind == "compute":
         expected: float | None = roof.value
     else:
-        ai = c.ai.get(roof.level or "")
+        ai = c.declaration.ai.get(roof.level or "")
         expected = roof.value * ai if ai else None
-    if expected is not None and not _close(expected, c.attainable):
-        return (f"attainable {c.attainable:.4g} but {roof.name!r} gives {expected:.4g}")
-    if c.efficiency is not None and c.flop_per_s and not _close(
-            c.efficiency, c.flop_per_s / c.attainable):
-        return f"efficiency {c.efficiency:.4g} is not its rate over its attainable"
+    if expected is not None and not _close(expected, c.roofline.attainable):
+        return (f"attainable {c.roofline.attainable:.4g} but {roof.name!r} gives {expected:.4g}")
+    if c.roofline.efficiency is not None and c.roofline.flop_per_s and not _close(
+            c.roofline.efficiency, c.roofline.flop_per_s / c.roofline.attainable):
+        return f"efficiency {c.roofline.efficiency:.4g} is not its rate over its attainable"
     return None
 
 

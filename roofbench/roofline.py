@@ -87,7 +87,7 @@ def placement_problem(rec: CaseResult, roofs: RoofSet) -> str | None:
     """Why a case's stored placement is not the one the rule gives under ``roofs`` (None
     when it is, or when the case has no placement): a case held against a slower level than
     the one its data fits in can sit above that roof, a faster one below its own."""
-    pl = rec.placement
+    pl = rec.roofline.placement
     if pl is None:
         return None
     want = place(pl.working_set_bytes, roofs, pl.cores)
@@ -100,22 +100,22 @@ def placement_problem(rec: CaseResult, roofs: RoofSet) -> str | None:
 def placed_intensities(rec: CaseResult) -> dict[str, float]:
     """The case's intensities with its modelled DRAM bytes moved to the level it is placed
     on (a case resident in L2 moves those bytes through L2, not DRAM)."""
-    pl = rec.placement
-    if pl is None or pl.level == "dram" or "dram" not in rec.ai:
-        return rec.ai
-    ai = {k: v for k, v in rec.ai.items() if k != "dram"}
-    ai[pl.level] = min(ai.get(pl.level, math.inf), rec.ai["dram"])
+    pl = rec.roofline.placement
+    if pl is None or pl.level == "dram" or "dram" not in rec.declaration.ai:
+        return rec.declaration.ai
+    ai = {k: v for k, v in rec.declaration.ai.items() if k != "dram"}
+    ai[pl.level] = min(ai.get(pl.level, math.inf), rec.declaration.ai["dram"])
     return ai
 
 
 def placed_bytes(rec: CaseResult) -> dict[str, int]:
     """The case's bytes per level with its DRAM bytes moved to the level it is placed on
     (the bytes of ``placed_intensities``)."""
-    pl = rec.placement
-    if pl is None or pl.level == "dram" or "dram" not in rec.bytes:
-        return dict(rec.bytes)
-    out = {k: v for k, v in rec.bytes.items() if k != "dram"}
-    out[pl.level] = max(out.get(pl.level, 0), rec.bytes["dram"])
+    pl = rec.roofline.placement
+    if pl is None or pl.level == "dram" or "dram" not in rec.declaration.bytes:
+        return dict(rec.declaration.bytes)
+    out = {k: v for k, v in rec.declaration.bytes.items() if k != "dram"}
+    out[pl.level] = max(out.get(pl.level, 0), rec.declaration.bytes["dram"])
     return out
 
 
@@ -126,7 +126,8 @@ def by_bandwidth(rec: CaseResult, roofs: RoofSet) -> None:
     intensity goes to 0), its efficiency that level's attained bytes/s over the roof. Its
     attainable stays None (a FLOP/s roof at intensity 0 is 0). One that moves nothing (a
     view) is not placed."""
-    rec.bound = rec.limiting_roof = rec.attainable = rec.efficiency = None
+    r = rec.roofline
+    r.bound = r.limiting_roof = r.attainable = r.efficiency = None
     slowest: tuple[float, int, Roof] | None = None
     for level, b in placed_bytes(rec).items():
         m = roofs.memory(level)
@@ -135,13 +136,13 @@ def by_bandwidth(rec: CaseResult, roofs: RoofSet) -> None:
     if slowest is None:
         return
     _, b, m = slowest
-    rec.bound, rec.limiting_roof = "memory", m.name
-    if rec.median_s:
-        rec.efficiency = b / rec.median_s / m.value
+    r.bound, r.limiting_roof = "memory", m.name
+    if rec.measurement.median_s:
+        r.efficiency = b / rec.measurement.median_s / m.value
 
 
 def _cores_of(rec: CaseResult) -> int | None:
-    lv = rec.occupancy_level
+    lv = rec.identity.occupancy_level
     return lv.value if lv is not None and lv.axis == "threads" else None
 
 
@@ -152,26 +153,26 @@ def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
     the sum of its buffers' bytes, its cores an occupancy scan's threads or all); a case
     placed on a cache level is bound by that level's roof with its modelled bytes; a case of
     0 FLOPs by bandwidth (``by_bandwidth``)."""
-    if rec.placement is None and rec.buffers:
-        rec.placement = place(sum(b.nbytes for b in rec.buffers.values()), roofs,
-                              _cores_of(rec))
-    if rec.flops == 0:
+    r, buffers = rec.roofline, rec.declaration.buffers
+    if r.placement is None and buffers:
+        r.placement = place(sum(b.nbytes for b in buffers.values()), roofs, _cores_of(rec))
+    if rec.declaration.flops == 0:
         by_bandwidth(rec, roofs)
         return
     ai = placed_intensities(rec)
     try:
-        b = bound(roofs, ai, roof_precision(rec.precision, roofs))
+        b = bound(roofs, ai, roof_precision(rec.identity.precision, roofs))
     except KeyError:
         # No compute roof of this precision: fall back to the memory roof alone.
-        level = rec.placement.level if rec.placement and rec.placement.level in ai else "dram"
+        level = r.placement.level if r.placement and r.placement.level in ai else "dram"
         m = roofs.memory(level)
         if m is None or level not in ai:
             return
-        rec.attainable, rec.bound, rec.limiting_roof = m.value * ai[level], "memory", m.name
+        r.attainable, r.bound, r.limiting_roof = m.value * ai[level], "memory", m.name
     else:
-        rec.attainable, rec.bound, rec.limiting_roof = b.attainable, b.limiter, b.roof
-    if rec.flop_per_s and rec.attainable:
-        rec.efficiency = rec.flop_per_s / rec.attainable
+        r.attainable, r.bound, r.limiting_roof = b.attainable, b.limiter, b.roof
+    if r.flop_per_s and r.attainable:
+        r.efficiency = r.flop_per_s / r.attainable
 
 
 def side_by_side(rs: RoofSet) -> list[dict[str, Any]]:

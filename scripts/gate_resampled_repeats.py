@@ -36,7 +36,7 @@ def main() -> int:
     pairs = failed = planted = caught = 0
     for path in sorted((ROOT / "results").rglob("results.json")):
         run = load_run(path)
-        if not any(c.valid and c.timing for c in run.cases):
+        if not any(c.valid and c.measurement.timing for c in run.cases):
             continue
 
         def judge(a, b):
@@ -57,7 +57,7 @@ def main() -> int:
             pairs += 1
             failed += bool(judge(a, b).failed)
         for c in run.cases:
-            if c.valid and c.timing:
+            if c.valid and c.measurement.timing:
                 slow = with_samples(run, lambda k, s, key=c.key: [x * 1.1 for x in s]
                                     if k == key else s)
                 planted += 1

@@ -44,8 +44,9 @@ class Entry:
 
 def entry_of(case: Any) -> Entry:
     """An Entry of a CaseResult (roofbench/records.py)."""
-    return Entry(case.workload, case.variant, case.backend, case.dtype, tuple(case.size),
-                 case.status, case.median_s, case.efficiency, case.error)
+    i, o = case.identity, case.outcome
+    return Entry(i.workload, i.variant, i.backend, i.dtype, tuple(i.size), o.status,
+                 case.measurement.median_s, case.roofline.efficiency, o.error)
 
 
 @dataclass(frozen=True)

@@ -157,8 +157,8 @@ def _samples_or_none(run: RunResult) -> RunResult:
     """A timing stored with an empty list of samples is a timing without raw samples (the
     gate then judges the medians alone: no interval), never a median of nothing."""
     for c in run.cases:
-        if c.timing is not None and not c.timing.samples:
-            c.timing = None
+        if c.measurement.timing is not None and not c.measurement.timing.samples:
+            c.measurement.timing = None
     return run
 
 

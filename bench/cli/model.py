@@ -78,16 +78,22 @@ def cmd_model(args: argparse.Namespace) -> int:
         home() / "results", prof.device, f"{utc_stamp()}-model-{Path(args.script).stem}")
     paths = prof.write(out)
     p = prof.program
-    print(f"{name}: {len(prof.recording.calls)} calls, {len(prof.ops)} distinct ops; "
-          f"program {p.flops} FLOPs, {p.bytes.get('dram', 0)} B "
-          f"({p.ai.get('dram', 0):.3g} FLOP/B), median {p.median_s or 0:.3g} s, "
-          f"ops {prof.ops_s:.3g} s, overhead {prof.overhead_s:.3g} s")
+    print(
+        f"{name}: {len(prof.recording.calls)} calls, {len(prof.ops)} distinct ops; "
+        f"program {p.declaration.flops} FLOPs, {p.declaration.bytes.get('dram', 0)} B "
+        f"({p.declaration.ai.get('dram', 0):.3g} FLOP/B), "
+        f"median {p.measurement.median_s or 0:.3g} s, "
+        f"ops {prof.ops_s:.3g} s, overhead {prof.overhead_s:.3g} s"
+    )
     if prof.compiled is not None and prof.compiled.case is not None:
         c = prof.compiled.case
-        print(f"compiled: {c.ai.get('dram', 0):.3g} FLOP/B, median {c.median_s or 0:.3g} s, "
-              f"{len(prof.compiled.kernels)} generated kernel(s)")
+        print(
+            f"compiled: {c.declaration.ai.get('dram', 0):.3g} FLOP/B, "
+            f"median {c.measurement.median_s or 0:.3g} s, "
+            f"{len(prof.compiled.kernels)} generated kernel(s)"
+        )
     elif prof.compiled is not None:
-        print(f"compiled: failed ({prof.compiled.error})")
+        print(f"compiled: failed ({prof.compiled.outcome.error})")
     for path in paths:
         print(f"wrote {path}")
     return 0

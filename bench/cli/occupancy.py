@@ -47,7 +47,7 @@ def cmd_occupancy(args: argparse.Namespace) -> int:
         print(f"not a scan: the levels of {', '.join(uneven)} count different FLOPs or bytes",
               file=sys.stderr)
         return 1
-    return 0 if all(c.status in ("ok", "unsupported") for c in run.cases) else 1
+    return 0 if all(c.outcome.status in ("ok", "unsupported") for c in run.cases) else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -40,12 +40,18 @@ def summary_table(run: RunResult) -> Table:
     for col in ("AI", "time", "GFLOP/s", "GB/s", "eff.", "bound", "status"):
         t.add_column(col, justify="left" if col in ("status", "bound") else "right")
     for c in run.cases:
-        t.add_row(c.key, f"{c.ai.get('dram', 0):.3g}",
-                  f"{c.median_s * 1e3:.3f} ms" if c.median_s else "-",
-                  f"{c.flop_per_s / 1e9:.3g}" if c.flop_per_s else "-",
-                  f"{c.bytes_per_s.get('dram', 0) / 1e9:.3g}" if c.median_s else "-",
-                  f"{c.efficiency:.0%}" if c.efficiency else "-", c.bound or "-",
-                  c.status if c.status == "ok" else escape(f"{c.status}: {c.error}"))
+        t.add_row(
+            c.key,
+            f"{c.declaration.ai.get('dram', 0):.3g}",
+            f"{c.measurement.median_s * 1e3:.3f} ms" if c.measurement.median_s else "-",
+            f"{c.roofline.flop_per_s / 1e9:.3g}" if c.roofline.flop_per_s else "-",
+            f"{c.roofline.bytes_per_s.get('dram', 0) / 1e9:.3g}" if c.measurement.median_s else "-",
+            f"{c.roofline.efficiency:.0%}" if c.roofline.efficiency else "-",
+            c.roofline.bound or "-",
+            c.outcome.status
+            if c.outcome.status == "ok"
+            else escape(f"{c.outcome.status}: {c.outcome.error}"),
+        )
     for r in fusion_rows(run.cases):
         if r.valid:
             t.caption = (t.caption + "\n" if t.caption else "") + (
@@ -92,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         why = run.stop.detail if run.stop else "stopped"
         print(f"interrupted ({why}): the finished cases are saved", file=sys.stderr)
         return EXIT_STOPPED
-    return 0 if all(c.status in ("ok", "unsupported") for c in run.cases) else 1
+    return 0 if all(c.outcome.status in ("ok", "unsupported") for c in run.cases) else 1
 
 
 def print_report_paths(paths: list[Path]) -> None:

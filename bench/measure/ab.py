@@ -204,7 +204,11 @@ class AbSession:
                 if rec.valid and fn_side is not None:
                     core.fill_metrics(rec, core.time_call(clock, fn_side, cfg), roofs, ws[side])
         for side, rec in recs.items():
-            rec.extra["ab"] = {"id": self.id, "side": side, "label": self.labels[side == "B"]}
+            rec.evidence.extra["ab"] = {
+                "id": self.id,
+                "side": side,
+                "label": self.labels[side == "B"],
+            }
             self.sides[side]._add(rec)
         verdict = classify_case(case_key(recs["A"]), recs["A"], recs["B"], self.threshold,
                                 CONFIDENCE, paired=True)

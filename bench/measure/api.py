@@ -29,7 +29,15 @@ from roofbench.roofs.files import RoofsFileError, default_path, load_roofs
 from roofbench.boundary import Refusal, prepare_environment
 from roofbench.errors_text import first_line
 from roofbench.readers import case_problem
-from roofbench.records import CaseResult, RoofSet, RunResult
+from roofbench.records import (
+    CaseResult,
+    Declaration,
+    Evidence,
+    Identity,
+    Outcome,
+    RoofSet,
+    RunResult,
+)
 from roofbench.timing import TimerConfig
 
 from ..backends.base import Backend
@@ -219,7 +227,9 @@ class Session:
         why = case_problem(rec)
         if why:  # never a case written, then left out by the run's own reader
             raise MeasureError(f"{rec.key}: {why}: not a case a run can hold")
-        if any(c.key == rec.key and c.backend == rec.backend for c in self.run.cases):
+        if any(
+            c.key == rec.key and c.identity.backend == rec.identity.backend for c in self.run.cases
+        ):
             raise MeasureError(f"{rec.key} was measured already in this session: give each "
                                "case its own name=")
         self.run.cases.append(rec)
@@ -269,11 +279,13 @@ class Session:
 
 def _failed(label: str, clock: Clock, acct: Any, e: BaseException) -> CaseResult:
     workload, _, variant = label.partition("/")
-    return CaseResult(workload=workload, variant=variant or "default",
-                      backend=clock.backend_name, dtype=acct.dtype, size=list(acct.size),
-                      precision=acct.precision, cores=acct.cores, flops=acct.flops,
-                      bytes=dict(acct.bytes), ai=acct.ai, status="error", valid=False,
-                      error=first_line(e), extra={"measured_by": "roofbench.measure"})
+    return CaseResult(
+        Identity(workload=workload, variant=variant or "default", backend=clock.backend_name,
+                 dtype=acct.dtype, size=list(acct.size), precision=acct.precision,
+                 cores=acct.cores),
+        Declaration(flops=acct.flops, bytes=dict(acct.bytes), ai=acct.ai),
+        Outcome(status="error", error=first_line(e)),
+        evidence=Evidence(extra={"measured_by": "roofbench.measure"}))
 
 
 def measure(fn: Callable[..., Any], *args: Any, flops: Any = None, reads: Any = 0,

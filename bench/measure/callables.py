@@ -20,7 +20,15 @@ from typing import Any
 import numpy as np
 from roofbench.kernels.spec import DTYPES
 
-from roofbench.records import CaseResult, RoofSet
+from roofbench.records import (
+    CaseResult,
+    Declaration,
+    Evidence,
+    Identity,
+    Measurement,
+    Outcome,
+    RoofSet,
+)
 from roofbench.roofline import LEVEL_LABELS
 from roofbench.timing import TimerConfig, Timing
 from roofbench.units import si
@@ -377,14 +385,14 @@ def working_set(args: Sequence[Any], output: Any = None) -> int:
 
 def placement_line(rec: CaseResult) -> str | None:
     """One line when the case's data fits in a cache level and is placed there, else None."""
-    pl = rec.placement
+    pl = rec.roofline.placement
     if pl is None or pl.level == "dram" or pl.capacity_bytes is None:
         return None
     cores = f"{pl.cores} core(s)" if pl.cores else "the cores the roofs were measured on"
     label = LEVEL_LABELS.get(pl.level, pl.level)
     return (f"{rec.key}: its data ({si(pl.working_set_bytes, 'B')}) fits in {label} "
             f"({si(pl.capacity_bytes, 'B')} on {cores}): placed against the {label} roof"
-            + (f" ({rec.limiting_roof})" if rec.limiting_roof else ""))
+            + (f" ({rec.roofline.limiting_roof})" if rec.roofline.limiting_roof else ""))
 
 
 # -- the record -----------------------------------------------------------------------------
@@ -405,30 +413,31 @@ def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounti
     def call() -> Any:
         return fn(*args, **kw)
 
-    rec = CaseResult(workload=workload, variant=variant or "default",
-                     backend=clock.backend_name, dtype=acct.dtype, size=list(acct.size),
-                     precision=acct.precision, cores=acct.cores, flops=acct.flops,
-                     bytes=dict(acct.bytes), ai=acct.ai, status="ok", valid=False,
-                     checked=reference is not None,
-                     tolerance=tol if reference is not None else None, phases=phases,
-                     extra={"measured_by": "roofbench.measure",
+    rec = CaseResult(
+        Identity(workload=workload, variant=variant or "default", backend=clock.backend_name,
+                 dtype=acct.dtype, size=list(acct.size), precision=acct.precision,
+                 cores=acct.cores),
+        Declaration(flops=acct.flops, bytes=dict(acct.bytes), ai=acct.ai,
+                    tolerance=tol if reference is not None else None),
+        Outcome(status="ok", checked=reference is not None),
+        measurement=Measurement(phases=phases),
+        evidence=Evidence(extra={"measured_by": "roofbench.measure",
                             "callable": getattr(fn, "__qualname__", repr(fn)),
-                            "array_module": clock.array_module})
+                            "array_module": clock.array_module}))
     clock_phases = core.PhaseClock(phases)
     if reference is not None:
         with clock_phases("validate"):
             ok, err, why = validate(call, clock, reference, output, args, tol, kw)
-        rec.rel_error = err
+        rec.outcome.rel_error = err
         if not ok:
-            rec.status, rec.error = "invalid", f"validation failed: {why}"
-            rec.extra["validation"] = "failed"
+            rec.outcome.status, rec.outcome.error = "invalid", f"validation failed: {why}"
+            rec.evidence.extra["validation"] = "failed"
             return rec
-        rec.extra["validation"] = "relative norm error against the reference"
+        rec.evidence.extra["validation"] = "relative norm error against the reference"
     else:
-        rec.extra["validation"] = "none: no reference given"
+        rec.evidence.extra["validation"] = "none: no reference given"
     timing = core.time_call(clock, call, cfg, clock_phases)
-    rec.valid = True
-    rec.extra.update(clock.extra())
+    rec.evidence.extra.update(clock.extra())
     # On a CPU the data may live in a cache: placed on the level its working set fits in.
     core.fill_metrics(rec, timing, roofs,
                       working_set(args, output) if clock.kind == "cpu" else None)

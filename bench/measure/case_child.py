@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # a fault while freeing (a sticky error): still one answer
             rec = case_record(case, be, status="error", error=first_line(e))
         print(RESULT_MARK + json.dumps(rec.to_dict(), allow_nan=True), flush=True)
-        if rec.status == "error":
+        if rec.outcome.status == "error":
             return 3
     return 0
 

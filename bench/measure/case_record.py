@@ -9,7 +9,17 @@ from typing import Any, Protocol
 
 from roofbench.kernels.spec import Case
 
-from roofbench.records import BufferFacts, CaseResult, LaunchFacts, LaunchResult
+from roofbench.records import (
+    BufferFacts,
+    CaseResult,
+    Declaration,
+    Evidence,
+    Identity,
+    LaunchFacts,
+    LaunchResult,
+    Measurement,
+    Outcome,
+)
 
 
 class RecordedBackend(Protocol):
@@ -24,22 +34,30 @@ class RecordedBackend(Protocol):
 
 
 def case_record(case: Case, backend: RecordedBackend, facts: list[LaunchFacts] | None = None,
-                **kw: Any) -> CaseResult:
+                *, status: str, error: str | None = None, rel_error: float | None = None,
+                extra: dict[str, Any] | None = None, phases: dict[str, float] | None = None,
+                device_phases: dict[str, float] | None = None) -> CaseResult:
     """The record of a case, with everything a report needs of its declaration: a report is
     a function of the record alone."""
     launches = case.launches()
     by_launch: list[LaunchFacts | None] = (list(facts) if facts and len(facts) == len(launches)
                                            else [None] * len(launches))
+    w, v = case.workload, case.variant
     return CaseResult(
-        workload=case.workload.name, variant=case.variant.name, backend=backend.name,
-        dtype=case.dtype, size=list(case.size), precision=case.precision_on(backend.kind),
-        cores=case.cores(backend.kind), flops=case.flops, bytes=case.bytes(),
-        ai=case.intensity(), valid=kw.pop("valid", False),
-        launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la), facts=f,
-                               reads=list(la.reads), writes=list(la.writes))
-                  for la, f in zip(launches, by_launch, strict=True)],
-        tolerance=case.workload.tolerance.get(case.dtype), marker=case.workload.marker,
-        flop_convention=case.workload.flop_convention, arrow_from=case.variant.arrow_from,
-        limit_note=case.variant.limits.get(backend.kind, ""),
-        buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()},
-        occupancy_level=case.occupancy_level, **kw)
+        Identity(workload=w.name, variant=v.name, backend=backend.name, dtype=case.dtype,
+                 size=list(case.size), precision=case.precision_on(backend.kind),
+                 cores=case.cores(backend.kind), occupancy_level=case.occupancy_level),
+        Declaration(
+            flops=case.flops, bytes=case.bytes(), ai=case.intensity(),
+            tolerance=w.tolerance.get(case.dtype), marker=w.marker,
+            flop_convention=w.flop_convention, arrow_from=v.arrow_from,
+            limit_note=v.limits.get(backend.kind, ""),
+            buffers={n: BufferFacts(b.role, b.nbytes) for n, b in case.buffers().items()}),
+        Outcome(status=status, error=error, rel_error=rel_error),
+        Measurement(
+            launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la),
+                                   facts=f, reads=list(la.reads), writes=list(la.writes))
+                      for la, f in zip(launches, by_launch, strict=True)],
+            phases=phases if phases is not None else {},
+            device_phases=device_phases if device_phases is not None else {}),
+        evidence=Evidence(extra=extra if extra is not None else {}))

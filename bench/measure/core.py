@@ -132,11 +132,13 @@ def fill_metrics(rec: CaseResult, timing: Timing, roofs: RoofSet | None,
     record's buffers), attainable, efficiency and bound by ``roofline.apply_roofs``. A case
     of 0 FLOPs that moves bytes is placed by bandwidth; one that moves nothing either (a
     view) has no rate and no place."""
-    rec.timing = timing
-    rec.median_s = timing.median
-    moves = bool(rec.flops or any(rec.bytes.values()))
-    rec.flop_per_s = rec.flops / timing.median if timing.median > 0 and moves else None
-    rec.bytes_per_s = {lvl: b / timing.median for lvl, b in rec.bytes.items()}
+    rec.measurement.timing = timing
+    rec.measurement.median_s = timing.median
+    moves = bool(rec.declaration.flops or any(rec.declaration.bytes.values()))
+    rec.roofline.flop_per_s = (
+        rec.declaration.flops / timing.median if timing.median > 0 and moves else None
+    )
+    rec.roofline.bytes_per_s = {lvl: b / timing.median for lvl, b in rec.declaration.bytes.items()}
     if roofs is not None:
         place_case(rec, roofs, working_set)
 
@@ -145,5 +147,5 @@ def place_case(rec: CaseResult, roofs: RoofSet, working_set: int | None = None) 
     """A timed record placed under ``roofs`` (the second half of ``fill_metrics``; alone for
     a record timed elsewhere: an isolated case's, timed in its own process)."""
     if working_set is not None:
-        rec.placement = place(working_set, roofs)
+        rec.roofline.placement = place(working_set, roofs)
     apply_roofs(rec, roofs)

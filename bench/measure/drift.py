@@ -116,9 +116,9 @@ class RoofTracker:
         if self._case_before is None:
             return
         after = self._measure()
-        rec.roof_states = [self._case_before, after]
+        rec.roofline.roof_states = [self._case_before, after]
         self._last = after
-        if rec.status == "ok" and rec.flop_per_s:
+        if rec.outcome.status == "ok" and rec.roofline.flop_per_s:
             apply_roofs(rec, self.roofs)  # under the best state so far
             self.placed.append(rec)
 

@@ -151,8 +151,11 @@ class IsolatedCases:
                 return self._fault(case, time.perf_counter() - t0, timed_out=False)
             if line.startswith(RESULT_MARK):
                 rec = read_case(json.loads(line[len(RESULT_MARK):]))
-                rec.extra = {**(rec.extra or {}), "isolated": "ran in its own process"}
-                if rec.status == "error":  # the worker exits after it (its context may be
+                rec.evidence.extra = {
+                    **(rec.evidence.extra or {}),
+                    "isolated": "ran in its own process",
+                }
+                if rec.outcome.status == "error":  # the worker exits after it (its context may be
                     self._stop()            # poisoned): the next case starts afresh
                 return rec
 

@@ -170,8 +170,15 @@ def check_skips(settings: NcuSettings, c: CaseResult) -> dict[str, str]:
     out: dict[str, str] = {}
     for check, need in CHECK_METRICS.items():
         absent = [m for m in need if m not in have]
-        if check == "FLOPs" and c.cores == "tensor" and not settings.tensor_ops.get(c.dtype):
-            absent.append(TENSOR_OPS.get(c.dtype, ((f"{TENSOR_SRC}{c.dtype}",),))[0][0] + ".sum")
+        if (
+            check == "FLOPs"
+            and c.identity.cores == "tensor"
+            and not settings.tensor_ops.get(c.identity.dtype)
+        ):
+            absent.append(
+                TENSOR_OPS.get(c.identity.dtype, ((f"{TENSOR_SRC}{c.identity.dtype}",),))[0][0]
+                + ".sum"
+            )
         if absent:
             out[check] = ", ".join(absent)
     return out
@@ -202,15 +209,29 @@ def _last_error(text: str) -> str:
 # -- one case -------------------------------------------------------------------------------
 
 def case_command(c: CaseResult, seed: int | None) -> list[str]:
-    cmd = [sys.executable, "-m", "roofbench.bench.measure.ncu_case", "--backend", c.backend,
-           "--workload", c.workload, "--variant", c.variant, "--dtype", c.dtype,
-           "--size", "x".join(map(str, c.size))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "roofbench.bench.measure.ncu_case",
+        "--backend",
+        c.identity.backend,
+        "--workload",
+        c.identity.workload,
+        "--variant",
+        c.identity.variant,
+        "--dtype",
+        c.identity.dtype,
+        "--size",
+        "x".join(map(str, c.identity.size)),
+    ]
     if seed is not None:
         cmd += ["--seed", str(seed)]
-    if c.occupancy_level is not None:  # an occupancy scan's level, profiled as it was timed
-        lv = c.occupancy_level
+    if (
+        c.identity.occupancy_level is not None
+    ):  # an occupancy scan's level, profiled as it was timed
+        lv = c.identity.occupancy_level
         cmd += ["--occupancy-level", f"{lv.axis}:{lv.value}:{lv.of}"]
-    if _backend_says(c.backend, "range"):
+    if _backend_says(c.identity.backend, "range"):
         cmd.append("--profiler-range")
     return cmd
 
@@ -218,13 +239,13 @@ def case_command(c: CaseResult, seed: int | None) -> list[str]:
 def _functions(c: CaseResult) -> list[str] | None:
     """The function of each launch, when every launch is one kernel of ours (no library call,
     which may launch several)."""
-    names = [la.facts.function if la.facts else None for la in c.launches]
+    names = [la.facts.function if la.facts else None for la in c.measurement.launches]
     return [n for n in names if n] if names and all(names) else None
 
 
 def kernel_functions(c: CaseResult) -> list[str] | None:
     """The CUDA C names of the case's launches, when every launch is one such kernel."""
-    return _functions(c) if _backend_says(c.backend, "names") else None
+    return _functions(c) if _backend_says(c.identity.backend, "names") else None
 
 
 def _backend_says(name: str, what: str) -> bool:
@@ -244,14 +265,14 @@ def ncu_command(settings: NcuSettings, c: CaseResult, log: Path,
     cmd = [settings.path, "--csv", "--page", "raw", "--print-units", "base",
            "--log-file", str(log), "--metrics", ",".join(settings.metrics),
            "--clock-control", settings.clock_control, "--cache-control", settings.cache_control]
-    if _backend_says(c.backend, "range"):
+    if _backend_says(c.identity.backend, "range"):
         cmd += ["--profile-from-start", "off"]
     names = kernel_functions(c)
     if names is not None:
         alt = "|".join(re.escape(n) for n in dict.fromkeys(names))
         cmd += ["--kernel-name", f"regex:^({alt})$", "--launch-count", str(len(names))]
     elif _functions(c) is not None:
-        cmd += ["--launch-count", str(len(c.launches))]
+        cmd += ["--launch-count", str(len(c.measurement.launches))]
     return cmd + case_command(c, seed)
 
 
@@ -271,8 +292,8 @@ def profile_case(settings: NcuSettings, c: CaseResult, seed: int | None = None,
         rows = parse_csv(text)
     except ValueError as e:
         raise NcuCaseError(f"unreadable ncu output: {e}") from None
-    tensor = settings.tensor_ops.get(c.dtype, []) if c.cores == "tensor" else []
-    counters = assign(rows, len(c.launches), kernel_functions(c), tensor)
+    tensor = settings.tensor_ops.get(c.identity.dtype, []) if c.identity.cores == "tensor" else []
+    counters = assign(rows, len(c.measurement.launches), kernel_functions(c), tensor)
     skips = check_skips(settings, c)
     for lc in counters:  # a check without its metrics is left unmeasured, never partial
         if "FLOPs" in skips:
@@ -290,7 +311,7 @@ def collect(cases: Iterable[CaseResult], *, seed: int | None = None,
     """The ``--ncu`` hook: counters for every valid case, attached to its launches
     (``LaunchResult.counters``) and the settings to ``CaseResult.ncu``. Returns one-line notes
     for the run (why nothing or something was not collected)."""
-    todo = [c for c in cases if c.status == "ok"]
+    todo = [c for c in cases if c.outcome.status == "ok"]
     if not todo:
         return []
     try:
@@ -318,7 +339,7 @@ def collect(cases: Iterable[CaseResult], *, seed: int | None = None,
         except NcuCaseError as e:
             notes.append(f"ncu {c.key}: {e}")
             continue
-        for la, lc in zip(c.launches, counters, strict=True):
+        for la, lc in zip(c.measurement.launches, counters, strict=True):
             la.counters = lc
-        c.ncu = settings
+        c.evidence.ncu = settings
     return notes

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from roofbench.records import CaseResult, RoofSet
+from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RoofSet
 from roofbench.timing import TimerConfig
 
 from ..present.amdahl import Share, roof_time
@@ -49,18 +49,18 @@ def op_case(op: Distinct, gpu: bool, backend: str) -> CaseResult:
     """The record of one distinct op (one call), before timing."""
     prec = precision_of(op.dtype, op.family, gpu)
     by = {"dram": op.bytes} if op.bytes else {}
-    return CaseResult(workload=op.name, variant=f"op{op.index}", backend=backend,
-                      dtype=DTYPES.get(op.dtype, op.dtype), size=[op.calls],
-                      precision=prec, cores="tensor" if prec.endswith("_tc") else "simt",
-                      flops=op.flops, bytes=by,
-                      ai={"dram": op.flops / op.bytes} if op.bytes else {},
-                      status="ok", valid=True, checked=False,
-                      flop_convention=op.flops_by,
-                      extra={"measured_by": "roofbench.profile", "family": op.family,
-                             "calls": op.calls, "signature": op.signature,
-                             "outputs": op.outputs, "device": op.device,
-                             "read_bytes": op.reads, "written_bytes": op.writes,
-                             "replayed": "alone, on its first call's cloned arguments"})
+    return CaseResult(
+        Identity(workload=op.name, variant=f"op{op.index}", backend=backend,
+                 dtype=DTYPES.get(op.dtype, op.dtype), size=[op.calls], precision=prec,
+                 cores="tensor" if prec.endswith("_tc") else "simt"),
+        Declaration(flops=op.flops, bytes=by, ai={"dram": op.flops / op.bytes} if op.bytes else {},
+                    flop_convention=op.flops_by),
+        Outcome(status="ok", checked=False),
+        evidence=Evidence(extra={"measured_by": "roofbench.profile", "family": op.family,
+                                 "calls": op.calls, "signature": op.signature,
+                                 "outputs": op.outputs, "device": op.device,
+                                 "read_bytes": op.reads, "written_bytes": op.writes,
+                                 "replayed": "alone, on its first call's cloned arguments"}))
 
 
 def profile(fn: Callable[..., Any], *args: Any, roofs: RoofSet | str | Path | None = None,
@@ -124,7 +124,7 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
         prof.notes.append(note)
     whole = max(prof.program_s, prof.ops_s) or 1.0
     for p in places:
-        rt = roof_time(p.op.flops, p.case.bytes, p.case.precision, rs)
+        rt = roof_time(p.op.flops, p.case.declaration.bytes, p.case.identity.precision, rs)
         p.share = Share(f"{p.op.name} #{p.op.index}", p.total_s, p.total_s / whole,
                         rt * p.op.calls if rt is not None else None)
     prof.groups = fusion_groups(prof)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from roofbench.errors_text import first_line
-from roofbench.records import CaseResult
+from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome
 from roofbench.timing import TimerConfig
 
 from . import core
@@ -50,7 +50,10 @@ class GroupTiming:
 
     @property
     def speedup(self) -> float | None:
-        e, c = self.eager.median_s, self.compiled.median_s if self.compiled else None
+        e, c = (
+            self.eager.measurement.median_s,
+            self.compiled.measurement.median_s if self.compiled else None,
+        )
         return e / c if e and c else None
 
 
@@ -88,7 +91,7 @@ def compile_program(prof: Profile, fn: Callable[..., Any], args: tuple[Any, ...]
     from torch._inductor.utils import run_and_get_code
 
     saved = sum(g.count * (g.eager_bytes - g.fused_bytes) for g in prof.groups)
-    eager_bytes = prof.program.bytes.get("dram", 0)
+    eager_bytes = prof.program.declaration.bytes.get("dram", 0)
     out = Compiled(None, eager_bytes=eager_bytes, fused_bytes=eager_bytes - saved)
     compiled = torch.compile(fn)
     t0 = time.perf_counter()
@@ -101,7 +104,7 @@ def compile_program(prof: Profile, fn: Callable[..., Any], args: tuple[Any, ...]
     out.kernels, out.extern = generated_kernels(list(code))
     gpu = clock.kind == "gpu"
     case = program_case(prof.recording, clock, gpu, "compiled", bytes_total=out.fused_bytes)
-    case.extra.update(kernels=out.kernels, library_calls=out.extern,
+    case.evidence.extra.update(kernels=out.kernels, library_calls=out.extern,
                       bytes_model="eager bytes less each fusion group's saving",
                       compile_s=out.compile_s)
     core.fill_metrics(case, core.time_call(clock, lambda: compiled(*args, **kwargs), cfg),
@@ -160,21 +163,24 @@ def time_group(prof: Profile, i: int, g: Group, clock: Clock, cfg: TimerConfig,
     from torch._inductor.utils import run_and_get_code
 
     def case(variant: str, nbytes: int) -> CaseResult:
-        return CaseResult(workload=f"group{i}", variant=variant, backend=clock.backend_name,
-                          dtype=prof.program.dtype, size=[len(g.calls)],
-                          precision=g.precision, cores="simt", flops=g.flops,
-                          bytes={"dram": nbytes}, ai={"dram": g.flops / nbytes} if nbytes
-                          else {}, status="ok", valid=True, checked=False, marker="D",
-                          arrow_from="eager" if variant == "compiled" else None,
-                          extra={"measured_by": "roofbench.profile", "ops": g.names,
-                                 "occurs": g.count})
+        return CaseResult(
+            Identity(workload=f"group{i}", variant=variant, backend=clock.backend_name,
+                     dtype=prof.program.identity.dtype, size=[len(g.calls)], precision=g.precision,
+                     cores="simt"),
+            Declaration(flops=g.flops, bytes={"dram": nbytes},
+                        ai={"dram": g.flops / nbytes} if nbytes
+                          else {},
+                        marker="D", arrow_from="eager" if variant == "compiled" else None),
+            Outcome(status="ok", checked=False),
+            evidence=Evidence(extra={"measured_by": "roofbench.profile", "ops": g.names,
+                                 "occurs": g.count}))
 
     eager = case("eager", g.eager_bytes)
     non_views = [c for c in prof.recording.calls if c.written]
     if len(g.calls) == len(non_views) and program.case is not None:  # the whole program
-        core.fill_metrics(eager, prof.program.timing, prof.roofs)  # type: ignore[arg-type]
+        core.fill_metrics(eager, prof.program.measurement.timing, prof.roofs)  # type: ignore[arg-type]
         comp = case("compiled", g.fused_bytes)
-        core.fill_metrics(comp, program.case.timing, prof.roofs)  # type: ignore[arg-type]
+        core.fill_metrics(comp, program.case.measurement.timing, prof.roofs)  # type: ignore[arg-type]
         return GroupTiming(i, eager, comp, list(program.kernels))
     try:
         fn = group_function(prof, g)

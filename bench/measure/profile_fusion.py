@@ -82,7 +82,7 @@ def fusion_groups(prof: Profile) -> list[Group]:
     by_op = {p.op.index: p for p in prof.ops}
     ok: dict[int, bool] = {}
     for p in prof.ops:
-        ridge = ridge_of(prof.roofs, p.case.precision)
+        ridge = ridge_of(prof.roofs, p.case.identity.precision)
         ok[p.op.index] = p.op.family in FUSIBLE and _memory_bound(p.op.flops, p.op.bytes,
                                                                  ridge)
     # Which call wrote the version of each storage a call reads; the readers of each
@@ -152,6 +152,6 @@ def fusion_groups(prof: Profile) -> list[Group]:
         rows[key] = Group(key, calls, [p.op.packet for p in ops],
                           sum(p.op.flops for p in ops), sum(p.op.bytes for p in ops),
                           union_bytes(ext_reads) + union_bytes(escapes),
-                          sum(p.case.median_s or 0.0 for p in ops),
-                          ops[0].case.precision, occurrences=[calls])
+                          sum(p.case.measurement.median_s or 0.0 for p in ops),
+                          ops[0].case.identity.precision, occurrences=[calls])
     return sorted(rows.values(), key=lambda g: -(g.eager_s * g.count))

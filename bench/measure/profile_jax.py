@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from roofbench.records import CaseResult, RoofSet
+from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RoofSet
 from roofbench.timing import TimerConfig
 
 from . import core
@@ -117,14 +117,15 @@ def profile_jax(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     flops = int(xla.get("flops", 0)) or own_flops
     nbytes = int(xla.get("bytes accessed", 0)) or io_bytes
     dtype = str(getattr(leaves[0], "dtype", "float32")) if leaves else "float32"
-    case = CaseResult(workload="program", variant="xla", backend="jax",
-                      dtype=DTYPES.get(dtype, dtype), size=[len(closed.jaxpr.eqns)],
-                      precision="fp64" if dtype == "float64" else "fp32", cores="simt",
-                      flops=flops, bytes={"dram": nbytes} if nbytes else {},
-                      ai={"dram": flops / nbytes} if nbytes else {}, status="ok",
-                      valid=True, checked=False, marker="*",
-                      flop_convention="XLA cost_analysis() of the compiled program",
-                      extra={"measured_by": "roofbench.profile (jax)", "platform": platform})
+    case = CaseResult(
+        Identity(workload="program", variant="xla", backend="jax", dtype=DTYPES.get(dtype, dtype),
+                 size=[len(closed.jaxpr.eqns)], precision="fp64" if dtype == "float64" else "fp32",
+                 cores="simt"),
+        Declaration(flops=flops, bytes={"dram": nbytes} if nbytes else {},
+                    ai={"dram": flops / nbytes} if nbytes else {}, marker="*",
+                    flop_convention="XLA cost_analysis() of the compiled program"),
+        Outcome(status="ok", checked=False),
+        evidence=Evidence(extra={"measured_by": "roofbench.profile (jax)", "platform": platform}))
 
     def call() -> None:
         jax.block_until_ready(jitted(*args, **kwargs))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from roofbench.records import CaseResult, RoofSet
+from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RoofSet
 from roofbench.roofline import roof_precision
 from roofbench.timing import TimerConfig
 
@@ -41,12 +41,12 @@ class OpPlace:
 
     @property
     def total_s(self) -> float:
-        return (self.case.median_s or 0.0) * self.op.calls
+        return (self.case.measurement.median_s or 0.0) * self.op.calls
 
     @property
     def bandwidth_efficiency(self) -> float | None:
         """A 0-FLOP op's attained bytes/s over its memory roof (its efficiency)."""
-        return self.case.efficiency if self.case.flops == 0 else None
+        return self.case.roofline.efficiency if self.case.declaration.flops == 0 else None
 
 
 def profile_timer(clock: Clock, timer: TimerConfig | None) -> TimerConfig:
@@ -70,15 +70,16 @@ def program_case(recording: Recording, clock: Clock, gpu: bool, variant: str,
         by_prec[p] = by_prec.get(p, 0) + d.flops * d.calls
     prec = max(by_prec, key=lambda k: by_prec[k]) if by_prec else "fp32"
     dt = next((d.dtype for d in calls if d.flops), calls[0].dtype if calls else "float32")
-    return CaseResult(workload="program", variant=variant, backend=clock.backend_name,
-                      dtype=DTYPES.get(dt, dt), size=[len(recording.calls)],
-                      precision=prec, cores="tensor" if prec.endswith("_tc") else "simt",
-                      flops=flops, bytes={"dram": nbytes} if nbytes else {},
-                      ai={"dram": flops / nbytes} if nbytes else {}, status="ok",
-                      valid=True, checked=False, marker="*",
-                      arrow_from="eager" if variant != "eager" else None,
-                      extra={"measured_by": "roofbench.profile", "calls": len(recording.calls),
-                             "distinct_ops": len(calls)})
+    return CaseResult(
+        Identity(workload="program", variant=variant, backend=clock.backend_name,
+                 dtype=DTYPES.get(dt, dt), size=[len(recording.calls)], precision=prec,
+                 cores="tensor" if prec.endswith("_tc") else "simt"),
+        Declaration(flops=flops, bytes={"dram": nbytes} if nbytes else {},
+                    ai={"dram": flops / nbytes} if nbytes else {}, marker="*",
+                    arrow_from="eager" if variant != "eager" else None),
+        Outcome(status="ok", checked=False),
+        evidence=Evidence(extra={"measured_by": "roofbench.profile",
+                                 "calls": len(recording.calls), "distinct_ops": len(calls)}))
 
 
 def roofs_from(roofs: RoofSet | str | Path | None) -> str:

@@ -56,7 +56,7 @@ class Profile:
 
     @property
     def program_s(self) -> float:
-        return self.program.median_s or 0.0
+        return self.program.measurement.median_s or 0.0
 
     @property
     def overhead_s(self) -> float:
@@ -97,9 +97,11 @@ def _pct(v: float | None) -> str:
 
 
 def _eff(c: CaseResult) -> str:
-    if c.efficiency is None:
+    if c.roofline.efficiency is None:
         return "-"
-    return f"{c.efficiency:.1%} of {c.limiting_roof}" + (" (bytes/s)" if c.flops == 0 else "")
+    r = c.roofline
+    return f"{r.efficiency:.1%} of {r.limiting_roof}" + (
+        " (bytes/s)" if c.declaration.flops == 0 else "")
 
 
 def program_rows(prof: Profile) -> list[dict[str, Any]]:
@@ -107,11 +109,12 @@ def program_rows(prof: Profile) -> list[dict[str, Any]]:
                               else [])
     out = []
     for c in cases:
-        b = c.bytes.get("dram", 0)
-        out.append({"program": c.variant, "FLOPs": si(c.flops, ""), "bytes": si(b, "B"),
-                    "FLOP/B": _ai(c.ai.get("dram")), "time": duration(c.median_s),
-                    "FLOP/s": si(c.flop_per_s, "FLOP/s"), "bound": c.bound or "-",
-                    "of its roof": _eff(c)})
+        d = c.declaration
+        b = d.bytes.get("dram", 0)
+        out.append({"program": c.identity.variant, "FLOPs": si(d.flops, ""), "bytes": si(b, "B"),
+                    "FLOP/B": _ai(d.ai.get("dram")), "time": duration(c.measurement.median_s),
+                    "FLOP/s": si(c.roofline.flop_per_s, "FLOP/s"),
+                    "bound": c.roofline.bound or "-", "of its roof": _eff(c)})
     return out
 
 
@@ -124,8 +127,9 @@ def op_rows(prof: Profile) -> list[dict[str, Any]]:
         out.append({"rank": a.get("rank", "-"), "op": f"`{p.op.name}`", "family": p.op.family,
                     "calls": p.op.calls, "inputs": p.op.signature,
                     "FLOPs/call": si(p.op.flops, ""), "bytes/call": si(p.op.bytes, "B"),
-                    "FLOP/B": _ai(c.ai.get("dram")), "time/call": duration(c.median_s),
-                    "share": a.get("share", "-"), "bound": c.bound or "-",
+                    "FLOP/B": _ai(c.declaration.ai.get("dram")),
+                    "time/call": duration(c.measurement.median_s),
+                    "share": a.get("share", "-"), "bound": c.roofline.bound or "-",
                     "of its roof": _eff(c), "distance": a.get("distance to roof", "-"),
                     "whole gains at most": a.get("whole gains at most", "-")})
     return out
@@ -153,9 +157,12 @@ def group_rows(prof: Profile) -> list[dict[str, Any]]:
         if t is not None:
             sp = t.speedup
             out[-1]["replayed eager -> compiled"] = (
-                f"{duration(t.eager.median_s)} -> {duration(t.compiled.median_s)}: "
-                f"{sp:.3g}x ({len(t.kernels)} kernel(s))" if t.compiled and sp
-                else f"not compiled: {t.error}")
+                f"{duration(t.eager.measurement.median_s)} -> "
+                f"{duration(t.compiled.measurement.median_s)}: "
+                f"{sp:.3g}x ({len(t.kernels)} kernel(s))"
+                if t.compiled and sp
+                else f"not compiled: {t.error}"
+            )
     return out
 
 
@@ -164,22 +171,22 @@ def compiled_lines(prof: Profile) -> list[str]:
     if c is None:
         return []
     if c.case is None:
-        return [f"`torch.compile` failed: {c.error}"]
+        return [f"`torch.compile` failed: {c.outcome.error}"]
     eager, comp = prof.program, c.case
-    speed = (eager.median_s / comp.median_s) if eager.median_s and comp.median_s else None
+    me, mc = eager.measurement.median_s, comp.measurement.median_s
+    speed = (me / mc) if me and mc else None
     ratio = c.bytes_ratio
     kernels = ", ".join(f"`{k}`" for k in c.kernels) or "-"
     lib = f"; library calls kept: {', '.join(c.extern)}" if c.extern else ""
     first = (f"`torch.compile` (inductor) generated {len(c.kernels)} kernel(s): {kernels}"
              f"{lib}; first call (trace, generate, build) {duration(c.compile_s)}.")
-    second = (f"Program eager -> compiled: {_ai(eager.ai.get('dram'))} -> "
-              f"{_ai(comp.ai.get('dram'))} FLOP/B (the compiled program's bytes are the "
-              f"fusion model's, {si(c.fused_bytes, 'B')}: inductor's kernels run below the "
-              f"dispatcher); measured {duration(eager.median_s)} -> "
-              f"{duration(comp.median_s)}")
+    ae, ac = eager.declaration.ai.get("dram"), comp.declaration.ai.get("dram")
+    second = (f"Program eager -> compiled: {_ai(ae)} -> {_ai(ac)} FLOP/B (the compiled "
+              f"program's bytes are the fusion model's, {si(c.fused_bytes, 'B')}: inductor's "
+              f"kernels run below the dispatcher); measured {duration(me)} -> {duration(mc)}")
     if speed:
         second += f": speedup {speed:.3g}x"
-    if ratio and eager.bound == "compute":
+    if ratio and eager.roofline.bound == "compute":
         second += (f"; bytes ratio {ratio:.3g}x, but the program is compute-bound: fewer "
                    "bytes do not bound its time")
     elif ratio:
@@ -191,12 +198,12 @@ def _roofs_line(prof: Profile, rid: float | None) -> str:
     rs = prof.roofs
     if rs is None:
         return "no roofs: nothing placed"
-    m, c = rs.memory("dram"), rs.compute(prof.program.precision)
+    m, c = rs.memory("dram"), rs.compute(prof.program.identity.precision)
     parts = [f"roofs from {prof.extra.get('roofs_from', '-')}"]
     if m is not None:
         parts.append(f"DRAM {si(m.value, 'B/s')} ({m.name})")
     if c is not None:
-        parts.append(f"{prof.program.precision} {si(c.value, 'FLOP/s')} ({c.name})")
+        parts.append(f"{prof.program.identity.precision} {si(c.value, 'FLOP/s')} ({c.name})")
     if rid:
         parts.append(f"ridge {_ai(rid)} FLOP/B")
     return ", ".join(parts)
@@ -216,7 +223,7 @@ def _load_line(prof: Profile, load: tuple[float, ...] | None) -> str:
 
 def sections(prof: Profile) -> list[Section]:
     p = prof.program
-    rid = ridge_of(prof.roofs, p.precision)
+    rid = ridge_of(prof.roofs, p.identity.precision)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     calls, distinct = len(prof.recording.calls), len(prof.ops)
     head: list[Block] = [Text(f"{calls} aten calls, {distinct} distinct ops, "
@@ -284,7 +291,7 @@ def write_profile(prof: Profile, out: Path) -> list[Path]:
         cases.append(prof.compiled.case)
     for t in prof.compiled.groups if prof.compiled is not None else []:
         cases += [t.eager] + ([t.compiled] if t.compiled is not None else [])
-    backend = prof.program.backend
+    backend = prof.program.identity.backend
     info = dict(prof.extra.get("clock_info") or {"kind": "cpu", "name": prof.device})
     info["python"] = platform.python_version()
     run = RunResult(backend=backend, device=prof.device, roofs=prof.roofs, cases=cases,
@@ -294,7 +301,7 @@ def write_profile(prof: Profile, out: Path) -> list[Path]:
     paths = [save_run(run, out)]
     fig: list[Path] = []
     if prof.roofs is not None:
-        shown = [c for c in cases if c.flops > 0 and c.median_s]
+        shown = [c for c in cases if c.declaration.flops > 0 and c.measurement.median_s]
         fig = plot_roofline([prof.roofs], [shown], out / "roofline",
                             f"{prof.name} on {prof.device}: ops and program")
     body = [f"# roofbench profile: {prof.name}", "", f"- device: {prof.device}",

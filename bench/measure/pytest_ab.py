@@ -51,8 +51,8 @@ def roofline_ab(request: pytest.FixtureRequest,
         ab.threshold = threshold
         res = ab.measure(base, new, *args, **kw)
         for side, rec in (("base", res.a), ("new", res.b)):
-            if rec.status == "invalid":
-                pytest.fail(f"{rec.key} ({side}): {rec.error}", pytrace=False)
+            if rec.outcome.status == "invalid":
+                pytest.fail(f"{rec.key} ({side}): {rec.outcome.error}", pytrace=False)
         return res
 
     return measure

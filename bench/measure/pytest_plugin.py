@@ -70,16 +70,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     if state is None or state.run is None or state.worker is not None:
         return
     run = state.run
-    ok = [c for c in run.cases if c.status == "ok"]
+    ok = [c for c in run.cases if c.outcome.status == "ok"]
     terminalreporter.section("roofline")
     for c in run.cases:
-        where = (f"{c.efficiency:.0%} of {c.limiting_roof}" if c.efficiency
-                 else c.error or "not placed (no roofs)")
-        if c.efficiency and c.flops == 0:
+        where = (
+            f"{c.roofline.efficiency:.0%} of {c.roofline.limiting_roof}"
+            if c.roofline.efficiency
+            else c.outcome.error or "not placed (no roofs)"
+        )
+        if c.roofline.efficiency and c.declaration.flops == 0:
             where += " (0 FLOPs: its bytes/s over the memory roof)"
-        if c.placement is not None and c.placement.level != "dram":
-            where += f" (its data fits in {c.placement.level.upper()}: placed there)"
-        terminalreporter.write_line(f"{c.key}: {c.status}, {where}")
+        if c.roofline.placement is not None and c.roofline.placement.level != "dram":
+            where += f" (its data fits in {c.roofline.placement.level.upper()}: placed there)"
+        terminalreporter.write_line(f"{c.key}: {c.outcome.status}, {where}")
     if state.written:
         shown = _shown_path(state.written[0], Path(config.invocation_params.dir))
         terminalreporter.write_line(f"{len(ok)} case(s) on the roofline of {run.device}: "
@@ -111,10 +114,20 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any,
 
 def extra_info(rec: Any) -> dict[str, Any]:
     """What a pytest-benchmark entry carries of a case: enough to place it on a roofline."""
-    return {"flops": rec.flops, "bytes": dict(rec.bytes), "dtype": rec.dtype,
-            "precision": rec.precision, "size": list(rec.size), "workload": rec.workload,
-            "variant": rec.variant, "backend": rec.backend, "valid": rec.valid,
-            "checked": rec.checked, "rel_error": rec.rel_error, "tolerance": rec.tolerance}
+    return {
+        "flops": rec.declaration.flops,
+        "bytes": dict(rec.declaration.bytes),
+        "dtype": rec.identity.dtype,
+        "precision": rec.identity.precision,
+        "size": list(rec.identity.size),
+        "workload": rec.identity.workload,
+        "variant": rec.identity.variant,
+        "backend": rec.identity.backend,
+        "valid": rec.valid,
+        "checked": rec.outcome.checked,
+        "rel_error": rec.outcome.rel_error,
+        "tolerance": rec.declaration.tolerance,
+    }
 
 
 @pytest.fixture
@@ -137,8 +150,8 @@ def roofline(request: pytest.FixtureRequest) -> Callable[..., Any]:
             rec = state.session.measure(fn, *args, **kw)
         except MeasureError as e:  # a malformed call: one line, the test fails
             pytest.fail(f"roofline: {e}", pytrace=False)
-        if rec.status == "invalid":
-            pytest.fail(f"{rec.key}: {rec.error}", pytrace=False)
+        if rec.outcome.status == "invalid":
+            pytest.fail(f"{rec.key}: {rec.outcome.error}", pytrace=False)
         if bench is not None and not handed:
             handed.append(rec.key)
             bench.extra_info.update(extra_info(rec), device=state.session.run.device)

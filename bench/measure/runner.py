@@ -114,18 +114,18 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
             timing = core.time_call(backend, prepared.run, cfg, clock)
             if arrays.device:
                 device["time"] = float(sum(timing.samples))
-            rec = case_record(case, backend, prepared.launch_facts(), status="ok", valid=True,
+            rec = case_record(case, backend, prepared.launch_facts(), status="ok",
                               rel_error=err, extra=prepared.extra(), phases=phases,
                               device_phases=device)
             core.fill_metrics(rec, timing, roofs)
             fns = prepared.launch_fns()
             if per_launch and len(fns) > 1:
-                for lr, fn in zip(rec.launches, fns, strict=True):
+                for lr, fn in zip(rec.measurement.launches, fns, strict=True):
                     lr.timing = core.time_call(backend, fn, launch_cfg or cfg, clock,
                                                "time_launches")
                 if arrays.device:
                     device["time_launches"] = float(sum(sum(lr.timing.samples)
-                                                        for lr in rec.launches
+                                                        for lr in rec.measurement.launches
                                                         if lr.timing is not None))
             return rec
     except MemoryError:
@@ -159,7 +159,7 @@ def run_cases(cases: list[Case], backend: Backend, roofs: RoofSet | None, cfg: T
             if backend.isolated(case):  # in a process of its own: a fault costs this case
                 isolated = isolated or IsolatedCases(backend.name)
                 rec = isolated.run(case, cfg, launch_cfg, True, int(rng.integers(2**63)))
-                if rec.status == "ok" and roofs is not None:
+                if rec.outcome.status == "ok" and roofs is not None:
                     core.place_case(rec, roofs)
             else:
                 rec = run_case(case, backend, roofs, cfg, rng, cache=cache,

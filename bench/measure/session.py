@@ -197,7 +197,9 @@ def select_one(backend: Backend, workload: str, variant: str, dtype: str, size: 
     cases, skipped = select_cases(backend, workloads=[workload], variant=variant,
                                   dtypes=[dtype], size=parse_size(size))
     if skipped:
-        raise UserError(f"{skipped[0].key} does not run on {backend.name}: {skipped[0].error}")
+        raise UserError(
+            f"{skipped[0].key} does not run on {backend.name}: {skipped[0].outcome.error}"
+        )
     return cases[0]
 
 
@@ -233,12 +235,12 @@ def timer_configs(opts: RunOptions, kind: str = "cpu") -> tuple[TimerConfig, Tim
 
 def case_line(i: int, n: int, c: CaseResult, elapsed_s: float) -> str:
     """One line per finished case: the run is never silent for longer than one case."""
-    if c.status == "ok" and c.median_s:
-        what = (f"ok {c.median_s * 1e3:.4g} ms"
-                + (f", {c.efficiency:.0%} of roof" if c.efficiency else ""))
+    if c.outcome.status == "ok" and c.measurement.median_s:
+        what = (f"ok {c.measurement.median_s * 1e3:.4g} ms"
+                + (f", {c.roofline.efficiency:.0%} of roof" if c.roofline.efficiency else ""))
     else:
-        what = f"{c.status}: {c.error}"
-    spent = sum(c.phases.values())
+        what = f"{c.outcome.status}: {c.outcome.error}"
+    spent = sum(c.measurement.phases.values())
     return f"[{i}/{n}] {c.key} {what} ({spent:.1f} s; run {elapsed_s:.0f} s)"
 
 

@@ -70,22 +70,29 @@ def ranked(shares: list[Share]) -> list[Share]:
 
 def case_shares(c: CaseResult, roofs: RoofSet | None) -> list[Share] | None:
     """The launches of a multi-launch case, each timed alone; None unless every one was."""
-    if c.status != "ok" or len(c.launches) < 2 or not all(
-            la.timing and la.timing.median > 0 for la in c.launches):
+    if c.outcome.status != "ok" or len(c.measurement.launches) < 2 or not all(
+            la.timing and la.timing.median > 0 for la in c.measurement.launches):
         return None
-    times = [la.timing.median for la in c.launches if la.timing]
+    times = [la.timing.median for la in c.measurement.launches if la.timing]
     total = sum(times)
     return [Share(la.kernel + (f" ({la.note})" if la.note else ""), t, t / total,
-                  roof_time(la.flops, la.bytes, c.precision, roofs))
-            for la, t in zip(c.launches, times, strict=True)]
+                  roof_time(la.flops, la.bytes, c.identity.precision, roofs))
+            for la, t in zip(c.measurement.launches, times, strict=True)]
 
 
 def run_shares(run: RunResult) -> list[Share]:
     """Every valid case of the run as a launch of the whole run."""
-    ok = [c for c in run.cases if c.status == "ok" and c.median_s]
-    total = sum(c.median_s or 0.0 for c in ok)
-    return [Share(c.key, c.median_s or 0.0, (c.median_s or 0.0) / total,
-                  roof_time(c.flops, c.bytes, c.precision, run.roofs)) for c in ok]
+    ok = [c for c in run.cases if c.outcome.status == "ok" and c.measurement.median_s]
+    total = sum(c.measurement.median_s or 0.0 for c in ok)
+    return [
+        Share(
+            c.key,
+            c.measurement.median_s or 0.0,
+            (c.measurement.median_s or 0.0) / total,
+            roof_time(c.declaration.flops, c.declaration.bytes, c.identity.precision, run.roofs),
+        )
+        for c in ok
+    ]
 
 
 def _x(v: float | None) -> str:

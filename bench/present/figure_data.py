@@ -41,10 +41,10 @@ class Point:
 
 
 def _level_of(rs: RoofSet | None, c: CaseResult) -> str | None:
-    if c.bound != "memory" or rs is None:
+    if c.roofline.bound != "memory" or rs is None:
         return None
     for r in rs.roofs:
-        if r.kind == "memory" and r.name == c.limiting_roof:
+        if r.kind == "memory" and r.name == c.roofline.limiting_roof:
             return r.level
     return "dram"
 
@@ -53,21 +53,34 @@ def _usable(*xs: float | None) -> bool:
     return all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in xs)
 
 
+def point_key(c: CaseResult) -> tuple[str, str]:
+    """A case as its plotted point names it: (backend/workload/variant/dtype, size)."""
+    i = c.identity
+    return f"{i.backend}/{i.workload}/{i.variant}/{i.dtype}", "x".join(map(str, i.size))
+
+
+def point_xy(c: CaseResult) -> tuple[float, float | None]:
+    """Where a case sits on the plot: its DRAM intensity and its FLOP/s."""
+    return c.declaration.ai["dram"], c.roofline.flop_per_s
+
+
 def valid_points(cases: list[CaseResult], level: str = "dram",
                  roofs: RoofSet | None = None) -> list[Point]:
     pts = []
     for c in cases:
-        if c.flop_per_s is None or not (c.valid and c.status == "ok" and _usable(
-                c.flop_per_s, c.ai.get(level), c.median_s)):
+        i, r = c.identity, c.roofline
+        if r.flop_per_s is None or not (c.valid and c.outcome.status == "ok" and _usable(
+                r.flop_per_s, c.declaration.ai.get(level), c.measurement.median_s)):
             continue  # a NaN or negative time is never a point, nor in the key
         hw_ai = hw_dram_ai(c)
-        at = f" {c.occupancy_level.tag}" if c.occupancy_level else ""  # an occupancy scan's
-        pts.append(Point(label=f"{c.workload}/{c.variant} {c.dtype}{at}", ai=c.ai[level],
-                         flops=c.flop_per_s, precision=c.precision, workload=c.workload,
-                         key=f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
-                         efficiency=c.efficiency, level=_level_of(roofs, c),
-                         hw_ai=hw_ai if hw_ai and hw_ai > 0 else None,
-                         size="x".join(map(str, c.size)), marker=c.marker))
+        at = f" {i.occupancy_level.tag}" if i.occupancy_level else ""  # an occupancy scan's
+        key, size = point_key(c)
+        pts.append(Point(label=f"{i.workload}/{i.variant} {i.dtype}{at}",
+                         ai=c.declaration.ai[level], flops=r.flop_per_s,
+                         precision=i.precision, workload=i.workload, key=key,
+                         efficiency=r.efficiency, level=_level_of(roofs, c),
+                         hw_ai=hw_ai if hw_ai and hw_ai > 0 else None, size=size,
+                         marker=c.declaration.marker))
     return pts
 
 

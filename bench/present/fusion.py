@@ -14,8 +14,8 @@ from roofbench.units import duration
 def fused_from(cases: Iterable[CaseResult]) -> Iterator[tuple[CaseResult, str]]:
     """(case, the variant it is fused from) for each case that declares one."""
     for c in cases:
-        if c.arrow_from:
-            yield c, c.arrow_from
+        if c.declaration.arrow_from:
+            yield c, c.declaration.arrow_from
 
 
 @dataclass(frozen=True)
@@ -38,19 +38,22 @@ class FusionRow:
 
 def fusion_rows(cases: list[CaseResult]) -> list[FusionRow]:
     """Every (naive -> fused) pair the workloads declare via Variant.arrow_from."""
-    idx = {(c.backend, c.workload, c.variant, c.dtype, tuple(c.size)): c for c in cases}
+    idx = {(i.backend, i.workload, i.variant, i.dtype, tuple(i.size)): c
+           for c in cases if (i := c.identity)}
     rows = []
     for c, arrow_from in fused_from(cases):
-        src = idx.get((c.backend, c.workload, arrow_from, c.dtype, tuple(c.size)))
-        if src is None or "unsupported" in (src.status, c.status):
+        i = c.identity
+        src = idx.get((i.backend, i.workload, arrow_from, i.dtype, tuple(i.size)))
+        if src is None or "unsupported" in (src.outcome.status, c.outcome.status):
             continue  # a variant this backend cannot run is no fusion result
-        speedup = (src.median_s / c.median_s if src.valid and c.valid and src.median_s
-                   and c.median_s else None)
+        ts, td = src.measurement.median_s, c.measurement.median_s
+        speedup = ts / td if src.valid and c.valid and ts and td else None
+        ds, dd = src.declaration, c.declaration
         rows.append(FusionRow(
-            workload=c.workload, dtype=c.dtype, size="x".join(map(str, c.size)),
-            src=src.variant, dst=c.variant, ai_src=src.ai.get("dram"), ai_dst=c.ai.get("dram"),
-            time_src=src.median_s, time_dst=c.median_s,
-            speedup=speedup, bytes_ratio=src.bytes["dram"] / c.bytes["dram"],
+            workload=i.workload, dtype=i.dtype, size="x".join(map(str, i.size)),
+            src=src.identity.variant, dst=i.variant, ai_src=ds.ai.get("dram"),
+            ai_dst=dd.ai.get("dram"), time_src=ts, time_dst=td,
+            speedup=speedup, bytes_ratio=ds.bytes["dram"] / dd.bytes["dram"],
             valid=speedup is not None))
     return rows
 
@@ -59,7 +62,7 @@ def fusion_bound(c: CaseResult) -> float | None:
     """The end-to-end speedup fusion can at most give a memory-bound pipeline: its bytes over
     the bytes of its inputs and outputs alone (what one fused launch must still move)."""
     io = c.io_bytes()
-    return c.bytes["dram"] / io if io else None
+    return c.declaration.bytes["dram"] / io if io else None
 
 
 def fusion_table(cases: list[CaseResult]) -> list[dict[str, str]]:

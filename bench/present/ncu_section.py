@@ -22,7 +22,7 @@ def ncu_section(run: RunResult) -> Section | None:
         return None
     seen: list[str] = []
     for c, _ in profiled:
-        s = c.ncu
+        s = c.evidence.ncu
         desc = (f"ncu {s.version if s else '?'}, `--clock-control "
                 f"{s.clock_control if s else '?'}`, `--cache-control "
                 f"{s.cache_control if s else '?'}`")
@@ -60,7 +60,7 @@ def ncu_section(run: RunResult) -> Section | None:
     # Columns repeat their names ("ratio"): rows as (header, cell) pairs, in order.
     out.append(Table([dict(zip(_unique(header), r, strict=True)) for r in rows], plain=True,
                      headers=header))
-    ais = [(c.key, c.ai.get("dram"), hw_dram_ai(c)) for c, _ in profiled]
+    ais = [(c.key, c.declaration.ai.get("dram"), hw_dram_ai(c)) for c, _ in profiled]
     ais = [(k, m, h) for k, m, h in ais if m and h]
     if ais:
         out.append(Text("Arithmetic intensity, model FLOPs over model vs measured DRAM bytes: "

@@ -31,11 +31,12 @@ class Scan:
 
     @property
     def valid(self) -> list[CaseResult]:
-        return [c for c in self.levels if c.status == "ok" and c.median_s]
+        return [c for c in self.levels if c.outcome.status == "ok" and c.measurement.median_s]
 
     def constant_counts(self) -> bool:
         """Whether every level counts the same FLOPs and bytes (the scan's premise)."""
-        return len({(c.flops, tuple(sorted(c.bytes.items()))) for c in self.levels}) <= 1
+        return len({(d.flops, tuple(sorted(d.bytes.items())))
+                    for c in self.levels if (d := c.declaration)}) <= 1
 
     def best(self) -> CaseResult | None:
         return max(self.valid, key=bandwidth, default=None)
@@ -49,19 +50,20 @@ class Scan:
 
 
 def bandwidth(c: CaseResult) -> float:
-    return c.bytes_per_s.get("dram", 0.0)
+    return c.roofline.bytes_per_s.get("dram", 0.0)
 
 
 def scans(run: RunResult) -> list[Scan]:
     """The run's occupancy scans, one per case (backend, workload, variant, dtype, size)."""
     groups: dict[tuple[str, str, str, str, tuple[int, ...]], list[CaseResult]] = {}
     for c in run.cases:
-        if c.occupancy_level is not None:
-            groups.setdefault((c.backend, c.workload, c.variant, c.dtype, tuple(c.size)),
+        if c.identity.occupancy_level is not None:
+            i = c.identity
+            groups.setdefault((i.backend, i.workload, i.variant, i.dtype, tuple(i.size)),
                               []).append(c)
     out = []
     for (backend, w, v, d, size), cs in groups.items():
-        cs.sort(key=lambda c: c.occupancy_level.value if c.occupancy_level else 0)
+        cs.sort(key=lambda c: c.identity.occupancy_level.value if c.identity.occupancy_level else 0)
         out.append(Scan(f"{w}/{v} {d} {'x'.join(map(str, size))} ({backend})", cs))
     return out
 
@@ -69,18 +71,19 @@ def scans(run: RunResult) -> list[Scan]:
 def theoretical(c: CaseResult) -> float | None:
     """The level's occupancy as a fraction: threads / cores on a CPU; on a GPU the kernels'
     theoretical occupancy (weighted by each launch's time when there are several)."""
-    lv = c.occupancy_level
+    lv = c.identity.occupancy_level
     if lv is None:
         return None
     if lv.axis == "threads":
         return lv.fraction
-    return _weighted(c, [la.occupancy.occupancy if la.occupancy else None for la in c.launches])
+    launches = c.measurement.launches
+    return _weighted(c, [la.occupancy.occupancy if la.occupancy else None for la in launches])
 
 
 def achieved(c: CaseResult) -> float | None:
     """The achieved occupancy ncu measured (run with --ncu), weighted as ``theoretical``."""
     return _weighted(c, [la.counters.achieved_occupancy if la.counters else None
-                         for la in c.launches])
+                         for la in c.measurement.launches])
 
 
 def _weighted(c: CaseResult, values: list[float | None]) -> float | None:
@@ -88,7 +91,7 @@ def _weighted(c: CaseResult, values: list[float | None]) -> float | None:
         return None
     if len(values) == 1:
         return values[0]
-    times = [la.timing.median if la.timing else 0.0 for la in c.launches]
+    times = [la.timing.median if la.timing else 0.0 for la in c.measurement.launches]
     total = sum(times)
     if not total:
         return None
@@ -103,7 +106,7 @@ def x_of(c: CaseResult) -> float | None:
 
 
 def level_text(c: CaseResult) -> str:
-    lv = c.occupancy_level
+    lv = c.identity.occupancy_level
     if lv is None:
         return "-"
     unit = "threads" if lv.axis == "threads" else "blocks/SM"
@@ -118,12 +121,12 @@ def scan_rows(s: Scan) -> list[dict[str, str]]:
     best = s.best()
     top = bandwidth(best) if best is not None else 0.0
     return [{"level": level_text(c), "occupancy": _pct(theoretical(c)),
-             "achieved (ncu)": _pct(achieved(c)), "time": duration(c.median_s),
-             "DRAM B/s": si(bandwidth(c) if c.median_s else None, "B/s"),
-             "of best": _pct(bandwidth(c) / top) if top and c.median_s else "-",
-             "efficiency": _pct(c.efficiency), "status": c.status + (
-                 " (noisy)" if c.timing and any(f.startswith("noisy") for f in c.timing.flags)
-                 else "")} for c in s.levels]
+             "achieved (ncu)": _pct(achieved(c)), "time": duration(m.median_s),
+             "DRAM B/s": si(bandwidth(c) if m.median_s else None, "B/s"),
+             "of best": _pct(bandwidth(c) / top) if top and m.median_s else "-",
+             "efficiency": _pct(c.roofline.efficiency), "status": c.outcome.status + (
+                 " (noisy)" if m.timing and any(f.startswith("noisy") for f in m.timing.flags)
+                 else "")} for c in s.levels if (m := c.measurement)]
 
 
 def reached_text(s: Scan) -> str:
@@ -133,11 +136,11 @@ def reached_text(s: Scan) -> str:
     return (f"The plateau is reached at {level_text(at)} (occupancy {_pct(theoretical(at))}): "
             f"{si(bandwidth(at), 'B/s')}, within {WITHIN:.0%} of the best level "
             f"({level_text(best)}, {si(bandwidth(best), 'B/s')}, "
-            f"{_pct(best.efficiency)} of its roof{_roof(best)}).")
+            f"{_pct(best.roofline.efficiency)} of its roof{_roof(best)}).")
 
 
 def _roof(c: CaseResult) -> str:
-    return f", {c.limiting_roof}" if c.limiting_roof else ""
+    return f", {c.roofline.limiting_roof}" if c.roofline.limiting_roof else ""
 
 
 def occupancy_section(run: RunResult) -> Section | None:

@@ -88,8 +88,8 @@ def _in_frame(p: Any) -> bool:
 def bandwidth_only(cases_by_run: list[list[CaseResult]]) -> int:
     """Valid cases of 0 FLOPs that move bytes (copies, layout changes): placed by bandwidth
     (roofline.by_bandwidth), never drawn (their intensity is 0), counted in a note."""
-    return sum(1 for cs in cases_by_run for c in cs
-               if c.valid and c.status == "ok" and c.flops == 0 and any(c.bytes.values()))
+    return sum(1 for cs in cases_by_run for c in cs if c.valid and c.outcome.status == "ok"
+               and c.declaration.flops == 0 and any(c.declaration.bytes.values()))
 
 
 def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], title: str,
@@ -397,9 +397,10 @@ def _draw_fusion_arrows(ax, cases: list[CaseResult],
 
     drawn = []
     for c, naive in fused_from(cases):
-        size = "x".join(map(str, c.size))
-        dst = by_key.get((f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}", size))
-        src = by_key.get((f"{c.backend}/{c.workload}/{naive}/{c.dtype}", size))
+        i = c.identity
+        size = "x".join(map(str, i.size))
+        dst = by_key.get((f"{i.backend}/{i.workload}/{i.variant}/{i.dtype}", size))
+        src = by_key.get((f"{i.backend}/{i.workload}/{naive}/{i.dtype}", size))
         if src and dst:
             ax.annotate("", xy=(dst.ai, dst.flops), xytext=(src.ai, src.flops), zorder=4,
                         arrowprops={"arrowstyle": "->", "color": "dimgray", "lw": 1.0,

@@ -40,6 +40,8 @@ from .figure_data import (
     PREC_COLORS,
     best_roofs,
     frame,
+    point_key,
+    point_xy,
     ridge_points,
     select_roofs,
     valid_points,
@@ -89,24 +91,24 @@ def missing_note() -> str | None:
 # -- data for the plot ----------------------------------------------------------------------
 
 def _case_row(c: CaseResult, tag: str = "") -> dict[str, Any]:
+    i, r = c.identity, c.roofline
     return {
-        "x": c.ai["dram"], "y": c.flop_per_s, "run": tag.strip(": "),
-        "workload": c.workload, "variant": c.variant, "dtype": c.dtype,
-        "size": "x".join(map(str, c.size)), "time": duration(c.median_s),
-        "flops": si(c.flop_per_s, "FLOP/s"), "bps": si(c.bytes_per_s.get("dram"), "B/s"),
-        "ai": f"{c.ai['dram']:.4g} FLOP/B",
-        "eff": f"{c.efficiency:.1%}" if c.efficiency else "-", "bound": c.bound or "-",
-        "roof": c.limiting_roof or "-", "precision": c.precision,
-        "checked": "yes" if c.checked else "no: no reference given",
-        "color": PREC_COLORS.get(c.precision, "gray"),
+        "x": c.declaration.ai["dram"], "y": r.flop_per_s, "run": tag.strip(": "),
+        "workload": i.workload, "variant": i.variant, "dtype": i.dtype,
+        "size": "x".join(map(str, i.size)), "time": duration(c.measurement.median_s),
+        "flops": si(r.flop_per_s, "FLOP/s"), "bps": si(r.bytes_per_s.get("dram"), "B/s"),
+        "ai": f"{c.declaration.ai['dram']:.4g} FLOP/B",
+        "eff": f"{r.efficiency:.1%}" if r.efficiency else "-", "bound": r.bound or "-",
+        "roof": r.limiting_roof or "-", "precision": i.precision,
+        "checked": "yes" if c.outcome.checked else "no: no reference given",
+        "color": PREC_COLORS.get(i.precision, "gray"),
         "key": _key(c),
     }
 
 
 def _valid(cases: list[CaseResult]) -> list[CaseResult]:
     keys = {(p.key, p.size) for p in valid_points(cases)}
-    return [c for c in cases if (f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
-                                 "x".join(map(str, c.size))) in keys]
+    return [c for c in cases if point_key(c) in keys]
 
 
 TOOLTIPS = [("case", "@run @workload/@variant @dtype"), ("size", "@size"), ("time", "@time"),
@@ -217,8 +219,8 @@ def _speedups(a: list[CaseResult], b: list[CaseResult]) -> dict[str, str]:
     in_a = {_key(c): c for c in a}
     for c in b:
         ca = in_a.get(_key(c))
-        if ca is not None and ca.median_s and c.median_s:
-            out[_key(c)] = f"{ca.median_s / c.median_s:.3f}x"
+        if ca is not None and ca.measurement.median_s and c.measurement.median_s:
+            out[_key(c)] = f"{ca.measurement.median_s / c.measurement.median_s:.3f}x"
     return out
 
 
@@ -230,11 +232,11 @@ def _bokeh_points(p, cs: list[CaseResult], pts: list, tag: str, speedups: dict[s
     from bokeh.models.annotations import LegendItem
 
     renderers, items = [], []
-    for wl in sorted({c.workload for c in cs}):
+    for wl in sorted({c.identity.workload for c in cs}):
         rows = [{**_case_row(c, tag), "speedup": speedups.get(_key(c), "-")}
-                for c in cs if c.workload == wl]
+                for c in cs if c.identity.workload == wl]
         src = ColumnDataSource({k: [r[k] for r in rows] for k in rows[0]})
-        mk = next(c.marker for c in cs if c.workload == wl)
+        mk = next(c.declaration.marker for c in cs if c.identity.workload == wl)
         r = p.scatter("x", "y", source=src, marker=BOKEH_MARKERS.get(mk, "circle"),
                       size=11, fill_color="color", line_color="black",
                       fill_alpha=fill_alpha, name=f"points:{tag}{wl}")
@@ -243,8 +245,7 @@ def _bokeh_points(p, cs: list[CaseResult], pts: list, tag: str, speedups: dict[s
     hw = {(pt.key, pt.size): pt.hw_ai for pt in pts if pt.hw_ai}
     hw_rows = [{**_case_row(c, tag), "x": hw[k], "ai": f"{hw[k]:.4g} FLOP/B (ncu)",
                 "speedup": speedups.get(_key(c), "-")}
-               for c in cs if (k := (f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}",
-                                     "x".join(map(str, c.size)))) in hw]
+               for c in cs if (k := point_key(c)) in hw]
     if hw_rows:
         src = ColumnDataSource({k: [r[k] for r in hw_rows] for k in hw_rows[0]})
         r = p.scatter("x", "y", source=src, marker="circle", size=11, fill_alpha=0,
@@ -274,20 +275,21 @@ def _bokeh_joins(p, a: list[CaseResult], b: list[CaseResult]) -> list:
 
 
 def _fusion_segments(cases: list[CaseResult]) -> dict[str, list]:
-    by = {(c.backend, c.workload, c.variant, c.dtype, tuple(c.size)): c for c in cases}
+    by = {(i.backend, i.workload, i.variant, i.dtype, tuple(i.size)): c
+          for c in cases if (i := c.identity)}
     seg: dict[str, list] = {"x0": [], "y0": [], "x1": [], "y1": []}
     for c in cases:
-        src = by.get((c.backend, c.workload, c.arrow_from, c.dtype, tuple(c.size))) if (
-            c.arrow_from) else None
+        i, arrow_from = c.identity, c.declaration.arrow_from
+        src = by.get((i.backend, i.workload, arrow_from, i.dtype, tuple(i.size))) if (
+            arrow_from) else None
         if src is not None:
-            for k, val in zip(seg, (src.ai["dram"], src.flop_per_s, c.ai["dram"],
-                                    c.flop_per_s), strict=True):
+            for k, val in zip(seg, (*point_xy(src), *point_xy(c)), strict=True):
                 seg[k].append(val)
     return seg
 
 
 def _key(c: CaseResult) -> str:
-    return f"{c.backend}/{c.workload}/{c.variant}/{c.dtype}/{'x'.join(map(str, c.size))}"
+    return "/".join(point_key(c))
 
 
 def _join_segments(a: list[CaseResult], b: list[CaseResult]) -> dict[str, list]:
@@ -296,8 +298,7 @@ def _join_segments(a: list[CaseResult], b: list[CaseResult]) -> dict[str, list]:
     for c in a:
         d = ib.get(_key(c))
         if d is not None:
-            for k, val in zip(seg, (c.ai["dram"], c.flop_per_s, d.ai["dram"], d.flop_per_s),
-                              strict=True):
+            for k, val in zip(seg, (*point_xy(c), *point_xy(d)), strict=True):
                 seg[k].append(val)
     return seg
 

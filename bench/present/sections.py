@@ -123,7 +123,7 @@ def occupancy_text(c: CaseResult) -> str:
     """Theoretical occupancy of each launch (GPU backends record it per launch), with the
     registers that set it: shown beside efficiency because the two axes are independent."""
     parts = []
-    for la in c.launches:
+    for la in c.measurement.launches:
         if la.occupancy is not None:
             regs = la.occupancy.registers_per_thread
             parts.append(f"{la.occupancy.occupancy:.0%}" + (f" ({regs} regs)" if regs else ""))
@@ -132,32 +132,33 @@ def occupancy_text(c: CaseResult) -> str:
 
 def status_notes(c: CaseResult) -> list[str]:
     """What qualifies a case's status: its timing's flags, and no reference to check it."""
-    out = [] if c.checked or c.status != "ok" else ["not validated: no reference given"]
-    return out + (list(c.timing.flags) if c.timing else [])
+    o, t = c.outcome, c.measurement.timing
+    out = [] if o.checked or o.status != "ok" else ["not validated: no reference given"]
+    return out + (list(t.flags) if t else [])
 
 
 def cases_rows(cases: list[CaseResult]) -> list[dict[str, Any]]:
     rows = []
     for c in cases:
-        t, notes = c.timing, status_notes(c)
+        i, r, t, notes = c.identity, c.roofline, c.measurement.timing, status_notes(c)
         rows.append({
-            "workload": c.workload, "variant": c.variant, "dtype": c.dtype,
-            "size": "x".join(map(str, c.size)), "AI": f"{c.ai.get('dram', 0):.3g}",
-            "time": duration(c.median_s), "cv": f"{t.cv:.1%}" if t else "-",
-            "FLOP/s": si(c.flop_per_s), "B/s": si(c.bytes_per_s.get("dram")),
-            "attainable": si(c.attainable),
-            "efficiency": (f"{c.efficiency:.1%}" + (" (above roof)" if c.efficiency > 1 else ""))
-            if c.efficiency else "-",
-            "bound": (c.bound or "-") + placed_text(c),
+            "workload": i.workload, "variant": i.variant, "dtype": i.dtype,
+            "size": "x".join(map(str, i.size)), "AI": f"{c.declaration.ai.get('dram', 0):.3g}",
+            "time": duration(c.measurement.median_s), "cv": f"{t.cv:.1%}" if t else "-",
+            "FLOP/s": si(r.flop_per_s), "B/s": si(r.bytes_per_s.get("dram")),
+            "attainable": si(r.attainable),
+            "efficiency": (f"{r.efficiency:.1%}" + (" (above roof)" if r.efficiency > 1 else ""))
+            if r.efficiency else "-",
+            "bound": (r.bound or "-") + placed_text(c),
             "occupancy": occupancy_text(c),
-            "status": c.status + (" (" + "; ".join(notes) + ")" if notes else ""),
+            "status": c.outcome.status + (" (" + "; ".join(notes) + ")" if notes else ""),
         })
     return rows
 
 
 def placed_text(c: CaseResult) -> str:
     """", data in L2" for a case placed on a cache level (its roof is that level's)."""
-    pl = c.placement
+    pl = c.roofline.placement
     return f", data in {pl.level.upper()}" if pl is not None and pl.level != "dram" else ""
 
 
@@ -166,14 +167,16 @@ def above_roof_cause(c: CaseResult, roofs: RoofSet | None) -> str:
     wrong = placement_problem(c, roofs) if roofs is not None else None
     if wrong:
         return f"held against the wrong memory level ({wrong})"
-    if c.bound == "memory":
+    if c.roofline.bound == "memory":
         bound = fusion_bound(c)
         if bound is not None and bound > 1.0001:
             return ("counted bytes include re-reads or temporaries that a cache served "
                     "(the model counts minimum DRAM traffic per launch)")
         return "the bandwidth roof underestimates the device (its probe is slower than this kernel)"
-    roof = next((r for r in (roofs.roofs if roofs else []) if r.name == c.limiting_roof), None)
-    if roof is not None and not (roof.precision or "").endswith("_tc") and c.cores == "tensor":
+    limit = c.roofline.limiting_roof
+    roof = next((r for r in (roofs.roofs if roofs else []) if r.name == limit), None)
+    if roof is not None and not (roof.precision or "").endswith("_tc") and \
+            c.identity.cores == "tensor":
         return "held against a CUDA-core roof while it runs on tensor cores"
     if roof is not None and roof.evidence.get("ceiling") == "mma.sync":
         return "the roof is a hand-written mma.sync probe; a library reaches more"
@@ -184,7 +187,7 @@ BELOW_ROOF = 0.75  # under this fraction of its roof a case's known limit is pri
 
 
 def cases_section(run: RunResult) -> Section:
-    ok = [c for c in run.cases if c.status == "ok"]
+    ok = [c for c in run.cases if c.outcome.status == "ok"]
     out: list[Block] = []
     if not ok:
         out.append(Text("No case ran to completion."))
@@ -193,24 +196,24 @@ def cases_section(run: RunResult) -> Section:
         if any(placed_text(c) for c in ok):
             out.append(Text(f"Cases placed on a cache level are held against its roof; "
                             f"the rule: {PLACEMENT_RULE}."))
-        above = [c for c in ok if c.efficiency and c.efficiency > 1]
+        above = [c for c in ok if c.roofline.efficiency and c.roofline.efficiency > 1]
         if above:
             out += [Text("Above their roof (no point can beat a true roof):"), Items([
-                f"{c.key}: {c.efficiency:.0%} of {c.limiting_roof}; likely cause: "
-                f"{above_roof_cause(c, run.roofs)}" for c in above])]
-    below = [c for c in ok if c.limit_note and c.efficiency is not None
-             and c.efficiency < BELOW_ROOF]
+                f"{c.key}: {c.roofline.efficiency:.0%} of {c.roofline.limiting_roof}; likely "
+                f"cause: {above_roof_cause(c, run.roofs)}" for c in above])]
+    below = [c for c in ok if c.declaration.limit_note and c.roofline.efficiency is not None
+             and c.roofline.efficiency < BELOW_ROOF]
     if below:
         out += [Text(f"Below {BELOW_ROOF:.0%} of their roof, for a known reason:"), Items([
-            f"{c.key}: {c.efficiency:.0%} of {c.limiting_roof}; {c.limit_note}"
-            for c in below])]
+            f"{c.key}: {c.roofline.efficiency:.0%} of {c.roofline.limiting_roof}; "
+            f"{c.declaration.limit_note}" for c in below])]
     new = not_validated_items(run.cases)
     if new:
         out += [Text("Kernels not yet validated on hardware:"), Items(new)]
     ratios = vs_library(ok)
     if ratios:
         out.append(Text("Hand-written vs library (FLOP/s ratio): " + ", ".join(ratios)))
-    conventions = sorted({c.flop_convention for c in run.cases if c.flop_convention})
+    conventions = sorted({fc for c in run.cases if (fc := c.declaration.flop_convention)})
     if conventions:
         out.append(Text("FLOP conventions: " + " | ".join(conventions)))
     return Section("Cases", out)
@@ -219,14 +222,16 @@ def cases_section(run: RunResult) -> Section:
 def vs_library(ok: list[CaseResult]) -> list[str]:
     """Each hand-written variant's FLOP/s as a fraction of the vendor library's on the same
     workload, dtype and size (the hand-written GEMMs' targets are stated against cuBLAS)."""
-    lib = {(c.backend, c.workload, c.dtype, tuple(c.size)): c for c in ok
-           if c.variant == "library" and c.flop_per_s}
+    def where(c: CaseResult) -> tuple[str, str, str, tuple[int, ...]]:
+        return c.identity.backend, c.identity.workload, c.identity.dtype, tuple(c.identity.size)
+
+    lib = {where(c): c for c in ok if c.identity.variant == "library" and c.roofline.flop_per_s}
     lines = []
     for c in ok:
-        ref = lib.get((c.backend, c.workload, c.dtype, tuple(c.size)))
-        if ref is not None and ref.flop_per_s and c.variant != "library" and c.flop_per_s:
-            lines.append(f"{c.variant} {c.dtype} {'x'.join(map(str, c.size))} "
-                         f"{c.flop_per_s / ref.flop_per_s:.2f}")
+        ref, i, fs = lib.get(where(c)), c.identity, c.roofline.flop_per_s
+        if ref is not None and ref.roofline.flop_per_s and i.variant != "library" and fs:
+            lines.append(f"{i.variant} {i.dtype} {'x'.join(map(str, i.size))} "
+                         f"{fs / ref.roofline.flop_per_s:.2f}")
     return lines
 
 
@@ -235,23 +240,23 @@ def not_validated_items(cases: list[CaseResult]) -> list[str]:
     SASS and CPU models) are marked; a run on that hardware is their first real test."""
     lines = []
     for c in cases:
-        facts = [la.facts for la in c.launches
+        facts = [la.facts for la in c.measurement.launches
                  if la.facts is not None and not la.facts.validated_on_hardware]
         new = sorted({f.function or "" for f in facts})
         if new:
             lines.append(f"{c.key} ({', '.join(new)} on {facts[0].arch}): not yet validated "
-                         f"on hardware before this run; here it is `{c.status}`"
-                         + (f" ({c.error})" if c.error else ""))
+                         f"on hardware before this run; here it is `{c.outcome.status}`"
+                         + (f" ({c.outcome.error})" if c.outcome.error else ""))
     return lines
 
 
 # -- pipelines, phases, the rest ------------------------------------------------------------
 
 def pipeline_rows(c: CaseResult) -> list[dict[str, Any]]:
-    times = [la.timing.median if la.timing else None for la in c.launches]
+    times = [la.timing.median if la.timing else None for la in c.measurement.launches]
     total = sum(t for t in times if t) or None
     rows = []
-    for la, t in zip(c.launches, times, strict=True):
+    for la, t in zip(c.measurement.launches, times, strict=True):
         rows.append({"launch": f"{la.kernel}" + (f" ({la.note})" if la.note else ""),
                      "FLOPs": la.flops, "bytes": la.bytes.get("dram"), "time": duration(t),
                      "share": f"{t / total:.1%}" if t and total else "-",
@@ -260,15 +265,16 @@ def pipeline_rows(c: CaseResult) -> list[dict[str, Any]]:
 
 
 def pipelines_section(run: RunResult) -> Section | None:
-    pipes = [c for c in run.cases if c.status == "ok" and len(c.launches) > 1]
+    pipes = [c for c in run.cases if c.outcome.status == "ok" and len(c.measurement.launches) > 1]
     if not pipes:
         return None
     out: list[Block] = []
     for c in pipes:
-        e2e = c.median_s or 0
-        s = sum(la.timing.median for la in c.launches if la.timing)
+        e2e = c.measurement.median_s or 0
+        s = sum(la.timing.median for la in c.measurement.launches if la.timing)
         bound = fusion_bound(c)
-        out += [Sub(f"{c.workload}/{c.variant} {c.dtype} {'x'.join(map(str, c.size))}"),
+        i = c.identity
+        out += [Sub(f"{i.workload}/{i.variant} {i.dtype} {'x'.join(map(str, i.size))}"),
                 Text(f"End to end {duration(e2e)}; sum of launches timed alone {duration(s)}."
                      + (f" Fused into one launch that moves only the inputs and outputs at "
                         f"the same bandwidth, it would be at most {bound:.2f}x faster."
@@ -283,12 +289,12 @@ PHASES = ("inputs", "compile", "prepare", "validate", "time", "time_launches")
 def phases_section(run: RunResult) -> Section | None:
     """Where the run spent its time: per phase in total (wall, and device seconds where the
     work ran on a GPU), and the slowest cases."""
-    timed = [c for c in run.cases if c.phases]
+    timed = [c for c in run.cases if c.measurement.phases]
     if not timed:
         return None
-    total = {p: sum(c.phases.get(p, 0.0) for c in timed) for p in PHASES}
-    dev = {p: sum(c.device_phases.get(p, 0.0) for c in timed) for p in PHASES
-           if any(p in c.device_phases for c in timed)}
+    total = {p: sum(c.measurement.phases.get(p, 0.0) for c in timed) for p in PHASES}
+    dev = {p: sum(c.measurement.device_phases.get(p, 0.0) for c in timed) for p in PHASES
+           if any(p in c.measurement.device_phases for c in timed)}
     grand = sum(total.values()) or 1.0
 
     def part(p: str, v: float) -> str:
@@ -303,22 +309,34 @@ def phases_section(run: RunResult) -> Section | None:
                         "far longer than its device seconds was spent on the host."))
 
     def cell(c: CaseResult, p: str) -> str:
-        w = f"{c.phases.get(p, 0):.2f}"
-        return f"{w} / {c.device_phases[p]:.2f}" if p in c.device_phases else w
-    slow = sorted(timed, key=lambda c: -sum(c.phases.values()))[:5]
-    out.append(Table([{"case": c.key, "seconds": f"{sum(c.phases.values()):.2f}",
+        w = f"{c.measurement.phases.get(p, 0):.2f}"
+        return (
+            f"{w} / {c.measurement.device_phases[p]:.2f}" if p in c.measurement.device_phases else w
+        )
+
+    slow = sorted(timed, key=lambda c: -sum(c.measurement.phases.values()))[:5]
+    out.append(Table([{"case": c.key, "seconds": f"{sum(c.measurement.phases.values()):.2f}",
                        **{(f"{p} (wall / device)" if p in dev else p): cell(c, p)
                           for p in PHASES}} for c in slow]))
     return Section("Where the run spent its time", out)
 
 
 def not_measured_section(run: RunResult) -> Section | None:
-    bad = [c for c in run.cases if c.status != "ok"]
+    bad = [c for c in run.cases if c.outcome.status != "ok"]
     if not bad:
         return None
-    return Section("Not measured", [
-        Text("Cases that failed validation or could not run (never plotted as valid points):"),
-        Table([{"case": c.key, "status": c.status, "reason": c.error} for c in bad])])
+    return Section(
+        "Not measured",
+        [
+            Text("Cases that failed validation or could not run (never plotted as valid points):"),
+            Table(
+                [
+                    {"case": c.key, "status": c.outcome.status, "reason": c.outcome.error}
+                    for c in bad
+                ]
+            ),
+        ],
+    )
 
 
 def environment_section(run: RunResult) -> Section:

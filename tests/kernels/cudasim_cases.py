@@ -55,9 +55,9 @@ def test_twin_validates(sim, kernel, variant, dtype, size):
     case = Case(w, w.variants[variant], dtype, size)
     assert sim.supports(case) is None
     rec = run_case(case, sim, None, CFG, np.random.default_rng(7), per_launch=False)
-    assert rec.status == "ok" and rec.valid, rec.error
-    assert rec.rel_error <= w.tolerance[dtype]
-    assert any("simulator" in f for f in rec.timing.flags)
+    assert rec.outcome.status == "ok" and rec.valid, rec.outcome.error
+    assert rec.outcome.rel_error <= w.tolerance[dtype]
+    assert any("simulator" in f for f in rec.measurement.timing.flags)
 
 
 def test_every_twin_launch_has_a_kernel():
@@ -85,5 +85,5 @@ def test_planted_wrong_twin_is_caught(sim, monkeypatch):
     w = workloads()["vector_add"]
     rec = run_case(Case(w, w.variants["scalar"], "fp32", (300,)), sim, None, CFG,
                    np.random.default_rng(1), per_launch=False)
-    assert rec.status == "invalid" and not rec.valid, rec.error
-    assert "not written" in rec.error
+    assert rec.outcome.status == "invalid" and not rec.valid, rec.outcome.error
+    assert "not written" in rec.outcome.error

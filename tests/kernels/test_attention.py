@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from flat_cases import flat_cases
 from roof_sets import write_roofs
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.backends.gpu_common import plan_launches
@@ -152,7 +153,7 @@ def test_launches_carry_kernel_names_ncu_selects(tmp_path, name, variant, functi
     plans = plan_launches(c, H200)
     assert [pl.function for pl in plans] == functions
     rec = case_record(c, SimpleNamespace(name="cuda", kind="gpu"),
-                      [LaunchFacts(function=pl.function) for pl in plans], status="ok", valid=True)
+                      [LaunchFacts(function=pl.function) for pl in plans], status="ok")
     s = NcuSettings(path="ncu", version="2025.3.1.0",
                         metrics=[ncu_csv.DRAM_READ, ncu_csv.DRAM_WRITE, ncu_csv.DURATION])
     cmd = ncu.ncu_command(s, rec, tmp_path / "log.csv", seed=1)
@@ -190,7 +191,7 @@ def test_cli_runs_attention_on_the_cpu(tmp_path, capsys):
                str(roofs), "--out", str(tmp_path / "out")])
     assert rc == 0, capsys.readouterr().err
     (res,) = (tmp_path / "out").glob("*/*/results.json")
-    cases = json.loads(res.read_text())["cases"]
+    cases = flat_cases(json.loads(res.read_text()))
     assert {(c["variant"], c["dtype"]) for c in cases} == {
         (v, d) for v in ("naive", "flash", "library") for d in ("fp32", "fp64")}
     for c in cases:

@@ -168,9 +168,10 @@ todo += [("gemm", "library", "fp32", (96, 80, 64)), ("gemm", "tensor_mma", "bf16
 cases = [Case(ws[n], ws[n].variants[v], d, s) for n, v, d, s in todo]
 out = []
 def done(rec):
-    out.append({"key": rec.key, "status": rec.status, "valid": rec.valid, "error": rec.error,
-                "transfers": cupy.transfers(), "phases": rec.phases,
-                "device_phases": rec.device_phases,
+    out.append({"key": rec.key, "status": rec.outcome.status, "valid": rec.valid,
+                "error": rec.outcome.error,
+                "transfers": cupy.transfers(), "phases": rec.measurement.phases,
+                "device_phases": rec.measurement.device_phases,
                 "smallest_buffer": min(b.count for b in
                                        next(c for c in cases if c.key == rec.key).buffers().values()
                                        if b.count > 1000)})

@@ -262,7 +262,11 @@ def test_measure_takes_counts_from_the_kernel(interp, roofs_file, monkeypatch):
         session.measure(compiled[(3,)], a, b, c, n, triton.language.float32, 1024,
                         counts="kernel")
     rec = session.cases[-1]
-    assert (rec.flops, rec.bytes["dram"], rec.status) == (n, 3 * 4 * n, "error")
+    assert (rec.declaration.flops, rec.declaration.bytes["dram"], rec.outcome.status) == (
+        n,
+        3 * 4 * n,
+        "error",
+    )
 
 
 def test_measure_never_times_an_interpreted_kernel(interp, roofs_file):

@@ -759,9 +759,11 @@ def test_wgmma_gemm_validates_on_hopper(dtype, size):
         cfg = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=3, max_samples=5,
                           budget_s=0.05)
         rec = run_case(case, be, None, cfg, np.random.default_rng(5))
-        assert rec.status == "ok" and rec.valid, f"{case.key}: {rec.status}: {rec.error}"
-        assert rec.rel_error <= case.workload.tolerance[dtype]
-        (la,) = [x.facts for x in rec.launches]
+        assert rec.outcome.status == "ok" and rec.valid, (
+            f"{case.key}: {rec.outcome.status}: {rec.outcome.error}"
+        )
+        assert rec.outcome.rel_error <= case.workload.tolerance[dtype]
+        (la,) = [x.facts for x in rec.measurement.launches]
         assert la.function == f"gemm_wgmma_{dtype}" and la.local_bytes == 0
         assert la.registers <= 168 and "sm_90a" in la.compiler
     finally:

@@ -9,7 +9,17 @@ import json
 from cache_layouts import cache_roofset
 
 from roofbench.readers import read_case, read_roof, read_roofset
-from roofbench.records import BufferFacts, CaseResult, OccupancyLevel, Placement
+from roofbench.records import (
+    BufferFacts,
+    CaseResult,
+    Declaration,
+    Identity,
+    Measurement,
+    OccupancyLevel,
+    Outcome,
+    Placement,
+    RooflinePlace,
+)
 from roofbench.roofline import apply_roofs, place, placement_problem
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -18,12 +28,18 @@ KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 def add_case(nbytes_per_array: int, median_s: float, **kw) -> CaseResult:
     """A vector_add-like fp64 case: a, b in, c out (1 FLOP per 24 B), timed."""
     n = nbytes_per_array // 8
-    c = CaseResult(workload="vector_add", variant="plain", backend="cpu", dtype="fp64",
-                   size=[n], precision="fp64", cores="simt", flops=n,
-                   bytes={"dram": 3 * nbytes_per_array}, ai={"dram": 1 / 24},
-                   status="ok", valid=True, median_s=median_s, flop_per_s=n / median_s,
-                   buffers={k: BufferFacts("input" if k != "c" else "output",
-                                           nbytes_per_array) for k in "abc"}, **kw)
+    c = CaseResult(
+        Identity(workload="vector_add", variant="plain", backend="cpu", dtype="fp64", size=[n],
+                 precision="fp64", cores="simt"),
+        Declaration(flops=n, bytes={"dram": 3 * nbytes_per_array}, ai={"dram": 1 / 24},
+                    buffers={k: BufferFacts("input" if k != "c" else "output",
+                                            nbytes_per_array) for k in "abc"}),
+        Outcome(status="ok"), Measurement(median_s=median_s),
+        RooflinePlace(flop_per_s=n / median_s))
+    for k, v in kw.items():  # each further field into its group
+        group = next(g for g in (c.identity, c.declaration, c.outcome, c.measurement,
+                                 c.roofline, c.evidence) if k in type(g).__dataclass_fields__)
+        setattr(group, k, v)
     return c
 
 
@@ -32,21 +48,24 @@ def test_a_case_that_fits_l2_is_placed_on_l2_and_held_against_its_roof() -> None
     # 3 x 1 MiB = 3 MiB < 2 x 2 MiB of L2 (both cores), > 96 KiB of L1: L2.
     c = add_case(1 * MiB, median_s=3 * MiB / 200e9)  # moved at 200 GB/s
     apply_roofs(c, rs)
-    assert c.placement is not None and c.placement.level == "l2"
-    assert c.placement.working_set_bytes == 3 * MiB and c.placement.capacity_bytes == 4 * MiB
-    assert c.limiting_roof == "l2 sweep-read" and c.bound == "memory"
-    assert c.attainable == rs.memory("l2").value / 24
-    assert 0.6 < c.efficiency < 0.7  # 200 of 300 GB/s: not 13x the DRAM roof
+    assert c.roofline.placement is not None and c.roofline.placement.level == "l2"
+    assert (
+        c.roofline.placement.working_set_bytes == 3 * MiB
+        and c.roofline.placement.capacity_bytes == 4 * MiB
+    )
+    assert c.roofline.limiting_roof == "l2 sweep-read" and c.roofline.bound == "memory"
+    assert c.roofline.attainable == rs.memory("l2").value / 24
+    assert 0.6 < c.roofline.efficiency < 0.7  # 200 of 300 GB/s: not 13x the DRAM roof
 
 
 def test_a_dram_sized_case_is_placed_on_dram() -> None:
     rs = cache_roofset()
     c = add_case(1 * GiB, median_s=3 * GiB / 10e9)
     apply_roofs(c, rs)
-    assert c.placement is not None and c.placement.level == "dram"
-    assert c.placement.capacity_bytes is None
-    assert c.limiting_roof == "dram stream-add-nt"
-    assert abs(c.efficiency - 10 / 15) < 1e-9
+    assert c.roofline.placement is not None and c.roofline.placement.level == "dram"
+    assert c.roofline.placement.capacity_bytes is None
+    assert c.roofline.limiting_roof == "dram stream-add-nt"
+    assert abs(c.roofline.efficiency - 10 / 15) < 1e-9
 
 
 def test_l1_l3_and_the_l3_the_sweep_saw_fall_to_dram_speed() -> None:
@@ -68,16 +87,18 @@ def test_fewer_cores_hold_less_of_a_private_level() -> None:
     c = add_case(1 * MiB, median_s=1e-3,
                  occupancy_level=OccupancyLevel("threads", 1, 2))
     apply_roofs(c, rs)
-    assert c.placement.level == "l3" and c.placement.cores == 1
+    assert c.roofline.placement.level == "l3" and c.roofline.placement.cores == 1
     assert place(3 * MiB, rs, cores=2).level == "l2"
 
 
 def test_a_planted_wrong_placement_is_caught() -> None:
     rs = cache_roofset()
     c = add_case(1 * MiB, median_s=3 * MiB / 200e9)
-    c.placement = Placement("dram", 3 * MiB, None, None)  # planted: it fits L2
+    c.roofline.placement = Placement("dram", 3 * MiB, None, None)  # planted: it fits L2
     apply_roofs(c, rs)
-    assert c.limiting_roof == "dram stream-add-nt" and c.efficiency > 10  # "above its roof"
+    assert (
+        c.roofline.limiting_roof == "dram stream-add-nt" and c.roofline.efficiency > 10
+    )  # "above its roof"
     why = placement_problem(c, rs)
     assert why is not None and "placed on dram" in why and "belongs on l2" in why
     right = add_case(1 * MiB, median_s=3 * MiB / 200e9)
@@ -93,7 +114,7 @@ def test_gpu_roofs_without_sweeps_place_nothing() -> None:
                          Roof("fp64", "compute", 6e13, "measured", precision="fp64")])
     c = add_case(1 * MiB, median_s=1e-5)
     apply_roofs(c, rs)
-    assert c.placement is None and c.limiting_roof == "hbm"
+    assert c.roofline.placement is None and c.roofline.limiting_roof == "hbm"
 
 
 def test_cache_roofs_and_placements_round_trip_and_old_files_read_without_them() -> None:
@@ -111,7 +132,8 @@ def test_cache_roofs_and_placements_round_trip_and_old_files_read_without_them()
     c = add_case(1 * MiB, median_s=1e-4)
     apply_roofs(c, rs)
     cd = json.loads(json.dumps(c.to_dict()))
-    assert cd["placement"]["level"] == "l2"
-    assert read_case(cd).placement == c.placement
+    assert cd["roofline"]["placement"]["level"] == "l2"
+    assert read_case(cd).roofline.placement == c.roofline.placement
     bare = add_case(1 * MiB, median_s=1e-4)
-    assert "placement" not in bare.to_dict() and read_case(bare.to_dict()).placement is None
+    assert "placement" not in bare.to_dict()["roofline"]
+    assert read_case(bare.to_dict()).roofline.placement is None

@@ -115,12 +115,12 @@ def test_planted_slowdown_of_one_case_fails_the_gate():
     for path in REAL:
         run = load_run(path)
         for c in run.cases:
-            if not (c.valid and c.timing and narrow(c, run)):
+            if not (c.valid and c.measurement.timing and narrow(c, run)):
                 continue  # (the same load on both sides explains no slowdown: judged too)
             slow = with_samples(run, lambda k, s, key=c.key: [x * 1.10 for x in s]
                                  if k == key else s)
             cmp = classify(run, slow, 0.05, FailOn(slower=True))
-            key = f"{c.backend}/{c.key}"
+            key = f"{c.identity.backend}/{c.key}"
             assert cmp.failed == [key], (path, key)
             by = {v.key: v for v in cmp.cases}
             assert by[key].verdict == "slower" and by[key].ratio == pytest.approx(1.10)
@@ -140,24 +140,30 @@ def test_a_slowdown_under_outside_load_is_bounded_by_it():
     bound it allows (x(1-f_A)/(1-f_B)), and does not fail the gate; with the same load on both
     sides the load explains nothing, and the slowdown fails the gate beside the load's name.
     Synthetic loads, both directions: tests/roofbench/test_gate_load.py."""
-    path = next(p for p in REAL if any(c.timing and load_share(c.timing.outside_load)
-                                       for c in load_run(p).cases))
+    path = next(
+        p
+        for p in REAL
+        if any(
+            c.measurement.timing and load_share(c.measurement.timing.outside_load)
+            for c in load_run(p).cases
+        )
+    )
     run = load_run(path)
-    c = next(c for c in run.cases if c.valid and c.timing and narrow(c, run)
-             and load_share(c.timing.outside_load) < 0.8) if any(
-        c.valid and c.timing and narrow(c, run) for c in run.cases) else None
+    c = next(c for c in run.cases if c.valid and c.measurement.timing and narrow(c, run)
+             and load_share(c.measurement.timing.outside_load) < 0.8) if any(
+        c.valid and c.measurement.timing and narrow(c, run) for c in run.cases) else None
     if c is None:
         pytest.skip("no narrow case in the loaded run")
     slow = with_samples(run, lambda k, s: [x * 1.20 for x in s] if k == c.key else s)
-    key = f"{c.backend}/{c.key}"
+    key = f"{c.identity.backend}/{c.key}"
     heavy = "other processes used 90% of the 2 cores (load average 9.0)"
-    next(x for x in slow.cases if x.key == c.key).timing.outside_load = heavy
+    next(x for x in slow.cases if x.key == c.key).measurement.timing.outside_load = heavy
     cmp = classify(run, slow, 0.05, FailOn(slower=True))
     v = {v.key: v for v in cmp.cases}[key]
     assert cmp.failed == [] and v.verdict == "uncertain"
     assert "slower by 20%" in v.reason and heavy in v.reason and "up to x" in v.reason
     for r in (run, slow):  # the same load on both sides explains nothing
-        next(x for x in r.cases if x.key == c.key).timing.outside_load = heavy
+        next(x for x in r.cases if x.key == c.key).measurement.timing.outside_load = heavy
     cmp = classify(run, slow, 0.05, FailOn(slower=True))
     v = {v.key: v for v in cmp.cases}[key]
     assert cmp.failed == [key] and heavy in v.reason and "beyond what" in v.reason
@@ -194,27 +200,27 @@ def test_other_device_and_one_sided_cases_are_named():
     assert cmp.compared == 0 and "nothing compared" in cmp.notes[0]
     b = copy.deepcopy(run)
     gone = b.cases.pop(0)
-    b.cases[0].workload = "renamed"
+    b.cases[0].identity.workload = "renamed"
     cmp = classify(run, b, 0.05)
     by = {v.key: v.verdict for v in cmp.cases}
-    assert by[f"{gone.backend}/{gone.key}"] == "only in A"
-    assert by[f"{b.cases[0].backend}/{b.cases[0].key}"] == "only in B"
+    assert by[f"{gone.identity.backend}/{gone.key}"] == "only in A"
+    assert by[f"{b.cases[0].identity.backend}/{b.cases[0].key}"] == "only in B"
 
 
 def test_nan_time_is_never_same():
     run = load_run(REAL[0])
-    ok = [c for c in run.cases if c.valid and c.timing]
+    ok = [c for c in run.cases if c.valid and c.measurement.timing]
     b = copy.deepcopy(run)
-    bc = [c for c in b.cases if c.valid and c.timing]
-    bc[0].median_s = float("nan")
-    bc[1].timing.samples[3] = float("nan")
-    bc[2].timing.samples[0] = -1.0
+    bc = [c for c in b.cases if c.valid and c.measurement.timing]
+    bc[0].measurement.median_s = float("nan")
+    bc[1].measurement.timing.samples[3] = float("nan")
+    bc[2].measurement.timing.samples[0] = -1.0
     cmp = classify(run, b, 0.05, FailOn(slower=True))
     by = {v.key: v for v in cmp.cases}
     for c in ok[:3]:
-        v = by[f"{c.backend}/{c.key}"]
+        v = by[f"{c.identity.backend}/{c.key}"]
         assert v.verdict == "unreadable" and v.reason.startswith("B: "), v
-    assert "nan" in by[f"{ok[0].backend}/{ok[0].key}"].reason
+    assert "nan" in by[f"{ok[0].identity.backend}/{ok[0].key}"].reason
 
 
 def test_threshold_must_be_finite_and_not_negative():

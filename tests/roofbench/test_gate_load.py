@@ -21,7 +21,14 @@ from roofbench.gate import (
     ratio_interval,
 )
 from roofbench.pytest_benchmark import read_pytest_benchmark
-from roofbench.records import CaseResult, RunResult
+from roofbench.records import (
+    CaseResult,
+    Declaration,
+    Identity,
+    Measurement,
+    Outcome,
+    RunResult,
+)
 from roofbench.timing import Timing
 
 N = 40
@@ -38,12 +45,25 @@ def load_words(share: float) -> str:
 def case(samples: list[float], load: str = "") -> CaseResult:
     import statistics
 
-    return CaseResult(workload="test_add", variant="default", backend="cpu", dtype="fp32",
-                      size=[1024], precision="fp32", cores="simt", flops=1024,
-                      bytes={"dram": 12288}, ai={"dram": 1 / 12}, status="ok", valid=True,
-                      timing=Timing(samples=list(samples), warmup_runs=1, stopped_by="budget",
-                                    outside_load=load),
-                      median_s=statistics.median(samples))
+    return CaseResult(
+        Identity(
+            workload="test_add",
+            variant="default",
+            backend="cpu",
+            dtype="fp32",
+            size=[1024],
+            precision="fp32",
+            cores="simt",
+        ),
+        Declaration(flops=1024, bytes={"dram": 12288}, ai={"dram": 1 / 12}),
+        Outcome(status="ok"),
+        measurement=Measurement(
+            timing=Timing(
+                samples=list(samples), warmup_runs=1, stopped_by="budget", outside_load=load
+            ),
+            median_s=statistics.median(samples),
+        ),
+    )
 
 
 def run(samples: list[float], load: str = "", ab: str | None = None) -> RunResult:
@@ -211,7 +231,7 @@ def test_the_wait_for_a_core_is_the_share_read_when_given(tmp_path):
 
 def timed(samples: list[float], waits: list[float], load: str = "") -> RunResult:
     r = run(samples, load)
-    r.cases[0].timing.waits = list(waits)
+    r.cases[0].measurement.timing.waits = list(waits)
     return r
 
 

@@ -141,15 +141,15 @@ def test_toy_workload_on_toy_backend_without_editing_the_tree(site: Path):
     (path,) = out.glob("*/*/results.json")
     d = json.loads(path.read_text())
     assert d["backend"] == "toy"
-    cases = {c["dtype"]: c for c in d["cases"]}
+    cases = {c["identity"]["dtype"]: c for c in d["cases"]}
     assert set(cases) == {"fp32", "fp64"}
     for dtype, item in (("fp32", 4), ("fp64", 8)):
-        c = cases[dtype]
-        assert (c["workload"], c["variant"], c["status"], c["valid"]) == \
-            ("toy", "plain", "ok", True), c.get("error")
-        assert c["flops"] == N  # the toy's own declaration: one multiply per element
-        assert c["bytes"]["dram"] == 2 * N * item  # x read once, y written once
-        assert c["median_s"] > 0
+        c, dc = cases[dtype], cases[dtype]["declaration"]
+        assert (c["identity"]["workload"], c["identity"]["variant"], c["outcome"]["status"]) \
+            == ("toy", "plain", "ok"), c["outcome"].get("error")
+        assert dc["flops"] == N  # the toy's own declaration: one multiply per element
+        assert dc["bytes"]["dram"] == 2 * N * item  # x read once, y written once
+        assert c["measurement"]["median_s"] > 0
 
 
 def test_plugin_backend_is_listed_beside_the_registry(site: Path):

@@ -47,20 +47,23 @@ def test_real_files_read_as_runs(path):
     for c, name in zip(run.cases, ["test_add[fp32]", "test_add[fp64]", "test_matmul"],
                        strict=True):
         e = by_name[name]
-        assert c.flops == e["extra_info"]["flops"] and c.bytes == e["extra_info"]["bytes"]
+        assert (
+            c.declaration.flops == e["extra_info"]["flops"]
+            and c.declaration.bytes == e["extra_info"]["bytes"]
+        )
         # compared with a reference only where the fixture stored its error
-        assert c.checked == (e["extra_info"].get("rel_error") is not None)
+        assert c.outcome.checked == (e["extra_info"].get("rel_error") is not None)
         if "data" in e["stats"]:  # raw samples, exactly as stored
-            assert c.timing.samples == e["stats"]["data"]
-            assert c.median_s == statistics.median(e["stats"]["data"])
+            assert c.measurement.timing.samples == e["stats"]["data"]
+            assert c.measurement.median_s == statistics.median(e["stats"]["data"])
         else:
-            assert c.timing is None and c.median_s == e["stats"]["median"]
-        assert c.flop_per_s == c.flops / c.median_s
+            assert c.measurement.timing is None and c.measurement.median_s == e["stats"]["median"]
+        assert c.roofline.flop_per_s == c.declaration.flops / c.measurement.median_s
         bw = max(r.value for r in run.roofs.roofs if r.level == "dram")
-        peak = run.roofs.compute(c.precision).value
-        assert c.attainable == pytest.approx(min(peak, bw * c.ai["dram"]))
-        assert c.efficiency == pytest.approx(c.flop_per_s / c.attainable)
-    assert (path is WITH_DATA) == all(c.timing for c in run.cases)
+        peak = run.roofs.compute(c.identity.precision).value
+        assert c.roofline.attainable == pytest.approx(min(peak, bw * c.declaration.ai["dram"]))
+        assert c.roofline.efficiency == pytest.approx(c.roofline.flop_per_s / c.roofline.attainable)
+    assert (path is WITH_DATA) == all(c.measurement.timing for c in run.cases)
 
 
 @pytest.mark.parametrize("path", [WITH_DATA, NO_DATA], ids=["json", "saved"])
@@ -110,8 +113,8 @@ def test_hand_written_extra_info_and_the_calibration_cache():
     asked = []
     run = read_pytest_benchmark(d, lambda dev: asked.append(dev) or None)
     assert asked == [d["machine_info"]["cpu"]["brand_raw"]] == [run.device]
-    assert run.roofs is None and all(c.attainable is None for c in run.cases)
-    assert not any(c.checked for c in run.cases)  # timed only: the report says so
+    assert run.roofs is None and all(c.roofline.attainable is None for c in run.cases)
+    assert not any(c.outcome.checked for c in run.cases)  # timed only: the report says so
     assert [c.key for c in run.cases] == [k.rsplit("/", 1)[0] + "/" for k in KEYS]  # no size
 
 

@@ -15,6 +15,7 @@ from roofbench.bench.results import load_run
 from roofbench.roofs.files import RoofsFileError, load_roofs, save_calibrated
 from testpaths import H200_RUNS, ROOT
 
+from roofbench import legacy
 from roofbench.readers import read_case, read_roofset, read_run
 from roofbench.records import (
     RESULTS_SCHEMA,
@@ -22,6 +23,10 @@ from roofbench.records import (
     ROOFSET_SCHEMA_VERSION,
     CaseResult,
     DatasheetMatch,
+    Declaration,
+    Identity,
+    Measurement,
+    Outcome,
     ProbeFailure,
     Roof,
     RoofSet,
@@ -50,7 +55,7 @@ def assert_same_json(got: dict, want: dict) -> None:
 
 def test_there_are_stored_files_of_every_version():
     versions = {json.loads(p.read_text())["schema_version"] for p in STORED}
-    assert versions == {1, 2, RESULTS_SCHEMA_VERSION}, STORED
+    assert versions == {1, 2, 3}, STORED  # every flat version; none stored nested yet
 
 
 @pytest.mark.parametrize("path", STORED, ids=lambda p: str(p.relative_to(ROOT)))
@@ -62,16 +67,23 @@ def test_every_stored_results_file_loads_and_round_trips(path):
     assert_same_json(read_run(json.loads(_text(once))).to_dict(), once)
     # Measured numbers are carried as read: times, samples and the roofs' values.
     for c, rc in zip(run.cases, raw["cases"], strict=True):
-        assert c.median_s == rc["median_s"] and c.flops == rc["flops"]
+        assert c.measurement.median_s == rc["median_s"] and c.declaration.flops == rc["flops"]
         if rc.get("timing"):
-            assert c.timing.samples == rc["timing"]["samples_s"]
-            assert c.timing.to_dict()["median_s"] == rc["timing"]["median_s"]
+            assert c.measurement.timing.samples == rc["timing"]["samples_s"]
+            assert c.measurement.timing.to_dict()["median_s"] == rc["timing"]["median_s"]
     if raw.get("roofs"):
         assert [r.value for r in run.roofs.roofs] == [r["value"] for r in raw["roofs"]["roofs"]]
         # The one roofs loader takes a results.json too: the roofs it was placed under.
         rs = load_roofs(path)
         assert rs.to_dict() == run.roofs.to_dict()
         assert_same_json(read_roofset(rs.to_dict()).to_dict(), rs.to_dict())
+
+
+def flat_case(d: dict) -> dict:
+    """A nested case (version 4 on) as versions 1 to 3 stored it: every group's fields side by
+    side, and ``valid`` beside the status."""
+    out = {k: v for g in legacy.FLAT_CASE_GROUPS for k, v in d[g].items()}
+    return {**out, "valid": out["status"] == "ok"}
 
 
 REPORT_FACTS = ("marker", "flop_convention", "arrow_from", "buffers", "ncu")
@@ -87,7 +99,8 @@ def test_a_version_2_file_gains_only_the_report_facts(path):
     else."""
     raw = json.loads(path.read_text())
     again = load_run(path).to_dict()
-    assert again["schema_version"] == 3
+    assert again["schema_version"] == RESULTS_SCHEMA_VERSION
+    again["cases"] = [flat_case(c) for c in again["cases"]]
     for rc, c in zip(raw["cases"], again["cases"], strict=True):
         assert c["marker"] != "o" or c["workload"] == "vector_add"  # the frozen table's
         assert c["buffers"], c["workload"]  # declared_buffers: the bytes of every buffer
@@ -239,15 +252,23 @@ def test_case_round_trip_keeps_typed_timing_and_launches():
     from roofbench.timing import Timing
 
     t = Timing([1e-3, 2e-3, 3e-3], warmup_runs=2, stopped_by="budget", flags=["noisy"])
-    c = CaseResult(workload="l2norm", variant="naive", backend="cpu", dtype="fp32",
-                   size=[10], precision="fp32", cores="simt", flops=30, bytes={"dram": 120},
-                   ai={"dram": 0.25}, status="ok", valid=True, timing=t, median_s=t.median,
-                   launches=[LaunchResult("sq", "", 10, {"dram": 80}, timing=t)])
+    c = CaseResult(
+        Identity(workload="l2norm", variant="naive", backend="cpu", dtype="fp32", size=[10],
+                 precision="fp32", cores="simt"),
+        Declaration(flops=30, bytes={"dram": 120}, ai={"dram": 0.25}),
+        Outcome(status="ok"),
+        measurement=Measurement(timing=t, median_s=t.median,
+                                launches=[LaunchResult("sq", "", 10, {"dram": 80}, timing=t)]))
     d = json.loads(json.dumps(c.to_dict()))
-    assert d["timing"]["p25_s"] == 1.5e-3 and d["timing"]["samples_s"] == [1e-3, 2e-3, 3e-3]
-    assert "occupancy" not in d["launches"][0]  # unknown on a CPU: absent, the file unchanged
+    m = d["measurement"]
+    assert m["timing"]["p25_s"] == 1.5e-3 and m["timing"]["samples_s"] == [1e-3, 2e-3, 3e-3]
+    assert "occupancy" not in m["launches"][0]  # unknown on a CPU: absent, the file unchanged
     back = read_case(d)
-    assert back.timing == t and back.launches[0].timing == t and back.to_dict() == d
+    assert (
+        back.measurement.timing == t
+        and back.measurement.launches[0].timing == t
+        and back.to_dict() == d
+    )
 
 
 def test_fixtures_are_there():
@@ -295,10 +316,15 @@ def test_every_real_results_file_loads_with_typed_roofs(path: Path):
 
 def test_the_real_hgemm_is_no_longer_held_against_the_fp32_roof(tmp_path: Path):
     run = load_run(H200_RUNS["gemm-4096"])
-    lib16 = next(c for c in run.cases if c.variant == "library" and c.dtype == "fp16")
-    assert lib16.precision == "fp16_tc" and lib16.cores == "tensor"
-    assert lib16.limiting_roof.startswith("FP16 tensor") and 0.5 < lib16.efficiency < 1
-    assert lib16.timing.samples[:3] == json.loads(
+    lib16 = next(
+        c for c in run.cases if c.identity.variant == "library" and c.identity.dtype == "fp16"
+    )
+    assert lib16.identity.precision == "fp16_tc" and lib16.identity.cores == "tensor"
+    assert (
+        lib16.roofline.limiting_roof.startswith("FP16 tensor")
+        and 0.5 < lib16.roofline.efficiency < 1
+    )
+    assert lib16.measurement.timing.samples[:3] == json.loads(
         H200_RUNS["gemm-4096"].read_text())["cases"][-1]["timing"]["samples_s"][:3]
     assert any("schema version 1" in n for n in run.notes)
     text = report_mod.render(run)

@@ -10,7 +10,14 @@ import pytest
 
 from roofbench.calibrated import CalibratedRoofs
 from roofbench.readers import read_calibrated, read_case, read_roofset
-from roofbench.records import CaseResult, Roof, RoofSet
+from roofbench.records import (
+    CaseResult,
+    Declaration,
+    Identity,
+    Outcome,
+    Roof,
+    RoofSet,
+)
 from roofbench.roof_context import (
     ROOF_RULE,
     ProbeEnvironment,
@@ -64,13 +71,18 @@ def test_context_median_and_states_round_trip():
 
 
 def test_a_cases_roof_states_are_optional():
-    case = CaseResult(workload="w", variant="v", backend="cpu", dtype="fp64", size=[4],
-                      precision="fp64", cores="simt", flops=4, bytes={"dram": 96},
-                      ai={"dram": 4 / 96}, status="ok", valid=True)
+    case = CaseResult(
+        Identity(workload="w", variant="v", backend="cpu", dtype="fp64", size=[4],
+                 precision="fp64", cores="simt"),
+        Declaration(flops=4, bytes={"dram": 96}, ai={"dram": 4 / 96}),
+        Outcome(status="ok"))
     d = case.to_dict()
-    assert "roof_states" not in d and read_case(d).roof_states == []
-    case.roof_states = [RoofState("stream-add-nt", 2e10, 1.9e10, 0.5)]
-    assert read_case(json.loads(json.dumps(case.to_dict()))).roof_states == case.roof_states
+    assert "roof_states" not in d and read_case(d).roofline.roof_states == []
+    case.roofline.roof_states = [RoofState("stream-add-nt", 2e10, 1.9e10, 0.5)]
+    assert (
+        read_case(json.loads(json.dumps(case.to_dict()))).roofline.roof_states
+        == case.roofline.roof_states
+    )
 
 
 def test_the_rule_says_which_figure_a_roof_is():

@@ -9,7 +9,16 @@ from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
 from roofbench.readers import read_roofset
-from roofbench.records import CaseResult, Roof, RoofSet
+from roofbench.records import (
+    CaseResult,
+    Declaration,
+    Identity,
+    Measurement,
+    Outcome,
+    Roof,
+    RooflinePlace,
+    RoofSet,
+)
 from roofbench.roofline import apply_roofs, device_slug, roof_precision
 
 
@@ -105,9 +114,15 @@ def test_a_device_without_the_tensor_roof_falls_back_to_its_cuda_core_roof():
                            Roof("hbm", "memory", 1e12, "measured", level="dram")])
     assert roof_precision("fp64_tc", rs) == "fp64"
     assert roof_precision("fp16_tc", rs) == "fp16_tc"  # no fp16 roof either: stays, unbounded
-    rec = CaseResult("gemm", "library", "cuda", "fp64", [1024] * 3, "fp64_tc", "tensor",
-                     flops=2 * 1024**3, bytes={"dram": 3 * 8 * 1024**2},
-                     ai={"dram": 2 * 1024**3 / (3 * 8 * 1024**2)}, status="ok", valid=True,
-                     median_s=0.01, flop_per_s=2 * 1024**3 / 0.01)
+    rec = CaseResult(
+        Identity(workload="gemm", variant="library", backend="cuda", dtype="fp64", size=[1024] * 3,
+                 precision="fp64_tc", cores="tensor"),
+        Declaration(flops=2 * 1024**3, bytes={"dram": 3 * 8 * 1024**2},
+                    ai={"dram": 2 * 1024**3 / (3 * 8 * 1024**2)}),
+        Outcome(status="ok"),
+        measurement=Measurement(median_s=0.01),
+        roofline=RooflinePlace(flop_per_s=2 * 1024**3 / 0.01))
     apply_roofs(rec, rs)
-    assert rec.limiting_roof == "fp64" and rec.efficiency == pytest.approx(0.2147, rel=1e-3)
+    assert rec.roofline.limiting_roof == "fp64" and rec.roofline.efficiency == pytest.approx(
+        0.2147, rel=1e-3
+    )

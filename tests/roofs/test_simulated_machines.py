@@ -77,7 +77,9 @@ def test_default_sizes_follow_the_rule_and_always_run(m: Machine) -> None:
     cases, skipped = select_cases(be)
     assert cases
     # No default case is refused for its size on any machine (only GPU-only variants skip).
-    assert not [s for s in skipped if "budget" in (s.error or "")], [s.error for s in skipped]
+    assert not [s for s in skipped if "budget" in (s.outcome.error or "")], [
+        s.outcome.error for s in skipped
+    ]
     for c in cases:
         assert c.footprint() <= budget, c.key
         name = c.workload.name

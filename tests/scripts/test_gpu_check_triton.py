@@ -112,4 +112,5 @@ def test_entry_of_reads_a_case_record():
     got = gt.entry_of(case)
     assert (got.workload, got.variant, got.backend, got.dtype, got.size, got.status) == (
         "gemm", "naive", "cuda", "fp32", S, "ok")
-    assert got.median_s == case.median_s and got.efficiency == case.efficiency
+    assert (got.median_s, got.efficiency) == (case.measurement.median_s,
+                                              case.roofline.efficiency)

@@ -24,9 +24,9 @@ def with_samples(run: RunResult, fn) -> RunResult:
     """A copy of ``run`` whose valid cases' samples are ``fn(key, samples)``."""
     out = copy.deepcopy(run)
     for c in out.cases:
-        if c.timing is not None and c.valid:
-            c.timing.samples = list(fn(c.key, list(c.timing.samples)))
-            c.median_s = statistics.median(c.timing.samples)
+        if c.measurement.timing is not None and c.valid:
+            c.measurement.timing.samples = list(fn(c.key, list(c.measurement.timing.samples)))
+            c.measurement.median_s = statistics.median(c.measurement.timing.samples)
     return out
 
 
@@ -53,6 +53,6 @@ def halves(run: RunResult, seed: float | None) -> tuple[RunResult, RunResult]:
 def narrow(c, run: RunResult) -> bool:
     """Whether the median of ``c`` is known to +-4% at the per-case confidence of a
     comparison of ``run`` with itself (simultaneous over its sampled cases)."""
-    m = sum(1 for x in run.cases if x.valid and x.timing)
-    iv = median_interval(c.timing.samples, math.sqrt(1 - 0.05 / m))
-    return iv is not None and (iv[1] - iv[0]) / 2 <= 0.04 * c.median_s
+    m = sum(1 for x in run.cases if x.valid and x.measurement.timing)
+    iv = median_interval(c.measurement.timing.samples, math.sqrt(1 - 0.05 / m))
+    return iv is not None and (iv[1] - iv[0]) / 2 <= 0.04 * c.measurement.median_s

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import cuda_tools as ct
 import pytest
+from flat_cases import flat_cases
 from patience import patience
 from roof_sets import FAKE_GPU
 from roofbench.kernels import wgmma_gemm as wg
@@ -50,7 +51,7 @@ def run_cli(tmp_path: Path, args: list[str], cc: str = "9.0",
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=patience(300))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     (res,) = list((tmp_path / "out").glob("*/*/results.json"))
-    cases = json.loads(res.read_text())["cases"]
+    cases = flat_cases(json.loads(res.read_text()))
     assert cases
     return cases
 

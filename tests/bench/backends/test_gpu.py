@@ -76,27 +76,32 @@ def _validated(backend, case: tuple, seed: int, **kw):
     if why:
         pytest.skip(why)
     rec = run_case(c, backend, None, CFG, np.random.default_rng(seed), **kw)
-    if rec.status == "unsupported" or (rec.status == "error" and "compute capability"
-                                       in (rec.error or "")):
-        pytest.skip(rec.error)
-    assert rec.status == "ok" and rec.valid, f"{c.key}: {rec.status}: {rec.error}"
-    assert rec.rel_error <= w.tolerance[dtype]
-    assert rec.median_s and rec.median_s > 0
+    if rec.outcome.status == "unsupported" or (
+        rec.outcome.status == "error" and "compute capability" in (rec.outcome.error or "")
+    ):
+        pytest.skip(rec.outcome.error)
+    assert rec.outcome.status == "ok" and rec.valid, (
+        f"{c.key}: {rec.outcome.status}: {rec.outcome.error}"
+    )
+    assert rec.outcome.rel_error <= w.tolerance[dtype]
+    assert rec.measurement.median_s and rec.measurement.median_s > 0
     return c, rec
 
 
 @pytest.mark.parametrize("case", _cases("cuda"), ids=_id)
 def test_cuda_kernel_validates(cupy_backend, case):
     c, rec = _validated(cupy_backend, case, 11)
-    assert len(rec.launches) == len(c.launches()) and "launches" not in rec.extra
-    for lr in rec.launches:
+    assert (
+        len(rec.measurement.launches) == len(c.launches()) and "launches" not in rec.evidence.extra
+    )
+    for lr in rec.measurement.launches:
         la = lr.facts
         if la.function:
             assert la.registers > 0 and la.local_bytes == 0, la
             assert 0 < la.occupancy.occupancy <= 1
             assert la.occupancy.registers_per_thread == la.registers
     if len(c.launches()) > 1:  # per-launch timings of a pipeline
-        assert all(lr.timing and lr.timing.median > 0 for lr in rec.launches)
+        assert all(lr.timing and lr.timing.median > 0 for lr in rec.measurement.launches)
 
 
 @pytest.mark.parametrize("case", _cases("numba_cuda"), ids=_id)

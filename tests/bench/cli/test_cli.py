@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from flat_cases import flat_cases
 from patience import patience
 from roof_sets import write_roofs
 from roofbench.bench.cli import main
@@ -43,10 +44,10 @@ def test_run_writes_every_file(one_run: Path):
 
 def test_results_json_holds_what_reports_need(one_run: Path):
     d = json.loads((one_run / "results.json").read_text())
-    assert d["schema"] == "roofbench.results" and d["schema_version"] == 3
+    assert d["schema"] == "roofbench.results" and d["schema_version"] == 4
     assert d["interrupted"] is False and d["roofs"]["schema_version"] == 2
     assert d["command"][0] == "roofbench" and "environment" in d and d["roofs"]["roofs"]
-    by_variant = {c["variant"]: c for c in d["cases"]}
+    by_variant = {c["variant"]: c for c in flat_cases(d)}
     naive, fused = by_variant["naive"], by_variant["fused"]
     assert naive["flops"] == 3 * 100003 and naive["bytes"]["dram"] == 36 * 100003
     assert fused["ai"]["dram"] == pytest.approx(0.25)

@@ -13,6 +13,7 @@ from roofbench.bench.cli import main
 from roofbench.bench.results import load_run, save_run
 
 from roofbench.gate import Comparison
+from roofbench.readers import read_case
 from roofbench.records import RunResult
 
 
@@ -26,19 +27,19 @@ def cpu_pair(tmp_path_factory):
     """A real CPU run, the same run with one case 10% slower, and the same on another device."""
     tmp = tmp_path_factory.mktemp("gate")
     path = next(p for p in REAL if load_run(p).backend == "cpu"
-                and sum(c.valid and c.timing is not None and narrow(c, load_run(p))
+                and sum(c.valid and c.measurement.timing is not None and narrow(c, load_run(p))
                                    for c in load_run(p).cases) >= 3)
     run = load_run(path)
-    victim = next(c for c in run.cases if c.valid and c.timing and narrow(c, run))
+    victim = next(c for c in run.cases if c.valid and c.measurement.timing and narrow(c, run))
     slow = with_samples(run, lambda k, s: [x * 1.1 for x in s] if k == victim.key else s)
     other = copy.deepcopy(run)
     other.device = "Another CPU"
     disjoint = copy.deepcopy(run)
     for c in disjoint.cases:
-        c.workload = "elsewhere"
+        c.identity.workload = "elsewhere"
     return {"a": _save(run, tmp / "a"), "slow": _save(slow, tmp / "slow"),
             "other": _save(other, tmp / "other"), "disjoint": _save(disjoint, tmp / "disj"),
-            "victim": f"{victim.backend}/{victim.key}", "tmp": tmp}
+            "victim": f"{victim.identity.backend}/{victim.key}", "tmp": tmp}
 
 
 def _cli(args: list[str], capsys) -> tuple[int, str, str]:
@@ -92,7 +93,7 @@ def test_cli_invalid_in_b(cpu_pair, capsys):
     run = load_run(cpu_pair["a"])
     broken = copy.deepcopy(run)
     c = next(c for c in broken.cases if c.valid)
-    c.valid, c.status, c.error = False, "invalid", "validation failed: planted"
+    c.outcome.status, c.outcome.error = "invalid", "validation failed: planted"
     b = _save(broken, cpu_pair["tmp"] / "broken")
     out = str(cpu_pair["tmp"] / "cmp-inv")
     rc, text, _ = _cli(["compare", str(cpu_pair["a"]), str(b), "--fail-on", "slower:5%",
@@ -100,15 +101,15 @@ def test_cli_invalid_in_b(cpu_pair, capsys):
     assert rc == 0 and "invalid in B" in text
     for gate in (["--fail-on", "slower:5%,invalid"], ["--fail-on-regression"]):
         rc, text, _ = _cli(["compare", str(cpu_pair["a"]), str(b), *gate, "--out", out], capsys)
-        assert rc == 1 and f"{c.backend}/{c.key}" in text
+        assert rc == 1 and f"{c.identity.backend}/{c.key}" in text
 
 
 def test_cli_nan_time_is_named(cpu_pair, capsys):
     """A results file whose case times are NaN (edited, as a hostile file would be)."""
     d = json.loads((cpu_pair["a"] / "results.json").read_text())
-    c = next(c for c in load_run(cpu_pair["a"]).cases if c.valid and c.timing)
-    raw = next(x for x in d["cases"] if x["workload"] == c.workload and
-               x["variant"] == c.variant and x["dtype"] == c.dtype and x["size"] == c.size)
+    c = next(c for c in load_run(cpu_pair["a"]).cases if c.valid and c.measurement.timing)
+    raw = next(x["measurement"] for x in d["cases"]
+               if read_case(x).key == c.key)  # as saved: nested (results version 4)
     raw["median_s"] = float("nan")
     raw["timing"]["samples_s"] = [float("nan")] * len(raw["timing"]["samples_s"])
     b = cpu_pair["tmp"] / "nan"
@@ -120,7 +121,7 @@ def test_cli_nan_time_is_named(cpu_pair, capsys):
     assert rc == 0 and "nanx" not in text and "unreadable" in text
     v = {v.key: v for v in Comparison.from_dict(json.loads(out.with_suffix(".json")
                                                            .read_text())).cases}
-    assert v[f"{c.backend}/{c.key}"].verdict == "unreadable"
+    assert v[f"{c.identity.backend}/{c.key}"].verdict == "unreadable"
 
 
 @pytest.mark.parametrize("flags,needle", [

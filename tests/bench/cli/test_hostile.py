@@ -304,7 +304,7 @@ def test_a_nan_time_is_neither_a_point_nor_in_the_key(run_dir: Path):
     from roofbench.bench.present.figure_data import valid_points
 
     assert len(run.cases) == 3
-    run.cases[0].median_s = math.nan  # in memory too: never a point
+    run.cases[0].measurement.median_s = math.nan  # in memory too: never a point
     pts = valid_points(run.cases)
     assert len(pts) == 2 and all(math.isfinite(p.flops) and p.ai > 0 for p in pts)
     assert any(n.startswith(f"unreadable case {bad_key}") for n in run.notes)
@@ -357,7 +357,12 @@ def test_any_numbers_in_a_case_read_or_are_named(fields: dict):
     named = [n for n in run.notes if n.startswith("unreadable case")]
     assert len(run.cases) + len(named) == 2
     for c in run.cases:
-        for v in (c.median_s, c.flop_per_s, c.efficiency, c.attainable):
+        for v in (
+            c.measurement.median_s,
+            c.roofline.flop_per_s,
+            c.roofline.efficiency,
+            c.roofline.attainable,
+        ):
             assert v is None or (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)
 
 
@@ -435,7 +440,7 @@ def test_a_run_that_cannot_save_stops_and_records_it(tmp_path: Path, roofs_file:
     assert run.interrupted and run.stop is not None
     assert (run.stop.cause, run.stop.phase) == ("os-error", "cases")
     assert "ENOSPC" in run.stop.detail
-    assert len([c for c in run.cases if c.status != "unsupported"]) == 1
+    assert len([c for c in run.cases if c.outcome.status != "unsupported"]) == 1
 
 
 def test_runs_stamped_in_one_instant_get_folders_of_their_own(tmp_path: Path):

@@ -172,7 +172,7 @@ def test_two_runs_into_one_out_at_the_same_instant(tmp_path: Path, roofs_file: P
     assert len(set(printed)) == 2
     folders = sorted(out.glob("*/*/results.json"))
     assert len(folders) == 2
-    got = {c.workload for f in folders for c in load_run(f).cases}
+    got = {c.identity.workload for f in folders for c in load_run(f).cases}
     assert got == {"vector_add", "l2norm"}
     assert set(printed) == {f"results: {f}" for f in folders}  # printed is what was written
 

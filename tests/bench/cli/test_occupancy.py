@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numba
 import pytest
+from flat_cases import flat_cases
 from roof_sets import TEST_CPU
 from roofbench.bench.cli import main
 from roofbench.bench.present.occupancy import WITHIN, scans
@@ -35,7 +36,7 @@ def test_every_level_is_a_valid_case_run_at_its_thread_count(scan_run):
     rc, folder, _ = scan_run
     assert rc == 0
     d = json.loads((folder / "results.json").read_text())
-    rows = [c for c in d["cases"] if c["variant"] == "rows"]
+    rows = [c for c in flat_cases(d) if c["variant"] == "rows"]
     cores = numba.config.NUMBA_NUM_THREADS
     assert [c["occupancy_level"] for c in rows] == [
         {"axis": "threads", "value": t, "of": cores} for t in range(1, cores + 1)]
@@ -52,7 +53,7 @@ def test_every_level_is_a_valid_case_run_at_its_thread_count(scan_run):
 def test_a_library_variant_is_not_scanned_and_says_why(scan_run):
     _, folder, _ = scan_run
     d = json.loads((folder / "results.json").read_text())
-    (lib,) = [c for c in d["cases"] if c["variant"] == "library"]
+    (lib,) = [c for c in flat_cases(d) if c["variant"] == "library"]
     assert lib["status"] == "unsupported" and "thread pool of its own" in lib["error"]
     assert "occupancy_level" not in lib
 
@@ -64,10 +65,10 @@ def test_the_files_and_the_stated_plateau(scan_run):
             "report.html"} <= names
     run = load_run(folder)
     (s,) = scans(run)
-    best = max(c.bytes_per_s["dram"] for c in s.valid)
-    first = next(c for c in s.valid if c.bytes_per_s["dram"] >= (1 - WITHIN) * best)
+    best = max(c.roofline.bytes_per_s["dram"] for c in s.valid)
+    first = next(c for c in s.valid if c.roofline.bytes_per_s["dram"] >= (1 - WITHIN) * best)
     assert s.reached() is first
-    lv = first.occupancy_level
+    lv = first.identity.occupancy_level
     md = (folder / "report.md").read_text()
     stated = f"The plateau is reached at {lv.value} of {lv.of} threads"
     assert "## Occupancy scan" in md and stated in md and stated in printed
@@ -76,7 +77,7 @@ def test_the_files_and_the_stated_plateau(scan_run):
     page = (folder / "report.html").read_text()  # the figure inlined: one page
     assert '<figure aria-label="achieved DRAM bandwidth against occupancy"><svg' in page
     # Each level is its own point on the roofline (the key names its level).
-    assert all(c.key.endswith(f"@{c.occupancy_level.tag}") for c in s.levels)
+    assert all(c.key.endswith(f"@{c.identity.occupancy_level.tag}") for c in s.levels)
 
 
 def test_without_a_workload_it_is_one_line_and_exit_2(capsys):

@@ -57,13 +57,20 @@ def test_ab_session_writes_two_paired_runs_and_finds_a_4x_slowdown(tmp_path):
         slow = ab.measure(_add, _add4, a, b, c, name="add/x4", **kw)
         same = ab.measure(_add, _add, a, b, c, name="add/same", **kw)
     assert slow.verdict.paired and slow.verdict.verdict == "slower"
-    assert slow.verdict.ratio > 2.0 and slow.a.timing.n == slow.b.timing.n >= 12
+    assert (
+        slow.verdict.ratio > 2.0
+        and slow.a.measurement.timing.n == slow.b.measurement.timing.n >= 12
+    )
     ra, rb = load_run(tmp_path / "ab" / "a"), load_run(tmp_path / "ab" / "b")
     assert paired_runs(ra, rb) and ra.environment[AB_KEY]["side"] == "A"
     assert [x.key for x in ra.cases] == [x.key for x in rb.cases]
-    assert ra.cases[0].timing.samples == slow.a.timing.samples  # stored as measured
-    assert ra.cases[0].timing.waits == slow.a.timing.waits  # the per-sample waits too
-    assert ra.cases[0].attainable == pytest.approx(2e10 / 12)  # placed under the roofs
+    assert (
+        ra.cases[0].measurement.timing.samples == slow.a.measurement.timing.samples
+    )  # stored as measured
+    assert (
+        ra.cases[0].measurement.timing.waits == slow.a.measurement.timing.waits
+    )  # the per-sample waits too
+    assert ra.cases[0].roofline.attainable == pytest.approx(2e10 / 12)  # placed under the roofs
     cmp = classify(ra, rb, 0.5, FailOn(slower=True))
     by = {v.key: v for v in cmp.cases}
     assert by[f"cpu/{slow.a.key}"].verdict == "slower"  # 4x the work, beyond 50%
@@ -81,6 +88,8 @@ def test_a_side_that_fails_validation_is_not_timed(tmp_path):
         tmp_path.joinpath("r.json").write_text(json.dumps(ROOFS))
         res = ab.measure(_add, wrong, a, a, c, flops=N, reads=[a, a], writes=c,
                          reference=np.full(N, 2.0), output=c)
-    assert res.a.valid and res.b.status == "invalid" and res.b.timing is None
-    assert res.a.timing.stopped_by != "deferred" and res.a.timing.n >= 5  # timed alone
+    assert res.a.valid and res.b.outcome.status == "invalid" and res.b.measurement.timing is None
+    assert (
+        res.a.measurement.timing.stopped_by != "deferred" and res.a.measurement.timing.n >= 5
+    )  # timed alone
     assert res.verdict.verdict == "invalid in B"

@@ -15,6 +15,7 @@ from dataclasses import asdict
 
 import numpy as np
 import pytest
+from flat_cases import flat_case
 from patience import patience
 from roofbench.bench.backends.cpu import CpuBackend, cpu_model
 from roofbench.bench.cli import main
@@ -57,37 +58,47 @@ def test_numpy_add_is_counted_validated_timed_and_placed(arrays):
     rs = roofs_of(cpu_model())
     rec = roofbench.measure(add, a, b, c, flops=N, reads=[a, b], writes=c, roofs=rs,
                             reference=lambda a, b, c: a.astype(np.float64) + b, output=c)
-    assert rec.status == "ok" and rec.valid and rec.backend == "cpu"
-    assert rec.key == f"add/default/fp32/{N}" and rec.precision == "fp32"
-    assert rec.flops == N and rec.bytes == {"dram": 3 * 4 * N}
-    assert rec.ai == {"dram": pytest.approx(1 / 12)}
-    assert 0 <= rec.rel_error <= 1e-7 and rec.tolerance == 1e-4
-    t = rec.timing
+    assert rec.outcome.status == "ok" and rec.valid and rec.identity.backend == "cpu"
+    assert rec.key == f"add/default/fp32/{N}" and rec.identity.precision == "fp32"
+    assert rec.declaration.flops == N and rec.declaration.bytes == {"dram": 3 * 4 * N}
+    assert rec.declaration.ai == {"dram": pytest.approx(1 / 12)}
+    assert 0 <= rec.outcome.rel_error <= 1e-7 and rec.declaration.tolerance == 1e-4
+    t = rec.measurement.timing
     assert t.n >= QUICK.min_samples or t.stopped_by == "budget"
     assert t.stopped_by in ("noise", "median_ci", "budget", "max_samples")
     assert t.warmup_runs >= 1 and all(x > 0 for x in t.samples)
-    assert rec.checked
+    assert rec.outcome.checked
     assert t.config == asdict(TimerConfig())  # a run's timer, not a second one
-    assert rec.median_s == statistics.median(t.samples)
-    assert rec.flop_per_s == N / rec.median_s
-    assert rec.bytes_per_s == {"dram": 12 * N / rec.median_s}
+    assert rec.measurement.median_s == statistics.median(t.samples)
+    assert rec.roofline.flop_per_s == N / rec.measurement.median_s
+    assert rec.roofline.bytes_per_s == {"dram": 12 * N / rec.measurement.median_s}
     # placed: min(compute roof, bandwidth x AI), computed here from the roofs themselves
-    assert rec.attainable == pytest.approx(min(2e11, 2e10 * N / (12 * N)))
-    assert rec.bound == "memory" and rec.limiting_roof == "dram"
-    assert rec.efficiency == pytest.approx(rec.flop_per_s / rec.attainable)
-    assert rec.extra["array_module"] == "numpy" and "timing_environment" in rec.extra
+    assert rec.roofline.attainable == pytest.approx(min(2e11, 2e10 * N / (12 * N)))
+    assert rec.roofline.bound == "memory" and rec.roofline.limiting_roof == "dram"
+    assert rec.roofline.efficiency == pytest.approx(
+        rec.roofline.flop_per_s / rec.roofline.attainable
+    )
+    assert (
+        rec.evidence.extra["array_module"] == "numpy" and "timing_environment" in rec.evidence.extra
+    )
 
 
 def test_bytes_per_memory_level_and_name(arrays):
     a, b, c = arrays
     rec = roofbench.measure(add, a, b, c, flops=2 * N, bytes={"dram": 12 * N, "l2": 24 * N},
                             name="mine/v2", roofs=roofs_of(cpu_model()), size=[N, 1])
-    assert (rec.workload, rec.variant, rec.size) == ("mine", "v2", [N, 1])
-    assert rec.ai == {"dram": pytest.approx(1 / 6), "l2": pytest.approx(1 / 12)}
+    assert (rec.identity.workload, rec.identity.variant, rec.identity.size) == (
+        "mine",
+        "v2",
+        [N, 1],
+    )
+    assert rec.declaration.ai == {"dram": pytest.approx(1 / 6), "l2": pytest.approx(1 / 12)}
     # both levels bound it; l2 (1e11 x 1/12) is above dram (2e10 x 1/6)
-    assert rec.attainable == pytest.approx(2e10 / 6) and rec.limiting_roof == "dram"
-    assert rec.extra["validation"].startswith("none")  # no reference, nothing checked
-    assert rec.valid and not rec.checked
+    assert (
+        rec.roofline.attainable == pytest.approx(2e10 / 6) and rec.roofline.limiting_roof == "dram"
+    )
+    assert rec.evidence.extra["validation"].startswith("none")  # no reference, nothing checked
+    assert rec.valid and not rec.outcome.checked
 
 
 @pytest.mark.parametrize("fn,output,needle", [
@@ -104,8 +115,12 @@ def test_planted_errors_are_invalid_and_untimed(arrays, fn, output, needle):
                             roofs=roofs_of(cpu_model()),
                             reference=a.astype(np.float64) + b,
                             output=c if output else None)
-    assert rec.status == "invalid" and not rec.valid and needle in rec.error
-    assert rec.timing is None and rec.median_s is None and rec.efficiency is None
+    assert rec.outcome.status == "invalid" and not rec.valid and needle in rec.outcome.error
+    assert (
+        rec.measurement.timing is None
+        and rec.measurement.median_s is None
+        and rec.roofline.efficiency is None
+    )
 
 
 @pytest.mark.parametrize("kw,needle", [
@@ -143,7 +158,7 @@ def test_dtype_is_needed_without_a_float_array():
         roofbench.measure(np.sum, x, flops=10, reads=x)
     rec = roofbench.measure(np.sum, x, flops=10, reads=x, dtype="fp64",
                             roofs=roofs_of(cpu_model()), precision="fp64")
-    assert rec.dtype == "fp64" and rec.status == "ok"
+    assert rec.identity.dtype == "fp64" and rec.outcome.status == "ok"
 
 
 def test_session_writes_a_run_that_report_plot_and_compare_read(arrays, tmp_path, capsys):
@@ -162,7 +177,9 @@ def test_session_writes_a_run_that_report_plot_and_compare_read(arrays, tmp_path
     run = load_run(out)
     assert run.device == cpu_model() and run.backend == "cpu" and not run.interrupted
     assert [x.key for x in run.cases] == [f"add/default/fp32/{N}", f"mul/default/fp32/{N}"]
-    assert run.cases[1].timing.samples == s.cases[1].timing.samples  # raw, every digit
+    assert (
+        run.cases[1].measurement.timing.samples == s.cases[1].measurement.timing.samples
+    )  # raw, every digit
     md = (out / "report.md").read_text()
     assert "mul" in md
     # the case measured without a reference says so; the checked one does not
@@ -170,7 +187,7 @@ def test_session_writes_a_run_that_report_plot_and_compare_read(arrays, tmp_path
             or ln.startswith("| mul")}
     assert "not validated: no reference given" in rows["add"]
     assert "not validated" not in rows["mul"]
-    assert not run.cases[0].checked and run.cases[1].checked  # stored, read back
+    assert not run.cases[0].outcome.checked and run.cases[1].outcome.checked  # stored, read back
     csv = (out / "results.csv").read_text().splitlines()
     assert csv[0].split(",")[:12].count("checked") == 1
     for cmd in (["report", str(out), "--out", str(tmp_path / "r.md")],
@@ -193,7 +210,7 @@ def test_a_failing_function_is_recorded_then_raised(arrays, tmp_path):
             pytest.raises(RuntimeError, match="launch failed"):
         roofbench.measure(broken, a, b, c, flops=N, reads=[a, b], writes=c)
     (rec,) = load_run(tmp_path / "f").cases
-    assert rec.status == "error" and "kernel launch failed" in rec.error
+    assert rec.outcome.status == "error" and "kernel launch failed" in rec.outcome.error
 
 
 def test_quick_calibration_runs_once_and_is_reused(arrays, tmp_path, monkeypatch):
@@ -217,10 +234,10 @@ def test_quick_calibration_runs_once_and_is_reused(arrays, tmp_path, monkeypatch
     assert calls == [True]  # quick, once
     stored = json.loads(cache.read_text())
     assert stored["schema"] == "roofbench.calibrated-roofs/1"
-    assert r1.limiting_roof == r2.limiting_roof == "dram"
+    assert r1.roofline.limiting_roof == r2.roofline.limiting_roof == "dram"
     monkeypatch.setattr(api, "_ROOFS", {})  # a new process
     r3 = roofbench.Session(roofs_cache=cache, quick=True).measure(add, a, b, c, **kw)
-    assert calls == [True] and r3.attainable == r1.attainable
+    assert calls == [True] and r3.roofline.attainable == r1.roofline.attainable
 
 
 def test_default_cache_location_is_the_calibration_cache(monkeypatch, tmp_path):
@@ -284,7 +301,7 @@ def test_cupy_arrays_are_timed_with_events_on_the_current_stream(tmp_path):
                        capture_output=True, text=True, env=env, timeout=patience(300), cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
     d = json.loads(p.stdout.strip().splitlines()[-1])
-    rec, bad = d["rec"], d["bad"]
+    rec, bad = flat_case(d["rec"]), flat_case(d["bad"])
     assert rec["status"] == "ok" and rec["backend"] == "cuda" and rec["valid"]
     assert rec["timing"]["config"]["timer"] == "cuda_events"
     assert rec["timing"]["config"]["budget_s"] == 0.3  # quick, within the GPU case budget
@@ -298,7 +315,7 @@ def test_cupy_arrays_are_timed_with_events_on_the_current_stream(tmp_path):
     assert d["on_stream"] >= 2 * rec["timing"]["n"] and d["elsewhere"] == 0
     run = load_run(tmp_path / "gpu")
     assert run.device == "Fake Emulated GPU" and run.backend == "cuda"
-    assert [c.status for c in run.cases] == ["ok", "invalid"]
+    assert [c.outcome.status for c in run.cases] == ["ok", "invalid"]
     assert (tmp_path / "gpu" / "report.html").exists()
 
 
@@ -411,7 +428,7 @@ def test_torch_cuda_tensors_are_timed_with_torch_events(tmp_path):
         p = subprocess.run([sys.executable, "-c", TORCH_SCRIPT, str(cache)],
                            capture_output=True, text=True, env=env, timeout=patience(300), cwd=ROOT)
         assert p.returncode == 0, p.stderr[-3000:]
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return flat_case(json.loads(p.stdout.strip().splitlines()[-1]))
 
     rec = run()  # no CuPy to calibrate with and no stored roofs: measured, not placed
     assert rec["status"] == "ok" and rec["backend"] == "cuda" and rec["dtype"] == "fp32"

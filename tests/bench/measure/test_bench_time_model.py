@@ -144,7 +144,7 @@ def model_make_bench() -> tuple[float, list[CaseTime], dict[str, float]]:
             mock.patch("roofbench.kernels.cuda_impl._cpu_build", lambda package: False):
         be = H200Planner()
         cases, skipped = select_cases(be)
-        assert not skipped, [s.error for s in skipped]
+        assert not skipped, [s.outcome.error for s in skipped]
         cfg, launch_cfg = timer_configs(RunOptions(), "gpu")
         times = [model_case(c, cfg, launch_cfg) for c in cases]
         sources = {pl.impl.source for c in cases for pl in be.plan(c)

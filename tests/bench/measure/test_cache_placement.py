@@ -21,9 +21,9 @@ def test_arguments_that_fit_l2_are_placed_there_in_one_line(capsys) -> None:
     a, b, c = np.ones(n), np.ones(n), np.empty(n)
     rec = roofbench.measure(add, a, b, c, flops=n, reads=[a, b], writes=c, name="add/l2",
                             roofs=cache_roofset(), reference=lambda a, b, c: a + b, output=c)
-    assert rec.placement is not None and rec.placement.level == "l2"
-    assert rec.placement.working_set_bytes == 3 * 8 * n
-    assert rec.limiting_roof.startswith("l2 sweep")
+    assert rec.roofline.placement is not None and rec.roofline.placement.level == "l2"
+    assert rec.roofline.placement.working_set_bytes == 3 * 8 * n
+    assert rec.roofline.limiting_roof.startswith("l2 sweep")
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "fits in" in ln]
     assert len(lines) == 1 and "fits in L2" in lines[0] and "add/l2" in lines[0]
 
@@ -33,8 +33,8 @@ def test_dram_sized_arguments_stay_on_dram_and_nothing_is_said(capsys) -> None:
     a = np.ones(n)
     rec = roofbench.measure(np.sum, a, flops=n, reads=a, name="sum/dram",
                             roofs=cache_roofset())
-    assert rec.placement is not None and rec.placement.level == "dram"
-    assert rec.limiting_roof == "dram stream-add-nt"
+    assert rec.roofline.placement is not None and rec.roofline.placement.level == "dram"
+    assert rec.roofline.limiting_roof == "dram stream-add-nt"
     assert "fits in" not in capsys.readouterr().err
 
 
@@ -58,7 +58,7 @@ N = 1 << 17  # 1 MiB per fp64 array
 def test_add_in_l2(roofline):
     a, b, c = np.ones(N), np.ones(N), np.empty(N)
     rec = roofline(np.add, a, b, c, flops=N, reads=[a, b], writes=c)
-    assert rec.placement.level == "l2"
+    assert rec.roofline.placement.level == "l2"
 '''
 
 

@@ -17,15 +17,24 @@ from roofbench.kernels.spec import Case
 
 import roofbench
 from roofbench import timing as timing_module
-from roofbench.records import CaseResult, Roof, RoofSet
+from roofbench.records import (
+    CaseResult,
+    Declaration,
+    Identity,
+    Outcome,
+    Roof,
+    RoofSet,
+)
 from roofbench.timing import TimerConfig, Timing
 
 FAST = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=3, max_samples=5,
                    budget_s=0.05)
 SAMPLES = [2.0e-5, 2.2e-5, 2.1e-5, 2.4e-5, 2.05e-5]
 N = 1 << 16  # fp32: 768 KiB in a, b and c, inside the stand-in's L2
-PLACED = ("median_s", "flop_per_s", "bytes_per_s", "placement", "attainable", "efficiency",
-          "bound", "limiting_roof", "flops", "bytes", "ai", "precision")
+PLACED = {"measurement": ("median_s",),
+          "roofline": ("flop_per_s", "bytes_per_s", "placement", "attainable", "efficiency",
+                       "bound", "limiting_roof"),
+          "declaration": ("flops", "bytes", "ai"), "identity": ("precision",)}
 
 
 class Spy:
@@ -69,7 +78,7 @@ def test_the_runner_and_measure_validate_time_and_place_through_one_core(monkeyp
     roofs = cache_roofset()
     case = _suite_case()
     suite = run_case(case, CpuBackend(), roofs, FAST, np.random.default_rng(3))
-    assert suite.status == "ok", suite.error
+    assert suite.outcome.status == "ok", suite.outcome.error
     assert spy.take() == [("validate", ""), ("time_call", "time"), ("fill_metrics", "")]
 
     rng = np.random.default_rng(4)
@@ -79,15 +88,19 @@ def test_the_runner_and_measure_validate_time_and_place_through_one_core(monkeyp
                              name="vector_add/scalar", roofs=roofs, output=c,
                              reference=lambda a, b, out: a.astype(np.float64) + b,
                              tolerance=case.workload.tolerance["fp32"])
-    assert mine.status == "ok", mine.error
+    assert mine.outcome.status == "ok", mine.outcome.error
     assert spy.take() == [("validate", ""), ("time_call", "time"), ("fill_metrics", "")]
     # the same samples give the same record of where the case sits, field for field
     assert mine.key == suite.key
-    assert mine.placement is not None and mine.placement.level == "l2"
-    for field in PLACED:
-        assert getattr(mine, field) == getattr(suite, field), field
-    assert mine.timing.samples == suite.timing.samples == SAMPLES
-    assert mine.efficiency == pytest.approx(mine.flop_per_s / mine.attainable)
+    assert mine.roofline.placement is not None and mine.roofline.placement.level == "l2"
+    for group, fields in PLACED.items():
+        for field in fields:
+            got, want = getattr(mine, group), getattr(suite, group)
+            assert getattr(got, field) == getattr(want, field), field
+    assert mine.measurement.timing.samples == suite.measurement.timing.samples == SAMPLES
+    assert mine.roofline.efficiency == pytest.approx(
+        mine.roofline.flop_per_s / mine.roofline.attainable
+    )
 
 
 def test_both_sample_with_the_timers_loop(monkeypatch):
@@ -116,8 +129,11 @@ def test_a_validation_failure_is_the_same_words_on_both_paths(monkeypatch):
     rec = roofbench.measure(lambda a, c: np.copyto(c[:500], a[:500]), a, c, flops=0,
                             reads=a, writes=c, output=c, reference=a, roofs=cache_roofset(),
                             name="half")
-    assert rec.status == "invalid"
-    assert "500 element(s) of 'output' not written or not finite (first at (500,))" in rec.error
+    assert rec.outcome.status == "invalid"
+    assert (
+        "500 element(s) of 'output' not written or not finite (first at (500,))"
+        in rec.outcome.error
+    )
     ok, err, why = runner.validate(_suite_case(), {}, {"c": np.zeros(3)})
     assert (ok, why) == (False, "output 'c' missing") and err == float("inf")
 
@@ -134,12 +150,16 @@ def test_a_copy_of_0_flops_is_valid_and_placed_by_bandwidth(tmp_path, capsys):
     with roofbench.Session(out=tmp_path / "run", roofs=dram_roofs(), quick=True) as s:
         rec = s.measure(np.copyto, dst, src, flops=0, reads=src, writes=dst, output=dst,
                         reference=lambda dst, src: src)
-    assert rec.status == "ok" and rec.valid and rec.checked
-    assert rec.flops == 0 and rec.bytes == {"dram": 8 * n} and rec.ai == {"dram": 0.0}
-    assert rec.flop_per_s == 0.0 and rec.attainable is None
-    assert rec.bound == "memory" and rec.limiting_roof == "dram stream"
-    assert rec.efficiency == pytest.approx(8 * n / rec.median_s / 2e10)
-    assert rec.bytes_per_s["dram"] == pytest.approx(rec.efficiency * 2e10)
+    assert rec.outcome.status == "ok" and rec.valid and rec.outcome.checked
+    assert (
+        rec.declaration.flops == 0
+        and rec.declaration.bytes == {"dram": 8 * n}
+        and rec.declaration.ai == {"dram": 0.0}
+    )
+    assert rec.roofline.flop_per_s == 0.0 and rec.roofline.attainable is None
+    assert rec.roofline.bound == "memory" and rec.roofline.limiting_roof == "dram stream"
+    assert rec.roofline.efficiency == pytest.approx(8 * n / rec.measurement.median_s / 2e10)
+    assert rec.roofline.bytes_per_s["dram"] == pytest.approx(rec.roofline.efficiency * 2e10)
     out = tmp_path / "run"
     for f in ("results.json", "report.md", "report.html", "roofline.png"):
         assert (out / f).stat().st_size > 0, f
@@ -147,9 +167,9 @@ def test_a_copy_of_0_flops_is_valid_and_placed_by_bandwidth(tmp_path, capsys):
                if "copyto" in ln and "|" in ln)
     cells = [x.strip() for x in row.strip("|").split("|")]
     assert cells[4] == "0" and cells[7] == "0"  # AI and FLOP/s: listed, by its bytes/s
-    assert f"{rec.efficiency:.1%}" in row and "memory" in cells
+    assert f"{rec.roofline.efficiency:.1%}" in row and "memory" in cells
     run = load_run(out)
-    assert run.cases[0].efficiency == pytest.approx(rec.efficiency)
+    assert run.cases[0].roofline.efficiency == pytest.approx(rec.roofline.efficiency)
     fig = build_figure([run.roofs], [run.cases], "t")
     assert fig.xy == []  # intensity 0: never a point on the log axis, said in a note
     assert "1 case(s) of 0 FLOPs placed by bandwidth" in fig.note
@@ -161,8 +181,8 @@ def test_a_copy_that_fits_a_cache_is_held_against_that_levels_roof():
     src, dst = np.ones(n, np.float32), np.zeros(n, np.float32)
     rec = roofbench.measure(np.copyto, dst, src, flops=0, reads=src, writes=dst,
                             roofs=cache_roofset(), name="copy/l2")
-    assert rec.placement.level == "l2" and rec.limiting_roof == "l2 sweep-read"
-    assert rec.efficiency == pytest.approx(8 * n / rec.median_s / 300e9)
+    assert rec.roofline.placement.level == "l2" and rec.roofline.limiting_roof == "l2 sweep-read"
+    assert rec.roofline.efficiency == pytest.approx(8 * n / rec.measurement.median_s / 300e9)
 
 
 def test_the_bandwidth_rule_holds_a_case_to_its_slowest_level():
@@ -170,17 +190,31 @@ def test_the_bandwidth_rule_holds_a_case_to_its_slowest_level():
     (20 s) beats 100 B at 10 B/s (10 s); a case that moves nothing is not placed."""
     rs = RoofSet("t", [Roof("dram", "memory", 10.0, "measured", level="dram"),
                        Roof("l2", "memory", 50.0, "measured", level="l2")])
-    rec = CaseResult(workload="w", variant="v", backend="cpu", dtype="fp32", size=[1],
-                     precision="fp32", cores="simt", flops=0, status="ok", valid=True,
-                     bytes={"dram": 100, "l2": 1000}, ai={"dram": 0.0, "l2": 0.0})
+    rec = CaseResult(
+        Identity(workload="w", variant="v", backend="cpu", dtype="fp32", size=[1],
+                 precision="fp32", cores="simt"),
+        Declaration(flops=0, bytes={"dram": 100, "l2": 1000}, ai={"dram": 0.0, "l2": 0.0}),
+        Outcome(status="ok"))
     core.fill_metrics(rec, Timing(samples=[40.0], warmup_runs=0, stopped_by="noise"), rs)
-    assert (rec.bound, rec.limiting_roof, rec.attainable) == ("memory", "l2", None)
-    assert rec.efficiency == pytest.approx(1000 / 40 / 50)
-    view = CaseResult(workload="w", variant="view", backend="cpu", dtype="fp32", size=[1],
-                      precision="fp32", cores="simt", flops=0, bytes={}, ai={},
-                      status="ok", valid=True)
+    assert (rec.roofline.bound, rec.roofline.limiting_roof, rec.roofline.attainable) == (
+        "memory",
+        "l2",
+        None,
+    )
+    assert rec.roofline.efficiency == pytest.approx(1000 / 40 / 50)
+    view = CaseResult(
+        Identity(workload="w", variant="view", backend="cpu", dtype="fp32", size=[1],
+                 precision="fp32", cores="simt"),
+        Declaration(flops=0, bytes={}, ai={}),
+        Outcome(status="ok"))
     core.fill_metrics(view, Timing(samples=[1e-6], warmup_runs=0, stopped_by="noise"), rs)
-    assert view.bound is view.limiting_roof is view.efficiency is view.flop_per_s is None
+    assert (
+        view.roofline.bound
+        is view.roofline.limiting_roof
+        is view.roofline.efficiency
+        is view.roofline.flop_per_s
+        is None
+    )
 
 
 def test_profile_times_and_places_through_the_core(monkeypatch):
@@ -193,6 +227,6 @@ def test_profile_times_and_places_through_the_core(monkeypatch):
     n = len(prof.ops) + 1  # each distinct op and the whole program
     assert calls.count(("time_call", "time")) == n and calls.count(("fill_metrics", "")) == n
     copy = next(p for p in prof.ops if p.op.family == "copies/layout")
-    assert copy.case.flops == 0 and copy.case.limiting_roof == "dram stream"
-    assert copy.bandwidth_efficiency == copy.case.efficiency == pytest.approx(
-        copy.case.bytes["dram"] / copy.case.median_s / 2e10)
+    assert copy.case.declaration.flops == 0 and copy.case.roofline.limiting_roof == "dram stream"
+    assert copy.bandwidth_efficiency == copy.case.roofline.efficiency == pytest.approx(
+        copy.case.declaration.bytes["dram"] / copy.case.measurement.median_s / 2e10)

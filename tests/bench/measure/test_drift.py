@@ -81,25 +81,25 @@ def run_with(probe: StateProbe | None, tmp_path):
 def test_a_case_is_never_above_its_roof_because_the_roof_was_measured_slow(tmp_path):
     probe = StateProbe(slow=2)  # the state changes after the first case
     s = run_with(probe, tmp_path)
-    ok = [c for c in s.run.cases if c.status == "ok"]
+    ok = [c for c in s.run.cases if c.outcome.status == "ok"]
     assert len(ok) >= 2 and probe.closed
-    assert all(c.bytes_per_s["dram"] == pytest.approx(CASE_BW) for c in ok)
+    assert all(c.roofline.bytes_per_s["dram"] == pytest.approx(CASE_BW) for c in ok)
     # the run's DRAM roof is the best state seen, and every case is placed under it
     assert s.run.roofs.memory("dram").value == pytest.approx(20e9)
     assert s.run.roofs.memory("dram").name == f"dram stream-add-nt {drift.BRACKET_ROOF}"
     for c in ok:
-        assert c.limiting_roof == s.run.roofs.memory("dram").name
-        assert c.efficiency == pytest.approx(CASE_BW / 20e9)
-        before, after = c.roof_states  # the brackets next to it
+        assert c.roofline.limiting_roof == s.run.roofs.memory("dram").name
+        assert c.roofline.efficiency == pytest.approx(CASE_BW / 20e9)
+        before, after = c.roofline.roof_states  # the brackets next to it
         assert before.at_s <= after.at_s and before.probe == "stream-add-nt"
-    assert [st.bytes_per_s for st in ok[0].roof_states] == [10e9, 10e9]
-    assert [st.bytes_per_s for st in ok[1].roof_states] == [10e9, 20e9]
+    assert [st.bytes_per_s for st in ok[0].roofline.roof_states] == [10e9, 10e9]
+    assert [st.bytes_per_s for st in ok[1].roofline.roof_states] == [10e9, 20e9]
     assert len(s.run.roofs.context.states) == len(ok) + 1  # one before, one after each
     (note,) = [n for n in s.run.notes if "moved by" in n]
     assert "100%" in note and "best state seen" in note
     # stored, read back, reported and drawn
     run = load_run(s.out)
-    assert [st.bytes_per_s for st in run.cases[0].roof_states] == [10e9, 10e9]
+    assert [st.bytes_per_s for st in run.cases[0].roofline.roof_states] == [10e9, 10e9]
     assert drift_band(run.roofs) == (10e9, 20e9)
     text = "\n".join(roof_context_lines(run.roofs))
     assert "moved by 100%" in text and "band on the DRAM diagonal" in text
@@ -110,11 +110,11 @@ def test_a_case_is_never_above_its_roof_because_the_roof_was_measured_slow(tmp_p
 def test_a_steady_run_keeps_its_roof_and_says_nothing_of_drift(tmp_path):
     probe = StateProbe(slow=10**6, slow_bw=9.5e9)  # never faster than the measured roof
     s = run_with(probe, tmp_path)
-    ok = [c for c in s.run.cases if c.status == "ok"]
+    ok = [c for c in s.run.cases if c.outcome.status == "ok"]
     assert s.run.roofs.memory("dram").name == "dram stream-add-nt"
-    assert all(c.efficiency == pytest.approx(1.5) for c in ok)  # truly above: not hidden
+    assert all(c.roofline.efficiency == pytest.approx(1.5) for c in ok)  # truly above: not hidden
     assert not [n for n in s.run.notes if "moved by" in n]
-    assert drift_band(s.run.roofs) is None and all(len(c.roof_states) == 2 for c in ok)
+    assert drift_band(s.run.roofs) is None and all(len(c.roofline.roof_states) == 2 for c in ok)
 
 
 def test_compute_bound_cases_are_not_bracketed():

@@ -149,7 +149,7 @@ def test_no_array_to_take_the_size_from():
         roofbench.measure(lambda: None, flops=8, reads=64, dtype="fp32", roofs=roofs())
     rec = roofbench.measure(lambda: None, flops=8, reads=64, dtype="fp32", roofs=roofs(),
                             size=[8])
-    assert rec.status == "ok" and rec.size == [8]
+    assert rec.outcome.status == "ok" and rec.identity.size == [8]
 
 
 @pytest.mark.parametrize("kw,needle", [
@@ -238,15 +238,18 @@ def test_torch_cpu_tensors_are_validated_through_a_float64_upcast(dt, name, torc
     a, b = (torch.rand(N, generator=g).to(getattr(torch, dt)) for _ in range(2))
     rec = roofbench.measure(torch.add, a, b, flops=N, reads=[a, b], writes=a.nbytes,
                             roofs=roofs(), reference=lambda a, b: a.double() + b.double())
-    assert rec.status == "ok" and rec.dtype == name and rec.checked
-    assert rec.rel_error <= rec.tolerance and rec.extra["array_module"] == "numpy"
+    assert rec.outcome.status == "ok" and rec.identity.dtype == name and rec.outcome.checked
+    assert (
+        rec.outcome.rel_error <= rec.declaration.tolerance
+        and rec.evidence.extra["array_module"] == "numpy"
+    )
 
 
 def test_an_output_that_requires_grad_is_detached(torch):
     w = torch.rand(N, requires_grad=True)
     rec = roofbench.measure(lambda x: x * 2, w, flops=N, reads=w, writes=w.nbytes,
                             roofs=roofs(), reference=lambda x: x.detach().double() * 2)
-    assert rec.status == "ok" and rec.rel_error == 0.0
+    assert rec.outcome.status == "ok" and rec.outcome.rel_error == 0.0
 
 
 def test_in_place_with_output_is_poisoned_and_checked(torch):
@@ -254,32 +257,34 @@ def test_in_place_with_output_is_poisoned_and_checked(torch):
     rec = roofbench.measure(torch.mul, a, 3.0, out=c, flops=N, reads=a, writes=c,
                             roofs=roofs(), output=c,
                             reference=lambda a, s, out: a.double() * s)
-    assert rec.status == "ok" and rec.rel_error < 1e-6
+    assert rec.outcome.status == "ok" and rec.outcome.rel_error < 1e-6
     half = roofbench.measure(lambda a, c: c[: N // 2].copy_(a[: N // 2]), a, c, flops=N,
                              reads=a, writes=c, roofs=roofs(), output=c,
                              reference=lambda a, c: a.double())
-    assert half.status == "invalid" and f"{N // 2} element(s)" in half.error  # NaN stayed
+    assert (
+        half.outcome.status == "invalid" and f"{N // 2} element(s)" in half.outcome.error
+    )  # NaN stayed
 
 
 def test_a_leaf_that_requires_grad_is_poisoned_through_a_detached_view(torch):
     w = torch.zeros(N, requires_grad=True)
     rec = roofbench.measure(lambda w: None, w, flops=N, reads=w, writes=w, roofs=roofs(),
                             output=w, reference=np.zeros(N))
-    assert rec.status == "invalid" and "not written" in rec.error
+    assert rec.outcome.status == "invalid" and "not written" in rec.outcome.error
 
 
 def test_keyword_arguments_pass_through_to_the_function():
     x = np.ones((64, 32), np.float32)
     rec = roofbench.measure(np.sum, x, axis=0, flops=x.size, reads=x, writes=128,
                             roofs=roofs(), reference=lambda x, axis: x.sum(axis=axis))
-    assert rec.status == "ok" and rec.rel_error == 0.0
+    assert rec.outcome.status == "ok" and rec.outcome.rel_error == 0.0
 
 
 def test_keyword_arguments_pass_through_to_a_torch_function(torch):
     t = torch.ones(64, 32)
     rec = roofbench.measure(torch.sum, t, dim=1, flops=t.numel(), reads=t, writes=256,
                             roofs=roofs(), reference=np.full(64, 32.0))
-    assert rec.status == "ok"
+    assert rec.outcome.status == "ok"
 
 
 @pytest.mark.parametrize("var,module", [("TRITON_INTERPRET", "triton"),

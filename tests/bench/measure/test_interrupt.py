@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from flat_cases import flat_cases
 from patience import patience
 from roofbench.bench.cli import main
 from roofbench.bench.results import load_run
@@ -40,7 +41,7 @@ def _finished(out: Path) -> tuple[Path | None, int]:
             d = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError):
             pytest.fail(f"{p} was read half-written")  # atomic writes must prevent this
-        return p, sum(c["status"] != "unsupported" for c in d["cases"])
+        return p, sum(c["status"] != "unsupported" for c in flat_cases(d))
     return None, 0
 
 
@@ -66,8 +67,8 @@ def test_a_killed_run_keeps_its_finished_cases(tmp_path: Path, roofs_file: Path,
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=patience(120))
     run = load_run(path)
-    done = [c for c in run.cases if c.status != "unsupported"]
-    assert len(done) >= 2 and all(c.status == "ok" for c in done)
+    done = [c for c in run.cases if c.outcome.status != "unsupported"]
+    assert len(done) >= 2 and all(c.outcome.status == "ok" for c in done)
     planned = re.search(r"\[1/(\d+)\]", err)  # one progress line per finished case
     assert planned, err[-2000:]
     if sig == signal.SIGTERM:

@@ -18,6 +18,7 @@ import time
 
 import cuda_tools as ct
 import pytest
+from flat_cases import flat_cases
 from h200_planner import H200Planner
 from patience import patience
 from roofbench.bench.errors import UserError
@@ -121,7 +122,7 @@ def test_a_hang_and_a_sticky_error_cost_one_case_each(tmp_path):
     assert "Traceback" not in p.stderr
     (res,) = out.glob("*/*/results.json")
     cases = {c["variant"] if c["workload"] == "planted" else c["workload"] + "/" + c["variant"]:
-             c for c in json.loads(res.read_text())["cases"]}
+             c for c in flat_cases(json.loads(res.read_text()))}
     assert set(cases) == {"ok", "hang", "sticky", "after", "vector_add/scalar",
                           "vector_add/vec4"}
     hang, sticky = cases["hang"], cases["sticky"]

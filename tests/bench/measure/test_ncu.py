@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from flat_cases import flat_cases
 from patience import patience
 from roofbench.bench.measure import ncu, ncu_csv
 from roofbench.bench.measure.case_record import case_record
@@ -40,14 +41,13 @@ def record(workload: str, variant: str, dtype: str, n: int | tuple[int, ...],
     be = SimpleNamespace(name=backend, kind="cpu" if backend in ("cpu", "sim") else "gpu")
     size = n if isinstance(n, tuple) else (n,)
     facts = [LaunchFacts(function=f) for f in functions] if functions is not None else None
-    rec = case_record(Case(w, w.variants[variant], dtype, size), be, facts, status="ok",
-                      valid=True)
-    rec.median_s = 1e-3  # a valid case has a time (a reader leaves out one without)
+    rec = case_record(Case(w, w.variants[variant], dtype, size), be, facts, status="ok")
+    rec.measurement.median_s = 1e-3  # a valid case has a time (a reader leaves out one without)
     return rec
 
 
 def attach(rec: CaseResult, counters: list[LaunchCounters]) -> None:
-    for la, lc in zip(rec.launches, counters, strict=True):
+    for la, lc in zip(rec.measurement.launches, counters, strict=True):
         la.counters = lc
 
 
@@ -291,8 +291,8 @@ def test_h200_naive_over_fused_bytes_and_hardware_intensity():
     fused = record("l2norm", "fused", "fp32", N64M, "cuda")
     attach(naive, ncu_csv.assign(ncu_csv.parse_csv(H200["naive"].read_text())[:4], 4))
     attach(fused, ncu_csv.assign(ncu_csv.parse_csv(H200["fused"].read_text())[:1], 1))
-    hw_naive = 1 / nc.hw_dram_ai(naive) * naive.flops
-    hw_fused = 1 / nc.hw_dram_ai(fused) * fused.flops
+    hw_naive = 1 / nc.hw_dram_ai(naive) * naive.declaration.flops
+    hw_fused = 1 / nc.hw_dram_ai(fused) * fused.declaration.flops
     assert hw_naive / hw_fused == pytest.approx(2.94, abs=0.01)  # the model says 3.00
     assert nc.hw_dram_ai(fused) == pytest.approx(3 * N64M / (536912896 + 255896832))
     assert nc.hw_dram_ai(record("l2norm", "fused", "fp32", 1000)) is None  # no counters
@@ -327,7 +327,7 @@ def test_tolerances_accept_what_is_within_them():
 def test_report_section_from_stored_results(tmp_path):
     naive = record("l2norm", "naive", "fp32", N64M, "cuda")
     attach(naive, ncu_csv.assign(ncu_csv.parse_csv(H200["naive"].read_text())[:4], 4))
-    naive.ncu = NcuSettings("ncu", "2025.3.1.0", missing=["lts__t_bytes.sum"])
+    naive.evidence.ncu = NcuSettings("ncu", "2025.3.1.0", missing=["lts__t_bytes.sum"])
     bad = record("l2norm", "fused", "fp32", N64M, "cuda")
     [lc] = ncu_csv.assign(ncu_csv.parse_csv(H200["fused"].read_text())[:1], 1)
     lc.dram_read *= 1.2  # planted: 20% more reads than the model
@@ -369,16 +369,23 @@ def test_collect_runs_each_case_once_under_the_stand_in(monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_NCU_ARGV_LOG", str(log))
     cases = small_cases()
     skipped = record("l2norm", "fused", "fp32", 1000)
-    skipped.status, skipped.valid = "invalid", False
+    skipped.outcome.status = "invalid"
     notes = ncu.collect(cases + [skipped], seed=3, ncu_path=str(FAKE))
     assert notes == []
     assert len(profile_calls(log)) == 2  # the invalid case is not profiled
     naive, vadd = cases
-    assert [la.counters.kernel for la in naive.launches] == ["square", "square", "add", "sqrt"]
+    assert [la.counters.kernel for la in naive.measurement.launches] == [
+        "square",
+        "square",
+        "add",
+        "sqrt",
+    ]
     assert all(c.ok is not False for _, _, chs in nc.case_checks(naive) for c in chs)
-    assert vadd.launches[0].counters.dram_read == 8000  # the model's reads, as announced
-    assert vadd.ncu.version == "2025.3.1.0"
-    assert skipped.launches[0].__dict__.get("counters") is None
+    assert (
+        vadd.measurement.launches[0].counters.dram_read == 8000
+    )  # the model's reads, as announced
+    assert vadd.evidence.ncu.version == "2025.3.1.0"
+    assert skipped.measurement.launches[0].__dict__.get("counters") is None
 
 
 def test_ncu_missing_is_one_line_and_the_run_goes_on(monkeypatch):
@@ -386,11 +393,11 @@ def test_ncu_missing_is_one_line_and_the_run_goes_on(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr(ncu, "FALLBACK_PATHS", ())
     cases = small_cases()
-    timing = cases[0].timing
+    timing = cases[0].measurement.timing
     [note] = ncu.collect(cases)
     assert "\n" not in note and "ncu (Nsight Compute CLI) not found" in note
     assert "PATH" in note and "ROOFBENCH_NCU" in note and "timings and model numbers" in note
-    assert cases[0].timing == timing and cases[0].flops == 3000
+    assert cases[0].measurement.timing == timing and cases[0].declaration.flops == 3000
     monkeypatch.setenv(ncu.NCU_ENV, "/nonexistent/ncu")
     [note] = ncu.collect(cases)
     assert "ncu not found at /nonexistent/ncu (ROOFBENCH_NCU)" in note
@@ -412,7 +419,7 @@ def test_counter_permission_stops_after_the_first_case(monkeypatch, tmp_path):
     assert "ERR_NVGPUCTRPERM" in note and "NVreg_RestrictProfilingToAdminUsers=0" in note
     assert "\n" not in note
     assert len(profile_calls(log)) == 1
-    assert all(la.__dict__.get("counters") is None for c in cases for la in c.launches)
+    assert all(la.__dict__.get("counters") is None for c in cases for la in c.measurement.launches)
 
 
 def test_a_case_failing_under_ncu_leaves_the_others(monkeypatch):
@@ -430,9 +437,9 @@ def test_missing_metrics_are_dropped_and_recorded(monkeypatch):
     [note] = ncu.collect(cases, ncu_path=str(FAKE))
     assert note == ("ncu 2025.3.1.0: not on this device, not collected: lts__t_bytes.sum, "
                     f"{ncu_csv.OCCUPANCY}")
-    lc = cases[0].launches[0].counters
+    lc = cases[0].measurement.launches[0].counters
     assert lc.l2_bytes is None and lc.achieved_occupancy is None and lc.dram_read == 8000
-    assert cases[0].ncu.missing == ["lts__t_bytes.sum", ncu_csv.OCCUPANCY]
+    assert cases[0].evidence.ncu.missing == ["lts__t_bytes.sum", ncu_csv.OCCUPANCY]
 
 
 def test_a_missing_check_metric_skips_that_check_and_says_so_in_one_line(monkeypatch):
@@ -473,7 +480,7 @@ def test_a_tensor_case_without_its_tensor_metrics_skips_only_its_flops(monkeypat
         row = ncu_csv.KernelRow(0, "gemm_wgmma", {ncu_csv.DRAM_READ: 1.0, ncu_csv.DRAM_WRITE: 1.0,
                                              **{m: 2.0 * 64 ** 3 for m in settings.metrics
                                                 if "tensor" in m}})
-        lc = ncu_csv.counters_from_rows([row], settings.tensor_ops.get(c.dtype, []))
+        lc = ncu_csv.counters_from_rows([row], settings.tensor_ops.get(c.identity.dtype, []))
         if ncu.check_skips(settings, c).get("FLOPs"):
             lc.flops = {}
         return [lc]
@@ -535,7 +542,7 @@ def test_cli_run_sim_with_ncu_stores_counters_and_report_rebuilds(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     [res] = out.glob("*/*/results.json")
     d = json.loads(res.read_text())
-    [case] = d["cases"]
+    [case] = flat_cases(d)
     assert [la["counters"]["kernel"] for la in case["launches"]] == ["square", "square", "add",
                                                                      "sqrt"]
     assert [la["counters"]["dram_read"] for la in case["launches"]] == [1028, 1028, 2056, 1028]
@@ -564,7 +571,7 @@ def test_cli_run_sim_without_counter_permission_keeps_the_timings(tmp_path):
     assert len(reasons) == 1 and reasons[0].startswith("ncu: ncu may not read")
     [res] = out.glob("*/*/results.json")
     d = json.loads(res.read_text())
-    [case] = d["cases"]
+    [case] = flat_cases(d)
     assert case["status"] == "ok" and case["median_s"] > 0
     assert case["launches"][0]["counters"] is None
     assert any("ERR_NVGPUCTRPERM" in n for n in d["notes"])

@@ -13,6 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from flat_cases import flat_cases  # noqa: E402
+
 import roofbench  # noqa: E402
 from roofbench.records import Roof, RoofSet  # noqa: E402
 from roofbench.timing import TimerConfig  # noqa: E402
@@ -46,13 +48,15 @@ def test_identical_ops_are_timed_once_and_counted():
     assert [(p.op.packet, p.op.calls) for p in prof.ops] == [("mul", 2), ("add", 1),
                                                             ("sqrt", 1)]
     mul = prof.ops[0]
-    assert mul.case.timing is not None and mul.total_s == pytest.approx(
-        2 * mul.case.median_s)
-    assert prof.program.flops == 3 * 256 and prof.program.bytes == {"dram": 36 * 256}
-    assert prof.program.ai["dram"] == pytest.approx(1 / 12)
+    assert mul.case.measurement.timing is not None and mul.total_s == pytest.approx(
+        2 * mul.case.measurement.median_s)
+    assert prof.program.declaration.flops == 3 * 256 and prof.program.declaration.bytes == {
+        "dram": 36 * 256
+    }
+    assert prof.program.declaration.ai["dram"] == pytest.approx(1 / 12)
     assert prof.ops_s == pytest.approx(sum(p.total_s for p in prof.ops))
     assert prof.overhead_s == pytest.approx(prof.program_s - prof.ops_s)
-    assert prof.program.bound == "memory" and prof.program.efficiency is not None
+    assert prof.program.roofline.bound == "memory" and prof.program.roofline.efficiency is not None
     assert [p.share for p in prof.ops if p.share]  # every op ranked
 
 
@@ -61,11 +65,20 @@ def test_zero_flop_ops_are_placed_by_bandwidth_and_views_not_at_all():
     prof = run(lambda t: t.t().contiguous(), x)
     by = {p.op.family: p for p in prof.ops}
     copy = by["copies/layout"].case
-    assert copy.flops == 0 and copy.bound == "memory" and copy.limiting_roof == "dram stream"
-    assert copy.efficiency == pytest.approx(copy.bytes["dram"] / copy.median_s / 20e9)
-    assert copy.attainable is None and by["copies/layout"].bandwidth_efficiency == copy.efficiency
+    assert (
+        copy.declaration.flops == 0
+        and copy.roofline.bound == "memory"
+        and copy.roofline.limiting_roof == "dram stream"
+    )
+    assert copy.roofline.efficiency == pytest.approx(
+        copy.declaration.bytes["dram"] / copy.measurement.median_s / 20e9
+    )
+    assert (
+        copy.roofline.attainable is None
+        and by["copies/layout"].bandwidth_efficiency == copy.roofline.efficiency
+    )
     view = by["views"].case
-    assert view.bound is None and view.bytes == {}
+    assert view.roofline.bound is None and view.declaration.bytes == {}
 
 
 def test_decode_linear_layers_are_memory_bound_prefill_compute_bound(monkeypatch):
@@ -74,7 +87,7 @@ def test_decode_linear_layers_are_memory_bound_prefill_compute_bound(monkeypatch
         prof = run(layer, *args)
         mms = [p for p in prof.ops if p.op.packet in ("mm", "addmm", "bmm")]
         assert mms
-        return {p.case.bound for p in mms}, prof
+        return {p.case.roofline.bound for p in mms}, prof
 
     decode, dprof = linear_bounds("decode")
     prefill, pprof = linear_bounds("prefill")
@@ -92,7 +105,7 @@ def test_the_profile_is_written_as_a_run_a_report_and_a_plot(tmp_path):
     names = sorted(p.name for p in paths)
     assert names == ["profile.md", "results.json", "roofline.png", "roofline.svg"]
     data = json.loads((tmp_path / "results.json").read_text())
-    keys = [c["workload"] for c in data["cases"]]
+    keys = [c["workload"] for c in flat_cases(data)]
     assert keys[-1] == "program" and "aten.mm.default" in keys
     md = (tmp_path / "profile.md").read_text()
     for heading in ("## Program: attn-ish", "## By op family", "## Ops (Amdahl ranking)",

@@ -37,7 +37,7 @@ def test_row_wise_form_fuses_to_one_read_and_one_write():
     # square 8 B, row-sum 4 B (+ the row), +eps and sqrt per row, scale 12 B per element
     assert eager == 8 * n + (4 * n + 4 * rows) + 8 * rows + 8 * rows + (8 * n + 4 * rows)
     assert fused == 8 * n  # x read once, y written once: the single-pass bound
-    assert prof.program.flops == 3 * n + rows  # square, sum, scale; + eps per row
+    assert prof.program.declaration.flops == 3 * n + rows  # square, sum, scale; + eps per row
 
 
 def test_an_intermediate_read_twice_or_returned_breaks_the_group():
@@ -83,14 +83,14 @@ def test_compiled_book_example_moves_from_0083_to_025_flop_per_byte():
     comp = prof.compiled
     assert comp.error is None, comp.error
     assert len(comp.kernels) == 1 and comp.kernels[0].startswith("cpp_fused")
-    assert prof.program.ai["dram"] == pytest.approx(3 / 36)
-    assert comp.case.ai["dram"] == pytest.approx(3 / 12)
-    assert comp.case.arrow_from == "eager" and comp.case.median_s > 0
+    assert prof.program.declaration.ai["dram"] == pytest.approx(3 / 36)
+    assert comp.case.declaration.ai["dram"] == pytest.approx(3 / 12)
+    assert comp.case.declaration.arrow_from == "eager" and comp.case.measurement.median_s > 0
     assert comp.bytes_ratio == pytest.approx(3.0)
     (group,) = comp.groups  # the whole program is the one group: its arrow is the program's
-    assert group.eager.ai["dram"] == pytest.approx(3 / 36)
-    assert group.compiled.ai["dram"] == pytest.approx(3 / 12)
-    assert group.compiled.median_s == comp.case.median_s
+    assert group.eager.declaration.ai["dram"] == pytest.approx(3 / 36)
+    assert group.compiled.declaration.ai["dram"] == pytest.approx(3 / 12)
+    assert group.compiled.measurement.median_s == comp.case.measurement.median_s
 
 
 def test_a_group_replays_alone_on_its_first_calls_arguments():

@@ -25,9 +25,9 @@ def test_the_book_example_under_jit_is_placed_with_xla_counts():
     assert j["xla_bytes"] == 12 * n  # the fused program: a, b read, out written
     assert (j["own_flops"], j["own_bytes_unfused"], j["own_bytes_io"]) == (3 * n, 36 * n,
                                                                           12 * n)
-    assert prof.program.ai["dram"] == pytest.approx(0.25)
-    assert prof.program.backend == "jax" and prof.program.bound == "memory"
-    assert prof.program.timing.n >= 2
+    assert prof.program.declaration.ai["dram"] == pytest.approx(0.25)
+    assert prof.program.identity.backend == "jax" and prof.program.roofline.bound == "memory"
+    assert prof.program.measurement.timing.n >= 2
 
 
 def test_block_until_ready_is_what_the_timer_calls(monkeypatch):
@@ -36,8 +36,11 @@ def test_block_until_ready_is_what_the_timer_calls(monkeypatch):
     monkeypatch.setattr(jax, "block_until_ready", lambda x: waited.append(1) or real(x))
     f = jax.jit(lambda x: x @ x)
     prof = roofbench.profile(f, jnp.ones((16, 16)), roofs=ROOFS, timer=FAST)
-    assert len(waited) >= prof.program.timing.n + prof.program.timing.warmup_runs
-    assert prof.extra["jax"]["own_flops"] == 2 * 16 ** 3 == prof.program.flops
+    assert (
+        len(waited)
+        >= prof.program.measurement.timing.n + prof.program.measurement.timing.warmup_runs
+    )
+    assert prof.extra["jax"]["own_flops"] == 2 * 16 ** 3 == prof.program.declaration.flops
 
 
 def test_jax_is_recognised_only_for_jitted_functions_or_jax_arrays():

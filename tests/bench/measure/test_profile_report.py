@@ -18,8 +18,8 @@ from .test_profile import run  # noqa: E402
 
 def with_compiled(prof, median_s, fused_bytes):
     case = copy.deepcopy(prof.program)
-    case.variant, case.median_s = "compiled", median_s
-    eager_bytes = prof.program.bytes["dram"]
+    case.identity.variant, case.measurement.median_s = "compiled", median_s
+    eager_bytes = prof.program.declaration.bytes["dram"]
     prof.compiled = Compiled(case, kernels=["cpp_fused_x_0"], eager_bytes=eager_bytes,
                              fused_bytes=fused_bytes)
     return prof
@@ -27,7 +27,7 @@ def with_compiled(prof, median_s, fused_bytes):
 
 def test_memory_bound_speedup_is_set_beside_the_bytes_ratio():
     prof = run(lambda a, b: torch.sqrt(a * a + b * b), torch.randn(64), torch.randn(64))
-    prof = with_compiled(prof, prof.program.median_s / 2, 12 * 64)
+    prof = with_compiled(prof, prof.program.measurement.median_s / 2, 12 * 64)
     first, second = compiled_lines(prof)
     assert "generated 1 kernel(s): `cpp_fused_x_0`" in first
     assert "0.0833 -> 0.0833 FLOP/B" in second  # the copied case keeps the eager count
@@ -37,8 +37,10 @@ def test_memory_bound_speedup_is_set_beside_the_bytes_ratio():
 def test_compute_bound_program_is_not_held_to_the_bytes_ratio():
     a = torch.randn(128, 128)
     prof = run(torch.mm, a, a)
-    assert prof.program.bound == "compute"
-    prof = with_compiled(prof, prof.program.median_s, prof.program.bytes["dram"] // 2)
+    assert prof.program.roofline.bound == "compute"
+    prof = with_compiled(
+        prof, prof.program.measurement.median_s, prof.program.declaration.bytes["dram"] // 2
+    )
     second = compiled_lines(prof)[1]
     assert "but the program is compute-bound" in second and "against" not in second
 

@@ -30,7 +30,7 @@ def test_add(roofline, dtype):
     c = np.empty_like(a)
     rec = roofline(np.add, a, b, c, flops=N, reads=[a, b], writes=c,
                    reference=np.full(N, 0.75), output=c)
-    assert rec.valid and rec.efficiency > 0 and rec.bound == "memory"
+    assert rec.valid and rec.roofline.efficiency > 0 and rec.roofline.bound == "memory"
 
 
 def test_wrong(roofline):
@@ -84,11 +84,11 @@ def test_roofline_out_without_pytest_benchmark(suite):
     for f in ("results.json", "results.csv", "report.md", "report.html", "roofline.png"):
         assert (out / f).stat().st_size > 0, f
     run = load_run(out)
-    assert [(c.key, c.status) for c in run.cases] == [
+    assert [(c.key, c.outcome.status) for c in run.cases] == [
         ("test_add/fp32/fp32/65536", "ok"), ("test_add/fp64/fp64/65536", "ok"),
         ("test_wrong/default/fp32/65536", "invalid")]
-    assert run.cases[0].attainable == pytest.approx(2e10 / 12)
-    assert run.cases[0].timing.config["budget_s"] == 0.3  # --roofline-quick
+    assert run.cases[0].roofline.attainable == pytest.approx(2e10 / 12)
+    assert run.cases[0].measurement.timing.config["budget_s"] == 0.3  # --roofline-quick
     assert run.command[0] == "pytest" and "--roofline-out" in run.command
     assert "test_add" in (out / "report.md").read_text()
 
@@ -108,12 +108,12 @@ def test_with_pytest_benchmark_counts_go_into_extra_info(suite):
     assert d["roofbench"]["roofs"]["roofs"][0]["value"] == 2e10
     run = read_pytest_benchmark(d)
     assert [c.key for c in run.cases] == ["test_add/fp32/fp32/65536", "test_add/fp64/fp64/65536"]
-    assert all(c.timing.n == entries[f"test_add[{c.dtype}]"]["stats"]["rounds"]
+    assert all(c.measurement.timing.n == entries[f"test_add[{c.identity.dtype}]"]["stats"]["rounds"]
                for c in run.cases)  # pytest-benchmark's own samples
-    assert run.cases[0].attainable == pytest.approx(2e10 / 12)
+    assert run.cases[0].roofline.attainable == pytest.approx(2e10 / 12)
     # roofbench timed it too, with its own timer, into --roofline-out
     ours = load_run(suite.path / "out")
-    assert ours.cases[0].timing.config["target_cv"] == 0.02
+    assert ours.cases[0].measurement.timing.config["target_cv"] == 0.02
 
 
 def test_without_roofline_out_nothing_is_written(suite):
@@ -130,7 +130,7 @@ def test_plugin_is_inert_when_unused(pytester):
     assert "roofline" not in r.stdout.str()
 
 
-COPY = '''
+COPY = """
 import numpy as np
 
 
@@ -139,9 +139,10 @@ def test_copy(roofline):
     dst = np.zeros_like(src)
     rec = roofline(np.copyto, dst, src, flops=0, reads=src, writes=dst, output=dst,
                    reference=lambda dst, src: src)
-    assert rec.valid and rec.bound == "memory" and rec.attainable is None
-    assert abs(rec.efficiency - rec.bytes["dram"] / rec.median_s / 2e10) < 1e-9
-'''
+    assert rec.valid and rec.roofline.bound == "memory" and rec.roofline.attainable is None
+    bps = rec.declaration.bytes["dram"] / rec.measurement.median_s
+    assert abs(rec.roofline.efficiency - bps / 2e10) < 1e-9
+"""
 
 
 def test_a_copy_of_0_flops_is_placed_by_bandwidth_through_the_fixture(pytester, monkeypatch):
@@ -157,8 +158,10 @@ def test_a_copy_of_0_flops_is_placed_by_bandwidth_through_the_fixture(pytester, 
     for f in ("results.json", "report.md", "report.html", "roofline.png"):
         assert (out / f).stat().st_size > 0, f
     (case,) = load_run(out).cases
-    assert case.flops == 0 and case.valid and case.limiting_roof == "dram"
-    assert case.efficiency == pytest.approx(case.bytes["dram"] / case.median_s / 2e10)
+    assert case.declaration.flops == 0 and case.valid and case.roofline.limiting_roof == "dram"
+    assert case.roofline.efficiency == pytest.approx(
+        case.declaration.bytes["dram"] / case.measurement.median_s / 2e10
+    )
 
 
 def test_a_pytest_benchmark_entry_of_0_flops_is_read_and_placed_by_bandwidth():
@@ -170,8 +173,14 @@ def test_a_pytest_benchmark_entry_of_0_flops_is_read_and_placed_by_bandwidth():
     run = read_pytest_benchmark(d)
     copy = run.cases[0]
     dram = run.roofs.memory("dram")
-    assert copy.flops == 0 and copy.bound == "memory" and copy.attainable is None
-    assert copy.limiting_roof == dram.name
-    assert copy.efficiency == pytest.approx(copy.bytes["dram"] / copy.median_s / dram.value)
-    assert run.cases[1].efficiency == pytest.approx(run.cases[1].flop_per_s
-                                                    / run.cases[1].attainable)
+    assert (
+        copy.declaration.flops == 0
+        and copy.roofline.bound == "memory"
+        and copy.roofline.attainable is None
+    )
+    assert copy.roofline.limiting_roof == dram.name
+    assert copy.roofline.efficiency == pytest.approx(
+        copy.declaration.bytes["dram"] / copy.measurement.median_s / dram.value
+    )
+    assert run.cases[1].roofline.efficiency == pytest.approx(run.cases[1].roofline.flop_per_s
+                                                    / run.cases[1].roofline.attainable)

@@ -105,7 +105,7 @@ def test_a_read_only_home_costs_the_cache_never_the_roofs(fake_probes, monkeypat
     b, c = a.copy(), np.empty_like(a)
     rec = roofbench.measure(np.add, a, b, c, flops=a.size, reads=[a, b], writes=c,
                             name="ro-home")
-    assert rec.status == "ok" and rec.limiting_roof == "dram stream-add"
+    assert rec.outcome.status == "ok" and rec.roofline.limiting_roof == "dram stream-add"
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("not written") == 1  # said once
 

@@ -50,9 +50,11 @@ def roofs() -> RoofSet:
                                          (_half_add, "half", "not written")])
 def test_planted_wrong_kernel_is_caught_and_never_plotted(fn, name, why):
     rec = run_case(planted(fn, name), CpuBackend(), roofs(), FAST, np.random.default_rng(1))
-    assert rec.status == "invalid" and not rec.valid
-    assert why in rec.error
-    assert rec.median_s is None and rec.flop_per_s is None  # its time never counts
+    assert rec.outcome.status == "invalid" and not rec.valid
+    assert why in rec.outcome.error
+    assert (
+        rec.measurement.median_s is None and rec.roofline.flop_per_s is None
+    )  # its time never counts
     assert valid_points([rec]) == []
     run = RunResult(backend="cpu", device="test", roofs=roofs(), cases=[rec])
     assert "validation failed" in render(run)
@@ -62,15 +64,19 @@ def test_valid_case_gets_metrics_from_counted_work_and_measured_time():
     w = workloads()["l2norm"]
     case = Case(w, w.variants["naive"], "fp32", (4099,))
     rec = run_case(case, CpuBackend(), roofs(), FAST, np.random.default_rng(2))
-    assert rec.status == "ok" and rec.valid
-    assert rec.flops == 3 * 4099 and rec.bytes["dram"] == 36 * 4099
-    assert rec.flop_per_s == pytest.approx(rec.flops / rec.median_s)
-    assert rec.attainable == pytest.approx(1e10 * 3 / 36)
-    assert rec.efficiency == pytest.approx(rec.flop_per_s / rec.attainable)
-    assert rec.bound == "memory"
-    assert len(rec.timing.samples) == rec.timing.n >= 3
+    assert rec.outcome.status == "ok" and rec.valid
+    assert rec.declaration.flops == 3 * 4099 and rec.declaration.bytes["dram"] == 36 * 4099
+    assert rec.roofline.flop_per_s == pytest.approx(
+        rec.declaration.flops / rec.measurement.median_s
+    )
+    assert rec.roofline.attainable == pytest.approx(1e10 * 3 / 36)
+    assert rec.roofline.efficiency == pytest.approx(
+        rec.roofline.flop_per_s / rec.roofline.attainable
+    )
+    assert rec.roofline.bound == "memory"
+    assert len(rec.measurement.timing.samples) == rec.measurement.timing.n >= 3
     # each launch of the pipeline is timed too
-    assert all(la.timing and la.timing.n >= 3 for la in rec.launches)
+    assert all(la.timing and la.timing.n >= 3 for la in rec.measurement.launches)
 
 
 def test_a_kernel_that_raises_is_recorded_and_the_run_goes_on():
@@ -79,7 +85,7 @@ def test_a_kernel_that_raises_is_recorded_and_the_run_goes_on():
 
     rec = run_case(planted(boom, "boom"), CpuBackend(), roofs(), FAST,
                    np.random.default_rng(3))
-    assert rec.status == "error" and "too many resources" in rec.error
+    assert rec.outcome.status == "error" and "too many resources" in rec.outcome.error
 
 
 
@@ -103,9 +109,9 @@ def test_an_invalid_case_does_not_carry_the_previous_cases_noise_record():
     w = workloads()["l2norm"]
     ok = run_case(Case(w, w.variants["fused"], "fp32", (4099,)), be, roofs(), FAST,
                   np.random.default_rng(3))
-    assert ok.status == "ok" and "timing_environment" in ok.extra
+    assert ok.outcome.status == "ok" and "timing_environment" in ok.evidence.extra
     bad = run_case(planted(_wrong_add, "wrong"), be, roofs(), FAST, np.random.default_rng(4))
-    assert bad.status == "invalid" and "timing_environment" not in bad.extra
+    assert bad.outcome.status == "invalid" and "timing_environment" not in bad.evidence.extra
 
 
 

@@ -31,8 +31,8 @@ def test_every_level_keeps_the_case_counts_and_the_unscannable_say_why():
     assert {(c.flops, tuple(c.bytes().items())) for c in cases} == {
         (gemv("rows").flops, tuple(gemv("rows").bytes().items()))}
     (lib,) = skipped
-    assert lib.status == "unsupported" and "thread pool of its own" in lib.error
-    assert lib.occupancy_level is None
+    assert lib.outcome.status == "unsupported" and "thread pool of its own" in lib.outcome.error
+    assert lib.identity.occupancy_level is None
 
 
 def test_a_backend_without_a_way_to_limit_occupancy_refuses():
@@ -42,7 +42,7 @@ def test_a_backend_without_a_way_to_limit_occupancy_refuses():
         occupancy_levels = Backend.occupancy_levels
 
     _, skipped = occupancy_cases([gemv("rows")], Plain())
-    assert skipped[0].error == "the cpu backend cannot limit its occupancy"
+    assert skipped[0].outcome.error == "the cpu backend cannot limit its occupancy"
 
 
 def test_the_thread_count_holds_for_the_case_and_is_restored_after(monkeypatch):
@@ -61,9 +61,9 @@ def test_the_thread_count_holds_for_the_case_and_is_restored_after(monkeypatch):
     monkeypatch.setitem(case.variant.impls["cpu"], "rows", spy)
     at = Case(w, case.variant, case.dtype, case.size, occupancy_level=level)
     rec = run_case(at, be, None, TimerConfig.quick(), np.random.default_rng(1))
-    assert rec.status == "ok" and rec.valid and rec.occupancy_level == level
+    assert rec.outcome.status == "ok" and rec.valid and rec.identity.occupancy_level == level
     assert seen and set(seen) == {1}  # validation and every timed sample at 1 thread
-    assert rec.extra["numba_threads"] == 1
+    assert rec.evidence.extra["numba_threads"] == 1
     assert numba.get_num_threads() == before
 
 

@@ -65,7 +65,7 @@ def test_default_sizes_are_at_least_four_times_the_last_level_cache():
     budget = be.memory_budget()
     be.memory_budget = lambda: budget  # free memory moves while other work runs: pin it
     cases, skipped = select_cases(be, workloads=["vector_add", "l2norm"])
-    assert not [s for s in skipped if "budget" in (s.error or "")]
+    assert not [s for s in skipped if "budget" in (s.outcome.error or "")]
     for c in cases:
         main, item = c.buffers()["a"].nbytes, c.buffers()["a"].nbytes // c.size[0]
         arrays = 6 if c.workload.name == "l2norm" else 3

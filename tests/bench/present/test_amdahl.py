@@ -96,7 +96,7 @@ def test_the_section_is_in_both_reports_with_the_first_launch_to_optimise():
     assert first_row.split("|")[1].strip() == "1" and top.name in first_row
     for c in run.cases:  # every pipeline has its own ranking
         if case_shares(c, run.roofs):
-            assert f"### {c.key}: {len(c.launches)} launches" in md
+            assert f"### {c.key}: {len(c.measurement.launches)} launches" in md
     assert "Which launch first (Amdahl)" in render_html(run)
 
 

@@ -7,7 +7,15 @@ from cache_layouts import cache_roofset
 from roofbench.bench.present.figure_data import LEVEL_STYLES, select_roofs, valid_points
 from roofbench.bench.present.plot import build_figure
 
-from roofbench.records import BufferFacts, CaseResult
+from roofbench.records import (
+    BufferFacts,
+    CaseResult,
+    Declaration,
+    Identity,
+    Measurement,
+    Outcome,
+    RooflinePlace,
+)
 from roofbench.roofline import apply_roofs
 
 MiB = 1 << 20
@@ -15,11 +23,14 @@ MiB = 1 << 20
 
 def l2_case() -> CaseResult:
     n = MiB // 8
-    c = CaseResult(workload="vector_add", variant="plain", backend="cpu", dtype="fp64",
-                   size=[n], precision="fp64", cores="simt", flops=n,
-                   bytes={"dram": 3 * MiB}, ai={"dram": 1 / 24}, status="ok", valid=True,
-                   median_s=3 * MiB / 200e9, flop_per_s=n / (3 * MiB / 200e9),
-                   buffers={k: BufferFacts("input", MiB) for k in "abc"})
+    c = CaseResult(
+        Identity(workload="vector_add", variant="plain", backend="cpu", dtype="fp64", size=[n],
+                 precision="fp64", cores="simt"),
+        Declaration(flops=n, bytes={"dram": 3 * MiB}, ai={"dram": 1 / 24},
+                    buffers={k: BufferFacts("input", MiB) for k in "abc"}),
+        Outcome(status="ok"),
+        measurement=Measurement(median_s=3 * MiB / 200e9),
+        roofline=RooflinePlace(flop_per_s=n / (3 * MiB / 200e9)))
     return c
 
 

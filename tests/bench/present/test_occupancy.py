@@ -15,12 +15,17 @@ from roofbench.bench.present.report import render
 
 from roofbench.records import (
     CaseResult,
+    Declaration,
+    Identity,
     LaunchCounters,
     LaunchFacts,
     LaunchResult,
+    Measurement,
     Occupancy,
     OccupancyLevel,
+    Outcome,
     Roof,
+    RooflinePlace,
     RoofSet,
     RunResult,
 )
@@ -33,15 +38,38 @@ def level(value: int, gbps: float, of: int = 8, flops: int = 2_000_000) -> CaseR
     t = NBYTES / (gbps * 1e9)
     occ = Occupancy(256, 32, 0, value, 8 * value, 64, value / 8, "shared_memory")
     return CaseResult(
-        workload="gemv", variant="rows", backend="cuda", dtype="fp16", size=[4000, 1000],
-        precision="fp32", cores="simt", flops=flops, bytes={"dram": NBYTES},
-        ai={"dram": flops / NBYTES}, status="ok", valid=True, median_s=t,
-        flop_per_s=flops / t, bytes_per_s={"dram": NBYTES / t}, efficiency=gbps / 4000,
-        limiting_roof="hbm",
-        launches=[LaunchResult("rows", "", flops, {"dram": NBYTES}, facts=LaunchFacts(
-            function="gemv_warp_fp16", occupancy=occ),
-            counters=LaunchCounters("gemv_warp_fp16", achieved_occupancy=value / 8 * 0.9))],
-        occupancy_level=OccupancyLevel("blocks_per_sm", value, of))
+        Identity(
+            workload="gemv",
+            variant="rows",
+            backend="cuda",
+            dtype="fp16",
+            size=[4000, 1000],
+            precision="fp32",
+            cores="simt",
+            occupancy_level=OccupancyLevel("blocks_per_sm", value, of),
+        ),
+        Declaration(flops=flops, bytes={"dram": NBYTES}, ai={"dram": flops / NBYTES}),
+        Outcome(status="ok"),
+        measurement=Measurement(
+            median_s=t,
+            launches=[
+                LaunchResult(
+                    "rows",
+                    "",
+                    flops,
+                    {"dram": NBYTES},
+                    facts=LaunchFacts(function="gemv_warp_fp16", occupancy=occ),
+                    counters=LaunchCounters("gemv_warp_fp16", achieved_occupancy=value / 8 * 0.9),
+                )
+            ],
+        ),
+        roofline=RooflinePlace(
+            flop_per_s=flops / t,
+            bytes_per_s={"dram": NBYTES / t},
+            efficiency=gbps / 4000,
+            limiting_roof="hbm",
+        ),
+    )
 
 
 def run_of(cases: list[CaseResult]) -> RunResult:
@@ -55,9 +83,9 @@ RISE = [(1, 900), (2, 2100), (3, 3850), (4, 3900), (8, 4000)]
 
 def test_the_plateau_is_the_first_level_within_5_percent_of_the_best():
     (s,) = scans(run_of([level(v, g) for v, g in reversed(RISE)]))  # stored in any order
-    assert [c.occupancy_level.value for c in s.levels] == [1, 2, 3, 4, 8]
-    assert s.best().occupancy_level.value == 8
-    assert s.reached().occupancy_level.value == 3  # 3850 >= 0.95 x 4000; 2100 is not
+    assert [c.identity.occupancy_level.value for c in s.levels] == [1, 2, 3, 4, 8]
+    assert s.best().identity.occupancy_level.value == 8
+    assert s.reached().identity.occupancy_level.value == 3  # 3850 >= 0.95 x 4000; 2100 is not
     assert s.constant_counts()
 
 
@@ -78,7 +106,7 @@ def test_the_report_states_the_plateau_and_a_planted_uneven_scan_is_called_out()
 
 def test_a_run_without_levels_has_no_section_and_no_figure(tmp_path):
     plain = level(1, 900)
-    plain.occupancy_level = None
+    plain.identity.occupancy_level = None
     assert occupancy_section(run_of([plain])) is None
     assert plot_occupancy(run_of([plain]), tmp_path / "occupancy") == []
 

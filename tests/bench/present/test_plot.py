@@ -51,7 +51,7 @@ def test_nothing_overlaps_and_everything_is_inside(path: Path, all_roofs: bool):
         legend = rf.legend.get_window_extent(r)
         key = rf.key.get_window_extent(r)
         axes = rf.ax.get_window_extent(r)
-        n_valid = sum(1 for c in load_run(path).cases if c.valid and c.status == "ok")
+        n_valid = sum(1 for c in load_run(path).cases if c.valid and c.outcome.status == "ok")
         assert len(rf.xy) >= n_valid  # every valid case is a point (+ hollow hw twins)
         for i, (ta, a) in enumerate(labels):
             for tb, b in labels[i + 1:]:
@@ -94,7 +94,7 @@ def _drawn(rf: RooflineFigure) -> set[tuple[str, str, str]]:
 def test_default_draws_only_the_roofs_the_points_use():
     path = H200_RUNS["gemm-4096"]
     run = load_run(path)
-    used = {c.precision for c in run.cases if c.valid}
+    used = {c.identity.precision for c in run.cases if c.valid}
     rf, rf_all = _figure(path), _figure(path, all_roofs=True)
     drawn, every = _drawn(rf), _drawn(rf_all)
     assert {p for k, p, _ in drawn if k == "compute"} == used
@@ -176,12 +176,12 @@ def test_hardware_intensity_is_a_hollow_twin_of_the_point():
     from roofbench.records import LaunchCounters
 
     run = load_run(H200_RUNS["rownorm-default"])
-    case = next(c for c in run.cases if c.variant == "naive" and c.valid)
-    for la in case.launches:
+    case = next(c for c in run.cases if c.identity.variant == "naive" and c.valid)
+    for la in case.measurement.launches:
         b = la.bytes["dram"] * 0.95
         la.counters = LaunchCounters(kernel=la.kernel, dram_read=b * 0.6, dram_write=b * 0.4)
     hw = hw_dram_ai(case)
-    assert hw == pytest.approx(case.ai["dram"] / 0.95)
+    assert hw == pytest.approx(case.declaration.ai["dram"] / 0.95)
     rf = build_figure([run.roofs], [run.cases], "t")
     hollow = [ln for ln in rf.points if ln.get_markerfacecolor() == "none"]
     assert len(hollow) == 1 and hollow[0].get_xdata()[0] == pytest.approx(hw)
@@ -213,7 +213,10 @@ def test_a_sweep_draws_one_fusion_arrow_per_size():
              for n in (64, 256) for v in ("naive", "flash")]
     assert all(c.valid for c in cases)
     rf = build_figure([rs], [cases], "sweep")
-    at = {(c.variant, c.size[2]): (c.ai["dram"], c.flop_per_s) for c in cases}
+    at = {
+        (c.identity.variant, c.identity.size[2]): (c.declaration.ai["dram"], c.roofline.flop_per_s)
+        for c in cases
+    }
     want = {(at[("naive", n)], at[("flash", n)]) for n in (64, 256)}
     assert set(rf.arrows) == want and len(rf.arrows) == 2
 
@@ -224,7 +227,11 @@ def test_a_key_too_long_for_the_figure_grows_it_and_keeps_the_axes():
     import dataclasses
 
     run = load_run(max(CPU, key=lambda p: len(load_run(p).cases)))
-    many = [dataclasses.replace(c, size=[*c.size, k]) for k in (1, 2, 3) for c in run.cases]
+    many = [
+        dataclasses.replace(c, identity=dataclasses.replace(c.identity, size=[*c.identity.size, k]))
+        for k in (1, 2, 3)
+        for c in run.cases
+    ]
     small = build_figure([run.roofs], [run.cases[:3]], "test")
     big = build_figure([run.roofs], [many], "test", dense_above=len(many))  # every one numbered
     big.fig.canvas.draw()
@@ -245,15 +252,19 @@ def test_many_points_are_dots_with_a_key_by_group_and_say_so():
     from roofbench.bench.present.plot_dense import DENSE_POINTS
 
     run = load_run(max(CPU, key=lambda p: len(load_run(p).cases)))
-    valid = [c for c in run.cases if c.valid and c.status == "ok"]
+    valid = [c for c in run.cases if c.valid and c.outcome.status == "ok"]
     reps = DENSE_POINTS // len(valid) + 2
-    many = [dataclasses.replace(c, size=[*c.size, k]) for k in range(reps) for c in valid]
+    many = [
+        dataclasses.replace(c, identity=dataclasses.replace(c.identity, size=[*c.identity.size, k]))
+        for k in range(reps)
+        for c in valid
+    ]
     rf = build_figure([run.roofs], [many], "test")
     assert len(rf.xy) == len(many) > DENSE_POINTS and rf.note.startswith(f"{len(many)} points")
     assert len(rf.points) < 20 and not rf.arrows  # one artist per glyph, not per point
     texts = [t.get_text() for t in rf.ax.texts]
     assert rf.note in texts
     lines = rf.key.get_text().splitlines()[1:]
-    groups = {f"{c.workload}/{c.variant} {c.dtype}" for c in valid}
+    groups = {f"{c.identity.workload}/{c.identity.variant} {c.identity.dtype}" for c in valid}
     assert len(lines) == len(groups)
     assert sum(int(ln.split(" x ")[0]) for ln in lines) == len(many)

@@ -16,19 +16,28 @@ from roofbench.readers import read_case
 from roofbench.records import (
     BufferFacts,
     CaseResult,
+    Declaration,
+    Identity,
     LaunchFacts,
     LaunchResult,
+    Measurement,
     Occupancy,
+    Outcome,
     RunResult,
 )
 
 
 def rec(variant: str, median: float | None, dram: int, valid: bool = True, **kw) -> CaseResult:
     kw.setdefault("arrow_from", "naive" if variant == "fused" else None)  # as stored at run time
-    return CaseResult(workload="l2norm", variant=variant, backend="cuda", dtype="fp32",
-                      size=[1000], precision="fp32", cores="simt", flops=3000,
-                      bytes={"dram": dram}, ai={"dram": 3000 / dram},
-                      status="ok" if valid else "invalid", valid=valid, median_s=median, **kw)
+    c = CaseResult(Identity(workload="l2norm", variant=variant, backend="cuda", dtype="fp32",
+                            size=[1000], precision="fp32", cores="simt"),
+                   Declaration(flops=3000, bytes={"dram": dram}, ai={"dram": 3000 / dram}),
+                   Outcome(status="ok" if valid else "invalid"), Measurement(median_s=median))
+    for k, v in kw.items():  # each further field into its group
+        group = next(g for g in (c.identity, c.declaration, c.outcome, c.measurement,
+                                 c.roofline, c.evidence) if k in type(g).__dataclass_fields__)
+        setattr(group, k, v)
+    return c
 
 
 OCC = Occupancy(threads_per_block=256, registers_per_thread=40, smem_per_block=0,
@@ -52,19 +61,19 @@ def test_launch_facts_of_an_older_file_move_from_extra_to_the_launch():
 
     d = rec("fused", 1e-3, 12000, launches=[
         LaunchResult("fused", "", 3000, {"dram": 12000})]).to_dict()
-    d["extra"] = {"arch": "sm_90", "launches": [
+    d["evidence"]["extra"] = {"arch": "sm_90", "launches": [
         {"kernel": "fused", "function": "gemv_warp_fp32", "registers": 40,
          "occupancy": OCC.to_dict()}]}
     c = read_case(d)
     fill_v2_case(c)
-    assert c.launches[0].occupancy == OCC and occupancy_text(c) == "75% (40 regs)"
-    facts = c.launches[0].facts
+    assert c.measurement.launches[0].occupancy == OCC and occupancy_text(c) == "75% (40 regs)"
+    facts = c.measurement.launches[0].facts
     assert (facts.function, facts.registers, facts.arch) == ("gemv_warp_fp32", 40, "sm_90")
     assert not facts.validated_on_hardware  # gemv_warp: in the frozen table of its time
-    assert c.extra == {"arch": "sm_90"}
-    assert "occupancy" in d["extra"]["launches"][0]  # the caller's dict is left as it was
+    assert c.evidence.extra == {"arch": "sm_90"}
+    assert "occupancy" in d["evidence"]["extra"]["launches"][0]  # the caller's dict as it was
     again = c.to_dict()
-    assert again["launches"][0]["facts"]["occupancy"] == OCC.to_dict()
+    assert again["measurement"]["launches"][0]["facts"]["occupancy"] == OCC.to_dict()
     assert read_case(again).to_dict() == again
 
 
@@ -135,8 +144,8 @@ def test_a_section_that_fails_is_named_and_the_others_are_written(monkeypatch):
 
 def test_a_point_above_its_roof_is_flagged_with_its_likely_cause():
     run = load_run(H200_RUNS["rownorm-default"])
-    fused = next(c for c in run.cases if c.variant == "fused")
-    assert fused.efficiency > 1  # the re-read of x hits the 60 MiB L2 on the H200
+    fused = next(c for c in run.cases if c.identity.variant == "fused")
+    assert fused.roofline.efficiency > 1  # the re-read of x hits the 60 MiB L2 on the H200
     text = report_mod.render(run)
     line = next(x for x in text.splitlines() if x.startswith(f"- {fused.key}"))
     assert "likely cause" in line and "cache" in line
@@ -148,8 +157,8 @@ def test_kernels_not_yet_validated_on_hardware_are_marked_in_the_report():
     assert "gemm_wgmma" in NOT_VALIDATED_ON_HARDWARE
     run = load_run(H200_RUNS["gemm-4096"])  # mma.sync at ea800a6: validated
     assert "not yet validated" not in report_mod.render(run)
-    tensor = next(c for c in run.cases if c.variant == "tensor")
-    facts = tensor.launches[0].facts
+    tensor = next(c for c in run.cases if c.identity.variant == "tensor")
+    facts = tensor.measurement.launches[0].facts
     facts.function, facts.validated_on_hardware = "gemm_wgmma_fp16", False  # as on sm_90
     text = report_mod.render(run)
     assert ("gemm/tensor/fp16/4096x4096x4096 (gemm_wgmma_fp16 on sm_90): not yet validated on "
@@ -177,7 +186,7 @@ def test_a_known_limit_is_printed_only_for_a_case_below_the_line():
     assert "Below 75% of their roof, for a known reason:" in md
     lines = [ln for ln in md.splitlines() if "the two phases do not overlap" in ln]
     assert lines == [f"- {low.key}: 52% of dram; the two phases do not overlap"]
-    assert read_case(low.to_dict()).limit_note == "the two phases do not overlap"
+    assert read_case(low.to_dict()).declaration.limit_note == "the two phases do not overlap"
 
 
 def test_rownorm_onepass_carries_its_cpu_limit_into_the_record():
@@ -189,6 +198,7 @@ def test_rownorm_onepass_carries_its_cpu_limit_into_the_record():
     w = registry.workloads()["rownorm"]
     be = CpuBackend()
     one = case_record(Case(w, w.variants["onepass"], "fp32", (4, 64)), be, status="ok")
-    assert "do not overlap" in one.limit_note and "docs/cpu-roofs.md" in one.limit_note
+    note = one.declaration.limit_note
+    assert "do not overlap" in note and "docs/cpu-roofs.md" in note
     fused = case_record(Case(w, w.variants["fused"], "fp32", (4, 64)), be, status="ok")
-    assert fused.limit_note == ""
+    assert fused.declaration.limit_note == ""

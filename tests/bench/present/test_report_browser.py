@@ -155,7 +155,7 @@ def test_page_loads_offline_without_console_errors(browser, gemm_page: Path):
 
 def test_every_valid_case_is_one_drawn_point(browser, gemm_page: Path):
     _open(browser, gemm_page)
-    n_valid = sum(1 for c in load_run(GEMM).cases if c.valid and c.status == "ok")
+    n_valid = sum(1 for c in load_run(GEMM).cases if c.valid and c.outcome.status == "ok")
     drawn = browser.execute_script(PLOT_VIEW + """
 let n = 0;
 for (const rv of view.renderer_views.values()) {
@@ -169,8 +169,12 @@ return n;""")
 
 def test_hover_shows_the_numbers_of_the_point(browser, gemm_page: Path):
     _open(browser, gemm_page)
-    case = next(c for c in load_run(GEMM).cases if c.variant == "library" and c.dtype == "fp32")
-    x, y = _page_xy(browser, case.ai["dram"], case.flop_per_s)
+    case = next(
+        c
+        for c in load_run(GEMM).cases
+        if c.identity.variant == "library" and c.identity.dtype == "fp32"
+    )
+    x, y = _page_xy(browser, case.declaration.ai["dram"], case.roofline.flop_per_s)
     _mouse(browser, "mouseMoved", x - 30, y - 30)
     _mouse(browser, "mouseMoved", x, y)
     text = ""
@@ -180,9 +184,16 @@ def test_hover_shows_the_numbers_of_the_point(browser, gemm_page: Path):
         text = browser.execute_script(WALK + """
 return walk(document, []).filter(e => /bk-tooltip-content/.test(e.className))
   .map(e => e.innerText).join('\\n');""")
-    for want in ("gemm/library fp32", "4096x4096x4096", si(case.flop_per_s, "FLOP/s"),
-                 si(case.bytes_per_s["dram"], "B/s"), f"{case.ai['dram']:.4g} FLOP/B",
-                 f"{case.efficiency:.1%}", case.bound, case.limiting_roof):
+    for want in (
+        "gemm/library fp32",
+        "4096x4096x4096",
+        si(case.roofline.flop_per_s, "FLOP/s"),
+        si(case.roofline.bytes_per_s["dram"], "B/s"),
+        f"{case.declaration.ai['dram']:.4g} FLOP/B",
+        f"{case.roofline.efficiency:.1%}",
+        case.roofline.bound,
+        case.roofline.limiting_roof,
+    ):
         assert want in text, f"{want!r} not in the tooltip {text!r}"
     for field in ("time", "FLOP/s", "B/s", "AI", "efficiency", "bound", "roof", "size"):
         assert field in text

@@ -45,12 +45,15 @@ def test_page_is_self_contained_and_has_every_section(path: Path):
         assert report_html._e(r.name) in page
     assert page.count("<details>") == sum(1 for r in run.roofs.roofs if r.evidence)
     for c in run.cases:
-        if c.status != "ok":
-            assert report_html._e(c.error)[:60] in page
+        if c.outcome.status != "ok":
+            assert report_html._e(c.outcome.error)[:60] in page
     for c in run.cases:
-        if c.status == "ok" and len(c.launches) > 1:
-            size = "x".join(map(str, c.size))
-            assert f"<h3>{c.workload}/{c.variant} {c.dtype} {size}</h3>" in page
+        if c.outcome.status == "ok" and len(c.measurement.launches) > 1:
+            size = "x".join(map(str, c.identity.size))
+            assert (
+                f"<h3>{c.identity.workload}/{c.identity.variant} {c.identity.dtype} {size}</h3>"
+                in page
+            )
     assert report_html._e(run.environment["host"]) in page
 
 
@@ -66,7 +69,7 @@ def test_plot_has_one_point_per_valid_case_and_every_roof_in_the_legend():
     roofs = _renderers(plot, "roof:")
     assert len(roofs) == 24  # one line per (source, level/precision), theoretical included
     shown = {r.name for r in roofs if r.visible}
-    used = {c.precision for c in run.cases if c.valid}
+    used = {c.identity.precision for c in run.cases if c.valid}
     assert shown == {f"roof:{s}:{k}" for s in ("measured", "datasheet")
                      for k in ["dram", *used]}
     legend = plot.select_one({"name": "legend"})
@@ -143,14 +146,17 @@ def test_hardware_intensity_has_its_own_hollow_group():
     from roofbench.records import LaunchCounters
 
     run = load_run(H200_RUNS["rownorm-default"])
-    case = next(c for c in run.cases if c.variant == "naive" and c.valid)
-    for la in case.launches:  # made-up counters for the test: 5% under the model's bytes
+    case = next(c for c in run.cases if c.identity.variant == "naive" and c.valid)
+    for (
+        la
+    ) in case.measurement.launches:  # made-up counters for the test: 5% under the model's bytes
         la.counters = LaunchCounters(kernel=la.kernel, dram_read=la.bytes["dram"] * 0.95,
                                      dram_write=0.0)
     plot = report_html.bokeh_roofline([run.roofs], [run.cases], "t")
     hw = _renderers(plot, "hw:")
-    assert len(hw) == 1 and hw[0].data_source.data["x"] == [pytest.approx(case.ai["dram"]
-                                                                          / 0.95)]
+    assert len(hw) == 1 and hw[0].data_source.data["x"] == [
+        pytest.approx(case.declaration.ai["dram"] / 0.95)
+    ]
     assert "(ncu)" in hw[0].data_source.data["ai"][0]
 
 
