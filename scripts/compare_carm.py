@@ -6,15 +6,18 @@ machine: a benchmark-time comparison (carm-roofline is not a dependency).
     python scripts/compare_carm.py [--test-time 2] [--json out.json]
 
 Runs, in this order: roofbench's cache sweep (roofs/probes/cpu_cache_sweep.py, in its own
-process as `roofbench roofs` runs it), roofbench's STREAM copy (the DRAM roof's probe), then
-``carm benchmark -t memory`` for L1, L2, L3 and DRAM with load-only (1:0) and load+store (1:1)
-accesses on the same threads, with each cache level's working set per thread set to the one
-where roofbench's roof was measured (carm's own default for L3 is 3/4 of the L3 per thread,
-360 MiB on a VM reporting its host's 480 MiB L3, and 16x that for DRAM) and DRAM at
-roofbench's STREAM array size. Prints one Markdown table (level, access, both figures, the
-ratio), the load before and after, the date and the commit; ``--json`` keeps every figure.
-Comparing: roofbench read vs carm 1:0, roofbench read+write vs carm 1:1 (both count the bytes
-loaded plus the bytes stored); DRAM: STREAM copy (1 read, 1 write) vs carm 1:1.
+process as `roofbench roofs` runs it), roofbench's STREAM copy and triad (the DRAM probe), then
+``carm benchmark -t memory`` for L1, L2, L3 and DRAM with load-only (1:0), load+store (1:1) and
+two loads per store (2:1) accesses on the same threads, with each cache level's working set per
+thread set to the one where roofbench's roof was measured (carm's own default for L3 is 3/4 of
+the L3 per thread, 360 MiB on a VM reporting its host's 480 MiB L3, and 16x that for DRAM) and
+DRAM at roofbench's STREAM array size. Prints one Markdown table (level, access, both figures,
+the ratio), the load before and after, the date and the commit; ``--json`` keeps every figure.
+Comparing like with like (both count the bytes loaded plus the bytes stored, neither a read
+for ownership): roofbench read vs carm 1:0, roofbench read+write vs carm 1:1; DRAM: STREAM
+copy (1 read, 1 write) vs carm 1:1 and STREAM triad (2 reads, 1 write) vs carm 2:1. carm
+stores plainly; roofbench's DRAM roof itself is its non-temporal add (`stream-add-nt`, no
+read for ownership), which carm does not measure.
 """
 
 from __future__ import annotations
@@ -34,13 +37,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # a checkout without an install
 
 GB = 1e9
+CARM_RATIO = {"read": "1:0", "read+write": "1:1", "2:1": "2:1"}
 
 
 def load() -> str:
     return Path("/proc/loadavg").read_text().split(" ")[0:3].__str__()
 
 
-def roofbench_side(quick: bool) -> tuple[list[Any], Any]:
+def roofbench_side(quick: bool) -> tuple[list[Any], dict[str, Any]]:
     from roofbench.roofs.probes.cpu_cache_sweep import isolated_cache_roofs
     from roofbench.roofs.probes.cpu_fma_child import timer_config
     from roofbench.roofs.probes.cpu_stream import (
@@ -55,15 +59,15 @@ def roofbench_side(quick: bool) -> tuple[list[Any], Any]:
     roofs = isolated_cache_roofs(quick)
     cfg = timer_config(quick)
     n = stream_elements(last_level_cache_bytes(), default_stream_budget(), factor=4.0)
-    (copy,) = measure_stream(lambda fn: host_timer(fn, cfg), n, kernels=("copy",),
-                             settle_s=0.5)
-    return roofs, copy
+    stream = measure_stream(lambda fn: host_timer(fn, cfg), n, kernels=("copy", "triad"),
+                            settle_s=0.5)
+    return roofs, {r.evidence["probe"].removeprefix("stream-"): r for r in stream}
 
 
 def carm_side(carm: str, threads: int, isa: str, sizes: list[int], test_time: float,
               out: Path) -> list[dict[str, Any]]:
     cmd = [carm, "benchmark", "-t", "memory", "-m", "L1", "L2", "L3", "DRAM", "-i", isa,
-           "-d", "f64", "--threads", str(threads), "--ld-st-ratio", "1:0", "1:1",
+           "-d", "f64", "--threads", str(threads), "--ld-st-ratio", "1:0", "1:1", "2:1",
            "--mem-test-sizes", *[f"{max(1, s // 1024)}KiB" for s in sizes],
            "--test-time", str(test_time), "--output-fmt", "jsonl", "--output-dir", str(out)]
     print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
@@ -97,7 +101,8 @@ def main() -> int:
 
     load_before = load()
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    roofs, copy = roofbench_side(args.quick)
+    roofs, stream = roofbench_side(args.quick)
+    copy = stream["copy"]
     threads = roofs[0].cache.cores if roofs else len(os.sched_getaffinity(0))
     best = {(r.level, r.cache.access): r for r in roofs}
     sizes = [best[(lv, "read")].evidence["best_working_set_bytes"] // threads
@@ -121,13 +126,14 @@ def main() -> int:
                       "working_set": r.evidence.get("best_working_set_bytes"),
                       "carm_GBps": c["bandwidth_gbps"] if c else None,
                       "carm_working_set": c["working_set_bytes"] if c else None})
-    c = carm.get(("dram", "read+write"))
-    table.append({"level": "dram", "access": "STREAM copy vs 1:1",
-                  "roofbench_GBps": copy.value / GB,
-                  "roofbench_mean_burst_GBps": copy.evidence["median_bytes_per_s"] / GB,
-                  "working_set": copy.evidence["array_bytes"] * 2,
-                  "carm_GBps": c["bandwidth_gbps"] if c else None,
-                  "carm_working_set": c["working_set_bytes"] if c else None})
+    for kernel, ratio, arrays in (("copy", "read+write", 2), ("triad", "2:1", 3)):
+        c, r = carm.get(("dram", ratio)), stream[kernel]
+        table.append({"level": "dram", "access": f"STREAM {kernel} vs {CARM_RATIO[ratio]}",
+                      "roofbench_GBps": r.value / GB,
+                      "roofbench_mean_burst_GBps": r.evidence["median_bytes_per_s"] / GB,
+                      "working_set": r.evidence["array_bytes"] * arrays,
+                      "carm_GBps": c["bandwidth_gbps"] if c else None,
+                      "carm_working_set": c["working_set_bytes"] if c else None})
     print(f"\n{started}, commit {commit}, {threads} threads, carm ISA {isa}, "
           f"carm --test-time {args.test_time}; load (1/5/15 min) before {load_before}, "
           f"after {load_after}\n")

@@ -9,10 +9,14 @@ the sum of the L2s, as on Intel server parts whose L3 is a victim cache), the ba
 1.25x the inner capacity to the inner capacity plus 3/4 of the level's.
 
 Each working set is split into one contiguous chunk per thread (numba ``prange`` over the
-threads, one per core of the process). Two accesses: ``read`` (a vectorised sum: 8 B per
-element per pass) and ``read+write`` (an in-place scale, x2 then x0.5, exact: 16 B per
-element per pass). Each thread passes over its chunk in bursts of about ``BURST_S`` and times
-every burst itself with the cycle counter (rdtsc, rate calibrated against the host clock): a
+threads, one per core of the process), of 8-byte words. Two accesses, as carm-roofline's
+load-only (1:0) and load+store (1:1) tests count them, bytes loaded plus bytes stored:
+``read`` (every word loaded and xor'ed into a value: 8 B per word per pass) and
+``read+write`` (one half of the chunk stored as the other half xor a mask, the halves
+swapping each pass: 8 B per word of the working set per pass, half of them loads, half
+stores; a stored line is read for ownership first below L1, as a kernel's output is). Each
+thread passes over its chunk in bursts of about ``BURST_S`` and times every burst itself with
+the cycle counter (rdtsc, rate calibrated against the host clock): a
 preemption lengthens one burst, not the measurement, where a host-clock timing of a parallel
 region waits for its slowest thread (milliseconds on a loaded VM). A point's rate is each
 thread's best burst, summed over the threads (the mean burst is kept beside it); a level's
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import subprocess
@@ -61,7 +64,9 @@ MIN_BURSTS, MAX_BURSTS = 5, 2000
 TICKS_MACHINES = ("x86_64", "amd64")  # rdtsc: constant-rate, readable from user space
 CHILD_TIMEOUT_S = 300.0
 ACCESSES = ("read", "read+write")
-BYTES_PER_ELEMENT = {"read": 8, "read+write": 16}  # per pass, FP64
+COUNTING = {"read": "8 B per word of the working set per pass: every word loaded once",
+            "read+write": "8 B per word of the working set per pass: half of the words "
+                          "loaded, the other half stored (carm-roofline's 1:1)"}
 
 
 @dataclass(frozen=True)
@@ -135,40 +140,43 @@ def ticks() -> int:
     return _ticks()
 
 
-@njit(fastmath=True, cache=True)
-def _sum_passes(x: np.ndarray, reps: int) -> float:
-    # A function of its own, over a slice indexed from 0: LLVM vectorises the reductions
-    # (fastmath: reassociation), which it does not inside a prange body or with indices
-    # that could be negative. Eight streams, eight independent reductions: one reduction's
-    # few vector add chains are bound by the add latency and read L1 at one load a cycle
-    # (half of carm-roofline's L1 figure on a quiet Xeon); eight keep two loads a cycle going.
-    m = x.shape[0] // 8
-    s = 0.0
+# The read+write passes' pattern: a pass stores one half of a chunk as the other half xor'ed
+# with it; two passes restore the data exactly, and no store can be dropped as a no-op.
+MASK = np.uint64(0x5A5A5A5A5A5A5A5A)
+
+
+@njit(cache=True)
+def _read_passes(x: np.ndarray, reps: int) -> int:
+    # Every word loaded once per pass and xor'ed into the pass's value, two loads per xor (a
+    # vpternlogq on AVX-512 takes both): the loads, not an ALU port, bound the loop. An FP sum
+    # needs one vector add per load, and a core with one 512-bit add port (Rocket Lake, the
+    # Xeon VM) then reads L1 at one load a cycle, 0.6 of carm-roofline's figure.
+    h = x.shape[0] // 2
+    s = np.uint64(0)
     for _ in range(reps):
-        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-        for i in range(m):
-            s0 += x[i]
-            s1 += x[m + i]
-            s2 += x[2 * m + i]
-            s3 += x[3 * m + i]
-            s4 += x[4 * m + i]
-            s5 += x[5 * m + i]
-            s6 += x[6 * m + i]
-            s7 += x[7 * m + i]
-        s += ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-        for i in range(8 * m, x.shape[0]):
-            s += x[i]
+        a = np.uint64(0)
+        for i in range(h):
+            a ^= x[i] ^ x[h + i]
+        for i in range(2 * h, x.shape[0]):
+            a ^= x[i]
+        s += a
     return s
 
 
 @njit(cache=True)
-def _scale_passes(x: np.ndarray, reps: int) -> None:
-    # x2 then x0.5: exact in binary floating point, so the data never drifts, and no pass is
-    # a multiplication by 1 that a compiler could drop with its store. ``reps`` is even.
+def _copy_passes(x: np.ndarray, reps: int) -> None:
+    # Loads from one half, stores to the other, swapping each pass (``reps`` is even): as
+    # carm-roofline's 1:1, a stored line is not the line just loaded, so a level below L1
+    # reads it for ownership before it is written, as in a kernel writing its own output.
+    h = x.shape[0] // 2
+    a, b = x[:h], x[h:2 * h]
     for r in range(reps):
-        f = 2.0 if r % 2 == 0 else 0.5
-        for i in range(x.shape[0]):
-            x[i] = x[i] * f
+        if r % 2 == 0:
+            for i in range(h):
+                b[i] = a[i] ^ MASK
+        else:
+            for i in range(h):
+                a[i] = b[i] ^ MASK
 
 
 @njit(parallel=True, cache=True)
@@ -182,13 +190,13 @@ def sweep_bursts(buf: np.ndarray, parts: int, write: bool, reps: int, bursts: in
         x = buf[t * chunk:(t + 1) * chunk]
         b = np.uint64(1) << np.uint64(62)
         tot = np.uint64(0)
-        acc = 0.0
+        acc = np.uint64(0)
         for _ in range(bursts):
             t0 = _ticks()
             if write:
-                _scale_passes(x, reps)
+                _copy_passes(x, reps)
             else:
-                acc += _sum_passes(x, reps)
+                acc += _read_passes(x, reps)
             dt = _ticks() - t0
             tot += dt
             if dt < b:
@@ -211,39 +219,51 @@ def ticks_per_second(window_s: float = 0.02) -> float:
 def _fill(x: np.ndarray) -> None:
     # First touch in parallel (numpy's temporaries took seconds for the 360 MiB of a VM's L3).
     for i in prange(x.shape[0]):
-        x[i] = 1.0 + (i % 1013) * 1e-3
+        x[i] = np.uint64(i) * np.uint64(0x9E3779B97F4A7C15)  # every word different
 
 
 class SweepBuffer:
-    """One FP64 buffer of the largest working set, filled once; each point uses a prefix,
-    one contiguous chunk per thread."""
+    """One buffer of 8-byte words, the largest working set, filled once; each point uses a
+    prefix, one contiguous chunk per thread."""
 
     def __init__(self, max_bytes: int, parts: int) -> None:
         self.parts = parts
-        self.data = aligned_empty(max(1, max_bytes // 8))
+        self.data = aligned_empty(max(1, max_bytes // 8)).view(np.uint64)
         _fill(self.data)
         self.best = np.zeros(parts, dtype=np.uint64)
         self.total = np.zeros(parts, dtype=np.uint64)
-        self.sums = np.zeros(parts)
+        self.sums = np.zeros(parts, dtype=np.uint64)
 
     def view(self, working_set: int) -> np.ndarray:
         n = working_set // 8 // self.parts * self.parts
         return self.data[:n]
+
+    def counted_words(self, access: str, working_set: int) -> int:
+        """Words one thread's pass moves: its chunk (read), both halves of it (read+write)."""
+        chunk = self.view(working_set).shape[0] // self.parts
+        return chunk if access == "read" else chunk // 2 * 2
 
     def run(self, access: str, working_set: int, reps: int, bursts: int) -> None:
         sweep_bursts(self.view(working_set), self.parts, access == "read+write",
                      reps + reps % 2, bursts, self.best, self.total, self.sums)
 
     def check(self, working_set: int) -> None:
-        """Both accesses once on this working set, against numpy."""
-        v = self.view(working_set)
-        before = v.copy()
-        self.run("read", working_set, 2, 1)  # two passes (passes are even)
-        if not math.isclose(float(self.sums.sum()), 2 * float(before.sum()), rel_tol=1e-9):
-            raise RuntimeError("cache sweep: the read kernel's sum differs from numpy's")
+        """Both accesses once (two passes) on this working set, against numpy: each thread's
+        read value is twice the xor of its chunk; read+write leaves a chunk's first half as
+        it was and its second half that half xor MASK. The data is then put back."""
+        chunks = np.split(self.view(working_set).copy(), self.parts)
+        self.run("read", working_set, 2, 1)
+        want = [2 * int(np.bitwise_xor.reduce(c)) % 2 ** 64 for c in chunks]
+        if [int(v) for v in self.sums] != want:
+            raise RuntimeError("cache sweep: the read kernel's value differs from numpy's")
         self.run("read+write", working_set, 2, 1)
-        if not np.array_equal(v, before):
-            raise RuntimeError("cache sweep: the read+write kernel changed the data")
+        for was, now in zip(chunks, np.split(self.view(working_set), self.parts), strict=True):
+            h = was.shape[0] // 2
+            if not (np.array_equal(now[:h], was[:h])
+                    and np.array_equal(now[h:2 * h], was[:h] ^ MASK)):
+                raise RuntimeError("cache sweep: the read+write kernel did not store what "
+                                   "it loaded")
+        self.view(working_set)[:] = np.concatenate(chunks)  # as it was: every word different
 
 
 def _burst_reps(buf: SweepBuffer, access: str, working_set: int, hz: float) -> int:
@@ -261,7 +281,7 @@ def measure_point(buf: SweepBuffer, access: str, working_set: int, hz: float,
     burst_s = max(float(buf.best.max()) / hz / 2 * reps, 1e-9)
     bursts = int(min(MAX_BURSTS, max(MIN_BURSTS, point_s / burst_s)))
     buf.run(access, working_set, reps, bursts)
-    per_thread = BYTES_PER_ELEMENT[access] * (buf.view(working_set).shape[0] // buf.parts) * reps
+    per_thread = 8 * buf.counted_words(access, working_set) * reps
     best = sum(per_thread / (float(b) / hz) for b in buf.best)
     mean = sum(per_thread * bursts / (float(t) / hz) for t in buf.total)
     return best, mean, {"working_set_bytes": int(8 * buf.view(working_set).shape[0]),
@@ -297,10 +317,10 @@ def measure_sweep(plans: list[LevelPlan], source: str, progress: Any = None,
             roofs.append(Roof(
                 name=f"{plan.level} sweep-{access}", kind="memory", level=plan.level,
                 value=pts[k].bytes_per_s, source="measured", cache=sweep,
-                evidence={"probe": f"cache-sweep-{access}", "dtype": "fp64",
+                evidence={"probe": f"cache-sweep-{access}", "dtype": "uint64",
                           "implementation": "numba njit(parallel=True), one chunk per thread, "
                                             "bursts of passes timed by each thread (rdtsc)",
-                          "counting": "read: 8 B/element/pass; read+write: 16 B",
+                          "counting": COUNTING[access],
                           "value_from": "each thread's best burst, summed over the threads, "
                                         "at the best working set of the band",
                           "best_working_set_bytes": pts[k].working_set_bytes,

@@ -3,13 +3,14 @@ loops do, as one JSON object (tests/standins/codegen_matrix.py runs this under N
 NUMBA_CPU_FEATURES of CPUs this machine is not, and for the host). Nothing is run: code for a
 foreign CPU could fault here.
 
-    python tests/roofs/codegen_child.py UNIT...   (UNITS below; "all": fma stream nt_stores;
+    python tests/roofs/codegen_child.py UNIT...   (UNITS below; "all": fma stream nt_stores sweep;
                                                "kernels:rownorm" one module's kernels)
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -80,6 +81,44 @@ def nt_store_loops() -> dict:
     return out
 
 
+# A vector instruction with a memory source: an operand "(...)" followed by a vector register
+# (a store names its memory last). Its width: the last vector register's (the destination).
+_LOAD = re.compile(r"\([^)]*\)\s*,.*%([xyz])mm\d+\s*$")
+
+
+def _vector_loads(loop: x86_asm.Loop) -> list[int]:
+    """Bits of every vector load of ``loop`` (explicit moves and folded memory operands)."""
+    return [x86_asm.BITS[m.group(1)] for ins in loop.body if (m := _LOAD.search(ins))]
+
+
+def _load_loop(asm: str) -> x86_asm.Loop | None:
+    """The innermost loop loading the most vector bits per trip (a read pass's main loop)."""
+    cands = [lp for lp in x86_asm.innermost(x86_asm.loops(asm)) if _vector_loads(lp)]
+    return max(cands, key=lambda lp: (sum(_vector_loads(lp)), -len(lp.body)), default=None)
+
+
+def sweep() -> dict:
+    """The cache sweep's two passes (roofs/probes/cpu_cache_sweep.py) as its child compiles
+    them (plain njit; run it under the child's features: codegen_matrix's probe rows)."""
+    from roofbench.roofs.probes import cpu_cache_sweep as sw
+
+    u = _arr(types.uint64)
+    out = {}
+    for name, fn in (("read", sw._read_passes), ("read+write", sw._copy_passes)):
+        d = numba.njit(fn.py_func)  # a fresh compile: never numba's cache
+        d.compile((u, types.intp))
+        asm = d.inspect_asm((u, types.intp))
+        loop = _load_loop(asm) if name == "read" else x86_asm.store_loop(asm)
+        facts = x86_asm.loop_facts(loop, asm)
+        if loop is not None:
+            facts["load_bits"] = sorted(set(_vector_loads(loop)))
+            facts["loads"] = len(_vector_loads(loop))
+        facts["gathers"] = code_facts(asm)["gathers"] + code_facts(asm)["scatters"]
+        facts["nontemporal"] = code_facts(asm)["nontemporal"]
+        out[name] = facts
+    return out
+
+
 def kernels(only: str = "") -> dict:
     from codegen_kernels import kernel_facts
 
@@ -92,15 +131,15 @@ def planted() -> dict:
     return planted_facts()
 
 
-UNITS = {"fma": fma, "stream": stream, "nt_stores": nt_store_loops, "kernels": kernels,
-         "planted": planted}
+UNITS = {"fma": fma, "stream": stream, "nt_stores": nt_store_loops, "sweep": sweep,
+         "kernels": kernels, "planted": planted}
 
 
 def main(units: list[str]) -> None:
     import llvmlite.binding as ll
 
     if units in ([], ["all"]):
-        units = ["fma", "stream", "nt_stores"]
+        units = ["fma", "stream", "nt_stores", "sweep"]
     res = {"numba_cpu_name": numba.config.CPU_NAME, "host": ll.get_host_cpu_name()}
     for u in units:  # "kernels:rownorm,gemm": the kernels of those modules only
         name, _, arg = u.partition(":")

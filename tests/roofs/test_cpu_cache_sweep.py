@@ -113,9 +113,16 @@ def test_a_real_sweep_on_a_planted_topology_gives_typed_roofs(monkeypatch) -> No
 @x86_only
 def test_the_kernels_are_checked_against_numpy(monkeypatch) -> None:
     buf = sw.SweepBuffer(64 * KiB, 2)
-    buf.check(32 * KiB)  # passes: sums agree, the read+write passes leave the data as it was
-    monkeypatch.setattr(sw, "sweep_bursts", lambda *a: a[7].fill(0.0))  # a kernel that lies
+    before = buf.view(32 * KiB).copy()
+    buf.check(32 * KiB)  # passes: the values agree, read+write stores what it should
+    assert np.array_equal(buf.view(32 * KiB), before)  # and the data is put back
+    real = sw.sweep_bursts
+    monkeypatch.setattr(sw, "sweep_bursts", lambda *a: a[7].fill(0))  # a kernel that lies
     with pytest.raises(RuntimeError, match="read kernel"):
+        buf.check(32 * KiB)
+    # a read+write pass whose stores are lost (the loads alone are cheaper)
+    monkeypatch.setattr(sw, "sweep_bursts", lambda *a: None if a[2] else real(*a))
+    with pytest.raises(RuntimeError, match="read\\+write kernel"):
         buf.check(32 * KiB)
 
 

@@ -18,6 +18,8 @@ row compiled with numba's defaults. For each target the emitted loops must show:
 - non-temporal-store kernels (and rownorm's row kernels built on nt_stores.scale_row): every
   vector store of the main loop non-temporal (vmovnt*), whole 64-byte lines, no vector spill,
   no gather or scatter anywhere in the kernel.
+- the cache sweep's read and read+write passes, in the environment its child runs in: loads
+  (and stores) of the widest vectors, plain stores, no gather, no spill.
 
 The kernels' own assertions (tests/kernels/test_cpu_kernels.py) run over the same matrix.
 
@@ -193,6 +195,31 @@ def test_streaming_store_kernels_stream_whole_lines(codegen, t: Target) -> None:
         assert loop["stores"] * t.widest % (64 * 8) == 0, (name, loop)
         assert loop["vector_spills"] == 0, (name, loop)
         assert loop["gathers"] == [], (name, loop)  # peel and tail: contiguous or scalar
+
+
+# ----------------------------------------------------------------------------- cache sweep
+
+
+@pytest.mark.parametrize("t", TARGETS, ids=IDS)
+def test_cache_sweep_passes_move_the_widest_vectors(codegen, t: Target) -> None:
+    # As the sweep's child compiles them (its own process, widest_vector_env): the read pass
+    # a loop of vector loads of the widest width, two or more per trip (the two halves), no
+    # store; read+write one load per store, plain stores of that width. No gather, no
+    # non-temporal store, no spill, in either.
+    env = "fma-child" if (t.name, "fma-child") in codegen else "bench"
+    sweep = codegen[(t.name, env)]["sweep"]
+    read, rw = sweep["read"], sweep["read+write"]
+    assert read["loop"] and read["load_bits"] == [t.widest] and read["loads"] >= 2, read
+    assert read["stores"] == 0, read
+    assert rw["loop"] and rw["store_bits"] == [t.widest] == rw["load_bits"], rw
+    assert rw["loads"] == rw["stores"] > 0, rw
+    for facts in (read, rw):
+        assert facts["gathers"] == [] and facts["nontemporal"] == 0, facts
+        assert facts["vector_spills"] == 0, facts
+    if env == "fma-child" and t.stream_bits < t.widest:
+        # numba's default tuning on these cores (Intel AVX-512) reads at half the width: the
+        # assertion above would see it, were the child's features lost.
+        assert codegen[(t.name, "bench")]["sweep"]["read"]["load_bits"] == [t.stream_bits]
 
 
 # ----------------------------------------------------------------------------- the oracle
