@@ -3,21 +3,23 @@
 machine: a benchmark-time comparison (carm-roofline is not a dependency).
 
     pip install carm-roofline            # into the same .venv, once
-    python scripts/compare_carm.py [--test-time 2] [--json out.json]
+    python scripts/compare_carm.py [--rounds 3] [--test-time 2] [--json out.json]
 
-Runs, in this order: roofbench's cache sweep (roofs/probes/cpu_cache_sweep.py, in its own
-process as `roofbench roofs` runs it), roofbench's STREAM copy and triad (the DRAM probe), then
-``carm benchmark -t memory`` for L1, L2, L3 and DRAM with load-only (1:0), load+store (1:1) and
-two loads per store (2:1) accesses on the same threads, with each cache level's working set per
-thread set to the one where roofbench's roof was measured (carm's own default for L3 is 3/4 of
-the L3 per thread, 360 MiB on a VM reporting its host's 480 MiB L3, and 16x that for DRAM) and
-DRAM at roofbench's STREAM array size. Prints one Markdown table (level, access, both figures,
-the ratio), the load before and after, the date and the commit; ``--json`` keeps every figure.
-Comparing like with like (both count the bytes loaded plus the bytes stored, neither a read
-for ownership): roofbench read vs carm 1:0, roofbench read+write vs carm 1:1; DRAM: STREAM
-copy (1 read, 1 write) vs carm 1:1 and STREAM triad (2 reads, 1 write) vs carm 2:1. carm
-stores plainly; roofbench's DRAM roof itself is its non-temporal add (`stream-add-nt`, no
-read for ownership), which carm does not measure.
+Each round runs roofbench's cache sweep (roofs/probes/cpu_cache_sweep.py, in its own process as
+`roofbench roofs` runs it) and roofbench's STREAM copy and triad (the DRAM probe), then ``carm
+benchmark -t memory`` for L1, L2, L3 and DRAM with load-only (1:0), load+store (1:1) and its
+default two loads per store (2:1) on the same threads, each cache level at the working set per
+thread where roofbench's read roof was measured, DRAM at roofbench's STREAM array size. The
+rounds alternate the two tools, because a VM's caches and memory change speed within minutes:
+a row's ratio is the median of the rounds' ratios, each from figures taken minutes apart.
+
+Like with like, both counting bytes loaded plus bytes stored (no read for ownership): roofbench
+read vs carm 1:0, roofbench read+write (two loads per store) vs carm 2:1; DRAM: STREAM copy
+vs carm 1:1 and STREAM triad vs carm 2:1 (carm stores plainly; roofbench's DRAM roof itself is
+its non-temporal add, which carm does not measure). roofbench's figure is its roof (a best
+burst, a best time); its mean burst (caches) or median (STREAM) is printed beside it. Prints
+one Markdown table, the load before and after, the date and the commit; ``--json`` keeps
+every figure of every round.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import datetime
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,14 +40,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # a checkout without an install
 
 GB = 1e9
-CARM_RATIO = {"read": "1:0", "read+write": "1:1", "2:1": "2:1"}
+# (level, roofbench's access or STREAM kernel) -> carm's load:store ratio
+PAIRS = [(("l1", "read"), "1:0"), (("l1", "read+write"), "2:1"),
+         (("l2", "read"), "1:0"), (("l2", "read+write"), "2:1"),
+         (("l3", "read"), "1:0"), (("l3", "read+write"), "2:1"),
+         (("dram", "copy"), "1:1"), (("dram", "triad"), "2:1")]
+STREAM_ARRAYS = {"copy": 2, "triad": 3}
 
 
-def load() -> str:
-    return Path("/proc/loadavg").read_text().split(" ")[0:3].__str__()
+def load() -> list[str]:
+    return Path("/proc/loadavg").read_text().split(" ")[0:3]
 
 
-def roofbench_side(quick: bool) -> tuple[list[Any], dict[str, Any]]:
+def roofbench_side(quick: bool) -> dict[tuple[str, str], dict[str, float]]:
+    """{(level, access or STREAM kernel): figure, mean (or median), working set}, in GB/s and
+    bytes."""
     from roofbench.roofs.probes.cpu_cache_sweep import isolated_cache_roofs
     from roofbench.roofs.probes.cpu_fma_child import timer_config
     from roofbench.roofs.probes.cpu_stream import (
@@ -56,12 +66,30 @@ def roofbench_side(quick: bool) -> tuple[list[Any], dict[str, Any]]:
     from roofbench.cpu_cache import last_level_cache_bytes
     from roofbench.timing import host_timer
 
-    roofs = isolated_cache_roofs(quick)
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for r in isolated_cache_roofs(quick):
+        assert r.cache is not None
+        out[(r.level, r.cache.access)] = {
+            "GBps": r.value / GB, "mean_GBps": r.evidence["mean_burst_bytes_per_s"] / GB,
+            "working_set": r.evidence["best_working_set_bytes"], "threads": r.cache.cores}
     cfg = timer_config(quick)
     n = stream_elements(last_level_cache_bytes(), default_stream_budget(), factor=4.0)
-    stream = measure_stream(lambda fn: host_timer(fn, cfg), n, kernels=("copy", "triad"),
-                            settle_s=0.5)
-    return roofs, {r.evidence["probe"].removeprefix("stream-"): r for r in stream}
+    for r in measure_stream(lambda fn: host_timer(fn, cfg), n, kernels=tuple(STREAM_ARRAYS),
+                            settle_s=0.5):
+        k = r.evidence["probe"].removeprefix("stream-")
+        out[("dram", k)] = {"GBps": r.value / GB,
+                            "mean_GBps": r.evidence["median_bytes_per_s"] / GB,
+                            "working_set": r.evidence["array_bytes"] * STREAM_ARRAYS[k],
+                            "threads": r.evidence["threads"]}
+    return out
+
+
+def carm_sizes(ours: dict[tuple[str, str], dict[str, float]], threads: int) -> list[int]:
+    """carm's --mem-test-sizes (bytes per thread): L1, L2, L3 at roofbench's best read working
+    set, DRAM at STREAM copy's arrays."""
+    sizes = [int(ours[(lv, "read")]["working_set"]) // threads if (lv, "read") in ours
+             else 32 * 1024 for lv in ("l1", "l2", "l3")]
+    return [*sizes, int(ours[("dram", "copy")]["working_set"]) // threads]
 
 
 def carm_side(carm: str, threads: int, isa: str, sizes: list[int], test_time: float,
@@ -75,14 +103,69 @@ def carm_side(carm: str, threads: int, isa: str, sizes: list[int], test_time: fl
     if r.returncode != 0:
         raise RuntimeError(f"carm exited {r.returncode}: "
                            f"{(r.stderr or r.stdout).strip().splitlines()[-1:]}")
+    return read_carm(out)
+
+
+def read_carm(folder: Path) -> list[dict[str, Any]]:
+    """Every record of carm's JSONL output under ``folder`` (``benchmarks.jsonl``)."""
     rows = []
-    for f in out.rglob("benchmarks.jsonl"):
+    for f in sorted(folder.rglob("benchmarks.jsonl")):
         rows += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
     return rows
 
 
+def carm_figures(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """{(level, load:store ratio): carm's record}; the last record of a key wins."""
+    return {(r["cache_level"].lower(), str(r["load_store_ratio"])): r
+            for r in rows if r.get("type", "memory") == "memory"}
+
+
+def table(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per pair: each side's median over the rounds, and the median of the rounds'
+    ratios (a round: {"roofbench": roofbench_side(), "carm": carm records})."""
+    out = []
+    for (level, access), ratio in PAIRS:
+        ours, theirs, ratios, mean, ws = [], [], [], [], None
+        for rd in rounds:
+            o = rd["roofbench"].get((level, access))
+            c = carm_figures(rd["carm"]).get((level, ratio))
+            if o is None:
+                continue
+            ours.append(o["GBps"])
+            mean.append(o["mean_GBps"])
+            ws = o["working_set"]
+            if c is not None:
+                theirs.append(c["bandwidth_gbps"])
+                ratios.append(o["GBps"] / c["bandwidth_gbps"])
+        if not ours:
+            continue
+        name = access if level != "dram" else f"STREAM {access}"
+        out.append({"level": level, "access": name, "carm_ratio": ratio, "working_set": ws,
+                    "roofbench_GBps": statistics.median(ours),
+                    "roofbench_mean_GBps": statistics.median(mean),
+                    "carm_GBps": statistics.median(theirs) if theirs else None,
+                    "ratio": statistics.median(ratios) if ratios else None,
+                    "ratios": ratios})
+    return out
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| level | roofbench | carm | working set | roofbench GB/s | (mean burst / median) "
+             "| carm GB/s | roofbench / carm (median of rounds; each round) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for t in rows:
+        carm_s = f"{t['carm_GBps']:.1f}" if t["carm_GBps"] else "-"
+        ratio = (f"{t['ratio']:.2f} ({', '.join(f'{x:.2f}' for x in t['ratios'])})"
+                 if t["ratio"] else "-")
+        lines.append(f"| {t['level']} | {t['access']} | {t['carm_ratio']} | "
+                     f"{t['working_set'] / 2**20:.3g} MiB | {t['roofbench_GBps']:.1f} | "
+                     f"{t['roofbench_mean_GBps']:.1f} | {carm_s} | {ratio} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3, help="roofbench then carm, this many times")
     ap.add_argument("--test-time", type=float, default=2.0,
                     help="carm's seconds per micro-benchmark (its default is 25)")
     ap.add_argument("--quick", action="store_true", help="roofbench's quick sweep")
@@ -93,6 +176,9 @@ def main() -> int:
         print(f"carm-roofline not found at {args.carm}: pip install carm-roofline",
               file=sys.stderr)
         return 2
+    if args.rounds < 1:
+        print("--rounds: give 1 or more", file=sys.stderr)
+        return 2
     from roofbench.roofs.probes.cpu_features import (
         host_cpu_features,
         parse_features,
@@ -101,56 +187,33 @@ def main() -> int:
 
     load_before = load()
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    roofs, stream = roofbench_side(args.quick)
-    copy = stream["copy"]
-    threads = roofs[0].cache.cores if roofs else len(os.sched_getaffinity(0))
-    best = {(r.level, r.cache.access): r for r in roofs}
-    sizes = [best[(lv, "read")].evidence["best_working_set_bytes"] // threads
-             if (lv, "read") in best else 32 * 1024 for lv in ("l1", "l2", "l3")]
-    sizes.append(copy.evidence["array_bytes"] * 2 // threads)  # copy: a read, c written
     isa = {512: "x86_avx512", 256: "x86_avx2"}.get(
         widest_vector_bits(parse_features(host_cpu_features())), "x86_sse")
-    with tempfile.TemporaryDirectory(prefix="compare-carm-") as tmp:
-        carm_rows = carm_side(args.carm, threads, isa, sizes, args.test_time, Path(tmp))
+    rounds: list[dict[str, Any]] = []
+    threads = len(os.sched_getaffinity(0))
+    for k in range(args.rounds):
+        print(f"round {k + 1} of {args.rounds}: roofbench", file=sys.stderr, flush=True)
+        ours = roofbench_side(args.quick)
+        threads = int(ours[("dram", "copy")]["threads"])
+        with tempfile.TemporaryDirectory(prefix="compare-carm-") as tmp:
+            theirs = carm_side(args.carm, threads, isa, carm_sizes(ours, threads),
+                               args.test_time, Path(tmp))
+        rounds.append({"roofbench": ours, "carm": theirs})
     load_after = load()
-    carm = {(row["cache_level"].lower(), {"1:0": "read", "1:1": "read+write"}.get(
-        row["load_store_ratio"], row["load_store_ratio"])): row for row in carm_rows}
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
-    table = []
-    for (lv, acc), r in sorted(best.items()):
-        c = carm.get((lv, acc))
-        table.append({"level": lv, "access": acc, "roofbench_GBps": r.value / GB,
-                      "roofbench_mean_burst_GBps": r.evidence.get("mean_burst_bytes_per_s",
-                                                                  0) / GB,
-                      "working_set": r.evidence.get("best_working_set_bytes"),
-                      "carm_GBps": c["bandwidth_gbps"] if c else None,
-                      "carm_working_set": c["working_set_bytes"] if c else None})
-    for kernel, ratio, arrays in (("copy", "read+write", 2), ("triad", "2:1", 3)):
-        c, r = carm.get(("dram", ratio)), stream[kernel]
-        table.append({"level": "dram", "access": f"STREAM {kernel} vs {CARM_RATIO[ratio]}",
-                      "roofbench_GBps": r.value / GB,
-                      "roofbench_mean_burst_GBps": r.evidence["median_bytes_per_s"] / GB,
-                      "working_set": r.evidence["array_bytes"] * arrays,
-                      "carm_GBps": c["bandwidth_gbps"] if c else None,
-                      "carm_working_set": c["working_set_bytes"] if c else None})
+    rows = table(rounds)
     print(f"\n{started}, commit {commit}, {threads} threads, carm ISA {isa}, "
-          f"carm --test-time {args.test_time}; load (1/5/15 min) before {load_before}, "
-          f"after {load_after}\n")
-    print("| level | access | working set | roofbench GB/s | (mean burst / median) | "
-          "carm GB/s | roofbench / carm |")
-    print("|---|---|---|---|---|---|---|")
-    for t in table:
-        ratio = (f"{t['roofbench_GBps'] / t['carm_GBps']:.2f}" if t["carm_GBps"] else "-")
-        carm_s = f"{t['carm_GBps']:.1f}" if t["carm_GBps"] else "-"
-        print(f"| {t['level']} | {t['access']} | {t['working_set'] / 2**20:.3g} MiB | "
-              f"{t['roofbench_GBps']:.1f} | {t['roofbench_mean_burst_GBps']:.1f} | "
-              f"{carm_s} | {ratio} |")
+          f"carm --test-time {args.test_time}, {args.rounds} rounds; load (1/5/15 min) "
+          f"before {load_before}, after {load_after}\n")
+    print(markdown(rows))
     if args.json:
-        args.json.write_text(json.dumps({"started": started, "commit": commit,
-                                         "load_before": load_before, "load_after": load_after,
-                                         "threads": threads, "isa": isa, "rows": table,
-                                         "carm": carm_rows}, indent=1))
+        args.json.write_text(json.dumps({
+            "started": started, "commit": commit, "load_before": load_before,
+            "load_after": load_after, "threads": threads, "isa": isa, "rows": rows,
+            "rounds": [{"roofbench": {f"{lv} {acc}": v for (lv, acc), v in
+                                      rd["roofbench"].items()}, "carm": rd["carm"]}
+                       for rd in rounds]}, indent=1))
     return 0
 
 

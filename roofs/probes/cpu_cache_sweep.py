@@ -9,20 +9,19 @@ the sum of the L2s, as on Intel server parts whose L3 is a victim cache), the ba
 1.25x the inner capacity to the inner capacity plus 3/4 of the level's.
 
 Each working set is split into one contiguous chunk per thread (numba ``prange`` over the
-threads, one per core of the process), of 8-byte words. Two accesses, as carm-roofline's
-load-only (1:0) and load+store (1:1) tests count them, bytes loaded plus bytes stored:
-``read`` (every word loaded and xor'ed into a value: 8 B per word per pass) and
-``read+write`` (one half of the chunk stored as the other half xor a mask, the halves
-swapping each pass: 8 B per word of the working set per pass, half of them loads, half
-stores; a stored line is read for ownership first below L1, as a kernel's output is). Each
-thread passes over its chunk in bursts of about ``BURST_S`` and times every burst itself with
-the cycle counter (rdtsc, rate calibrated against the host clock): a
-preemption lengthens one burst, not the measurement, where a host-clock timing of a parallel
-region waits for its slowest thread (milliseconds on a loaded VM). A point's rate is each
-thread's best burst, summed over the threads (the mean burst is kept beside it); a level's
-roof of each access is the best point of its band (a ceiling, as STREAM's "Best Rate"), and
-the whole band is stored on the roof (``Roof.cache``, a CacheSweep). DRAM stays STREAM's
-(cpu_stream.py).
+threads, one per core of the process), of 8-byte words. Two accesses, counted as carm-roofline
+counts its load-only (1:0) and default two-loads-per-store (2:1) tests, bytes loaded plus bytes
+stored: ``read`` (every word loaded and xor'ed into a value: 8 B per word per pass) and
+``read+write`` (the last third of the chunk stored as the xor of the first two, then the first
+as the xor of the last two: 8 B per word of the working set per pass, two thirds loads, one
+third stores; a stored line is read for ownership first below L1, as a kernel's output is).
+Each thread passes over its chunk in bursts of about ``BURST_S`` and times every burst itself
+with the cycle counter (rdtsc, rate calibrated against the host clock): a preemption lengthens
+one burst, not the measurement, where a host-clock timing of a parallel region waits for its
+slowest thread (milliseconds on a loaded VM). A point's rate is each thread's best burst,
+summed over the threads (the mean burst is kept beside it); a level's roof of each access is
+the best point of its band (a ceiling, as STREAM's "Best Rate"), and the whole band is stored
+on the roof (``Roof.cache``, a CacheSweep). DRAM stays STREAM's (cpu_stream.py).
 
 Run in a child process with the widest vectors, as the FMA probe is (numba reads
 ``NUMBA_CPU_FEATURES`` once): ``python -m roofbench.roofs.probes.cpu_cache_sweep [--quick]``
@@ -65,8 +64,8 @@ TICKS_MACHINES = ("x86_64", "amd64")  # rdtsc: constant-rate, readable from user
 CHILD_TIMEOUT_S = 300.0
 ACCESSES = ("read", "read+write")
 COUNTING = {"read": "8 B per word of the working set per pass: every word loaded once",
-            "read+write": "8 B per word of the working set per pass: half of the words "
-                          "loaded, the other half stored (carm-roofline's 1:1)"}
+            "read+write": "8 B per word of the working set per pass: two thirds of the words "
+                          "loaded, one third stored (carm-roofline's default 2:1)"}
 
 
 @dataclass(frozen=True)
@@ -140,11 +139,6 @@ def ticks() -> int:
     return _ticks()
 
 
-# The read+write passes' pattern: a pass stores one half of a chunk as the other half xor'ed
-# with it; two passes restore the data exactly, and no store can be dropped as a no-op.
-MASK = np.uint64(0x5A5A5A5A5A5A5A5A)
-
-
 @njit(cache=True)
 def _read_passes(x: np.ndarray, reps: int) -> int:
     # Every word loaded once per pass and xor'ed into the pass's value, two loads per xor (a
@@ -164,19 +158,20 @@ def _read_passes(x: np.ndarray, reps: int) -> int:
 
 
 @njit(cache=True)
-def _copy_passes(x: np.ndarray, reps: int) -> None:
-    # Loads from one half, stores to the other, swapping each pass (``reps`` is even): as
-    # carm-roofline's 1:1, a stored line is not the line just loaded, so a level below L1
-    # reads it for ownership before it is written, as in a kernel writing its own output.
-    h = x.shape[0] // 2
-    a, b = x[:h], x[h:2 * h]
+def _add_passes(x: np.ndarray, reps: int) -> None:
+    # Two loads per store, carm-roofline's default 2:1 (and STREAM add's, vector_add's): the
+    # chunk's thirds a, b, c; c = a ^ b, then a = c ^ b (a as it was), ``reps`` even. A stored
+    # line is not one just loaded: below L1 it is read for ownership first, as a kernel's
+    # output is.
+    t = x.shape[0] // 3
+    a, b, c = x[:t], x[t:2 * t], x[2 * t:3 * t]
     for r in range(reps):
         if r % 2 == 0:
-            for i in range(h):
-                b[i] = a[i] ^ MASK
+            for i in range(t):
+                c[i] = a[i] ^ b[i]
         else:
-            for i in range(h):
-                a[i] = b[i] ^ MASK
+            for i in range(t):
+                a[i] = c[i] ^ b[i]
 
 
 @njit(parallel=True, cache=True)
@@ -194,7 +189,7 @@ def sweep_bursts(buf: np.ndarray, parts: int, write: bool, reps: int, bursts: in
         for _ in range(bursts):
             t0 = _ticks()
             if write:
-                _copy_passes(x, reps)
+                _add_passes(x, reps)
             else:
                 acc += _read_passes(x, reps)
             dt = _ticks() - t0
@@ -239,9 +234,9 @@ class SweepBuffer:
         return self.data[:n]
 
     def counted_words(self, access: str, working_set: int) -> int:
-        """Words one thread's pass moves: its chunk (read), both halves of it (read+write)."""
+        """Words one thread's pass moves: its chunk (read), its three thirds (read+write)."""
         chunk = self.view(working_set).shape[0] // self.parts
-        return chunk if access == "read" else chunk // 2 * 2
+        return chunk if access == "read" else chunk // 3 * 3
 
     def run(self, access: str, working_set: int, reps: int, bursts: int) -> None:
         sweep_bursts(self.view(working_set), self.parts, access == "read+write",
@@ -249,8 +244,8 @@ class SweepBuffer:
 
     def check(self, working_set: int) -> None:
         """Both accesses once (two passes) on this working set, against numpy: each thread's
-        read value is twice the xor of its chunk; read+write leaves a chunk's first half as
-        it was and its second half that half xor MASK. The data is then put back."""
+        read value is twice the xor of its chunk; read+write leaves a chunk's first and second
+        thirds as they were and its last the xor of both. The data is then put back."""
         chunks = np.split(self.view(working_set).copy(), self.parts)
         self.run("read", working_set, 2, 1)
         want = [2 * int(np.bitwise_xor.reduce(c)) % 2 ** 64 for c in chunks]
@@ -258,9 +253,9 @@ class SweepBuffer:
             raise RuntimeError("cache sweep: the read kernel's value differs from numpy's")
         self.run("read+write", working_set, 2, 1)
         for was, now in zip(chunks, np.split(self.view(working_set), self.parts), strict=True):
-            h = was.shape[0] // 2
-            if not (np.array_equal(now[:h], was[:h])
-                    and np.array_equal(now[h:2 * h], was[:h] ^ MASK)):
+            t = was.shape[0] // 3
+            if not (np.array_equal(now[:2 * t], was[:2 * t])
+                    and np.array_equal(now[2 * t:3 * t], was[:t] ^ was[t:2 * t])):
                 raise RuntimeError("cache sweep: the read+write kernel did not store what "
                                    "it loaded")
         self.view(working_set)[:] = np.concatenate(chunks)  # as it was: every word different

@@ -104,7 +104,7 @@ def sweep() -> dict:
 
     u = _arr(types.uint64)
     out = {}
-    for name, fn in (("read", sw._read_passes), ("read+write", sw._copy_passes)):
+    for name, fn in (("read", sw._read_passes), ("read+write", sw._add_passes)):
         d = numba.njit(fn.py_func)  # a fresh compile: never numba's cache
         d.compile((u, types.intp))
         asm = d.inspect_asm((u, types.intp))
