@@ -98,6 +98,7 @@ WORKLOAD = Workload(
     inputs=_inputs,
     outputs=_outputs,
     reference=_reference,
+    row_inputs=("W",),  # y = W x, a row of W at a time
     tolerance={"fp64": 1e-12, "fp32": 1e-5, "fp16": 2e-3, "bf16": 1.5e-2, "fp8": 2e-3},
     variants={
         "rows": Variant(

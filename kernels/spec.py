@@ -31,6 +31,8 @@ Size = tuple[int, ...]
 Array = Any
 
 MiB = 1 << 20
+# The float64 values of a row-separable reference are computed this many bytes at a time.
+REFERENCE_BLOCK_BYTES = 64 * MiB
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,11 @@ class Workload:
     # (matplotlib): a workload states both itself, so no list elsewhere names it.
     order: int = 100
     marker: str = "o"
+    # Inputs the reference is separable along, row by row (their leading axis and every
+    # output's is size[0]; the other inputs are used whole): expected() then computes it in
+    # blocks of rows and never holds a float64 copy of a whole input (a 2 GB fp32 gemv matrix
+    # is 4 GB in float64, beside the case and the run's bandwidth bracket).
+    row_inputs: tuple[str, ...] = ()
 
     def dtypes(self) -> list[str]:
         seen: list[str] = []
@@ -223,8 +230,32 @@ class Workload:
         computed where they are."""
         arrays = arrays or HOST
         bufs = self.inputs(size, dtype)
-        x64 = {n: arrays.values(a, bufs[n].dtype) for n, a in inputs.items()}
-        return self.reference(x64, size, arrays.xp)
+        rows, step = int(size[0]), self.reference_block_rows(size, dtype)
+        if step >= rows:
+            x64 = {n: arrays.values(a, bufs[n].dtype) for n, a in inputs.items()}
+            return self.reference(x64, size, arrays.xp)
+        xp, out = arrays.xp, {}
+        whole = {n: arrays.values(a, bufs[n].dtype) for n, a in inputs.items()
+                 if n not in self.row_inputs}
+        for i in range(0, rows, step):
+            j = min(rows, i + step)
+            x64 = {n: a.copy() for n, a in whole.items()}  # the reference may overwrite them
+            x64.update({n: arrays.values(inputs[n][i:j], bufs[n].dtype)
+                        for n in self.row_inputs})
+            for n, part in self.reference(x64, (j - i, *size[1:]), xp).items():
+                if n not in out:
+                    out[n] = xp.empty((rows, *part.shape[1:]), dtype=xp.float64)
+                out[n][i:j] = part
+        return out
+
+    def reference_block_rows(self, size: Size, dtype: str) -> int:
+        """Rows of the row inputs whose float64 values take REFERENCE_BLOCK_BYTES (all rows
+        for a workload without row inputs)."""
+        if not self.row_inputs:
+            return int(size[0])
+        bufs = self.inputs(size, dtype)
+        per_row = sum(8 * math.prod(bufs[n].shape[1:]) for n in self.row_inputs)
+        return max(1, REFERENCE_BLOCK_BYTES // per_row)
 
 
 @dataclass(frozen=True)

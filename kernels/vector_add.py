@@ -79,6 +79,7 @@ WORKLOAD = Workload(
     inputs=_io,
     outputs=_out,
     reference=_reference,
+    row_inputs=("a", "b"),  # elementwise: the reference in blocks of elements
     tolerance={"fp64": 1e-12, "fp32": 1e-6, "fp16": 1e-3, "bf16": 8e-3, "fp8": 0.07},
     variants={
         "scalar": Variant(
