@@ -125,7 +125,8 @@ def cache_path(backend: backends.Backend, cache: Path | None = None) -> Path:
 
 def cache_key(backend: backends.Backend) -> dict[str, str] | None:
     """What a CPU's cache is keyed by (CPU model, cores, memory, numpy/numba/llvmlite
-    versions: ``cpu_env.fingerprint``); None on a GPU (its cache is checked by device)."""
+    versions, the probes' code: ``cpu_env.fingerprint``); None on a GPU (its cache is
+    checked by device)."""
     if getattr(backend, "kind", None) != "cpu":  # (a device known by name only: no kind)
         return None
     from roofbench.roofs.probes.cpu_env import current_fingerprint
@@ -142,8 +143,8 @@ def stale_reason(rs: RoofSet, key: dict[str, str] | None) -> str | None:
     if not stored:
         return "it records no machine fingerprint (written by an older roofbench)"
     changed = [f"{k} {stored.get(k, '-')} -> {v}" for k, v in key.items() if stored.get(k) != v]
-    return ("the machine changed since it was measured: " + "; ".join(changed)) if changed \
-        else None
+    return ("the machine or roofbench's probes changed since it was measured: "
+            + "; ".join(changed)) if changed else None
 
 
 def lookup(backend: backends.Backend, path: Path) -> tuple[RoofSet | None, str | None]:

@@ -216,7 +216,20 @@ def fingerprint(cores: list[int]) -> dict[str, str]:
     return {"cpu": _cpu_model(), "machine": platform.machine(), "cores": cpu_list(cores),
             "memory_bytes": str(_mem_total()), "llc_bytes": str(last_level_cache_bytes()),
             "numpy": np.__version__, "numba": numba.__version__,
-            "llvmlite": llvmlite.__version__}
+            "llvmlite": llvmlite.__version__, "probes": probe_code()}
+
+
+def probe_code() -> str:
+    """A digest of the CPU probes' own source (this folder's cpu*.py and the FMA model): a
+    roofbench whose probes measure differently (a new sweep pass, another count of bytes)
+    measures again instead of reading roofs an older probe wrote."""
+    import hashlib
+
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted([*here.glob("cpu*.py"), here / "fma_model.py"]):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def probe_environment(cores: list[int], cores_from: CoresFrom,

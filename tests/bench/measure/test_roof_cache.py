@@ -21,7 +21,7 @@ from roofbench.paths import cache_home, child_env
 from roofbench.records import Roof, RoofSet
 
 KEY = {"cpu": "Test CPU", "cores": "0-1", "memory_bytes": "1024", "numpy": "2.0.0",
-       "numba": "0.60.0", "llvmlite": "0.43.0"}
+       "numba": "0.60.0", "llvmlite": "0.43.0", "probes": "a1b2c3d4e5f6"}
 
 
 def roofs_of(device: str) -> RoofSet:
@@ -71,14 +71,29 @@ def test_the_cache_is_reused_until_the_machine_changes(fake_probes):
     assert roof_source.cached_roofs(be, quick=True).roofs[0].value == rs.roofs[0].value
     assert calls == [True]  # reused
     for what, value in (("numpy", "2.1.0"), ("cores", "0"), ("memory_bytes", "2048"),
-                        ("cpu", "Other CPU")):
+                        ("cpu", "Other CPU"), ("probes", "0123456789ab")):
         key[what] = value
         again = roof_source.cached_roofs(be, quick=True)
         assert any(n.startswith(f"roofs cache {path} measured again") and what in n
                    for n in again.notes), again.notes
         assert roof_source.cached_roofs(be, quick=True).notes == []  # then reused again
-    assert calls == [True] * 5
-    assert roof_source.cached_roofs(be, quick=True, recalibrate=True) and len(calls) == 6
+    assert calls == [True] * 6
+    assert roof_source.cached_roofs(be, quick=True, recalibrate=True) and len(calls) == 7
+
+
+def test_the_probes_own_code_keys_the_cache(tmp_path, monkeypatch):
+    # A roofbench whose probes measure differently does not read roofs an older probe wrote.
+    assert cpu_env.current_fingerprint()["probes"] == cpu_env.probe_code()
+    fake = tmp_path / "probes"
+    fake.mkdir()
+    for f in ("cpu_stream.py", "cpu_cache_sweep.py", "fma_model.py", "notes.txt"):
+        (fake / f).write_text("x = 1\n")
+    monkeypatch.setattr(cpu_env, "__file__", str(fake / "cpu_env.py"))
+    before = cpu_env.probe_code()
+    (fake / "notes.txt").write_text("not a probe\n")
+    assert cpu_env.probe_code() == before
+    (fake / "cpu_cache_sweep.py").write_text("x = 2\n")
+    assert cpu_env.probe_code() != before
 
 
 def test_a_cache_without_a_fingerprint_is_measured_again(fake_probes):
