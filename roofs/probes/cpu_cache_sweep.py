@@ -145,7 +145,7 @@ def _read_passes(x: np.ndarray, reps: int) -> int:
     # vpternlogq on AVX-512 takes both): the loads, not an ALU port, bound the loop. An FP sum
     # needs one vector add per load, and a core with one 512-bit add port (Rocket Lake, the
     # Xeon VM) then reads L1 at one load a cycle, 0.6 of carm-roofline's figure.
-    h = x.shape[0] // 2
+    h = x.shape[0] // 16 * 8  # whole 64-byte lines: the halves' vector loads stay aligned
     s = np.uint64(0)
     for _ in range(reps):
         a = np.uint64(0)
@@ -163,7 +163,7 @@ def _add_passes(x: np.ndarray, reps: int) -> None:
     # chunk's thirds a, b, c; c = a ^ b, then a = c ^ b (a as it was), ``reps`` even. A stored
     # line is not one just loaded: below L1 it is read for ownership first, as a kernel's
     # output is.
-    t = x.shape[0] // 3
+    t = x.shape[0] // 24 * 8  # whole 64-byte lines: no vector load or store splits a line
     a, b, c = x[:t], x[t:2 * t], x[2 * t:3 * t]
     for r in range(reps):
         if r % 2 == 0:
@@ -236,7 +236,7 @@ class SweepBuffer:
     def counted_words(self, access: str, working_set: int) -> int:
         """Words one thread's pass moves: its chunk (read), its three thirds (read+write)."""
         chunk = self.view(working_set).shape[0] // self.parts
-        return chunk if access == "read" else chunk // 3 * 3
+        return chunk if access == "read" else chunk // 24 * 8 * 3
 
     def run(self, access: str, working_set: int, reps: int, bursts: int) -> None:
         sweep_bursts(self.view(working_set), self.parts, access == "read+write",
@@ -253,7 +253,7 @@ class SweepBuffer:
             raise RuntimeError("cache sweep: the read kernel's value differs from numpy's")
         self.run("read+write", working_set, 2, 1)
         for was, now in zip(chunks, np.split(self.view(working_set), self.parts), strict=True):
-            t = was.shape[0] // 3
+            t = was.shape[0] // 24 * 8
             if not (np.array_equal(now[:2 * t], was[:2 * t])
                     and np.array_equal(now[2 * t:3 * t], was[:t] ^ was[t:2 * t])):
                 raise RuntimeError("cache sweep: the read+write kernel did not store what "
