@@ -145,14 +145,17 @@ def _read_passes(x: np.ndarray, reps: int) -> int:
     # vpternlogq on AVX-512 takes both): the loads, not an ALU port, bound the loop. An FP sum
     # needs one vector add per load, and a core with one 512-bit add port (Rocket Lake, the
     # Xeon VM) then reads L1 at one load a cycle, 0.6 of carm-roofline's figure.
-    h = x.shape[0] // 16 * 8  # whole 64-byte lines: the halves' vector loads stay aligned
+    # The halves as slices indexed from 0 (``x[h + i]`` could wrap around for all LLVM knows,
+    # and it gathered), each of whole 64-byte lines: the vector loads stay aligned.
+    h = x.shape[0] // 16 * 8
+    lo, hi, rest = x[:h], x[h:2 * h], x[2 * h:]
     s = np.uint64(0)
     for _ in range(reps):
         a = np.uint64(0)
         for i in range(h):
-            a ^= x[i] ^ x[h + i]
-        for i in range(2 * h, x.shape[0]):
-            a ^= x[i]
+            a ^= lo[i] ^ hi[i]
+        for i in range(rest.shape[0]):
+            a ^= rest[i]
         s += a
     return s
 
