@@ -106,8 +106,8 @@ def test_cpu_kernels_are_right_at_any_thread_count(threads, w, v, size):
 # codegen_matrix.py: ten x86 CPUs and this host), never run; what each must show is its row in
 # tests/standins/codegen_kernels.py (docs/tests.md lists them): no gathers anywhere, packed
 # arithmetic, FMA chains or wide adds where the kernel's speed rests on them. The matrix is
-# compiled by tests/standins/codegen_fanout.py: numba's frontend once per dtype, its backend
-# (numba's own codegen, one per target) for every row; test_fanout_is_what_a_fresh_process_
+# compiled by tests/standins/codegen_fanout.py: numba's frontend once, its backend (numba's own
+# codegen, built for each target) replayed for every row; test_fanout_is_what_a_fresh_process_
 # compiles holds it to what a fresh process under NUMBA_CPU_NAME compiles.
 
 
@@ -119,8 +119,8 @@ def compiled(tmp_path_factory) -> dict[str, dict]:
 
 
 # Two rows compiled again the slow way, one process each: znver4 (the one-target plant, 512-bit
-# loops) and skylake-avx512 (an Intel AVX-512 tuning, 256-bit loops; the host row is numba's own
-# compile in codegen_fanout, no twin); the planted kernels (rownorm's non-temporal row kernel
+# loops) and skylake-avx512 (an Intel AVX-512 tuning, 256-bit loops; the host row is the
+# frontend's own compile, no replay); the planted kernels (rownorm's non-temporal row kernel
 # among them) and vector_add's. Every row and kernel was compared once: docs/tests.md.
 FRESH_CHECK = ("znver4", "skylake-avx512")
 
@@ -168,5 +168,6 @@ def test_planted_one_target_gather_is_caught(compiled):
               for p in planted.PLANTED}
     for p, targets in planted.CAUGHT_ON.items():
         assert caught[p] >= targets, p
+        assert not caught[p] & planted.CLEAN_ON[p], p
     host_is_it = host_cpu()[0] == planted.TUNED_FOR
     assert caught["norm_rows_nt_tuned"] == {planted.TUNED_FOR} | ({"host"} if host_is_it else set())

@@ -1,25 +1,30 @@
-"""Numba's frontend once, its backend for every target: the kernels' codegen matrix in one
-process per dtype instead of one per target.
+"""Numba's frontend once, its backend for every target: the kernels' codegen matrix without
+eleven full compiles.
 
 A fresh process under NUMBA_CPU_NAME / NUMBA_CPU_FEATURES (codegen_matrix.compile_for) repeats
 numba's whole compile for each CPU, though only the LLVM part depends on the CPU: numba's codegen
 is a JITCPUCodegen whose target machine is built from those two settings; its libraries
 (CPUCodeLibrary) take IR modules (``add_llvm_module``, which runs the function passes), other
 libraries to link (``add_linking_library``) and are then optimised and compiled
-(``finalize``: link, module passes, MCJIT object), all through that target machine. Here the
-host compiles as usual while each of its libraries records the calls made on it (the IR text
-as it came, before the host's passes; the libraries it links); the twin of a library for a
-target replays those calls, in order, on a library of that target's JITCPUCodegen (built under
-its settings), its linked libraries' twins first, and finalizes it: numba's own code on the
-same IR. The twin's ``get_asm_str`` is what ``inspect_asm`` gives in a fresh process.
+(``finalize``: link, module passes, MCJIT object), all through that target machine.
 
-What the twins cannot see is Python that reads the target while numba compiles (the planted
+Here one process (``frontend``) compiles every job for the host, in the order a fresh child
+compiles them (codegen_child's units; what a process compiled before changes what it emits
+next: register allocation of attention's flash core moved when fp64 was compiled alone), and
+records each library's calls: the IR text as it came (before the host's passes), the libraries
+it links. Then ``replay`` processes (two, five foreign targets each) build, for each target, a
+JITCPUCodegen under its settings and replay those calls, in order, on libraries of that codegen
+(linked ones first), and finalize them: numba's own code on the same IR. A replayed library's
+``get_asm_str`` is what ``inspect_asm`` gives in a fresh process for that target.
+
+What a replay cannot see is Python that reads the target while numba compiles (the planted
 tuning branch picks its function by ``target_cpu()``): a job's function is picked under each
-target's numba config (``numba_target``), and compiled for every target once.
-tests/kernels/test_cpu_kernels.py compares this path with fresh processes on two targets;
+target's numba config (``numba_target``), and each distinct pick compiled once, the host's
+first. tests/kernels/test_cpu_kernels.py compares this path with fresh processes on two targets;
 docs/tests.md has the full comparison (every target, every kernel: identical facts).
 
-    python tests/standins/codegen_fanout.py DTYPE UNIT...   (UNIT: kernels, planted)
+    python tests/standins/codegen_fanout.py frontend LOG UNIT...   (UNIT: kernels, planted)
+    python tests/standins/codegen_fanout.py replay LOG TARGET...
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codegen_matrix import FOREIGN, HOST, MATRIX, Target, code_facts, host_target
+from codegen_matrix import FOREIGN, HOST, MATRIX, Target, code_facts
 from patience import patience
 
 
@@ -62,157 +67,167 @@ def numba_target(t: Target) -> Iterator[None]:
         config.CPU_NAME, config.CPU_FEATURES = saved
 
 
-class Fanout:
-    """Twins every library the host's numba creates from now on, one per target."""
-
-    def __init__(self, targets: list[Target]) -> None:
-        from numba.core import codegen as cg
-
-        self.targets = targets
-        self.codegens = {}
-        self.built_for: dict[str, tuple[str | None, str]] = {}  # CPU name, features of its TM
-        for t in targets:
-            with numba_target(t):
-                gen = cg.JITCPUCodegen("numba.exec")
-                self.built_for[t.name] = gen._get_host_cpu_name(), gen._tm_features
-            gen._fanout_twin = True  # type: ignore[attr-defined]
-            self.codegens[t.name] = gen
-        self._install(cg.CPUCodeLibrary, cg.JITCPUCodegen)
-        self._memo: dict[tuple, dict[str, Any]] = {}
-
-    def _install(self, lib_cls: Any, gen_cls: Any) -> None:
-        add, link = lib_cls.add_llvm_module, lib_cls.add_linking_library
-
-        def add_llvm_module(lib: Any, ll_module: Any) -> None:
-            if not getattr(lib.codegen, "_fanout_twin", False):  # before the host's passes
-                lib.__dict__.setdefault("_fanlog", []).append(("add", str(ll_module),
-                                                               ll_module.name))
-            add(lib, ll_module)
-
-        def add_linking_library(lib: Any, other: Any) -> None:
-            if not getattr(lib.codegen, "_fanout_twin", False):
-                lib.__dict__.setdefault("_fanlog", []).append(("link", other))
-            link(lib, other)
-
-        def unserialize_library(gen: Any, serialized: Any) -> Any:
-            # numba's cache holds compiled code, no IR to replay: never used here
-            raise RuntimeError("a cached library cannot be twinned (NUMBA_CACHE_DIR not fresh?)")
-
-        lib_cls.add_llvm_module, lib_cls.add_linking_library = add_llvm_module, add_linking_library
-        gen_cls.unserialize_library = unserialize_library
-
-    def twin(self, lib: Any, target: str) -> Any:
-        """``lib`` (a finalized host library) as the codegen of ``target`` builds it: the same
-        calls, in the same order, on a library of that codegen; its linked libraries first."""
-        import llvmlite.binding as ll
-
-        twins = lib.__dict__.setdefault("_twins", {})
-        if target not in twins:
-            if not lib._finalized or "_fanlog" not in lib.__dict__:
-                raise RuntimeError(f"{lib!r}: not finalized, or built before the fanout")
-            tw = self.codegens[target].create_library(lib.name)
-            for op in lib._fanlog:
-                if op[0] == "add":
-                    m = ll.parse_assembly(op[1])
-                    m.name = op[2]
-                    tw.add_llvm_module(m)
-                else:
-                    tw.add_linking_library(self.twin(op[1], target))
-            tw.finalize()
-            twins[target] = tw
-        return twins[target]
-
-    def listing(self, fn: Any, sig: tuple, fastmath: Any, target: str) -> str:
-        """``inspect_asm``'s listing of ``fn`` compiled with ``njit(parallel=True)`` for
-        ``target`` (HOST: this process's own compile); numba's frontend once per function."""
-        import numba
-        from numba.core.cpu_options import FastMathOptions
-
-        py = getattr(fn, "py_func", fn)
-        key = (py, sig, frozenset(FastMathOptions(fastmath).flags))
-        if key not in self._memo:
-            d = numba.njit(parallel=True, fastmath=fastmath)(py)
-            d.compile(sig)
-            self._memo[key] = {"": d.overloads[sig].library, HOST: d.inspect_asm(sig)}
-        got = self._memo[key]
-        if target not in got:
-            from numba.core.compiler_lock import global_compiler_lock
-
-            with global_compiler_lock:  # as numba finalizes
-                got[target] = self.twin(got[""], target).get_asm_str()
-        return got[target]
-
-    def facts(self, jobs: list[Job], host: Target) -> dict[str, dict[str, Any]]:
-        """{row name: {job key: code_facts}} for the host and every twin target."""
-        out: dict[str, dict[str, Any]] = {t.name: {} for t in [host, *self.targets]}
-        for job in jobs:
-            for t in [host, *self.targets]:
-                with numba_target(t):
-                    fn = job.pick()
-                out[t.name][job.key] = code_facts(self.listing(fn, job.sig, job.fastmath,
-                                                               t.name))
-        return out
-
-
-def unit_jobs(unit: str, dtype: str) -> list[Job]:
-    """A unit's jobs in one dtype ("kernels:rownorm,gemm": those modules' kernels only)."""
+def unit_jobs(unit: str) -> list[Job]:
+    """A unit's jobs, both dtypes, in codegen_child's order ("kernels:rownorm,gemm": those
+    modules' kernels only)."""
     from codegen_kernels import kernel_jobs
     from planted_kernels import planted_jobs
 
     name, _, only = unit.partition(":")
     if name == "kernels":
-        return kernel_jobs(only=tuple(m for m in only.split(",") if m), dtypes=(dtype,))
+        return kernel_jobs(only=tuple(m for m in only.split(",") if m))
     assert name == "planted" and not only, unit
-    return planted_jobs(dtypes=(dtype,))
+    return planted_jobs()
+
+
+# ----------------------------------------------------------------------------- frontend
+
+
+def _record() -> list[list[list[Any]]]:
+    """From now on every library numba creates logs its calls: log[i] is library i's
+    ["name", its name], then ["add", IR text, module name] and ["link", library index] in
+    order."""
+    from numba.core import codegen as cg
+
+    log: list[list[list[Any]]] = []
+    cls = cg.CPUCodeLibrary
+    add, link = cls.add_llvm_module, cls.add_linking_library
+
+    def ops(lib: Any) -> list[list[Any]]:
+        if "_fanidx" not in lib.__dict__:
+            lib._fanidx = len(log)
+            log.append([["name", lib.name]])
+        return log[lib._fanidx]
+
+    def add_llvm_module(lib: Any, ll_module: Any) -> None:
+        ops(lib).append(["add", str(ll_module), ll_module.name])  # before the host's passes
+        add(lib, ll_module)
+
+    def add_linking_library(lib: Any, other: Any) -> None:
+        link(lib, other)  # finalizes ``other``: its log is complete
+        if "_fanidx" not in other.__dict__:
+            raise RuntimeError(f"{other!r} was built before the recording (or cached)")
+        ops(lib).append(["link", other._fanidx])
+
+    def unserialize_library(gen: Any, serialized: Any) -> Any:
+        raise RuntimeError("numba's cache holds compiled code, no IR to replay")
+
+    cls.add_llvm_module, cls.add_linking_library = add_llvm_module, add_linking_library
+    cg.JITCPUCodegen.unserialize_library = unserialize_library
+    return log
+
+
+def frontend(log_path: Path, units: list[str], read: Callable[[str], Any] = code_facts
+             ) -> dict[str, Any]:
+    """Compile every job for the host, write the log ({"libs", "tops": {unit: {key: {target:
+    library}}}}) and return the host's facts {unit: {key: facts}}."""
+    import numba
+
+    log = _record()
+    tops: dict[str, dict[str, dict[str, int]]] = {}
+    facts: dict[str, dict[str, Any]] = {}
+    for unit in units:
+        name = unit.partition(":")[0]
+        for job in unit_jobs(unit):
+            picks = {}
+            for t in MATRIX:
+                with numba_target(t):
+                    picks[t.name] = getattr(job.pick(), "py_func", job.pick())
+            libs: dict[Any, int] = {}
+            for py in sorted(set(picks.values()), key=lambda f: f is not picks[HOST]):
+                d = numba.njit(parallel=True, fastmath=job.fastmath)(py)
+                d.compile(job.sig)
+                lib = d.overloads[job.sig].library
+                lib._ensure_finalized()
+                if "_fanidx" not in lib.__dict__:
+                    raise RuntimeError(f"{job.key}: its library logged nothing")
+                libs[py] = lib._fanidx
+                if py is picks[HOST]:
+                    facts.setdefault(name, {})[job.key] = read(d.inspect_asm(job.sig))
+            tops.setdefault(name, {})[job.key] = {t: libs[py] for t, py in picks.items()}
+    log_path.write_text(json.dumps({"libs": log, "tops": tops}))
+    return facts
+
+
+# ----------------------------------------------------------------------------- replay
+
+
+def replay(log_path: Path, names: list[str], read: Callable[[str], Any] = code_facts
+           ) -> dict[str, dict[str, Any]]:
+    """Every job's listing for the foreign targets ``names``, numba's codegen for each built
+    under its settings: {target: {unit: {key: facts}}}."""
+    import llvmlite.binding as ll
+    import numba
+    from numba.core import codegen as cg
+    from numba.core.compiler_lock import global_compiler_lock
+
+    from numba.np.ufunc.parallel import _launch_threads
+
+    # the symbols a numba process that compiled a parallel kernel has: runtime, C helpers,
+    # threading layer (MCJIT resolves the listings' calls to them)
+    numba.njit(lambda: 0)()
+    _launch_threads()
+    data = json.loads(log_path.read_text())
+    libs: list[list[list[Any]]] = data["libs"]
+    out: dict[str, dict[str, Any]] = {}
+    for t in [t for t in FOREIGN if t.name in names]:
+        with numba_target(t):
+            gen = cg.JITCPUCodegen("numba.exec")
+            assert (gen._get_host_cpu_name(), gen._tm_features) == (t.cpu, t.features)
+        built: dict[int, Any] = {}
+
+        def build(i: int, gen: Any = gen, built: dict[int, Any] = built) -> Any:
+            if i not in built:
+                lib = gen.create_library(libs[i][0][1])
+                for op in libs[i][1:]:
+                    if op[0] == "add":
+                        m = ll.parse_assembly(op[1])
+                        m.name = op[2]
+                        lib.add_llvm_module(m)
+                    else:
+                        lib.add_linking_library(build(op[1]))
+                lib.finalize()
+                built[i] = lib
+            return built[i]
+
+        res: dict[str, Any] = {"numba_cpu_name": t.cpu}
+        with global_compiler_lock:  # as numba finalizes
+            for unit, jobs in data["tops"].items():
+                res[unit] = {key: read(build(top[t.name]).get_asm_str())
+                             for key, top in jobs.items()}
+        out[t.name] = res
+    return out
 
 
 # ----------------------------------------------------------------------------- the caller
 
 
+def _run(args: list[str], cache_dir: Path) -> Any:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env["NUMBA_CACHE_DIR"] = str(cache_dir)  # fresh: nothing is loaded from numba's cache
+    p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
+                       env=env, timeout=patience(1800))
+    assert p.returncode == 0, f"{args[:3]}: {p.stderr[-2000:]}"
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def fanout_facts(units: list[str], cache_dir: Path) -> dict[str, dict[str, Any]]:
-    """Every row of the matrix (codegen_matrix.MATRIX), ``units`` compiled in both dtypes,
-    one process per dtype, two at a time: {row name: {"numba_cpu_name", unit: facts}}, as
-    codegen_matrix.matrix_facts gives them."""
+    """Every row of the matrix (codegen_matrix.MATRIX), ``units`` compiled: {row name:
+    {"numba_cpu_name", unit: {key: facts}}}, as codegen_matrix.matrix_facts gives a row. The
+    frontend, then two replay processes at a time (one per core of a small machine)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from codegen_kernels import DTYPES
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
-
-    def run(dtype: str) -> dict[str, Any]:
-        env_d = dict(env, NUMBA_CACHE_DIR=str(cache_dir / dtype))  # never shared: no cache hit
-        p = subprocess.run([sys.executable, __file__, dtype, *units], capture_output=True,
-                           text=True, env=env_d, timeout=patience(1800))
-        assert p.returncode == 0, f"{dtype}: {p.stderr[-2000:]}"
-        return json.loads(p.stdout.strip().splitlines()[-1])
-
+    log = cache_dir / "fanout-log.json"
+    out = {HOST: {"numba_cpu_name": None, **_run(["frontend", str(log), *units], cache_dir)}}
+    names = [t.name for t in FOREIGN]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        parts = list(pool.map(run, DTYPES))
-    assert {row: res["numba_cpu_name"] for row, res in parts[0].items()} == \
-        {t.name: t.cpu for t in MATRIX}
-    out: dict[str, dict[str, Any]] = {}
-    for part in parts:
-        for row, res in part.items():
-            merged = out.setdefault(row, {"numba_cpu_name": res["numba_cpu_name"]})
-            for u in (u.partition(":")[0] for u in units):
-                merged.setdefault(u, {}).update(res[u])
+        for part in pool.map(lambda c: _run(["replay", str(log), *c], cache_dir),
+                             [names[0::2], names[1::2]]):
+            out.update(part)
+    assert list(out) != [] and set(out) == {t.name for t in MATRIX}, sorted(out)
     return out
 
 
-def main(dtype: str, units: list[str]) -> None:
-    import numba
-
-    host = host_target()
-    fan = Fanout(FOREIGN)
-    assert fan.built_for == {t.name: (t.cpu, t.features) for t in FOREIGN}, fan.built_for
-    res: dict[str, dict[str, Any]] = {t.name: {"numba_cpu_name": fan.built_for[t.name][0]}
-                                      for t in FOREIGN}
-    res[HOST] = {"numba_cpu_name": numba.config.CPU_NAME}
-    for u in units:
-        for row, facts in fan.facts(unit_jobs(u, dtype), host).items():
-            res[row][u.partition(":")[0]] = facts
-    print(json.dumps(res))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    mode, path, rest = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
+    print(json.dumps(frontend(path, rest) if mode == "frontend" else replay(path, rest)))
