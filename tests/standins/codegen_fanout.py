@@ -160,7 +160,6 @@ def replay(log_path: Path, names: list[str], read: Callable[[str], Any] = code_f
     import numba
     from numba.core import codegen as cg
     from numba.core.compiler_lock import global_compiler_lock
-
     from numba.np.ufunc.parallel import _launch_threads
 
     # the symbols a numba process that compiled a parallel kernel has: runtime, C helpers,
