@@ -136,22 +136,31 @@ def signature(row: KernelRow, dtype: str) -> tuple:
     return tuple(numba.typeof(a) for a in row.args(np.dtype(dtype).type))
 
 
-def kernel_facts(rows: list[KernelRow] | None = None, only: tuple[str, ...] = ()
-                 ) -> dict[str, Any]:
-    """In the child: every row (of the modules ``only`` names, if any) compiled in both dtypes
-    with its own options, the facts of its whole listing (codegen_matrix.code_facts), keyed
-    ``module.function-dtype``."""
-    from codegen_matrix import code_facts, compile_asm
+def kernel_jobs(rows: list[KernelRow] | None = None, only: tuple[str, ...] = (),
+                dtypes: tuple[str, ...] = DTYPES) -> list[Any]:
+    """Every row (of the modules ``only`` names, if any) in ``dtypes``, with its own options:
+    codegen_fanout.Job, keyed ``module.function-dtype``."""
+    from codegen_fanout import Job
 
-    out = {}
+    out = []
     for row in KERNELS if rows is None else rows:
         if only and row.module not in only:
             continue
         d = row.dispatcher()
         opts = d.targetoptions.get("fastmath", False)
-        for dtype in DTYPES:
-            out[f"{row.name}-{dtype}"] = code_facts(compile_asm(d, signature(row, dtype), opts))
+        out += [Job(f"{row.name}-{dtype}", lambda d=d: d, signature(row, dtype), opts)
+                for dtype in dtypes]
     return out
+
+
+def kernel_facts(rows: list[KernelRow] | None = None, only: tuple[str, ...] = ()
+                 ) -> dict[str, Any]:
+    """In the child (one process per target): every row's job compiled afresh, the facts of
+    its whole listing (codegen_matrix.code_facts)."""
+    from codegen_matrix import code_facts, compile_asm
+
+    return {j.key: code_facts(compile_asm(j.pick(), j.sig, j.fastmath))
+            for j in kernel_jobs(rows, only)}
 
 
 def problems(row: KernelRow, facts: dict[str, Any]) -> list[str]:

@@ -71,18 +71,26 @@ CAUGHT_ON = {
                               "emeraldrapids"},
     "norm_rows_nt_tuned": {TUNED_FOR},
 }
+# Where each must not be (the AVX2 cores whose LLVM model finds gathers slow): a row compiled for
+# the wrong CPU (a matrix that lost a target's settings) shows here as in CAUGHT_ON.
+CLEAN_ON = {"norm_rows_nt_wrapping": {"haswell", "znver2", "znver3", "x86-64-v3"},
+            "norm_rows_nt_tuned": {"haswell", "znver2", "znver3", "x86-64-v3", "skylake",
+                                   "skylake-avx512", "icelake-server", "sapphirerapids",
+                                   "emeraldrapids"}}
+
+
+def planted_jobs(dtypes: tuple[str, ...] = ("float32", "float64")) -> list[Any]:
+    """Each planted kernel in ``dtypes`` (codegen_fanout.Job, keyed as the kernel table's
+    ``name-dtype``): its function picked where it is compiled, as a tuning branch is."""
+    from codegen_fanout import Job
+    from codegen_kernels import ROWS, signature
+
+    return [Job(f"{name}-{dtype}", pick, signature(ROWS[STANDS_FOR[name]], dtype), fastmath)
+            for name, (pick, fastmath) in PLANTED.items() for dtype in dtypes]
 
 
 def planted_facts() -> dict[str, Any]:
-    """In the child: each planted kernel compiled in both dtypes, facts keyed as the kernel
-    table's (``name-dtype``)."""
-    from codegen_kernels import DTYPES, ROWS, signature
+    """In the child (one process per target): each planted kernel compiled in both dtypes."""
     from codegen_matrix import code_facts, compile_asm
 
-    out = {}
-    for name, (pick, fastmath) in PLANTED.items():
-        row, fn = ROWS[STANDS_FOR[name]], pick()
-        for dtype in DTYPES:
-            out[f"{name}-{dtype}"] = code_facts(compile_asm(fn, signature(row, dtype),
-                                                            fastmath))
-    return out
+    return {j.key: code_facts(compile_asm(j.pick(), j.sig, j.fastmath)) for j in planted_jobs()}
