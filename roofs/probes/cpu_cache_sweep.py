@@ -11,10 +11,13 @@ the sum of the L2s, as on Intel server parts whose L3 is a victim cache), the ba
 Each working set is split into one contiguous chunk per thread (numba ``prange`` over the
 threads, one per core of the process), of 8-byte words. Two accesses, counted as carm-roofline
 counts its load-only (1:0) and default two-loads-per-store (2:1) tests, bytes loaded plus bytes
-stored: ``read`` (every word loaded and xor'ed into a value: 8 B per word per pass) and
-``read+write`` (the last third of the chunk stored as the xor of the first two, then the first
-as the xor of the last two: 8 B per word of the working set per pass, two thirds loads, one
-third stores; a stored line is read for ownership first below L1, as a kernel's output is).
+stored, with moves only, as carm's are (an ALU instruction per line loaded costs the L1
+figure): ``read`` (every 64-byte line loaded once per pass, the widest vectors, their values
+unused: 8 B per word per pass) and ``read+write`` (the chunk as groups of three lines a, b, c:
+c = a with b loaded beside it, then a = c: 8 B per word of the working set per pass, two
+thirds loads, one third stores; a stored line is read for ownership first below L1, as a
+kernel's output is). Both loops are LLVM IR written here (numba intrinsics): their addresses
+a base register plus constants, their loads volatile so that LLVM keeps them.
 Each thread passes over its chunk in bursts of about ``BURST_S`` and times every burst itself
 with the cycle counter (rdtsc, rate calibrated against the host clock): a preemption lengthens
 one burst, not the measurement, where a host-clock timing of a parallel region waits for its
@@ -63,7 +66,8 @@ MIN_BURSTS, MAX_BURSTS = 5, 2000
 TICKS_MACHINES = ("x86_64", "amd64")  # rdtsc: constant-rate, readable from user space
 CHILD_TIMEOUT_S = 300.0
 ACCESSES = ("read", "read+write")
-COUNTING = {"read": "8 B per word of the working set per pass: every word loaded once",
+COUNTING = {"read": "8 B per word of the working set per pass: every word loaded once "
+                    "(carm-roofline's 1:0)",
             "read+write": "8 B per word of the working set per pass: two thirds of the words "
                           "loaded, one third stored (carm-roofline's default 2:1)"}
 
@@ -139,42 +143,152 @@ def ticks() -> int:
     return _ticks()
 
 
+LINE_WORDS = 8  # 8-byte words per 64-byte line: one vector of the widest width (AVX-512)
+READ_LINES = 8  # lines one trip of the read loop loads
+GROUPS = 4  # (a, b, c) line groups one trip of the read+write loop moves
+_LINE = ir.VectorType(ir.IntType(64), LINE_WORDS)  # narrower CPUs: LLVM splits it
+
+
+class _VolatileLoad(ir.instructions.LoadInstr):
+    """``load volatile``: kept and never folded into an ALU instruction, though its value is
+    unused (llvmlite's builder has no volatile flag)."""
+
+    def descr(self, buf: list[str]) -> None:
+        out: list[str] = []
+        super().descr(out)
+        buf.append("load volatile " + "".join(out).removeprefix("load "))
+
+
+def _load_line(builder: ir.IRBuilder, base: ir.Value, line: ir.Value) -> ir.Value:
+    ld = _VolatileLoad(builder.block, builder.gep(base, [line]), typ=_LINE)
+    ld.align = 8  # lines are 64-byte aligned here; the tests' buffers need not be
+    builder._insert(ld)
+    return ld
+
+
+def _passes(builder: ir.IRBuilder, n: ir.Value, reps: ir.Value, trips: ir.Value,
+            bodies: list[Any], tag: str) -> ir.Value:
+    """``for _ in range(reps // len(bodies)): for body in bodies: for i in range(trips):
+    body(i)``, the trips counted from 0 in a loop of their own; returns the trips run."""
+    entry = builder.block
+    rounds = builder.sdiv(reps, reps.type(len(bodies)))
+    total = builder.mul(builder.mul(rounds, trips), n.type(len(bodies)))
+    outer = builder.append_basic_block(f"{tag}.pass")
+    latch = builder.append_basic_block(f"{tag}.latch")
+    done = builder.append_basic_block(f"{tag}.done")
+    go = builder.and_(builder.icmp_signed(">", rounds, rounds.type(0)),
+                      builder.icmp_unsigned(">", trips, n.type(0)))
+    builder.cbranch(go, outer, done)
+    builder.position_at_end(outer)
+    r = builder.phi(reps.type)
+    pre = outer
+    for k, body in enumerate(bodies):
+        loop = builder.append_basic_block(f"{tag}.trip{k}")
+        after = builder.append_basic_block(f"{tag}.after{k}")
+        builder.branch(loop)
+        builder.position_at_end(loop)
+        i = builder.phi(n.type)
+        body(i)
+        nxt = builder.add(i, n.type(1))
+        builder.cbranch(builder.icmp_unsigned("<", nxt, trips), loop, after)
+        i.add_incoming(n.type(0), pre)
+        i.add_incoming(nxt, loop)
+        builder.position_at_end(after)
+        pre = after
+    builder.branch(latch)
+    builder.position_at_end(latch)
+    rn = builder.add(r, r.type(1))
+    builder.cbranch(builder.icmp_signed("<", rn, rounds), outer, done)
+    r.add_incoming(r.type(0), entry)
+    r.add_incoming(rn, latch)
+    builder.position_at_end(done)
+    ran = builder.phi(n.type)
+    ran.add_incoming(n.type(0), entry)
+    ran.add_incoming(total, latch)
+    return ran
+
+
+def _words(x: Any, reps: Any) -> bool:
+    return (isinstance(x, types.Array) and x.ndim == 1 and x.dtype == types.uint64
+            and x.layout == "C" and reps == types.intp)
+
+
+def _lines_of(context: Any, builder: ir.IRBuilder, aty: Any, av: ir.Value
+              ) -> tuple[ir.Value, ir.Value]:
+    arr = context.make_array(aty)(context, builder, av)
+    return builder.bitcast(arr.data, _LINE.as_pointer()), cgutils.unpack_tuple(
+        builder, arr.shape, 1)[0]
+
+
+def _load_lines_typing(typingctx: Any, x: Any, reps: Any) -> Any:
+    """Every whole trip of ``READ_LINES`` lines of ``x`` loaded, ``reps`` times; returns the
+    lines loaded."""
+    if not _words(x, reps):
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        base, n = _lines_of(context, builder, sig.args[0], args[0])
+
+        def trip(i: ir.Value) -> None:
+            first = builder.mul(i, n.type(READ_LINES))
+            for k in range(READ_LINES):
+                _load_line(builder, base, builder.add(first, n.type(k)))
+
+        trips = builder.udiv(n, n.type(LINE_WORDS * READ_LINES))
+        ran = _passes(builder, n, args[1], trips, [trip], "read")
+        return builder.mul(ran, n.type(READ_LINES))
+
+    return types.intp(x, reps), codegen
+
+
+def _copy_lines_typing(typingctx: Any, x: Any, reps: Any) -> Any:
+    """``x`` as groups of three lines (a, b, c), every whole trip of ``GROUPS`` groups: c = a
+    with b loaded beside it, then a = c with b loaded, ``reps // 2`` times; returns the lines
+    moved (loaded or stored)."""
+    if not _words(x, reps):
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        base, n = _lines_of(context, builder, sig.args[0], args[0])
+
+        def copy(src: int, dst: int) -> Any:
+            def trip(i: ir.Value) -> None:
+                first = builder.mul(i, n.type(3 * GROUPS))
+                for g in range(GROUPS):
+                    at = builder.add(first, n.type(3 * g))
+                    v = _load_line(builder, base, builder.add(at, n.type(src)))
+                    _load_line(builder, base, builder.add(at, n.type(1)))
+                    builder.store(v, builder.gep(base, [builder.add(at, n.type(dst))]),
+                                  align=8)
+            return trip
+
+        trips = builder.udiv(n, n.type(3 * LINE_WORDS * GROUPS))
+        ran = _passes(builder, n, args[1], trips, [copy(0, 2), copy(2, 0)], "rw")
+        return builder.mul(ran, n.type(3 * GROUPS))
+
+    return types.intp(x, reps), codegen
+
+
+_load_lines: Any = intrinsic(_load_lines_typing)
+_copy_lines: Any = intrinsic(_copy_lines_typing)
+
+
 @njit(cache=True)
 def _read_passes(x: np.ndarray, reps: int) -> int:
-    # Every word loaded once per pass and xor'ed into the pass's value, two loads per xor (a
-    # vpternlogq on AVX-512 takes both): the loads, not an ALU port, bound the loop. An FP sum
-    # needs one vector add per load, and a core with one 512-bit add port (Rocket Lake, the
-    # Xeon VM) then reads L1 at one load a cycle, 0.6 of carm-roofline's figure.
-    # The halves as slices indexed from 0 (``x[h + i]`` could wrap around for all LLVM knows,
-    # and it gathered), each of whole 64-byte lines: the vector loads stay aligned.
-    h = x.shape[0] // 16 * 8
-    lo, hi, rest = x[:h], x[h:2 * h], x[2 * h:]
-    s = np.uint64(0)
-    for _ in range(reps):
-        a = np.uint64(0)
-        for i in range(h):
-            a ^= lo[i] ^ hi[i]
-        for i in range(rest.shape[0]):
-            a ^= rest[i]
-        s += a
-    return s
+    # Loads only, as carm-roofline's 1:0 test: no ALU instruction takes the loaded lines (one
+    # 512-bit xor per two loads held L1 at 0.85 of carm's figure on the Xeon VM, where pure
+    # loads reach it), and every address a base register plus a constant. The trip's lines
+    # are volatile loads: LLVM keeps them though nothing reads their values.
+    return _load_lines(x, reps)
 
 
 @njit(cache=True)
-def _add_passes(x: np.ndarray, reps: int) -> None:
-    # Two loads per store, carm-roofline's default 2:1 (and STREAM add's, vector_add's): the
-    # chunk's thirds a, b, c; c = a ^ b, then a = c ^ b (a as it was), ``reps`` even. A stored
-    # line is not one just loaded: below L1 it is read for ownership first, as a kernel's
-    # output is.
-    t = x.shape[0] // 24 * 8  # whole 64-byte lines: no vector load or store splits a line
-    a, b, c = x[:t], x[t:2 * t], x[2 * t:3 * t]
-    for r in range(reps):
-        if r % 2 == 0:
-            for i in range(t):
-                c[i] = a[i] ^ b[i]
-        else:
-            for i in range(t):
-                a[i] = c[i] ^ b[i]
+def _add_passes(x: np.ndarray, reps: int) -> int:
+    # Two loads per store, carm-roofline's default 2:1 (and STREAM add's, vector_add's), moves
+    # only: each group of three lines a, b, c; c = a (b loaded beside it), then a = c, ``reps``
+    # even. A stored line is not one just loaded: below L1 it is read for ownership first, as
+    # a kernel's output is.
+    return _copy_lines(x, reps)
 
 
 @njit(parallel=True, cache=True)
@@ -182,7 +296,7 @@ def sweep_bursts(buf: np.ndarray, parts: int, write: bool, reps: int, bursts: in
                  best: np.ndarray, total: np.ndarray, sums: np.ndarray) -> None:
     """Each thread passes over its own chunk ``reps`` times per burst, ``bursts`` times,
     timing every burst with the cycle counter: ``best[t]`` its fastest burst, ``total[t]``
-    all of them (ticks)."""
+    all of them (ticks), ``sums[t]`` the lines its passes moved."""
     chunk = buf.shape[0] // parts
     for t in prange(parts):
         x = buf[t * chunk:(t + 1) * chunk]
@@ -192,9 +306,9 @@ def sweep_bursts(buf: np.ndarray, parts: int, write: bool, reps: int, bursts: in
         for _ in range(bursts):
             t0 = _ticks()
             if write:
-                _add_passes(x, reps)
+                acc += np.uint64(_add_passes(x, reps))
             else:
-                acc += _read_passes(x, reps)
+                acc += np.uint64(_read_passes(x, reps))
             dt = _ticks() - t0
             tot += dt
             if dt < b:
@@ -220,9 +334,12 @@ def _fill(x: np.ndarray) -> None:
         x[i] = np.uint64(i) * np.uint64(0x9E3779B97F4A7C15)  # every word different
 
 
+CHUNK_WORDS = 192  # a thread's chunk is whole trips of both passes (64 and 96 words)
+
+
 class SweepBuffer:
     """One buffer of 8-byte words, the largest working set, filled once; each point uses a
-    prefix, one contiguous chunk per thread."""
+    prefix, one contiguous chunk per thread, a whole number of both passes' trips."""
 
     def __init__(self, max_bytes: int, parts: int) -> None:
         self.parts = parts
@@ -233,32 +350,34 @@ class SweepBuffer:
         self.sums = np.zeros(parts, dtype=np.uint64)
 
     def view(self, working_set: int) -> np.ndarray:
-        n = working_set // 8 // self.parts * self.parts
-        return self.data[:n]
+        chunk = working_set // 8 // self.parts // CHUNK_WORDS * CHUNK_WORDS
+        return self.data[:chunk * self.parts]
 
     def counted_words(self, access: str, working_set: int) -> int:
-        """Words one thread's pass moves: its chunk (read), its three thirds (read+write)."""
-        chunk = self.view(working_set).shape[0] // self.parts
-        return chunk if access == "read" else chunk // 24 * 8 * 3
+        """Words one thread's pass moves (loads plus stores): its whole chunk, either access."""
+        return self.view(working_set).shape[0] // self.parts
 
     def run(self, access: str, working_set: int, reps: int, bursts: int) -> None:
         sweep_bursts(self.view(working_set), self.parts, access == "read+write",
                      reps + reps % 2, bursts, self.best, self.total, self.sums)
 
     def check(self, working_set: int) -> None:
-        """Both accesses once (two passes) on this working set, against numpy: each thread's
-        read value is twice the xor of its chunk; read+write leaves a chunk's first and second
-        thirds as they were and its last the xor of both. The data is then put back."""
+        """Both accesses, two passes each, on this working set: each thread's passes moved
+        the lines counted (``counted_words``; the read pass's values go nowhere, its loads are
+        asserted in its code by the codegen matrix); read+write leaves each group's a and b as
+        they were and c a copy of a, against numpy. The data is then put back."""
         chunks = np.split(self.view(working_set).copy(), self.parts)
+        lines = 2 * self.counted_words("read", working_set) // LINE_WORDS
         self.run("read", working_set, 2, 1)
-        want = [2 * int(np.bitwise_xor.reduce(c)) % 2 ** 64 for c in chunks]
-        if [int(v) for v in self.sums] != want:
-            raise RuntimeError("cache sweep: the read kernel's value differs from numpy's")
+        if [int(v) for v in self.sums] != [lines] * self.parts:
+            raise RuntimeError(f"cache sweep: the read kernel loaded {self.sums.tolist()} "
+                               f"lines, not the {lines} per thread counted")
         self.run("read+write", working_set, 2, 1)
+        moved = [int(v) for v in self.sums]
         for was, now in zip(chunks, np.split(self.view(working_set), self.parts), strict=True):
-            t = was.shape[0] // 24 * 8
-            if not (np.array_equal(now[:2 * t], was[:2 * t])
-                    and np.array_equal(now[2 * t:3 * t], was[:t] ^ was[t:2 * t])):
+            g, h = was.reshape(-1, 3, LINE_WORDS), now.reshape(-1, 3, LINE_WORDS)
+            if not (np.array_equal(h[:, :2], g[:, :2]) and np.array_equal(h[:, 2], g[:, 0])
+                    and moved == [lines] * self.parts):
                 raise RuntimeError("cache sweep: the read+write kernel did not store what "
                                    "it loaded")
         self.view(working_set)[:] = np.concatenate(chunks)  # as it was: every word different
@@ -317,6 +436,7 @@ def measure_sweep(plans: list[LevelPlan], source: str, progress: Any = None,
                 value=pts[k].bytes_per_s, source="measured", cache=sweep,
                 evidence={"probe": f"cache-sweep-{access}", "dtype": "uint64",
                           "implementation": "numba njit(parallel=True), one chunk per thread, "
+                                            "loops of vector moves written in LLVM IR, "
                                             "bursts of passes timed by each thread (rdtsc)",
                           "counting": COUNTING[access],
                           "value_from": "each thread's best burst, summed over the threads, "

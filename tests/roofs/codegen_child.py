@@ -113,6 +113,9 @@ def sweep() -> dict:
         if loop is not None:
             facts["load_bits"] = sorted(set(_vector_loads(loop)))
             facts["loads"] = len(_vector_loads(loop))
+            facts["vector_alu"] = [i for i in loop.body if re.search(r"%[xyz]mm", i)
+                                   and not i.startswith(("vmov", "mov"))]
+            facts["indexed"] = [i for i in loop.body if re.search(r"\(%\w+,%\w+", i)]
         facts["gathers"] = code_facts(asm)["gathers"] + code_facts(asm)["scatters"]
         facts["nontemporal"] = code_facts(asm)["nontemporal"]
         out[name] = facts

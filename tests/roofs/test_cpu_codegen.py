@@ -202,24 +202,26 @@ def test_streaming_store_kernels_stream_whole_lines(codegen, t: Target) -> None:
 
 @pytest.mark.parametrize("t", TARGETS, ids=IDS)
 def test_cache_sweep_passes_move_the_widest_vectors(codegen, t: Target) -> None:
-    # As the sweep's child compiles them (its own process, widest_vector_env): the read pass
-    # a loop of vector loads of the widest width, two or more per trip (the two halves), no
-    # store; read+write two loads per store, plain stores of that width. No gather, no
-    # non-temporal store, no spill, in either.
-    env = "fma-child" if (t.name, "fma-child") in codegen else "bench"
-    sweep = codegen[(t.name, env)]["sweep"]
-    read, rw = sweep["read"], sweep["read+write"]
-    assert read["loop"] and read["load_bits"] == [t.widest] and read["loads"] >= 2, read
-    assert read["stores"] == 0, read
-    assert rw["loop"] and rw["store_bits"] == [t.widest] == rw["load_bits"], rw
-    assert rw["loads"] == 2 * rw["stores"] > 0, rw
-    for facts in (read, rw):
-        assert facts["gathers"] == [] and facts["nontemporal"] == 0, facts
-        assert facts["vector_spills"] == 0, facts
-    if env == "fma-child" and t.stream_bits < t.widest:
-        # numba's default tuning on these cores (Intel AVX-512) reads at half the width: the
-        # assertion above would see it, were the child's features lost.
-        assert codegen[(t.name, "bench")]["sweep"]["read"]["load_bits"] == [t.stream_bits]
+    # As the sweep's child compiles them (its own process, widest_vector_env), and as numba's
+    # default tuning does (the loops are IR of 64-byte vectors: prefer-256-bit on the Intel
+    # AVX-512 rows does not narrow them): the read pass a loop of vector loads of the widest
+    # width, eight lines or more per trip, no store; read+write two loads per store, plain
+    # stores of that width. Moves only: no vector ALU instruction (one per line loaded held L1
+    # at 0.85 of carm-roofline's figure), every address a base register plus a constant (no
+    # index register: Intel cores split such micro-ops). No gather, no non-temporal store, no
+    # spill, in either.
+    for env in {"fma-child" if (t.name, "fma-child") in codegen else "bench", "bench"}:
+        sweep = codegen[(t.name, env)]["sweep"]
+        read, rw = sweep["read"], sweep["read+write"]
+        lines = 512 // t.widest * 8  # vector loads per trip of eight lines
+        assert read["loop"] and read["load_bits"] == [t.widest], read
+        assert read["loads"] >= lines and read["stores"] == 0, read
+        assert rw["loop"] and rw["store_bits"] == [t.widest] == rw["load_bits"], rw
+        assert rw["loads"] == 2 * rw["stores"] > 0, rw
+        for facts in (read, rw):
+            assert facts["vector_alu"] == [] and facts["indexed"] == [], facts
+            assert facts["gathers"] == [] and facts["nontemporal"] == 0, facts
+            assert facts["vector_spills"] == 0, facts
 
 
 # ----------------------------------------------------------------------------- the oracle
