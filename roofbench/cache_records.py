@@ -25,8 +25,12 @@ class SweepPoint:
     level: str  # the level it was planned for ("l1", "l2", "l3")
     working_set_bytes: int  # over all threads
     access: str  # "read" or "read+write"
-    bytes_per_s: float  # each thread's best burst, summed (the roof's statistic)
+    bytes_per_s: float  # the roof's statistic: each thread's sustained burst rate, summed
     mean_bytes_per_s: float  # each thread's bursts on average, summed (a time average)
+    # each thread's best and median burst, summed (None in files before they were stored,
+    # whose bytes_per_s was the best burst)
+    best_bytes_per_s: float | None = None
+    median_bytes_per_s: float | None = None
 
 
 @dataclass

@@ -10,7 +10,8 @@
 
 The rule every roof follows (stated in the report): a roof is the best sustained figure of
 its probe, a ceiling (STREAM's "Best Rate": the best time of calls that each stream several
-times the last-level cache); the median is stored beside it (``Roof.median``). A case is
+times the last-level cache; a cache level's: the rate a tenth of its sweep's ~100-us bursts
+reach); the median is stored beside it (``Roof.median``). A case is
 placed by its median time against that ceiling. Part of the shared root.
 """
 
@@ -20,9 +21,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 ROOF_RULE = ("a roof is the best sustained figure of its probe (a ceiling: the best time of "
-             "calls that each run long enough to sustain it, STREAM's Best Rate); the "
-             "probe's median is stored beside it; a case is placed by its median time, so "
-             "its efficiency is its typical rate over that ceiling")
+             "calls that each run long enough to sustain it, STREAM's Best Rate; a CPU cache "
+             "level's, the rate a tenth of its sweep's timed bursts reach, not one lucky "
+             "burst); the probe's median is stored beside it; a case is placed by its median "
+             "time, so its efficiency is its typical rate over that ceiling")
 
 # A run's DRAM bandwidth that moved by more than this between its brackets is reported.
 DRIFT_LIMIT = 0.10

@@ -16,8 +16,9 @@ a row's ratio is the median of the rounds' ratios, each from figures taken minut
 Like with like, both counting bytes loaded plus bytes stored (no read for ownership): roofbench
 read vs carm 1:0, roofbench read+write (two loads per store) vs carm 2:1; DRAM: STREAM copy
 vs carm 1:1 and STREAM triad vs carm 2:1 (carm stores plainly; roofbench's DRAM roof itself is
-its non-temporal add, which carm does not measure). roofbench's figure is its roof (a best
-burst, a best time); its mean burst (caches) or median (STREAM) is printed beside it. Prints
+its non-temporal add, which carm does not measure). roofbench's figure is its roof (the
+rate a tenth of the sweep's bursts reach, STREAM's best time); its median (each thread's median
+burst, summed; STREAM's median time; carm reports its median run) is printed beside it. Prints
 one Markdown table, the load before and after, the date and the commit; ``--json`` keeps
 every figure of every round.
 """
@@ -53,7 +54,7 @@ def load() -> list[str]:
 
 
 def roofbench_side(quick: bool) -> dict[tuple[str, str], dict[str, float]]:
-    """{(level, access or STREAM kernel): figure, mean (or median), working set}, in GB/s and
+    """{(level, access or STREAM kernel): figure, median, working set}, in GB/s and
     bytes."""
     from roofbench.roofs.probes.cpu_cache_sweep import isolated_cache_roofs
     from roofbench.roofs.probes.cpu_fma_child import timer_config
@@ -70,7 +71,7 @@ def roofbench_side(quick: bool) -> dict[tuple[str, str], dict[str, float]]:
     for r in isolated_cache_roofs(quick):
         assert r.cache is not None
         out[(r.level, r.cache.access)] = {
-            "GBps": r.value / GB, "mean_GBps": r.evidence["mean_burst_bytes_per_s"] / GB,
+            "GBps": r.value / GB, "median_GBps": r.evidence["median_burst_bytes_per_s"] / GB,
             "working_set": r.evidence["best_working_set_bytes"], "threads": r.cache.cores}
     cfg = timer_config(quick)
     n = stream_elements(last_level_cache_bytes(), default_stream_budget(), factor=4.0)
@@ -78,7 +79,7 @@ def roofbench_side(quick: bool) -> dict[tuple[str, str], dict[str, float]]:
                             settle_s=0.5):
         k = r.evidence["probe"].removeprefix("stream-")
         out[("dram", k)] = {"GBps": r.value / GB,
-                            "mean_GBps": r.evidence["median_bytes_per_s"] / GB,
+                            "median_GBps": r.evidence["median_bytes_per_s"] / GB,
                             "working_set": r.evidence["array_bytes"] * STREAM_ARRAYS[k],
                             "threads": r.evidence["threads"]}
     return out
@@ -125,14 +126,14 @@ def table(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ratios (a round: {"roofbench": roofbench_side(), "carm": carm records})."""
     out = []
     for (level, access), ratio in PAIRS:
-        ours, theirs, ratios, mean, ws = [], [], [], [], None
+        ours, theirs, ratios, median, ws = [], [], [], [], None
         for rd in rounds:
             o = rd["roofbench"].get((level, access))
             c = carm_figures(rd["carm"]).get((level, ratio))
             if o is None:
                 continue
             ours.append(o["GBps"])
-            mean.append(o["mean_GBps"])
+            median.append(o["median_GBps"])
             ws = o["working_set"]
             if c is not None:
                 theirs.append(c["bandwidth_gbps"])
@@ -142,7 +143,7 @@ def table(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
         name = access if level != "dram" else f"STREAM {access}"
         out.append({"level": level, "access": name, "carm_ratio": ratio, "working_set": ws,
                     "roofbench_GBps": statistics.median(ours),
-                    "roofbench_mean_GBps": statistics.median(mean),
+                    "roofbench_median_GBps": statistics.median(median),
                     "carm_GBps": statistics.median(theirs) if theirs else None,
                     "ratio": statistics.median(ratios) if ratios else None,
                     "ratios": ratios})
@@ -150,7 +151,7 @@ def table(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| level | roofbench | carm | working set | roofbench GB/s | (mean burst / median) "
+    lines = ["| level | roofbench | carm | working set | roofbench GB/s | roofbench median "
              "| carm GB/s | roofbench / carm (median of rounds; each round) |",
              "|---|---|---|---|---|---|---|---|"]
     for t in rows:
@@ -159,7 +160,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
                  if t["ratio"] else "-")
         lines.append(f"| {t['level']} | {t['access']} | {t['carm_ratio']} | "
                      f"{t['working_set'] / 2**20:.3g} MiB | {t['roofbench_GBps']:.1f} | "
-                     f"{t['roofbench_mean_GBps']:.1f} | {carm_s} | {ratio} |")
+                     f"{t['roofbench_median_GBps']:.1f} | {carm_s} | {ratio} |")
     return "\n".join(lines)
 
 

@@ -99,7 +99,11 @@ def test_a_real_sweep_on_a_planted_topology_gives_typed_roofs(monkeypatch) -> No
     for r in roofs:
         assert r.kind == "memory" and r.source == "measured" and np.isfinite(r.value)
         assert r.value == max(p.bytes_per_s for p in r.cache.points)
-        assert all(p.bytes_per_s >= p.mean_bytes_per_s > 0 for p in r.cache.points)
+        for p in r.cache.points:  # the sustained rate: no lucky burst, no slow one
+            assert p.best_bytes_per_s >= p.bytes_per_s >= p.median_bytes_per_s > 0, p
+            assert p.mean_bytes_per_s > 0
+        best = max(r.cache.points, key=lambda p: p.bytes_per_s)
+        assert r.median == best.median_bytes_per_s
         assert r.cache.cores == len(cpus) and r.cache.topology_source == "sysfs"
         back = read_roof(json.loads(json.dumps(r.to_dict())))
         assert back.cache == r.cache and back.value == r.value
@@ -117,13 +121,25 @@ def test_the_kernels_are_checked_against_numpy(monkeypatch) -> None:
     buf.check(32 * KiB)  # passes: the values agree, read+write stores what it should
     assert np.array_equal(buf.view(32 * KiB), before)  # and the data is put back
     real = sw.sweep_bursts
-    monkeypatch.setattr(sw, "sweep_bursts", lambda *a: a[7].fill(0))  # a kernel that lies
+    monkeypatch.setattr(sw, "sweep_bursts", lambda *a: a[6].fill(0))  # a kernel that lies
     with pytest.raises(RuntimeError, match="read kernel"):
         buf.check(32 * KiB)
     # a read+write pass whose stores are lost (the loads alone are cheaper)
     monkeypatch.setattr(sw, "sweep_bursts", lambda *a: None if a[2] else real(*a))
     with pytest.raises(RuntimeError, match="read\\+write kernel"):
         buf.check(32 * KiB)
+
+
+def test_a_lucky_burst_is_not_the_roof_and_a_slow_one_not_the_median() -> None:
+    # Two threads, 20 bursts each, 100 bytes a burst at 1 tick/s: thread 0 ran 19 bursts in
+    # 10 ticks and one in 5 (a lucky one: twice as fast); thread 1 ran 19 in 20 ticks and one
+    # preempted for 2000.
+    ticks = np.array([[10] * 19 + [5], [20] * 19 + [2000]], dtype=np.uint64)
+    r = sw.rates_of(ticks, 100.0, 1.0)
+    assert r.best == 20.0 + 5.0  # each thread's best burst: the lucky one counts
+    assert r.sustained == 10.0 + 5.0  # a tenth of the bursts reach it: the lucky one does not
+    assert r.median == 10.0 + 5.0
+    assert r.mean == 100 * 20 / 195 + 100 * 20 / 2380  # all bytes over all time: slowed
 
 
 def test_no_cycle_counter_or_a_failed_child_means_no_cache_roofs(monkeypatch) -> None:
