@@ -323,6 +323,14 @@ class RunSession:
             self.cut_short("error", first_line(e))
             raise
 
+    def note_code_change(self) -> None:
+        """Say so when the code's commit differs at the end of the cases from the one recorded
+        at the start (a commit or an edit during the run): the cases may have run either."""
+        now = git_commit()
+        if now != self.run.git_commit:
+            self.run.notes.append(f"the code changed during the run: {self.run.git_commit} "
+                                  f"when it started, {now} when its cases ended")
+
     def run_cases(self, progress: Progress) -> None:
         """Every selected case, saved after each; then, with ncu, the counters of each."""
         t0 = time.perf_counter()
@@ -350,8 +358,8 @@ class RunSession:
         finally:
             if tracker is not None:
                 self.run.notes += tracker.finish()
-        if tracker is not None:
-            self.save()
+            self.note_code_change()
+        self.save()
         if self.opts.ncu:  # counters of each valid case, after all are timed
             from .ncu import collect
 

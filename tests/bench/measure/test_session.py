@@ -104,3 +104,37 @@ def _ctx(be, dtype):
 
     return SizeContext(kind=be.kind, llc_bytes=be.last_level_cache(),
                        budget_bytes=be.memory_budget(), dtype=dtype)
+
+
+def test_a_run_whose_code_changed_while_it_ran_says_so(tmp_path, monkeypatch):
+    # The commit is read when the run starts and again when its cases end: an edit or a commit
+    # in between (here: the tree became dirty) is a note in the record, read back from disk.
+    from roofbench.bench.measure import session
+    from roofbench.bench.results import load_run
+
+    commits = iter(["abc123", "abc123+dirty"])
+    monkeypatch.setattr(session, "git_commit", lambda *a: next(commits))
+    opts = session.RunOptions(workloads=("vector_add",), dtypes=("fp64",), size="4096",
+                              quick=True, seed=1)
+    s = session.RunSession(opts, CpuBackend(), tmp_path)
+    s.set_roofs(None)
+
+    class Quiet:
+        def start(self, key):
+            pass
+
+        def say(self, line):
+            pass
+
+    s.run_cases(Quiet())
+    run = load_run(s.out)
+    assert run.git_commit == "abc123"
+    assert [n for n in run.notes if "changed during the run" in n] == [
+        "the code changed during the run: abc123 when it started, abc123+dirty when its "
+        "cases ended"]
+    # unchanged: nothing said
+    commits = iter(["abc123", "abc123"])
+    s = session.RunSession(opts, CpuBackend(), tmp_path / "same")
+    s.set_roofs(None)
+    s.run_cases(Quiet())
+    assert not [n for n in load_run(s.out).notes if "changed during" in n]
