@@ -21,13 +21,14 @@ a base register plus constants, their loads volatile so that LLVM keeps them.
 Each thread passes over its chunk in bursts of about ``BURST_S`` and times every burst itself
 with the cycle counter (rdtsc, rate calibrated against the host clock): a preemption lengthens
 one burst, not the measurement, where a host-clock timing of a parallel region waits for its
-slowest thread (milliseconds on a loaded VM). A point's rate is each thread's sustained
-burst rate, the one a tenth of its bursts reach (``SUSTAINED_QUANTILE``), summed over the
-threads: a ceiling, but not one lucky burst (on the quiet Xeon VM the best of 3,000 L2 bursts
-ran 14% above the next tenth, which agreed with carm-roofline's median); the best, median and
-mean bursts are kept beside it. A level's roof of each access is the best point of its band,
-and the whole band is stored on the roof (``Roof.cache``, a CacheSweep). DRAM stays STREAM's
-(cpu_stream.py).
+slowest thread (milliseconds on a loaded VM). Each point's timed bursts follow ``WARMUP_S``
+of untimed ones: on the quiet Xeon VM every L2 point's first 2-10 ms ran 17% faster than the
+rest (a transient of the core, not a rate a kernel running longer sees). A point's rate is
+each thread's sustained burst rate, the one a tenth of its bursts reach
+(``SUSTAINED_QUANTILE``), summed over the threads: a ceiling, but not one lucky burst; the
+best, median and mean bursts are kept beside it. A level's roof of each access is the best
+point of its band, and the whole band is stored on the roof (``Roof.cache``, a CacheSweep).
+DRAM stays STREAM's (cpu_stream.py).
 
 Run in a child process with the widest vectors, as the FMA probe is (numba reads
 ``NUMBA_CPU_FEATURES`` once): ``python -m roofbench.roofs.probes.cpu_cache_sweep [--quick]``
@@ -46,10 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit, prange
 
 from roofbench.boundary import die_with_parent
 from roofbench.cache_records import CACHE_LEVELS, CacheSweep, SweepPoint
@@ -57,6 +55,7 @@ from roofbench.cache_topology import CacheTopology, allowed_cpus, this_machine
 from roofbench.readers import read_roof
 from roofbench.records import Roof
 
+from .cpu_cache_passes import LINE_WORDS, add_passes, cycle_counter, read_passes, ticks
 from .cpu_stream import aligned_empty, default_stream_budget
 from .numba_env import env, threads
 
@@ -65,6 +64,9 @@ L1_POINTS = 2
 COVERAGE = 0.75  # of a level's capacity, at most (carm-roofline's _CACHE_COVERAGE)
 BURST_S = 100e-6  # seconds one timed burst of passes should last (shorter than a time slice)
 POINT_S = 0.08  # seconds of bursts per working set and access (half with quick)
+# Seconds of untimed bursts before a point's timed ones: on the Xeon VM the first 2-10 ms of
+# an L2 point ran 17% faster than the rest of it, every point (a state the core leaves).
+WARMUP_S = 0.05
 MIN_BURSTS, MAX_BURSTS = 5, 2000
 TICKS_MACHINES = ("x86_64", "amd64")  # rdtsc: constant-rate, readable from user space
 CHILD_TIMEOUT_S = 300.0
@@ -126,174 +128,6 @@ def plan_sweep(topo: CacheTopology, cpus: frozenset[int] | None, budget_bytes: i
     return plans
 
 
-# ----------------------------------------------------------------------------- kernels
-
-
-def _ticks_typing(typingctx: Any) -> Any:
-    """The cycle counter (x86: rdtsc, constant-rate on every CPU since ~2008)."""
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
-                                            "llvm.readcyclecounter")
-        return builder.call(fn, [])
-    return types.uint64(), codegen
-
-
-_ticks: Any = intrinsic(_ticks_typing)  # called without arguments inside njit code
-
-
-@njit(cache=True)
-def ticks() -> int:
-    return _ticks()
-
-
-LINE_WORDS = 8  # 8-byte words per 64-byte line: one vector of the widest width (AVX-512)
-READ_LINES = 8  # lines one trip of the read loop loads
-GROUPS = 4  # (a, b, c) line groups one trip of the read+write loop moves
-_LINE = ir.VectorType(ir.IntType(64), LINE_WORDS)  # narrower CPUs: LLVM splits it
-
-
-class _VolatileLoad(ir.instructions.LoadInstr):
-    """``load volatile``: kept and never folded into an ALU instruction, though its value is
-    unused (llvmlite's builder has no volatile flag)."""
-
-    def descr(self, buf: list[str]) -> None:
-        out: list[str] = []
-        super().descr(out)
-        buf.append("load volatile " + "".join(out).removeprefix("load "))
-
-
-def _load_line(builder: ir.IRBuilder, base: ir.Value, line: ir.Value) -> ir.Value:
-    ld = _VolatileLoad(builder.block, builder.gep(base, [line]), typ=_LINE)
-    ld.align = 8  # lines are 64-byte aligned here; the tests' buffers need not be
-    builder._insert(ld)
-    return ld
-
-
-def _passes(builder: ir.IRBuilder, n: ir.Value, reps: ir.Value, trips: ir.Value,
-            bodies: list[Any], tag: str) -> ir.Value:
-    """``for _ in range(reps // len(bodies)): for body in bodies: for i in range(trips):
-    body(i)``, the trips counted from 0 in a loop of their own; returns the trips run."""
-    entry = builder.block
-    rounds = builder.sdiv(reps, reps.type(len(bodies)))
-    total = builder.mul(builder.mul(rounds, trips), n.type(len(bodies)))
-    outer = builder.append_basic_block(f"{tag}.pass")
-    latch = builder.append_basic_block(f"{tag}.latch")
-    done = builder.append_basic_block(f"{tag}.done")
-    go = builder.and_(builder.icmp_signed(">", rounds, rounds.type(0)),
-                      builder.icmp_unsigned(">", trips, n.type(0)))
-    builder.cbranch(go, outer, done)
-    builder.position_at_end(outer)
-    r = builder.phi(reps.type)
-    pre = outer
-    for k, body in enumerate(bodies):
-        loop = builder.append_basic_block(f"{tag}.trip{k}")
-        after = builder.append_basic_block(f"{tag}.after{k}")
-        builder.branch(loop)
-        builder.position_at_end(loop)
-        i = builder.phi(n.type)
-        body(i)
-        nxt = builder.add(i, n.type(1))
-        builder.cbranch(builder.icmp_unsigned("<", nxt, trips), loop, after)
-        i.add_incoming(n.type(0), pre)
-        i.add_incoming(nxt, loop)
-        builder.position_at_end(after)
-        pre = after
-    builder.branch(latch)
-    builder.position_at_end(latch)
-    rn = builder.add(r, r.type(1))
-    builder.cbranch(builder.icmp_signed("<", rn, rounds), outer, done)
-    r.add_incoming(r.type(0), entry)
-    r.add_incoming(rn, latch)
-    builder.position_at_end(done)
-    ran = builder.phi(n.type)
-    ran.add_incoming(n.type(0), entry)
-    ran.add_incoming(total, latch)
-    return ran
-
-
-def _words(x: Any, reps: Any) -> bool:
-    return (isinstance(x, types.Array) and x.ndim == 1 and x.dtype == types.uint64
-            and x.layout == "C" and reps == types.intp)
-
-
-def _lines_of(context: Any, builder: ir.IRBuilder, aty: Any, av: ir.Value
-              ) -> tuple[ir.Value, ir.Value]:
-    arr = context.make_array(aty)(context, builder, av)
-    return builder.bitcast(arr.data, _LINE.as_pointer()), cgutils.unpack_tuple(
-        builder, arr.shape, 1)[0]
-
-
-def _load_lines_typing(typingctx: Any, x: Any, reps: Any) -> Any:
-    """Every whole trip of ``READ_LINES`` lines of ``x`` loaded, ``reps`` times; returns the
-    lines loaded."""
-    if not _words(x, reps):
-        return None
-
-    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
-        base, n = _lines_of(context, builder, sig.args[0], args[0])
-
-        def trip(i: ir.Value) -> None:
-            first = builder.mul(i, n.type(READ_LINES))
-            for k in range(READ_LINES):
-                _load_line(builder, base, builder.add(first, n.type(k)))
-
-        trips = builder.udiv(n, n.type(LINE_WORDS * READ_LINES))
-        ran = _passes(builder, n, args[1], trips, [trip], "read")
-        return builder.mul(ran, n.type(READ_LINES))
-
-    return types.intp(x, reps), codegen
-
-
-def _copy_lines_typing(typingctx: Any, x: Any, reps: Any) -> Any:
-    """``x`` as groups of three lines (a, b, c), every whole trip of ``GROUPS`` groups: c = a
-    with b loaded beside it, then a = c with b loaded, ``reps // 2`` times; returns the lines
-    moved (loaded or stored)."""
-    if not _words(x, reps):
-        return None
-
-    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
-        base, n = _lines_of(context, builder, sig.args[0], args[0])
-
-        def copy(src: int, dst: int) -> Any:
-            def trip(i: ir.Value) -> None:
-                first = builder.mul(i, n.type(3 * GROUPS))
-                for g in range(GROUPS):
-                    at = builder.add(first, n.type(3 * g))
-                    v = _load_line(builder, base, builder.add(at, n.type(src)))
-                    _load_line(builder, base, builder.add(at, n.type(1)))
-                    builder.store(v, builder.gep(base, [builder.add(at, n.type(dst))]),
-                                  align=8)
-            return trip
-
-        trips = builder.udiv(n, n.type(3 * LINE_WORDS * GROUPS))
-        ran = _passes(builder, n, args[1], trips, [copy(0, 2), copy(2, 0)], "rw")
-        return builder.mul(ran, n.type(3 * GROUPS))
-
-    return types.intp(x, reps), codegen
-
-
-_load_lines: Any = intrinsic(_load_lines_typing)
-_copy_lines: Any = intrinsic(_copy_lines_typing)
-
-
-@njit(cache=True)
-def _read_passes(x: np.ndarray, reps: int) -> int:
-    # Loads only, as carm-roofline's 1:0 test: no ALU instruction takes the loaded lines (one
-    # 512-bit xor per two loads held L1 at 0.85 of carm's figure on the Xeon VM, where pure
-    # loads reach it), and every address a base register plus a constant. The trip's lines
-    # are volatile loads: LLVM keeps them though nothing reads their values.
-    return _load_lines(x, reps)
-
-
-@njit(cache=True)
-def _add_passes(x: np.ndarray, reps: int) -> int:
-    # Two loads per store, carm-roofline's default 2:1 (and STREAM add's, vector_add's), moves
-    # only: each group of three lines a, b, c; c = a (b loaded beside it), then a = c, ``reps``
-    # even. A stored line is not one just loaded: below L1 it is read for ownership first, as
-    # a kernel's output is.
-    return _copy_lines(x, reps)
-
-
 @njit(parallel=True, cache=True)
 def sweep_bursts(buf: np.ndarray, parts: int, write: bool, reps: int, bursts: int,
                  times: np.ndarray, sums: np.ndarray) -> None:
@@ -305,12 +139,12 @@ def sweep_bursts(buf: np.ndarray, parts: int, write: bool, reps: int, bursts: in
         x = buf[t * chunk:(t + 1) * chunk]
         acc = np.uint64(0)
         for k in range(bursts):
-            t0 = _ticks()
+            t0 = cycle_counter()
             if write:
-                acc += np.uint64(_add_passes(x, reps))
+                acc += np.uint64(add_passes(x, reps))
             else:
-                acc += np.uint64(_read_passes(x, reps))
-            times[t, k] = _ticks() - t0
+                acc += np.uint64(read_passes(x, reps))
+            times[t, k] = cycle_counter() - t0
         sums[t] = acc
 
 
@@ -407,14 +241,14 @@ class PointRates:
 SUSTAINED_QUANTILE = 0.9  # of each thread's burst rates: a ceiling that one lucky burst is not
 
 
-def rates_of(ticks: np.ndarray, bytes_per_burst: float, hz: float) -> PointRates:
-    """The statistics of bursts ``ticks`` (threads x bursts) that each moved
+def rates_of(times: np.ndarray, bytes_per_burst: float, hz: float) -> PointRates:
+    """The statistics of bursts that took ``times`` ticks (threads x bursts) and each moved
     ``bytes_per_burst``."""
-    r = bytes_per_burst * hz / np.maximum(ticks.astype(np.float64), 1.0)
+    r = bytes_per_burst * hz / np.maximum(times.astype(np.float64), 1.0)
     return PointRates(float(np.quantile(r, SUSTAINED_QUANTILE, axis=1).sum()),
                       float(r.max(axis=1).sum()), float(np.median(r, axis=1).sum()),
-                      float((bytes_per_burst * ticks.shape[1] * hz
-                             / np.maximum(ticks.sum(axis=1).astype(np.float64), 1.0)).sum()))
+                      float((bytes_per_burst * times.shape[1] * hz
+                             / np.maximum(times.sum(axis=1).astype(np.float64), 1.0)).sum()))
 
 
 def measure_point(buf: SweepBuffer, access: str, working_set: int, hz: float,
@@ -422,14 +256,16 @@ def measure_point(buf: SweepBuffer, access: str, working_set: int, hz: float,
     """The rates of one working set and access, and the evidence."""
     reps = _burst_reps(buf, access, working_set, hz)  # even: the kernels' passes exactly
     burst_s = max(float(buf.burst_ticks().min(axis=1).max()) / hz / 2 * reps, 1e-9)
+    warm = int(min(MAX_BURSTS, max(1, WARMUP_S / burst_s)))
+    buf.run(access, working_set, reps, warm)  # untimed: the core leaves its start state
     bursts = int(min(MAX_BURSTS, max(MIN_BURSTS, point_s / burst_s)))
     buf.run(access, working_set, reps, bursts)
-    ticks = buf.burst_ticks()
-    rates = rates_of(ticks, 8 * buf.counted_words(access, working_set) * reps, hz)
+    times = buf.burst_ticks()
+    rates = rates_of(times, 8 * buf.counted_words(access, working_set) * reps, hz)
     return rates, {"working_set_bytes": int(8 * buf.view(working_set).shape[0]),
-                   "passes_per_burst": reps, "bursts": bursts,
-                   "best_burst_s": [float(b) / hz for b in ticks.min(axis=1)],
-                   "median_burst_s": [float(b) / hz for b in np.median(ticks, axis=1)]}
+                   "passes_per_burst": reps, "warmup_bursts": warm, "bursts": bursts,
+                   "best_burst_s": [float(b) / hz for b in times.min(axis=1)],
+                   "median_burst_s": [float(b) / hz for b in np.median(times, axis=1)]}
 
 
 def measure_sweep(plans: list[LevelPlan], source: str, progress: Any = None,

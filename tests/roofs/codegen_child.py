@@ -98,13 +98,13 @@ def _load_loop(asm: str) -> x86_asm.Loop | None:
 
 
 def sweep() -> dict:
-    """The cache sweep's two passes (roofs/probes/cpu_cache_sweep.py) as its child compiles
+    """The cache sweep's two passes (roofs/probes/cpu_cache_passes.py) as its child compiles
     them (plain njit; run it under the child's features: codegen_matrix's probe rows)."""
-    from roofbench.roofs.probes import cpu_cache_sweep as sw
+    from roofbench.roofs.probes import cpu_cache_passes as cp
 
     u = _arr(types.uint64)
     out = {}
-    for name, fn in (("read", sw._read_passes), ("read+write", sw._add_passes)):
+    for name, fn in (("read", cp.read_passes), ("read+write", cp.add_passes)):
         d = numba.njit(fn.py_func)  # a fresh compile: never numba's cache
         d.compile((u, types.intp))
         asm = d.inspect_asm((u, types.intp))
