@@ -37,6 +37,7 @@ from typing import Any
 import cuda_tools as ct
 import numpy as np
 import pytest
+from emu_run import sysv_launch
 from roofbench.bench.backends import tma_launch
 from roofbench.bench.backends.gpu_common import (
     ALL_LAUNCHERS,
@@ -88,26 +89,6 @@ def _load(so: Any) -> ctypes.CDLL:
     return lib
 
 
-def rb_launch(lib: ctypes.CDLL, function: str, grid: tuple[int, ...], block: tuple[int, ...],
-              args: list[Any]) -> None:
-    """A launch through the emulation's SysV launcher: arrays as pointers, integers, floats."""
-    ints, floats = [], []
-    for a in args:
-        if isinstance(a, np.ndarray):
-            ints.append(a.ctypes.data)
-        elif isinstance(a, int | np.integer):  # (np.float64 is a float: below)
-            ints.append(int(a))
-        else:
-            floats.append(float(a))
-    f64 = any(isinstance(a, np.float64) for a in args)  # a `double` parameter
-    ia = (ctypes.c_longlong * 6)(*ints, *[0] * (6 - len(ints)))
-    fa = ((ctypes.c_double if f64 else ctypes.c_float) * 2)(*floats, *[0.0] * (2 - len(floats)))
-    g, b = (*grid, 1, 1)[:3], (*block, 1, 1)[:3]
-    fn = ctypes.cast(getattr(lib, function), ctypes.c_void_p)
-    if (lib.rb_launch_f64 if f64 else lib.rb_launch)(fn, *g, *b, ia, fa) != 0:
-        raise AssertionError(f"{function}: {lib.rb_last_error().decode()}")
-
-
 def _inputs(case: Case) -> dict[str, np.ndarray]:
     return case.workload.make_inputs(case.size, case.dtype, np.random.default_rng(7))
 
@@ -150,7 +131,7 @@ def count_case(libs: dict[str, ctypes.CDLL], case: Case, arrays: dict[str, np.nd
         counter = ct.ByteCounter(lib)
         counter.watch(arrays)
         args = [arrays[a] if isinstance(a, str) else a for a in pl.args]
-        yield la, pl, counter.count(partial(rb_launch, lib, pl.function, pl.grid, pl.block,
+        yield la, pl, counter.count(partial(sysv_launch, lib, pl.function, pl.grid, pl.block,
                                             args))
 
 
@@ -308,8 +289,8 @@ def count_stream(lib: ctypes.CDLL, kname: str, isz: int) -> str | None:
     bufs, args = stream_args(kname, isz)
     counter = ct.ByteCounter(lib)
     counter.watch(bufs)
-    got = counter.count(lambda: rb_launch(lib, f"stream_{kname}_{suf}", STREAM_GRID,
-                                          STREAM_BLOCK, args))
+    got = counter.count(lambda: sysv_launch(lib, f"stream_{kname}_{suf}", STREAM_GRID,
+                                             STREAM_BLOCK, args))
     r, w = STREAM_RW[kname]
     assert (r + w) * STREAM_N * isz == stream_bytes(kname, STREAM_N, isz)
     why = check_probe(kname, got, r * STREAM_N * isz, w * STREAM_N * isz)
@@ -361,8 +342,8 @@ def test_l2_probe_moves_the_bytes_it_counts(libs, form):
     lib = libs["cache.cu"]
     counter = ct.ByteCounter(lib)
     counter.watch({"src": src, "dst": dst, "out": out})
-    got = counter.count(lambda: rb_launch(lib, f"l2_{form}_cg_ilp4", (la.grid,), (la.block,),
-                                          args))
+    got = counter.count(lambda: sysv_launch(lib, f"l2_{form}_cg_ilp4", (la.grid,), (la.block,),
+                                             args))
     per = la.bytes_per_launch // (2 if form == "copy" else 1)
     assert check_probe(form, got, per, per if form == "copy" else 0) is None
     if form == "copy":
@@ -370,7 +351,7 @@ def test_l2_probe_moves_the_bytes_it_counts(libs, form):
         np.testing.assert_array_equal(dst[:la.nchunks * chunk], src[:la.nchunks * chunk])
     else:  # the validation launch: every thread's XOR (gpu_memory.l2_read_xor)
         args[-1] = 1
-        rb_launch(lib, "l2_read_cg_ilp4", (la.grid,), (la.block,), args)
+        sysv_launch(lib, "l2_read_cg_ilp4", (la.grid,), (la.block,), args)
         np.testing.assert_array_equal(out, l2_read_xor(src, la))
 
 

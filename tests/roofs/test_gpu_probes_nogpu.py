@@ -1026,10 +1026,9 @@ def emulated_cache():
 
 
 def _emu_launch(lib, name, grid, block, ints):
-    ia = (ctypes.c_longlong * 6)(*ints, *[0] * (6 - len(ints)))
-    fa = (ctypes.c_float * 2)(0.0, 0.0)
-    fn = ctypes.cast(getattr(lib, name), ctypes.c_void_p)
-    assert lib.rb_launch(fn, grid, 1, 1, block, 1, 1, ia, fa) == 0
+    from emu_run import sysv_launch
+
+    sysv_launch(lib, name, (grid,), (block,), ints)
 
 
 @pytest.mark.parametrize("loads", gmem.L2_LOADS)

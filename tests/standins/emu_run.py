@@ -1,7 +1,8 @@
 """Launching the CUDA C kernels under the host emulation (tests/standins/cuda_emu) as a GPU
 backend would: buffers prepared, poisoned and registered for the emulation's bounds checks,
-the planned launches run, the outputs read back. Shared by tests/kernels/test_cuda_emu.py and
-tests/kernels/test_emu_checks.py."""
+the planned launches run, the outputs read back; ``sysv_launch`` is the one call of the
+emulation's launcher the tests make. Shared by the emulation tests of tests/kernels/ and
+tests/roofs/test_gpu_probes_nogpu.py."""
 
 from __future__ import annotations
 
@@ -79,23 +80,35 @@ class LaunchError(Exception):
     """An emulated launch failed; the message is the emulation's."""
 
 
-def _launch(libs, pl: PlannedLaunch, arrays: dict[str, np.ndarray]) -> None:
-    lib = libs[pl.impl.source]
+def sysv_launch(lib: ctypes.CDLL, function: str, grid: tuple[int, ...],
+                block: tuple[int, ...], args: list[Any]) -> None:
+    """``function`` of ``lib`` through the emulation's SysV launcher: arrays as pointers,
+    integers and floats in the 6 integer and 2 float slots it takes; a ``np.float64`` scalar
+    is a ``double`` parameter (rb_launch_f64). Raises LaunchError with the emulation's one
+    line."""
     ints, floats = [], []
-    for a in pl.args:
-        if isinstance(a, str):
-            ints.append(arrays[a].ctypes.data)
-        elif isinstance(a, np.integer):
+    for a in args:
+        if isinstance(a, np.ndarray):
+            ints.append(a.ctypes.data)
+        elif isinstance(a, int | np.integer):  # (np.float64 is a float: below)
             ints.append(int(a))
         else:
             floats.append(float(a))
-    assert len(ints) <= 6 and len(floats) <= 2
-    register(lib, {a: arrays[a] for a in pl.args if isinstance(a, str)})
+    assert len(ints) <= 6 and len(floats) <= 2, f"{function}: more scalars than slots"
+    f64 = any(isinstance(a, np.float64) for a in args)
     ia = (ctypes.c_longlong * 6)(*ints, *[0] * (6 - len(ints)))
-    fa = (ctypes.c_float * 2)(*floats, *[0.0] * (2 - len(floats)))
-    fn = ctypes.cast(getattr(lib, pl.function), ctypes.c_void_p)
-    if lib.rb_launch(fn, *pl.grid, *pl.block, ia, fa) != 0:
-        raise LaunchError(f"{pl.function}: {last_error(lib)}")
+    fa = ((ctypes.c_double if f64 else ctypes.c_float) * 2)(*floats, *[0.0] * (2 - len(floats)))
+    g, b = (*grid, 1, 1)[:3], (*block, 1, 1)[:3]
+    fn = ctypes.cast(getattr(lib, function), ctypes.c_void_p)
+    if (lib.rb_launch_f64 if f64 else lib.rb_launch)(fn, *g, *b, ia, fa) != 0:
+        raise LaunchError(f"{function}: {last_error(lib)}")
+
+
+def _launch(libs, pl: PlannedLaunch, arrays: dict[str, np.ndarray]) -> None:
+    lib = libs[pl.impl.source]
+    register(lib, {a: arrays[a] for a in pl.args if isinstance(a, str)})
+    sysv_launch(lib, pl.function, pl.grid, pl.block,
+                [arrays[a] if isinstance(a, str) else a for a in pl.args])
 
 
 def build_mutant(out: Path, source: str, edits: dict[str, tuple[str, str]]) -> Path:
