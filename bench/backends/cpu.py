@@ -25,6 +25,7 @@ from roofbench.roofs.probes.cpu_noise import (
     noise_cause,
     outside_load,
 )
+from roofbench.roofs.probes.cpu_spinners import settle
 from roofbench.roofs.probes.host_memory import available_memory_bytes, case_memory_budget
 
 from roofbench.cpu_cache import last_level_cache_bytes
@@ -192,11 +193,16 @@ class CpuBackend(Backend):
         self._flush += 1.0
 
     def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+        # BLAS workers woken by the untimed reference spin on the cores the case needs
+        # (roofs/probes/cpu_spinners.py): start once they sleep.
+        settled = settle()
         probe = NoiseProbe()
         with ThreadWaits() as waits:  # each sample's wait for a core: the gate's load rule
             t = host_timer(fn, cfg, before=self._flush_cache if cfg.cold else None,
                            waits=waits)
         self.last_noise = probe.report()
+        if (flag := settled.flag()) is not None:
+            t.flags.append(flag)
         if any(f.startswith("noisy") for f in t.flags):  # say why, from the counters
             t.flags.append(f"noise cause: {noise_cause(self.last_noise)}")
         # what else used the machine, spread or not (a steady neighbour stretches every

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from roofbench.roofs.probes.cpu_noise import NoiseProbe, ThreadWaits, outside_load
+from roofbench.roofs.probes.cpu_spinners import settle
 
 from roofbench.gate import (
     AB_KEY,
@@ -56,6 +57,7 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
               sync: Callable[[], None] = lambda: None) -> tuple[Timing, Timing]:
     """Pairs of samples of ``fn_a`` and ``fn_b``, alternating which goes first (see the
     module doc); each side's Timing holds its samples in pair order and its load."""
+    settle()  # no BLAS worker left spinning by the validation (roofs/probes/cpu_spinners.py)
     waits = ThreadWaits()  # each sample's wait for a core (schedstat, nanoseconds)
     waited: dict[str, list[float | None]] = {"A": [], "B": []}
 
