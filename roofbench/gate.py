@@ -44,6 +44,15 @@ the load named in the reason; one whose interval reaches below E (but above 1) i
 pytest-benchmark JSON (the plugin records the load during pytest-benchmark's timing; no
 waits per sample) and A/B runs (both sides see the same load, so E is about 1).
 
+**Roof-normalised times.** Where both runs sampled the roof that bounds a case beside each
+of its samples (``Timing.roof_rates``, the same roof: bench/measure/pairs.py), each sample is
+judged as its time times its roof's rate at that moment (``Timing.normalised``: the work the
+roof did meanwhile): a memory system that flipped to half speed between the runs, or within
+one, doubles the time and halves the rate, so the product stays; a slower kernel moves the
+time alone. The statistics are the same order-statistic intervals on those products, and the
+comparison's notes say how many cases were judged so and how many on raw times (a run
+without pairs: older files, a GPU, a roof no probe here can sample).
+
 **A/B runs** (``roofbench ab``, the ``roofline_ab`` fixture: base and new measured
 alternately, sample by sample, in one job) store two runs that name each other
 (``environment["ab"]``: one id, sides A and B); their cases are judged on the paired
@@ -63,7 +72,14 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from .gate_load import excuses, load_bounds, load_share  # noqa: F401 (the rule's, re-exported)
+from .gate_load import (  # noqa: F401 (the rule's, re-exported)
+    excuses,
+    load_bounds,
+    load_share,
+    normalised_notes,
+    roof_normalised,
+    roof_span,
+)
 from .records import CaseResult, RunResult
 
 Verdict = Literal["faster", "slower", "same", "uncertain", "unreadable", "invalid in B",
@@ -179,6 +195,7 @@ class CaseVerdict:
     n_b: int = 0
     reason: str = ""
     paired: bool = False  # judged on A/B pairs (one job, alternating)
+    normalised: bool = False  # judged on times x the paired roof's rate (roof_normalised)
 
     @property
     def speedup(self) -> float | None:
@@ -319,13 +336,15 @@ def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
                                reason=f"{side}: {why}")
     assert ma is not None and mb is not None
     paired = paired and ta is not None and tb is not None and na == nb
+    norm = roof_normalised(ta, tb)
     if ta is None or tb is None:
         side = "A" if ta is None else "B"
         iv = RatioInterval(mb / ma, None, None)
         reason = f"{side} stores no raw samples: no interval"
     else:
-        iv = (paired_interval(ta.samples, tb.samples, confidence) if paired
-              else ratio_interval(ta.samples, tb.samples, confidence))
+        xa, xb = (ta.normalised(), tb.normalised()) if norm else (ta.samples, tb.samples)
+        iv = (paired_interval(xa, xb, confidence) if paired
+              else ratio_interval(xa, xb, confidence))
         reason = "" if iv.bounded else (
             f"fewer than {min_samples(confidence if paired else math.sqrt(confidence))} "
             f"{'pairs' if paired else 'samples in a run'}: no interval")
@@ -352,8 +371,11 @@ def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
         excuse = slow_excuse if verdict == "slower" else fast_excuse
         reason = (f"beyond what the outside load explains (at most x{excuse:.2f}, from "
                   f"{ex.how}: {named})")
+    if norm and verdict != "same" and ta is not None and tb is not None:
+        reason = "; ".join(x for x in (reason, f"judged on roof-normalised times ({ta.roof_probe}"
+                                       f" while A ran: {roof_span(ta)}, B: {roof_span(tb)})") if x)
     return CaseVerdict(key, verdict, ma, mb, iv.ratio, iv.lo, iv.hi, na, nb,
-                       reason if verdict != "same" or not iv.bounded else "", paired)
+                       reason if verdict != "same" or not iv.bounded else "", paired, norm)
 
 
 AB_KEY = "ab"  # RunResult.environment[AB_KEY]: {"id": ..., "side": "A" or "B", ...}
@@ -421,5 +443,7 @@ def classify(a: RunResult, b: RunResult, threshold: float = 0.05,
     if paired:
         out.notes.append("an A/B run (base and new alternately, in one job): each case is "
                          "judged on its paired samples")
+    out.notes += normalised_notes([c.normalised for c in out.cases if c.verdict in (
+        "faster", "slower", "same", "uncertain")])
     out.failed = [c.key for c in out.cases if fail_on.fails(c)]
     return out

@@ -27,6 +27,7 @@ import statistics
 from dataclasses import dataclass
 
 from .timing import Timing
+from .units import si
 
 _OTHERS = re.compile(r"other processes used (\d+(?:\.\d+)?)% of")
 _WAITED = re.compile(r"waited for a core (\d+(?:\.\d+)?)% of")
@@ -108,3 +109,29 @@ def excuses(ta: Timing | None, tb: Timing | None, paired: bool = False) -> Excus
            f"{'A' if wa else 'B'}'s samples less their waits, {'B' if wa else 'A'}'s share of "
            "the timing it waited (a bound on the mean)")
     return Excuse(max(1.0, rel), max(1.0, 1.0 / rel), how)
+
+
+def roof_normalised(ta: Timing | None, tb: Timing | None) -> bool:
+    """Whether a case is judged on roof-normalised times: both sides paired every sample with
+    a sample of the same roof (``Timing.roof_rates``). Each sample times its roof's rate is
+    the work the roof would have done meanwhile: a memory system that got slower between the
+    runs, or within one, stretches the time and shrinks the rate alike, a slower kernel only
+    the time. Otherwise the raw times, as before."""
+    return (ta is not None and tb is not None and ta.paired and tb.paired
+            and bool(ta.roof_probe) and ta.roof_probe == tb.roof_probe)
+
+
+def roof_span(t: Timing) -> str:
+    unit = "B/s" if t.roof_probe.startswith("memory:") else "FLOP/s"
+    return f"{si(min(t.roof_rates), unit)} to {si(max(t.roof_rates), unit)}"
+
+
+def normalised_notes(normalised: list[bool]) -> list[str]:
+    """The comparison's note on which statistic judged its timed cases."""
+    if not normalised:
+        return []
+    k, n = sum(normalised), len(normalised)
+    raw = f"; {n - k} on raw times (a run without roof pairs)" if k < n else ""
+    return [f"{k} of {n} cases judged on roof-normalised times (both runs sampled the roof "
+            "that bounds them beside each sample: a machine whose memory or clock moved moves "
+            f"both){raw}"]

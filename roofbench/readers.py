@@ -55,11 +55,11 @@ from .records import (
     RunStop,
 )
 from .roof_check import RoofError, check_names, checked_roof, figures_note
-from .roof_context import read_context, read_state
+from .roof_context import PairedRoof, read_context, read_state
 from .roofline import apply_roofs
-from .timing import Timing
+from .timing import ROOF_CAUSES, Timing
 
-RESULTS_READS_VERSIONS = (1, 2, 3, RESULTS_SCHEMA_VERSION)
+RESULTS_READS_VERSIONS = (1, 2, 3, 4, RESULTS_SCHEMA_VERSION)
 
 
 class SchemaError(ValueError):
@@ -146,12 +146,15 @@ def read_timing(d: dict[str, Any]) -> Timing:
     flags = [str(f) for f in d.get("flags") or []]
     # Files before the field say it only in the noisy flag's cause (the CPU backend's words)
     load = d.get("outside_load") or next(
-        (f[len(_CAUSE):] for f in flags if f.startswith(_CAUSE) and not f.startswith(_NO_CAUSE)),
+        (f[len(_CAUSE):] for f in flags if f.startswith(_CAUSE) and not f.startswith(_NO_CAUSE)
+         and not f.startswith(ROOF_CAUSES)),
         "")
     return Timing(samples=[float(x) for x in d["samples_s"]], warmup_runs=int(d["warmup_runs"]),
                   stopped_by=str(d["stopped_by"]), config=dict(d.get("config") or {}),
                   flags=flags, outside_load=str(load),
-                  waits=[float(x) for x in d.get("waits_s") or []])
+                  waits=[float(x) for x in d.get("waits_s") or []],
+                  roof_probe=str(d.get("roof_probe") or ""),
+                  roof_rates=[float(x) for x in d.get("roof_rates") or []])
 
 
 def read_occupancy(d: dict[str, Any]) -> Occupancy:
@@ -203,6 +206,7 @@ def read_case(d: dict[str, Any]) -> CaseResult:
     m["launches"] = [read_launch(x) for x in m.get("launches") or []]
     m["timing"] = read_timing(m["timing"]) if m.get("timing") else None
     r["roof_states"] = [read_state(s) for s in r.get("roof_states") or []]
+    r["paired"] = _known(PairedRoof, r["paired"]) if isinstance(r.get("paired"), dict) else None
     pl = r.get("placement")
     r["placement"] = read_placement(pl) if isinstance(pl, dict) else None
     e["ncu"] = read_ncu(e["ncu"]) if e.get("ncu") else None

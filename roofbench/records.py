@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import __version__
 from .cache_records import CacheSweep, Placement, SweepPoint  # noqa: F401 - re-exported
-from .roof_context import RoofState
+from .roof_context import PairedRoof, RoofState
 from .roof_records import (  # noqa: F401 - re-exported: the roof records live there
     ROOFSET_SCHEMA_VERSION,
     DatasheetMatch,
@@ -266,6 +266,7 @@ class RooflinePlace:
     limiting_roof: str | None = None
     placement: Placement | None = None
     roof_states: list[RoofState] = field(default_factory=list)
+    paired: PairedRoof | None = None  # efficiency from samples paired with the roof's
 
 
 @dataclass
@@ -310,6 +311,8 @@ class CaseResult:
             del r["roof_states"]
         if r["placement"] is None:  # optional: only a case placed under cache roofs has one
             del r["placement"]
+        if r["paired"] is None:  # optional: only a case timed beside its roof's samples
+            del r["paired"]
         return {"identity": i, "declaration": asdict(self.declaration),
                 "outcome": asdict(self.outcome), "measurement": meas, "roofline": r,
                 "evidence": asdict(self.evidence)}
@@ -341,7 +344,9 @@ RESULTS_SCHEMA = "roofbench.results"
 # also carries ``stop`` (RunStop), optional: a reader of version 3 without it reads None.
 # 4: a case is nested by meaning (identity, declaration, outcome, measurement, roofline,
 # evidence; CaseResult), ``valid`` no longer stored (the outcome's status says it).
-RESULTS_SCHEMA_VERSION = 4
+# 5: a timing may carry its paired roof's rates (``roof_probe``, ``roof_rates``) and the
+# roofline the efficiency they give (``paired``: PairedRoof); both optional.
+RESULTS_SCHEMA_VERSION = 5
 
 StopCause = Literal["signal", "os-error", "memory", "error"]
 StopPhase = Literal["start", "roofs", "cases", "report"]

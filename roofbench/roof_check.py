@@ -108,9 +108,18 @@ def figures_problem(c: CaseResult, roofs: RoofSet) -> str | None:
         expected = roof.value * ai if ai else None
     if expected is not None and not _close(expected, c.roofline.attainable):
         return (f"attainable {c.roofline.attainable:.4g} but {roof.name!r} gives {expected:.4g}")
-    if c.roofline.efficiency is not None and c.roofline.flop_per_s and not _close(
-            c.roofline.efficiency, c.roofline.flop_per_s / c.roofline.attainable):
-        return f"efficiency {c.roofline.efficiency:.4g} is not its rate over its attainable"
+    r = c.roofline
+    if r.paired is not None:  # the pairs' median; the rate over the attainable beside it
+        if r.efficiency is None or not _close(r.efficiency, r.paired.efficiency):
+            return (f"efficiency {r.efficiency!r} is not its pairs' median "
+                    f"{r.paired.efficiency:.4g}")
+        if r.flop_per_s and r.attainable and r.paired.of_ceiling is not None and not _close(
+                r.paired.of_ceiling, r.flop_per_s / r.attainable):
+            return (f"efficiency of the best state {r.paired.of_ceiling:.4g} is not its rate "
+                    "over its attainable")
+    elif r.efficiency is not None and r.flop_per_s and r.attainable and not _close(
+            r.efficiency, r.flop_per_s / r.attainable):
+        return f"efficiency {r.efficiency:.4g} is not its rate over its attainable"
     return None
 
 

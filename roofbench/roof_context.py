@@ -79,6 +79,32 @@ class RoofState:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class PairedRoof:
+    """A case's efficiency from paired samples (``RooflinePlace.paired``): each timed sample
+    was followed by a short sample of the roof that bounds it (``Timing.roof_rates``), each
+    pair gives a ratio (the case's rate over the roof's at that moment), and ``efficiency`` is
+    the median of the ratios, [``lo``, ``hi``] its 95% interval. ``roof_low``..``roof_high``:
+    the roof's rate while the case ran; ``ceiling``: the roof's best sustained figure (the
+    machine's best state), ``of_ceiling`` the case's median rate over it (the unpaired rule).
+    ``probe``: which roof, as ``kind:key:name`` (``memory:dram:stream-add-nt``)."""
+
+    probe: str
+    pairs: int
+    efficiency: float
+    lo: float
+    hi: float
+    roof_low: float
+    roof_median: float
+    roof_high: float
+    ceiling: float
+    of_ceiling: float | None
+    unit: str  # "B/s" or "FLOP/s"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass
 class RoofContext:
     """``RoofSet.context``: the probe environment, and the states a run tracked."""

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from typing import Any
 
 from .cache_records import CACHE_LEVELS, CacheSweep, Placement
 from .records import CaseResult
+from .roof_context import PairedRoof
 from .roof_records import (  # noqa: F401 - which roof counts, and the bound: re-exported
     SOURCE_ORDER,
     SOURCE_RANK,
@@ -29,6 +31,7 @@ from .roof_records import (  # noqa: F401 - which roof counts, and the bound: re
     pick,
     ridge,
 )
+from .timing import median_ci
 
 # Memory levels, outermost first. "dram" is the off-chip memory (HBM on a GPU, DDR on a CPU):
 # the same key everywhere so that kernel accounting does not depend on the device. A CPU's
@@ -158,7 +161,15 @@ def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
         r.placement = place(sum(b.nbytes for b in buffers.values()), roofs, _cores_of(rec))
     if rec.declaration.flops == 0:
         by_bandwidth(rec, roofs)
-        return
+    else:
+        _by_intensity(rec, roofs)
+    r.paired = paired_roof(rec, roofs)
+    if r.paired is not None:
+        r.efficiency = r.paired.efficiency
+
+
+def _by_intensity(rec: CaseResult, roofs: RoofSet) -> None:
+    r = rec.roofline
     ai = placed_intensities(rec)
     try:
         b = bound(roofs, ai, roof_precision(rec.identity.precision, roofs))
@@ -173,6 +184,45 @@ def apply_roofs(rec: CaseResult, roofs: RoofSet) -> None:
         r.attainable, r.bound, r.limiting_roof = b.attainable, b.limiter, b.roof
     if r.flop_per_s and r.attainable:
         r.efficiency = r.flop_per_s / r.attainable
+
+
+def pair_matches(probe: str, rec: CaseResult, roofs: RoofSet) -> bool:
+    """Whether the roof a timing was paired with (``kind:key:name``) is the one that bounds
+    the case now: the same kind, and its level (memory) or precision (compute)."""
+    kind, _, rest = probe.partition(":")
+    key = rest.partition(":")[0]
+    r = rec.roofline
+    if kind != r.bound:
+        return False
+    if kind == "memory":
+        return key == (r.placement.level if r.placement is not None else "dram")
+    try:
+        return key == roof_precision(rec.identity.precision, roofs)
+    except KeyError:
+        return False
+
+
+def paired_roof(rec: CaseResult, roofs: RoofSet) -> PairedRoof | None:
+    """The case's efficiency from its paired samples (``PairedRoof``), or None: no pairs, or
+    pairs of another roof than the one that bounds it. Pair i's ratio is the case's rate in
+    sample i over the roof's rate right after it: the efficiency at the median time, scaled by
+    median / t_i and by ceiling / roof_i."""
+    t, r = rec.measurement.timing, rec.roofline
+    if (t is None or not t.paired or r.efficiency is None
+            or not pair_matches(t.roof_probe, rec, roofs)):
+        return None
+    roof = next((x for x in roofs.roofs if x.name == r.limiting_roof), None)
+    if roof is None or not (t.median > 0 and all(x > 0 for x in t.samples)
+                            and all(math.isfinite(x) and x > 0 for x in t.roof_rates)):
+        return None
+    of_ceiling = r.efficiency
+    ratios = sorted(of_ceiling * t.median / s * roof.value / q
+                    for s, q in zip(t.samples, t.roof_rates, strict=True))
+    lo, hi = median_ci(ratios)
+    rates = sorted(t.roof_rates)
+    return PairedRoof(t.roof_probe, len(ratios), statistics.median(ratios), lo, hi, rates[0],
+                      statistics.median(rates), rates[-1], roof.value, of_ceiling,
+                      "B/s" if roof.kind == "memory" else "FLOP/s")
 
 
 def side_by_side(rs: RoofSet) -> list[dict[str, Any]]:

@@ -37,6 +37,19 @@ class Timing:
     # Seconds each sample waited for a core another process held (the timed process's
     # threads, schedstat; in sample order), where the backend measures it; empty otherwise.
     waits: list[float] = field(default_factory=list)
+    # The paired roof (``sample_loop``'s ``pair``): its name, and its rate (bytes/s or
+    # FLOP/s) measured right after each sample, in sample order; empty when not paired.
+    roof_probe: str = ""
+    roof_rates: list[float] = field(default_factory=list)
+
+    @property
+    def paired(self) -> bool:
+        return bool(self.roof_rates) and len(self.roof_rates) == len(self.samples)
+
+    def normalised(self) -> list[float]:
+        """Each sample's time times its paired roof's rate (the work it would have moved at
+        the roof as it was): a slower roof shortens nothing here, a slower kernel does."""
+        return [t * r for t, r in zip(self.samples, self.roof_rates, strict=True)]
 
     @property
     def n(self) -> int:
@@ -88,16 +101,24 @@ class Timing:
         d["samples_s"] = list(self.samples)
         if self.waits:
             d["waits_s"] = list(self.waits)
+        if self.roof_rates:
+            d["roof_probe"] = self.roof_probe
+            d["roof_rates"] = list(self.roof_rates)
         d["config"] = dict(self.config)
         return d
 
+
+
+GATE_MIN_SAMPLES = 12  # tests/roofbench/test_timing.py ties it to gate.min_samples
 
 
 @dataclass(frozen=True)
 class TimerConfig:
     warmup_s: float = 0.1
     warmup_min_runs: int = 1
-    min_samples: int = 10
+    # What compare needs for an interval of each side's median: 7 for one case, 12 for 35
+    # judged together (roofbench/gate.py, Bonferroni); a run stopped sooner could not be judged.
+    min_samples: int = GATE_MIN_SAMPLES
     max_samples: int = 1000
     budget_s: float = 2.0  # sampling time budget per case (excluding warm-up)
     target_cv: float = 0.01  # stop once stdev/mean of the samples falls under this
@@ -107,7 +128,7 @@ class TimerConfig:
 
     @classmethod
     def quick(cls) -> TimerConfig:
-        return cls(warmup_s=0.02, warmup_min_runs=1, min_samples=5, max_samples=50,
+        return cls(warmup_s=0.02, warmup_min_runs=1, min_samples=GATE_MIN_SAMPLES, max_samples=50,
                    budget_s=0.3, target_cv=0.02, target_rel_ci=0.01)
 
     def with_budget(self, budget_s: float) -> TimerConfig:
@@ -124,9 +145,32 @@ def probe_timers(quick: bool) -> tuple[TimerConfig, TimerConfig]:
     return full, search
 
 
+@dataclass(frozen=True)
+class RoofPair:
+    """The roof sampled beside each timed sample: its key (``kind:key:name``, as
+    ``memory:dram:stream-add-nt``; stored as ``Timing.roof_probe``) and the call that samples
+    it (its rate now: bytes/s or FLOP/s). Chosen by bench/measure/pairs.py."""
+
+    probe: str
+    sample: Callable[[], float]
+    # Run what is timed once, untimed, after each roof sample: the roof's data evicted the
+    # case's from the cache it lives in (a case on L2 beside the L2 sweep, or a small one
+    # held to DRAM), and a sample that refills it is not the case.
+    rewarm: bool = False
+
+
 def sample_loop(one: Callable[[], float], cfg: TimerConfig,
-                clock: Callable[[], float] = time.perf_counter) -> Timing:
-    """Warm up, then sample ``one()`` (which returns the seconds of one timed run)."""
+                clock: Callable[[], float] = time.perf_counter,
+                pair: RoofPair | None = None,
+                rewarm: Callable[[], object] | None = None) -> Timing:
+    """Warm up, then sample ``one()`` (which returns the seconds of one timed run).
+
+    ``pair``: the roof that bounds what is timed, sampled right after each sample (outside
+    its window) so that both see the same machine state; its rates are kept in
+    ``Timing.roof_rates`` and the stopping rule reads the samples normalised by them (a
+    memory system that flips state moves both, not their product). ``rewarm`` (default:
+    ``one``) runs after a roof sample whose pair asks for it."""
+    rewarm = rewarm or one
     t_start = clock()
     warm = 0
     while warm < cfg.warmup_min_runs or clock() - t_start < cfg.warmup_s:
@@ -134,16 +178,27 @@ def sample_loop(one: Callable[[], float], cfg: TimerConfig,
         warm += 1
         if warm >= 10_000:
             break
+    if pair is not None:
+        pair.sample()  # its first call allocates and touches what it streams: untimed
     samples: list[float] = []
+    rates: list[float] = []
+    judged: list[float] = []  # what the stopping rule reads: samples, or normalised ones
     ordered: list[float] = []
     t0 = clock()
     stopped = "max_samples"
     while len(samples) < cfg.max_samples:
         x = float(one())
         samples.append(x)
+        if pair is not None:
+            rate = float(pair.sample())
+            rates.append(rate)
+            x *= rate
+            if pair.rewarm:
+                rewarm()
+        judged.append(x)
         bisect.insort(ordered, x)
         if len(samples) >= max(cfg.min_samples, 2):
-            why = converged(samples, ordered, cfg)
+            why = converged(judged, ordered, cfg)
             if why:
                 stopped = why
                 break
@@ -152,10 +207,44 @@ def sample_loop(one: Callable[[], float], cfg: TimerConfig,
         if len(samples) >= min(3, cfg.min_samples) and clock() - t0 >= cfg.budget_s:
             stopped = "budget"
             break
-    t = Timing(samples=samples, warmup_runs=warm, stopped_by=stopped, config=asdict(cfg))
+    t = Timing(samples=samples, warmup_runs=warm, stopped_by=stopped, config=asdict(cfg),
+               roof_probe=pair.probe if pair is not None else "", roof_rates=rates)
     if t.n > 1 and t.cv > cfg.noisy_cv:
         t.flags.append(f"noisy: cv {t.cv:.1%} > {cfg.noisy_cv:.0%}")
+        if t.paired:
+            t.flags.append(roof_moved(t))
     return t
+
+
+def spread(xs: list[float]) -> float:
+    """Interquartile range over the median: a spread that a few pairs split by a state flip
+    (between a sample and its roof's) do not blow up, as they do the CV."""
+    s = sorted(xs)
+    if len(s) < 2 or s[len(s) // 2] <= 0:
+        return 0.0
+    q = Timing(samples=s, warmup_runs=0, stopped_by="")
+    return (q.quantile(0.75) - q.quantile(0.25)) / q.median
+
+
+ROOF_MOVED = "noise cause: the machine's "
+ROOF_STEADY = "noise cause: not the roof"
+ROOF_CAUSES = (ROOF_MOVED, ROOF_STEADY)  # the pair's words, never an outside load
+
+
+def roof_moved(t: Timing) -> str:
+    """The noisy flag's cause from the paired roof: the roof moved with the samples, so
+    their ratios spread much less than the samples (the machine's state), or not (the kernel,
+    or a neighbour on its core: the CPU backend then names the counters' cause as well)."""
+    lo, hi = min(t.roof_rates), max(t.roof_rates)
+    unit = "B/s" if t.roof_probe.startswith("memory:") or not t.roof_probe else "FLOP/s"
+    span = f"{t.roof_probe.rpartition(':')[2] or 'the roof'} {lo / 1e9:.3g}-{hi / 1e9:.3g} G{unit}"
+    raw, paired = spread(t.samples), spread(t.normalised())
+    if paired <= 0.5 * raw:  # the roof's moves explain most of the spread
+        what = "memory bandwidth" if unit == "B/s" else "compute rate"
+        return (f"{ROOF_MOVED}{what} moved ({span} while it ran): the samples spread "
+                f"{raw:.0%} (interquartile), their ratios to the roof {paired:.0%}")
+    return (f"{ROOF_STEADY} ({span} while it ran; the samples spread {raw:.0%}, "
+            f"their ratios to the roof {paired:.0%})")
 
 
 CI_MIN_SAMPLES = 30
@@ -189,11 +278,12 @@ def converged(samples: list[float], ordered: list[float], cfg: TimerConfig) -> s
 def host_timer(fn: Callable[[], None], cfg: TimerConfig,
                before: Callable[[], None] | None = None,
                sync: Callable[[], None] | None = None,
-               waits: Callable[[], int | None] | None = None) -> Timing:
+               waits: Callable[[], int | None] | None = None,
+               pair: RoofPair | None = None) -> Timing:
     """Time ``fn`` with the host clock. ``before`` (cache flush) runs outside the window;
     ``sync`` waits for asynchronous work so the host clock sees it end; ``waits`` (ns the
     process has waited for a core so far, or None) is read just outside each sample's window,
-    and each sample's wait kept in ``Timing.waits``."""
+    and each sample's wait kept in ``Timing.waits``; ``pair``: ``sample_loop``'s."""
     waited: list[float | None] = []
 
     def one() -> float:
@@ -212,7 +302,14 @@ def host_timer(fn: Callable[[], None], cfg: TimerConfig,
             waited.append(None if w0 is None or w1 is None else max(w1 - w0, 0) * 1e-9)
         return t1 - t0
 
-    t = sample_loop(one, cfg)
+    def warm() -> None:  # untimed, unrecorded: the case's data back where it lives
+        if before is not None:
+            before()
+        fn()
+        if sync is not None:
+            sync()
+
+    t = sample_loop(one, cfg, pair=pair, rewarm=warm)
     mine = waited[t.warmup_runs:]
     if waits is not None and len(mine) == t.n:
         t.waits = [w for w in mine if w is not None]

@@ -31,7 +31,7 @@ from roofbench.roofs.probes.host_memory import available_memory_bytes, case_memo
 from roofbench.cpu_cache import last_level_cache_bytes
 from roofbench.records import DatasheetMatch, OccupancyLevel, RoofSet
 from roofbench.roof_context import RoofContext
-from roofbench.timing import TimerConfig, Timing, host_timer
+from roofbench.timing import ROOF_MOVED, RoofPair, TimerConfig, Timing, host_timer
 
 from .base import Backend, CaseUnsupported, LaunchListPrepared
 
@@ -136,6 +136,7 @@ class CpuBackend(Backend):
     name = "cpu"
     family = "cpu"
     kind = "cpu"
+    pairs_roofs = True  # time() samples a roof beside each sample (bench/measure/pairs.py)
 
     def __init__(self) -> None:
         self._flush: np.ndarray | None = None
@@ -192,18 +193,20 @@ class CpuBackend(Backend):
             self._flush = np.ones(2 * self.last_level_cache() // 8, dtype=np.float64)
         self._flush += 1.0
 
-    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+    def time(self, fn: Callable[[], None], cfg: TimerConfig,
+             pair: RoofPair | None = None) -> Timing:
         # BLAS workers woken by the untimed reference spin on the cores the case needs
         # (roofs/probes/cpu_spinners.py): start once they sleep.
         settled = settle()
         probe = NoiseProbe()
         with ThreadWaits() as waits:  # each sample's wait for a core: the gate's load rule
             t = host_timer(fn, cfg, before=self._flush_cache if cfg.cold else None,
-                           waits=waits)
+                           waits=waits, pair=pair)
         self.last_noise = probe.report()
         if (flag := settled.flag()) is not None:
             t.flags.append(flag)
-        if any(f.startswith("noisy") for f in t.flags):  # say why, from the counters
+        roof_moved = any(f.startswith(ROOF_MOVED) for f in t.flags)  # the pair said why
+        if any(f.startswith("noisy") for f in t.flags) and not roof_moved:  # the counters
             t.flags.append(f"noise cause: {noise_cause(self.last_noise)}")
         # what else used the machine, spread or not (a steady neighbour stretches every
         # sample alike): compare's load rule bounds the slowdown it explains (roofbench/gate.py)

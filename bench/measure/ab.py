@@ -44,19 +44,22 @@ from roofbench.gate import (
     median_interval,
 )
 from roofbench.records import CaseResult, RoofSet
-from roofbench.timing import CI_MIN_SAMPLES, TimerConfig, Timing
+from roofbench.timing import CI_MIN_SAMPLES, RoofPair, TimerConfig, Timing, roof_moved
 
 from . import core
 from .api import Session, device_roofs, timer_for
 from .callables import Clock, accounting, clock_for, measure_callable, working_set
+from .pairs import pair_for
 
 ORDER = "alternating pairs: A B, then B A"
 
 
 def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig,
-              sync: Callable[[], None] = lambda: None) -> tuple[Timing, Timing]:
+              sync: Callable[[], None] = lambda: None,
+              pair: RoofPair | None = None) -> tuple[Timing, Timing]:
     """Pairs of samples of ``fn_a`` and ``fn_b``, alternating which goes first (see the
-    module doc); each side's Timing holds its samples in pair order and its load."""
+    module doc); each side's Timing holds its samples in pair order and its load. ``pair``:
+    the roof that bounds both, sampled after each pair (both sides store its rates)."""
     settle()  # no BLAS worker left spinning by the validation (roofs/probes/cpu_spinners.py)
     waits = ThreadWaits()  # each sample's wait for a core (schedstat, nanoseconds)
     waited: dict[str, list[float | None]] = {"A": [], "B": []}
@@ -80,6 +83,9 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
         warm += 1
         if warm >= 10_000:
             break
+    if pair is not None:
+        pair.sample()  # its first call allocates: untimed
+    rates: list[float] = []
     probe = NoiseProbe()  # over the whole alternation: both sides shared its time alike
     samples: dict[str, list[float]] = {"A": [], "B": []}
     fns = {"A": fn_a, "B": fn_b}
@@ -88,6 +94,11 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
     while len(samples["A"]) < cfg.max_samples:
         for side in ("AB" if len(samples["A"]) % 2 == 0 else "BA"):
             samples[side].append(one(fns[side], side))
+        if pair is not None:
+            rates.append(float(pair.sample()))
+            if pair.rewarm:  # the roof's data evicted theirs: both back, untimed
+                one(fn_a)
+                one(fn_b)
         n = len(samples["A"])
         if n >= max(min_pairs, CI_MIN_SAMPLES):
             ratios = [b / a for a, b in zip(samples["A"], samples["B"], strict=True)]
@@ -105,9 +116,12 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
         w = [x for x in waited[side] if x is not None]
         t = Timing(samples=samples[side], warmup_runs=warm, stopped_by=stopped,
                    config={**asdict(cfg), "ab": {"side": side, "order": ORDER}},
-                   outside_load=load, waits=w if len(w) == len(samples[side]) else [])
+                   outside_load=load, waits=w if len(w) == len(samples[side]) else [],
+                   roof_probe=pair.probe if pair is not None else "", roof_rates=list(rates))
         if t.n > 1 and t.cv > cfg.noisy_cv:
             t.flags.append(f"noisy: cv {t.cv:.1%} > {cfg.noisy_cv:.0%}")
+            if t.paired:
+                t.flags.append(roof_moved(t))
         out.append(t)
     return out[0], out[1]
 
@@ -128,6 +142,8 @@ class _Capture:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.fn: Callable[[], Any] | None = None
+
+    pairs_roofs = False  # nothing is timed here: the pairs are taken in ``alternate``
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.clock, name)
@@ -197,14 +213,16 @@ class AbSession:
               for side, a, out in (("A", args, output),
                                    ("B", b_args, output if output_b is None else output_b))}
         if recs["A"].valid and recs["B"].valid and fa is not None and fb is not None:
-            ta, tb = alternate(fa, fb, cfg, clock.sync)
+            pair = pair_for(recs["A"], roofs, clock, ws["A"])  # one roof bounds both: one work
+            ta, tb = alternate(fa, fb, cfg, clock.sync, pair)
             core.fill_metrics(recs["A"], ta, roofs, ws["A"])
             core.fill_metrics(recs["B"], tb, roofs, ws["B"])
         else:  # one side failed validation: the other is timed alone, as measure would
             for side, rec in recs.items():
                 fn_side = caps[side].fn
                 if rec.valid and fn_side is not None:
-                    core.fill_metrics(rec, core.time_call(clock, fn_side, cfg), roofs, ws[side])
+                    core.fill_metrics(rec, core.paired_time(clock, fn_side, cfg, rec, roofs,
+                                                            ws[side]), roofs, ws[side])
         for side, rec in recs.items():
             rec.evidence.extra["ab"] = {
                 "id": self.id,

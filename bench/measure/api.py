@@ -42,6 +42,7 @@ from roofbench.timing import TimerConfig
 
 from ..backends.base import Backend
 from ..errors import UserError
+from ..present.roof_state import paired_text
 from ..results import environment, git_commit, save_run, utc_stamp
 from . import door
 from .callables import (
@@ -219,6 +220,9 @@ class Session:
         line = placement_line(rec)
         if line:
             _say(line)  # one line: the data is in a cache, and so is its roof
+        paired = paired_text(rec)
+        if paired:
+            _say(f"{rec.key}: {paired}")  # the roof as it was beside the machine's best
         self._add(rec)
         return rec
 

@@ -30,7 +30,7 @@ from roofbench.records import (
     RoofSet,
 )
 from roofbench.roofline import LEVEL_LABELS
-from roofbench.timing import TimerConfig, Timing
+from roofbench.timing import RoofPair, TimerConfig, Timing
 from roofbench.units import si
 
 from ..backends.cuda_timer import EventOps, cuda_time
@@ -150,8 +150,11 @@ class Clock:
         """The backend whose quick calibration measures this device (None: none can)."""
         return self.backend
 
-    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
-        return self.backend.time(fn, cfg)
+    pairs_roofs = True  # the CPU backend's timer samples a roof beside each sample
+
+    def time(self, fn: Callable[[], None], cfg: TimerConfig,
+             pair: RoofPair | None = None) -> Timing:
+        return self.backend.time(fn, cfg, pair=pair)
 
     def sync(self) -> None:
         """Wait for the work the function queued (nothing on the host)."""
@@ -203,6 +206,7 @@ class CupyClock(Clock):
     kind = "gpu"
     backend_name = "cuda"
     array_module = "cupy"
+    pairs_roofs = False  # no GPU roof sampler yet: timed unpaired
 
     def __init__(self) -> None:
         import cupy
@@ -219,7 +223,8 @@ class CupyClock(Clock):
             self._backend = CupyBackend(device=self.index)
         return self._backend
 
-    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+    def time(self, fn: Callable[[], None], cfg: TimerConfig,
+             pair: RoofPair | None = None) -> Timing:  # never paired (pairs_roofs)
         cp = self.cupy
         stream = cp.cuda.get_current_stream()
         ops = EventOps(new_event=cp.cuda.Event, record=lambda ev: ev.record(stream),
@@ -246,6 +251,7 @@ class TorchClock(Clock):
     kind = "gpu"
     backend_name = "cuda"
     array_module = "torch"
+    pairs_roofs = False
 
     def __init__(self, device_index: int) -> None:
         import torch
@@ -272,7 +278,8 @@ class TorchClock(Clock):
             self._backend = CupyBackend(device=self.index)
         return self._backend
 
-    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+    def time(self, fn: Callable[[], None], cfg: TimerConfig,
+             pair: RoofPair | None = None) -> Timing:  # never paired (pairs_roofs)
         cuda = self.torch.cuda
         stream = cuda.current_stream(self.index)
         ops = EventOps(new_event=lambda: cuda.Event(enable_timing=True),
@@ -436,9 +443,10 @@ def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounti
         rec.evidence.extra["validation"] = "relative norm error against the reference"
     else:
         rec.evidence.extra["validation"] = "none: no reference given"
-    timing = core.time_call(clock, call, cfg, clock_phases)
+    # On a CPU the data may live in a cache: placed on the level its working set fits in,
+    # and timed beside samples of that level's roof.
+    ws = working_set(args, output) if clock.kind == "cpu" else None
+    timing = core.paired_time(clock, call, cfg, rec, roofs, ws, clock_phases)
     rec.evidence.extra.update(clock.extra())
-    # On a CPU the data may live in a cache: placed on the level its working set fits in.
-    core.fill_metrics(rec, timing, roofs,
-                      working_set(args, output) if clock.kind == "cpu" else None)
+    core.fill_metrics(rec, timing, roofs, ws)
     return rec

@@ -11,7 +11,8 @@ before the loop), and how the working set is known.
   reference (``check_outputs``, ``check_output``: the same shape, every element written and
   finite, the relative norm error within the tolerance).
 - ``time_call``: the timer's sample loop (``roofbench.timing.sample_loop``, behind
-  ``clock.time``), the phase's wall seconds recorded.
+  ``clock.time``), the phase's wall seconds recorded; ``paired_time`` with each sample
+  followed by a sample of the roof that bounds the case (``pairs.py``).
 - ``fill_metrics``: the record's time and rates from the samples, then its placement under
   the roofs (``roofline.apply_roofs``; a case of 0 FLOPs by bandwidth).
 """
@@ -27,7 +28,9 @@ import numpy as np
 
 from roofbench.records import CaseResult, RoofSet
 from roofbench.roofline import apply_roofs, place
-from roofbench.timing import TimerConfig, Timing
+from roofbench.timing import RoofPair, TimerConfig, Timing
+
+from .pairs import pair_for
 
 # (ok, worst relative error, why not ok)
 Verdict = tuple[bool, float, str | None]
@@ -118,11 +121,22 @@ class PhaseClock:
 
 
 def time_call(clock: Timer, fn: Callable[[], Any], cfg: TimerConfig,
-              phases: PhaseClock | None = None, phase: str = "time") -> Timing:
+              phases: PhaseClock | None = None, phase: str = "time",
+              pair: RoofPair | None = None) -> Timing:
     """``fn`` timed by ``clock`` (its warm-up and sample loop), the wall seconds it took
-    added to ``phase`` of ``phases``."""
+    added to ``phase`` of ``phases``; ``pair``: the roof sampled beside each sample."""
     with phases(phase, device=False) if phases is not None else contextlib.nullcontext():
-        return clock.time(fn, cfg)
+        if pair is None:
+            return clock.time(fn, cfg)
+        return clock.time(fn, cfg, pair=pair)  # type: ignore[call-arg]
+
+
+def paired_time(clock: Timer, fn: Callable[[], Any], cfg: TimerConfig, rec: CaseResult,
+                roofs: RoofSet | None, working_set: int | None = None,
+                phases: PhaseClock | None = None, phase: str = "time") -> Timing:
+    """``time_call`` with the roof that bounds ``rec`` sampled beside each sample, where this
+    clock and these roofs have one (``pairs.pair_for``; else plain ``time_call``)."""
+    return time_call(clock, fn, cfg, phases, phase, pair_for(rec, roofs, clock, working_set))
 
 
 def fill_metrics(rec: CaseResult, timing: Timing, roofs: RoofSet | None,

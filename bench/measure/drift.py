@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from roofbench.kernels.spec import Case
 
@@ -29,6 +29,7 @@ from roofbench.roofline import apply_roofs, bound, roof_precision
 from roofbench.units import si
 
 from ..backends.base import Backend
+from .pairs import dram_bracket
 
 BRACKET_ROOF = "(best state of the run)"
 
@@ -52,21 +53,6 @@ def memory_bound(case: Case, roofs: RoofSet, kind: str = "cpu") -> bool:
                                                              roofs)).limiter == "memory"
     except KeyError:
         return True
-
-
-def stream_bracket(roofs: RoofSet) -> Bracket:
-    """The DRAM roof's own STREAM kernel on its own array size (the CPU probes' rule when
-    the roof does not say)."""
-    from roofbench.roofs.probes import cpu_stream as cs
-
-    from roofbench.cpu_cache import last_level_cache_bytes
-
-    dram = roofs.memory("dram")
-    ev: dict[str, Any] = dram.evidence if dram is not None else {}
-    kernel = str(ev.get("probe", "")).removeprefix("stream-")
-    n = ev.get("array_elements") or cs.stream_elements(last_level_cache_bytes(),
-                                                       cs.default_stream_budget())
-    return cs.StreamBracket(int(n), kernel if kernel in cs.STREAM_KERNELS else "add-nt")
 
 
 class RoofTracker:
@@ -93,7 +79,7 @@ class RoofTracker:
         dram = roofs.memory("dram")
         if dram is None or dram.source != "measured":
             return None
-        return cls(roofs, stream_bracket(roofs))
+        return cls(roofs, dram_bracket(roofs))
 
     def _measure(self) -> RoofState:
         best, median = self.bracket()

@@ -111,12 +111,12 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
                 return case_record(case, backend, prepared.launch_facts(), status="invalid",
                                    error=f"validation failed: {why}", rel_error=err,
                                    extra=prepared.extra(), phases=phases, device_phases=device)
-            timing = core.time_call(backend, prepared.run, cfg, clock)
+            rec = case_record(case, backend, prepared.launch_facts(), status="ok",
+                              rel_error=err, phases=phases, device_phases=device)
+            timing = core.paired_time(backend, prepared.run, cfg, rec, roofs, phases=clock)
             if arrays.device:
                 device["time"] = float(sum(timing.samples))
-            rec = case_record(case, backend, prepared.launch_facts(), status="ok",
-                              rel_error=err, extra=prepared.extra(), phases=phases,
-                              device_phases=device)
+            rec.evidence.extra = prepared.extra()
             core.fill_metrics(rec, timing, roofs)
             fns = prepared.launch_fns()
             if per_launch and len(fns) > 1:

@@ -32,6 +32,7 @@ from roofbench.timing import TimerConfig
 from ..backends.base import Backend
 from ..errors import UserError
 from ..results import check_writable, environment, git_commit, make_run_dir, save_run, utc_stamp
+from . import pairs
 from .case_record import case_record
 from .drift import RoofTracker
 from .runner import run_cases
@@ -358,6 +359,7 @@ class RunSession:
         finally:
             if tracker is not None:
                 self.run.notes += tracker.finish()
+            pairs.close()  # the roof samplers' arrays
             self.note_code_change()
         self.save()
         if self.opts.ncu:  # counters of each valid case, after all are timed

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roofbench.records import RoofSet
+from roofbench.records import CaseResult, RoofSet
 from roofbench.roof_context import DRIFT_LIMIT, ROOF_RULE, cpu_list
 from roofbench.units import si
 
@@ -41,6 +41,22 @@ def roof_context_lines(rs: RoofSet) -> list[str]:
             + (f" (> {DRIFT_LIMIT:.0%}: shown as a band on the DRAM diagonal)" if band
                else "") + "; the run's DRAM roof is the best state seen.")
     return lines
+
+
+def paired_text(c: CaseResult) -> str | None:
+    """A case timed beside its roof's samples, in words: its efficiency against the roof as
+    it was while it ran, with the interval and the roof's range, then the machine's best
+    state and the case's share of it (None: not paired)."""
+    p = c.roofline.paired
+    if p is None:
+        return None
+    kind, _, rest = p.probe.partition(":")
+    key, _, name = rest.partition(":")
+    what = f"{key.upper()} roof" if kind == "memory" else f"{key} compute roof ({name})"
+    best = (f"; the machine's best state {si(p.ceiling, p.unit)}"
+            + (f" ({p.of_ceiling:.0%} of it)" if p.of_ceiling is not None else ""))
+    return (f"{p.efficiency:.0%} [{p.lo:.0%}, {p.hi:.0%}] of the {what} as it was while it ran "
+            f"({si(p.roof_low, p.unit)} to {si(p.roof_high, p.unit)}, {p.pairs} pairs){best}")
 
 
 def drift_band(rs: RoofSet | None) -> tuple[float, float] | None:

@@ -35,7 +35,7 @@ from .blocks import (
 from .fusion import fusion_bound, fusion_table
 from .ncu_section import ncu_section
 from .occupancy import occupancy_section
-from .roof_state import roof_context_lines
+from .roof_state import paired_text, roof_context_lines
 
 # -- roofs ----------------------------------------------------------------------------------
 
@@ -193,6 +193,12 @@ def cases_section(run: RunResult) -> Section:
         out.append(Text("No case ran to completion."))
     else:
         out.append(Table(cases_rows(ok)))
+        paired = [(c.key, paired_text(c)) for c in ok if c.roofline.paired is not None]
+        if paired:
+            out += [Text("Efficiency from paired samples: each timed sample was followed by a "
+                         "sample of the roof that bounds it, and the efficiency is the median "
+                         "of the pairs' ratios (what the case did of what the machine could "
+                         "do at that moment):"), Items([f"{k}: {t}" for k, t in paired])]
         if any(placed_text(c) for c in ok):
             out.append(Text(f"Cases placed on a cache level are held against its roof; "
                             f"the rule: {PLACEMENT_RULE}."))

@@ -50,7 +50,7 @@ class Spy:
             self.calls.append(("validate", ""))
             return real_validate(*a, **k)
 
-        def time_call(clock, fn, cfg, phases=None, phase="time"):
+        def time_call(clock, fn, cfg, phases=None, phase="time", pair=None):
             self.calls.append(("time_call", phase))
             fn()
             return Timing(samples=list(SAMPLES), warmup_runs=0, stopped_by="noise")

@@ -1,0 +1,123 @@
+"""Short samples of a CPU roof, taken beside each timed sample of a case (``timing.sample_loop``'s
+``pair``): the roof's own kernel, on the roof's own data, a few milliseconds a call.
+
+On a cloud VM the memory bandwidth can flip 2x within seconds and a neighbour can share a
+core, so a roof measured before a case is not the roof the case ran under. A sample of the roof
+right after each sample of the case sees the same machine state; the case's efficiency is then
+the median of the pairs' ratios (``roofline.apply_roofs``).
+
+- ``StreamPair``: the DRAM roof's STREAM kernel on the arrays the run's brackets use
+  (``cpu_stream.StreamBracket``, the roof's own size): one call.
+- ``SweepPair``: a cache level's sweep pass (its access, its best working set, one chunk per
+  thread): each thread's sustained burst over a few bursts, summed, as the roof is.
+- ``FmaPair``: the FMA probe of a precision, each call about ``target_s``.
+
+Each returns one rate per call; the first call allocates and compiles (``sample_loop`` makes
+it before the timed samples).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from roofbench.records import Roof
+
+from .cpu_stream import STREAM_BYTES_PER_ELEMENT, StreamBracket
+
+PAIR_S = 0.003  # about what one roof sample lasts: short beside a state that holds for seconds
+
+
+class StreamPair:
+    """The DRAM roof's STREAM kernel on the roof's own arrays (the brackets'): one call. A
+    prefix would be cheaper, but one four times the reported last-level cache still ran at
+    3x the DRAM roof now and then on a 2-core EPYC VM (a host cache the guest is not told of)."""
+
+    def __init__(self, bracket: StreamBracket) -> None:
+        self.bracket = bracket
+        self.nbytes = STREAM_BYTES_PER_ELEMENT[bracket.kernel] * bracket.n
+
+    @property
+    def name(self) -> str:
+        return self.bracket.name
+
+    def __call__(self) -> float:
+        b = self.bracket
+        if b.arrays is None:
+            b()  # allocates, checks and warms the arrays (the brackets' own first call)
+        assert b.arrays is not None
+        fn = b.arrays.call(b.kernel)
+        t0 = time.perf_counter()
+        fn()
+        return self.nbytes / (time.perf_counter() - t0)
+
+    def close(self) -> None:
+        """The arrays belong to the bracket (the run's tracker closes it)."""
+
+
+class SweepPair:
+    """A cache level's sweep pass at the working set its roof was taken at."""
+
+    def __init__(self, roof: Roof, bursts: int = 16) -> None:
+        if roof.cache is None:
+            raise ValueError(f"{roof.name}: not a cache sweep roof")
+        self.roof, self.bursts = roof, bursts
+        self.access = roof.cache.access
+        ev = roof.evidence
+        self.working_set = int(ev.get("best_working_set_bytes")
+                               or max(p.working_set_bytes for p in roof.cache.points))
+        self.buf: Any = None
+        self.hz = 0.0
+        self.reps = 2
+
+    @property
+    def name(self) -> str:
+        return self.roof.name
+
+    def _start(self) -> None:
+        from .cpu_cache_sweep import SweepBuffer, ticks_per_second
+        from .numba_env import threads
+
+        self.buf = SweepBuffer(self.working_set, threads())
+        self.hz = ticks_per_second()
+        self.buf.run(self.access, self.working_set, 2, 3)
+        per_pass = max(float(self.buf.burst_ticks().min(axis=1).max()) / self.hz / 2, 1e-9)
+        burst_s = PAIR_S / self.bursts
+        self.reps = max(2, int(burst_s / per_pass) // 2 * 2)
+
+    def __call__(self) -> float:
+        from .cpu_cache_sweep import rates_of
+
+        if self.buf is None:
+            self._start()
+        self.buf.run(self.access, self.working_set, self.reps, self.bursts)
+        per_burst = 8 * self.buf.counted_words(self.access, self.working_set) * self.reps
+        return rates_of(self.buf.burst_ticks(), per_burst, self.hz).sustained
+
+    def close(self) -> None:
+        self.buf = None
+
+
+class FmaPair:
+    """The FMA probe of one precision, calibrated to calls of about ``target_s``."""
+
+    def __init__(self, precision: str, target_s: float = PAIR_S) -> None:
+        self.precision, self.target_s = precision, target_s
+        self.probe: Any = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.precision} FMA peak"
+
+    def __call__(self) -> float:
+        if self.probe is None:
+            from .cpu_fma import FmaProbe
+
+            self.probe = FmaProbe(self.precision, target_s=self.target_s)
+        t0 = time.perf_counter()
+        self.probe()
+        return float(self.probe.flops) / (time.perf_counter() - t0)
+
+    def close(self) -> None:
+        self.probe = None
+

@@ -1,0 +1,370 @@
+"""Paired roof samples (issue 37): a simulated machine whose memory bandwidth flips between two
+states at random sample boundaries (a fake clock and a fake roof probe), the efficiency the
+pairs give against the truth and against the bracket rule, the gate across a flip, an
+early-stopped run judged, which roof a case is paired with, and the real samplers' rates."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from roofbench.bench.measure import pairs
+from roofbench.bench.measure.core import paired_time, time_call
+from roofbench.roofs.probes.cpu_pairs import FmaPair, StreamPair, SweepPair
+from roofbench.roofs.probes.cpu_stream import StreamBracket
+
+from roofbench.gate import classify, min_samples
+from roofbench.readers import read_run
+from roofbench.records import (
+    CacheSweep,
+    CaseResult,
+    Declaration,
+    Identity,
+    Outcome,
+    Roof,
+    RoofSet,
+    RunResult,
+    SweepPoint,
+)
+from roofbench.roofline import apply_roofs
+from roofbench.timing import (
+    CI_MIN_SAMPLES,
+    GATE_MIN_SAMPLES,
+    ROOF_MOVED,
+    RoofPair,
+    TimerConfig,
+    sample_loop,
+)
+
+SLOW, FAST = 45e9, 95e9  # the two states of the simulated VM's memory (B/s)
+NBYTES = 64 << 20  # the case's DRAM bytes (its working set: far beyond any cache)
+DEVICE = "Simulated VM"
+
+
+class FlippingMachine:
+    """A memory system in one of two states, flipping at random sample boundaries (a Markov
+    chain: slow two thirds of the time); time is virtual (``now``)."""
+
+    def __init__(self, seed: int, p_up: float = 0.3, p_down: float = 0.6) -> None:
+        self.rng = random.Random(seed)
+        self.fast, self.now = False, 0.0
+        self.p_up, self.p_down = p_up, p_down
+
+    def boundary(self) -> None:
+        if self.rng.random() < (self.p_down if self.fast else self.p_up):
+            self.fast = not self.fast
+
+    @property
+    def bw(self) -> float:
+        return FAST if self.fast else SLOW
+
+    def kernel(self, efficiency: float) -> float:
+        """One timed sample of a kernel that streams at ``efficiency`` of the state's rate
+        (1% jitter); the state may flip after it."""
+        t = NBYTES / (efficiency * self.bw) * self.rng.gauss(1.0, 0.01)
+        self.now += t
+        self.boundary()
+        return t
+
+    def probe(self) -> float:
+        """One sample of the roof: the state's rate (1% jitter); may flip after it."""
+        rate = self.bw * self.rng.gauss(1.0, 0.01)
+        self.now += 0.005
+        self.boundary()
+        return rate
+
+
+def dram_roofs(best: float = FAST) -> RoofSet:
+    return RoofSet(device=DEVICE, roofs=[
+        Roof("dram stream-add-nt", "memory", best, "measured", level="dram",
+             evidence={"probe": "stream-add-nt", "array_elements": 1 << 20}),
+        Roof("fp32 FMA peak", "compute", 1e12, "measured", precision="fp32",
+             evidence={"probe": "fma-peak"})])
+
+
+def case(timing=None, flops: int = NBYTES // 12) -> CaseResult:
+    rec = CaseResult(
+        Identity(workload="vector_add", variant="numba", backend="cpu", dtype="fp32",
+                 size=[NBYTES // 12], precision="fp32", cores="simt"),
+        Declaration(flops=flops, bytes={"dram": NBYTES}, ai={"dram": flops / NBYTES}),
+        Outcome(status="ok"))
+    if timing is not None:
+        rec.measurement.timing, rec.measurement.median_s = timing, timing.median
+        rec.roofline.flop_per_s = flops / timing.median
+        rec.roofline.bytes_per_s = {"dram": NBYTES / timing.median}
+    return rec
+
+
+def simulated_timing(m: FlippingMachine, efficiency: float, cfg: TimerConfig | None = None):
+    return sample_loop(lambda: m.kernel(efficiency), cfg or TimerConfig(budget_s=2.0),
+                       clock=lambda: m.now, pair=RoofPair("memory:dram:stream-add-nt", m.probe))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pair_ratios_give_the_true_efficiency_where_the_best_state_does_not(seed):
+    """The kernel streams at 0.9 of whatever state the memory is in. Against the machine's best
+    state (the bracket rule: the run's DRAM roof is the best state seen) it reads about half
+    that; the median of the pairs' ratios is within 3% of 0.9."""
+    m = FlippingMachine(seed)
+    t = simulated_timing(m, 0.9)
+    assert t.paired and t.n >= GATE_MIN_SAMPLES
+    assert min(t.roof_rates) < 0.6 * FAST < max(t.roof_rates)  # it did flip while timed
+    rec = case(t)
+    apply_roofs(rec, dram_roofs())
+    p = rec.roofline.paired
+    assert p is not None and p.pairs == t.n and p.ceiling == FAST
+    assert rec.roofline.efficiency == p.efficiency
+    assert abs(p.efficiency - 0.9) <= 0.03 * 0.9
+    assert p.lo <= p.efficiency <= p.hi
+    assert p.of_ceiling is not None and p.of_ceiling < 0.6  # the unpaired rule: off by ~2x
+    assert p.roof_low < 0.6 * FAST and p.roof_high > 0.9 * FAST
+
+
+def test_without_pairs_the_efficiency_is_the_old_rule():
+    m = FlippingMachine(1)
+    t = sample_loop(lambda: m.kernel(0.9), TimerConfig(budget_s=2.0), clock=lambda: m.now)
+    assert not t.paired and not t.roof_rates
+    rec = case(t)
+    apply_roofs(rec, dram_roofs())
+    assert rec.roofline.paired is None
+    assert rec.roofline.efficiency == pytest.approx(rec.roofline.flop_per_s
+                                                    / rec.roofline.attainable)
+
+
+def test_pairs_of_another_roof_are_not_used():
+    """Pairs taken with the L2 roof, read under roofs that hold the case to DRAM: not a ratio
+    of this case's roof, so none is given."""
+    m = FlippingMachine(2)
+    t = simulated_timing(m, 0.9)
+    t.roof_probe = "memory:l2:l2 sweep-read"
+    rec = case(t)
+    apply_roofs(rec, dram_roofs())
+    assert rec.roofline.paired is None
+
+
+def run_of(*timings, name: str = "run") -> RunResult:
+    cases = []
+    for i, t in enumerate(timings):
+        c = case(t)
+        c.identity.size = [NBYTES // 12 + i]
+        apply_roofs(c, dram_roofs())
+        cases.append(c)
+    return RunResult(device=DEVICE, backend="cpu", roofs=None, created=name, cases=cases)
+
+
+def test_the_gate_passes_an_unchanged_program_across_a_flip_and_catches_a_slowdown():
+    """A ran in the fast state (mostly), B in the slow one: raw times 2x apart. Judged on
+    roof-normalised times the unchanged program is `same`; a kernel 1.3x slower in B is
+    `slower` however the memory moved."""
+    fast_machine = FlippingMachine(3, p_up=0.9, p_down=0.02)
+    fast_machine.fast = True
+    a = run_of(simulated_timing(fast_machine, 0.9), name="a")
+    same = run_of(simulated_timing(FlippingMachine(4), 0.9), name="b")
+    assert same.cases[0].measurement.median_s > 1.5 * a.cases[0].measurement.median_s
+    cmp = classify(a, same, 0.05)
+    assert [c.verdict for c in cmp.cases] == ["same"], cmp.cases
+    assert cmp.cases[0].normalised
+    assert any("1 of 1 cases judged on roof-normalised" in n for n in cmp.notes)
+    slower = run_of(simulated_timing(FlippingMachine(5), 0.9 / 1.3), name="b")
+    cmp = classify(a, slower, 0.05)
+    v = cmp.cases[0]
+    assert v.verdict == "slower" and v.normalised and 1.2 < v.ratio < 1.4, v
+    assert "roof-normalised" in v.reason
+    # the same files read without their pairs: the raw rule, and it is fooled by the flip
+    for run in (a, same):
+        for c in run.cases:
+            c.measurement.timing.roof_rates = []
+    raw = classify(a, same, 0.05)
+    assert raw.cases[0].verdict == "slower" and not raw.cases[0].normalised
+    assert any("on raw times" in n for n in raw.notes)
+
+
+def test_an_early_stopped_run_is_one_the_gate_can_judge():
+    """The timer's minimum is what the gate needs for an interval of each median when 35
+    cases are judged together; a quick run that stops on its noise rule at that minimum, 1.5x
+    apart, is `slower`, not `uncertain`."""
+    assert min_samples(math.sqrt(1 - 0.05 / 35)) <= GATE_MIN_SAMPLES
+    assert TimerConfig().min_samples == TimerConfig.quick().min_samples == GATE_MIN_SAMPLES
+    assert GATE_MIN_SAMPLES < CI_MIN_SAMPLES  # it still stops early when the CV is low
+    rng = random.Random(8)
+    now = [0.0]
+
+    def quick(scale: float):
+        def one() -> float:
+            t = 1e-3 * scale * rng.gauss(1.0, 0.002)
+            now[0] += t
+            return t
+        return sample_loop(one, TimerConfig.quick(), clock=lambda: now[0])
+
+    ta, tb = quick(1.0), quick(1.5)
+    assert ta.stopped_by == tb.stopped_by == "noise" and ta.n == tb.n == GATE_MIN_SAMPLES
+    cmp = classify(run_of(*[quick(1.0) for _ in range(34)], ta, name="a"),
+                   run_of(*[quick(1.0) for _ in range(34)], tb, name="b"), 0.05)
+    verdicts = [c.verdict for c in cmp.cases]
+    assert verdicts[-1] == "slower" and verdicts[:-1] == ["same"] * 34
+
+
+def test_noise_is_named_by_the_roof_when_the_roof_moved():
+    m = FlippingMachine(6)
+    t = simulated_timing(m, 0.9)
+    assert any(f.startswith("noisy") for f in t.flags)
+    cause = next(f for f in t.flags if f.startswith("noise cause"))
+    assert cause.startswith(ROOF_MOVED + "memory bandwidth moved"), cause
+    assert "GB/s" in cause
+    # a kernel that is noisy on its own (the roof steady): not the roof
+    rng = random.Random(9)
+    t = sample_loop(lambda: rng.choice([1e-3, 2e-3]), TimerConfig(budget_s=0.05),
+                    pair=RoofPair("memory:dram:stream-add-nt",
+                                  lambda: 50e9 * rng.gauss(1.0, 0.005)))
+    assert any(f.startswith("noise cause: not the roof") for f in t.flags), t.flags
+
+
+def test_paired_records_round_trip():
+    m = FlippingMachine(7)
+    run = run_of(simulated_timing(m, 0.9))
+    run.roofs = dram_roofs()
+    again = read_run(run.to_dict())
+    c, c0 = again.cases[0], run.cases[0]
+    assert c.measurement.timing.roof_rates == c0.measurement.timing.roof_rates
+    assert c.measurement.timing.roof_probe == "memory:dram:stream-add-nt"
+    assert c.roofline.paired == c0.roofline.paired
+    assert again.to_dict() == run.to_dict()
+
+
+# -- which roof a case is paired with ------------------------------------------------------
+
+class FakeClock:
+    pairs_roofs = True
+
+    def __init__(self, device: str = DEVICE) -> None:
+        self.device = device
+
+    def device_name(self) -> str:
+        return self.device
+
+    def time(self, fn, cfg, pair=None):
+        raise AssertionError("not timed here")
+
+
+def cache_roofs() -> RoofSet:
+    rs = dram_roofs(20e9)
+    pts = [SweepPoint("l2", 256 << 10, "read", 200e9, 190e9)]
+    rs.roofs.append(Roof("l2 sweep-read", "memory", 200e9, "measured", level="l2",
+                         cache=CacheSweep("l2", "read", 1 << 20, 1, 1, 1, "sysfs",
+                                          [128 << 10, 512 << 10], pts),
+                         evidence={"best_working_set_bytes": 256 << 10}))
+    return rs
+
+
+def test_the_pair_is_the_roof_that_bounds_the_case():
+    dram = pairs.pair_for(case(), dram_roofs(), FakeClock())
+    assert dram is not None and dram.probe == "memory:dram:stream-add-nt"
+    assert isinstance(dram.sample, StreamPair)
+    l2 = pairs.pair_for(case(), cache_roofs(), FakeClock(), working_set=300 << 10)
+    assert l2 is not None and l2.probe == "memory:l2:l2 sweep-read"
+    assert isinstance(l2.sample, SweepPair) and l2.sample.working_set == 256 << 10
+    gemm = case(flops=NBYTES * 100)  # 100 FLOP/byte: compute-bound
+    fma = pairs.pair_for(gemm, dram_roofs(), FakeClock())
+    assert fma is not None and fma.probe == "compute:fp32:fma"
+    assert isinstance(fma.sample, FmaPair)
+    pairs.close()
+
+
+def test_no_pair_for_roofs_it_cannot_sample():
+    assert pairs.pair_for(case(), dram_roofs(), FakeClock("another CPU")) is None
+    assert pairs.pair_for(case(), None, FakeClock()) is None
+    sheet = dram_roofs()
+    sheet.roofs[0].source = "datasheet"
+    assert pairs.pair_for(case(), sheet, FakeClock()) is None
+    gpu = FakeClock()
+    gpu.pairs_roofs = False
+    assert pairs.pair_for(case(), dram_roofs(), gpu) is None
+
+    class OldTimer(FakeClock):  # a backend whose time() takes no pair (a plug-in's)
+        def time(self, fn, cfg):
+            return None
+
+    assert pairs.pair_for(case(), dram_roofs(), OldTimer()) is None
+
+
+def test_a_timed_pair_stores_the_probe_beside_the_rates():
+    class Clock(FakeClock):
+        def time(self, fn, cfg, pair=None):
+            return sample_loop(lambda: 1e-3, cfg, pair=pair)
+
+    pair = RoofPair("memory:dram:stream-add-nt", lambda: 40e9)
+    t = time_call(Clock(), lambda: None, TimerConfig.quick(), pair=pair)
+    assert t.roof_probe == "memory:dram:stream-add-nt" and t.roof_rates == [40e9] * t.n
+    # a clock without pairs times as before
+    rec = case()
+    t = paired_time(Clock("another CPU"), lambda: None, TimerConfig.quick(), rec, dram_roofs())
+    assert not t.roof_rates and not t.roof_probe
+
+
+# -- the real samplers (small, real work) --------------------------------------------------
+
+def test_the_real_samplers_measure_their_roofs():
+    """Each sampler's rate is the roof's kind of figure, positive and finite; the DRAM pair
+    runs the bracket's own kernel on its arrays."""
+    b = StreamBracket(1 << 18, "add-nt")
+    s = StreamPair(b)
+    rates = [s() for _ in range(3)]
+    assert b.arrays is not None and all(np.isfinite(r) and r > 1e8 for r in rates)
+    b.close()
+    sweep = cache_roofs().roofs[-1]
+    sp = SweepPair(sweep)
+    assert all(np.isfinite(r) and r > 1e8 for r in (sp(), sp()))
+    sp.close()
+    fp = FmaPair("fp64", target_s=0.001)
+    assert all(np.isfinite(r) and r > 1e8 for r in (fp(), fp()))
+
+
+# -- through the entry points, with the real probe on this machine --------------------------
+
+def stream_roofs(device: str) -> RoofSet:
+    """This machine's roofs as the CPU probes name them: a STREAM DRAM roof (its evidence says
+    which kernel and arrays), so the pairs sample it for real."""
+    return RoofSet(device=device, roofs=[
+        Roof("dram stream-add-nt", "memory", 2e10, "measured", level="dram",
+             evidence={"probe": "stream-add-nt", "array_elements": 1 << 18}),
+        Roof("fp32 FMA peak", "compute", 2e11, "measured", precision="fp32",
+             evidence={"probe": "fma-peak"})])
+
+
+def test_measure_pairs_each_sample_with_the_real_roof(capsys):
+    from roofbench.bench.backends.cpu import cpu_model
+
+    import roofbench
+
+    n = 1 << 18
+    a, b = np.full(n, 0.5, np.float32), np.full(n, 0.25, np.float32)
+    c = np.empty_like(a)
+    rec = roofbench.measure(np.add, a, b, c, flops=n, reads=[a, b], writes=c,
+                            roofs=stream_roofs(cpu_model()), reference=np.full(n, 0.75),
+                            output=c, name="add_paired")
+    t, p = rec.measurement.timing, rec.roofline.paired
+    assert t.paired and t.roof_probe == "memory:dram:stream-add-nt"
+    assert all(math.isfinite(q) and q > 0 for q in t.roof_rates)
+    assert p is not None and p.pairs == t.n and rec.roofline.efficiency == p.efficiency
+    assert p.of_ceiling == pytest.approx(rec.roofline.flop_per_s / rec.roofline.attainable)
+    assert p.roof_low == min(t.roof_rates) and p.roof_high == max(t.roof_rates)
+    assert "as it was while it ran" in capsys.readouterr().err
+    pairs.close()
+
+
+def test_the_suite_runner_pairs_its_cases():
+    from roofbench.bench.backends.cpu import CpuBackend, cpu_model
+    from roofbench.bench.measure.runner import run_case
+    from roofbench.kernels.registry import workloads
+    from roofbench.kernels.spec import Case
+
+    w = workloads()["vector_add"]
+    case = Case(w, w.variants["scalar"], "fp32", (1 << 16,))
+    rec = run_case(case, CpuBackend(), stream_roofs(cpu_model()), TimerConfig.quick(),
+                   np.random.default_rng(1))
+    assert rec.outcome.status == "ok", rec.outcome.error
+    assert rec.measurement.timing.paired and rec.roofline.paired is not None
+    assert rec.roofline.paired.probe == "memory:dram:stream-add-nt"
+    pairs.close()
