@@ -1,7 +1,7 @@
 """The regression gate's error rates on real work: false alarms on A/A repeats and real
 slowdowns caught, in A/B mode (one job, alternating) and from two stored runs.
 
-    python scripts/gate_error_rates.py [--busy] [--factor 1.3] [--threshold 0.10]
+    python scripts/gate_error_rates.py [--busy] [--flip] [--factor 1.3] [--threshold 0.10]
                                        [--repeats 20] [--budget 0.5] [--mib 1]
 
 The work is real: the base adds two fp32 arrays (``np.add``, --mib MiB each); the slow
@@ -16,10 +16,16 @@ not edited samples. Each repeat measures
 
 A false alarm is an A/A case the gate fails (`slower`); a catch is a slowdown case it fails.
 ``--busy`` runs ``nice -n 0 python -c 'while 1: pass'`` (one core busy) for the whole
-measurement. Each repeat's line gives the verdicts, ratios, the slowdown's interval's low end
-and the load bound its reason names (roofbench/gate_load.py); the summary counts the A/A
-verdicts too. The load average (``uptime``) before and after is printed: record it with the
-figures. Exit 0 always (the figures are the output; nothing here is a test).
+measurement. ``--flip`` plants a change of the machine's memory bandwidth between the stored
+runs: the second and third runs (slow, base again) are timed while another process streams a
+large array (``numpy.copyto`` in a loop, one thread), the base alone; use DRAM-sized arrays
+(``--mib 64``). The roofs file names the CPU's STREAM roof (``stream-add-nt``), so every
+sample is paired with a sample of it (bench/measure/pairs.py) and the gate judges roof-
+normalised times; ``--unpaired`` gives roofs no probe samples (the rule before pairs). Each
+repeat's line gives the verdicts, ratios, the slowdown's interval's low end and the load
+bound its reason names (roofbench/gate_load.py); the summary counts the A/A verdicts too.
+The load average (``uptime``) before and after is printed: record it with the figures. Exit
+0 always (the figures are the output; nothing here is a test).
 """
 
 from __future__ import annotations
@@ -62,12 +68,14 @@ def timer(budget: float) -> TimerConfig:
     return TimerConfig(warmup_s=0.05, min_samples=12, max_samples=2000, budget_s=budget)
 
 
-def roofs_file(folder: Path) -> Path:
-    """Fixed roofs (the gate reads times only): no calibration in any repeat."""
+def roofs_file(folder: Path, paired: bool) -> Path:
+    """Fixed roofs (the gate reads times and pairs only): no calibration in any repeat;
+    ``paired``: the DRAM roof is named as the STREAM probe's, which the pairs then sample."""
     p = folder / "roofs.json"
+    ev = {"probe": "stream-add-nt", "array_elements": 1 << 24} if paired else {}
     p.write_text(json.dumps({"device": cpu_model(), "roofs": [
-        {"name": "dram", "kind": "memory", "level": "dram", "value": 2e10,
-         "source": "measured"},
+        {"name": "dram stream-add-nt" if paired else "dram", "kind": "memory",
+         "level": "dram", "value": 2e10, "source": "measured", "evidence": ev},
         {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 2e11,
          "source": "measured"}]}))
     return p
@@ -83,11 +91,28 @@ def child(out: Path, roofs: Path, work: float, mib: float, budget: float) -> Non
                  dtype="fp32", size=[n], name="add")  # base's counts: one key, both sides
 
 
-def stored_run(out: Path, roofs: Path, work: float, args: argparse.Namespace) -> Path:
+HOG = ("import numpy as np\na = np.ones(1 << 26); b = np.empty_like(a)\n"
+       "while True: np.copyto(b, a)")  # 512 MiB a side: DRAM traffic from another process
+
+
+def stored_run(out: Path, roofs: Path, work: float, args: argparse.Namespace,
+               hog: bool = False) -> Path:
+    other = subprocess.Popen([sys.executable, "-c", HOG]) if hog else None
+    try:
+        if other is not None:
+            time.sleep(1.0)  # its arrays touched: it streams while the run is timed
+        _child_run(out, roofs, work, args)
+    finally:
+        if other is not None:
+            other.terminate()
+            other.wait(timeout=10)
+    return out
+
+
+def _child_run(out: Path, roofs: Path, work: float, args: argparse.Namespace) -> None:
     subprocess.run([sys.executable, __file__, "--child", str(out), "--roofs", str(roofs),
                     "--work", str(work), "--mib", str(args.mib), "--budget",
                     str(args.budget)], check=True, timeout=300)
-    return out
 
 
 def verdicts(a: Path, b: Path, threshold: float) -> dict[str, tuple[str, float, float, str]]:
@@ -139,6 +164,9 @@ def summary(name: str, rows: list[dict[str, tuple]]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--busy", action="store_true", help="one busy loop for the duration")
+    ap.add_argument("--flip", action="store_true",
+                    help="stored runs 2 and 3 timed beside another process's DRAM stream")
+    ap.add_argument("--unpaired", action="store_true", help="roofs no probe samples")
     ap.add_argument("--factor", type=float, default=1.3, help="the slow version's work")
     ap.add_argument("--threshold", type=float, default=0.10, help="the gate's (slower:N)")
     ap.add_argument("--repeats", type=int, default=20)
@@ -158,18 +186,20 @@ def main() -> int:
     print(f"before: {uptime()}", flush=True)
     print(f"factor {args.factor}, threshold {args.threshold:.0%}, {args.repeats} repeats, "
           f"busy loop: {'yes' if busy else 'no'}, {args.mib} MiB arrays, budget "
-          f"{args.budget} s", flush=True)
+          f"{args.budget} s, bandwidth flip planted: {'yes' if args.flip else 'no'}, "
+          f"roof pairs: {'no' if args.unpaired else 'yes'}", flush=True)
     t0 = time.monotonic()
     rows: dict[str, list[dict[str, tuple]]] = {m: [] for m in modes}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
-            roofs = roofs_file(folder)
+            roofs = roofs_file(folder, not args.unpaired)
             for i in range(args.repeats):
                 if "ab" in modes:
                     rows["ab"].append(ab_repeat(folder / f"ab{i}", roofs, args))
                 if "runs" in modes:
-                    r = [stored_run(folder / f"r{i}-{k}", roofs, w, args)
+                    r = [stored_run(folder / f"r{i}-{k}", roofs, w, args,
+                                    hog=args.flip and k != "base")
                          for k, w in (("base", 1.0), ("slow", args.factor), ("again", 1.0))]
                     aa = verdicts(r[0], r[2], args.threshold)["add"]
                     sl = verdicts(r[0], r[1], args.threshold)["add"]
