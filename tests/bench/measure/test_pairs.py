@@ -368,3 +368,21 @@ def test_the_suite_runner_pairs_its_cases():
     assert rec.measurement.timing.paired and rec.roofline.paired is not None
     assert rec.roofline.paired.probe == "memory:dram:stream-add-nt"
     pairs.close()
+
+
+def test_the_report_says_the_roof_as_it_was_and_the_best_state():
+    from roofbench.bench.present.report import render
+    from roofbench.bench.present.roof_state import paired_text
+
+    run = run_of(simulated_timing(FlippingMachine(0), 0.9))
+    run.roofs = dram_roofs()
+    c = run.cases[0]
+    p = c.roofline.paired
+    text = paired_text(c)
+    assert text is not None and text.startswith(f"{p.efficiency:.0%} [{p.lo:.0%}, {p.hi:.0%}]")
+    assert "of the DRAM roof as it was while it ran" in text
+    assert "the machine's best state 95 GB/s" in text and f"({p.of_ceiling:.0%} of it)" in text
+    md = render(run)
+    assert "Efficiency from paired samples" in md and text in md
+    c.roofline.paired = None
+    assert paired_text(c) is None
