@@ -84,7 +84,9 @@ def pair_for(rec: CaseResult, roofs: RoofSet | None, clock: Any,
     key, make = found
     if key not in _SAMPLERS:
         _SAMPLERS[key] = make()
-    return RoofPair(key, _SAMPLERS[key], rewarm=needs_rewarm(rec, working_set))
+    # the FMA probe's rows are a few lines: they evict nothing of the case's
+    rewarm = key.startswith("memory:") and needs_rewarm(rec, working_set)
+    return RoofPair(key, _SAMPLERS[key], rewarm=rewarm)
 
 
 def needs_rewarm(rec: CaseResult, working_set: int | None) -> bool:

@@ -18,6 +18,7 @@ from roofbench.roofs.probes.cpu_stream import StreamBracket
 from roofbench.gate import classify, min_samples
 from roofbench.readers import read_run
 from roofbench.records import (
+    BufferFacts,
     CacheSweep,
     CaseResult,
     Declaration,
@@ -268,7 +269,11 @@ def test_the_pair_is_the_roof_that_bounds_the_case():
     gemm = case(flops=NBYTES * 100)  # 100 FLOP/byte: compute-bound
     fma = pairs.pair_for(gemm, dram_roofs(), FakeClock())
     assert fma is not None and fma.probe == "compute:fp32:fma"
-    assert isinstance(fma.sample, FmaPair)
+    assert isinstance(fma.sample, FmaPair) and not fma.rewarm
+    assert l2.rewarm  # the sweep's pass evicts the case's data from L2
+    big = case()
+    big.declaration.buffers = {"x": BufferFacts("input", 1 << 40)}
+    assert not pairs.pair_for(big, dram_roofs(), FakeClock()).rewarm  # streams from DRAM
     pairs.close()
 
 
