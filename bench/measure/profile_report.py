@@ -146,7 +146,8 @@ def group_rows(prof: Profile) -> list[dict[str, Any]]:
     out = []
     timed = {t.group: t for t in prof.compiled.groups} if prof.compiled else {}
     for i, g in enumerate(prof.groups):
-        fused_t, bound = g.fused_roof_s(prof.roofs), g.predicted_speedup(prof.roofs)
+        fused_t = g.fused_roof_s(prof.roofs)
+        bound = g.predicted_speedup(prof.roofs, prof.extra.get("launch_s"))
         t = timed.get(i)
         out.append({"group": i, "ops": " -> ".join(g.names), "occurs": g.count,
                     "FLOPs": si(g.flops, ""), "eager bytes": si(g.eager_bytes, "B"),
