@@ -87,6 +87,16 @@ class Profile:
     def write(self, out: str | Path) -> list[Path]:
         return write_profile(self, Path(out))
 
+    def project(self, roofs: RoofSet | str | Path) -> Any:
+        """This profile's counts on another device's roofs (``profile_project.Projection``,
+        kept in ``extra['projection']`` for the report): lower bounds, not measurements."""
+        from .profile_project import load_target, project
+
+        proj = (project(self, roofs) if isinstance(roofs, RoofSet)
+                else project(self, load_target(roofs), f"`{roofs}`"))
+        self.extra["projection"] = proj.to_dict()
+        return proj
+
 
 def _ai(v: float | None) -> str:
     return f"{v:.3g}" if v is not None else "-"
@@ -277,6 +287,15 @@ def sections(prof: Profile) -> list[Section]:
         if others:
             conv.append(Text("No convention (0 FLOPs counted): " + ", ".join(others)))
         out.append(Section("Counting conventions", conv))
+    pj = prof.extra.get("projection")
+    if pj:
+        out.append(Section(f"Projected onto {pj['device']}: a projection", [
+            Text(f"{pj['mark']}; roofs from {pj['roofs_from']}. The program's bound there: "
+                 f"{duration(pj['program_bound_s'])} (its ops' bounds summed; launch and "
+                 f"dispatch not included), measured here {duration(prof.program_s)}."),
+            Table([{**r, "bound/call s": duration(r["bound/call s"]),
+                    "here/call s": duration(r["here/call s"])}
+                   for r in pj["ops"][:SHOWN_OPS]])]))
     return out
 
 
