@@ -1,9 +1,9 @@
 """The cache level each op's data comes from.
 
 In the program: the bytes the program touches between two uses of a storage (its reuse
-distance: every op's bytes summed since the storage was last touched; a storage the program
-found already there, a weight, was last touched one whole run before, so its distance is the
-program's working set). Distances over-count data touched twice in between, so a level is
+distance: every op's bytes summed since the storage was last touched, plus the reading op's
+own; a storage the program found already there, a weight, was last touched one whole run
+before, so its distance is the program's working set). Distances over-count data touched twice in between, so a level is
 never chosen faster than the data's; an op's level is that of its largest read, its median
 call. Alone: the op's own bytes, as ``measure()`` places a case (``roofline.place``).
 """
@@ -40,8 +40,8 @@ def reuse_distances(rec: Recording) -> dict[int, int]:
         reads = [m for m in c.inputs if m.storage in c.read]
         if reads:
             big = max(reads, key=lambda m: m.span()[1] - m.span()[0])
-            dist = cum - last[big.storage] if big.storage in last else whole
-            by_op.setdefault(c.distinct, []).append(dist)
+            gap = cum - last[big.storage] if big.storage in last else whole
+            by_op.setdefault(c.distinct, []).append(min(whole, gap + d.bytes))
         cum += d.bytes
         for m in (*c.inputs, *c.outputs):
             last[m.storage] = cum
