@@ -3,9 +3,10 @@
 In the program: the bytes the program touches between two uses of a storage (its reuse
 distance: every op's bytes summed since the storage was last touched, plus the reading op's
 own; a storage the program found already there, a weight, was last touched one whole run
-before, so its distance is the program's working set). Distances over-count data touched twice in between, so a level is
-never chosen faster than the data's; an op's level is that of its largest read, its median
-call. Alone: the op's own bytes, as ``measure()`` places a case (``roofline.place``).
+before, so its distance is the program's working set; never more than that). Distances
+over-count data touched twice in between, so a level is never chosen faster than the
+data's; an op's level is that of its largest read, its median call. Alone: the op's own
+bytes, as ``measure()`` places a case (``roofline.place``).
 """
 
 from __future__ import annotations

@@ -14,15 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from roofbench.records import RoofSet
 from roofbench.roofline import place, roof_precision
 
 from .profile_model import precision_of
-
-if TYPE_CHECKING:
-    from .profile_report import Profile
 
 MARK = "projection (lower bounds at the target's roofs, not measured there)"
 
@@ -91,8 +88,9 @@ def _bound(flops: int, nbytes: int, precision: str, level: str, roofs: RoofSet
     return t, name
 
 
-def project(prof: Profile, roofs: RoofSet, source: str = "a RoofSet given") -> Projection:
-    """``prof``'s recorded counts placed on ``roofs`` (the module doc)."""
+def project(prof: Any, roofs: RoofSet, source: str = "a RoofSet given") -> Projection:
+    """``prof``'s recorded counts placed on ``roofs`` (the module doc); ``prof`` is a
+    ``profile_report.Profile`` (not imported: Profile.project imports this module)."""
     tensor_cores = any((r.precision or "").endswith("_tc") for r in roofs.roofs)
     out = Projection(roofs.device, source)
     for p in prof.ops:
