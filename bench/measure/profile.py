@@ -182,6 +182,10 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     prof.extra["phases_s"] = {"record": t_record, "time_in_program": t_inprog,
                               "time_ops_alone": t_ops, "time_program": t_program}
     prof.extra["in_program_runs"] = len(inprog.run_s)
+    # Σ ops run by run (on a shared machine a run's ops share its load; medians taken op by
+    # op mix slow runs with fast ones) beside each run's wall under the mode
+    prof.extra["ops_run_s"] = inprog.ops_s
+    prof.extra["run_wall_s"] = inprog.run_s
     prof.extra["ops_alone_s"] = sum((p.case.evidence.extra["alone"]["median_s"] or 0.0)
                                     * p.op.calls for p in places)
     prof.extra["program_working_set"] = program_ws

@@ -34,6 +34,7 @@ class InProgram:
 
     per_call: dict[int, list[float]] = field(default_factory=dict)
     run_s: list[float] = field(default_factory=list)
+    ops_s: list[float] = field(default_factory=list)  # per run: every call's time summed
     warmup_runs: int = 1
 
     def timing(self, distinct: int) -> Timing | None:
@@ -137,5 +138,6 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
         for d, t in by.items():
             out.per_call.setdefault(d, []).append(t / counts[d])
         out.run_s.append(wall)
+        out.ops_s.append(sum(dts))
         runs += 1
     return out

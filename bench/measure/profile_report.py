@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,11 @@ class Profile:
 
     @property
     def ops_s(self) -> float:
+        """The ops' seconds in one run of the program: the median over the timed runs of
+        each run's calls summed (in-program timing), else each op's median x its calls."""
+        runs = self.extra.get("ops_run_s")
+        if runs:
+            return float(statistics.median(runs))
         return sum(p.total_s for p in self.ops)
 
     @property
@@ -232,26 +238,47 @@ def _load_line(prof: Profile, load: tuple[float, ...] | None) -> str:
             f"{os.cpu_count()} cores" + (f"; torch threads {threads}" if threads else ""))
 
 
+def _timed_line(prof: Profile, calls: int, distinct: int) -> str:
+    runs = prof.extra.get("in_program_runs")
+    if not runs:
+        return (f"{calls} aten calls, {distinct} distinct ops, each timed alone "
+                f"({prof.clock}) on its first call's cloned arguments; the program timed end "
+                "to end the same way.")
+    return (f"{calls} aten calls, {distinct} distinct ops, each call timed where it runs "
+            f"({prof.clock} around it) in {runs} runs of the program (the times shown, "
+            "tables and plot); each distinct op also replayed alone on its first call's "
+            "cloned arguments, its data warm (results.json: evidence.extra.alone); the "
+            "program timed end to end without the timing mode.")
+
+
+def _sum_lines(prof: Profile) -> list[str]:
+    gap = prof.overhead_s
+    lines = [f"sum of the ops in the program (each run's calls summed, median run): "
+             f"{duration(prof.ops_s)}"]
+    alone = prof.extra.get("ops_alone_s")
+    if alone is not None:
+        lines.append(f"sum of the ops alone, data warm (median x calls): {duration(alone)}")
+    walls, sums = prof.extra.get("run_wall_s") or [], prof.extra.get("ops_run_s") or []
+    if walls and sums:
+        ratio = statistics.median(o / w for o, w in zip(sums, walls, strict=True) if w)
+        lines.append(f"the ops' share of each timed run's wall (median): {ratio:.1%} "
+                     "(the rest: Python between the ops and the timing mode's own cost)")
+    lines += [f"the whole program: {duration(prof.program_s)}",
+              f"framework and dispatch overhead (program - sum of ops): "
+              f"{'-' if gap < 0 else ''}{duration(abs(gap))}"
+              + (" (negative: the ops took longer in their timed runs than the program in "
+                 "its own; on a loaded machine the runs differ)" if gap < 0 else "")]
+    return lines
+
+
 def sections(prof: Profile) -> list[Section]:
     p = prof.program
     rid = ridge_of(prof.roofs, p.identity.precision)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     calls, distinct = len(prof.recording.calls), len(prof.ops)
-    head: list[Block] = [Text(f"{calls} aten calls, {distinct} distinct ops, "
-                 f"each timed alone ({prof.clock}) on its first call's cloned arguments; "
-                 f"the program timed end to end the same way."),
-            Table(program_rows(prof)),
-            Items([f"sum of the ops (each median x calls): {duration(prof.ops_s)}",
-                   f"the whole program: {duration(prof.program_s)}",
-                   f"framework and dispatch overhead (program - sum of ops): "
-                   f"{'-' if prof.overhead_s < 0 else ''}{duration(abs(prof.overhead_s))}"
-                   + (" (negative: the ops ran faster inside the program than alone)"
-                      if prof.overhead_s < 0 else "")
-                   + "; an op replayed alone keeps its own data warm in cache, inside the "
-                     "program the ops evict each other's (weights streamed from DRAM): "
-                     "part of a positive gap is that, not dispatch",
-                   _roofs_line(prof, rid),
-                   _load_line(prof, load)])]
+    head: list[Block] = [Text(_timed_line(prof, calls, distinct)), Table(program_rows(prof)),
+                         Items([*_sum_lines(prof), _roofs_line(prof, rid),
+                                _load_line(prof, load)])]
     head += [Text(x) for x in compiled_lines(prof)]
     out = [Section(f"Program: {prof.name}", head)]
     if prof.extra.get("jax"):
