@@ -186,6 +186,8 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     # op mix slow runs with fast ones) beside each run's wall under the mode
     prof.extra["ops_run_s"] = inprog.ops_s
     prof.extra["run_wall_s"] = inprog.run_s
+    prof.extra["paired_eager_s"] = inprog.eager_s
+    prof.extra["ops_over_eager_paired"] = inprog.paired_ratio()
     prof.extra["ops_alone_s"] = sum((p.case.evidence.extra["alone"]["median_s"] or 0.0)
                                     * p.op.calls for p in places)
     prof.extra["program_working_set"] = program_ws

@@ -35,6 +35,9 @@ class InProgram:
     per_call: dict[int, list[float]] = field(default_factory=dict)
     run_s: list[float] = field(default_factory=list)
     ops_s: list[float] = field(default_factory=list)  # per run: every call's time summed
+    # per run: the program once more right after, without the mode (its eager time, paired
+    # with the run's ops so that a shared machine's load shifts both alike)
+    eager_s: list[float] = field(default_factory=list)
     warmup_runs: int = 1
 
     def timing(self, distinct: int) -> Timing | None:
@@ -43,6 +46,11 @@ class InProgram:
             return None
         return Timing(samples=list(s), warmup_runs=self.warmup_runs, stopped_by="runs",
                       config={"timed": "in the program, each call under the dispatch mode"})
+
+    def paired_ratio(self) -> float | None:
+        """The median over the runs of the run's ops summed over the eager run after it."""
+        r = [o / e for o, e in zip(self.ops_s, self.eager_s, strict=False) if e > 0]
+        return statistics.median(r) if r else None
 
     def median_sum(self, calls: dict[int, int]) -> float:
         """The ops' in-program seconds of one run: each op's median per call x its calls."""
@@ -68,7 +76,8 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
                     gpu: bool = False) -> InProgram:
     """Run ``fn`` (the program on its working copy) under the timing mode: one warm-up run,
     then at least ``cfg.min_samples`` and at most ``cfg.max_samples`` runs, more while
-    ``cfg.budget_s`` lasts. Raises ``ProgramChanged`` when a run departs from ``rec``."""
+    ``cfg.budget_s`` lasts, each followed by one run without the mode (the paired eager
+    time). Raises ``ProgramChanged`` when a run departs from ``rec``."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
@@ -139,5 +148,10 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
             out.per_call.setdefault(d, []).append(t / counts[d])
         out.run_s.append(wall)
         out.ops_s.append(sum(dts))
+        t0 = time.perf_counter()
+        fn()
+        if gpu:
+            torch.cuda.synchronize()
+        out.eager_s.append(time.perf_counter() - t0)
         runs += 1
     return out

@@ -263,6 +263,10 @@ def _sum_lines(prof: Profile) -> list[str]:
         ratio = statistics.median(o / w for o, w in zip(sums, walls, strict=True) if w)
         lines.append(f"the ops' share of each timed run's wall (median): {ratio:.1%} "
                      "(the rest: Python between the ops and the timing mode's own cost)")
+    paired = prof.extra.get("ops_over_eager_paired")
+    if paired is not None:
+        lines.append(f"the ops over the eager program, run by run (each timed run followed "
+                     f"by one eager run; median): {paired:.3f}")
     lines += [f"the whole program: {duration(prof.program_s)}",
               f"framework and dispatch overhead (program - sum of ops): "
               f"{'-' if gap < 0 else ''}{duration(abs(gap))}"

@@ -35,6 +35,11 @@ def test_each_run_times_every_call_and_the_ops_fit_inside_the_run():
         ops = sum(got.per_call[d][k] * n for d, n in counts.items())
         # the calls are timed inside the run: never more than it, and the sleep in none
         assert 0 < ops < wall - 0.002
+    # each run paired with an eager run of the program (the sleep is in it)
+    assert len(got.eager_s) == 2 and all(e > 0.002 for e in got.eager_s)
+    assert got.paired_ratio() == pytest.approx(
+        sorted(o / e for o, e in zip(got.ops_s, got.eager_s, strict=True))[0] / 2
+        + sorted(o / e for o, e in zip(got.ops_s, got.eager_s, strict=True))[1] / 2)
 
 
 def test_the_case_holds_the_in_program_time_and_keeps_the_alone_one():
