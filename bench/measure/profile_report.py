@@ -180,7 +180,29 @@ def group_rows(prof: Profile) -> list[dict[str, Any]]:
                 if t.compiled and sp
                 else f"not compiled: {t.error}"
             )
+            if t.compiled and sp and bound:
+                out[-1]["predicted / measured"] = f"{bound / sp:.3g}"
+                why = _why_off(g, t, fused_t, prof.extra.get("launch_s"))
+                if not 0.5 <= bound / sp <= 2 and why:
+                    out[-1]["why not within 2x"] = why
     return out
+
+
+def _why_off(g: Any, t: Any, fused_t: float | None, launch_s: float | None) -> str:
+    """What, measured, puts a group's predicted bound more than 2x off its compiled speedup:
+    the replayed eager time against the one in the program, the compiled kernel against
+    the fused bound (bytes at the roof plus one launch)."""
+    why = []
+    alone = t.eager.measurement.median_s
+    if alone and g.eager_s and not 0.5 <= g.eager_s / alone <= 2:
+        why.append(f"its ops took {duration(g.eager_s)} in the program, "
+                   f"{duration(alone)} replayed alone (the measured speedup is the replay's)")
+    comp = t.compiled.measurement.median_s
+    floor = (fused_t or 0.0) + (launch_s or 0.0)
+    if comp and floor and floor / comp < 0.5:
+        why.append(f"the compiled kernel ran at {floor / comp:.0%} of the fused bound "
+                   f"({duration(floor)}: fused bytes at the roof + one launch)")
+    return "; ".join(why)
 
 
 def compiled_lines(prof: Profile) -> list[str]:
