@@ -164,7 +164,12 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     t_ops = time.perf_counter() - t0
     program = program_case(recording, clock, gpu, "eager")
     t0 = time.perf_counter()
-    core.fill_metrics(program, core.time_call(clock, lambda: fn(*args, **kwargs), cfg),
+    # on a CPU the program's samples are the eager runs paired with the timed ones (host
+    # clock, each right after a run of its ops, so both meet the same load); on a GPU the
+    # clock's own loop (CUDA events)
+    paired = inprog.eager_timing() if not gpu else None
+    core.fill_metrics(program, paired or core.time_call(clock, lambda: fn(*args, **kwargs),
+                                                        cfg),
                       rs, program_ws if rs is not None else None)
     flag_above_roof(program, rs)
     t_program = time.perf_counter() - t0

@@ -47,6 +47,14 @@ class InProgram:
         return Timing(samples=list(s), warmup_runs=self.warmup_runs, stopped_by="runs",
                       config={"timed": "in the program, each call under the dispatch mode"})
 
+    def eager_timing(self) -> Timing | None:
+        """The paired eager runs as the program's samples (host clock, end to end)."""
+        if not self.eager_s:
+            return None
+        return Timing(samples=list(self.eager_s), warmup_runs=self.warmup_runs,
+                      stopped_by="runs", config={"timed": "end to end, each run right after "
+                                                          "a timed run of its ops"})
+
     def paired_ratio(self) -> float | None:
         """The median over the runs of the run's ops summed over the eager run after it."""
         r = [o / e for o, e in zip(self.ops_s, self.eager_s, strict=False) if e > 0]

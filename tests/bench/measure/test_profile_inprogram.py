@@ -52,3 +52,5 @@ def test_the_case_holds_the_in_program_time_and_keeps_the_alone_one():
         assert ex["alone"]["median_s"] and ex["alone"]["timed"].startswith("alone")
         assert p.case.measurement.timing.config["timed"].startswith("in the program")
     assert prof.extra["in_program_runs"] == 2 and prof.extra["ops_alone_s"] > 0
+    # the program's samples on a CPU: the eager runs paired with the timed ones
+    assert prof.program.measurement.timing.samples == prof.extra["paired_eager_s"]
