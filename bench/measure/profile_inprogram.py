@@ -23,6 +23,9 @@ from ..errors import UserError
 from .profile_record import Recording
 
 
+MIN_LONG_RUNS = 3  # timed runs of a program one run of which outlasts the timer's budget
+
+
 class ProgramChanged(UserError):
     """The program did not repeat the recorded calls (its inputs changed between calls)."""
 
@@ -83,8 +86,9 @@ def _where(rec: Recording, j: int, name: str, shapes: list[tuple[int, ...]]) -> 
 def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
                     gpu: bool = False) -> InProgram:
     """Run ``fn`` (the program on its working copy) under the timing mode: one warm-up run,
-    then at least ``cfg.min_samples`` and at most ``cfg.max_samples`` runs, more while
-    ``cfg.budget_s`` lasts, each followed by one run without the mode (the paired eager
+    then at least ``cfg.min_samples`` (``MIN_LONG_RUNS`` when the warm-up run alone outlasts
+    ``cfg.budget_s``) and at most ``cfg.max_samples`` runs, more while ``cfg.budget_s``
+    lasts, each followed by one run without the mode (the paired eager
     time). Raises ``ProgramChanged`` when a run departs from ``rec``."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -140,13 +144,17 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
         return state["dt"], wall
 
     out = InProgram()
+    t0 = time.perf_counter()
     one_run()  # warm-up, and the first check that the program repeats itself
+    long_run = time.perf_counter() - t0 > cfg.budget_s
     counts: dict[int, int] = {}
     for d in dist:
         counts[d] = counts.get(d, 0) + 1
     start = time.perf_counter()
     runs = 0
     lo, hi = max(cfg.min_samples, 1), max(cfg.max_samples, cfg.min_samples, 1)
+    if long_run:  # one run outlasts the whole budget (a model's prefill): 3 runs suffice
+        lo = min(lo, MIN_LONG_RUNS)
     while runs < lo or (runs < hi and time.perf_counter() - start < cfg.budget_s):
         dts, wall = one_run()
         by: dict[int, float] = {}

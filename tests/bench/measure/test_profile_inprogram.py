@@ -54,3 +54,16 @@ def test_the_case_holds_the_in_program_time_and_keeps_the_alone_one():
     assert prof.extra["in_program_runs"] == 2 and prof.extra["ops_alone_s"] > 0
     # the program's samples on a CPU: the eager runs paired with the timed ones
     assert prof.program.measurement.timing.samples == prof.extra["paired_eager_s"]
+
+
+def test_a_program_longer_than_the_budget_is_timed_in_three_runs():
+    from roofbench.timing import TimerConfig
+
+    x = torch.randn(64)
+    with torch.no_grad():
+        rec, _ = record_program(lambda a: a * 2, (x,), {}, clone=False)
+        got = time_in_program(lambda: x * 2, rec, TimerConfig(
+            warmup_s=0.0, min_samples=5, max_samples=10, budget_s=0.0))
+        more = time_in_program(lambda: x * 2, rec, TimerConfig(
+            warmup_s=0.0, min_samples=5, max_samples=5, budget_s=60.0))
+    assert len(got.run_s) == 3 and len(more.run_s) == 5
