@@ -22,7 +22,6 @@ from roofbench.timing import TimerConfig, Timing
 from ..errors import UserError
 from .profile_record import Recording
 
-
 MIN_LONG_RUNS = 3  # timed runs of a program one run of which outlasts the timer's budget
 
 
