@@ -51,7 +51,13 @@ from .profile_model import (
     program_case,
     roofs_from,
 )
-from .profile_place import alone_summary, flag_above_roof, launch_cost, roofs_for_threads
+from .profile_place import (
+    alone_summary,
+    flag_above_roof,
+    launch_cost,
+    roofs_for_threads,
+    used_cores,
+)
 from .profile_record import Distinct, record_program
 from .profile_report import Profile
 from .profile_state import Backups, Grads, working_copy
@@ -136,7 +142,8 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     clock = clock_for(tensors)
     gpu = clock.kind == "gpu"
     rs, note = device_roofs(clock, roofs)
-    rs = roofs_for_threads(rs, torch.get_num_threads()) if rs is not None and not gpu else rs
+    if rs is not None and not gpu:  # the cores torch's threads can run on, at most
+        rs = roofs_for_threads(rs, used_cores(torch.get_num_threads()))
     cfg = profile_timer(clock, timer)
     t0 = time.perf_counter()
     inprog = time_in_program(lambda: fn(*args, **kwargs), recording, cfg, gpu)

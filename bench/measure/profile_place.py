@@ -6,6 +6,7 @@ machine's cost of one op dispatch (what a fused kernel still pays once).
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any
 
 from roofbench.records import CaseResult, RoofSet
@@ -16,6 +17,13 @@ from . import core
 from .callables import Clock
 
 ABOVE = 1.05  # over this fraction of its roof a point is not valid
+
+
+def used_cores(threads: int) -> int:
+    """The cores a program of ``threads`` threads runs on: no more than the process may use
+    (its CPU affinity, as under taskset)."""
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return min(threads, allowed) if allowed else threads
 
 
 def roofs_for_threads(rs: RoofSet, threads: int) -> RoofSet:

@@ -65,3 +65,12 @@ def test_the_fusion_prediction_pays_one_launch():
     at_roof = 1000 / 10e9
     assert g.predicted_speedup(ROOFS) == pytest.approx(2e-6 / at_roof)
     assert g.predicted_speedup(ROOFS, 1e-6) == pytest.approx(2e-6 / (at_roof + 1e-6))
+
+
+def test_the_cores_used_are_no_more_than_the_affinity_allows(monkeypatch):
+    from roofbench.bench.measure import profile_place
+
+    monkeypatch.setattr(profile_place.os, "sched_getaffinity", lambda pid: {0})
+    assert profile_place.used_cores(2) == 1
+    monkeypatch.setattr(profile_place.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    assert profile_place.used_cores(2) == 2
