@@ -94,6 +94,10 @@ def cmd_model(args: argparse.Namespace) -> int:
         f"median {p.measurement.median_s or 0:.3g} s, "
         f"ops {prof.ops_s:.3g} s, overhead {prof.overhead_s:.3g} s"
     )
+    paired = prof.extra.get("ops_over_eager_paired")
+    if paired is not None:
+        print(f"ops in the program over the eager program, run by run: {paired:.3f} (ops "
+              f"alone, data warm: {prof.extra.get('ops_alone_s', 0.0):.3g} s)")
     if prof.compiled is not None and prof.compiled.case is not None:
         c = prof.compiled.case
         print(
