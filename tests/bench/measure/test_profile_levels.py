@@ -48,3 +48,33 @@ def test_distances_count_the_bytes_between_two_uses():
     # its largest read: a and c are the same size; max() keeps the first (a)
     # 8 KiB since + its own 12 KiB, no more than the program's 16 KiB (a, b, c, the sum)
     assert program_working_set(rec) == 16 * 1024 and dist[add.index] == 16 * 1024
+
+
+def test_a_weight_is_on_dram_in_the_program_and_in_l3_alone():
+    import roofbench
+    from roofbench.cache_records import CacheSweep
+    from roofbench.records import Roof, RoofSet
+    from roofbench.timing import TimerConfig
+
+    l3 = CacheSweep("l3", "read", 2 << 20, 1, 1, 1, "sysfs")  # a 2 MiB L3
+    roofs = RoofSet(device="t", roofs=[
+        Roof("dram", "memory", 10e9, "measured", level="dram"),
+        Roof("l3 sweep", "memory", 100e9, "measured", level="l3", cache=l3),
+        Roof("fp32 fma", "compute", 100e9, "measured", precision="fp32")])
+    ws = [torch.randn(512, 512) for _ in range(4)]  # 1 MiB each: 4 MiB in all
+
+    def prog(a):
+        for w in ws:
+            a = a @ w
+        return a
+
+    with torch.no_grad():
+        prof = roofbench.profile(prog, torch.randn(1, 512), roofs=roofs, timer=TimerConfig(
+            warmup_s=0.0, min_samples=2, max_samples=2, budget_s=0.0))
+    (mm,) = [p for p in prof.ops if p.op.packet == "mm"]
+    assert mm.op.calls == 4
+    # in the program the weight was last touched a whole run ago: past the L3
+    assert mm.case.roofline.placement.level == "dram"
+    assert mm.case.roofline.limiting_roof == "dram"
+    # alone, its own 1 MiB + 4 KiB fits
+    assert mm.case.evidence.extra["alone"]["level"] == "l3"
