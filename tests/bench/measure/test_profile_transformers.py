@@ -57,3 +57,26 @@ def test_a_dynamic_cache_passed_in_is_refused_and_not_grown(monkeypatch):
         roofbench.profile(lambda x, c: model(input_ids=x, cache=c, use_cache=True).logits,
                           ids, cache, roofs=ROOFS, timer=FAST)
     assert cache.get_seq_length() == length
+
+
+def test_a_gqa_llama_from_its_config_counts_attention_and_embedding_by_hand():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                      max_position_embeddings=64)
+    cfg._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(cfg).eval()
+    ids = torch.tensor([[11, 94, 80, 7, 35, 119, 57, 90]])
+    with torch.no_grad():
+        prof = roofbench.profile(lambda x: model(input_ids=x, use_cache=False).logits, ids,
+                                 roofs=ROOFS, timer=FAST)
+    by = {p.op.packet: p.op for p in prof.ops}
+    emb = by["embedding"]
+    assert (emb.reads, emb.writes) == (8 * 64 * 4 + 8 * 8, 8 * 64 * 4)  # 8 distinct rows
+    sdpa = by["_scaled_dot_product_flash_attention_for_cpu"]
+    # q 4 heads x 8 x 16, k and v 2 heads (GQA), fp32; out as q + logsumexp 4 x 8
+    assert (sdpa.reads, sdpa.writes) == (2048 + 1024 + 1024, 2048 + 4 * 8 * 4)
+    assert sdpa.flops == 2 * (2 * 4 * 8 * 8 * 16) and sdpa.calls == 2
+    assert prof.program.identity.dtype == "fp32"
