@@ -5,9 +5,10 @@ budget: at most 60 s on the 2-core CPU, distinct ops timed once).
 
 Profiles ``model_zoo.decoder12`` (12 layers, d 768, SwiGLU 2048, vocab 32000 tied: ~110M
 parameters; a batch-1 prompt of 128 tokens) under no_grad with the default timer, and
-prints the wall time of the whole profile and of its phases (recording, timing the
-distinct ops, timing the program), the calls and distinct ops, and the machine's load
-average before and after (other processes on a shared machine slow every phase).
+prints the wall time of the whole profile and of its phases (recording, the in-program
+runs, timing the distinct ops alone, placing the program), the calls and distinct ops,
+and the machine's load average before and after (other processes on a shared machine slow
+every phase).
 Without --roofs the device's calibration cache is used (measured once when absent: that
 first calibration is timed apart and not counted in the profile's time).
 """
@@ -62,9 +63,10 @@ def main() -> int:
     ph = prof.extra["phases_s"]
     print(f"decoder12: {params / 1e6:.1f}M parameters, {len(prof.recording.calls)} aten "
           f"calls, {len(prof.ops)} distinct ops")
-    print(f"profile: {wall:.1f} s (record {ph['record']:.1f} s, time ops "
-          f"{ph['time_ops']:.1f} s, time program {ph['time_program']:.1f} s); program median "
-          f"{prof.program_s:.3f} s, sum of ops {prof.ops_s:.3f} s")
+    print(f"profile: {wall:.1f} s (record {ph['record']:.1f} s, in-program runs "
+          f"{ph['time_in_program']:.1f} s, ops alone {ph['time_ops_alone']:.1f} s, program "
+          f"{ph['time_program']:.1f} s); program median {prof.program_s:.3f} s, sum of ops "
+          f"in the program {prof.ops_s:.3f} s, alone {prof.extra['ops_alone_s']:.3f} s")
     print(f"torch threads {torch.get_num_threads()}, load average before "
           f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, after "
           f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} on {os.cpu_count()} cores")

@@ -167,3 +167,51 @@ def decoder12():
     model = Decoder(layers, D, HEADS, HIDDEN, vocab).eval()
     ids = torch.randint(0, vocab, (1, seq), generator=_gen())
     return model, (ids,)
+
+
+# -- transformers' GPT-2, built from its config (random weights, nothing downloaded) -------
+
+def _gpt2() -> nn.Module:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config() if FULL else GPT2Config(n_layer=2, n_embd=64, n_head=4,
+                                                 vocab_size=256, n_positions=64)
+    cfg._attn_implementation = "sdpa"
+    return GPT2LMHeadModel(cfg).eval()
+
+
+def gpt2_prefill():
+    """GPT-2 small (124M, fp32) over a 256-token prompt at batch 1 (8 tokens tiny)."""
+    model = _gpt2()
+    seq = 256 if FULL else 8
+    ids = torch.randint(0, model.config.vocab_size, (1, seq), generator=_gen())
+    return (lambda x: model(input_ids=x, use_cache=False).logits), (ids,)
+
+
+class GPT2Step(nn.Module):
+    """One decode step of GPT-2 over a key/value cache held as plain tensors: a fresh
+    DynamicCache is built from them on every call, so the caller's cache never grows (the
+    cache copies the step makes, torch.cat of the past and the new token, are counted)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor, past: list[torch.Tensor]) -> torch.Tensor:
+        from transformers import DynamicCache
+
+        pairs = [(past[2 * i], past[2 * i + 1]) for i in range(len(past) // 2)]
+        cache = DynamicCache(ddp_cache_data=pairs, config=self.model.config)
+        return self.model(input_ids=ids, cache=cache, use_cache=True).logits
+
+
+def gpt2_decode():
+    """One GPT-2 small decode step (batch 1) over a 256-token KV cache (8 tiny)."""
+    model = _gpt2()
+    c = model.config
+    past_len = 256 if FULL else 8
+    hd = c.n_embd // c.n_head
+    past = [_randn(1, c.n_head, past_len, hd) for _ in range(2 * c.n_layer)]
+    ids = torch.randint(0, c.vocab_size, (1, 1), generator=_gen())
+    return GPT2Step(model), (ids, past)

@@ -71,6 +71,15 @@ def cmd_model(args: argparse.Namespace) -> int:
     with grad:
         prof = profile(fn, *fargs, roofs=args.roofs, compile=args.compile, name=name,
                        **fkwargs)
+    if args.on:
+        from roofbench.roofs.files import RoofsFileError
+
+        try:
+            proj = prof.project(args.on)
+        except RoofsFileError as e:
+            raise UserError(f"--on: {e}") from None
+        print(f"projected onto {proj.device} ({proj.mark}): program bound "
+              f"{proj.program_s:.3g} s, {len(proj.ops)} ops")
     if args.threads:
         prof.extra["threads"] = args.threads
         prof.notes.append(f"torch intra-op threads: {args.threads} (--threads)")
@@ -85,6 +94,10 @@ def cmd_model(args: argparse.Namespace) -> int:
         f"median {p.measurement.median_s or 0:.3g} s, "
         f"ops {prof.ops_s:.3g} s, overhead {prof.overhead_s:.3g} s"
     )
+    paired = prof.extra.get("ops_over_eager_paired")
+    if paired is not None:
+        print(f"ops in the program over the eager program, run by run: {paired:.3f} (ops "
+              f"alone, data warm: {prof.extra.get('ops_alone_s', 0.0):.3g} s)")
     if prof.compiled is not None and prof.compiled.case is not None:
         c = prof.compiled.case
         print(
@@ -112,6 +125,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                 "<stamp>-model-<script>)")
     p.add_argument("--roofs", metavar="FILE", help="roofs file to place it under (default: "
                                                    "this device's calibration cache)")
+    p.add_argument("--on", metavar="ROOFS", help="also project the counts onto this roofs "
+                                                 "file (another device's): lower bounds")
     p.add_argument("--threads", type=int, metavar="N",
                    help="torch intra-op threads (default: torch's)")
     p.set_defaults(func=cmd_model)

@@ -27,12 +27,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RoofSet
+from roofbench.records import (
+    CaseResult,
+    Declaration,
+    Evidence,
+    Identity,
+    Outcome,
+    RooflinePlace,
+    RoofSet,
+)
 from roofbench.timing import TimerConfig
 
 from ..present.amdahl import Share, roof_time
 from . import core
 from .callables import clock_for
+from .profile_inprogram import time_in_program
+from .profile_levels import program_working_set, reuse_distances
 from .profile_model import (
     DTYPES,
     OpPlace,
@@ -41,8 +51,16 @@ from .profile_model import (
     program_case,
     roofs_from,
 )
+from .profile_place import (
+    alone_summary,
+    flag_above_roof,
+    launch_cost,
+    roofs_for_threads,
+    used_cores,
+)
 from .profile_record import Distinct, record_program
 from .profile_report import Profile
+from .profile_state import Backups, Grads, working_copy
 
 
 def op_case(op: Distinct, gpu: bool, backend: str) -> CaseResult:
@@ -88,6 +106,29 @@ def profile(fn: Callable[..., Any], *args: Any, roofs: RoofSet | str | Path | No
 def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
                   roofs: RoofSet | str | Path | None, timer: TimerConfig | None, name: str,
                   compile: bool = False, keep_replays: bool = False) -> Profile:
+    """The program profiled on a working copy of its arguments, every pre-existing storage
+    it writes and every ``.grad`` put back when done (``profile_state``)."""
+    import torch
+
+    wargs, wkwargs = working_copy(args, kwargs)
+    backups, grads = Backups(), Grads.of(fn)
+    run = fn
+    if torch.is_grad_enabled() and grads.held:
+        def run(*a: Any, **k: Any) -> Any:  # each run starts from the caller's .grad
+            grads.restore()
+            return fn(*a, **k)
+    try:
+        return _profile_torch(run, wargs, wkwargs, backups, roofs=roofs, timer=timer,
+                              name=name, compile=compile, keep_replays=keep_replays)
+    finally:
+        backups.restore()
+        grads.restore()
+
+
+def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                   backups: Backups, *, roofs: RoofSet | str | Path | None,
+                   timer: TimerConfig | None, name: str, compile: bool,
+                   keep_replays: bool) -> Profile:
     import torch
 
     from .api import device_roofs
@@ -95,28 +136,49 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
 
     load_start = os.getloadavg() if hasattr(os, "getloadavg") else None
     t0 = time.perf_counter()
-    recording, _ = record_program(fn, args, kwargs)
+    recording, _ = record_program(fn, args, kwargs, backups=backups)
     t_record = time.perf_counter() - t0
     tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
     clock = clock_for(tensors)
     gpu = clock.kind == "gpu"
     rs, note = device_roofs(clock, roofs)
+    if rs is not None and not gpu:  # the cores torch's threads can run on, at most
+        rs = roofs_for_threads(rs, used_cores(torch.get_num_threads()))
     cfg = profile_timer(clock, timer)
+    t0 = time.perf_counter()
+    inprog = time_in_program(lambda: fn(*args, **kwargs), recording, cfg, gpu)
+    t_inprog = time.perf_counter() - t0
+    program_ws = program_working_set(recording)
+    distance = reuse_distances(recording)
     places = []
     t0 = time.perf_counter()
     for op in recording.distinct:
         rec = op_case(op, gpu, clock.backend_name)
         assert op.replay is not None
-        timing = core.time_call(clock, _replay(op.func, *op.replay), cfg)
-        core.fill_metrics(rec, timing, rs)
+        core.fill_metrics(rec, core.time_call(clock, _replay(op.func, *op.replay), cfg), rs,
+                          op.bytes if rs is not None else None)
+        rec.evidence.extra["alone"] = alone_summary(rec)
+        timing = inprog.timing(op.index)
+        if timing is not None:  # the case holds its time in the program
+            rec.roofline = RooflinePlace()
+            core.fill_metrics(rec, timing, rs, distance.get(op.index, program_ws)
+                              if rs is not None else None)
+            rec.evidence.extra["timed"] = "in the program (dispatch mode, each call)"
+        flag_above_roof(rec, rs)
         if not (compile or keep_replays):  # freed once timed (a fusion group replays them)
             op.replay = None
         places.append(OpPlace(op, rec))
     t_ops = time.perf_counter() - t0
     program = program_case(recording, clock, gpu, "eager")
     t0 = time.perf_counter()
-    core.fill_metrics(program, core.time_call(clock, lambda: fn(*args, **kwargs), cfg),
-                      rs)
+    # on a CPU the program's samples are the eager runs paired with the timed ones (host
+    # clock, each right after a run of its ops, so both meet the same load); on a GPU the
+    # clock's own loop (CUDA events)
+    paired = inprog.eager_timing() if not gpu else None
+    core.fill_metrics(program, paired or core.time_call(clock, lambda: fn(*args, **kwargs),
+                                                        cfg),
+                      rs, program_ws if rs is not None else None)
+    flag_above_roof(program, rs)
     t_program = time.perf_counter() - t0
     prof = Profile(name, clock.device_name(), rs, recording, places, program,
                    "CUDA events" if gpu else "host clock")
@@ -127,8 +189,20 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
         rt = roof_time(p.op.flops, p.case.declaration.bytes, p.case.identity.precision, rs)
         p.share = Share(f"{p.op.name} #{p.op.index}", p.total_s, p.total_s / whole,
                         rt * p.op.calls if rt is not None else None)
+    prof.extra["launch_s"] = launch_cost(clock, cfg, gpu)
     prof.groups = fusion_groups(prof)
-    prof.extra["phases_s"] = {"record": t_record, "time_ops": t_ops, "time_program": t_program}
+    prof.extra["phases_s"] = {"record": t_record, "time_in_program": t_inprog,
+                              "time_ops_alone": t_ops, "time_program": t_program}
+    prof.extra["in_program_runs"] = len(inprog.run_s)
+    # Σ ops run by run (on a shared machine a run's ops share its load; medians taken op by
+    # op mix slow runs with fast ones) beside each run's wall under the mode
+    prof.extra["ops_run_s"] = inprog.ops_s
+    prof.extra["run_wall_s"] = inprog.run_s
+    prof.extra["paired_eager_s"] = inprog.eager_s
+    prof.extra["ops_over_eager_paired"] = inprog.paired_ratio()
+    prof.extra["ops_alone_s"] = sum((p.case.evidence.extra["alone"]["median_s"] or 0.0)
+                                    * p.op.calls for p in places)
+    prof.extra["program_working_set"] = program_ws
     prof.extra["clock_info"] = clock.info()
     prof.extra["load_start"] = load_start
     prof.extra["roofs_from"] = roofs_from(roofs)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from roofbench.records import RoofSet
 
 from ..present.amdahl import roof_time
-from .profile_model import ridge_of
+from .profile_model import compute_dtype, precision_of, ridge_of
 from .profile_ops import TensorMeta, union_bytes
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class Group:
     flops: int
     eager_bytes: int
     fused_bytes: int
-    eager_s: float  # the members' medians summed: one occurrence, each op timed alone
+    eager_s: float  # the members' medians summed: one occurrence, timed in the program
     precision: str
     count: int = 1
     occurrences: list[list[int]] = field(default_factory=list)
@@ -64,10 +64,15 @@ class Group:
         """One occurrence's time at the roofs with the fused bytes."""
         return roof_time(self.flops, {"dram": self.fused_bytes}, self.precision, roofs)
 
-    def predicted_speedup(self, roofs: RoofSet | None) -> float | None:
-        """The eager group's measured time over the fused kernel's time at the roof: the
-        most one fused kernel can gain over these ops here."""
+    def predicted_speedup(self, roofs: RoofSet | None,
+                          launch_s: float | None = None) -> float | None:
+        """The eager group's measured time (in the program) over the fused kernel's: its
+        time at the roof plus one launch (``launch_s``, measured on this machine: the
+        dispatch a fused kernel still pays); the most one fused kernel can gain here."""
         t = self.fused_roof_s(roofs)
+        if t is None:
+            return None
+        t += launch_s or 0.0
         return self.eager_s / t if t else None
 
 
@@ -153,5 +158,7 @@ def fusion_groups(prof: Profile) -> list[Group]:
                           sum(p.op.flops for p in ops), sum(p.op.bytes for p in ops),
                           union_bytes(ext_reads) + union_bytes(escapes),
                           sum(p.case.measurement.median_s or 0.0 for p in ops),
-                          ops[0].case.identity.precision, occurrences=[calls])
+                          # the members' compute dtype, not the first op's (an int64 index)
+                          precision_of(compute_dtype([p.op for p in ops]), "element-wise",
+                                       False), occurrences=[calls])
     return sorted(rows.values(), key=lambda g: -(g.eager_s * g.count))

@@ -31,6 +31,18 @@ def precision_of(dtype: str, fam: str, gpu: bool) -> str:
     return p
 
 
+def compute_dtype(ops: list[Distinct]) -> str:
+    """The dtype ops compute in: the floating dtype carrying most of their FLOPs (else most
+    of their bytes), never the int64 of token ids or positions."""
+    weight: dict[str, int] = {}
+    for d in ops:
+        if d.dtype in DTYPES:
+            weight[d.dtype] = weight.get(d.dtype, 0) + (d.flops * 10**6 + d.bytes) * d.calls
+    if weight:
+        return max(weight, key=lambda k: weight[k])
+    return ops[0].dtype if ops else "float32"
+
+
 @dataclass
 class OpPlace:
     """One distinct op placed: its record (one call), how often it ran, its Amdahl share."""
@@ -69,7 +81,7 @@ def program_case(recording: Recording, clock: Clock, gpu: bool, variant: str,
         p = precision_of(d.dtype, d.family, gpu)
         by_prec[p] = by_prec.get(p, 0) + d.flops * d.calls
     prec = max(by_prec, key=lambda k: by_prec[k]) if by_prec else "fp32"
-    dt = next((d.dtype for d in calls if d.flops), calls[0].dtype if calls else "float32")
+    dt = compute_dtype(calls)
     return CaseResult(
         Identity(workload="program", variant=variant, backend=clock.backend_name,
                  dtype=DTYPES.get(dt, dt), size=[len(recording.calls)], precision=prec,

@@ -15,7 +15,9 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from .profile_bytes import indexed_bytes
 from .profile_ops import TensorMeta, convention_flops, family, union_bytes
+from .profile_state import Backups
 
 
 @dataclass
@@ -71,7 +73,7 @@ def _dtype_name(dt: Any) -> str:
 class Recorder:
     """The dispatch mode and what it saw (``recording()`` when the program has run)."""
 
-    def __init__(self, clone: bool = True) -> None:
+    def __init__(self, clone: bool = True, backups: Backups | None = None) -> None:
         import torch
         from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -89,7 +91,11 @@ class Recorder:
         class _Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
+                if backups is not None:  # the caller's storages copied before a write
+                    backups.before(func, args, kwargs)
                 out = func(*args, **kwargs)
+                if backups is not None:
+                    backups.made(out, args, kwargs)
                 rec.record(func, args, kwargs, out)
                 return out
 
@@ -159,8 +165,10 @@ class Recorder:
         alloc = packet in ("empty", "empty_like", "empty_strided", "new_empty")
         reads = 0 if is_view else union_bytes(read_metas)
         writes = 0 if (is_view or alloc) else union_bytes(written)
-
         meta_of = {id(t): m for t, m in zip(in_tensors, ins, strict=True)}
+        rule = None if is_view else indexed_bytes(packet, args, kwargs, meta_of, outs)
+        if rule is not None:  # an indexed op: what it touches, not every span
+            reads, writes = rule
         margs, mkwargs = tree_map(lambda x: meta_of.get(id(x), x) if self._is_tensor(x)
                                   else x, (args, kwargs))
         alias = tuple(m.storage for m in ins)
@@ -241,9 +249,11 @@ class Recorder:
 
 
 def record_program(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                   clone: bool = True) -> tuple[Recording, Any]:
-    """Run ``fn(*args, **kwargs)`` once under the recorder: (what it did, its result)."""
-    r = Recorder(clone=clone)
+                   clone: bool = True, backups: Backups | None = None
+                   ) -> tuple[Recording, Any]:
+    """Run ``fn(*args, **kwargs)`` once under the recorder: (what it did, its result);
+    ``backups`` copies each pre-existing storage before the program first writes it."""
+    r = Recorder(clone=clone, backups=backups)
     with r.mode:
         result = fn(*args, **kwargs)
     return r.recording(result), result

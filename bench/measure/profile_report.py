@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,11 @@ class Profile:
 
     @property
     def ops_s(self) -> float:
+        """The ops' seconds in one run of the program: the median over the timed runs of
+        each run's calls summed (in-program timing), else each op's median x its calls."""
+        runs = self.extra.get("ops_run_s")
+        if runs:
+            return float(statistics.median(runs))
         return sum(p.total_s for p in self.ops)
 
     @property
@@ -86,6 +92,16 @@ class Profile:
 
     def write(self, out: str | Path) -> list[Path]:
         return write_profile(self, Path(out))
+
+    def project(self, roofs: RoofSet | str | Path) -> Any:
+        """This profile's counts on another device's roofs (``profile_project.Projection``,
+        kept in ``extra['projection']`` for the report): lower bounds, not measurements."""
+        from .profile_project import load_target, project
+
+        proj = (project(self, roofs) if isinstance(roofs, RoofSet)
+                else project(self, load_target(roofs), f"`{roofs}`"))
+        self.extra["projection"] = proj.to_dict()
+        return proj
 
 
 def _ai(v: float | None) -> str:
@@ -146,7 +162,8 @@ def group_rows(prof: Profile) -> list[dict[str, Any]]:
     out = []
     timed = {t.group: t for t in prof.compiled.groups} if prof.compiled else {}
     for i, g in enumerate(prof.groups):
-        fused_t, bound = g.fused_roof_s(prof.roofs), g.predicted_speedup(prof.roofs)
+        fused_t = g.fused_roof_s(prof.roofs)
+        bound = g.predicted_speedup(prof.roofs, prof.extra.get("launch_s"))
         t = timed.get(i)
         out.append({"group": i, "ops": " -> ".join(g.names), "occurs": g.count,
                     "FLOPs": si(g.flops, ""), "eager bytes": si(g.eager_bytes, "B"),
@@ -163,7 +180,29 @@ def group_rows(prof: Profile) -> list[dict[str, Any]]:
                 if t.compiled and sp
                 else f"not compiled: {t.error}"
             )
+            if t.compiled and sp and bound:
+                out[-1]["predicted / measured"] = f"{bound / sp:.3g}"
+                why = _why_off(g, t, fused_t, prof.extra.get("launch_s"))
+                if not 0.5 <= bound / sp <= 2 and why:
+                    out[-1]["why not within 2x"] = why
     return out
+
+
+def _why_off(g: Any, t: Any, fused_t: float | None, launch_s: float | None) -> str:
+    """What, measured, puts a group's predicted bound more than 2x off its compiled speedup:
+    the replayed eager time against the one in the program, the compiled kernel against
+    the fused bound (bytes at the roof plus one launch)."""
+    why = []
+    alone = t.eager.measurement.median_s
+    if alone and g.eager_s and not 0.5 <= g.eager_s / alone <= 2:
+        why.append(f"its ops took {duration(g.eager_s)} in the program, "
+                   f"{duration(alone)} replayed alone (the measured speedup is the replay's)")
+    comp = t.compiled.measurement.median_s
+    floor = (fused_t or 0.0) + (launch_s or 0.0)
+    if comp and floor and floor / comp < 0.5:
+        why.append(f"the compiled kernel ran at {floor / comp:.0%} of the fused bound "
+                   f"({duration(floor)}: fused bytes at the roof + one launch)")
+    return "; ".join(why)
 
 
 def compiled_lines(prof: Profile) -> list[str]:
@@ -221,26 +260,51 @@ def _load_line(prof: Profile, load: tuple[float, ...] | None) -> str:
             f"{os.cpu_count()} cores" + (f"; torch threads {threads}" if threads else ""))
 
 
+def _timed_line(prof: Profile, calls: int, distinct: int) -> str:
+    runs = prof.extra.get("in_program_runs")
+    if not runs:
+        return (f"{calls} aten calls, {distinct} distinct ops, each timed alone "
+                f"({prof.clock}) on its first call's cloned arguments; the program timed end "
+                "to end the same way.")
+    return (f"{calls} aten calls, {distinct} distinct ops, each call timed where it runs "
+            f"({prof.clock} around it) in {runs} runs of the program (the times shown, "
+            "tables and plot); each distinct op also replayed alone on its first call's "
+            "cloned arguments, its data warm (results.json: evidence.extra.alone); the "
+            "program timed end to end without the timing mode.")
+
+
+def _sum_lines(prof: Profile) -> list[str]:
+    gap = prof.overhead_s
+    lines = [f"sum of the ops in the program (each run's calls summed, median run): "
+             f"{duration(prof.ops_s)}"]
+    alone = prof.extra.get("ops_alone_s")
+    if alone is not None:
+        lines.append(f"sum of the ops alone, data warm (median x calls): {duration(alone)}")
+    walls, sums = prof.extra.get("run_wall_s") or [], prof.extra.get("ops_run_s") or []
+    if walls and sums:
+        ratio = statistics.median(o / w for o, w in zip(sums, walls, strict=True) if w)
+        lines.append(f"the ops' share of each timed run's wall (median): {ratio:.1%} "
+                     "(the rest: Python between the ops and the timing mode's own cost)")
+    paired = prof.extra.get("ops_over_eager_paired")
+    if paired is not None:
+        lines.append(f"the ops over the eager program, run by run (each timed run followed "
+                     f"by one eager run; median): {paired:.3f}")
+    lines += [f"the whole program: {duration(prof.program_s)}",
+              f"framework and dispatch overhead (program - sum of ops): "
+              f"{'-' if gap < 0 else ''}{duration(abs(gap))}"
+              + (" (negative: the ops took longer in their timed runs than the program in "
+                 "its own; on a loaded machine the runs differ)" if gap < 0 else "")]
+    return lines
+
+
 def sections(prof: Profile) -> list[Section]:
     p = prof.program
     rid = ridge_of(prof.roofs, p.identity.precision)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     calls, distinct = len(prof.recording.calls), len(prof.ops)
-    head: list[Block] = [Text(f"{calls} aten calls, {distinct} distinct ops, "
-                 f"each timed alone ({prof.clock}) on its first call's cloned arguments; "
-                 f"the program timed end to end the same way."),
-            Table(program_rows(prof)),
-            Items([f"sum of the ops (each median x calls): {duration(prof.ops_s)}",
-                   f"the whole program: {duration(prof.program_s)}",
-                   f"framework and dispatch overhead (program - sum of ops): "
-                   f"{'-' if prof.overhead_s < 0 else ''}{duration(abs(prof.overhead_s))}"
-                   + (" (negative: the ops ran faster inside the program than alone)"
-                      if prof.overhead_s < 0 else "")
-                   + "; an op replayed alone keeps its own data warm in cache, inside the "
-                     "program the ops evict each other's (weights streamed from DRAM): "
-                     "part of a positive gap is that, not dispatch",
-                   _roofs_line(prof, rid),
-                   _load_line(prof, load)])]
+    head: list[Block] = [Text(_timed_line(prof, calls, distinct)), Table(program_rows(prof)),
+                         Items([*_sum_lines(prof), _roofs_line(prof, rid),
+                                _load_line(prof, load)])]
     head += [Text(x) for x in compiled_lines(prof)]
     out = [Section(f"Program: {prof.name}", head)]
     if prof.extra.get("jax"):
@@ -276,6 +340,15 @@ def sections(prof: Profile) -> list[Section]:
         if others:
             conv.append(Text("No convention (0 FLOPs counted): " + ", ".join(others)))
         out.append(Section("Counting conventions", conv))
+    pj = prof.extra.get("projection")
+    if pj:
+        out.append(Section(f"Projected onto {pj['device']}: a projection", [
+            Text(f"{pj['mark']}; roofs from {pj['roofs_from']}. The program's bound there: "
+                 f"{duration(pj['program_bound_s'])} (its ops' bounds summed; launch and "
+                 f"dispatch not included), measured here {duration(prof.program_s)}."),
+            Table([{**r, "bound/call s": duration(r["bound/call s"]),
+                    "here/call s": duration(r["here/call s"])}
+                   for r in pj["ops"][:SHOWN_OPS]])]))
     return out
 
 

@@ -53,3 +53,25 @@ def test_the_program_section_names_its_roofs_and_the_overhead():
     assert "fp32 200 GFLOP/s (fp32 fma), ridge 10 FLOP/B" in text
     assert "framework and dispatch overhead (program - sum of ops): " in text
     assert "torch threads" in text
+
+
+def test_a_group_more_than_2x_off_its_compiled_speedup_says_why():
+    from roofbench.bench.measure.profile_compile import GroupTiming
+    from roofbench.bench.measure.profile_report import group_rows
+
+    prof = run(lambda a, b: torch.sqrt(a * a + b * b), torch.randn(4096), torch.randn(4096))
+    assert prof.groups
+    g = prof.groups[0]
+    g.eager_s = 1e-3  # its ops in the program
+    eager, comp = copy.deepcopy(prof.program), copy.deepcopy(prof.program)
+    eager.measurement.median_s, comp.measurement.median_s = 1e-4, 5e-5  # replayed: 2x
+    prof.compiled = Compiled(copy.deepcopy(prof.program), kernels=["k"],
+                             eager_bytes=1, fused_bytes=1)
+    prof.compiled.groups = [GroupTiming(0, eager, comp, ["k"])]
+    prof.extra["launch_s"] = 1e-6
+    row = group_rows(prof)[0]
+    bound = g.predicted_speedup(prof.roofs, 1e-6)
+    assert row["predicted / measured"] == f"{bound / 2:.3g}"
+    floor = g.fused_roof_s(prof.roofs) + 1e-6
+    assert "took 1 ms in the program, 100 us replayed alone" in row["why not within 2x"]
+    assert f"ran at {floor / 5e-5:.0%} of the fused bound" in row["why not within 2x"]
