@@ -193,7 +193,7 @@ class AbSession:
                                           output=out, tolerance=tolerance)
         fa, fb = caps["A"].fn, caps["B"].fn
         # placed as measure places them: on the cache level their data fits in, on a CPU
-        ws = {side: working_set(a, out) if clock.kind == "cpu" else None
+        ws = {side: (working_set(a, out) or None) if clock.kind == "cpu" else None
               for side, a, out in (("A", args, output),
                                    ("B", b_args, output if output_b is None else output_b))}
         if recs["A"].valid and recs["B"].valid and fa is not None and fb is not None:
