@@ -22,17 +22,21 @@ this device's calibration cache, measured once by the quick calibration when abs
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from roofbench.boundary import Refusal
 from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RoofSet
 from roofbench.timing import TimerConfig
 
+from ..errors import UserError
 from ..present.amdahl import Share, roof_time
-from . import core
+from . import core, door
 from .callables import clock_for
+from .door import MeasureError
 from .profile_model import (
     DTYPES,
     OpPlace,
@@ -43,6 +47,7 @@ from .profile_model import (
 )
 from .profile_record import Distinct, record_program
 from .profile_report import Profile
+from .user_code import raised_by_user, users_failure
 
 
 def op_case(op: Distinct, gpu: bool, backend: str) -> CaseResult:
@@ -70,19 +75,68 @@ def profile(fn: Callable[..., Any], *args: Any, roofs: RoofSet | str | Path | No
     """Profile ``fn(*args, **kwargs)`` (a function or an ``nn.Module``) op by op on this
     device's roofs (see the module doc). A jitted JAX function is placed whole
     (``profile_jax``). ``compile=True`` adds the program under ``torch.compile``; ``out``
-    writes results.json, report.md and roofline.png there. The program runs under the
-    caller's grad mode: wrap the call in ``torch.no_grad()`` for inference."""
+    writes results.json, profile.md and roofline.png there (a folder that holds a run, or
+    the roofs file given, is never written over: its first free sibling ``out-2`` is).
+    Every argument is checked before the program runs (a ``MeasureError``, one line); a
+    keyword of the program named like one of these (roofs, timer, compile, name, out)
+    reaches it through ``functools.partial``. The program runs under the caller's grad
+    mode: wrap the call in ``torch.no_grad()`` for inference."""
+    return run_profile(fn, args, kwargs, roofs=roofs, timer=timer, compile=compile,
+                       name=name, out=out)
+
+
+def run_profile(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                roofs: Any = None, timer: Any = None, compile: Any = False,
+                name: Any = None, out: Any = None) -> Profile:
+    """``profile`` with the program's keywords as a dict (any names, ``out`` too)."""
     from .profile_jax import is_jax, profile_jax
 
-    label = name or getattr(fn, "__qualname__", None) or type(fn).__name__
-    if is_jax(fn, args):
-        prof = profile_jax(fn, args, kwargs, roofs=roofs, timer=timer, name=label)
-    else:
-        prof = profile_torch(fn, args, kwargs, roofs=roofs, timer=timer, name=label,
-                             compile=compile)
-    if out is not None:
-        prof.write(out)
+    door.function(fn)
+    roofs, label = door.roofs_arg(roofs), door.name(name)
+    if timer is not None and not isinstance(timer, TimerConfig):
+        raise MeasureError(f"timer= must be a TimerConfig, got {type(timer).__name__}")
+    if not isinstance(compile, bool):
+        raise MeasureError(f"compile= must be True or False, got {compile!r}")
+    where = door.out_arg(out)
+    if where is not None:
+        from ..results import check_out_folder  # pandas: loaded when a profile is written
+
+        try:
+            check_out_folder(where)
+        except UserError as e:
+            raise MeasureError(f"out=: {e}") from None
+    refuse_tensors([*args, *kwargs.values()])
+    label = label or getattr(fn, "__qualname__", None) or type(fn).__name__
+    try:
+        if is_jax(fn, args):
+            prof = profile_jax(fn, args, kwargs, roofs=roofs, timer=timer, name=label)
+        else:
+            prof = profile_torch(fn, args, kwargs, roofs=roofs, timer=timer, name=label,
+                                 compile=compile)
+    except (Exception, SystemExit) as e:
+        if isinstance(e, Refusal) or not raised_by_user(e):
+            raise
+        raise users_failure(e, f"the program {label}") from e
+    if where is not None:
+        prof.write(where)
     return prof
+
+
+def refuse_tensors(values: list[Any]) -> None:
+    """A sparse or meta tensor among the program's arguments: refused with the reason (the
+    byte rule counts dense storage; a meta tensor has no data, so no time to place)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    for i, v in enumerate(values):
+        if not isinstance(v, torch.Tensor):
+            continue
+        if v.is_meta:
+            raise MeasureError(f"argument {i} is a meta tensor: it has no data, so nothing "
+                               "it does can be timed or placed; pass real tensors")
+        if v.layout != torch.strided:
+            raise MeasureError(f"argument {i} is a {v.layout} tensor: profile counts the "
+                               "bytes of dense (strided) tensors only; pass v.to_dense()")
 
 
 def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
