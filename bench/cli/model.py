@@ -111,7 +111,7 @@ def cmd_model(args: argparse.Namespace) -> int:
             f"{len(prof.compiled.kernels)} generated kernel(s)"
         )
     elif prof.compiled is not None:
-        print(f"compiled: failed ({prof.compiled.outcome.error})")
+        print(f"compiled: failed ({prof.compiled.error})")
     for path in paths:
         print(f"wrote {path}")
     return 0

@@ -21,10 +21,13 @@ this device's calibration cache, measured once by the quick calibration when abs
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -149,8 +152,10 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
 
     load_start = os.getloadavg() if hasattr(os, "getloadavg") else None
     t0 = time.perf_counter()
-    recording, _ = record_program(fn, args, kwargs)
+    with threads_started() as started:
+        recording, result = record_program(fn, args, kwargs)
     t_record = time.perf_counter() - t0
+    seen = unseen_work(recording, result, started)  # what the recorder could not count
     tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
     clock = clock_for(tensors)
     gpu = clock.kind == "gpu"
@@ -176,6 +181,7 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
                    "CUDA events" if gpu else "host clock")
     if note:
         prof.notes.append(note)
+    prof.notes += seen
     whole = max(prof.program_s, prof.ops_s) or 1.0
     for p in places:
         rt = roof_time(p.op.flops, p.case.declaration.bytes, p.case.identity.precision, rs)
@@ -195,6 +201,61 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
             for op in recording.distinct:
                 op.replay = None
     return prof
+
+
+@contextlib.contextmanager
+def threads_started() -> Iterator[list[str]]:
+    """The names of the threads started while the program is recorded (the recorder sees
+    the ops of the calling thread only)."""
+    started: list[str] = []
+    real = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        started.append(self.name)
+        real(self)
+    threading.Thread.start = start  # type: ignore[method-assign]
+    try:
+        yield started
+    finally:
+        threading.Thread.start = real  # type: ignore[method-assign]
+
+
+INTEGER = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
+
+
+def unseen_work(recording: Any, result: Any, threads: list[str]) -> list[str]:
+    """What the counts cannot hold, refused or said (issue 39): ops on meta tensors are
+    refused (no data: their time is not traffic); complex ops are left at 0 FLOPs (torch's
+    registry counts one per element, a complex multiply is six real FLOPs); integer ops,
+    work in threads the program started, and a program that ran no aten op are noted."""
+    notes: list[str] = []
+    meta = [d.name for d in recording.distinct if d.device == "meta"]
+    if meta:
+        raise MeasureError(f"the program computes on meta tensors ({', '.join(meta[:3])}): "
+                           "they hold no data, so their ops' times are no traffic to place; "
+                           "profile a program on real tensors")
+    cplx = [d for d in recording.distinct if d.dtype.startswith("complex") and d.flops]
+    for d in cplx:
+        d.flops, d.flops_by = 0, "not counted: complex arithmetic (one op is 2-6 real FLOPs)"
+    if cplx:
+        names = ", ".join(sorted({d.name for d in cplx}))
+        notes.append(f"{len(cplx)} op(s) on complex tensors ({names}) "
+                     "counted as 0 FLOPs, placed by bandwidth: torch counts one FLOP per "
+                     "element where a complex multiply is six real ones")
+    ints = sorted({d.name for d in recording.distinct if d.dtype in INTEGER and d.flops})
+    if ints:
+        notes.append(f"integer op(s) ({', '.join(ints[:4])}) counted one operation per "
+                     "element and held against the fp32 roof: no integer roof is measured")
+    if threads:
+        notes.append(f"the program started {len(threads)} thread(s) ({', '.join(threads[:3])})"
+                     ": the ops they ran are not recorded (the recorder sees the calling "
+                     "thread's), so their time is counted as framework overhead")
+    if not recording.calls:
+        why = ("it returned a generator, which nothing iterated" if inspect.isgenerator(result)
+               else "its work is not PyTorch's (numpy, a C extension) or ran in another "
+               "thread")
+        notes.append(f"no aten op was recorded: {why}; the program's whole time is overhead")
+    return notes
 
 
 def _replay(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], None]:

@@ -180,7 +180,7 @@ def compiled_lines(prof: Profile) -> list[str]:
     if c is None:
         return []
     if c.case is None:
-        return [f"`torch.compile` failed: {c.outcome.error}"]
+        return [f"`torch.compile` failed: {c.error}"]
     eager, comp = prof.program, c.case
     me, mc = eager.measurement.median_s, comp.measurement.median_s
     speed = (me / mc) if me and mc else None

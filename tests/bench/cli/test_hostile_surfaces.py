@@ -210,7 +210,9 @@ def test_a_jax_shape_error_is_the_users(tmp_path):
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
     f = jax.jit(lambda a, b: a @ b)
-    with pytest.raises(roofbench.bench.measure.user_code.UserCodeError) as e:
+    from roofbench.bench.measure.user_code import UserCodeError
+
+    with pytest.raises(UserCodeError) as e:
         roofbench.profile(f, jnp.ones((3, 4)), jnp.ones((5, 6)), roofs=ROOFS, timer=FAST)
     assert e.value.code == 1 and "\n" not in str(e.value) and "TypeError" in str(e.value)
 
@@ -326,6 +328,84 @@ def test_meta_and_sparse_arguments_are_refused_with_the_reason(make, needle):
 SETTING_ATTEMPTS = 5 + 6 + 3
 
 
+# -- unusual work: counted right, refused, or said -----------------------------------------
+
+def _threaded(x):
+    import threading
+
+    out = []
+    t = threading.Thread(target=lambda: out.append(x @ x), name="worker")
+    t.start()
+    t.join()
+    return out[0]
+
+
+def _generator(x):
+    yield x * 2
+
+
+@pytest.mark.parametrize("fn, arg, needle", [
+    (lambda x: x * x, lambda: torch.randn(64, dtype=torch.complex64), "complex tensors"),
+    (lambda x: x * x + x, lambda: torch.randint(0, 9, (64,)), "no integer roof"),
+    (_threaded, lambda: torch.ones(32, 32), "started 1 thread(s) (worker)"),
+    (lambda x: __import__("numpy").add(x, x), lambda: __import__("numpy").ones(64),
+     "no aten op was recorded: its work is not PyTorch's"),
+    (_generator, lambda: torch.ones(8), "returned a generator"),
+], ids=["complex", "integer", "thread", "numpy", "generator"])
+def test_work_the_counts_cannot_hold_is_said(fn, arg, needle):
+    with torch.no_grad():
+        prof = roofbench.profile(fn, arg(), roofs=ROOFS, timer=FAST)
+    assert any(needle in n for n in prof.notes), prof.notes
+    if needle == "complex tensors":  # not one FLOP per element: not counted, by bandwidth
+        assert all(p.op.flops == 0 for p in prof.ops)
+
+
+def test_meta_tensors_made_inside_the_program_are_refused():
+    with torch.no_grad(), pytest.raises(MeasureError, match="meta tensors"):
+        roofbench.profile(lambda x: torch.ones(1 << 20, device="meta") * 2 + x.sum(),
+                          torch.ones(4), roofs=ROOFS, timer=FAST)
+
+
+def test_jax_static_argnums_are_kept_static():
+    jax = pytest.importorskip("jax")
+    f = jax.jit(lambda a, n: a * n, static_argnums=(1,))
+    prof = roofbench.profile(f, jax.numpy.ones(8), 3, roofs=ROOFS, timer=FAST)
+    assert prof.program.measurement.median_s
+
+
+def test_a_failing_torch_compile_is_said_and_the_profile_written(tmp_path, roofs_file,
+                                                                 monkeypatch, capsys):
+    import torch._inductor.utils as iu
+
+    def fail(*a, **kw):
+        raise RuntimeError("inductor cannot build this")
+    monkeypatch.setattr(iu, "run_and_get_code", fail)
+    p = _script(tmp_path, PROGRAM)
+    rc, said, err = _cli(["model", str(p), "--roofs", str(roofs_file), "--compile", "--out",
+                          str(tmp_path / "o")], capsys)
+    assert rc == 0, err
+    assert "compiled: failed (RuntimeError: inductor cannot build this)" in said
+    assert "`torch.compile` failed: RuntimeError" in (tmp_path / "o" / "profile.md").read_text()
+
+
+def test_ab_fail_on_invalid_with_only_an_invalid_new_side_fails_the_gate(tmp_path, capsys):
+    side = ("import numpy as np\nN = 1 << 12\na = np.full(N, 0.5, np.float32)\n"
+            "c = np.empty_like(a)\ndef add(a, c): np.add(a, {x}, out=c)\n"
+            "AB_CASES = {{'add': dict(fn=add, args=(a, c), flops=N, reads=a, writes=c, "
+            "reference=np.full(N, 1.0), output=c)}}\n")
+    (tmp_path / "base.py").write_text(side.format(x="a"))
+    (tmp_path / "new.py").write_text(side.format(x="1.0"))
+    (tmp_path / "roofs.json").write_text(json.dumps(AB_ROOFS))
+    rc, said, err = _cli(["ab", str(tmp_path / "base.py"), str(tmp_path / "new.py"), "--out",
+                          str(tmp_path / "ab"), "--quick", "--roofs",
+                          str(tmp_path / "roofs.json"), "--fail-on", "invalid"], capsys)
+    assert rc == 1, err
+    assert "gate failed (invalid): cpu/add/default/fp32/4096" in said
+
+
+UNUSUAL_ATTEMPTS = 5 + 1 + 1 + 1 + 1
+
+
 # -- compare: a file that contradicts itself -----------------------------------------------
 
 def _two_runs(tmp_path: Path, edit) -> tuple[Path, Path]:
@@ -384,7 +464,8 @@ def test_a_pytest_benchmark_file_without_counts_says_what_is_missing(tmp_path, c
 
 COMPARE_ATTEMPTS = 2 + 1
 
-SURFACE_ATTEMPTS = DATA_ATTEMPTS + USER_ATTEMPTS + SETTING_ATTEMPTS + COMPARE_ATTEMPTS
+SURFACE_ATTEMPTS = (DATA_ATTEMPTS + USER_ATTEMPTS + SETTING_ATTEMPTS + UNUSUAL_ATTEMPTS
+                    + COMPARE_ATTEMPTS)
 
 
 def test_count(capsys):
