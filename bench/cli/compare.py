@@ -134,15 +134,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     cmp = classify(a, b, threshold, fail_on, paths=(str(resolve_run(pa)), str(resolve_run(pb))))
     for path, run in ((pb, b), (pa, a)):  # why a side has nothing to compare, said first
         if not run.cases:
-            why = "; ".join(run.notes) or "it holds no case"
+            said = "; ".join(run.notes) or "it holds no case"
             cmp.notes.insert(0, f"nothing compared: {resolve_run(path)} has no case to "
-                                f"compare ({why})")
+                                f"compare ({said})")
     Console(width=max(Console().width, 160)).print(table(cmp))
     # A gate that judged nothing is refused before a file is written (exit 2), in the words
     # of why nothing was compared; a case the gate failed (invalid in B) is a judgement.
     if fail_on.active and cmp.compared == 0 and not cmp.failed:
-        why = [n for n in cmp.notes if n.startswith("nothing compared")]
-        raise UserError(why[0] if why else
+        nothing = [n for n in cmp.notes if n.startswith("nothing compared")]
+        raise UserError(nothing[0] if nothing else
                         "nothing compared: no common case has readable times in both runs")
     rs = [r for r in (a.roofs, b.roofs) if r is not None]
     paths = plot_roofline(rs, [a.cases, b.cases], base.with_suffix(""),
