@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib
 import io
 import json
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,8 +73,8 @@ def _enospc_on_write(tmp: Path, run: Path, mp: pytest.MonkeyPatch) -> None:
     def full(path: Path, data: bytes, **kw: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
     mp.setattr(roofbench.fileio, "atomic_write_bytes", full)
-    for mod in ("roofbench.bench.present.plot",):
-        mp.setattr(sys.modules[mod], "atomic_write_bytes", full, raising=False)
+    for mod in ("roofbench.bench.present.plot",):  # imported here: run alone, it was not yet
+        mp.setattr(importlib.import_module(mod), "atomic_write_bytes", full, raising=False)
 
 
 def _efbig_on_write(tmp: Path, run: Path, mp: pytest.MonkeyPatch) -> None:
