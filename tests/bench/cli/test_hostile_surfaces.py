@@ -178,7 +178,47 @@ def test_a_stop_while_the_report_is_drawn_is_recorded(tmp_path, monkeypatch):
     assert "interrupted while the profile's report" in (tmp_path / "p" / "profile.md").read_text()
 
 
-DATA_ATTEMPTS = 2 + 2 + 16 + 2 + 2 + 1
+def test_a_sigterm_while_model_draws_its_report_exits_130_recorded(tmp_path, roofs_file,
+                                                                    monkeypatch, capsys):
+    import roofbench.bench.present.plot as plot
+
+    from roofbench.boundary import Stopped
+
+    def stop(*a, **kw):
+        raise Stopped("SIGTERM")
+    monkeypatch.setattr(plot, "plot_roofline", stop)
+    p = _script(tmp_path, PROGRAM)
+    rc, _, err = _cli(["model", str(p), "--roofs", str(roofs_file), "--out",
+                       str(tmp_path / "o")], capsys)
+    assert rc == 130 and "stopped by SIGTERM" in err
+    assert load_run(tmp_path / "o").interrupted
+    assert "interrupted while" in (tmp_path / "o" / "profile.md").read_text()
+
+
+def test_two_model_processes_into_one_out_at_once_both_kept(tmp_path, roofs_file):
+    """Two `roofbench model` processes started together into one --out: both exit 0, each
+    says the folder it wrote, and the two folders differ and hold a whole run each."""
+    import os
+    import subprocess
+    import sys
+
+    p = _script(tmp_path, PROGRAM)
+    root = Path(roofbench.__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    cmd = [sys.executable, "-m", "roofbench.bench.cli", "model", str(p), "--roofs",
+           str(roofs_file), "--out", str(tmp_path / "out"), "--threads", "1"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=tmp_path) for _ in range(2)]
+    outs = [pr.communicate(timeout=600) for pr in procs]
+    assert [pr.returncode for pr in procs] == [0, 0], outs
+    wrote = {ln.split()[1] for o, _ in outs for ln in o.splitlines()
+             if ln.startswith("wrote ") and ln.endswith("results.json")}
+    assert wrote == {str(tmp_path / "out" / "results.json"),
+                     str(tmp_path / "out-2" / "results.json")}
+    assert all(load_run(w).cases for w in wrote)
+
+
+DATA_ATTEMPTS = 2 + 2 + 16 + 2 + 2 + 1 + 1 + 2
 
 
 # -- the user's failure is the user's ------------------------------------------------------
