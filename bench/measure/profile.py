@@ -108,6 +108,13 @@ def run_profile(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
             check_out_folder(where)
         except UserError as e:
             raise MeasureError(f"out=: {e}") from None
+    if roofs is not None and not isinstance(roofs, RoofSet):  # a file: readable, before work
+        from roofbench.roofs.files import RoofsFileError, load_roofs
+
+        try:
+            load_roofs(roofs)
+        except RoofsFileError as e:
+            raise MeasureError(f"roofs=: {e}") from None
     refuse_tensors([*args, *kwargs.values()])
     label = label or getattr(fn, "__qualname__", None) or type(fn).__name__
     try:

@@ -341,7 +341,9 @@ def test_model_settings_are_checked_before_the_script_runs(tmp_path, roofs_file,
     ({"compile": "yes"}, "compile= must be True or False"),
     ({"name": "a/b/c"}, "name= must be"),
     ({"out": "/dev/null/x"}, "under a file"),
-], ids=["timer-str", "roofs-int", "out-int", "compile-str", "name-3-parts", "out-under-file"])
+    ({"roofs": "/nonexistent/roofs.json"}, "roofs="),
+], ids=["timer-str", "roofs-int", "out-int", "compile-str", "name-3-parts", "out-under-file",
+        "roofs-missing-file"])
 def test_profile_checks_its_own_arguments_first(kw, needle):
     ran = []
 
@@ -365,7 +367,7 @@ def test_meta_and_sparse_arguments_are_refused_with_the_reason(make, needle):
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
-SETTING_ATTEMPTS = 5 + 6 + 3
+SETTING_ATTEMPTS = 5 + 7 + 3
 
 
 # -- unusual work: counted right, refused, or said -----------------------------------------
