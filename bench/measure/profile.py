@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from roofbench.boundary import Refusal
+from roofbench.errors_text import first_line
 from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RoofSet
 from roofbench.timing import TimerConfig
 
@@ -267,6 +268,14 @@ def unseen_work(recording: Any, result: Any, threads: list[str]) -> list[str]:
 
 def _replay(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], None]:
     def call() -> None:
-        func(*args, **kwargs)
+        try:
+            func(*args, **kwargs)
+        except Exception as e:  # the program ran this op: replaying it alone is roofbench's
+            raise ReplayError(f"replaying {func} alone failed: {first_line(e)}") from e
 
     return call
+
+
+class ReplayError(RuntimeError):
+    """An op the program ran failed when roofbench replayed it alone: roofbench's failure
+    (raised in its own frame, so never said as the program's)."""

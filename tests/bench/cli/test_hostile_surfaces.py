@@ -269,6 +269,21 @@ def program():
 '''
 
 
+def test_an_op_that_fails_only_when_replayed_is_roofbenchs(monkeypatch):
+    """The program ran; roofbench's replay of one op alone failed: not the user's error."""
+    from roofbench.bench.measure import profile as prof_mod
+    from roofbench.bench.measure.user_code import raised_by_user
+
+    real = prof_mod._replay
+
+    def broken(func, args, kwargs):
+        return real(lambda *a, **k: torch.ones(2) @ torch.ones(3), args, kwargs)
+    monkeypatch.setattr(prof_mod, "_replay", broken)
+    with torch.no_grad(), pytest.raises(prof_mod.ReplayError) as e:
+        roofbench.profile(lambda a: a * 2, torch.ones(8), roofs=ROOFS, timer=FAST)
+    assert not raised_by_user(e.value)
+
+
 def test_a_script_kwarg_named_like_an_option_reaches_the_program(tmp_path, roofs_file,
                                                                  capsys):
     p = _script(tmp_path, KWARGS)
@@ -299,7 +314,7 @@ def test_a_cases_factory_that_raises_is_one_line(tmp_path, capsys):
     assert rc == 2 and "AB_CASES() raised OSError: no data here" in line, err
 
 
-USER_ATTEMPTS = 5 + 1 + 1 + 1 + 1
+USER_ATTEMPTS = 5 + 1 + 1 + 1 + 1 + 1
 
 
 # -- every setting before any work ---------------------------------------------------------
