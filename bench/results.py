@@ -89,6 +89,20 @@ def check_writable(path: Path) -> None:
         raise UserError(f"output folder {path} is not writable ({e.strerror})") from None
 
 
+def check_out_folder(path: Path) -> None:
+    """An output folder that cannot be one, refused before any work, creating nothing: a
+    file, under a file, or in a folder this user cannot write."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"output path {path} is a file, not a folder")
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        raise UserError(f"output path {path} is under a file ({p}), not a folder")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise UserError(f"output folder {p} is not writable")
+
+
 # -- save / load ----------------------------------------------------------------------------
 
 def make_run_dir(results_root: Path, device: str, stamp: str | None = None) -> Path:
@@ -116,30 +130,53 @@ def make_run_dir(results_root: Path, device: str, stamp: str | None = None) -> P
 # What a session writes into its folder: a folder holding any of these holds a run (or a
 # user's file of that name), and a new session never writes over it.
 SESSION_FILES = ("results.json", "results.csv", "report.md", "report.html", "roofline.png",
-                 "roofline.svg", "occupancy.png", "occupancy.svg")
+                 "roofline.svg", "occupancy.png", "occupancy.svg", "profile.md")
+# An A/B job's folder (bench/measure/ab.py): its two runs and their comparison.
+AB_FILES = (*SESSION_FILES, "a", "b", "compare")
 
 
-def claim_folder(out: Path) -> Path:
-    """The folder a session (the measure API, the pytest plugin) writes: ``out`` itself when
-    it is new or holds none of ``SESSION_FILES``, else the first free sibling ``out-2``,
-    ``out-3``, ... made here with an exclusive mkdir: no run is ever written over."""
+# Made with O_EXCL in a folder a run is to write: the process that made it owns the folder,
+# so two runs started at once into one folder never share it (the second takes a sibling).
+CLAIM_FILE = ".roofbench-run"
+
+
+def _take(d: Path, holds: Sequence[str]) -> bool:
+    """Own ``d`` (an existing folder) when it holds none of ``holds`` and no claim."""
+    if any((d / name).exists() for name in holds):
+        return False
+    try:
+        fd = os.open(d / CLAIM_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{os.getpid()} {utc_stamp()}\n")
+    return True
+
+
+def claim_folder(out: Path, holds: Sequence[str] = SESSION_FILES) -> Path:
+    """The folder a run (the measure API, the pytest plugin, a profile, an A/B job) writes:
+    ``out`` itself when it holds none of ``holds`` (``SESSION_FILES``) and no other run
+    claimed it (``CLAIM_FILE``, made exclusively), else the first free sibling ``out-2``,
+    ``out-3``, ... claimed the same way: no run or input file is ever written over, and of
+    two runs into one folder at once each keeps its own."""
     check_writable(out.parent if not out.exists() else out)
     try:
-        out.mkdir(parents=True)
-        return out
+        out.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        pass
+        raise UserError(f"output path {out} is a file, not a folder") from None
     if not out.is_dir():
         raise UserError(f"output path {out} is a file, not a folder")
-    if not any((out / name).exists() for name in SESSION_FILES):
+    if _take(out, holds):
         return out
     for i in range(2, 10_000):
         d = out.with_name(f"{out.name}-{i}")
         try:
             d.mkdir()
         except FileExistsError:
-            continue
-        return d
+            if not d.is_dir():
+                continue
+        if _take(d, holds):
+            return d
     raise UserError(f"{out} and 10000 siblings already hold runs")
 
 
@@ -190,6 +227,8 @@ def save_run(run: RunResult, out: Path) -> Path:
     atomic_write_text(path, json.dumps(run.to_dict(), indent=1, allow_nan=True) + "\n",
                       replace_results=True)
     atomic_write_text(out / "results.csv", cases_frame(run).to_csv(index=False))
+    with contextlib.suppress(OSError):  # results.json holds the folder now: the claim goes
+        (out / CLAIM_FILE).unlink()
     return path
 
 

@@ -393,7 +393,7 @@ def case_problem(c: CaseResult) -> str | None:
                        ("precision", ident.precision), ("status", c.outcome.status)):
         if not isinstance(name, str) or not name:
             return f"{what} is {name!r}, not a name"
-    if not isinstance(c.identity.size, list) or not c.identity.size:
+    if not isinstance(c.identity.size, list):  # [] is a case without dimensions: a closure
         return f"size {c.identity.size!r} is not a list of dimensions"
     checks += [(f"size[{i}]", n, True, True) for i, n in enumerate(c.identity.size)]
     checks.append(("flops", c.declaration.flops, True, False))

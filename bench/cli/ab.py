@@ -27,9 +27,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from roofbench.boundary import Refusal
 from roofbench.errors_text import first_line
 
 from ..errors import UserError
+from ..measure.user_code import raised_by_user, users_failure
 from ..results import utc_stamp
 from .compare import cmd_compare, fail_on_spec, fraction, gate_of
 
@@ -60,7 +62,10 @@ def ab_cases(mod: ModuleType, spec: str) -> dict[str, dict[str, Any]]:
     """The module's AB_CASES, checked: name -> keywords with ``fn`` and ``args``."""
     cases = getattr(mod, "AB_CASES", None)
     if callable(cases):
-        cases = cases()
+        try:
+            cases = cases()
+        except (Exception, SystemExit) as e:  # the user's factory: said as theirs
+            raise UserError(f"{spec}: {users_failure(e, 'AB_CASES()')}") from None
     if not isinstance(cases, dict) or not cases:
         raise UserError(f"{spec} defines no AB_CASES (a dict of case name -> "
                         "dict(fn=..., args=(...), flops=..., reads=..., writes=...))")
@@ -97,10 +102,17 @@ def cmd_ab(args: argparse.Namespace) -> int:
                 res = ab.measure(fa, fb, *a_args, args_b=tuple(b_kw.get("args", ())),
                                  output_b=b_kw.get("output"), **a_kw)
             except TypeError as e:  # a keyword measure does not take
+                if raised_by_user(e):
+                    raise users_failure(e, f"AB_CASES[{n!r}]") from None
                 raise UserError(f"AB_CASES[{n!r}]: {first_line(e)}") from None
+            except (Exception, SystemExit) as e:  # a side raised: the user's, exit 1 (4)
+                if isinstance(e, Refusal) or not raised_by_user(e):
+                    raise
+                raise users_failure(e, f"AB_CASES[{n!r}]") from None
             v = res.verdict
             print(f"{n}: {v.verdict}" + (f" (B/A {v.ratio:.3f})" if v.ratio else ""),
                   flush=True)
+    out = ab.out or out  # the folder claimed: out-2 when out holds a job already
     print(f"A/B run: {out} (a/: {args.base}, b/: {args.new})")
     return cmd_compare(argparse.Namespace(
         a=str(out), b=None, out=str(out / "compare"), threshold=args.threshold,

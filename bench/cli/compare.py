@@ -23,6 +23,7 @@ from rich.table import Table
 from roofbench.fileio import atomic_write_text
 from roofbench.gate import Comparison, FailOn, classify
 from roofbench.records import RunResult
+from roofbench.run_checks import contradiction
 
 from ..errors import UserError
 from ..results import check_output_paths, check_writable, load_run, resolve_run
@@ -119,6 +120,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     threshold, fail_on = gate_of(args)
     pa, pb = runs_of(args.a, args.b)
     a, b = _samples_or_none(load_run(pa)), _samples_or_none(load_run(pb))
+    for path, run in ((pa, a), (pb, b)):
+        why = contradiction(run)
+        if why:  # refused before anything is judged or written
+            raise UserError(f"{resolve_run(path)} contradicts itself: {why}; not compared")
     if args.out is not None and not args.out.strip():
         raise UserError("--out is empty: give a path, or leave --out out for the default")
     base = Path(args.out) if args.out else resolve_run(pb).parent / "compare"
@@ -127,9 +132,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
                        inputs=[resolve_run(pa), resolve_run(pb)])
     check_writable(base.parent)
     cmp = classify(a, b, threshold, fail_on, paths=(str(resolve_run(pa)), str(resolve_run(pb))))
+    for path, run in ((pb, b), (pa, a)):  # why a side has nothing to compare, said first
+        if not run.cases:
+            said = "; ".join(run.notes) or "it holds no case"
+            cmp.notes.insert(0, f"nothing compared: {resolve_run(path)} has no case to "
+                                f"compare ({said})")
     Console(width=max(Console().width, 160)).print(table(cmp))
-    if fail_on.active and cmp.compared == 0:  # refused before a file is written (exit 2)
-        raise UserError(cmp.notes[0] if cmp.notes else
+    # A gate that judged nothing is refused before a file is written (exit 2), in the words
+    # of why nothing was compared; a case the gate failed (invalid in B) is a judgement.
+    if fail_on.active and cmp.compared == 0 and not cmp.failed:
+        nothing = [n for n in cmp.notes if n.startswith("nothing compared")]
+        raise UserError(nothing[0] if nothing else
                         "nothing compared: no common case has readable times in both runs")
     rs = [r for r in (a.roofs, b.roofs) if r is not None]
     paths = plot_roofline(rs, [a.cases, b.cases], base.with_suffix(""),

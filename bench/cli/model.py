@@ -22,6 +22,7 @@ from roofbench.paths import home
 
 from ..errors import UserError
 from ..results import make_run_dir, utc_stamp
+from .argtypes import checked
 
 
 def load_entry(script: str, entry: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
@@ -36,6 +37,8 @@ def load_entry(script: str, entry: str) -> tuple[Any, tuple[Any, ...], dict[str,
     sys.path.insert(0, str(path.resolve().parent))
     try:
         spec.loader.exec_module(mod)
+    except SystemExit as e:  # never passed on as roofbench's own exit code
+        raise UserError(f"{script} called sys.exit({e.code!r}) on import") from None
     except Exception as e:
         raise UserError(f"{script} failed to import: {first_line(e)}") from None
     finally:
@@ -46,6 +49,8 @@ def load_entry(script: str, entry: str) -> tuple[Any, tuple[Any, ...], dict[str,
                         "that returns (fn_or_module, args[, kwargs]))")
     try:
         got = fn()
+    except SystemExit as e:
+        raise UserError(f"{script}: {entry}() called sys.exit({e.code!r})") from None
     except Exception as e:
         raise UserError(f"{script}: {entry}() raised {first_line(e)}") from None
     if not (isinstance(got, tuple) and len(got) in (2, 3) and callable(got[0])
@@ -57,8 +62,20 @@ def load_entry(script: str, entry: str) -> tuple[Any, tuple[Any, ...], dict[str,
 
 
 def cmd_model(args: argparse.Namespace) -> int:
-    from ..measure.profile import profile
+    from ..measure.profile import run_profile
+    from ..results import check_out_folder
 
+    # every setting before the script is imported or anything profiled
+    out = Path(args.out).absolute() if args.out else None
+    if out is not None:
+        check_out_folder(out)
+    if args.roofs:
+        from roofbench.roofs.files import RoofsFileError, load_roofs
+
+        try:
+            load_roofs(args.roofs)
+        except RoofsFileError as e:
+            raise UserError(f"--roofs: {first_line(e, typed=False)}") from None
     fn, fargs, fkwargs = load_entry(args.script, args.entry)
     if args.threads:
         import torch
@@ -68,9 +85,9 @@ def cmd_model(args: argparse.Namespace) -> int:
     grad: Any = contextlib.nullcontext()
     if "torch" in sys.modules:
         grad = sys.modules["torch"].no_grad()
-    with grad:
-        prof = profile(fn, *fargs, roofs=args.roofs, compile=args.compile, name=name,
-                       **fkwargs)
+    with grad:  # the program's keywords as a dict: any name (out, name, timer) reaches it
+        prof = run_profile(fn, fargs, fkwargs, roofs=args.roofs, compile=args.compile,
+                           name=name)
     if args.on:
         from roofbench.roofs.files import RoofsFileError
 
@@ -83,8 +100,9 @@ def cmd_model(args: argparse.Namespace) -> int:
     if args.threads:
         prof.extra["threads"] = args.threads
         prof.notes.append(f"torch intra-op threads: {args.threads} (--threads)")
-    out = Path(args.out) if args.out else make_run_dir(
-        home() / "results", prof.device, f"{utc_stamp()}-model-{Path(args.script).stem}")
+    if out is None:
+        out = make_run_dir(home() / "results", prof.device,
+                           f"{utc_stamp()}-model-{Path(args.script).stem}")
     paths = prof.write(out)
     p = prof.program
     print(
@@ -106,7 +124,7 @@ def cmd_model(args: argparse.Namespace) -> int:
             f"{len(prof.compiled.kernels)} generated kernel(s)"
         )
     elif prof.compiled is not None:
-        print(f"compiled: failed ({prof.compiled.outcome.error})")
+        print(f"compiled: failed ({prof.compiled.error})")
     for path in paths:
         print(f"wrote {path}")
     return 0
@@ -127,6 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                    "this device's calibration cache)")
     p.add_argument("--on", metavar="ROOFS", help="also project the counts onto this roofs "
                                                  "file (another device's): lower bounds")
-    p.add_argument("--threads", type=int, metavar="N",
+    p.add_argument("--threads", type=checked(int, lambda v: v >= 1, "must be >= 1",
+                                             "a whole number"), metavar="N",
                    help="torch intra-op threads (default: torch's)")
     p.set_defaults(func=cmd_model)

@@ -25,6 +25,7 @@ whose ``environment["ab"]`` names the pairing (one id, the side); ``roofbench co
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -162,6 +163,23 @@ class AbResult:
     verdict: CaseVerdict  # per case at 95% (compare's is simultaneous over the run's cases)
 
 
+def claim_job(out: Path) -> Path:
+    """The A/B job's folder (``results.claim_folder`` over its a/, b/ and compare/)."""
+    from roofbench.boundary import Refusal
+
+    from ..results import AB_FILES, claim_folder
+    from .api import MeasureError
+
+    try:
+        got = claim_folder(out.absolute(), AB_FILES)
+    except Refusal as e:
+        raise MeasureError(f"out=: {e}") from None
+    if got != out.absolute():
+        print(f"roofbench: {out} holds an A/B job already: this one writes {got}",
+              file=sys.stderr, flush=True)
+    return got
+
+
 class AbSession:
     """Two sessions, ``out/a`` (base) and ``out/b`` (new), filled pair by pair (see the
     module doc). ``threshold``: the change the returned verdicts call ``same``."""
@@ -171,7 +189,9 @@ class AbSession:
                  roofs_cache: str | Path | None = None, timer: TimerConfig | None = None,
                  quick: bool = False, threshold: float = 0.05,
                  labels: tuple[str, str] = ("base", "new")) -> None:
-        self.out = Path(out) if out is not None else None
+        # The job's own folder, claimed now: a second job into the same --out takes out-2
+        # (its a/, b/ and compare/ beside the first job's, never over them).
+        self.out = claim_job(Path(out)) if out is not None else None
         self.id = uuid.uuid4().hex
         self.labels = labels
         self.sides = {s: Session(self.out / s.lower() if self.out else None, roofs=roofs,
@@ -209,7 +229,7 @@ class AbSession:
                                           output=out, tolerance=tolerance)
         fa, fb = caps["A"].fn, caps["B"].fn
         # placed as measure places them: on the cache level their data fits in, on a CPU
-        ws = {side: working_set(a, out) if clock.kind == "cpu" else None
+        ws = {side: (working_set(a, out) or None) if clock.kind == "cpu" else None
               for side, a, out in (("A", args, output),
                                    ("B", b_args, output if output_b is None else output_b))}
         if recs["A"].valid and recs["B"].valid and fa is not None and fb is not None:

@@ -21,12 +21,18 @@ this device's calibration cache, measured once by the quick calibration when abs
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from roofbench.boundary import Refusal
+from roofbench.errors_text import first_line
 from roofbench.records import (
     CaseResult,
     Declaration,
@@ -38,9 +44,11 @@ from roofbench.records import (
 )
 from roofbench.timing import TimerConfig
 
+from ..errors import UserError
 from ..present.amdahl import Share, roof_time
-from . import core
+from . import core, door
 from .callables import clock_for
+from .door import MeasureError
 from .profile_inprogram import time_in_program
 from .profile_levels import program_working_set, reuse_distances
 from .profile_model import (
@@ -61,6 +69,7 @@ from .profile_place import (
 from .profile_record import Distinct, record_program
 from .profile_report import Profile
 from .profile_state import Backups, Grads, working_copy
+from .user_code import raised_by_user, users_failure
 
 
 def op_case(op: Distinct, gpu: bool, backend: str) -> CaseResult:
@@ -88,19 +97,75 @@ def profile(fn: Callable[..., Any], *args: Any, roofs: RoofSet | str | Path | No
     """Profile ``fn(*args, **kwargs)`` (a function or an ``nn.Module``) op by op on this
     device's roofs (see the module doc). A jitted JAX function is placed whole
     (``profile_jax``). ``compile=True`` adds the program under ``torch.compile``; ``out``
-    writes results.json, report.md and roofline.png there. The program runs under the
-    caller's grad mode: wrap the call in ``torch.no_grad()`` for inference."""
+    writes results.json, profile.md and roofline.png there (a folder that holds a run, or
+    the roofs file given, is never written over: its first free sibling ``out-2`` is).
+    Every argument is checked before the program runs (a ``MeasureError``, one line); a
+    keyword of the program named like one of these (roofs, timer, compile, name, out)
+    reaches it through ``functools.partial``. The program runs under the caller's grad
+    mode: wrap the call in ``torch.no_grad()`` for inference."""
+    return run_profile(fn, args, kwargs, roofs=roofs, timer=timer, compile=compile,
+                       name=name, out=out)
+
+
+def run_profile(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                roofs: Any = None, timer: Any = None, compile: Any = False,
+                name: Any = None, out: Any = None) -> Profile:
+    """``profile`` with the program's keywords as a dict (any names, ``out`` too)."""
     from .profile_jax import is_jax, profile_jax
 
-    label = name or getattr(fn, "__qualname__", None) or type(fn).__name__
-    if is_jax(fn, args):
-        prof = profile_jax(fn, args, kwargs, roofs=roofs, timer=timer, name=label)
-    else:
-        prof = profile_torch(fn, args, kwargs, roofs=roofs, timer=timer, name=label,
-                             compile=compile)
-    if out is not None:
-        prof.write(out)
+    door.function(fn)
+    roofs, label = door.roofs_arg(roofs), door.name(name)
+    if timer is not None and not isinstance(timer, TimerConfig):
+        raise MeasureError(f"timer= must be a TimerConfig, got {type(timer).__name__}")
+    if not isinstance(compile, bool):
+        raise MeasureError(f"compile= must be True or False, got {compile!r}")
+    where = door.out_arg(out)
+    if where is not None:
+        from ..results import check_out_folder  # pandas: loaded when a profile is written
+
+        try:
+            check_out_folder(where)
+        except UserError as e:
+            raise MeasureError(f"out=: {e}") from None
+    if roofs is not None and not isinstance(roofs, RoofSet):  # a file: readable, before work
+        from roofbench.roofs.files import RoofsFileError, load_roofs
+
+        try:
+            load_roofs(roofs)
+        except RoofsFileError as e:
+            raise MeasureError(f"roofs=: {e}") from None
+    refuse_tensors([*args, *kwargs.values()])
+    label = label or getattr(fn, "__qualname__", None) or type(fn).__name__
+    try:
+        if is_jax(fn, args):
+            prof = profile_jax(fn, args, kwargs, roofs=roofs, timer=timer, name=label)
+        else:
+            prof = profile_torch(fn, args, kwargs, roofs=roofs, timer=timer, name=label,
+                                 compile=compile)
+    except (Exception, SystemExit) as e:
+        if isinstance(e, Refusal) or not raised_by_user(e):
+            raise
+        raise users_failure(e, f"the program {label}") from e
+    if where is not None:
+        prof.write(where)
     return prof
+
+
+def refuse_tensors(values: list[Any]) -> None:
+    """A sparse or meta tensor among the program's arguments: refused with the reason (the
+    byte rule counts dense storage; a meta tensor has no data, so no time to place)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    for i, v in enumerate(values):
+        if not isinstance(v, torch.Tensor):
+            continue
+        if v.is_meta:
+            raise MeasureError(f"argument {i} is a meta tensor: it has no data, so nothing "
+                               "it does can be timed or placed; pass real tensors")
+        if v.layout != torch.strided:
+            raise MeasureError(f"argument {i} is a {v.layout} tensor: profile counts the "
+                               "bytes of dense (strided) tensors only; pass v.to_dense()")
 
 
 def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
@@ -136,8 +201,10 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
 
     load_start = os.getloadavg() if hasattr(os, "getloadavg") else None
     t0 = time.perf_counter()
-    recording, _ = record_program(fn, args, kwargs, backups=backups)
+    with threads_started() as started:
+        recording, result = record_program(fn, args, kwargs, backups=backups)
     t_record = time.perf_counter() - t0
+    seen = unseen_work(recording, result, started)  # what the recorder could not count
     tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
     clock = clock_for(tensors)
     gpu = clock.kind == "gpu"
@@ -184,6 +251,7 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
                    "CUDA events" if gpu else "host clock")
     if note:
         prof.notes.append(note)
+    prof.notes += seen
     whole = max(prof.program_s, prof.ops_s) or 1.0
     for p in places:
         rt = roof_time(p.op.flops, p.case.declaration.bytes, p.case.identity.precision, rs)
@@ -217,8 +285,71 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     return prof
 
 
+@contextlib.contextmanager
+def threads_started() -> Iterator[list[str]]:
+    """The names of the threads started while the program is recorded (the recorder sees
+    the ops of the calling thread only)."""
+    started: list[str] = []
+    real = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        started.append(self.name)
+        real(self)
+    threading.Thread.start = start  # type: ignore[method-assign]
+    try:
+        yield started
+    finally:
+        threading.Thread.start = real  # type: ignore[method-assign]
+
+
+INTEGER = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
+
+
+def unseen_work(recording: Any, result: Any, threads: list[str]) -> list[str]:
+    """What the counts cannot hold, refused or said (issue 39): ops on meta tensors are
+    refused (no data: their time is not traffic); complex ops are left at 0 FLOPs (torch's
+    registry counts one per element, a complex multiply is six real FLOPs); integer ops,
+    work in threads the program started, and a program that ran no aten op are noted."""
+    notes: list[str] = []
+    meta = [d.name for d in recording.distinct if d.device == "meta"]
+    if meta:
+        raise MeasureError(f"the program computes on meta tensors ({', '.join(meta[:3])}): "
+                           "they hold no data, so their ops' times are no traffic to place; "
+                           "profile a program on real tensors")
+    cplx = [d for d in recording.distinct if d.dtype.startswith("complex") and d.flops]
+    for d in cplx:
+        d.flops, d.flops_by = 0, "not counted: complex arithmetic (one op is 2-6 real FLOPs)"
+    if cplx:
+        names = ", ".join(sorted({d.name for d in cplx}))
+        notes.append(f"{len(cplx)} op(s) on complex tensors ({names}) "
+                     "counted as 0 FLOPs, placed by bandwidth: torch counts one FLOP per "
+                     "element where a complex multiply is six real ones")
+    ints = sorted({d.name for d in recording.distinct if d.dtype in INTEGER and d.flops})
+    if ints:
+        notes.append(f"integer op(s) ({', '.join(ints[:4])}) counted one operation per "
+                     "element and held against the fp32 roof: no integer roof is measured")
+    if threads:
+        notes.append(f"the program started {len(threads)} thread(s) ({', '.join(threads[:3])})"
+                     ": the ops they ran are not recorded (the recorder sees the calling "
+                     "thread's), so their time is counted as framework overhead")
+    if not recording.calls:
+        why = ("it returned a generator, which nothing iterated" if inspect.isgenerator(result)
+               else "its work is not PyTorch's (numpy, a C extension) or ran in another "
+               "thread")
+        notes.append(f"no aten op was recorded: {why}; the program's whole time is overhead")
+    return notes
+
+
 def _replay(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], None]:
     def call() -> None:
-        func(*args, **kwargs)
+        try:
+            func(*args, **kwargs)
+        except Exception as e:  # the program ran this op: replaying it alone is roofbench's
+            raise ReplayError(f"replaying {func} alone failed: {first_line(e)}") from e
 
     return call
+
+
+class ReplayError(RuntimeError):
+    """An op the program ran failed when roofbench replayed it alone: roofbench's failure
+    (raised in its own frame, so never said as the program's)."""

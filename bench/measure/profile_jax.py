@@ -103,7 +103,10 @@ def profile_jax(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     compiled = jitted.lower(*args, **kwargs).compile()
     compile_s = time.perf_counter() - t0
     xla = cost_analysis(compiled)
-    closed = jax.make_jaxpr(jitted)(*args, **kwargs)
+    # traced as jitted (static_argnums/static_argnames kept static); make_jaxpr without
+    # .trace (older jax) traces every argument
+    closed = (jitted.trace(*args, **kwargs).jaxpr if hasattr(jitted, "trace")
+              else jax.make_jaxpr(jitted)(*args, **kwargs))
     own_flops, own_bytes = jaxpr_count(closed.jaxpr)
     leaves = jax.tree_util.tree_leaves((args, kwargs))
     result = jitted(*args, **kwargs)

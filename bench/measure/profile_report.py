@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,15 @@ class Profile:
         return out
 
     def write(self, out: str | Path) -> list[Path]:
-        return write_profile(self, Path(out))
+        """Write into ``out``, or its first free sibling when ``out`` holds a run or an input
+        (``results.claim_folder``): never over a results file, said when it moves."""
+        from ..results import claim_folder
+
+        got = claim_folder(Path(out))
+        if got != Path(out):
+            print(f"roofbench: {out} holds a run already: this profile writes {got}",
+                  file=sys.stderr)
+        return write_profile(self, got)
 
     def project(self, roofs: RoofSet | str | Path) -> Any:
         """This profile's counts on another device's roofs (``profile_project.Projection``,
@@ -210,7 +219,7 @@ def compiled_lines(prof: Profile) -> list[str]:
     if c is None:
         return []
     if c.case is None:
-        return [f"`torch.compile` failed: {c.outcome.error}"]
+        return [f"`torch.compile` failed: {c.error}"]
     eager, comp = prof.program, c.case
     me, mc = eager.measurement.median_s, comp.measurement.median_s
     speed = (me / mc) if me and mc else None
@@ -354,11 +363,9 @@ def sections(prof: Profile) -> list[Section]:
 
 def write_profile(prof: Profile, out: Path) -> list[Path]:
     # matplotlib and pandas: loaded when a profile is written, not when it is imported
-    from ..present.plot import plot_roofline
-    from ..present.report import section_lines
+    from ..present.report import section_lines  # noqa: F401  (loaded before a stop can cut it)
     from ..results import environment, git_commit, save_run, utc_stamp
 
-    out.mkdir(parents=True, exist_ok=True)
     cases = [p.case for p in prof.ops] + [prof.program]
     if prof.compiled is not None and prof.compiled.case is not None:
         cases.append(prof.compiled.case)
@@ -372,19 +379,39 @@ def write_profile(prof: Profile, out: Path) -> list[Path]:
                     created=utc_stamp(), git_commit=git_commit(Path.cwd()),
                     notes=list(prof.notes))
     paths = [save_run(run, out)]
+    try:
+        return paths + _report(prof, run, cases, out)
+    except KeyboardInterrupt:  # stopped while drawing: recorded, and the report once more
+        run.interrupted = True
+        run.notes.append("interrupted while the profile's report was written")
+        save_run(run, out)
+        atomic_write_text(out / "profile.md", "\n".join(_body(prof, run, sections(prof))))
+        raise
+
+
+def _body(prof: Profile, run: RunResult, secs: list[Section]) -> list[str]:
+    from ..present.report import section_lines
+
+    body = [f"# roofbench profile: {prof.name}", "", f"- device: {prof.device}",
+            f"- created: {run.created}", f"- git commit: `{run.git_commit}`", ""]
+    notes = [*prof.notes, *(n for n in run.notes if n not in prof.notes)]
+    body += [f"> {n}" for n in notes] + ([""] if notes else [])
+    for s in secs:
+        body += section_lines(s)
+    return body
+
+
+def _report(prof: Profile, run: RunResult, cases: list[CaseResult], out: Path) -> list[Path]:
+    from ..present.plot import plot_roofline
+
     fig: list[Path] = []
     if prof.roofs is not None:
         shown = [c for c in cases if c.declaration.flops > 0 and c.measurement.median_s]
         fig = plot_roofline([prof.roofs], [shown], out / "roofline",
                             f"{prof.name} on {prof.device}: ops and program")
-    body = [f"# roofbench profile: {prof.name}", "", f"- device: {prof.device}",
-            f"- created: {run.created}", f"- git commit: `{run.git_commit}`", ""]
-    body += [f"> {n}" for n in prof.notes] + ([""] if prof.notes else [])
     secs = sections(prof)
     if fig:
         secs.insert(1, Section("Roofline", [Image("roofline.png", "ops and program")]))
-    for s in secs:
-        body += section_lines(s)
     md = out / "profile.md"
-    atomic_write_text(md, "\n".join(body))
-    return paths + [md, *fig]
+    atomic_write_text(md, "\n".join(_body(prof, run, secs)))
+    return [md, *fig]

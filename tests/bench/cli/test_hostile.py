@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib
 import io
 import json
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,8 +73,8 @@ def _enospc_on_write(tmp: Path, run: Path, mp: pytest.MonkeyPatch) -> None:
     def full(path: Path, data: bytes, **kw: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
     mp.setattr(roofbench.fileio, "atomic_write_bytes", full)
-    for mod in ("roofbench.bench.present.plot",):
-        mp.setattr(sys.modules[mod], "atomic_write_bytes", full, raising=False)
+    for mod in ("roofbench.bench.present.plot",):  # imported here: run alone, it was not yet
+        mp.setattr(importlib.import_module(mod), "atomic_write_bytes", full, raising=False)
 
 
 def _efbig_on_write(tmp: Path, run: Path, mp: pytest.MonkeyPatch) -> None:
@@ -387,6 +387,7 @@ def test_any_output_path_writes_or_is_one_line(name: str, tmp_path: Path, run_di
 def test_count(capsys):
     """How many hostile attempts the tests make (printed with -s): this table, the property
     examples, and the process tests (tests/bench/cli/test_hostile_processes.py)."""
+    import importlib
     import importlib.util
 
     def load(path: Path) -> Any:
@@ -402,7 +403,9 @@ def test_count(capsys):
     # the API, the plugin, roofs files and the user's environment (their own tables)
     users = (load(here.parent / "measure" / "test_hostile_api.py").ATTEMPTS
              + load(here.parent / "measure" / "test_hostile_plugin.py").PLUGIN_ATTEMPTS
-             + load(here / "test_hostile_user.py").ATTEMPTS)
+             + load(here / "test_hostile_user.py").ATTEMPTS
+             # model, profile(), ab and compare (issue 39)
+             + importlib.import_module(f"{__package__}.test_hostile_surfaces").SURFACE_ATTEMPTS)
 
     props = 300 + 300 + 200 + 15  # the max_examples of the four properties
     # besides the table: the NaN point, the run that cannot save, one stamp in 16 threads
@@ -411,7 +414,8 @@ def test_count(capsys):
     with capsys.disabled():
         print(f"\nhostile attempts: {table} in-process + up to {props} property examples + "
               f"{PROCESS_ATTEMPTS} in processes (the fleet's under mpirun) + {users} of the "
-              f"API, the plugin, roofs files and the environment = {total}")
+              f"API, the plugin, roofs files, the environment and the newest surfaces "
+              f"(model, profile, ab, compare) = {total}")
     assert total > 300
 
 

@@ -142,11 +142,22 @@ def test_a_function_that_is_not_callable(arrays):
         roofbench.measure(42, *arrays, **OK, roofs=roofs())
 
 
-def test_no_array_to_take_the_size_from():
-    """Without an array argument the case has no dimensions, and a record without any is
-    left out by the run's own reader: refused at the door, not written and then dropped."""
-    with pytest.raises(MeasureError, match="pass size="):
-        roofbench.measure(lambda: None, flops=8, reads=64, dtype="fp32", roofs=roofs())
+def test_a_closure_with_its_counts_is_recorded_and_read_back(tmp_path):
+    """The most common call: a closure over its arrays with the counts given. No array
+    argument, so no dimensions: recorded with size [] and read back by the run's reader,
+    never refused (a regression of 1a91fc4), and held against the DRAM bytes it declares,
+    not placed in L1 as if its data were 0 B."""
+    a = np.full(N, 0.5, np.float32)
+    b, c = a.copy(), np.empty_like(a)
+    with roofbench.Session(out=tmp_path / "run", roofs=roofs(),
+                           timer=TimerConfig.quick()) as s:
+        rec = roofbench.measure(lambda: np.add(a, b, out=c), flops=N, reads=2 * a.nbytes,
+                                writes=a.nbytes, dtype="fp32", name="my_add")
+    assert rec.outcome.status == "ok" and rec.identity.size == []
+    assert rec.roofline.placement is None or rec.roofline.placement.level == "dram"
+    back = load_run(s.out)
+    assert [c.key for c in back.cases] == ["my_add/default/fp32/"]
+    assert back.cases[0].measurement.median_s == rec.measurement.median_s
     rec = roofbench.measure(lambda: None, flops=8, reads=64, dtype="fp32", roofs=roofs(),
                             size=[8])
     assert rec.outcome.status == "ok" and rec.identity.size == [8]
