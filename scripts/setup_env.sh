@@ -59,6 +59,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   log "installing roofbench${extras:+[$extras]} into $VENV"
   "$VENV/bin/python" -m pip install --quiet --upgrade "pip>=23" "setuptools>=68" wheel >&2
   "$VENV/bin/python" -m pip install --quiet -e ".${extras:+[$extras]}" >&2
+  # transformers 5 (a test dependency) pulls PyPI's `kernels`, whose import name is our
+  # kernels/ folder's: with it installed, transformers fails to import from the checkout.
+  # It is optional to transformers; removed so the tests use the models they build.
+  if [ "$want" = dev ]; then
+    "$VENV/bin/python" -m pip uninstall --quiet -y kernels >/dev/null 2>&1 || true
+  fi
   touch "$stamp"
 fi
 echo "$VENV/bin/python"
