@@ -13,7 +13,6 @@ torch = pytest.importorskip("torch")
 # a dev dependency: an install whose transformers does not import (PyPI's `kernels` beside our
 # kernels/ folder, scripts/setup_env.sh) fails here rather than skipping these tests
 import transformers  # noqa: E402, F401
-
 from roofbench.bench.measure.profile_inprogram import ProgramChanged  # noqa: E402
 
 import roofbench  # noqa: E402
