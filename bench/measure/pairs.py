@@ -56,7 +56,9 @@ def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet) -> tuple[str, Any] | N
         if roof.cache is not None and roof.level == level:
             return f"memory:{level}:{roof.name}", lambda: cp.SweepPair(roof)
         return None
-    if r.bound == "compute" and roof.evidence.get("probe") == "fma-peak" and roof.precision:
+    if (r.bound == "compute" and roof.evidence.get("probe") == "fma-peak" and roof.precision
+            and "scaled_from" not in roof.evidence):  # a roof scaled to fewer threads: the
+        # probe here runs on all of numba's, so its rate is not that roof's
         prec = roof.precision
         return f"compute:{prec}:fma", lambda: cp.FmaPair(prec)
     return None

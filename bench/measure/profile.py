@@ -49,6 +49,7 @@ from ..present.amdahl import Share, roof_time
 from . import core, door
 from .callables import clock_for
 from .door import MeasureError
+from .pairs import pair_for
 from .profile_inprogram import time_in_program
 from .profile_levels import program_working_set, reuse_distances
 from .profile_model import (
@@ -212,10 +213,13 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     if rs is not None and not gpu:  # the cores torch's threads can run on, at most
         rs = roofs_for_threads(rs, used_cores(torch.get_num_threads()))
     cfg = profile_timer(clock, timer)
-    t0 = time.perf_counter()
-    inprog = time_in_program(lambda: fn(*args, **kwargs), recording, cfg, gpu)
-    t_inprog = time.perf_counter() - t0
     program_ws = program_working_set(recording)
+    program = program_case(recording, clock, gpu, "eager")
+    # the program's eager runs paired with samples of the roof that bounds the whole program
+    pair = pair_for(program, rs, clock, program_ws) if not gpu else None
+    t0 = time.perf_counter()
+    inprog = time_in_program(lambda: fn(*args, **kwargs), recording, cfg, gpu, pair)
+    t_inprog = time.perf_counter() - t0
     distance = reuse_distances(recording)
     places = []
     t0 = time.perf_counter()
@@ -236,7 +240,6 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
             op.replay = None
         places.append(OpPlace(op, rec))
     t_ops = time.perf_counter() - t0
-    program = program_case(recording, clock, gpu, "eager")
     t0 = time.perf_counter()
     # on a CPU the program's samples are the eager runs paired with the timed ones (host
     # clock, each right after a run of its ops, so both meet the same load); on a GPU the

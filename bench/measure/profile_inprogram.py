@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from roofbench.timing import TimerConfig, Timing
+from roofbench.timing import RoofPair, TimerConfig, Timing
 
 from ..errors import UserError
 from .profile_record import Recording
@@ -41,6 +41,9 @@ class InProgram:
     # with the run's ops so that a shared machine's load shifts both alike)
     eager_s: list[float] = field(default_factory=list)
     warmup_runs: int = 1
+    # the program's roof sampled right after each eager run (bench/measure/pairs.py)
+    roof_probe: str = ""
+    roof_rates: list[float] = field(default_factory=list)
 
     def timing(self, distinct: int) -> Timing | None:
         s = self.per_call.get(distinct)
@@ -53,9 +56,12 @@ class InProgram:
         """The paired eager runs as the program's samples (host clock, end to end)."""
         if not self.eager_s:
             return None
+        paired = len(self.roof_rates) == len(self.eager_s)
         return Timing(samples=list(self.eager_s), warmup_runs=self.warmup_runs,
                       stopped_by="runs", config={"timed": "end to end, each run right after "
-                                                          "a timed run of its ops"})
+                                                          "a timed run of its ops"},
+                      roof_probe=self.roof_probe if paired else "",
+                      roof_rates=list(self.roof_rates) if paired else [])
 
     def paired_ratio(self) -> float | None:
         """The median over the runs of the run's ops summed over the eager run after it."""
@@ -83,12 +89,13 @@ def _where(rec: Recording, j: int, name: str, shapes: list[tuple[int, ...]]) -> 
 
 
 def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
-                    gpu: bool = False) -> InProgram:
+                    gpu: bool = False, pair: RoofPair | None = None) -> InProgram:
     """Run ``fn`` (the program on its working copy) under the timing mode: one warm-up run,
     then at least ``cfg.min_samples`` (``MIN_LONG_RUNS`` when the warm-up run alone outlasts
     ``cfg.budget_s``) and at most ``cfg.max_samples`` runs, more while ``cfg.budget_s``
     lasts, each followed by one run without the mode (the paired eager
-    time). Raises ``ProgramChanged`` when a run departs from ``rec``."""
+    time; ``pair``: the program's roof, sampled after each eager run). Raises
+    ``ProgramChanged`` when a run departs from ``rec``."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
@@ -142,7 +149,9 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
                 "inside the profiled function, or pass one that is not updated")
         return state["dt"], wall
 
-    out = InProgram()
+    out = InProgram(roof_probe=pair.probe if pair is not None else "")
+    if pair is not None:
+        pair.sample()  # its first call allocates: untimed
     t0 = time.perf_counter()
     one_run()  # warm-up, and the first check that the program repeats itself
     long_run = time.perf_counter() - t0 > cfg.budget_s
@@ -168,5 +177,9 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
         if gpu:
             torch.cuda.synchronize()
         out.eager_s.append(time.perf_counter() - t0)
+        if pair is not None:
+            out.roof_rates.append(float(pair.sample()))
+            if pair.rewarm:  # the roof's data evicted the program's: back, untimed
+                fn()
         runs += 1
     return out

@@ -271,6 +271,9 @@ def test_the_pair_is_the_roof_that_bounds_the_case():
     assert fma is not None and fma.probe == "compute:fp32:fma"
     assert isinstance(fma.sample, FmaPair) and not fma.rewarm
     assert l2.rewarm  # the sweep's pass evicts the case's data from L2
+    scaled = dram_roofs()
+    scaled.roofs[1].evidence["scaled_from"] = {"threads": 2, "value": 2e12}
+    assert pairs.pair_for(gemm, scaled, FakeClock()) is None  # one thread's share of the FMA
     big = case()
     big.declaration.buffers = {"x": BufferFacts("input", 1 << 40)}
     assert not pairs.pair_for(big, dram_roofs(), FakeClock()).rewarm  # streams from DRAM
@@ -391,3 +394,19 @@ def test_the_report_says_the_roof_as_it_was_and_the_best_state():
     assert "Efficiency from paired samples" in md and text in md
     c.roofline.paired = None
     assert paired_text(c) is None
+
+
+def test_a_profiled_programs_eager_runs_are_paired():
+    torch = pytest.importorskip("torch")
+    import roofbench
+    from roofbench.bench.backends.cpu import cpu_model
+
+    x = torch.full((1 << 18,), 0.5)
+    y = torch.full((1 << 18,), 0.25)
+    prof = roofbench.profile(lambda a, b: (a + b) * 2.0, x, y, roofs=stream_roofs(cpu_model()),
+                             timer=TimerConfig.quick())
+    t = prof.program.measurement.timing
+    assert t.paired and t.roof_probe == "memory:dram:stream-add-nt"
+    assert prof.program.roofline.paired is not None
+    assert prof.program.roofline.efficiency == prof.program.roofline.paired.efficiency
+    pairs.close()
