@@ -398,8 +398,9 @@ def test_the_report_says_the_roof_as_it_was_and_the_best_state():
 
 def test_a_profiled_programs_eager_runs_are_paired():
     torch = pytest.importorskip("torch")
-    import roofbench
     from roofbench.bench.backends.cpu import cpu_model
+
+    import roofbench
 
     x = torch.full((1 << 18,), 0.5)
     y = torch.full((1 << 18,), 0.25)
