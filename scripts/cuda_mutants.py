@@ -154,8 +154,7 @@ MUTANTS: tuple[Mutant, ...] = (
       "the last k row of B zero-filled", emu("gemm-tensor_mma")),
     # ----------------------------------------------------------------------- mma.cuh
     M("mma_fp8_as_half", K + "mma.cuh",
-      "#elif defined(RB_HOST_EMU)\n        rb_emu_mma<fp8_t>(d, a, b);",
-      "#elif defined(RB_HOST_EMU)\n        rb_emu_mma<__half>(d, a, b);",
+      'RB_MMA_16BIT(fp8_t, "mma.sync', 'RB_MMA_16BIT(__half, "mma.sync',
       "fp8 fragments multiplied as fp16 (m16n8k16 for m16n8k32)", emu("tensor_mma and fp8")),
     # ----------------------------------------------------------------------- gemv.cu
     M("gemv_lane_stride", K + "gemv.cu",

@@ -344,6 +344,32 @@ RB_NOSAN void rb_emu_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (
     rb_warp_sync();
 }
 
+// The instruction string kernels/cuda/mma.cuh would hand to asm, checked against the C++
+// type of the fragments it is instantiated with: the emulation computes with T, so an
+// instruction whose shape or A/B types differ (".f16.f16" for bf16 fragments) would pass the
+// values and give garbage on the GPU. Refused, naming both.
+template <typename T> constexpr const char* rb_ptx_type() {
+    if constexpr (std::is_same_v<T, __half>) return "f16";
+    else if constexpr (std::is_same_v<T, __nv_bfloat16>) return "bf16";
+    else if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) return "e4m3";
+    else return "?";
+}
+template <typename T>
+RB_NOSAN void rb_emu_mma_ptx(const char* instr, float (&d)[4], const unsigned (&a)[4],
+                             const unsigned (&b)[2]) {
+    {
+        RB_API;
+        const char* ty = rb_ptx_type<T>();
+        char want[96];
+        snprintf(want, sizeof want, "mma.sync.aligned.m16n8k%d.row.col.f32.%s.%s.f32",
+                 (int)(32 / sizeof(T)), ty, ty);
+        if (strcmp(instr, want) != 0)
+            rb_fail("%s: '%s' on fragments of C++ %s: the instruction for them is '%s'",
+                    rb_kernel, instr, ty, want);
+    }
+    rb_emu_mma<T>(d, a, b);
+}
+
 // Byte counting (cuda_emu/bytes_count.cpp, linked into the counting build only): the
 // emulation's own global accesses that the compiler's instrumentation does not see (the TMA
 // copies element by element with a run-time width). A no-op in every other build.
