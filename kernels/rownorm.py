@@ -15,6 +15,7 @@ point may then sit above the DRAM roof it is held against.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from numba import njit, prange
@@ -229,6 +230,33 @@ def onepass_threads(hidden: int, dtype: str) -> int | None:
 def onepass_capacity(dtype: str) -> tuple[int, int]:
     """Largest hidden size rn_onepass holds: (multiple of the 16-byte pack, other)."""
     return RN_MAX_THREADS * RN_PACKS * cu.pack_values(dtype), RN_MAX_THREADS * RN_ELEMS
+
+
+@dataclass(frozen=True)
+class OnepassPath:
+    """A code path of rn_onepass: its branch (16-byte packs when hidden is a multiple of the
+    pack, else scalar) and how many of the thread's register chunks (RN_PACKS / RN_ELEMS)
+    the row fills, with the smallest hidden size that takes it and that size's block."""
+
+    branch: str
+    chunks: int
+    hidden: int
+    threads: int
+
+
+def onepass_paths(dtype: str) -> list[OnepassPath]:
+    """Every path rn_onepass takes for the rows the sizing rule accepts (a test runs one size
+    per path: a chunk no size reaches is code no test executes)."""
+    v = cu.pack_values(dtype)
+    paths: dict[tuple[str, int], OnepassPath] = {}
+    for h in range(1, max(onepass_capacity(dtype)) + 1):
+        t = onepass_threads(h, dtype)
+        if t is None:
+            continue
+        branch, items = ("vector", h // v) if h % v == 0 else ("scalar", h)
+        key = (branch, cu.ceil_div(items, t))
+        paths.setdefault(key, OnepassPath(branch, key[1], h, t))
+    return sorted(paths.values(), key=lambda p: (p.branch, p.chunks))
 
 
 def onepass_refuse(size: Size, dtype: str, backend: str) -> str | None:

@@ -49,6 +49,15 @@ MMA_SASS = ("tests/roofs/test_gpu_probes_nogpu.py::test_mma_probes_run_on_tensor
 ERT_SASS = ("tests/roofs/test_gpu_probes_nogpu.py::test_ert_keeps_its_fmas",)
 
 
+# Issue 40's classes: asm strings checked by type, probes executed and counted, one size per
+# code path, adversarial numerics, work in flight at block end, a helper called twice.
+PTX_TYPES = ("tests/kernels/test_ptx_types.py::test_inline_asm_types_match_the_kernel_dtype",)
+FMA_COUNT = ("tests/roofs/test_emu_probes.py",)
+COVERAGE = "tests/kernels/test_emu_coverage.py"
+BLOCK_SUM_TWICE = ("tests/kernels/test_emu_checks.py::"
+                   "test_shared_memory_helper_called_twice_is_ordered",)
+
+
 def counted(expr: str) -> tuple[str, ...]:
     """The byte-count cases only (a mutant whose values stay right)."""
     return (_BYTES, "-k", expr)
@@ -98,7 +107,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("block_sum_no_first_barrier", K + "common.cuh",
       "    __syncthreads();  // part[] may still be read by a previous call\n", "",
       "block_sum without the barrier that protects part[] from the previous call",
-      emu("rownorm"), cls="race"),
+      BLOCK_SUM_TWICE, cls="race"),
     # -------------------------------------------------------------------- rownorm.cu
     M("rn_scale_row0", K + "rownorm.cu",
       "row_scale(x + off, y + off, h, scale[blockIdx.x]);",
@@ -108,6 +117,20 @@ MUTANTS: tuple[Mutant, ...] = (
       "for (i64 j = threadIdx.x; j < h; j += blockDim.x) {\n            const A v",
       "for (i64 j = threadIdx.x; j < h; j += 2 * blockDim.x) {\n            const A v",
       "the scalar row reduction skips every other stride", emu("rownorm")),
+    M("rn_onepass_16th_chunk", K + "rownorm.cu",
+      "for (int k = 0; k < RN_ELEMS; ++k) {\n            const int j = threadIdx.x + k * nt;\n"
+      "            if (j < n) yr[j]",
+      "for (int k = 0; k < RN_ELEMS - 1; ++k) {\n            const int j = threadIdx.x + k * nt;\n"
+      "            if (j < n) yr[j]",
+      "the onepass scalar path never stores its 16th register chunk (hidden 15361-16383)",
+      (COVERAGE, "-k", "onepass and scalar"), cls="size-path"),
+    M("rn_onepass_8th_pack", K + "rownorm.cu",
+      "for (int k = 0; k < RN_PACKS; ++k) {\n            const int p = threadIdx.x + k * nt;\n"
+      "            if (p < nvec) {\n                A f[V];",
+      "for (int k = 0; k < RN_PACKS - 1; ++k) {\n            const int p = threadIdx.x + k * nt;\n"
+      "            if (p < nvec) {\n                A f[V];",
+      "the onepass vector path never stores its 8th register pack",
+      (COVERAGE, "-k", "onepass and vector"), cls="size-path"),
     M("rn_rowsum_thread1", K + "rownorm.cu",
       "if (threadIdx.x == 0) sums[blockIdx.x] = s;", "if (threadIdx.x == 1) sums[blockIdx.x] = s;",
       "thread 1 stores the row sum", emu("rownorm"),
@@ -154,9 +177,15 @@ MUTANTS: tuple[Mutant, ...] = (
       "the last k row of B zero-filled", emu("gemm-tensor_mma")),
     # ----------------------------------------------------------------------- mma.cuh
     M("mma_fp8_as_half", K + "mma.cuh",
-      "#elif defined(RB_HOST_EMU)\n        rb_emu_mma<fp8_t>(d, a, b);",
-      "#elif defined(RB_HOST_EMU)\n        rb_emu_mma<__half>(d, a, b);",
+      'RB_MMA_16BIT(fp8_t, "mma.sync', 'RB_MMA_16BIT(__half, "mma.sync',
       "fp8 fragments multiplied as fp16 (m16n8k16 for m16n8k32)", emu("tensor_mma and fp8")),
+    M("mma_bf16_as_f16", K + "mma.cuh",
+      "m16n8k16.row.col.f32.bf16.bf16.f32", "m16n8k16.row.col.f32.f16.f16.f32",
+      "the bf16 mma.sync's PTX string says .f16.f16 (garbage on a GPU, exact emulated)",
+      PTX_TYPES + emu("tensor_mma and bf16"), cls="asm-type"),
+    M("mma_fp16_as_bf16", K + "mma.cuh",
+      "m16n8k16.row.col.f32.f16.f16.f32", "m16n8k16.row.col.f32.bf16.bf16.f32",
+      "the fp16 mma.sync's PTX string says .bf16.bf16", PTX_TYPES, cls="asm-type"),
     # ----------------------------------------------------------------------- gemv.cu
     M("gemv_lane_stride", K + "gemv.cu",
       "for (i64 j = lane; j < K; j += 32) acc +=", "for (i64 j = lane; j < K; j += 16) acc +=",
@@ -184,6 +213,11 @@ MUTANTS: tuple[Mutant, ...] = (
       "if (k0 + 1 < n) b.u", "if (k0 + 1 <= n) b.u",
       "the V tile loads the row after the last key (its P is zero: values unchanged)",
       emu("attention"), cls="bytes"),
+    M("att_max_not_carried", K + "attention.cu",
+      "const float mn0 = fmaxf(m0, att_quad_max(mx0)), mn1 = fmaxf(m1, att_quad_max(mx1));",
+      "const float mn0 = att_quad_max(mx0), mn1 = att_quad_max(mx1);",
+      "the flash softmax's running max not carried across tiles (exact until exp2 overflows)",
+      (COVERAGE, "-k", "spread"), cls="numerics"),
     M("att_store_one_sum", K + "attention.cu",
       "att_store_o<T, D>(O, oacc, q0, n, 1.f / l0, 1.f / l1);",
       "att_store_o<T, D>(O, oacc, q0, n, 1.f / l0, 1.f / l0);",
@@ -229,6 +263,15 @@ MUTANTS: tuple[Mutant, ...] = (
       "for (int j = 0; j < FMA_CHAINS; ++j) y[j] = fma_step(y[j], a, b);",
       "for (int j = 0; j < FMA_CHAINS / 2; ++j) y[j] = fma_step(y[j], a, b);",
       "the FMA probe runs half the FMAs it counts", FMA_SASS, cls="sass"),
+    M("fma_half_iters", P + "fma.cu",
+      "    for (int i = 0; i < iters; ++i) {\n#pragma unroll",
+      "    for (int i = 0; i < iters; i += 2) {\n#pragma unroll",
+      "the FP32/FP64 FMA probe runs half the iterations it counts (roof 2x too high)",
+      FMA_COUNT, cls="probe-count"),
+    M("fma_packed_half_iters", P + "fma.cu",
+      "    for (int i = 0; i < iters; ++i) {" + " " * 58 + "\\",
+      "    for (int i = 0; i < iters / 2; ++i) {" + " " * 54 + "\\",
+      "the packed FMA probe runs half the iterations it counts", FMA_COUNT, cls="probe-count"),
     # ------------------------------------------------------------------------ mma.cu
     M("mma_probe_half_acc", P + "mma.cu",
       '_Pragma("unroll") for (int k = 0; k < MMA_ACC; ++k) {',
@@ -262,6 +305,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "                fence_proxy_async();\n                named_barrier_sync(1, 128);",
       "                named_barrier_sync(1, 128);",
       "no fence.proxy.async between the fp8 transpose and wgmma", WGMMA, cls="proxy-fence"),
+    M("wg_fp8_tma_past_k", K + "gemm_wgmma.cu",
+      "if (kt + 1 < ktiles) {  // next B tile", "if (kt + 1 <= ktiles) {  // next B tile",
+      "the fp8 producer issues one B TMA past K that no one waits for (in flight at exit)",
+      WGMMA, cls="in-flight"),
     M("wg_no_init_fence", K + "gemm_wgmma.cu",
       "        mbar_init_fence();\n", "",
       "no fence.mbarrier_init after the barriers' init", WGMMA, cls="init-fence"),

@@ -1,6 +1,8 @@
 // The warp-wide m16n8k16 (fp16, bf16) and m16n8k32 (fp8 e4m3) tensor-core mma, FP32
 // accumulate, shared by the gemm and attention kernels: d += a (4 A fragment words) x b (2 B
-// words). Under tests/standins/cuda_emu (RB_HOST_EMU) the CPU emulation stands in.
+// words). Under tests/standins/cuda_emu (RB_HOST_EMU) the CPU emulation stands in: it is
+// handed the same instruction string and refuses one whose shape or operand types are not
+// those of T (a bf16 fragment multiplied as .f16 would be garbage on the GPU).
 #pragma once
 #include "common.cuh"
 
@@ -10,7 +12,7 @@
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                            \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
 #ifdef RB_HOST_EMU  // CPU emulation of the warp-wide mma
-#define RB_MMA_16BIT(T, INSTR) rb_emu_mma<T>(d, a, b)
+#define RB_MMA_16BIT(T, INSTR) rb_emu_mma_ptx<T>(INSTR, d, a, b)
 #else
 #define RB_MMA_16BIT(T, INSTR) RB_MMA_SYNC(INSTR)
 #endif
@@ -29,10 +31,8 @@ template <> struct Mma<__nv_bfloat16> {
 };
 template <> struct Mma<fp8_t> {
     static __device__ __forceinline__ void run(RB_MMA_ARGS) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-        RB_MMA_SYNC("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32");
-#elif defined(RB_HOST_EMU)
-        rb_emu_mma<fp8_t>(d, a, b);
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890) || defined(RB_HOST_EMU)
+        RB_MMA_16BIT(fp8_t, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32");
 #else
         __trap();  // FP8 tensor cores need sm_89+; the host never launches this (min_cc)
 #endif

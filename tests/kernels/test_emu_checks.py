@@ -154,6 +154,41 @@ def test_plain_shared_memory_races(unit, mode, race):
         assert out.tolist() == ([(t + 1) % 128 for t in range(128)] if mode == 0 else [7] * 128)
 
 
+BLOCK_SUM_BARRIER = "    __syncthreads();  // part[] may still be read by a previous call\n"
+
+
+def _block_sum_twice(lib: ctypes.CDLL) -> tuple[str, np.ndarray]:
+    out = np.zeros(3 * 128, np.float32)
+    return launch_params(lib, "unit_block_sum_twice", 2, 128, 0, [_ptr(out)]), out
+
+
+def test_shared_memory_helper_called_twice_is_ordered(unit):
+    """block_sum twice in one kernel (4 warps): both sums right in every thread, no race."""
+    for _ in range(2):
+        msg, out = _block_sum_twice(unit)
+        assert msg == "", msg
+        assert out.reshape(128, 3).tolist() == [[sum(range(128)), 128.0, 128.0]] * 128
+
+
+def test_planted_block_sum_without_its_leading_barrier_races():
+    """Issue 40: block_sum without the barrier that protects part[] from the previous call
+    passes every kernel that calls it once; called twice, the second call's store into part[]
+    after the first call's loads by other threads is a race, every run."""
+    common = (ct.CUDA_DIR / "common.cuh").read_text()
+    assert common.count(BLOCK_SUM_BARRIER) == 1
+    out_dir = ct._TMP / "planted" / "block_sum_twice"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # The unit source's own folder is searched first for "common.cuh": the edited copy.
+    (out_dir / "common.cuh").write_text(common.replace(BLOCK_SUM_BARRIER, ""))
+    ds = ct.driver_sources()["hopper_unit"]
+    so = ct.build_driver_source(ds, out_dir, text=ds.path.read_text())
+    lib = ctypes.CDLL(str(so))
+    lib.rb_launch_params.restype = ctypes.c_int
+    for _ in range(2):
+        msg, _ = _block_sum_twice(lib)
+        assert "unit_block_sum_twice: shared-memory race: " in msg, msg
+
+
 @pytest.mark.parametrize("o", [1, 16])
 def test_shuffle_from_a_lane_outside_the_mask_is_poison(unit, o):
     """Two half warps shuffle with their own masks: within a half the values arrive; from a

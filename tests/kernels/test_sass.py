@@ -12,7 +12,12 @@ import pytest
 pytestmark = pytest.mark.skipif(ct.missing_tools("nvcc", "cuobjdump") is not None,
                                 reason=ct.missing_tools("nvcc", "cuobjdump") or "")
 
-SRC = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu")
+SRC = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu", "attention.cu")
+# The tensor instruction of each 16-bit storage type, modifiers and all: bf16 operands are
+# HMMA.16816.F32.BF16, fp16 ones HMMA.16816.F32 (no type suffix). A bf16 kernel whose mma.sync
+# says .f16 compiles to the fp16 form; an epilogue's F2FP.BF16 conversion must not count.
+TENSOR = {"fp16": "HMMA.16816.F32", "bf16": "HMMA.16816.F32.BF16"}
+ATTENTION_MMA = ("attn_flash", "attn_flash_causal", "attn_scores", "attn_pv")
 LOW = ("fp16", "bf16", "fp8")
 
 
@@ -68,9 +73,25 @@ def test_regblock_gemm(sass, arch):
 def test_tensor_gemm_uses_tensor_cores(sass, arch):
     g = sass[("gemm.cu", arch)]
     for d in ("fp16", "bf16"):
-        # 2 k-steps x 4 x 4 mma per tile.
-        assert has(g[f"gemm_tensor_{d}"], "HMMA.16816.F32") == 32, g[f"gemm_tensor_{d}"]
-    assert any("BF16" in op for op in g["gemm_tensor_bf16"]), g["gemm_tensor_bf16"]
+        # 2 k-steps x 4 x 4 mma per tile, every one the instruction of the dtype.
+        assert tensor_ops(g[f"gemm_tensor_{d}"]) == {TENSOR[d]: 32}, g[f"gemm_tensor_{d}"]
+
+
+def tensor_ops(ops: Counter) -> dict[str, int]:
+    """The tensor-core instructions of a kernel (HMMA/QMMA/IMMA; HFMA2.MMA is a CUDA-core FMA
+    on the MMA pipe, not one) with their counts."""
+    return {op: n for op, n in ops.items() if op.startswith(("HMMA.", "QMMA.", "IMMA."))}
+
+
+@pytest.mark.parametrize("arch", ct.ARCHS)
+def test_attention_mma_is_the_dtypes_tensor_instruction(sass, arch):
+    """Every mma.sync kernel of attention.cu runs the tensor instruction of its dtype and no
+    other: the bf16 ones HMMA.16816.F32.BF16 only."""
+    a = sass[("attention.cu", arch)]
+    for k in ATTENTION_MMA:
+        for d in ("fp16", "bf16"):
+            ops = tensor_ops(a[f"{k}_{d}"])
+            assert set(ops) == {TENSOR[d]}, f"{k}_{d} ({arch}): {ops}"
 
 
 def test_fp8_tensor_gemm(sass):

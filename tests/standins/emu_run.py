@@ -57,11 +57,14 @@ def last_error(lib: ctypes.CDLL) -> str:
 
 
 def run_emulated(libs, case: Case, rng: np.random.Generator,
-                 change: Callable[[PlannedLaunch], PlannedLaunch] = lambda pl: pl):
+                 change: Callable[[PlannedLaunch], PlannedLaunch] = lambda pl: pl,
+                 inputs: dict[str, np.ndarray] | None = None):
     """prepare -> poison -> run -> outputs, as a GPU backend does, on host memory (buffers
     with guard zones, registered for the bounds checks). ``change`` may alter a planned launch
-    (another grid, another function) before it runs."""
-    inputs = case.workload.make_inputs(case.size, case.dtype, rng)
+    (another grid, another function) before it runs; ``inputs`` replaces the workload's random
+    ones (adversarial values)."""
+    if inputs is None:
+        inputs = case.workload.make_inputs(case.size, case.dtype, rng)
     bufs = case.buffers()
     arrays = {}
     for name, buf in bufs.items():

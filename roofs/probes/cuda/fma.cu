@@ -4,6 +4,13 @@
 // every FMA feeds the store, so none is dead code. FLOPs per launch =
 //   threads x iters x FMA_UNROLL x FMA_CHAINS x 2 (x 2 more for the packed half2 / bf162 forms).
 // Header-free: half2/bfloat162 FMAs are PTX (fma.rn.f16x2 / fma.rn.bf16x2, sm_80+ for bf16).
+// Under the CPU emulation (tests/standins/cuda_emu, RB_HOST_EMU) the packed instruction is
+// executed and counted from its PTX name (tests/roofs/test_emu_probes.py counts the FLOPs).
+#ifdef RB_HOST_EMU
+#define PACKED_FMA(OP, y, a, b) y = rb_emu_fma_x2(OP, y, a, b)
+#else
+#define PACKED_FMA(OP, y, a, b) asm(OP " %0, %1, %2, %3;" : "=r"(y) : "r"(y), "r"(a), "r"(b))
+#endif
 #define FMA_CHAINS 8
 #define FMA_UNROLL 64  // 512 FMAs per loop trip: the 3 loop instructions cost 0.6% of issue
 
@@ -47,7 +54,7 @@ extern "C" __global__ void NAME(unsigned int a, unsigned int b, int iters,      
     for (int i = 0; i < iters; ++i) {                                                          \
         _Pragma("unroll") for (int u = 0; u < FMA_UNROLL; ++u) {                               \
             _Pragma("unroll") for (int j = 0; j < FMA_CHAINS; ++j)                             \
-                asm(PTXOP " %0, %1, %2, %3;" : "=r"(y[j]) : "r"(y[j]), "r"(a), "r"(b));       \
+                PACKED_FMA(PTXOP, y[j], a, b);                                                 \
         }                                                                                      \
     }                                                                                          \
     unsigned int s = y[0];                                                                     \

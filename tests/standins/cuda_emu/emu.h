@@ -344,6 +344,32 @@ RB_NOSAN void rb_emu_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (
     rb_warp_sync();
 }
 
+// The instruction string kernels/cuda/mma.cuh would hand to asm, checked against the C++
+// type of the fragments it is instantiated with: the emulation computes with T, so an
+// instruction whose shape or A/B types differ (".f16.f16" for bf16 fragments) would pass the
+// values and give garbage on the GPU. Refused, naming both.
+template <typename T> constexpr const char* rb_ptx_type() {
+    if constexpr (std::is_same_v<T, __half>) return "f16";
+    else if constexpr (std::is_same_v<T, __nv_bfloat16>) return "bf16";
+    else if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) return "e4m3";
+    else return "?";
+}
+template <typename T>
+RB_NOSAN void rb_emu_mma_ptx(const char* instr, float (&d)[4], const unsigned (&a)[4],
+                             const unsigned (&b)[2]) {
+    {
+        RB_API;
+        const char* ty = rb_ptx_type<T>();
+        char want[96];
+        snprintf(want, sizeof want, "mma.sync.aligned.m16n8k%d.row.col.f32.%s.%s.f32",
+                 (int)(32 / sizeof(T)), ty, ty);
+        if (strcmp(instr, want) != 0)
+            rb_fail("%s: '%s' on fragments of C++ %s: the instruction for them is '%s'",
+                    rb_kernel, instr, ty, want);
+    }
+    rb_emu_mma<T>(d, a, b);
+}
+
 // Byte counting (cuda_emu/bytes_count.cpp, linked into the counting build only): the
 // emulation's own global accesses that the compiler's instrumentation does not see (the TMA
 // copies element by element with a run-time width). A no-op in every other build.
@@ -368,6 +394,7 @@ constexpr int RB_IN_FLIGHT = 2;
 void rb_checks_launch_begin(void* fn);
 void rb_checks_launch_end();
 void rb_checks_block_begin(RbBlock& blk);
+void rb_fma_counts_reset();
 
 template <typename Body>
 static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
@@ -381,6 +408,7 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
         return 1;
     }
     rb_vc_size = nthreads + 64;
+    rb_fma_counts_reset();
     rb_checks_launch_begin(fn);
     rb_hopper_launch_begin();
     const long long nblocks = (long long)gx * gy * gz;
@@ -579,3 +607,60 @@ template <typename... A> void rb_call_params(void (*f)(A...), void** p) {
 
 #include "hopper_emu.h"
 #include "checks.h"
+
+// ------------------------------------------------------------------ FMAs counted
+// What a probe executes, counted per launch (the FMA probe's roof divides by its FLOPs): the
+// kernel code's fmaf and fma (macros below, after every host header) and the packed
+// fma.rn.f16x2 / fma.rn.bf16x2 a probe's asm names (rb_emu_fma_x2 executes the instruction
+// its string spells, element by element, rounded as the GPU rounds). Slots: fp32, fp64,
+// f16x2, bf16x2 instructions.
+static std::atomic<long long> rb_fma_ops[4];
+RB_NOSAN float rb_fmaf(float x, float y, float z) {
+    rb_fma_ops[0].fetch_add(1, std::memory_order_relaxed);
+    return std::fma(x, y, z);
+}
+RB_NOSAN double rb_fma(double x, double y, double z) {
+    rb_fma_ops[1].fetch_add(1, std::memory_order_relaxed);
+    return std::fma(x, y, z);
+}
+template <typename H> RB_NOSAN_INLINE unsigned rb_fma_halves(unsigned y, unsigned a, unsigned b) {
+    unsigned r = 0;
+    for (int i = 0; i < 2; ++i) {
+        H hy, ha, hb;
+        const unsigned short sy = (unsigned short)(y >> (16 * i)), sa = (unsigned short)(a >> (16 * i)),
+                             sb = (unsigned short)(b >> (16 * i));
+        std::memcpy(&hy, &sy, 2);
+        std::memcpy(&ha, &sa, 2);
+        std::memcpy(&hb, &sb, 2);
+        // One rounding of the exact product-sum: in double it is exact for 16-bit operands.
+        const H v = H((float)std::fma((double)float(hy), (double)float(ha), (double)float(hb)));
+        unsigned short sv;
+        std::memcpy(&sv, &v, 2);
+        r |= (unsigned)sv << (16 * i);
+    }
+    return r;
+}
+RB_NOSAN unsigned rb_emu_fma_x2(const char* op, unsigned y, unsigned a, unsigned b) {
+    RB_API;
+    if (!strcmp(op, "fma.rn.f16x2")) {
+        rb_fma_ops[2].fetch_add(1, std::memory_order_relaxed);
+        return rb_fma_halves<__half>(y, a, b);
+    }
+    if (!strcmp(op, "fma.rn.bf16x2")) {
+        rb_fma_ops[3].fetch_add(1, std::memory_order_relaxed);
+        return rb_fma_halves<__nv_bfloat16>(y, a, b);
+    }
+    rb_fail("%s: '%s' is not a packed FMA the emulation executes (fma.rn.f16x2, "
+            "fma.rn.bf16x2)", rb_kernel, op);
+}
+// The counts of the last launch (reset when a launch begins); returns how many slots exist.
+extern "C" int rb_emu_fma_counts(long long* out, int n) {
+    for (int i = 0; i < n && i < 4; ++i) out[i] = rb_fma_ops[i].load();
+    return 4;
+}
+void rb_fma_counts_reset() {
+    for (auto& c : rb_fma_ops) c.store(0);
+}
+#define fmaf rb_fmaf
+#define fma rb_fma
+

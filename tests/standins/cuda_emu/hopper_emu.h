@@ -14,7 +14,9 @@
 //     parity does not return. More arrivals than the count in one phase, use before init (or
 //     without synchronizing with the init), a plain store over the barrier object, a
 //     transaction count out of range fail; so does any use (by a thread, or TMA's complete_tx)
-//     that no fence.mbarrier_init after the init is ordered before.
+//     that no fence.mbarrier_init after the init is ordered before. A block that ends with
+//     work in flight fails: expected bytes that never came, a TMA whose phase no thread's
+//     wait observed, a phase with some of its arrivals in.
 //   * TMA (cp.async.bulk.tensor.2d): reads the fields the stand-in driver encoded
 //     (tests/standins/fake_cupy/cuda/bindings/driver.py: RbTensorMap below): global address, dims,
 //     row stride, box, element size, swizzle; out-of-bounds elements are zero; the box lands
@@ -73,6 +75,7 @@ struct RbMbar {
     uint32_t init_epoch = 0;
     uint32_t fenced_clk = RB_NOT_FENCED;  // the init thread's clock at its fence.mbarrier_init
     uint64_t tma_seq = 0;
+    uint64_t waited_seq = 0;  // the last TMA whose phase a thread's wait observed
     RbVc accum, done;
     std::condition_variable cv;
     // TMA data of the current phase: it lands in shared memory when the phase completes.
@@ -367,6 +370,7 @@ inline bool mbar_try_wait(unsigned bar, unsigned parity) {
     }
     ht.wait_bar = ~0u;
     rb_me->vc.join(b.done);
+    b.waited_seq = std::max<uint64_t>(b.waited_seq, b.done.v[b.slot]);
     return true;
 }
 
@@ -764,11 +768,27 @@ std::string rb_hopper_block_end(RbBlock& blk) {
         regs += 128 * (hb->maxnreg[wg] ? hb->maxnreg[wg] : 65536 / blk.nthreads / 8 * 8);
     if (regs > 65536)
         snprintf(msg, sizeof msg, "setmaxnreg budgets need %d registers, the SM has 65536", regs);
-    for (auto& kv : hb->bars)
-        if (kv.second->tx > 0 && !msg[0])
+    // Work in flight when the block ends: on the GPU a TMA still writing the freed shared
+    // memory (the next block's), or a phase that some thread was part way through.
+    for (auto& kv : hb->bars) {
+        const RbMbar& b = *kv.second;
+        if (msg[0]) break;
+        if (b.tx > 0)
             snprintf(msg, sizeof msg,
                      "mbarrier 0x%x ends with %lld expected transaction bytes that never came",
-                     kv.first, kv.second->tx);
+                     kv.first, b.tx);
+        else if (b.tma_seq > b.waited_seq)
+            snprintf(msg, sizeof msg,
+                     "the block ends with a TMA on mbarrier 0x%x that no thread waited for "
+                     "(%llu of its %llu copies unobserved): a bulk copy in flight at exit",
+                     kv.first, (unsigned long long)(b.tma_seq - b.waited_seq),
+                     (unsigned long long)b.tma_seq);
+        else if (b.pending != (int)b.count)
+            snprintf(msg, sizeof msg,
+                     "the block ends with mbarrier 0x%x part way through phase %u (%d of its "
+                     "%u arrivals pending)",
+                     kv.first, b.phase, b.pending, b.count);
+    }
     return msg;
 }
 

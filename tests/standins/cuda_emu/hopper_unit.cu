@@ -1,6 +1,7 @@
 // Small kernels that drive the emulated Hopper primitives one at a time
 // (tests/kernels/test_cuda_emu.py). They include kernels/cuda/hopper_ops.cuh as the real kernels do,
 // and run only under the emulation (it defines RB_HOPPER).
+#include "common.cuh"
 #include "hopper_ops.cuh"
 
 struct __align__(64) TmaDesc { unsigned long long v[16]; };
@@ -199,4 +200,17 @@ extern "C" __global__ void unit_shfl(int o, float* out, unsigned* iout) {
     const unsigned mask = lane < 16 ? 0x0000ffffu : 0xffff0000u;
     out[t] = __shfl_xor_sync(mask, (float)t, o);
     iout[t] = __shfl_xor_sync(mask, (unsigned)t, o);
+}
+
+// common.cuh's block-wide reduction called twice in one kernel, fp32 then fp64, as a kernel
+// reducing twice would: the second call's stores into its part[] must be ordered after the
+// first call's loads of it (block_sum's leading __syncthreads). out[3t..3t+2] = the sum of
+// the thread indices, the thread count, the thread count again (fp64).
+extern "C" __global__ void unit_block_sum_twice(float* out) {
+    const float a = block_sum((float)threadIdx.x);
+    const float b = block_sum(1.0f);
+    const double c = block_sum(1.0);
+    out[3 * threadIdx.x] = a;
+    out[3 * threadIdx.x + 1] = b;
+    out[3 * threadIdx.x + 2] = (float)c;
 }
