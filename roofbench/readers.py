@@ -139,15 +139,14 @@ def read_calibrated(d: dict[str, Any]) -> CalibratedRoofs:
 # ---------------------------------------------------------------------------- cases
 
 
-_CAUSE, _NO_CAUSE = "noise cause: ", "noise cause: no outside cause"
+_CAUSE, _NO_CAUSE = "noise cause: ", ("noise cause: no outside cause", *ROOF_CAUSES)
 
 
 def read_timing(d: dict[str, Any]) -> Timing:
     flags = [str(f) for f in d.get("flags") or []]
     # Files before the field say it only in the noisy flag's cause (the CPU backend's words)
     load = d.get("outside_load") or next(
-        (f[len(_CAUSE):] for f in flags if f.startswith(_CAUSE) and not f.startswith(_NO_CAUSE)
-         and not f.startswith(ROOF_CAUSES)),
+        (f[len(_CAUSE):] for f in flags if f.startswith(_CAUSE) and not f.startswith(_NO_CAUSE)),
         "")
     return Timing(samples=[float(x) for x in d["samples_s"]], warmup_runs=int(d["warmup_runs"]),
                   stopped_by=str(d["stopped_by"]), config=dict(d.get("config") or {}),

@@ -149,7 +149,7 @@ class Clock:
         """The backend whose quick calibration measures this device (None: none can)."""
         return self.backend
 
-    pairs_roofs = True  # the CPU backend's timer samples a roof beside each sample
+    pairs_roofs = True  # the CPU timer samples a roof beside each sample (not a GPU's yet)
 
     def time(self, fn: Callable[[], None], cfg: TimerConfig,
              pair: RoofPair | None = None) -> Timing:
@@ -205,7 +205,6 @@ class CupyClock(Clock):
     kind = "gpu"
     backend_name = "cuda"
     array_module = "cupy"
-    pairs_roofs = False  # no GPU roof sampler yet: timed unpaired
 
     def __init__(self) -> None:
         import cupy
@@ -250,7 +249,6 @@ class TorchClock(Clock):
     kind = "gpu"
     backend_name = "cuda"
     array_module = "torch"
-    pairs_roofs = False
 
     def __init__(self, device_index: int) -> None:
         import torch
@@ -442,10 +440,8 @@ def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounti
         rec.evidence.extra["validation"] = "relative norm error against the reference"
     else:
         rec.evidence.extra["validation"] = "none: no reference given"
-    # On a CPU the data may live in a cache: placed on the level its working set fits in,
-    # and timed beside samples of that level's roof. No array in sight (a closure with its
-    # counts): its data is unknown, not 0 B in L1, so it is held against the levels its bytes
-    # are declared for.
+    # On a CPU: placed on the level its working set fits in, timed beside that level's roof;
+    # no array in sight (a closure with counts): held against the levels its bytes declare.
     ws = (working_set(args, output) or None) if clock.kind == "cpu" else None
     timing = core.paired_time(clock, call, cfg, rec, roofs, ws, clock_phases)
     rec.evidence.extra.update(clock.extra())

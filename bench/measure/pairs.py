@@ -69,7 +69,8 @@ def pair_for(rec: CaseResult, roofs: RoofSet | None, clock: Any,
     """The roof pair of ``rec`` (declared, not yet timed) under ``roofs`` on ``clock``, or
     None (module doc). Places the record as ``fill_metrics`` will (its placement and bound
     are overwritten then)."""
-    if roofs is None or not getattr(clock, "pairs_roofs", False) or not takes_pair(clock):
+    if (roofs is None or getattr(clock, "kind", "") != "cpu"
+            or not getattr(clock, "pairs_roofs", False) or not takes_pair(clock)):
         return None
     if roofs.device != clock.device_name():
         return None

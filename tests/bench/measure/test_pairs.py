@@ -237,6 +237,7 @@ def test_paired_records_round_trip():
 # -- which roof a case is paired with ------------------------------------------------------
 
 class FakeClock:
+    kind = "cpu"
     pairs_roofs = True
 
     def __init__(self, device: str = DEVICE) -> None:
