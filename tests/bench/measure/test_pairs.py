@@ -412,3 +412,16 @@ def test_a_profiled_programs_eager_runs_are_paired():
     assert prof.program.roofline.paired is not None
     assert prof.program.roofline.efficiency == prof.program.roofline.paired.efficiency
     pairs.close()
+
+
+def test_the_dram_pair_samples_the_non_temporal_kernel_where_it_was_measured():
+    """A run whose best DRAM roof is triad's (a plain-store kernel that swings between two
+    rates on a VM) still pairs with STREAM add-nt when the set measured it."""
+    rs = dram_roofs(40e9)
+    rs.roofs.insert(0, Roof("dram stream-triad", "memory", 50e9, "measured", level="dram",
+                            evidence={"probe": "stream-triad", "array_elements": 1 << 20}))
+    assert rs.memory("dram").name == "dram stream-triad"
+    assert pairs.dram_bracket(rs).kernel == "add-nt"
+    only_triad = RoofSet(device=DEVICE, roofs=rs.roofs[:1])
+    assert pairs.dram_bracket(only_triad).kernel == "triad"
+    pairs.close()
