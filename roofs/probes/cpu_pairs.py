@@ -13,7 +13,8 @@ the median of the pairs' ratios (``roofline.apply_roofs``).
 - ``FmaPair``: the FMA probe of a precision, the better of two calls of about ``target_s``.
 
 Each returns one rate per call; the first call allocates and compiles (``sample_loop`` makes
-it before the timed samples).
+it before the timed samples). Each call first waits for the case's thread pools to stop
+spinning (``pool_quiet``): a library's pool that spins beside the roof's sample halves it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from roofbench.records import Roof
 
 from .cpu_stream import STREAM_BYTES_PER_ELEMENT, StreamBracket
+from .pool_quiet import QUIET
 
 PAIR_S = 0.003  # about what one roof sample lasts: short beside a state that holds for seconds
 # An FMA call: longer, a parallel region costs ms to start on a VM (3 ms calls read 0.5x the
@@ -50,9 +52,12 @@ class StreamPair:
             b()  # allocates, checks and warms the arrays (the brackets' own first call)
         assert b.arrays is not None
         fn = b.arrays.call(b.kernel)
+        QUIET.before()
         t0 = time.perf_counter()
         fn()
-        return self.nbytes / (time.perf_counter() - t0)
+        rate = self.nbytes / (time.perf_counter() - t0)
+        QUIET.after()
+        return rate
 
     def close(self) -> None:
         """The arrays belong to the bracket (the run's tracker closes it)."""
@@ -93,7 +98,9 @@ class SweepPair:
 
         if self.buf is None:
             self._start()
+        QUIET.before()
         self.buf.run(self.access, self.working_set, self.reps, self.bursts)
+        QUIET.after()
         per_burst = 8 * self.buf.counted_words(self.access, self.working_set) * self.reps
         return rates_of(self.buf.burst_ticks(), per_burst, self.hz).sustained
 
@@ -118,10 +125,12 @@ class FmaPair:
 
             self.probe = FmaProbe(self.precision, target_s=self.target_s)
         best = float("inf")
+        QUIET.before()
         for _ in range(2):  # the first call may wake the pool's threads (ms on a VM)
             t0 = time.perf_counter()
             self.probe()
             best = min(best, time.perf_counter() - t0)
+        QUIET.after()
         return float(self.probe.flops) / best
 
     def close(self) -> None:
