@@ -40,6 +40,13 @@ def utc_stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
+def process_command() -> list[str]:
+    """This process's command line: `pytest ...` for `python -m pytest ...` too."""
+    prog = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    name = prog.parent.name if prog.name == "__main__.py" else prog.name
+    return [name, *sys.argv[1:]]
+
+
 def git_commit(where: Path = CODE_DIR) -> str | None:
     """The commit checked out at ``where`` (+dirty with uncommitted changes), or None."""
     try:
@@ -131,7 +138,7 @@ def make_run_dir(results_root: Path, device: str, stamp: str | None = None) -> P
 # user's file of that name), and a new session never writes over it.
 SESSION_FILES = ("results.json", "results.csv", "report.md", "report.html", "roofline.png",
                  "roofline.svg", "occupancy.png", "occupancy.svg", "profile.md")
-# An A/B job's folder (bench/measure/ab.py): its two runs and their comparison.
+# An A/B job's folder (bench/gate/ab_session.py): its two runs and their comparison.
 AB_FILES = (*SESSION_FILES, "a", "b", "compare")
 
 

@@ -99,7 +99,7 @@ class CudaKernel(PerDtype):
     dtypes: tuple[str, ...] = ALL_DTYPES
     min_cc: dict[str, tuple[int, int]] = field(default_factory=dict)  # per dtype, default 8.0
     note: str = ""
-    # Run its cases in a process of their own (bench/measure/isolation.py): a kernel that can
+    # Run its cases in a process of their own (bench/suite/isolation.py): a kernel that can
     # hang or fault stickily costs one case, never the run.
     isolated: bool = False
     # Correct at any grid (a grid-stride loop): an occupancy scan may launch fewer blocks.

@@ -4,7 +4,7 @@ The code lives in three folders installed under this one import name:
 ``roofbench.kernels`` (what is measured), ``roofbench.roofs`` (what the hardware can do) and
 ``roofbench.bench`` (how it is measured and shown). ``roofbench.measure`` and
 ``roofbench.Session`` (bench/measure/api.py) put one's own kernel on this device's roofline;
-``roofbench.profile`` (bench/measure/profile.py) every op of a PyTorch program.
+``roofbench.profile`` (bench/profile/torch_program.py) every op of a PyTorch program.
 """
 
 import os as _os
@@ -36,7 +36,7 @@ def __getattr__(name: str):
 
         return getattr(api, name)
     if name == "profile":  # every aten op of a PyTorch program on the roofs (or a jitted JAX)
-        from .bench.measure import profile
+        from .bench.profile import torch_program
 
-        return profile.profile
+        return torch_program.profile
     raise AttributeError(f"module 'roofbench' has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """The model beside the hardware: Nsight Compute's counters checked against the counted FLOPs
 and bytes, as pure functions of a stored case (its launches' counters and the model's bytes).
 
-A report shows these checks; ``roofbench run --ncu`` (bench/measure/ncu.py) collects the
+A report shows these checks; ``roofbench run --ncu`` (bench/counters/ncu.py) collects the
 counters. A check without a hardware figure (its metric not on the device) is left unmeasured,
 never computed from the rest.
 """

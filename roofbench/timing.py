@@ -135,6 +135,21 @@ class TimerConfig:
         return replace(self, budget_s=min(self.budget_s, budget_s))
 
 
+# Sampling time per case on a GPU: a memory-bound kernel there takes ~0.3 ms, so half a
+# second is over a thousand samples, and the median-CI rule usually stops far sooner.
+GPU_CASE_BUDGET_S = 0.5
+GPU_LAUNCH_BUDGET_S = 0.2
+
+
+def timer_for(kind: str, timer: TimerConfig | None, quick: bool) -> TimerConfig:
+    """``timer`` if given, else the default (or quick) one; on a GPU (``kind``) within the
+    per-case budget of a run (``GPU_CASE_BUDGET_S``)."""
+    if timer is not None:
+        return timer
+    cfg = TimerConfig.quick() if quick else TimerConfig()
+    return cfg.with_budget(GPU_CASE_BUDGET_S) if kind == "gpu" else cfg
+
+
 def probe_timers(quick: bool) -> tuple[TimerConfig, TimerConfig]:
     """(the timer of a figure a roof takes, the short timer of a configuration-search
     candidate or an ERT curve point). A full calibration's budget per figure is short:

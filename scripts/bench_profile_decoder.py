@@ -37,8 +37,8 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from roofbench.bench.measure.api import device_roofs
     from roofbench.bench.measure.callables import Clock
+    from roofbench.bench.measure.roof_source import device_roofs
 
     import roofbench
 

@@ -8,7 +8,7 @@ The work is real: the base adds two fp32 arrays (``np.add``, --mib MiB each); th
 version adds ``factor`` times as many elements (the same call on a longer slice): more work,
 not edited samples. Each repeat measures
 
-- A/B mode: one A/B job (bench/measure/ab.py) of two cases, base against base (A/A) and base
+- A/B mode: one A/B job (bench/gate/ab_session.py) of two cases, base against base (A/A) and base
   against slow, stored (DIR/a, DIR/b), read back and judged by the gate (paired samples);
 - stored runs: three runs, each in a fresh process with the regular timer (base, slow,
   base again), stored and read back: base vs base again is the A/A pair, base vs slow the
@@ -129,7 +129,7 @@ def verdicts(a: Path, b: Path, threshold: float) -> dict[str, tuple[str, float, 
 
 
 def ab_repeat(folder: Path, roofs: Path, args: argparse.Namespace) -> dict[str, tuple]:
-    from roofbench.bench.measure.ab import AbSession
+    from roofbench.bench.gate.ab_session import AbSession
 
     n, (a, b, c) = arrays(args.mib, args.factor)
     base, slow = adder(n), adder(int(n * args.factor))

@@ -32,7 +32,7 @@
 # Each step's limit is sized from a model that includes a fresh machine's caches (CuPy's kernel
 # cache, matplotlib's font cache, Numba's compiles; docs/gpu-check.md): the calibration time
 # model (tests/roofs/test_gpu_probes_nogpu.py) and the make-bench time model
-# (tests/bench/measure/test_bench_time_model.py); the limits are set in one place (L_* below)
+# (tests/bench/suite/test_bench_time_model.py); the limits are set in one place (L_* below)
 # and tests/scripts/test_gpu_check_script.py checks the order and that they fit the total.
 # A failing step is recorded and the next one runs; a step with no time left is skipped. Every
 # pytest step writes each test's outcome as it goes (<step>.progress, plus -rf and JUnit XML at

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import numpy as np
     from roofbench.bench.backends.base import open_backend
-    from roofbench.bench.measure.runner import validate
+    from roofbench.bench.suite.runner import validate
     from roofbench.kernels.registry import workloads
     from roofbench.kernels.spec import Case
 

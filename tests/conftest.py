@@ -43,14 +43,14 @@ def _overwritten_shared_bytes() -> list[int]:
 
 @pytest.fixture(autouse=True)
 def _case_limit_scaled_by_load(monkeypatch):
-    """An isolated case's hang guard (bench/measure/isolation.py, 45 s on an idle machine)
+    """An isolated case's hang guard (bench/suite/isolation.py, 45 s on an idle machine)
     scaled by the load now, as every limit in a test is (patience.py): a CLI run under test on
     one loaded core (`taskset -c 0 make test`) waits longer instead of failing. A test that
     sets or clears the variable itself overrides this."""
     import os
 
     from patience import patience
-    from roofbench.bench.measure.isolation import CASE_TIMEOUT_S, TIMEOUT_ENV
+    from roofbench.bench.suite.isolation import CASE_TIMEOUT_S, TIMEOUT_ENV
 
     if TIMEOUT_ENV not in os.environ:
         monkeypatch.setenv(TIMEOUT_ENV, f"{patience(CASE_TIMEOUT_S):.0f}")

@@ -1,7 +1,8 @@
 """The architecture's promises: one import name, one level per folder, imports one way.
 
 Floors, lowest first: the shared root (roofbench/*.py) <- kernels/ <- roofs/ <- bench/; inside
-bench/: backends/ <- measure/ and fleet/ <- cli/, and present/ imports only the shared root.
+bench/: backends/ <- counters/ and measure/ (the core) <- suite/, profile/, gate/ <- pytest/,
+and fleet/ beside them <- cli/; present/ imports only the shared root.
 No source file outside tests is longer than 450 lines. ``python tests/test_layout.py`` prints
 the import map's floors.
 """
@@ -11,10 +12,13 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 450
@@ -24,13 +28,23 @@ FLOORS: dict[str, set[str]] = {
     "root": set(),
     "kernels": {"root"},
     "roofs": {"root", "kernels"},
-    "bench.backends": {"root", "kernels", "roofs", "bench"},
+    "bench": {"root", "kernels", "roofs"},  # bench/results.py, bench/errors.py
     "bench.present": {"root"},
+    "bench.backends": {"root", "kernels", "roofs", "bench"},
+    "bench.counters": {"root", "kernels", "roofs", "bench", "bench.backends"},
     "bench.measure": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present"},
+    "bench.suite": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present",
+                    "bench.measure", "bench.counters"},
+    "bench.profile": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present",
+                      "bench.measure"},
+    "bench.gate": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present",
+                   "bench.measure"},
+    "bench.pytest": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present",
+                     "bench.measure", "bench.gate"},
     "bench.fleet": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present"},
     "bench.cli": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present",
-                  "bench.measure", "bench.fleet"},
-    "bench": {"root", "kernels", "roofs"},  # bench/results.py, bench/errors.py
+                  "bench.counters", "bench.measure", "bench.suite", "bench.profile", "bench.gate",
+                  "bench.fleet"},
 }
 FOLDERS = {"roofbench": "roofbench", "kernels": "roofbench.kernels", "roofs": "roofbench.roofs",
            "bench": "roofbench.bench"}
@@ -60,7 +74,7 @@ def module_of(path: Path) -> str:
 # roofbench.Session) from its module __getattr__ on first use, never at import time.
 FACADE = ROOT / "roofbench" / "__init__.py"
 FACADE_IMPORTS = {"roofbench.bench.measure", "roofbench.bench.measure.api",
-                  "roofbench.bench.measure.profile"}
+                  "roofbench.bench.profile", "roofbench.bench.profile.torch_program"}
 
 
 def facade_getattr(tree: ast.Module) -> ast.FunctionDef | None:
@@ -261,11 +275,11 @@ def _private(name: str) -> bool:
 
 
 def test_a_private_name_is_found_however_it_is_taken():
-    here = ROOT / "bench" / "measure" / "scan.py"
+    here = ROOT / "bench" / "suite" / "scan.py"
     code = ("from .runner import _record, time_case\n"
             "def f():\n    from . import runner as r\n    return r._fill_metrics\n")
     assert private_imports(here, ast.parse(code)) == {
-        "roofbench.bench.measure.runner._record", "roofbench.bench.measure.runner._fill_metrics"}
+        "roofbench.bench.suite.runner._record", "roofbench.bench.suite.runner._fill_metrics"}
 
 
 def test_no_private_name_is_taken_from_another_module():
@@ -317,7 +331,8 @@ def test_tests_mirror_the_package():
     tests/standins/."""
     top = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
     assert top == ["test_layout.py"]
-    for folder in ("roofbench", "kernels", "roofs", "bench/backends", "bench/measure",
+    for folder in ("roofbench", "kernels", "roofs", "bench/backends", "bench/counters",
+                   "bench/measure", "bench/suite", "bench/profile", "bench/gate", "bench/pytest",
                    "bench/present", "bench/cli", "bench/fleet"):
         assert list((ROOT / "tests" / folder).glob("test_*.py")), folder
 
@@ -335,6 +350,66 @@ def test_offline_setup_installs_nothing_and_names_the_interpreter():
     assert not Path("/nonexistent-venv").exists()
 
 
+# -- the docs, true to the code ---------------------------------------------------------------
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def floor_lines() -> list[str]:
+    return [f"{src:15s} imports {', '.join(sorted(dsts)) or '-'}"
+            for src, dsts in sorted(floor_map().items())]
+
+
+def feature_table() -> dict[str, list[Path]]:
+    """docs/architecture.md's feature table: feature -> the paths its cells name."""
+    text = ARCHITECTURE.read_text()
+    rows = text[text.index("| feature | shared root"):].split("\n\n")[0].splitlines()[2:]
+    bases = (ROOT / "roofbench", ROOT, ROOT, ROOT / "bench" / "cli")
+    out: dict[str, list[Path]] = {}
+    for row in rows:
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        paths = out.setdefault(cells[0], [])
+        for base, cell in zip(bases, cells[1:], strict=True):
+            for name in re.findall(r"`([^`]+)`", cell):
+                paths.append(ROOT / name if name.startswith("scripts/") else base / name)
+    return out
+
+
+def test_the_feature_table_names_every_module():
+    named = [p for paths in feature_table().values() for p in paths]
+    assert [str(p.relative_to(ROOT)) for p in named if not p.exists()] == []
+    folders = [p for p in named if p.is_dir()]
+    code = list((ROOT / "roofbench").glob("*.py")) + sorted((ROOT / "bench").rglob("*.py"))
+    unnamed = [str(p.relative_to(ROOT)) for p in code
+               if p not in named and not any(f in p.parents for f in folders)
+               and not (p.name == "__init__.py" and not p.read_text().strip())]
+    assert unnamed == []
+
+
+def test_the_feature_table_check_fails_on_a_missing_file(monkeypatch, tmp_path):
+    doc = tmp_path / "architecture.md"
+    doc.write_text("| feature | shared root | k | b | c |\n|---|---|---|---|---|\n"
+                   "| x | `gone.py` | | `bench/nowhere/` | |\n\nrest\n")
+    monkeypatch.setattr(sys.modules[__name__], "ARCHITECTURE", doc)
+    assert feature_table() == {"x": [ROOT / "roofbench" / "gone.py", ROOT / "bench/nowhere/"]}
+    with pytest.raises(AssertionError):
+        test_the_feature_table_names_every_module()
+
+
+def test_the_documented_map_is_the_map():
+    text = ARCHITECTURE.read_text()
+    block = text[text.index("prints the map as it is"):].split("```")[1].strip().splitlines()
+    assert block == floor_lines()
+
+
+def test_the_docs_state_the_schema_version_the_code_writes():
+    from roofbench.records import RESULTS_SCHEMA_VERSION
+
+    readme = (ROOT / "README.md").read_text()
+    assert re.findall(r"schema version (\d+)", readme) == [str(RESULTS_SCHEMA_VERSION)]
+    assert re.findall(r"results\.json \(`roofbench\.results`, version (\d+)\)",
+                      ARCHITECTURE.read_text()) == [str(RESULTS_SCHEMA_VERSION)]
+
+
 if __name__ == "__main__":  # the import map's floors, for a reader
-    for src, dsts in sorted(floor_map().items()):
-        print(f"{src:15s} imports {', '.join(sorted(dsts)) or '-'}")
+    print("\n".join(floor_lines()))

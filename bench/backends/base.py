@@ -182,7 +182,7 @@ class Backend(ABC):
 
     def isolated(self, case: Case) -> bool:
         """Whether ``case`` runs in a process of its own (a declared property of what it
-        launches: bench/measure/isolation.py)."""
+        launches: bench/suite/isolation.py)."""
         return False
 
     def warm(self, case: Case) -> None:  # noqa: B027 - optional hook

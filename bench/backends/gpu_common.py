@@ -29,7 +29,7 @@ from roofbench.errors_text import first_line
 from roofbench.records import LaunchFacts, OccupancyLevel
 
 from .base import Backend, BackendUnavailable, CaseUnsupported, LaunchListPrepared
-from .occupancy import occupancy, smem_for_blocks
+from .occupancy_calc import occupancy, smem_for_blocks
 
 # Dynamic shared memory a launch gets without opting in (cudaFuncSetAttribute).
 DEFAULT_DYNAMIC_SMEM = 48 * 1024

@@ -1,5 +1,5 @@
 """`roofbench ab BASE NEW --out DIR`: base and new measured alternately, sample by sample, in
-this one job (bench/measure/ab.py), then judged as `roofbench compare DIR` judges any A/B run
+this one job (bench/gate/ab_session.py), then judged as `roofbench compare DIR` judges any A/B run
 (paired samples; the same gate flags and exit codes).
 
 BASE and NEW are each a Python file (``path/to/base.py``) or an importable module name (e.g.
@@ -78,7 +78,7 @@ def ab_cases(mod: ModuleType, spec: str) -> dict[str, dict[str, Any]]:
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-    from ..measure.ab import AbSession
+    from roofbench.bench.gate.ab_session import AbSession
 
     base = ab_cases(load_side(args.base, "base"), args.base)
     new = ab_cases(load_side(args.new, "new"), args.new)

@@ -19,7 +19,7 @@ from ..errors import UserError
 from .argtypes import checked
 
 if TYPE_CHECKING:
-    from ..fleet.records import FleetConfig
+    from ..fleet.fleet_records import FleetConfig
 
 _positive = checked(float, lambda v: v > 0, "must be > 0")
 _margin = checked(float, lambda v: 0 <= v < 1, "must be in [0, 1), e.g. 0.1 for 10%")
@@ -85,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cfg(args: argparse.Namespace) -> FleetConfig:
-    from ..fleet.records import FleetConfig
+    from ..fleet.fleet_records import FleetConfig
 
     return FleetConfig(quick=args.quick, out=args.out, timeout=args.timeout,
                        link_max_bytes=args.link_max_size, argv=list(sys.argv))

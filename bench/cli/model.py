@@ -1,5 +1,5 @@
 """`roofbench model SCRIPT.py [--entry NAME] [--compile] [--out DIR]`: a PyTorch (or JAX)
-program of one's own, every op placed on this device's roofs (bench/measure/profile.py).
+program of one's own, every op placed on this device's roofs (bench/profile/torch_program.py).
 
 SCRIPT.py defines a function (``--entry``, default ``program``) of no arguments that
 returns ``(fn_or_module, args)`` or ``(fn_or_module, args, kwargs)``; the command profiles
@@ -62,7 +62,8 @@ def load_entry(script: str, entry: str) -> tuple[Any, tuple[Any, ...], dict[str,
 
 
 def cmd_model(args: argparse.Namespace) -> int:
-    from ..measure.profile import run_profile
+    from roofbench.bench.profile.torch_program import run_profile
+
     from ..results import check_out_folder
 
     # every setting before the script is imported or anything profiled

@@ -8,11 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from roofbench.bench.suite.session import RunOptions
+
 from roofbench.boundary import EXIT_STOPPED
 
 from ..backends import REGISTRY
 from ..backends import base as backends
-from ..measure.session import RunOptions
 from .run import (
     add_measure_options,
     print_report_paths,
@@ -24,7 +25,7 @@ def cmd_occupancy(args: argparse.Namespace) -> int:
     """As `roofbench run`: settings and names checked, then the run's own folder (before the
     roofs), then roofs, cases and the report each inside the session's guard; whatever stops
     it is saved in results.json as its stop, and the report is still written."""
-    from ..present.occupancy import reached_text, scans
+    from ..present.occupancy_scan import reached_text, scans
 
     be = backends.open_for_user(args.backend)
     opts = RunOptions(workloads=(args.workload,), variant=args.variant,

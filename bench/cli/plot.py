@@ -9,7 +9,7 @@ from .argtypes import stored_run_parser
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from ..present.occupancy import plot_occupancy
+    from ..present.occupancy_scan import plot_occupancy
     from ..present.plot import plot_run
 
     run, base = load_for_output(args.run, args.out, "roofline", suffixes=(".png", ".svg"))

@@ -1,5 +1,5 @@
 """`roofbench run` and `roofbench bench` (the main job: the same run with the defaults that fill
-the device): roofs, the run session (bench/measure/session.py), the reports, a summary."""
+the device): roofs, the run session (bench/suite/session.py), the reports, a summary."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from roofbench.bench.suite.session import RunOptions, RunSession
 
 from roofbench.boundary import EXIT_STOPPED, signal_name
 from roofbench.paths import home
@@ -19,7 +20,6 @@ from roofbench.records import RoofSet, RunResult
 from ..backends import REGISTRY
 from ..backends import base as backends
 from ..measure.roof_source import obtain_roofs
-from ..measure.session import RunOptions, RunSession
 from ..results import check_writable
 from .progress import Heartbeat, steps
 

@@ -48,7 +48,7 @@ def _positive_int(name: str, raw: str) -> None:
 
 
 def _timeout(name: str, raw: str) -> None:
-    from ..measure.isolation import case_timeout
+    from roofbench.bench.suite.isolation import case_timeout
 
     case_timeout()  # reads the variable itself: a UserError when not a positive number
 
@@ -127,7 +127,7 @@ def check_flags(args: argparse.Namespace) -> None:
     size = getattr(args, "size", None)
     if isinstance(size, str) and getattr(args, "func", None) is not None and \
             getattr(args, "command", "") in ("run", "bench"):
-        from ..measure.session import parse_size
+        from roofbench.bench.suite.session import parse_size
 
         parse_size(size)
     for dest in ("threshold", "timeout", "margin"):

@@ -13,7 +13,7 @@ from roofbench.roofs.probes import links as ic
 from roofbench.readers import read_roofset
 from roofbench.records import Roof
 
-from .records import SCHEMA, FleetConfig, Place, RankResult
+from .fleet_records import SCHEMA, FleetConfig, Place, RankResult
 
 
 def _roof_key(r: Roof) -> str:

@@ -10,8 +10,8 @@ from roofbench.paths import home
 
 from ..errors import UserError
 from .environment import gpu_backend, visible_gpus
+from .fleet_records import Place
 from .output import PROGRESS_FILE, PROGRESS_NOTES, PROGRESS_SCHEMA
-from .records import Place
 
 
 def fill_local_ranks(places: dict[int, Place]) -> None:

@@ -40,6 +40,7 @@ from roofbench.boundary import signal_name
 
 from ..errors import UserError
 from .environment import env_local_rank, import_mpi, launcher, roofbench_version
+from .fleet_records import FleetConfig, Place, RankResult
 from .messaging import (
     TAG_DONE,
     TAG_HELLO,
@@ -54,7 +55,6 @@ from .messaging import (
 )
 from .output import summary_text, write_progress, write_report
 from .plan import fill_local_ranks, prepare_out, turn_order, version_problem
-from .records import FleetConfig, Place, RankResult
 
 START_S = 30.0  # the least the handshake waits for a rank (see _Rank.T_start)
 

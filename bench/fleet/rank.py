@@ -17,8 +17,8 @@ from roofbench.records import RoofSet
 
 from ..errors import UserError
 from .environment import assign_gpu, gpu_backend, visible_gpus
+from .fleet_records import FleetConfig, Place, RankResult
 from .messaging import watchdog
-from .records import FleetConfig, Place, RankResult
 
 
 def measure_rank(place: Place, cfg: FleetConfig,

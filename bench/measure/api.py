@@ -21,10 +21,9 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from roofbench.kernels.triton_counts import kernel_counts
-from roofbench.roofs.files import RoofsFileError, default_path, load_roofs
 
 from roofbench.boundary import Refusal, prepare_environment
 from roofbench.errors_text import first_line
@@ -38,12 +37,11 @@ from roofbench.records import (
     RoofSet,
     RunResult,
 )
-from roofbench.timing import TimerConfig
+from roofbench.timing import TimerConfig, timer_for
 
-from ..backends.base import Backend
 from ..errors import UserError
 from ..present.roof_state import paired_text
-from ..results import environment, git_commit, save_run, utc_stamp
+from ..results import environment, git_commit, process_command, save_run, utc_stamp
 from . import door
 from .callables import (
     Clock,
@@ -53,87 +51,13 @@ from .callables import (
     measure_callable,
     placement_line,
 )
-from .roof_source import cache_path, stored_or_quick_roofs
-from .session import GPU_CASE_BUDGET_S
+from .roof_source import device_roofs
 
-# Roofs found per (device, cache file) in this process: the calibration cache is read once.
-_ROOFS: dict[tuple[str, str], tuple[RoofSet | None, str | None]] = {}
 _ACTIVE: list[Session] = []
 
 
 def _say(line: str) -> None:
     print(f"roofbench: {line}", file=sys.stderr, flush=True)
-
-
-def device_roofs(clock: Clock, roofs: RoofSet | str | Path | None = None,
-                 cache: str | Path | None = None) -> tuple[RoofSet | None, str | None]:
-    """The roofs a callable on ``clock``'s device is placed under, and a note (or None)."""
-    device = clock.device_name()
-    rs: RoofSet
-    if isinstance(roofs, RoofSet):
-        rs = roofs
-    elif roofs is not None:
-        try:
-            rs = load_roofs(roofs)
-        except RoofsFileError as e:
-            raise MeasureError(f"roofs=: {e}") from None
-    else:
-        key = (device, str(cache or ""))
-        if key not in _ROOFS:
-            _ROOFS[key] = _calibrated(clock, Path(cache) if cache else None)
-        return _ROOFS[key]
-    note = f"roofs come from {rs.device}, cases ran on {device}" if rs.device != device \
-        else None
-    return rs, note
-
-
-def _calibrated(clock: Clock, cache: Path | None) -> tuple[RoofSet | None, str | None]:
-    be = clock.roofs_backend()
-    path = cache or (cache_path(be) if be is not None else default_path(clock.device_name()))
-    if be is None:
-        if path.exists():
-            return stored_or_quick_roofs(cast(Backend, _Named(clock)), path), None
-        return None, (f"no roofs: {path} does not exist and nothing here can calibrate "
-                      f"{clock.device_name()} (the GPU probes need CuPy)")
-    if not path.exists():
-        _say(f"no stored roofs for {clock.device_name()}: the quick calibration runs once "
-             f"and saves them to {path}")
-    rs = stored_or_quick_roofs(be, path)
-    for note in rs.notes:  # the cache measured again, or not written: said once
-        if note.startswith("roofs cache "):
-            _say(note)
-    return rs, None
-
-
-class _Named:
-    """A device known by name only: its stored roofs can be read, never measured."""
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-
-    def device_name(self) -> str:
-        return self.clock.device_name()
-
-    def measure_roofs(self, **_: Any) -> RoofSet:  # pragma: no cover - the file exists
-        raise UserError(f"cannot calibrate {self.device_name()} here")
-
-
-def process_command() -> list[str]:
-    """This process's command line: `pytest ...` for `python -m pytest ...` too."""
-    prog = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
-    name = prog.parent.name if prog.name == "__main__.py" else prog.name
-    return [name, *sys.argv[1:]]
-
-
-def timer_for(clock: Clock, timer: TimerConfig | None, quick: bool) -> TimerConfig:
-    """``timer`` if given, else the default (or quick) one, on a GPU within the per-case
-    budget of a run (``GPU_CASE_BUDGET_S``)."""
-    if timer is not None:
-        return timer
-    cfg = TimerConfig.quick() if quick else TimerConfig()
-    if clock.kind == "gpu":
-        cfg = cfg.with_budget(GPU_CASE_BUDGET_S)
-    return cfg
 
 
 class Session:
@@ -200,7 +124,7 @@ class Session:
                                f"{device} needs a Session of its own")
         roofs, note = ((self.run.roofs, None) if self.run is not None
                        else device_roofs(clock, self.roofs_arg, self.roofs_cache))
-        cfg = timer_for(clock, self.timer, self.quick)
+        cfg = timer_for(clock.kind, self.timer, self.quick)
         label = name or getattr(fn, "__qualname__", None) or "callable"
         if self.run is None:
             self.run = RunResult(backend=clock.backend_name, device=device, roofs=roofs,

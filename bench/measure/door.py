@@ -24,7 +24,7 @@ from roofbench.roofline import LEVELS, PRECISIONS
 
 # The most FLOPs or bytes one call can declare: int64, what every reader and CSV holds.
 MAX_COUNT = (1 << 63) - 1
-MAX_ELEMENTS = 1 << 48  # as `--size` (bench/measure/session.py)
+MAX_ELEMENTS = 1 << 48  # as `--size` (bench/suite/session.py)
 
 
 class MeasureError(Refusal, ValueError):

@@ -10,10 +10,11 @@ datasheet, the device's roofline) is bench/present/tables.py.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
 from roofbench.roofs.files import RoofsFileError, default_path, load_roofs, save_calibrated
 
@@ -25,6 +26,7 @@ from roofbench.roofline import device_slug
 
 from ..backends import base as backends
 from ..errors import UserError
+from .callables import Clock, MeasureError
 
 Purpose = Literal["run", "cached", "calibrate", "measure"]
 
@@ -72,7 +74,7 @@ def source(backend: backends.Backend, purpose: Purpose, *, given: str | Path | N
       silently used, nor silently overwritten.
     - a CPU for "run" (and "measure" without ``file``): measured every time, never read from
       nor written to a cache (the load of the machine moves its roofs; a run also tracks
-      them between its cases: bench/measure/drift.py). "cached" (`roofbench.measure`) and
+      them between its cases: bench/suite/drift.py). "cached" (`roofbench.measure`) and
       "calibrate" use the CPU's cache, keyed by the machine's fingerprint.
     - a file that cannot be written costs the cache, never the roofs (a note on them says
       why) — unless the user named it: `calibrate --out` and `roofs` (its ``--out``, or a GPU's
@@ -265,3 +267,66 @@ def calibrate(device: int = 0, *, quick: bool = False, recalibrate: bool = False
                  progress=progress)
     assert got.path is not None  # "calibrate" always has a file
     return got.roofs, got.path, got.measured
+
+
+# -- the API's roofs: roofbench.measure, Session, ab, profile -----------------------------
+
+# Roofs found per (device, cache file) in this process: the calibration cache is read once.
+_ROOFS: dict[tuple[str, str], tuple[RoofSet | None, str | None]] = {}
+
+
+def _say(line: str) -> None:
+    print(f"roofbench: {line}", file=sys.stderr, flush=True)
+
+
+def device_roofs(clock: Clock, roofs: RoofSet | str | Path | None = None,
+                 cache: str | Path | None = None) -> tuple[RoofSet | None, str | None]:
+    """The roofs a callable on ``clock``'s device is placed under, and a note (or None)."""
+    device = clock.device_name()
+    rs: RoofSet
+    if isinstance(roofs, RoofSet):
+        rs = roofs
+    elif roofs is not None:
+        try:
+            rs = load_roofs(roofs)
+        except RoofsFileError as e:
+            raise MeasureError(f"roofs=: {e}") from None
+    else:
+        key = (device, str(cache or ""))
+        if key not in _ROOFS:
+            _ROOFS[key] = _calibrated(clock, Path(cache) if cache else None)
+        return _ROOFS[key]
+    note = f"roofs come from {rs.device}, cases ran on {device}" if rs.device != device \
+        else None
+    return rs, note
+
+
+def _calibrated(clock: Clock, cache: Path | None) -> tuple[RoofSet | None, str | None]:
+    be = clock.roofs_backend()
+    path = cache or (cache_path(be) if be is not None else default_path(clock.device_name()))
+    if be is None:
+        if path.exists():
+            return stored_or_quick_roofs(cast(backends.Backend, _Named(clock)), path), None
+        return None, (f"no roofs: {path} does not exist and nothing here can calibrate "
+                      f"{clock.device_name()} (the GPU probes need CuPy)")
+    if not path.exists():
+        _say(f"no stored roofs for {clock.device_name()}: the quick calibration runs once "
+             f"and saves them to {path}")
+    rs = stored_or_quick_roofs(be, path)
+    for note in rs.notes:  # the cache measured again, or not written: said once
+        if note.startswith("roofs cache "):
+            _say(note)
+    return rs, None
+
+
+class _Named:
+    """A device known by name only: its stored roofs can be read, never measured."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def device_name(self) -> str:
+        return self.clock.device_name()
+
+    def measure_roofs(self, **_: Any) -> RoofSet:  # pragma: no cover - the file exists
+        raise UserError(f"cannot calibrate {self.device_name()} here")

@@ -1,5 +1,5 @@
 """The blocks of a report section, and a section: what sections.py and the section modules
-(amdahl.py, ncu_section.py, occupancy.py, profile_report.py) build, and what report.py and
+(amdahl.py, ncu_section.py, occupancy_scan.py, profile/report.py) build, and what report.py and
 report_html.py render. Its own module, below them all, so that sections.py imports the section
 modules at its top (no circle)."""
 

@@ -24,7 +24,7 @@ def write_report(run: RunResult, path: Path) -> list[Path]:
 def write_outputs(run: RunResult, folder: Path) -> list[Path]:
     """Everything rebuilt from a run into its folder: roofline.png/.svg, occupancy.png/.svg
     (an occupancy scan's), report.md/.html (last, in that order)."""
-    from .occupancy import plot_occupancy
+    from .occupancy_scan import plot_occupancy
     from .plot import plot_run
 
     figures = plot_run(run, folder / "roofline") + plot_occupancy(run, folder / "occupancy")

@@ -1,6 +1,6 @@
 """What the report says of a roof set's rule and context, and the plot's band of a run whose
 DRAM bandwidth moved: the roof rule (roofbench/roof_context.ROOF_RULE), the environment the
-CPU probes ran in, and the states a run tracked (bench/measure/drift.py). Pure functions of
+CPU probes ran in, and the states a run tracked (bench/suite/drift.py). Pure functions of
 the stored roof set."""
 
 from __future__ import annotations

@@ -30,11 +30,11 @@ from .blocks import (
     Text,
 )
 from .blocks import (
-    Image as Image,  # (profile_report.py takes it from here)
+    Image as Image,  # (profile/report.py takes it from here)
 )
 from .fusion import fusion_bound, fusion_table
 from .ncu_section import ncu_section
-from .occupancy import occupancy_section
+from .occupancy_scan import occupancy_section
 from .roof_state import paired_text, roof_context_lines
 
 # -- roofs ----------------------------------------------------------------------------------

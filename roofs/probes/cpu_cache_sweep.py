@@ -1,6 +1,6 @@
 """Cache-level CPU roofs: a working-set sweep planned from the cache topology the OS reports.
 
-For each cache level (roofbench/cache_topology.py: sysfs, else lscpu) the plan takes a band of
+For each cache level (roofs/probes/cache_topology.py: sysfs, else lscpu) the plan takes a band of
 working sets between the level below it and the level itself, over the cores this process may
 use: from twice the inner level's capacity (a quarter of L1's for L1) to 3/4 of the level's
 own capacity for those cores (carm-roofline's coverage), capped by the memory budget, at
@@ -48,10 +48,10 @@ from typing import Any
 
 import numpy as np
 from numba import njit, prange
+from roofbench.roofs.probes.cache_topology import CacheTopology, allowed_cpus, this_machine
 
 from roofbench.boundary import die_with_parent
 from roofbench.cache_records import CACHE_LEVELS, CacheSweep, SweepPoint
-from roofbench.cache_topology import CacheTopology, allowed_cpus, this_machine
 from roofbench.readers import read_roof
 from roofbench.records import Roof
 

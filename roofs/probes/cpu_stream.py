@@ -207,7 +207,7 @@ def measure_stream(time_fn: TimeFn, n: int, kernels: tuple[str, ...] = STREAM_KE
 
 
 class StreamBracket:
-    """A short STREAM probe between a run's cases (bench/measure/drift.py): ``kernel`` on
+    """A short STREAM probe between a run's cases (bench/suite/drift.py): ``kernel`` on
     arrays of ``n`` elements (the DRAM roof's own size), allocated and checked on first use
     and kept until ``close``; one untimed call, then ``samples`` timed ones. Returns (best,
     median) bytes/s: a fraction of a second where the arrays stream at tens of GB/s."""

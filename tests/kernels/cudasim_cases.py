@@ -14,7 +14,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run through tests/kernels
 
 from numba import cuda  # noqa: E402  (module global: the simulator swaps it in kernels)
 from roofbench.bench.backends.base import open_backend  # noqa: E402
-from roofbench.bench.measure.runner import run_case  # noqa: E402
+from roofbench.bench.suite.runner import run_case  # noqa: E402
 from roofbench.kernels import numba_compat  # noqa: E402, F401  (numpy 2.5 vs numba-cuda 0.30)
 from roofbench.kernels.numba_cuda_twins import NumbaTwin, build  # noqa: E402
 from roofbench.kernels.registry import workloads  # noqa: E402

@@ -15,9 +15,9 @@ from roof_sets import write_roofs
 from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.backends.gpu_common import plan_launches
 from roofbench.bench.cli import main
-from roofbench.bench.measure import ncu, ncu_csv
-from roofbench.bench.measure.case_record import case_record
-from roofbench.bench.measure.runner import validate
+from roofbench.bench.counters import ncu, ncu_csv
+from roofbench.bench.suite.case_record import case_record
+from roofbench.bench.suite.runner import validate
 from roofbench.kernels import attention
 from roofbench.kernels.cuda_impl import CudaLibrary, DeviceProps
 from roofbench.kernels.registry import workloads

@@ -11,7 +11,7 @@ from codegen_fanout import fanout_facts
 from codegen_matrix import IDS as MATRIX_IDS
 from codegen_matrix import MATRIX, NOT_X86, X86, host_cpu, matrix_facts
 from roofbench.bench.backends.cpu import CpuBackend
-from roofbench.bench.measure.runner import validate
+from roofbench.bench.suite.runner import validate
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 

@@ -38,7 +38,7 @@ from roofbench.bench.backends.gpu_common import (  # noqa: E402
     to_storage,
 )
 from roofbench.bench.backends.tma_launch import KernelParams, param_bytes  # noqa: E402
-from roofbench.bench.measure.runner import validate  # noqa: E402
+from roofbench.bench.suite.runner import validate  # noqa: E402
 from roofbench.kernels import cuda_impl as cu  # noqa: E402
 from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.cuda_impl import DeviceProps  # noqa: E402

@@ -21,7 +21,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from patience import patience
-from roofbench.bench.measure.runner import validate
+from roofbench.bench.suite.runner import validate
 from roofbench.kernels.arrays import HOST, Arrays, fp8_values
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case, np_dtype
@@ -153,7 +153,7 @@ import json, sys
 import numpy as np
 import cupy
 from roofbench.bench.backends.cupy import CupyBackend
-from roofbench.bench.measure.runner import run_cases
+from roofbench.bench.suite.runner import run_cases
 from roofbench.timing import TimerConfig
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case

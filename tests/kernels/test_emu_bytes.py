@@ -48,7 +48,7 @@ from roofbench.bench.backends.gpu_common import (
     plan_launches,
     to_storage,
 )
-from roofbench.bench.measure.runner import validate
+from roofbench.bench.suite.runner import validate
 from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.cuda_impl import CUDA_DIR, DeviceProps
 from roofbench.kernels.registry import workloads

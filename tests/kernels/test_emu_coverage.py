@@ -21,7 +21,7 @@ import cuda_tools as ct
 import numpy as np
 import pytest
 from emu_run import run_emulated
-from roofbench.bench.measure.runner import validate
+from roofbench.bench.suite.runner import validate
 from roofbench.kernels import rownorm
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case

@@ -9,7 +9,7 @@ import numba
 import numpy as np
 import pytest
 from roofbench.bench.backends.cpu import CpuBackend
-from roofbench.bench.measure.runner import validate
+from roofbench.bench.suite.runner import validate
 from roofbench.kernels import l2norm, rownorm, vector_add
 from roofbench.kernels import nt_stores as cs
 from roofbench.kernels.registry import workloads

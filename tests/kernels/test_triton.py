@@ -105,7 +105,7 @@ def test_every_workload_named_in_the_issue_has_a_triton_variant():
 
 @pytest.mark.parametrize("w,v,dtype", list(_triton_cases()))
 def test_triton_kernel_matches_float64_reference(interp, w, v, dtype):
-    from roofbench.bench.measure.runner import validate
+    from roofbench.bench.suite.runner import validate
 
     if (w, dtype) == ("vector_add", "fp8"):
         pytest.skip("the interpreter rounds fp32 -> e4m3 ties away from even "
@@ -122,7 +122,7 @@ def test_triton_kernel_matches_float64_reference(interp, w, v, dtype):
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp8"])
 def test_poison_marks_every_element_unwritten(interp, dtype):
-    from roofbench.bench.measure.runner import validate
+    from roofbench.bench.suite.runner import validate
 
     case, inputs, prep = _run("l2norm", "fused", dtype, (7,))
     prep.poison()  # and no run

@@ -746,7 +746,7 @@ GPU_SIZES = {"fp16": [(1000, 512, 256), (129, 264, 72), (512, 512, 1024), (2048,
                          ids=lambda v: v if isinstance(v, str) else "x".join(map(str, v)))
 def test_wgmma_gemm_validates_on_hopper(dtype, size):
     from roofbench.bench.backends.cupy import CupyBackend
-    from roofbench.bench.measure.runner import run_case
+    from roofbench.bench.suite.runner import run_case
 
     from roofbench.timing import TimerConfig
 

@@ -10,8 +10,13 @@ import numpy as np
 import pytest
 from cache_layouts import INTEL_VM, SKX_2S, ZEN3_VM, ZEN4, write_sysfs
 from roofbench.roofs.probes import cpu_cache_sweep as sw
+from roofbench.roofs.probes.cache_topology import (
+    CacheInstance,
+    CacheLevel,
+    CacheTopology,
+    from_sysfs,
+)
 
-from roofbench.cache_topology import CacheInstance, CacheLevel, CacheTopology, from_sysfs
 from roofbench.readers import read_roof
 from roofbench.records import RoofSet
 from roofbench.roofline import place

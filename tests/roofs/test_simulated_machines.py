@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from roofbench.bench.backends.cpu import CpuBackend
-from roofbench.bench.measure.session import select_cases
+from roofbench.bench.suite.session import select_cases
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case, SizeContext
 from roofbench.roofs.probes import cpu_features as feat

@@ -157,7 +157,7 @@ def test_order_and_budget_fit_one_device_call():
     assert extras <= DEVICE_CALL_S - 60  # the extras fit a call of their own
     # sized from the models with a fresh machine's caches (docs/gpu-check.md): the quick
     # calibration's 22.8 s (tests/roofs/test_gpu_probes_nogpu.py); make bench's 105 s
-    # (tests/bench/measure/test_bench_time_model.py, NVRTC without a kernel cache) plus
+    # (tests/bench/suite/test_bench_time_model.py, NVRTC without a kernel cache) plus
     # matplotlib's font cache built on a fresh machine
     assert limits["calibrate"] >= 22.8 + 5
     assert limits["make-bench"] >= 105 + 10

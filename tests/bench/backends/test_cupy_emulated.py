@@ -127,7 +127,7 @@ def test_occupancy_levels_give_the_intended_blocks_per_sm_and_grid(tmp_path):
     for b resident blocks per SM through dynamic shared memory (the arch's shared memory per
     SM over b, in allocation units, less the runtime's 1 KiB per block) and a grid of at most
     b blocks per SM; every level validates, with the same counts."""
-    from roofbench.bench.backends.occupancy import occupancy
+    from roofbench.bench.backends.occupancy_calc import occupancy
 
     m, k = 37, 1001
     cases = run_cli(tmp_path, ["--workload", "gemv", "--variant", "rows", "--dtype", "fp16",

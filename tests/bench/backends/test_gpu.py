@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from roofbench.bench.measure.runner import run_case
+from roofbench.bench.suite.runner import run_case
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 

@@ -21,7 +21,7 @@ from roofbench.bench.backends.gpu_common import (
     plan_launches,
     to_storage,
 )
-from roofbench.bench.backends.occupancy import ARCH, occupancy, smem_for_blocks
+from roofbench.bench.backends.occupancy_calc import ARCH, occupancy, smem_for_blocks
 from roofbench.kernels import cuda_impl as cu
 from roofbench.kernels import gemm, rownorm
 from roofbench.kernels.registry import workloads

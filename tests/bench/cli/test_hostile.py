@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from roofbench.bench.cli import main
 from roofbench.bench.errors import UserError
-from roofbench.bench.measure.session import MAX_ELEMENTS, parse_size
 from roofbench.bench.results import load_run
+from roofbench.bench.suite.session import MAX_ELEMENTS, parse_size
 from testpaths import REAL_CPU_RUN
 
 import roofbench.fileio
@@ -402,7 +402,7 @@ def test_count(capsys):
     PROCESS_ATTEMPTS = procs.PROCESS_ATTEMPTS + procs.FLEET_ATTEMPTS
     # the API, the plugin, roofs files and the user's environment (their own tables)
     users = (load(here.parent / "measure" / "test_hostile_api.py").ATTEMPTS
-             + load(here.parent / "measure" / "test_hostile_plugin.py").PLUGIN_ATTEMPTS
+             + load(here.parent / "pytest" / "test_hostile_plugin.py").PLUGIN_ATTEMPTS
              + load(here / "test_hostile_user.py").ATTEMPTS
              # model, profile(), ab and compare (issue 39)
              + importlib.import_module(f"{__package__}.test_hostile_surfaces").SURFACE_ATTEMPTS)
@@ -424,7 +424,7 @@ def test_a_run_that_cannot_save_stops_and_records_it(tmp_path: Path, roofs_file:
     """ENOSPC on the save after the first case (the disk frees again at once): exit 3, one
     line naming the file and the cause; results.json keeps the first case and says the run
     was cut short, in which phase, and why."""
-    import roofbench.bench.measure.session as session
+    import roofbench.bench.suite.session as session
 
     real, calls = session.save_run, []
 

@@ -27,7 +27,7 @@ from testpaths import REAL_CPU_RUN  # noqa: E402
 import roofbench  # noqa: E402
 from roofbench.timing import TimerConfig  # noqa: E402
 
-from ..measure.test_profile import FAST, ROOFS  # noqa: E402
+from ..profile.test_torch_program import FAST, ROOFS  # noqa: E402
 from .test_ab import ROOFS as AB_ROOFS  # noqa: E402
 from .test_ab import SIDE  # noqa: E402
 
@@ -271,8 +271,8 @@ def program():
 
 def test_an_op_that_fails_only_when_replayed_is_roofbenchs(monkeypatch):
     """The program ran; roofbench's replay of one op alone failed: not the user's error."""
-    from roofbench.bench.measure import profile as prof_mod
     from roofbench.bench.measure.user_code import raised_by_user
+    from roofbench.bench.profile import torch_program as prof_mod
 
     real = prof_mod._replay
 

@@ -277,7 +277,7 @@ def test_ctrl_c_through_exec_of_a_string_still_exits_130(tmp_path):
 def test_a_stop_while_the_roofs_are_saved_is_recorded(tmp_path, roofs_file, monkeypatch):
     """A Ctrl-C after the roofs and before the cases (the run's roofs being saved): exit 130
     and a results.json that says it stopped, never a run that looks finished with no case."""
-    from roofbench.bench.measure.session import RunSession
+    from roofbench.bench.suite.session import RunSession
 
     monkeypatch.setattr(RunSession, "set_roofs", _stop)
     assert main([*OCC, "--roofs", str(roofs_file), "--out", str(tmp_path / "o")]) == 130

@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 
 from roofbench.bench.cli import main  # noqa: E402
 
-from ..measure.test_profile import ROOFS  # noqa: E402
+from ..profile.test_torch_program import ROOFS  # noqa: E402
 
 SCRIPT = '''
 import torch

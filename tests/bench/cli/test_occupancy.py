@@ -12,7 +12,7 @@ import pytest
 from flat_cases import flat_cases
 from roof_sets import TEST_CPU
 from roofbench.bench.cli import main
-from roofbench.bench.present.occupancy import WITHIN, scans
+from roofbench.bench.present.occupancy_scan import WITHIN, scans
 from roofbench.bench.results import load_run
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 from roofbench.bench.cli import main
 from roofbench.bench.errors import UserError
-from roofbench.bench.fleet import environment, output, plan, records
+from roofbench.bench.fleet import environment, fleet_records, output, plan
 from roofbench.bench.fleet import outliers as compare
 from roofbench.bench.fleet import rank as calibrate
 
@@ -45,9 +45,9 @@ def test_gpu_by_local_rank(monkeypatch, cvd, local, want, why):
 
 def test_rank_without_gpu_is_recorded_not_fatal(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    place = records.Place(rank=3, size=4, host="n1", pid=1, version="x", python="3",
+    place = fleet_records.Place(rank=3, size=4, host="n1", pid=1, version="x", python="3",
                         launcher="t", local_rank=0)
-    res = calibrate.measure_rank(place, records.FleetConfig(backend="cuda", quick=True))
+    res = calibrate.measure_rank(place, fleet_records.FleetConfig(backend="cuda", quick=True))
     assert res.status == "error" and "rank 3 (host n1, local rank 0) cannot see a GPU" in res.error
 
 
@@ -61,8 +61,8 @@ def test_local_rank_from_launcher_env(monkeypatch):
     assert environment.env_local_rank() == (1, "OMPI_COMM_WORLD_LOCAL_RANK")
 
 
-def _place(r: int, host: str, version: str = "1.0") -> records.Place:
-    return records.Place(rank=r, size=4, host=host, pid=r, version=version, python="3",
+def _place(r: int, host: str, version: str = "1.0") -> fleet_records.Place:
+    return fleet_records.Place(rank=r, size=4, host=host, pid=r, version=version, python="3",
                        launcher="t")
 
 
@@ -83,18 +83,18 @@ def test_local_ranks_and_cpu_turns():
     assert plan.turn_order(places, "cuda") == {}
 
 
-def _result(rank: int, triad: float, device: str = "GPU X") -> records.RankResult:
+def _result(rank: int, triad: float, device: str = "GPU X") -> fleet_records.RankResult:
     rs = RoofSet(device=device)
     rs.add(Roof("triad", "memory", triad, "measured", level="dram"))
     rs.add(Roof("hbm ds", "memory", 4e12, "datasheet", level="dram"))
-    return records.RankResult(rank=rank, host=f"h{rank}", status="ok", device=device,
+    return fleet_records.RankResult(rank=rank, host=f"h{rank}", status="ok", device=device,
                             roofs=rs.to_dict())
 
 
 def test_outlier_is_below_the_median_of_its_peers():
     res = {0: _result(0, 3.6e12), 1: _result(1, 3.5e12), 2: _result(2, 3.0e12),
            3: _result(3, 1.0e12, device="Other GPU"),
-           4: records.RankResult(rank=4, host="h4", status="error", error="boom")}
+           4: fleet_records.RankResult(rank=4, host="h4", status="error", error="boom")}
     rows = {r["rank"]: r for r in compare.comparison_rows(res, margin=0.1)}
     assert rows[2]["outlier"] and rows[2]["peer_median"] == pytest.approx(3.55e12)
     assert not rows[0]["outlier"] and not rows[1]["outlier"]
@@ -106,16 +106,16 @@ def test_outlier_is_below_the_median_of_its_peers():
 
 def test_report_files_are_complete_and_atomic(tmp_path):
     res = {0: _result(0, 3.6e12), 1: _result(1, 2.0e12),
-           2: records.RankResult(rank=2, host="h2", status="timeout", error="no answer")}
+           2: fleet_records.RankResult(rank=2, host="h2", status="timeout", error="no answer")}
     places = {r: _place(r, f"h{r}") for r in res}
-    cfg = records.FleetConfig(backend="cuda", margin=0.1, argv=["roofbench", "fleet"])
+    cfg = fleet_records.FleetConfig(backend="cuda", margin=0.1, argv=["roofbench", "fleet"])
     rep = compare.build_report(cfg, places, res, [], "MPI link probes skipped")
     output.write_report(rep, tmp_path)
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["fleet.json", "fleet.md", "fleet.png", "rank0-gpu-x.json",
                      "rank1-gpu-x.json"]  # no temporary file left behind
     d = json.loads((tmp_path / "fleet.json").read_text())
-    assert d["schema"] == records.SCHEMA and d["world_size"] == 3
+    assert d["schema"] == fleet_records.SCHEMA and d["world_size"] == 3
     assert [o["rank"] for o in d["outliers"]] == [1]
     assert compare.exit_code(d) == 1
     md = (tmp_path / "fleet.md").read_text()
@@ -180,7 +180,7 @@ def test_a_folder_is_one_jobs(tmp_path):
     assert (d / output.PROGRESS_FILE).read_bytes() == before
     # the job's report replaces its progress record; the folder is then a finished report's
     res = {0: _result(0, 3.6e12)}
-    cfg = records.FleetConfig(backend="cuda", margin=0.1, argv=["roofbench", "fleet"])
+    cfg = fleet_records.FleetConfig(backend="cuda", margin=0.1, argv=["roofbench", "fleet"])
     output.write_report(compare.build_report(cfg, {0: _place(0, "h0")}, res, [], ""), d)
     assert not (d / output.PROGRESS_FILE).exists()
     report = (d / "fleet.json").read_bytes()

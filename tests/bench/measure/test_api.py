@@ -249,7 +249,7 @@ def test_default_cache_location_is_the_calibration_cache(monkeypatch, tmp_path):
     monkeypatch.setattr(api, "_ROOFS", {})
     monkeypatch.setattr(api, "stored_or_quick_roofs",
                         lambda be, path, progress=None: seen.append(path) or roofs_of("x"))
-    api.device_roofs(api.clock_for([np.ones(3)]))
+    roof_source.device_roofs(api.clock_for([np.ones(3)]))
     # The file `roofbench calibrate` writes for these cores (@cores-N under `taskset`).
     assert seen == [roof_source.cache_path(CpuBackend())] and seen[0].parent == tmp_path / "roofs"
     assert seen[0].name.startswith(default_path(cpu_model()).stem)

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from cache_layouts import cache_roofset
 from roofbench.bench.backends.cpu import CpuBackend
-from roofbench.bench.measure import core, runner
-from roofbench.bench.measure.runner import run_case
+from roofbench.bench.measure import core
 from roofbench.bench.present.plot import bandwidth_only, build_figure
 from roofbench.bench.results import load_run
+from roofbench.bench.suite import runner
+from roofbench.bench.suite.runner import run_case
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 

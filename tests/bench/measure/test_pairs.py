@@ -365,7 +365,7 @@ def test_measure_pairs_each_sample_with_the_real_roof(capsys):
 
 def test_the_suite_runner_pairs_its_cases():
     from roofbench.bench.backends.cpu import CpuBackend, cpu_model
-    from roofbench.bench.measure.runner import run_case
+    from roofbench.bench.suite.runner import run_case
     from roofbench.kernels.registry import workloads
     from roofbench.kernels.spec import Case
 

@@ -12,13 +12,13 @@ import pytest
 from roofbench.bench.backends.cpu import CpuBackend, cpu_model
 from roofbench.bench.cli import main
 from roofbench.bench.errors import UserError
-from roofbench.bench.measure import api, roof_source
+from roofbench.bench.measure import roof_source
 from roofbench.roofs.files import default_path
 from roofbench.roofs.probes import cpu_env
 
 import roofbench
 from roofbench.paths import cache_home, child_env
-from roofbench.records import Roof, RoofSet
+from roofbench.roof_records import Roof, RoofSet
 
 KEY = {"cpu": "Test CPU", "cores": "0-1", "memory_bytes": "1024", "numpy": "2.0.0",
        "numba": "0.60.0", "llvmlite": "0.43.0", "probes": "a1b2c3d4e5f6"}
@@ -43,7 +43,7 @@ def fake_probes(monkeypatch, tmp_path):
     monkeypatch.setattr(CpuBackend, "measure_roofs", measure)
     monkeypatch.setattr(roof_source, "cache_key",
                         lambda be: dict(key) if be.kind == "cpu" else None)
-    monkeypatch.setattr(api, "_ROOFS", {})
+    monkeypatch.setattr(roof_source, "_ROOFS", {})
     monkeypatch.setenv("ROOFBENCH_HOME", str(tmp_path / "home"))
     return calls, key
 
@@ -160,7 +160,7 @@ def test_calibrate_on_a_read_only_home_says_so_in_one_line(tmp_path):
     blocker.write_text("not a folder")
     code = ("import sys; from roofbench.bench.backends.cpu import CpuBackend; "
             "from roofbench.bench.measure import roof_source; "
-            "from roofbench.records import Roof, RoofSet; "
+            "from roofbench.roof_records import Roof, RoofSet; "
             "CpuBackend.measure_roofs = lambda self, **kw: RoofSet(self.device_name(), "
             "[Roof('dram', 'memory', 1e10, 'measured', level='dram')]); "
             "from roofbench.bench.cli import main; "

@@ -197,7 +197,7 @@ def test_a_sweep_draws_one_fusion_arrow_per_size():
     point of that N to the flash point of the same N."""
     import numpy as np
     from roofbench.bench.backends.cpu import CpuBackend
-    from roofbench.bench.measure.runner import run_case
+    from roofbench.bench.suite.runner import run_case
     from roofbench.kernels.registry import workloads
     from roofbench.kernels.spec import Case
 

@@ -191,7 +191,7 @@ def test_a_known_limit_is_printed_only_for_a_case_below_the_line():
 
 def test_rownorm_onepass_carries_its_cpu_limit_into_the_record():
     from roofbench.bench.backends.cpu import CpuBackend
-    from roofbench.bench.measure.case_record import case_record
+    from roofbench.bench.suite.case_record import case_record
     from roofbench.kernels import registry
     from roofbench.kernels.spec import Case
 

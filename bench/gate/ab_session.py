@@ -1,0 +1,291 @@
+"""A/B in one job: base and new measured alternately, sample by sample, so that whatever
+else uses the machine (a neighbour's process, a clock change, the drift of a shared runner)
+hits both sides alike; `roofbench compare` judges each case on its paired samples.
+
+``AbSession(out=DIR).measure(base_fn, new_fn, *args, flops=..., reads=..., writes=...)``
+validates each side as ``roofbench.measure`` does (``reference=``), then takes pairs of
+samples: A then B, B then A, alternately (neither side always runs second, with the other's
+caches and clocks behind it), after a warm-up of both. It stops on the timer's budget (the
+two sides together get twice one case's), ``max_samples`` pairs, or once the paired ratio's
+95% interval is within ``target_rel_ci`` of it (after 30 pairs). The host clock times each
+sample (after a synchronising call on a GPU). What else used the machine is measured over the
+whole alternation (the noise probe: /proc/stat counts in clock ticks, far coarser than one
+sample, so it cannot be split by side; the two sides share that time alike) and recorded on
+both sides (``Timing.outside_load``, whether or not the samples spread); each sample's own
+wait for a core (schedstat, nanoseconds) is recorded beside it (``Timing.waits``): the load
+rule's bound is then that of the pairs' median, about 1, the pairing having taken the load
+out.
+
+The run is two ordinary runs, ``DIR/a`` and ``DIR/b`` (report, plot and compare read each),
+whose ``environment["ab"]`` names the pairing (one id, the side); ``roofbench compare DIR``
+(or ``compare DIR/a DIR/b``) judges them paired. The same A/B measurement backs
+``roofbench ab`` (bench/cli/ab.py) and the pytest fixture ``roofline_ab``
+(bench/pytest/ab_fixture.py).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from roofbench.bench.measure import core
+from roofbench.bench.measure.api import Session
+from roofbench.bench.measure.callables import (
+    Clock,
+    accounting,
+    clock_for,
+    measure_callable,
+    working_set,
+)
+from roofbench.bench.measure.pairs import pair_for
+from roofbench.bench.measure.roof_source import device_roofs
+from roofbench.roofs.probes.cpu_noise import NoiseProbe, ThreadWaits, outside_load
+from roofbench.roofs.probes.cpu_spinners import settle
+
+from roofbench.gate import (
+    AB_KEY,
+    CONFIDENCE,
+    CaseVerdict,
+    case_key,
+    classify_case,
+    median_interval,
+)
+from roofbench.records import CaseResult, RoofSet
+from roofbench.timing import CI_MIN_SAMPLES, RoofPair, TimerConfig, Timing, roof_moved, timer_for
+
+ORDER = "alternating pairs: A B, then B A"
+
+
+def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig,
+              sync: Callable[[], None] = lambda: None,
+              pair: RoofPair | None = None) -> tuple[Timing, Timing]:
+    """Pairs of samples of ``fn_a`` and ``fn_b``, alternating which goes first (see the
+    module doc); each side's Timing holds its samples in pair order and its load. ``pair``:
+    the roof that bounds both, sampled after each pair (both sides store its rates)."""
+    settle()  # no BLAS worker left spinning by the validation (roofs/probes/cpu_spinners.py)
+    waits = ThreadWaits()  # each sample's wait for a core (schedstat, nanoseconds)
+    waited: dict[str, list[float | None]] = {"A": [], "B": []}
+
+    def one(fn: Callable[[], Any], side: str = "") -> float:
+        sync()
+        w0 = waits()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        t1 = time.perf_counter()
+        w1 = waits()
+        if side:
+            waited[side].append(None if w0 is None or w1 is None else max(w1 - w0, 0) * 1e-9)
+        return t1 - t0
+
+    t_start, warm = time.perf_counter(), 0
+    while warm < cfg.warmup_min_runs or time.perf_counter() - t_start < 2 * cfg.warmup_s:
+        one(fn_a)
+        one(fn_b)
+        warm += 1
+        if warm >= 10_000:
+            break
+    if pair is not None:
+        pair.sample()  # its first call allocates: untimed
+    rates: list[float] = []
+    probe = NoiseProbe()  # over the whole alternation: both sides shared its time alike
+    samples: dict[str, list[float]] = {"A": [], "B": []}
+    fns = {"A": fn_a, "B": fn_b}
+    stopped, t0 = "max_samples", time.perf_counter()
+    min_pairs = max(cfg.min_samples, 12)
+    while len(samples["A"]) < cfg.max_samples:
+        for side in ("AB" if len(samples["A"]) % 2 == 0 else "BA"):
+            samples[side].append(one(fns[side], side))
+        if pair is not None:
+            rates.append(float(pair.sample()))
+            if pair.rewarm:  # the roof's data evicted theirs: both back, untimed
+                one(fn_a)
+                one(fn_b)
+        n = len(samples["A"])
+        if n >= max(min_pairs, CI_MIN_SAMPLES):
+            ratios = [b / a for a, b in zip(samples["A"], samples["B"], strict=True)]
+            iv, mid = median_interval(ratios, CONFIDENCE), statistics.median(ratios)
+            if iv and (iv[1] - iv[0]) / 2 <= cfg.target_rel_ci * mid:
+                stopped = "median_ci"
+                break
+        if n >= min_pairs and time.perf_counter() - t0 >= 2 * cfg.budget_s:
+            stopped = "budget"
+            break
+    load = outside_load(probe.report())
+    waits.close()
+    out = []
+    for side in ("A", "B"):
+        w = [x for x in waited[side] if x is not None]
+        t = Timing(samples=samples[side], warmup_runs=warm, stopped_by=stopped,
+                   config={**asdict(cfg), "ab": {"side": side, "order": ORDER}},
+                   outside_load=load, waits=w if len(w) == len(samples[side]) else [],
+                   roof_probe=pair.probe if pair is not None else "", roof_rates=list(rates))
+        if t.n > 1 and t.cv > cfg.noisy_cv:
+            t.flags.append(f"noisy: cv {t.cv:.1%} > {cfg.noisy_cv:.0%}")
+            if t.paired:
+                t.flags.append(roof_moved(t))
+        out.append(t)
+    return out[0], out[1]
+
+
+def load_during(call: Callable[[], Any]) -> str:
+    """Run ``call`` under the noise probe: what else used the machine meanwhile, in the words
+    of ``Timing.outside_load`` (empty when nothing did). The pytest plugin records it beside
+    pytest-benchmark's timing, so compare applies one load rule to every input."""
+    probe = NoiseProbe()
+    call()
+    return outside_load(probe.report())
+
+
+class _Capture:
+    """A clock that validates as ``clock`` does but keeps the function to be timed: the
+    timing is taken afterwards, alternating with the other side's."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.fn: Callable[[], Any] | None = None
+
+    pairs_roofs = False  # nothing is timed here: the pairs are taken in ``alternate``
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.clock, name)
+
+    def time(self, fn: Callable[[], Any], cfg: TimerConfig) -> Timing:
+        self.fn = fn
+        return Timing(samples=[1.0], warmup_runs=0, stopped_by="deferred")
+
+
+@dataclass
+class AbResult:
+    """One A/B case: each side's record and the paired verdict."""
+
+    a: CaseResult
+    b: CaseResult
+    verdict: CaseVerdict  # per case at 95% (compare's is simultaneous over the run's cases)
+
+
+def claim_job(out: Path) -> Path:
+    """The A/B job's folder (``results.claim_folder`` over its a/, b/ and compare/)."""
+    from roofbench.bench.measure.api import MeasureError
+    from roofbench.bench.results import AB_FILES, claim_folder
+
+    from roofbench.boundary import Refusal
+
+    try:
+        got = claim_folder(out.absolute(), AB_FILES)
+    except Refusal as e:
+        raise MeasureError(f"out=: {e}") from None
+    if got != out.absolute():
+        print(f"roofbench: {out} holds an A/B job already: this one writes {got}",
+              file=sys.stderr, flush=True)
+    return got
+
+
+class AbSession:
+    """Two sessions, ``out/a`` (base) and ``out/b`` (new), filled pair by pair (see the
+    module doc). ``threshold``: the change the returned verdicts call ``same``."""
+
+    def __init__(self, out: str | Path | None = None, *,
+                 roofs: RoofSet | str | Path | None = None,
+                 roofs_cache: str | Path | None = None, timer: TimerConfig | None = None,
+                 quick: bool = False, threshold: float = 0.05,
+                 labels: tuple[str, str] = ("base", "new")) -> None:
+        # The job's own folder, claimed now: a second job into the same --out takes out-2
+        # (its a/, b/ and compare/ beside the first job's, never over them).
+        self.out = claim_job(Path(out)) if out is not None else None
+        self.id = uuid.uuid4().hex
+        self.labels = labels
+        self.sides = {s: Session(self.out / s.lower() if self.out else None, roofs=roofs,
+                                 roofs_cache=roofs_cache, timer=timer, quick=quick)
+                      for s in ("A", "B")}
+        self.threshold = threshold
+
+    def measure(self, base: Callable[..., Any], new: Callable[..., Any], *args: Any,
+                flops: Any, reads: Any = 0, writes: Any = 0,
+                bytes: Mapping[str, Any] | None = None, dtype: str | None = None,
+                precision: str | None = None, name: str | None = None,
+                reference: Any = None, output: Any = None, tolerance: float | None = None,
+                size: Sequence[int] | None = None, args_b: Sequence[Any] | None = None,
+                output_b: Any = None) -> AbResult:
+        """``base(*args)`` against ``new(*args_b)`` (default: the same arguments), with
+        ``roofbench.measure``'s keywords (the same counts for both: the same work)."""
+        b_args = tuple(args if args_b is None else args_b)
+        acct = accounting(args, flops=flops, reads=reads, writes=writes, bytes=bytes,
+                          dtype=dtype, precision=precision, size=size)
+        clock = clock_for(args)
+        first = self.sides["A"]
+        roofs, note = ((first.run.roofs, None) if first.run is not None
+                       else device_roofs(clock, first.roofs_arg, first.roofs_cache))
+        cfg = timer_for(clock.kind, first.timer, first.quick)
+        label = name or getattr(new, "__qualname__", None) or "callable"
+        recs: dict[str, CaseResult] = {}
+        caps: dict[str, _Capture] = {}
+        for side, fn, a, out in (("A", base, args, output), ("B", new, b_args,
+                                                             output if output_b is None
+                                                             else output_b)):
+            self._start(side, clock, cfg, roofs, note)
+            caps[side] = _Capture(clock)
+            recs[side] = measure_callable(fn, a, acct, name=label, clock=cast(Clock, caps[side]),
+                                          cfg=cfg, roofs=roofs, reference=reference,
+                                          output=out, tolerance=tolerance)
+        fa, fb = caps["A"].fn, caps["B"].fn
+        # placed as measure places them: on the cache level their data fits in, on a CPU
+        ws = {side: (working_set(a, out) or None) if clock.kind == "cpu" else None
+              for side, a, out in (("A", args, output),
+                                   ("B", b_args, output if output_b is None else output_b))}
+        if recs["A"].valid and recs["B"].valid and fa is not None and fb is not None:
+            pair = pair_for(recs["A"], roofs, clock, ws["A"])  # one roof bounds both: one work
+            ta, tb = alternate(fa, fb, cfg, clock.sync, pair)
+            core.fill_metrics(recs["A"], ta, roofs, ws["A"])
+            core.fill_metrics(recs["B"], tb, roofs, ws["B"])
+        else:  # one side failed validation: the other is timed alone, as measure would
+            for side, rec in recs.items():
+                fn_side = caps[side].fn
+                if rec.valid and fn_side is not None:
+                    core.fill_metrics(rec, core.paired_time(clock, fn_side, cfg, rec, roofs,
+                                                            ws[side]), roofs, ws[side])
+        for side, rec in recs.items():
+            rec.evidence.extra["ab"] = {
+                "id": self.id,
+                "side": side,
+                "label": self.labels[side == "B"],
+            }
+            self.sides[side]._add(rec)
+        verdict = classify_case(case_key(recs["A"]), recs["A"], recs["B"], self.threshold,
+                                CONFIDENCE, paired=True)
+        return AbResult(recs["A"], recs["B"], verdict)
+
+    def _start(self, side: str, clock: Clock, cfg: TimerConfig, roofs: RoofSet | None,
+               note: str | None) -> None:
+        """The side's run, as Session.measure starts one, naming the pairing."""
+        sess = self.sides[side]
+        if sess.run is not None:
+            return
+        from roofbench.bench.results import environment, git_commit, process_command, utc_stamp
+
+        from roofbench.records import RunResult
+
+        sess.run = RunResult(backend=clock.backend_name, device=clock.device_name(),
+                             roofs=roofs, cases=[], environment=environment(clock.info()),
+                             command=process_command(), created=utc_stamp(),
+                             git_commit=git_commit(Path.cwd()), timer=asdict(cfg))
+        sess.run.environment[AB_KEY] = {"id": self.id, "side": side, "order": ORDER,
+                                        "label": self.labels[side == "B"]}
+        if note:
+            sess.run.notes.append(note)
+
+    def close(self, interrupted: bool = False) -> list[Path]:
+        """Save both runs with their reports; returns the files written."""
+        return [p for s in ("A", "B") for p in self.sides[s].close(interrupted)]
+
+    def __enter__(self) -> AbSession:
+        return self
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        self.close(interrupted=kind is not None and issubclass(kind, KeyboardInterrupt))

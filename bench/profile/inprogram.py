@@ -1,0 +1,185 @@
+"""Every op timed where it runs: the real program run again and again under a dispatch mode
+that times each aten call (the host clock around the call on a CPU, a pair of CUDA events
+on a GPU), so that an op's time is what it costs inside the program, its data wherever the
+program left it (a decode step's weights streamed from DRAM), and the ops add up to the
+program less the Python between them.
+
+Each run is checked call by call against the recording (the op and its inputs' shapes): a
+program whose inputs change between calls (a key/value cache passed in that grows on every
+call) is refused with a one-line hint, since neither its counts nor its times would hold.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from roofbench.bench.errors import UserError
+from roofbench.bench.profile.recording import Recording
+
+from roofbench.timing import RoofPair, TimerConfig, Timing
+
+MIN_LONG_RUNS = 3  # timed runs of a program one run of which outlasts the timer's budget
+
+
+class ProgramChanged(UserError):
+    """The program did not repeat the recorded calls (its inputs changed between calls)."""
+
+
+@dataclass
+class InProgram:
+    """Per distinct op, seconds per call in each timed run (its calls in that run summed,
+    over their number); the runs' wall seconds under the mode."""
+
+    per_call: dict[int, list[float]] = field(default_factory=dict)
+    run_s: list[float] = field(default_factory=list)
+    ops_s: list[float] = field(default_factory=list)  # per run: every call's time summed
+    # per run: the program once more right after, without the mode (its eager time, paired
+    # with the run's ops so that a shared machine's load shifts both alike)
+    eager_s: list[float] = field(default_factory=list)
+    warmup_runs: int = 1
+    # the program's roof sampled right after each eager run (bench/measure/pairs.py)
+    roof_probe: str = ""
+    roof_rates: list[float] = field(default_factory=list)
+
+    def timing(self, distinct: int) -> Timing | None:
+        s = self.per_call.get(distinct)
+        if not s:
+            return None
+        return Timing(samples=list(s), warmup_runs=self.warmup_runs, stopped_by="runs",
+                      config={"timed": "in the program, each call under the dispatch mode"})
+
+    def eager_timing(self) -> Timing | None:
+        """The paired eager runs as the program's samples (host clock, end to end)."""
+        if not self.eager_s:
+            return None
+        paired = len(self.roof_rates) == len(self.eager_s)
+        return Timing(samples=list(self.eager_s), warmup_runs=self.warmup_runs,
+                      stopped_by="runs", config={"timed": "end to end, each run right after "
+                                                          "a timed run of its ops"},
+                      roof_probe=self.roof_probe if paired else "",
+                      roof_rates=list(self.roof_rates) if paired else [])
+
+    def paired_ratio(self) -> float | None:
+        """The median over the runs of the run's ops summed over the eager run after it."""
+        r = [o / e for o, e in zip(self.ops_s, self.eager_s, strict=False) if e > 0]
+        return statistics.median(r) if r else None
+
+    def median_sum(self, calls: dict[int, int]) -> float:
+        """The ops' in-program seconds of one run: each op's median per call x its calls."""
+        return sum(statistics.median(v) * calls.get(d, 0) for d, v in self.per_call.items()
+                   if v)
+
+
+def _where(rec: Recording, j: int, name: str, shapes: list[tuple[int, ...]]) -> str | None:
+    """Why call ``j`` of this run is not the recorded call ``j`` (None when it is)."""
+    if j >= len(rec.calls):
+        return f"call {j} ({name}) beyond the {len(rec.calls)} recorded"
+    c = rec.calls[j]
+    want = rec.distinct[c.distinct].name
+    if want != name:
+        return f"call {j} is {name}, recorded {want}"
+    got_in = [m.shape for m in c.inputs]
+    if got_in != shapes:
+        return f"call {j} ({name}) has inputs {shapes}, recorded {got_in}"
+    return None
+
+
+def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
+                    gpu: bool = False, pair: RoofPair | None = None) -> InProgram:
+    """Run ``fn`` (the program on its working copy) under the timing mode: one warm-up run,
+    then at least ``cfg.min_samples`` (``MIN_LONG_RUNS`` when the warm-up run alone outlasts
+    ``cfg.budget_s``) and at most ``cfg.max_samples`` runs, more while ``cfg.budget_s``
+    lasts, each followed by one run without the mode (the paired eager
+    time; ``pair``: the program's roof, sampled after each eager run). Raises
+    ``ProgramChanged`` when a run departs from ``rec``."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    n_calls = len(rec.calls)
+    dist = [c.distinct for c in rec.calls]
+    state: dict[str, Any] = {"pos": 0, "dt": [0.0] * n_calls, "ev": []}
+
+    class _Timed(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            j = state["pos"]
+            state["pos"] = j + 1
+            if gpu:
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                    enable_timing=True)
+                e0.record()
+                out = func(*args, **kwargs)
+                e1.record()
+                state["ev"].append((j, e0, e1))
+            else:
+                t0 = time.perf_counter()
+                out = func(*args, **kwargs)
+                state["dt"][j] = time.perf_counter() - t0
+            # checked after the call, as recorded (an in-place squeeze_ changes its input)
+            shapes = [tuple(int(s) for s in x.shape) for x in tree_flatten((args, kwargs))[0]
+                      if isinstance(x, torch.Tensor)]
+            why = _where(rec, j, str(func), shapes)
+            if why is not None:
+                raise ProgramChanged(
+                    f"the program did not repeat its calls ({why}): its inputs or state "
+                    "change between calls (a cache that grows?); build a fresh cache inside "
+                    "the profiled function, or pass one that is not updated")
+            return out
+
+    def one_run() -> tuple[list[float], float]:
+        state["pos"], state["ev"] = 0, []
+        state["dt"] = [0.0] * n_calls
+        t0 = time.perf_counter()
+        with _Timed():
+            fn()
+        if gpu:
+            torch.cuda.synchronize()
+            for j, e0, e1 in state["ev"]:
+                state["dt"][j] = e0.elapsed_time(e1) / 1e3
+        wall = time.perf_counter() - t0
+        if state["pos"] != n_calls:
+            raise ProgramChanged(
+                f"the program made {state['pos']} aten calls, recorded {n_calls}: its inputs "
+                "or state change between calls (a cache that grows?); build a fresh cache "
+                "inside the profiled function, or pass one that is not updated")
+        return state["dt"], wall
+
+    out = InProgram(roof_probe=pair.probe if pair is not None else "")
+    if pair is not None:
+        pair.sample()  # its first call allocates: untimed
+    t0 = time.perf_counter()
+    one_run()  # warm-up, and the first check that the program repeats itself
+    long_run = time.perf_counter() - t0 > cfg.budget_s
+    counts: dict[int, int] = {}
+    for d in dist:
+        counts[d] = counts.get(d, 0) + 1
+    start = time.perf_counter()
+    runs = 0
+    lo, hi = max(cfg.min_samples, 1), max(cfg.max_samples, cfg.min_samples, 1)
+    if long_run:  # one run outlasts the whole budget (a model's prefill): 3 runs suffice
+        lo = min(lo, MIN_LONG_RUNS)
+    while runs < lo or (runs < hi and time.perf_counter() - start < cfg.budget_s):
+        dts, wall = one_run()
+        by: dict[int, float] = {}
+        for j, dt in enumerate(dts):
+            by[dist[j]] = by.get(dist[j], 0.0) + dt
+        for d, t in by.items():
+            out.per_call.setdefault(d, []).append(t / counts[d])
+        out.run_s.append(wall)
+        out.ops_s.append(sum(dts))
+        t0 = time.perf_counter()
+        fn()
+        if gpu:
+            torch.cuda.synchronize()
+        out.eager_s.append(time.perf_counter() - t0)
+        if pair is not None:
+            out.roof_rates.append(float(pair.sample()))
+            if pair.rewarm:  # the roof's data evicted the program's: back, untimed
+                fn()
+        runs += 1
+    return out

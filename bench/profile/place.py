@@ -1,0 +1,78 @@
+"""Placing a profile's ops: the roofs for the threads torch used, the op's alone figures
+kept beside its in-program ones, a point above its roof flagged with its cause, and the
+machine's cost of one op dispatch (what a fused kernel still pays once).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+from roofbench.bench.measure import core
+from roofbench.bench.measure.callables import Clock
+from roofbench.bench.present.sections import above_roof_cause
+
+from roofbench.records import CaseResult, RoofSet
+from roofbench.timing import TimerConfig
+
+ABOVE = 1.05  # over this fraction of its roof a point is not valid
+
+
+def used_cores(threads: int) -> int:
+    """The cores a program of ``threads`` threads runs on: no more than the process may use
+    (its CPU affinity, as under taskset)."""
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return min(threads, allowed) if allowed else threads
+
+
+def roofs_for_threads(rs: RoofSet, threads: int) -> RoofSet:
+    """The roofs for ``threads`` threads: a compute roof measured on more threads (its
+    evidence's ``threads``) scaled to ``threads`` of them (a core's FMA pipes are its own);
+    memory roofs kept, one core's bandwidth is not a share of the socket's (noted)."""
+    out = copy.deepcopy(rs)
+    scaled = []
+    for r in out.roofs:
+        t = r.evidence.get("threads")
+        if r.kind == "compute" and isinstance(t, int) and t > threads > 0:
+            r.evidence["scaled_from"] = {"threads": t, "value": r.value}
+            r.value = r.value * threads / t
+            r.evidence["threads"] = threads
+            scaled.append(r.name)
+    if scaled:
+        out.notes.append(f"compute roofs {', '.join(scaled)} scaled to the {threads} "
+                         "thread(s) torch used; memory roofs as measured on all threads")
+    return out
+
+
+def alone_summary(rec: CaseResult) -> dict[str, Any]:
+    """The op timed alone on its cloned arguments (its data warm in cache), as placed."""
+    r, pl = rec.roofline, rec.roofline.placement
+    return {"median_s": rec.measurement.median_s, "level": pl.level if pl else "dram",
+            "working_set": pl.working_set_bytes if pl else None,
+            "efficiency": r.efficiency, "limiting_roof": r.limiting_roof,
+            "timed": "alone, data warm (its first call's cloned arguments)"}
+
+
+def flag_above_roof(rec: CaseResult, rs: RoofSet | None) -> None:
+    """A point over ``ABOVE`` of its roof is not valid: its status says so, with the cause."""
+    eff = rec.roofline.efficiency
+    if rs is None or eff is None or eff <= ABOVE:
+        return
+    pl = rec.roofline.placement
+    where = (f"placed on {pl.level} by its data's reuse distance "
+             f"({pl.working_set_bytes} B); " if pl else "")
+    rec.outcome.status = "invalid"
+    rec.outcome.error = (f"{eff:.0%} of {rec.roofline.limiting_roof}, above its roof: "
+                         f"{where}likely cause: {above_roof_cause(rec, rs)}")
+
+
+def launch_cost(clock: Clock, cfg: TimerConfig, gpu: bool) -> float | None:
+    """Seconds one aten op costs with nothing to compute: a 1-element add, timed as the ops
+    are (dispatch on a CPU; launch and dispatch on a GPU)."""
+    import torch
+
+    dev = "cuda" if gpu else "cpu"
+    a, b = torch.ones(1, device=dev), torch.ones(1, device=dev)
+    out = torch.empty(1, device=dev)
+    return core.time_call(clock, lambda: torch.add(a, b, out=out), cfg).median

@@ -1,0 +1,419 @@
+"""A profile written out: results.json (the run schema: each distinct op a case, the program
+and its compiled twin cases of workload ``program``), profile.md (the report below) and
+roofline.png/.svg (the project's plot, with the eager -> compiled arrow).
+
+The report: the whole program (measured end to end, the sum of its ops timed alone, the
+gap between them stated as framework and dispatch overhead), the families, every distinct
+op ranked by Amdahl's bound, the fusion groups with their predicted bound beside the
+compiled program's measured speedup, and the counting conventions.
+
+``Profile`` (what ``roofbench.profile`` returns) lives here with its report, so that the
+profile modules below (``fusion``, ``compiled``, ``jax_program``) take it from a
+module that imports none of them.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roofbench.bench.present.amdahl import ranked
+from roofbench.bench.present.amdahl import rows as amdahl_rows
+from roofbench.bench.present.sections import Block, Image, Items, Section, Table, Text
+from roofbench.bench.profile.common import OpPlace, ridge_of
+from roofbench.bench.profile.op_counts import CONVENTION, FAMILIES
+from roofbench.bench.profile.recording import Recording
+
+from roofbench.fileio import atomic_write_text
+from roofbench.records import CaseResult, RoofSet, RunResult
+from roofbench.units import duration, si
+
+SHOWN_OPS = 25
+
+
+@dataclass
+class Profile:
+    """What ``roofbench.profile`` returns (``write(out)`` saves it: ``write_profile``)."""
+
+    name: str
+    device: str
+    roofs: RoofSet | None
+    recording: Recording
+    ops: list[OpPlace]
+    program: CaseResult
+    clock: str  # "host clock" or "CUDA events"
+    notes: list[str] = field(default_factory=list)
+    groups: list[Any] = field(default_factory=list)  # fusion.Group
+    compiled: Any = None  # compiled.Compiled
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ops_s(self) -> float:
+        """The ops' seconds in one run of the program: the median over the timed runs of
+        each run's calls summed (in-program timing), else each op's median x its calls."""
+        runs = self.extra.get("ops_run_s")
+        if runs:
+            return float(statistics.median(runs))
+        return sum(p.total_s for p in self.ops)
+
+    @property
+    def program_s(self) -> float:
+        return self.program.measurement.median_s or 0.0
+
+    @property
+    def overhead_s(self) -> float:
+        """The whole program's time beyond the sum of its ops timed alone (framework,
+        dispatch, allocation; negative when the ops ran faster in the program)."""
+        return self.program_s - self.ops_s
+
+    def ranking(self) -> list[OpPlace]:
+        return [p for s in ranked([p.share for p in self.ops if p.share])
+                for p in self.ops if p.share is s]
+
+    def families(self) -> list[dict[str, Any]]:
+        """Time, share, FLOPs and bytes by op family (calls counted)."""
+        whole = max(self.program_s, self.ops_s) or 1.0
+        out = []
+        for fam in FAMILIES:
+            ps = [p for p in self.ops if p.op.family == fam]
+            if not ps:
+                continue
+            t = sum(p.total_s for p in ps)
+            fl = sum(p.op.flops * p.op.calls for p in ps)
+            by = sum(p.op.bytes * p.op.calls for p in ps)
+            out.append({"family": fam, "calls": sum(p.op.calls for p in ps),
+                        "distinct": len(ps), "time_s": t, "share": t / whole, "flops": fl,
+                        "bytes": by, "ai": fl / by if by else None})
+        return out
+
+    def write(self, out: str | Path) -> list[Path]:
+        """Write into ``out``, or its first free sibling when ``out`` holds a run or an input
+        (``results.claim_folder``): never over a results file, said when it moves."""
+        from roofbench.bench.results import claim_folder
+
+        got = claim_folder(Path(out))
+        if got != Path(out):
+            print(f"roofbench: {out} holds a run already: this profile writes {got}",
+                  file=sys.stderr)
+        return write_profile(self, got)
+
+    def project(self, roofs: RoofSet | str | Path) -> Any:
+        """This profile's counts on another device's roofs (``project.Projection``,
+        kept in ``extra['projection']`` for the report): lower bounds, not measurements."""
+        from roofbench.bench.profile.project import load_target, project
+
+        proj = (project(self, roofs) if isinstance(roofs, RoofSet)
+                else project(self, load_target(roofs), f"`{roofs}`"))
+        self.extra["projection"] = proj.to_dict()
+        return proj
+
+
+def _ai(v: float | None) -> str:
+    return f"{v:.3g}" if v is not None else "-"
+
+
+def _pct(v: float | None) -> str:
+    return f"{v:.1%}" if v is not None else "-"
+
+
+def _eff(c: CaseResult) -> str:
+    if c.roofline.efficiency is None:
+        return "-"
+    r = c.roofline
+    return f"{r.efficiency:.1%} of {r.limiting_roof}" + (
+        " (bytes/s)" if c.declaration.flops == 0 else "")
+
+
+def program_rows(prof: Profile) -> list[dict[str, Any]]:
+    cases = [prof.program] + ([prof.compiled.case] if prof.compiled and prof.compiled.case
+                              else [])
+    out = []
+    for c in cases:
+        d = c.declaration
+        b = d.bytes.get("dram", 0)
+        out.append({"program": c.identity.variant, "FLOPs": si(d.flops, ""), "bytes": si(b, "B"),
+                    "FLOP/B": _ai(d.ai.get("dram")), "time": duration(c.measurement.median_s),
+                    "FLOP/s": si(c.roofline.flop_per_s, "FLOP/s"),
+                    "bound": c.roofline.bound or "-", "of its roof": _eff(c)})
+    return out
+
+
+def op_rows(prof: Profile) -> list[dict[str, Any]]:
+    ranked = prof.ranking()
+    amd = {r["launch"]: r for r in amdahl_rows([p.share for p in ranked if p.share])}
+    out = []
+    for p in ranked:
+        c, a = p.case, amd.get(p.share.name if p.share else "", {})
+        out.append({"rank": a.get("rank", "-"), "op": f"`{p.op.name}`", "family": p.op.family,
+                    "calls": p.op.calls, "inputs": p.op.signature,
+                    "FLOPs/call": si(p.op.flops, ""), "bytes/call": si(p.op.bytes, "B"),
+                    "FLOP/B": _ai(c.declaration.ai.get("dram")),
+                    "time/call": duration(c.measurement.median_s),
+                    "share": a.get("share", "-"), "bound": c.roofline.bound or "-",
+                    "of its roof": _eff(c), "distance": a.get("distance to roof", "-"),
+                    "whole gains at most": a.get("whole gains at most", "-")})
+    return out
+
+
+def family_rows(prof: Profile) -> list[dict[str, Any]]:
+    return [{"family": f["family"], "calls": f["calls"], "distinct ops": f["distinct"],
+             "time": duration(f["time_s"]), "share": _pct(f["share"]),
+             "FLOPs": si(f["flops"], ""), "bytes": si(f["bytes"], "B"),
+             "FLOP/B": _ai(f["ai"])} for f in prof.families()]
+
+
+def group_rows(prof: Profile) -> list[dict[str, Any]]:
+    out = []
+    timed = {t.group: t for t in prof.compiled.groups} if prof.compiled else {}
+    for i, g in enumerate(prof.groups):
+        fused_t = g.fused_roof_s(prof.roofs)
+        bound = g.predicted_speedup(prof.roofs, prof.extra.get("launch_s"))
+        t = timed.get(i)
+        out.append({"group": i, "ops": " -> ".join(g.names), "occurs": g.count,
+                    "FLOPs": si(g.flops, ""), "eager bytes": si(g.eager_bytes, "B"),
+                    "fused bytes": si(g.fused_bytes, "B"), "bytes ratio": f"{g.ratio:.3g}x",
+                    "FLOP/B": f"{_ai(g.ai_eager)} -> {_ai(g.ai_fused)}",
+                    "eager time": duration(g.eager_s), "fused at roof": duration(fused_t),
+                    "predicted bound": f"{bound:.3g}x" if bound else "-"})
+        if t is not None:
+            sp = t.speedup
+            out[-1]["replayed eager -> compiled"] = (
+                f"{duration(t.eager.measurement.median_s)} -> "
+                f"{duration(t.compiled.measurement.median_s)}: "
+                f"{sp:.3g}x ({len(t.kernels)} kernel(s))"
+                if t.compiled and sp
+                else f"not compiled: {t.error}"
+            )
+            if t.compiled and sp and bound:
+                out[-1]["predicted / measured"] = f"{bound / sp:.3g}"
+                why = _why_off(g, t, fused_t, prof.extra.get("launch_s"))
+                if not 0.5 <= bound / sp <= 2 and why:
+                    out[-1]["why not within 2x"] = why
+    return out
+
+
+def _why_off(g: Any, t: Any, fused_t: float | None, launch_s: float | None) -> str:
+    """What, measured, puts a group's predicted bound more than 2x off its compiled speedup:
+    the replayed eager time against the one in the program, the compiled kernel against
+    the fused bound (bytes at the roof plus one launch)."""
+    why = []
+    alone = t.eager.measurement.median_s
+    if alone and g.eager_s and not 0.5 <= g.eager_s / alone <= 2:
+        why.append(f"its ops took {duration(g.eager_s)} in the program, "
+                   f"{duration(alone)} replayed alone (the measured speedup is the replay's)")
+    comp = t.compiled.measurement.median_s
+    floor = (fused_t or 0.0) + (launch_s or 0.0)
+    if comp and floor and floor / comp < 0.5:
+        why.append(f"the compiled kernel ran at {floor / comp:.0%} of the fused bound "
+                   f"({duration(floor)}: fused bytes at the roof + one launch)")
+    return "; ".join(why)
+
+
+def compiled_lines(prof: Profile) -> list[str]:
+    c = prof.compiled
+    if c is None:
+        return []
+    if c.case is None:
+        return [f"`torch.compile` failed: {c.error}"]
+    eager, comp = prof.program, c.case
+    me, mc = eager.measurement.median_s, comp.measurement.median_s
+    speed = (me / mc) if me and mc else None
+    ratio = c.bytes_ratio
+    kernels = ", ".join(f"`{k}`" for k in c.kernels) or "-"
+    lib = f"; library calls kept: {', '.join(c.extern)}" if c.extern else ""
+    first = (f"`torch.compile` (inductor) generated {len(c.kernels)} kernel(s): {kernels}"
+             f"{lib}; first call (trace, generate, build) {duration(c.compile_s)}.")
+    ae, ac = eager.declaration.ai.get("dram"), comp.declaration.ai.get("dram")
+    second = (f"Program eager -> compiled: {_ai(ae)} -> {_ai(ac)} FLOP/B (the compiled "
+              f"program's bytes are the fusion model's, {si(c.fused_bytes, 'B')}: inductor's "
+              f"kernels run below the dispatcher); measured {duration(me)} -> {duration(mc)}")
+    if speed:
+        second += f": speedup {speed:.3g}x"
+    if ratio and eager.roofline.bound == "compute":
+        second += (f"; bytes ratio {ratio:.3g}x, but the program is compute-bound: fewer "
+                   "bytes do not bound its time")
+    elif ratio:
+        second += f", against a bytes ratio of {ratio:.3g}x (the bound while memory-bound)"
+    return [first, second + "."]
+
+
+def _roofs_line(prof: Profile, rid: float | None) -> str:
+    rs = prof.roofs
+    if rs is None:
+        return "no roofs: nothing placed"
+    m, c = rs.memory("dram"), rs.compute(prof.program.identity.precision)
+    parts = [f"roofs from {prof.extra.get('roofs_from', '-')}"]
+    if m is not None:
+        parts.append(f"DRAM {si(m.value, 'B/s')} ({m.name})")
+    if c is not None:
+        parts.append(f"{prof.program.identity.precision} {si(c.value, 'FLOP/s')} ({c.name})")
+    if rid:
+        parts.append(f"ridge {_ai(rid)} FLOP/B")
+    return ", ".join(parts)
+
+
+def _load_line(prof: Profile, load: tuple[float, ...] | None) -> str:
+    """The machine's load average (1, 5, 15 min) when the profile started and was written:
+    other processes on a shared machine slow every op and every roof measured there."""
+    start = prof.extra.get("load_start")
+    parts = [f"started {', '.join(f'{x:.2f}' for x in start)}"] if start else []
+    if load:
+        parts.append(f"written {', '.join(f'{x:.2f}' for x in load)}")
+    threads = prof.extra.get("torch_threads")
+    return (f"load average (1, 5, 15 min) {'; '.join(parts) or 'unknown'} on "
+            f"{os.cpu_count()} cores" + (f"; torch threads {threads}" if threads else ""))
+
+
+def _timed_line(prof: Profile, calls: int, distinct: int) -> str:
+    runs = prof.extra.get("in_program_runs")
+    if not runs:
+        return (f"{calls} aten calls, {distinct} distinct ops, each timed alone "
+                f"({prof.clock}) on its first call's cloned arguments; the program timed end "
+                "to end the same way.")
+    return (f"{calls} aten calls, {distinct} distinct ops, each call timed where it runs "
+            f"({prof.clock} around it) in {runs} runs of the program (the times shown, "
+            "tables and plot); each distinct op also replayed alone on its first call's "
+            "cloned arguments, its data warm (results.json: evidence.extra.alone); the "
+            "program timed end to end without the timing mode.")
+
+
+def _sum_lines(prof: Profile) -> list[str]:
+    gap = prof.overhead_s
+    lines = [f"sum of the ops in the program (each run's calls summed, median run): "
+             f"{duration(prof.ops_s)}"]
+    alone = prof.extra.get("ops_alone_s")
+    if alone is not None:
+        lines.append(f"sum of the ops alone, data warm (median x calls): {duration(alone)}")
+    walls, sums = prof.extra.get("run_wall_s") or [], prof.extra.get("ops_run_s") or []
+    if walls and sums:
+        ratio = statistics.median(o / w for o, w in zip(sums, walls, strict=True) if w)
+        lines.append(f"the ops' share of each timed run's wall (median): {ratio:.1%} "
+                     "(the rest: Python between the ops and the timing mode's own cost)")
+    paired = prof.extra.get("ops_over_eager_paired")
+    if paired is not None:
+        lines.append(f"the ops over the eager program, run by run (each timed run followed "
+                     f"by one eager run; median): {paired:.3f}")
+    lines += [f"the whole program: {duration(prof.program_s)}",
+              f"framework and dispatch overhead (program - sum of ops): "
+              f"{'-' if gap < 0 else ''}{duration(abs(gap))}"
+              + (" (negative: the ops took longer in their timed runs than the program in "
+                 "its own; on a loaded machine the runs differ)" if gap < 0 else "")]
+    return lines
+
+
+def sections(prof: Profile) -> list[Section]:
+    p = prof.program
+    rid = ridge_of(prof.roofs, p.identity.precision)
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    calls, distinct = len(prof.recording.calls), len(prof.ops)
+    head: list[Block] = [Text(_timed_line(prof, calls, distinct)), Table(program_rows(prof)),
+                         Items([*_sum_lines(prof), _roofs_line(prof, rid),
+                                _load_line(prof, load)])]
+    head += [Text(x) for x in compiled_lines(prof)]
+    out = [Section(f"Program: {prof.name}", head)]
+    if prof.extra.get("jax"):
+        j = prof.extra["jax"]
+        out.append(Section("JAX: XLA's count beside roofbench's", [Table([
+            {"count": "XLA cost_analysis()", "FLOPs": si(j["xla_flops"], ""),
+             "bytes": si(j["xla_bytes"], "B")},
+            {"count": "roofbench, jaxpr unfused", "FLOPs": si(j["own_flops"], ""),
+             "bytes": si(j["own_bytes_unfused"], "B")},
+            {"count": "roofbench, arguments + results", "FLOPs": si(j["own_flops"], ""),
+             "bytes": si(j["own_bytes_io"], "B")}])]))
+    if prof.ops:
+        out.append(Section("By op family", [Table(family_rows(prof))]))
+        rows = op_rows(prof)
+        blocks: list[Block] = [Text("Ranked by the most the whole can gain if that op alone "
+                                  "reached its roof (Amdahl: 1 / ((1 - s) + s / r)). "
+                                  "0-FLOP ops are placed by bandwidth."),
+                             Table(rows[:SHOWN_OPS])]
+        if len(rows) > SHOWN_OPS:
+            blocks.append(Text(f"{len(rows) - SHOWN_OPS} more ops in results.json."))
+        out.append(Section("Ops (Amdahl ranking)", blocks))
+        fusion: list[Block] = [
+            Text("Memory-bound ops whose intermediates feed only the next op of the group: "
+                 "the bytes one fused kernel must still move, and the most fusion can "
+                 "gain (bytes ratio; predicted bound = eager time over the fused kernel's "
+                 "time at the roof). With --compile each group is replayed alone, eager and "
+            "under torch.compile: the arrow per group on the plot."),
+            Table(group_rows(prof)) if prof.groups else Text("None found.")]
+        out.append(Section("Fusion opportunities", fusion))
+        others = sorted({p.op.name for p in prof.ops if p.op.family == "other"})
+        conv: list[Block] = [Table([{"family": k, "FLOP convention": v}
+                                    for k, v in CONVENTION.items()])]
+        if others:
+            conv.append(Text("No convention (0 FLOPs counted): " + ", ".join(others)))
+        out.append(Section("Counting conventions", conv))
+    pj = prof.extra.get("projection")
+    if pj:
+        out.append(Section(f"Projected onto {pj['device']}: a projection", [
+            Text(f"{pj['mark']}; roofs from {pj['roofs_from']}. The program's bound there: "
+                 f"{duration(pj['program_bound_s'])} (its ops' bounds summed; launch and "
+                 f"dispatch not included), measured here {duration(prof.program_s)}."),
+            Table([{**r, "bound/call s": duration(r["bound/call s"]),
+                    "here/call s": duration(r["here/call s"])}
+                   for r in pj["ops"][:SHOWN_OPS]])]))
+    return out
+
+
+def write_profile(prof: Profile, out: Path) -> list[Path]:
+    # matplotlib and pandas: loaded when a profile is written, not when it is imported
+    from roofbench.bench.present.report import (  # noqa: F401  (loaded before a stop can cut it)
+        section_lines,
+    )
+    from roofbench.bench.results import environment, git_commit, save_run, utc_stamp
+
+    cases = [p.case for p in prof.ops] + [prof.program]
+    if prof.compiled is not None and prof.compiled.case is not None:
+        cases.append(prof.compiled.case)
+    for t in prof.compiled.groups if prof.compiled is not None else []:
+        cases += [t.eager] + ([t.compiled] if t.compiled is not None else [])
+    backend = prof.program.identity.backend
+    info = dict(prof.extra.get("clock_info") or {"kind": "cpu", "name": prof.device})
+    info["python"] = platform.python_version()
+    run = RunResult(backend=backend, device=prof.device, roofs=prof.roofs, cases=cases,
+                    environment=environment(info), command=["roofbench.profile", prof.name],
+                    created=utc_stamp(), git_commit=git_commit(Path.cwd()),
+                    notes=list(prof.notes))
+    paths = [save_run(run, out)]
+    try:
+        return paths + _report(prof, run, cases, out)
+    except KeyboardInterrupt:  # stopped while drawing: recorded, and the report once more
+        run.interrupted = True
+        run.notes.append("interrupted while the profile's report was written")
+        save_run(run, out)
+        atomic_write_text(out / "profile.md", "\n".join(_body(prof, run, sections(prof))))
+        raise
+
+
+def _body(prof: Profile, run: RunResult, secs: list[Section]) -> list[str]:
+    from roofbench.bench.present.report import section_lines
+
+    body = [f"# roofbench profile: {prof.name}", "", f"- device: {prof.device}",
+            f"- created: {run.created}", f"- git commit: `{run.git_commit}`", ""]
+    notes = [*prof.notes, *(n for n in run.notes if n not in prof.notes)]
+    body += [f"> {n}" for n in notes] + ([""] if notes else [])
+    for s in secs:
+        body += section_lines(s)
+    return body
+
+
+def _report(prof: Profile, run: RunResult, cases: list[CaseResult], out: Path) -> list[Path]:
+    from roofbench.bench.present.plot import plot_roofline
+
+    fig: list[Path] = []
+    if prof.roofs is not None:
+        shown = [c for c in cases if c.declaration.flops > 0 and c.measurement.median_s]
+        fig = plot_roofline([prof.roofs], [shown], out / "roofline",
+                            f"{prof.name} on {prof.device}: ops and program")
+    secs = sections(prof)
+    if fig:
+        secs.insert(1, Section("Roofline", [Image("roofline.png", "ops and program")]))
+    md = out / "profile.md"
+    atomic_write_text(md, "\n".join(_body(prof, run, secs)))
+    return [md, *fig]
