@@ -26,6 +26,7 @@ from typing import Any
 from . import attention_cpu as ac
 from . import cuda_impl as cu
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
+from .triton_impls import triton
 
 REF_BYTES = 256 << 20  # float64 scores the reference holds at once
 
@@ -211,9 +212,14 @@ def workload(causal: bool = False) -> Workload:
                        **kw)
 
     def one_launch(name: str, description: str, note: str, cpu: Any, **kw: Any) -> Variant:
-        # The whole product in one launch: on the CPU, ``cpu``; on the GPU, its CUDA table entry.
+        # The whole product in one launch: on the CPU, ``cpu``; on the GPU, its CUDA table entry
+        # (and the flash kernel's Triton twin).
+        impls: dict[str, Any] = {"cpu": {name: cpu}, "cuda": cuda[name]}
+        if name == "flash":
+            impls["triton"] = triton("triton_attention", dtypes=("fp32", "fp16", "bf16"),
+                                     flash="flash_causal" if causal else "flash")
         return variant(name, description, plan=_one_launch_plan(name, causal, note),
-                       impls={"cpu": {name: cpu}, "cuda": cuda[name]}, **kw)
+                       impls=impls, **kw)
 
     variants = {
         "naive": variant(

@@ -18,6 +18,7 @@ from . import cuda_impl as cu
 from . import numba_cuda_twins as nb
 from . import wgmma_gemm as wg
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
+from .triton_impls import triton
 
 # CPU kernels. Both fast variants read B through a packed copy Bt = B^T (n^2 copies against
 # the n^3 FMAs, inside the timed call), so that every inner loop is a unit-stride dot product
@@ -362,8 +363,11 @@ def _tensor_variant(name: str = "tensor") -> Variant:
     else:
         description = ("legacy tensor-core path on Hopper: mma.sync m16n8k16 fp16/bf16 (fp8 is "
                        "lowered to FP16 HMMA there), 128x128 tiles, double-buffered")
+    impls = {"cuda": CUDA[name]}
+    if name == "tensor":  # tl.dot on tensor cores; fp8 e4m3 needs sm_89+ (the backend refuses it)
+        impls["triton"] = triton("triton_gemm", dtypes=("fp16", "bf16", "fp8"), tensor="gemm")
     return Variant(name=name, dtypes=("fp16", "bf16", "fp8"), plan=_plan("tensor"),
-                   description=description, impls={"cuda": CUDA[name]}, cores="tensor",
+                   description=description, impls=impls, cores="tensor",
                    unsupported={"cpu": "tensor cores are GPU-only",
                                 "numba_cuda": "Numba CUDA exposes no mma instructions"},
                    arrow_from="regblock" if name == "tensor" else None)

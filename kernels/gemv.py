@@ -17,7 +17,9 @@ import numpy as np
 from numba import njit, prange
 
 from . import cuda_impl as cu
-from .spec import Buf, Launch, Size, SizeContext, Variant, Workload, itemsize
+from .arrays import itemsize
+from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
+from .triton_impls import triton
 
 FASTMATH = {"reassoc", "contract"}
 HIDDEN = 4096  # K of the default size: a decoder layer's hidden size
@@ -107,7 +109,8 @@ WORKLOAD = Workload(
                         "parallel iteration (CPU: vectorised dot product)",
             dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_plan("rows"),
-            impls={"cpu": {"rows": _rows}, "cuda": CUDA["rows"]},
+            impls={"cpu": {"rows": _rows}, "cuda": CUDA["rows"],
+                   "triton": triton("triton_stream", rows="gemv")},
             unsupported={"numba_cuda": "no Numba CUDA twin of the gemv kernel"},
         ),
         "library": Variant(

@@ -20,6 +20,7 @@ from . import cuda_impl as cu
 from . import nt_stores
 from . import numba_cuda_twins as nb
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
+from .triton_impls import triton
 
 FLOP_CONVENTION = "l2norm: mul and add = 1 FLOP each; sqrt not counted (special-function op)"
 
@@ -165,7 +166,8 @@ WORKLOAD = Workload(
             plan=_naive_plan,
             temps=_naive_temps,
             impls={"cpu": {k: CPU[k] for k in ("square", "add", "sqrt")},
-                   "cuda": CUDA["naive"], "numba_cuda": NUMBA_CUDA["naive"]},
+                   "cuda": CUDA["naive"], "numba_cuda": NUMBA_CUDA["naive"],
+                   "triton": triton("triton_stream", square="square", add="add", sqrt="sqrt")},
         ),
         "fused": Variant(
             name="fused",
@@ -173,7 +175,8 @@ WORKLOAD = Workload(
             dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_fused_plan,
             impls={"cpu": {"fused": _fused}, "cuda": CUDA["fused"],
-                   "numba_cuda": NUMBA_CUDA["fused"]},
+                   "numba_cuda": NUMBA_CUDA["fused"],
+                   "triton": triton("triton_stream", fused="fused")},
             arrow_from="naive",
         ),
     },

@@ -35,7 +35,6 @@ def _builtin() -> dict[str, Workload]:
         w = getattr(mod, "WORKLOAD", None)
         if isinstance(w, Workload):
             found[w.name] = w
-    families.attach_all(found)  # Triton etc.: kernels/families.py
     return found
 
 

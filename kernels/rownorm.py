@@ -23,7 +23,9 @@ from numba import njit, prange
 from . import cuda_impl as cu
 from . import nt_stores
 from . import numba_cuda_twins as nb
-from .spec import Buf, Launch, Size, SizeContext, Variant, Workload, itemsize
+from .arrays import itemsize
+from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
+from .triton_impls import triton
 
 EPS = 1e-6
 FLOP_CONVENTION = ("rownorm: 3 FLOPs per element (square, accumulate, scale) + 1 per row (+eps); "
@@ -400,7 +402,8 @@ WORKLOAD = Workload(
             dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_fused_plan,
             impls={"cpu": {"fused": _fused}, "cuda": CUDA["fused"],
-                   "numba_cuda": NUMBA_CUDA["fused"]},
+                   "numba_cuda": NUMBA_CUDA["fused"],
+                   "triton": triton("triton_stream", fused="rownorm_fused")},
             arrow_from="naive",
         ),
         "onepass": Variant(

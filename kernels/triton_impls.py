@@ -1,9 +1,10 @@
-"""The Triton family: which Triton kernel runs each launch of which workload variant.
+"""The Triton family's implementation of a launch: which Triton launcher runs it.
 
-Attached to the existing workloads by name (kernels/families.py), so no workload module
-changes. Each entry is a :class:`TritonImpl`: the kernel module and launcher function that
-runs the launch. The kernels themselves (kernels/triton_stream.py, triton_gemm.py,
-triton_attention.py) import triton, so they are imported only when a kernel is prepared.
+A workload module lists them in its variants' ``impls["triton"]``, built by :func:`triton`
+(kernels/families.py says what a family provides). Each is a :class:`TritonImpl`: the kernel
+module and launcher function that runs the launch. The kernels themselves
+(kernels/triton_stream.py, triton_gemm.py, triton_attention.py) import triton, so they are
+imported only when a kernel is prepared.
 A launcher is ``launcher(dtype, *args) -> call``: ``args`` are the launch's own ``args``
 (buffer names replaced by the family's arrays: torch tensors), ``call()`` launches once.
 Under ``TRITON_INTERPRET=1`` the same launchers run on the CPU (tests/kernels/test_triton.py).
@@ -17,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import families
-from .spec import Case, Launch, Workload
+from .spec import Case, Launch
 
-FAMILY = "triton"
 _PKG = __name__.rsplit(".", 1)[0]
 
 
@@ -44,32 +44,9 @@ class TritonImpl:
         return f"triton {self.module}.{self.launcher}"
 
 
-def _impl(module: str, *names: str, dtypes: tuple[str, ...] | None = None
-          ) -> dict[str, families.Impl]:
-    """Launch kernel name -> the launcher of the same name in ``module``."""
+def triton(module: str, dtypes: tuple[str, ...] | None = None,
+           **launchers: str) -> dict[str, families.Impl]:
+    """A variant's Triton implementations: launch kernel name -> the launcher of ``module``
+    (in this folder) that runs it, e.g. ``triton("triton_stream", rows="gemv")``."""
     kw = {"dtypes": dtypes} if dtypes else {}
-    return {n: TritonImpl(module, n, **kw) for n in names}
-
-
-_LOW = ("fp16", "bf16")
-# (workload, variant) -> its launches' implementations
-TABLE: dict[tuple[str, str], dict[str, families.Impl]] = {
-    ("vector_add", "scalar"): _impl("triton_stream", "add"),
-    ("l2norm", "naive"): _impl("triton_stream", "square", "add", "sqrt"),
-    ("l2norm", "fused"): _impl("triton_stream", "fused"),
-    ("rownorm", "fused"): {"fused": TritonImpl("triton_stream", "rownorm_fused")},
-    ("gemv", "rows"): {"rows": TritonImpl("triton_stream", "gemv")},
-    # tl.dot on tensor cores; fp8 e4m3 needs sm_89+ (the backend refuses it below).
-    ("gemm", "tensor"): {"tensor": TritonImpl("triton_gemm", "gemm",
-                                              dtypes=(*_LOW, "fp8"))},
-    ("attention", "flash"): {"flash": TritonImpl("triton_attention", "flash",
-                                                 dtypes=("fp32", *_LOW))},
-    ("attention_causal", "flash"): {"flash": TritonImpl("triton_attention", "flash_causal",
-                                                        dtypes=("fp32", *_LOW))},
-}
-
-
-def attach(workloads: Mapping[str, Workload]) -> None:
-    for (workload, variant), table in TABLE.items():
-        if workload in workloads:
-            families.attach(workloads, FAMILY, workload, variant, table)
+    return {launch: TritonImpl(module, fn, **kw) for launch, fn in launchers.items()}

@@ -10,6 +10,7 @@ from . import cuda_impl as cu
 from . import nt_stores
 from . import numba_cuda_twins as nb
 from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
+from .triton_impls import triton
 
 
 @njit(parallel=True, cache=True)
@@ -88,7 +89,8 @@ WORKLOAD = Workload(
             dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_plan_add("add"),
             impls={"cpu": {"add": _add}, "cuda": CUDA["scalar"],
-                   "numba_cuda": NUMBA_CUDA["scalar"]},
+                   "numba_cuda": NUMBA_CUDA["scalar"],
+                   "triton": triton("triton_stream", add="add")},
         ),
         # GPU-only: 16-byte packs per thread (float4 / 8 x half2 / 16 x fp8).
         "vec4": Variant(

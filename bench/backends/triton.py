@@ -1,5 +1,5 @@
 """The Triton backend (``--backend triton``): runs the "triton" family's kernels
-(kernels/triton_impls.py, attached by kernels/families.py) on a GPU through torch tensors,
+(each variant's ``impls["triton"]``, kernels/triton_impls.py) on a GPU through torch tensors,
 timed with CUDA events on torch's current stream like every GPU case.
 
 It asks each launch's implementation object to prepare itself (``Impl.prepare``) and never
@@ -16,10 +16,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from roofbench.kernels.spec import Case, np_dtype
+from roofbench.kernels.arrays import np_dtype
+from roofbench.kernels.spec import Case
 
 from roofbench.errors_text import first_line
-from roofbench.records import LaunchFacts, RoofSet
+from roofbench.records import LaunchFacts
+from roofbench.roof_records import RoofSet
 from roofbench.timing import TimerConfig, Timing
 
 from .base import Backend, CaseUnsupported, LaunchListPrepared
