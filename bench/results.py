@@ -28,7 +28,8 @@ from roofbench.errors_text import first_line
 from roofbench.fileio import atomic_write_text, is_results_file
 from roofbench.pytest_benchmark import is_pytest_benchmark, read_pytest_benchmark
 from roofbench.readers import BufferModel, SchemaError, read_run
-from roofbench.records import BufferFacts, CaseResult, RoofSet, RunResult
+from roofbench.records import BufferFacts, CaseResult, RunResult
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import device_slug
 
 from .errors import UserError

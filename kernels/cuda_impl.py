@@ -32,7 +32,8 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from .spec import Size, itemsize
+from .arrays import itemsize
+from .spec import Size
 
 CUDA_DIR = Path(__file__).resolve().parent / "cuda"
 ALL_DTYPES = ("fp64", "fp32", "fp16", "bf16", "fp8")

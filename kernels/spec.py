@@ -22,9 +22,7 @@ import numpy as np
 
 from roofbench.records import OccupancyLevel
 
-from .arrays import DTYPES as DTYPES  # the dtype table lives with the storage (arrays.py)
 from .arrays import HOST, Arrays, itemsize
-from .arrays import np_dtype as np_dtype
 
 Size = tuple[int, ...]
 # An array of the case's array module (numpy on the host, CuPy on a GPU).

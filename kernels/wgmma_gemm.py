@@ -13,8 +13,9 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from .arrays import itemsize
 from .cuda_impl import CUDA_DIR, Dim3, LaunchCtx, PerDtype, TensorMapSpec, ceil_div, no_dtype_kernel
-from .spec import Size, itemsize
+from .spec import Size
 
 # kernels/cuda/gemm_wgmma.cu. Its tile constants are read from the source (#define WG_*), so
 # the host (grid, shared memory, tensor-map boxes) and the CPU model of the tile schedule

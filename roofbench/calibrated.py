@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .records import RoofSet
+from roofbench.roof_records import RoofSet
 
 CALIBRATED_SCHEMA = "roofbench.calibrated-roofs/1"
 # `roofbench fleet`: every rank's roof set and the link roofs, in one report file

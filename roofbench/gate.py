@@ -72,10 +72,8 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from .gate_load import (  # noqa: F401 (the rule's, re-exported)
+from .gate_load import (
     excuses,
-    load_bounds,
-    load_share,
     normalised_notes,
     roof_normalised,
     roof_span,

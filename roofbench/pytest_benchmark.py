@@ -24,8 +24,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RunResult
+from roofbench.roof_records import RoofSet
+
 from .readers import SchemaError, read_roofset
-from .records import CaseResult, Declaration, Evidence, Identity, Outcome, RoofSet, RunResult
 from .roofline import apply_roofs
 from .timing import Timing
 

@@ -26,16 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import legacy
-from .cache_records import read_placement
-from .calibrated import CALIBRATED_SCHEMA, CalibratedRoofs
-from .records import (
+from roofbench.records import (
     RESULTS_SCHEMA,
     RESULTS_SCHEMA_VERSION,
-    ROOFSET_SCHEMA_VERSION,
     BufferFacts,
     CaseResult,
-    DatasheetMatch,
     Declaration,
     Evidence,
     Identity,
@@ -47,13 +42,21 @@ from .records import (
     Occupancy,
     OccupancyLevel,
     Outcome,
-    ProbeFailure,
-    Roof,
     RooflinePlace,
-    RoofSet,
     RunResult,
     RunStop,
 )
+from roofbench.roof_records import (
+    ROOFSET_SCHEMA_VERSION,
+    DatasheetMatch,
+    ProbeFailure,
+    Roof,
+    RoofSet,
+)
+
+from . import legacy
+from .cache_records import read_placement
+from .calibrated import CALIBRATED_SCHEMA, CalibratedRoofs
 from .roof_check import RoofError, check_names, checked_roof, figures_note
 from .roof_context import PairedRoof, read_context, read_state
 from .roofline import apply_roofs

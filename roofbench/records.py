@@ -14,16 +14,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import __version__
-from .cache_records import CacheSweep, Placement, SweepPoint  # noqa: F401 - re-exported
+from .cache_records import Placement
 from .roof_context import PairedRoof, RoofState
-from .roof_records import (  # noqa: F401 - re-exported: the roof records live there
-    ROOFSET_SCHEMA_VERSION,
-    DatasheetMatch,
-    ProbeFailure,
-    Roof,
-    RoofKind,
+from .roof_records import (
     RoofSet,
-    Source,
 )
 from .timing import Timing
 

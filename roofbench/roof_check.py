@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from roofbench.records import CaseResult
+from roofbench.roof_records import SOURCE_ORDER, Roof, RoofSet
+from roofbench.roofline import LEVELS, PRECISIONS
+
 from .cache_records import read_cache_sweep
-from .records import CaseResult, Roof, RoofSet
-from .roofline import LEVELS, PRECISIONS, SOURCE_ORDER
 
 KINDS = ("memory", "compute", "interconnect")
 FIELDS = {"name", "kind", "value", "source", "level", "precision", "evidence", "median",

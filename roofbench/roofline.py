@@ -20,16 +20,10 @@ from typing import Any
 from .cache_records import CACHE_LEVELS, CacheSweep, Placement
 from .records import CaseResult
 from .roof_context import PairedRoof
-from .roof_records import (  # noqa: F401 - which roof counts, and the bound: re-exported
-    SOURCE_ORDER,
-    SOURCE_RANK,
-    Bound,
+from .roof_records import (
     Roof,
     RoofSet,
-    attainable,
     bound,
-    pick,
-    ridge,
 )
 from .timing import median_ci
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 
 TB = 1e12
 GB = 1e9

@@ -24,7 +24,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypedDict
 
-from roofbench.records import Roof, RoofSet
+from roofbench.roof_records import Roof, RoofSet
 from roofbench.units import si
 
 Split = Literal["single", "column", "row"]

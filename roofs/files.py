@@ -23,10 +23,8 @@ from roofbench.errors_text import first_line
 from roofbench.fileio import atomic_write_text
 from roofbench.paths import cache_home
 from roofbench.readers import SchemaError, read_calibrated, read_roof, read_roofset
-from roofbench.records import (
-    RESULTS_SCHEMA,
-    RoofSet,
-)
+from roofbench.records import RESULTS_SCHEMA
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import device_slug, side_by_side
 
 ADVICE = "run `roofbench calibrate --recalibrate` to measure it again"

@@ -23,7 +23,8 @@ from roofbench.kernels.arrays import Arrays
 from roofbench.kernels.spec import Case
 
 from roofbench.errors_text import first_line
-from roofbench.records import LaunchFacts, OccupancyLevel, RoofSet
+from roofbench.records import LaunchFacts, OccupancyLevel
+from roofbench.roof_records import RoofSet
 from roofbench.timing import TimerConfig, Timing
 
 from ...plugins import PluginError, plugin_attr

@@ -16,7 +16,8 @@ from typing import Any
 import numba
 import numpy as np
 from numba import njit, prange
-from roofbench.kernels.spec import Case, np_dtype
+from roofbench.kernels.arrays import np_dtype
+from roofbench.kernels.spec import Case
 from roofbench.roofs.probes.cpu_noise import (
     NoiseProbe,
     NoiseReport,
@@ -29,8 +30,9 @@ from roofbench.roofs.probes.cpu_spinners import settle
 from roofbench.roofs.probes.host_memory import available_memory_bytes, case_memory_budget
 
 from roofbench.cpu_cache import last_level_cache_bytes
-from roofbench.records import DatasheetMatch, OccupancyLevel, RoofSet
+from roofbench.records import OccupancyLevel
 from roofbench.roof_context import RoofContext
+from roofbench.roof_records import DatasheetMatch, RoofSet
 from roofbench.timing import ROOF_MOVED, RoofPair, TimerConfig, Timing, host_timer
 
 from .base import Backend, CaseUnsupported, LaunchListPrepared

@@ -26,7 +26,7 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Case
 
-from roofbench.records import RoofSet
+from roofbench.roof_records import RoofSet
 from roofbench.timing import TimerConfig, Timing, probe_timers
 
 from .base import BackendUnavailable, CaseUnsupported, Hooks, Prepared
@@ -130,7 +130,9 @@ class CupyPrepared(CudaCPrepared):
     def _tma(self, pl: Any) -> Callable[[], None]:
         """A tensor-map kernel (the sm_90a wgmma GEMM) through cuda-python: maps encoded once
         over this case's arrays, parameters packed once, launched on the backend's stream."""
-        from .tma_launch import KernelParams, encode_tensor_map, param_bytes
+        from roofbench.roofs.probes.cuda_driver import KernelParams
+
+        from .tma_launch import encode_tensor_map, param_bytes
 
         fn = self.backend.tma.function(pl.impl.source, pl.function, pl.smem)
         maps = {m.buffer: encode_tensor_map(m, self.arrays[m.buffer].data.ptr)

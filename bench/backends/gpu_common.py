@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from roofbench.kernels.arrays import DEVICE_STORAGE
+from roofbench.kernels.arrays import DEVICE_STORAGE, np_dtype
 from roofbench.kernels.cuda_impl import (
     NOT_VALIDATED_ON_HARDWARE,
     CudaKernel,
@@ -22,7 +22,7 @@ from roofbench.kernels.cuda_impl import (
     TensorMapSpec,
     scalar_arg,
 )
-from roofbench.kernels.spec import Buf, Case, np_dtype
+from roofbench.kernels.spec import Buf, Case
 from roofbench.kernels.wgmma_gemm import TmaKernel
 
 from roofbench.errors_text import first_line

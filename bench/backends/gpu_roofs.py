@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from roofbench.records import RoofSet
+from roofbench.roof_records import RoofSet
 
 from .base import backend_class, unavailable_reason
 

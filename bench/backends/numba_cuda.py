@@ -19,11 +19,13 @@ from typing import Any
 
 import numpy as np
 from roofbench.kernels import numba_compat  # noqa: F401  (numpy 2.5 vs numba-cuda 0.30)
+from roofbench.kernels.arrays import np_dtype
 from roofbench.kernels.numba_cuda_twins import DTYPES, NumbaTwin, build
-from roofbench.kernels.spec import Case, np_dtype
+from roofbench.kernels.spec import Case
 
 from roofbench.errors_text import first_line
-from roofbench.records import LaunchFacts, RoofSet
+from roofbench.records import LaunchFacts
+from roofbench.roof_records import RoofSet
 from roofbench.timing import TimerConfig, Timing, host_timer
 
 from .base import (

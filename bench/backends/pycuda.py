@@ -24,7 +24,7 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.kernels.spec import Case
 
-from roofbench.records import RoofSet
+from roofbench.roof_records import RoofSet
 from roofbench.timing import TimerConfig, Timing
 
 from .base import (

@@ -25,7 +25,6 @@ from roofbench.kernels.cuda_impl import (
 )
 from roofbench.roofs.probes.cuda_driver import (
     DriverFunction,
-    KernelParams,
     check,
     driver_module,
     driver_unavailable,
@@ -34,9 +33,6 @@ from roofbench.roofs.probes.cuda_driver import (
     scalar_bytes,
 )
 from roofbench.roofs.probes.cuda_driver import compile_cubin as _compile_text
-
-__all__ = ["KernelParams", "TmaModules", "compile_cubin", "encode_tensor_map", "param_bytes",
-           "pointer_bytes", "tensor_map_enums", "tma_unavailable"]
 
 
 def param_bytes(args: Sequence[Any], pointer: Callable[[str], int],

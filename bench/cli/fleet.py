@@ -114,7 +114,7 @@ def _gpu_links(args: argparse.Namespace) -> int:
     from roofbench.roofs.probes import gpu_links as gl
     from roofbench.roofs.probes import links as ic
 
-    from roofbench.records import RoofSet
+    from roofbench.roof_records import RoofSet
     from roofbench.units import si
 
     from ..fleet.output import write_atomic

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.table import Table
 from roofbench.roofs.files import RoofsFileError, load_roofs
 
-from roofbench.records import RoofSet
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import side_by_side
 from roofbench.units import si
 

@@ -15,7 +15,8 @@ from roofbench.bench.suite.session import RunOptions, RunSession
 
 from roofbench.boundary import EXIT_STOPPED, signal_name
 from roofbench.paths import home
-from roofbench.records import RoofSet, RunResult
+from roofbench.records import RunResult
+from roofbench.roof_records import RoofSet
 
 from ..backends import REGISTRY
 from ..backends import base as backends

@@ -11,7 +11,7 @@ from typing import Any
 from roofbench.roofs.probes import links as ic
 
 from roofbench.readers import read_roofset
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 
 from .fleet_records import SCHEMA, FleetConfig, Place, RankResult
 

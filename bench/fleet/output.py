@@ -9,7 +9,7 @@ from typing import Any
 
 from roofbench.fileio import atomic_write_bytes
 from roofbench.readers import read_roof, read_roofset
-from roofbench.records import RoofSet
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import device_slug
 from roofbench.units import si
 

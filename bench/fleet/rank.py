@@ -13,7 +13,7 @@ from roofbench.roofs.probes import links as ic
 from roofbench.roofs.probes import mpi_links
 
 from roofbench.errors_text import first_line
-from roofbench.records import RoofSet
+from roofbench.roof_records import RoofSet
 
 from ..errors import UserError
 from .environment import assign_gpu, gpu_backend, visible_gpus

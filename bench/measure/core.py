@@ -26,7 +26,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from roofbench.records import CaseResult, RoofSet
+from roofbench.records import CaseResult
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import apply_roofs, place
 from roofbench.timing import RoofPair, TimerConfig, Timing
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from roofbench.kernels.spec import DTYPES
+from roofbench.kernels.arrays import DTYPES
 
 from roofbench.boundary import Refusal
 from roofbench.roofline import LEVELS, PRECISIONS
@@ -188,7 +188,7 @@ def function(fn: Any) -> Callable[..., Any]:
 
 
 def roofs_arg(x: Any) -> Any:
-    from roofbench.records import RoofSet
+    from roofbench.roof_records import RoofSet
 
     if x is None or isinstance(x, (RoofSet, str, os.PathLike)):
         if isinstance(x, str) and not x.strip():

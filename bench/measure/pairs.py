@@ -22,7 +22,8 @@ from roofbench.roofs.probes import cpu_pairs as cp
 from roofbench.roofs.probes import cpu_stream as cs
 
 from roofbench.cpu_cache import last_level_cache_bytes
-from roofbench.records import CaseResult, Roof, RoofSet
+from roofbench.records import CaseResult
+from roofbench.roof_records import Roof, RoofSet
 from roofbench.roofline import apply_roofs, place
 from roofbench.timing import RoofPair
 

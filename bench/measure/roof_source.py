@@ -20,13 +20,14 @@ from roofbench.roofs.files import RoofsFileError, default_path, load_roofs, save
 
 from roofbench.boundary import Refusal
 from roofbench.errors_text import first_line
-from roofbench.records import RoofSet
 from roofbench.roof_context import ProbeEnvironment, RoofContext, cpu_list
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import device_slug
 
 from ..backends import base as backends
 from ..errors import UserError
-from .callables import Clock, MeasureError
+from .callables import Clock
+from .door import MeasureError
 
 Purpose = Literal["run", "cached", "calibrate", "measure"]
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roofbench.records import CaseResult, RoofSet, RunResult
+from roofbench.records import CaseResult, RunResult
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import roof_precision
 from roofbench.units import duration
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from roofbench.ncu_checks import hw_dram_ai
-from roofbench.records import CaseResult, Roof, RoofSet
+from roofbench.records import CaseResult
+from roofbench.roof_records import Roof, RoofSet
 
 if TYPE_CHECKING:
     from matplotlib.typing import LineStyleType

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from matplotlib.transforms import Bbox
 
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 
 from .figure_data import PREC_COLORS
 

@@ -37,8 +37,13 @@ from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from roofbench.fileio import atomic_write_bytes  # noqa: E402
-from roofbench.records import CaseResult, Roof, RoofSet, RunResult  # noqa: E402
-from roofbench.roofline import LEVEL_LABELS, SOURCE_RANK  # noqa: E402
+from roofbench.records import CaseResult, RunResult
+from roofbench.roof_records import (  # noqa: E402
+    SOURCE_RANK,  # noqa: E402
+    Roof,
+    RoofSet,
+)
+from roofbench.roofline import LEVEL_LABELS
 from roofbench.units import si  # noqa: E402
 
 from .figure_data import (  # noqa: E402

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from roofbench.bench.present.deltas import Delta
 
-from roofbench.records import CaseResult, Roof, RoofSet, RunResult
+from roofbench.records import CaseResult, RunResult
+from roofbench.roof_records import Roof, RoofSet
 from roofbench.roofline import LEVEL_LABELS
 from roofbench.units import duration, si
 

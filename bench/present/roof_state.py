@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from roofbench.records import CaseResult, RoofSet
+from roofbench.records import CaseResult
 from roofbench.roof_context import DRIFT_LIMIT, ROOF_RULE, cpu_list
+from roofbench.roof_records import RoofSet
 from roofbench.units import si
 
 

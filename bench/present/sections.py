@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from roofbench.cache_records import PLACEMENT_RULE
-from roofbench.records import CaseResult, RoofSet, RunResult
+from roofbench.records import CaseResult, RunResult
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import placement_problem
 from roofbench.units import duration, si
 
@@ -28,9 +29,6 @@ from .blocks import (
     Sub,
     Table,
     Text,
-)
-from .blocks import (
-    Image as Image,  # (profile/report.py takes it from here)
 )
 from .fusion import fusion_bound, fusion_table
 from .ncu_section import ncu_section

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from roofbench.errors_text import first_line
-from roofbench.records import RoofSet
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import side_by_side
 from roofbench.units import si
 

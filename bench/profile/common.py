@@ -15,7 +15,8 @@ from roofbench.bench.measure.callables import Clock
 from roofbench.bench.present.amdahl import Share
 from roofbench.bench.profile.recording import Distinct, Recording
 
-from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RoofSet
+from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import roof_precision
 from roofbench.timing import TimerConfig
 

@@ -25,7 +25,7 @@ from roofbench.bench.present.amdahl import roof_time
 from roofbench.bench.profile.common import compute_dtype, precision_of, ridge_of
 from roofbench.bench.profile.op_counts import TensorMeta, union_bytes
 
-from roofbench.records import RoofSet
+from roofbench.roof_records import RoofSet
 
 if TYPE_CHECKING:
     from roofbench.bench.profile.report import Profile

@@ -25,7 +25,8 @@ from roofbench.bench.profile.op_counts import ELEMENTWISE
 from roofbench.bench.profile.recording import Recording
 from roofbench.bench.profile.report import Profile
 
-from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RoofSet
+from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome
+from roofbench.roof_records import RoofSet
 from roofbench.timing import TimerConfig
 
 _ARITH = {"add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "max": 0, "min": 0,

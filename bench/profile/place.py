@@ -13,7 +13,8 @@ from roofbench.bench.measure import core
 from roofbench.bench.measure.callables import Clock
 from roofbench.bench.present.sections import above_roof_cause
 
-from roofbench.records import CaseResult, RoofSet
+from roofbench.records import CaseResult
+from roofbench.roof_records import RoofSet
 from roofbench.timing import TimerConfig
 
 ABOVE = 1.05  # over this fraction of its roof a point is not valid

@@ -18,7 +18,7 @@ from typing import Any
 
 from roofbench.bench.profile.common import precision_of
 
-from roofbench.records import RoofSet
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import place, roof_precision
 
 MARK = "projection (lower bounds at the target's roofs, not measured there)"

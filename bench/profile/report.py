@@ -24,13 +24,14 @@ from typing import Any
 
 from roofbench.bench.present.amdahl import ranked
 from roofbench.bench.present.amdahl import rows as amdahl_rows
-from roofbench.bench.present.sections import Block, Image, Items, Section, Table, Text
+from roofbench.bench.present.blocks import Block, Image, Items, Section, Table, Text
 from roofbench.bench.profile.common import OpPlace, ridge_of
 from roofbench.bench.profile.op_counts import CONVENTION, FAMILIES
 from roofbench.bench.profile.recording import Recording
 
 from roofbench.fileio import atomic_write_text
-from roofbench.records import CaseResult, RoofSet, RunResult
+from roofbench.records import CaseResult, RunResult
+from roofbench.roof_records import RoofSet
 from roofbench.units import duration, si
 
 SHOWN_OPS = 25

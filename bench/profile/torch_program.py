@@ -61,15 +61,8 @@ from roofbench.bench.profile.report import Profile
 
 from roofbench.boundary import Refusal
 from roofbench.errors_text import first_line
-from roofbench.records import (
-    CaseResult,
-    Declaration,
-    Evidence,
-    Identity,
-    Outcome,
-    RooflinePlace,
-    RoofSet,
-)
+from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RooflinePlace
+from roofbench.roof_records import RoofSet
 from roofbench.timing import TimerConfig
 
 

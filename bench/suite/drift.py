@@ -25,9 +25,10 @@ from roofbench.bench.backends.base import Backend
 from roofbench.bench.measure.pairs import dram_bracket
 from roofbench.kernels.spec import Case
 
-from roofbench.records import CaseResult, Roof, RoofSet
+from roofbench.records import CaseResult
 from roofbench.roof_context import DRIFT_LIMIT, RoofContext, RoofState
-from roofbench.roofline import apply_roofs, bound, roof_precision
+from roofbench.roof_records import Roof, RoofSet, bound
+from roofbench.roofline import apply_roofs, roof_precision
 from roofbench.units import si
 
 BRACKET_ROOF = "(best state of the run)"

@@ -22,7 +22,8 @@ from roofbench.kernels.arrays import HOST, Arrays
 from roofbench.kernels.spec import Array, Case
 
 from roofbench.errors_text import first_line
-from roofbench.records import CaseResult, RoofSet
+from roofbench.records import CaseResult
+from roofbench.roof_records import RoofSet
 from roofbench.timing import TimerConfig
 
 

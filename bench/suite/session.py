@@ -40,7 +40,8 @@ from roofbench.kernels.spec import Case, Size, SizeContext, Workload
 
 from roofbench.boundary import EXIT_OS, Refusal, os_line, signal_name
 from roofbench.errors_text import first_line
-from roofbench.records import CaseResult, RoofSet, RunResult, RunStop, StopCause, StopPhase
+from roofbench.records import CaseResult, RunResult, RunStop, StopCause, StopPhase
+from roofbench.roof_records import RoofSet
 from roofbench.timing import GPU_CASE_BUDGET_S, GPU_LAUNCH_BUDGET_S, TimerConfig
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from roofbench.cpu_cache import last_level_cache_bytes
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 
 from .cpu_blas import blas_gemm_roof
 from .cpu_cache_sweep import cache_roofs as swept_cache_roofs

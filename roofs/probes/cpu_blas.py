@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 
 from .cpu_stream import TimeFn
 from .numba_env import timing_evidence

@@ -53,7 +53,7 @@ from roofbench.roofs.probes.cache_topology import CacheTopology, allowed_cpus, t
 from roofbench.boundary import die_with_parent
 from roofbench.cache_records import CACHE_LEVELS, CacheSweep, SweepPoint
 from roofbench.readers import read_roof
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 
 from .cpu_cache_passes import LINE_WORDS, add_passes, cycle_counter, read_passes, ticks
 from .cpu_stream import aligned_empty, default_stream_budget

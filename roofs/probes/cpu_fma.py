@@ -35,7 +35,7 @@ from numba.core import cgutils
 from numba.core.dispatcher import Dispatcher
 from numba.extending import intrinsic
 
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 
 from .cpu_features import host_cpu_features
 from .fma_model import FmaShape, fma_shape

@@ -25,7 +25,7 @@ from typing import Any
 from roofbench.boundary import die_with_parent
 from roofbench.paths import child_env
 from roofbench.readers import read_roof
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 from roofbench.timing import TimerConfig, host_timer
 
 CHILD_TIMEOUT_S = 300.0

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 
 from .cpu_stream import STREAM_BYTES_PER_ELEMENT, StreamBracket
 from .pool_quiet import QUIET

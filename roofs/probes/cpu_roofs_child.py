@@ -23,8 +23,8 @@ from typing import Any, cast
 from roofbench.boundary import die_with_parent
 from roofbench.paths import child_env
 from roofbench.readers import read_roof
-from roofbench.records import Roof
 from roofbench.roof_context import CoresFrom, ProbeEnvironment, read_context
+from roofbench.roof_records import Roof
 from roofbench.timing import host_timer
 
 from ..files import jsonable

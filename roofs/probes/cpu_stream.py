@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, prange
 from roofbench.kernels import nt_stores
 
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 from roofbench.timing import Timing
 
 from .host_memory import available_memory_bytes

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from roofbench.records import DatasheetMatch, ProbeFailure, RoofSet
+from roofbench.roof_records import DatasheetMatch, ProbeFailure, RoofSet
 
 from .. import datasheet
 from .gpu_device import CupyGpu, Gpu, TimeFn, device_facts

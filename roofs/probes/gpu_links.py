@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 
 from .links import (
     LinkMeasurement,

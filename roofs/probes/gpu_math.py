@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 
 from .. import datasheet
 from .gpu_device import ProbeUnavailable

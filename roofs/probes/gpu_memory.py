@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 
 from .gpu_device import GiB, Gpu, MiB, ProbeUnavailable
 from .gpu_run import SUSTAIN_WINDOW, ConfigResult, ProbeRun, pick_best_config, scale_iters

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from roofbench.errors_text import first_line
-from roofbench.records import RoofSet
+from roofbench.roof_records import RoofSet
 
 from .gpu_device import Gpu, ProbeUnavailable, TimeFn
 

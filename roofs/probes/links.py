@@ -24,7 +24,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from roofbench.records import Roof
+from roofbench.roof_records import Roof
 
 KiB, MiB = 1 << 10, 1 << 20
 

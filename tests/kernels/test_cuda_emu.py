@@ -37,7 +37,7 @@ from roofbench.bench.backends.gpu_common import (  # noqa: E402
     plan_launches,
     to_storage,
 )
-from roofbench.bench.backends.tma_launch import KernelParams, param_bytes  # noqa: E402
+from roofbench.bench.backends.tma_launch import param_bytes  # noqa: E402
 from roofbench.bench.suite.runner import validate  # noqa: E402
 from roofbench.kernels import cuda_impl as cu  # noqa: E402
 from roofbench.kernels import wgmma_gemm as wg
@@ -46,6 +46,7 @@ from roofbench.kernels.registry import workloads  # noqa: E402
 from roofbench.kernels.spec import Case  # noqa: E402
 from roofbench.roofs.probes import cuda_driver as cd  # noqa: E402
 from roofbench.roofs.probes import gpu_math as gm  # noqa: E402
+from roofbench.roofs.probes.cuda_driver import KernelParams
 from testpaths import FAKE_CUPY
 
 pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,

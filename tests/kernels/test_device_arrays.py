@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 from patience import patience
 from roofbench.bench.suite.runner import validate
-from roofbench.kernels.arrays import HOST, Arrays, fp8_values
+from roofbench.kernels.arrays import HOST, Arrays, fp8_values, np_dtype
 from roofbench.kernels.registry import workloads
-from roofbench.kernels.spec import Case, np_dtype
+from roofbench.kernels.spec import Case
 from testpaths import FAKE_CUPY, ROOT
 
 DEVICE_ON_NUMPY = Arrays(np, device=True)  # the device code path, run by numpy

@@ -35,16 +35,13 @@ import pytest
 from patience import patience
 from roofbench.bench.backends.base import CaseUnsupported  # noqa: E402
 from roofbench.bench.backends.gpu_common import ALL_LAUNCHERS, plan_launches  # noqa: E402
-from roofbench.bench.backends.tma_launch import (  # noqa: E402
-    KernelParams,
-    param_bytes,
-    pointer_bytes,
-)
+from roofbench.bench.backends.tma_launch import param_bytes
 from roofbench.kernels import cuda_impl as cu  # noqa: E402
 from roofbench.kernels import gemm  # noqa: E402
 from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.registry import workloads  # noqa: E402
 from roofbench.kernels.spec import Case  # noqa: E402
+from roofbench.roofs.probes.cuda_driver import KernelParams, pointer_bytes
 from testpaths import STANDINS
 
 SRC = wg.WGMMA_SOURCE

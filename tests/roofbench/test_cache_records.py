@@ -8,6 +8,7 @@ import json
 
 from cache_layouts import cache_roofset
 
+from roofbench.cache_records import Placement
 from roofbench.readers import read_case, read_roof, read_roofset
 from roofbench.records import (
     BufferFacts,
@@ -17,7 +18,6 @@ from roofbench.records import (
     Measurement,
     OccupancyLevel,
     Outcome,
-    Placement,
     RooflinePlace,
 )
 from roofbench.roofline import apply_roofs, place, placement_problem
@@ -107,7 +107,7 @@ def test_a_planted_wrong_placement_is_caught() -> None:
 
 
 def test_gpu_roofs_without_sweeps_place_nothing() -> None:
-    from roofbench.records import Roof, RoofSet
+    from roofbench.roof_records import Roof, RoofSet
 
     rs = RoofSet("gpu", [Roof("hbm", "memory", 4e12, "measured", level="dram"),
                          Roof("l2", "memory", 1e13, "measured", level="l2"),

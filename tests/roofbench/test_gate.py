@@ -16,12 +16,12 @@ from roofbench.bench.results import load_run
 from roofbench.gate import (
     FailOn,
     classify,
-    load_share,
     median_interval,
     median_rank,
     min_samples,
     ratio_interval,
 )
+from roofbench.gate_load import load_share
 
 
 def test_real_runs_are_there():

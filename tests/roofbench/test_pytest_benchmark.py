@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from roofbench.bench.cli import main
 from roofbench.bench.results import load_run
-from roofbench.kernels.spec import DTYPES
+from roofbench.kernels.arrays import DTYPES
 from testpaths import FIXTURES
 
 from roofbench.pytest_benchmark import DTYPES as READER_DTYPES

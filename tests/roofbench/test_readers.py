@@ -20,17 +20,19 @@ from roofbench.readers import read_case, read_roofset, read_run
 from roofbench.records import (
     RESULTS_SCHEMA,
     RESULTS_SCHEMA_VERSION,
-    ROOFSET_SCHEMA_VERSION,
     CaseResult,
-    DatasheetMatch,
     Declaration,
     Identity,
     Measurement,
     Outcome,
+    RunResult,
+)
+from roofbench.roof_records import (
+    ROOFSET_SCHEMA_VERSION,
+    DatasheetMatch,
     ProbeFailure,
     Roof,
     RoofSet,
-    RunResult,
 )
 
 STORED = sorted(p for d in ("results", "tests/fixtures") for p in (ROOT / d).rglob("*.json")

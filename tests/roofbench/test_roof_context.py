@@ -10,14 +10,7 @@ import pytest
 
 from roofbench.calibrated import CalibratedRoofs
 from roofbench.readers import read_calibrated, read_case, read_roofset
-from roofbench.records import (
-    CaseResult,
-    Declaration,
-    Identity,
-    Outcome,
-    Roof,
-    RoofSet,
-)
+from roofbench.records import CaseResult, Declaration, Identity, Outcome
 from roofbench.roof_context import (
     ROOF_RULE,
     ProbeEnvironment,
@@ -26,6 +19,7 @@ from roofbench.roof_context import (
     cpu_list,
     parse_cpu_list,
 )
+from roofbench.roof_records import Roof, RoofSet
 
 
 @pytest.mark.parametrize("cores,text", [([0], "0"), ([0, 1, 2, 5], "0-2,5"),

@@ -9,16 +9,8 @@ from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
 from roofbench.readers import read_roofset
-from roofbench.records import (
-    CaseResult,
-    Declaration,
-    Identity,
-    Measurement,
-    Outcome,
-    Roof,
-    RooflinePlace,
-    RoofSet,
-)
+from roofbench.records import CaseResult, Declaration, Identity, Measurement, Outcome, RooflinePlace
+from roofbench.roof_records import Roof, RoofSet
 from roofbench.roofline import apply_roofs, device_slug, roof_precision
 
 

@@ -18,7 +18,7 @@ from roofbench.roofs.probes.cache_topology import (
 )
 
 from roofbench.readers import read_roof
-from roofbench.records import RoofSet
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import place
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30

@@ -19,8 +19,8 @@ from roofbench.roofs.probes import cpu_env
 from roofbench.roofs.probes.cpu_roofs_child import name_for_cores
 
 from roofbench.paths import child_env
-from roofbench.records import Roof
 from roofbench.roof_context import ProbeEnvironment
+from roofbench.roof_records import Roof
 
 MACHINE = cpu_env.machine_cores()
 ALL = sorted(set(MACHINE) & set(os.sched_getaffinity(0)))

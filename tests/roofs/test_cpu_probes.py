@@ -24,7 +24,7 @@ from testpaths import ROOT
 
 from roofbench import cpu_cache as llc
 from roofbench.cpu_cache import parse_size
-from roofbench.records import Roof, RoofSet
+from roofbench.roof_records import Roof, RoofSet
 
 MiB = 1 << 20
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from roofbench.roofs import datasheet as ds
 
-from roofbench.records import RoofSet
+from roofbench.roof_records import RoofSet
 
 
 @pytest.mark.parametrize("name,sms,mem,key", [

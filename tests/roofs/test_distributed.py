@@ -13,7 +13,7 @@ from roofbench.roofs.probes import gpu_links as gl
 from roofbench.roofs.probes import links as ic
 
 from roofbench.readers import read_roofset
-from roofbench.records import Roof, RoofSet
+from roofbench.roof_records import Roof, RoofSet
 
 MiB = 1 << 20
 

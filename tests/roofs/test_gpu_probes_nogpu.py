@@ -40,7 +40,7 @@ from testpaths import ROOT, STANDINS
 
 from roofbench.calibrated import CALIBRATED_SCHEMA as SCHEMA
 from roofbench.readers import read_roofset
-from roofbench.records import Roof, RoofSet
+from roofbench.roof_records import Roof, RoofSet
 from roofbench.roofline import side_by_side
 
 CUDA_DIR = pr.CUDA_DIR

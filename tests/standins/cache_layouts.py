@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from roofbench.records import RoofSet
+    from roofbench.roof_records import RoofSet
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,8 @@ def cache_roofset(device: str = "test cpu with caches",
     """A CPU roof set as the sweep writes it for the Intel VM (2 cores: L1 48K and L2 2 MiB
     each, one 480 MiB L3), with hand-set rates (B/s) per level; the L3 sweep's largest point
     ran at DRAM speed when ``slow_l3_at`` is given (what a VM sharing its host's L3 shows)."""
-    from roofbench.records import CacheSweep, Roof, RoofSet, SweepPoint
+    from roofbench.cache_records import CacheSweep, SweepPoint
+    from roofbench.roof_records import Roof, RoofSet
 
     rates = rates or {"l1": 500e9, "l2": 300e9, "l3": 60e9}
     inst = {"l1": (48 << 10, 2, 1), "l2": (2 << 20, 2, 1), "l3": (480 << 20, 1, 2)}

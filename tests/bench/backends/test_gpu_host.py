@@ -24,8 +24,9 @@ from roofbench.bench.backends.gpu_common import (
 from roofbench.bench.backends.occupancy_calc import ARCH, occupancy, smem_for_blocks
 from roofbench.kernels import cuda_impl as cu
 from roofbench.kernels import gemm, rownorm
+from roofbench.kernels.arrays import np_dtype
 from roofbench.kernels.registry import workloads
-from roofbench.kernels.spec import Buf, Case, np_dtype
+from roofbench.kernels.spec import Buf, Case
 
 from roofbench.timing import TimerConfig
 

@@ -22,7 +22,7 @@ from typing import Any
 from roofbench.bench.backends import base as be
 
 import roofbench
-from roofbench.records import Roof, RoofSet
+from roofbench.roof_records import Roof, RoofSet
 
 
 def _rank() -> str:

@@ -14,7 +14,7 @@ from roofbench.bench.fleet import outliers as compare
 from roofbench.bench.fleet import rank as calibrate
 
 from roofbench.readers import read_roofset
-from roofbench.records import Roof, RoofSet
+from roofbench.roof_records import Roof, RoofSet
 
 
 def test_no_mpi_is_one_clear_message(monkeypatch, capsys):

@@ -18,14 +18,8 @@ from roofbench.kernels.spec import Case
 
 import roofbench
 from roofbench import timing as timing_module
-from roofbench.records import (
-    CaseResult,
-    Declaration,
-    Identity,
-    Outcome,
-    Roof,
-    RoofSet,
-)
+from roofbench.records import CaseResult, Declaration, Identity, Outcome
+from roofbench.roof_records import Roof, RoofSet
 from roofbench.timing import TimerConfig, Timing
 
 FAST = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=3, max_samples=5,

@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import pytest
 from roofbench.bench.backends.cpu import cpu_model
-from roofbench.bench.measure.callables import MeasureError
+from roofbench.bench.measure.door import MeasureError
 from roofbench.bench.results import load_run
 from roofbench.roofs.files import RoofsFileError, load_roofs, read_bounded
 
 import roofbench
 from roofbench.boundary import Refusal
-from roofbench.records import Roof, RoofSet
+from roofbench.roof_records import Roof, RoofSet
 from roofbench.timing import TimerConfig
 
 N = 1 << 12

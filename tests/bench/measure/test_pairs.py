@@ -15,20 +15,11 @@ from roofbench.bench.measure.core import paired_time, time_call
 from roofbench.roofs.probes.cpu_pairs import FmaPair, StreamPair, SweepPair
 from roofbench.roofs.probes.cpu_stream import StreamBracket
 
+from roofbench.cache_records import CacheSweep, SweepPoint
 from roofbench.gate import classify, min_samples
 from roofbench.readers import read_run
-from roofbench.records import (
-    BufferFacts,
-    CacheSweep,
-    CaseResult,
-    Declaration,
-    Identity,
-    Outcome,
-    Roof,
-    RoofSet,
-    RunResult,
-    SweepPoint,
-)
+from roofbench.records import BufferFacts, CaseResult, Declaration, Identity, Outcome, RunResult
+from roofbench.roof_records import Roof, RoofSet
 from roofbench.roofline import apply_roofs
 from roofbench.timing import (
     CI_MIN_SAMPLES,

@@ -24,11 +24,10 @@ from roofbench.records import (
     Occupancy,
     OccupancyLevel,
     Outcome,
-    Roof,
     RooflinePlace,
-    RoofSet,
     RunResult,
 )
+from roofbench.roof_records import Roof, RoofSet
 
 NBYTES = 8_000_000
 

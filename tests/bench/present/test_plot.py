@@ -201,7 +201,7 @@ def test_a_sweep_draws_one_fusion_arrow_per_size():
     from roofbench.kernels.registry import workloads
     from roofbench.kernels.spec import Case
 
-    from roofbench.records import Roof, RoofSet
+    from roofbench.roof_records import Roof, RoofSet
     from roofbench.timing import TimerConfig
 
     rs = RoofSet("test", [Roof("dram", "memory", 1e10, "measured", level="dram"),

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from roofbench.bench.profile.inprogram import ProgramChanged  # noqa: E402
 
 import roofbench  # noqa: E402
-from roofbench.records import Roof, RoofSet  # noqa: E402
+from roofbench.roof_records import Roof, RoofSet  # noqa: E402
 from roofbench.timing import TimerConfig  # noqa: E402
 
 ROOFS = RoofSet(device="test roofs", roofs=[

@@ -50,7 +50,7 @@ def test_distances_count_the_bytes_between_two_uses():
 def test_a_weight_is_on_dram_in_the_program_and_in_l3_alone():
     import roofbench
     from roofbench.cache_records import CacheSweep
-    from roofbench.records import Roof, RoofSet
+    from roofbench.roof_records import Roof, RoofSet
     from roofbench.timing import TimerConfig
 
     l3 = CacheSweep("l3", "read", 2 << 20, 1, 1, 1, "sysfs")  # a 2 MiB L3

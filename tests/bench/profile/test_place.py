@@ -12,14 +12,8 @@ from roofbench.bench.measure import core  # noqa: E402
 from roofbench.bench.profile.fusion import Group  # noqa: E402
 from roofbench.bench.profile.place import flag_above_roof, roofs_for_threads  # noqa: E402
 
-from roofbench.records import (  # noqa: E402
-    CaseResult,
-    Declaration,
-    Identity,
-    Outcome,
-    Roof,
-    RoofSet,
-)
+from roofbench.records import CaseResult, Declaration, Identity, Outcome  # noqa: E402
+from roofbench.roof_records import Roof, RoofSet  # noqa: E402
 from roofbench.timing import Timing  # noqa: E402
 
 ROOFS = RoofSet(device="t", roofs=[

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 from flat_cases import flat_cases  # noqa: E402
 
 import roofbench  # noqa: E402
-from roofbench.records import Roof, RoofSet  # noqa: E402
+from roofbench.roof_records import Roof, RoofSet  # noqa: E402
 from roofbench.timing import TimerConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]

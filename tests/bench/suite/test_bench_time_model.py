@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 from h200_planner import H200Planner
 from roofbench.bench.suite.session import RunOptions, select_cases, timer_configs
-from roofbench.kernels.spec import Case, itemsize
+from roofbench.kernels.arrays import itemsize
+from roofbench.kernels.spec import Case
 
 from roofbench.timing import sample_loop
 

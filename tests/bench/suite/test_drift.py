@@ -11,7 +11,7 @@ from roofbench.bench.results import load_run
 from roofbench.bench.suite import drift
 from roofbench.bench.suite.session import RunOptions, RunSession
 
-from roofbench.records import Roof, RoofSet
+from roofbench.roof_records import Roof, RoofSet
 from roofbench.timing import Timing
 
 CASE_BW = 15e9  # every case streams its DRAM bytes at this rate

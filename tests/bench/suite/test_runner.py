@@ -15,7 +15,8 @@ from roofbench.bench.suite.runner import run_case
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
-from roofbench.records import Roof, RoofSet, RunResult
+from roofbench.records import RunResult
+from roofbench.roof_records import Roof, RoofSet
 from roofbench.timing import TimerConfig
 
 FAST = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=3, max_samples=5,
