@@ -29,20 +29,22 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from roofbench.bench.measure import core
+from roofbench.bench.measure import core, door
 from roofbench.bench.measure.api import Session
 from roofbench.bench.measure.callables import (
+    DECLARED,
     Clock,
-    accounting,
     clock_for,
+    declare,
     measure_callable,
     working_set,
 )
+from roofbench.bench.measure.door import MeasureError
 from roofbench.bench.measure.pairs import pair_for
 from roofbench.bench.measure.roof_source import device_roofs
 from roofbench.roofs.probes.cpu_noise import NoiseProbe, ThreadWaits, outside_load
@@ -56,7 +58,8 @@ from roofbench.gate import (
     classify_case,
     median_interval,
 )
-from roofbench.records import CaseResult, RoofSet
+from roofbench.records import CaseResult
+from roofbench.roof_records import RoofSet
 from roofbench.timing import CI_MIN_SAMPLES, RoofPair, TimerConfig, Timing, roof_moved, timer_for
 
 ORDER = "alternating pairs: A B, then B A"
@@ -172,7 +175,6 @@ class AbResult:
 
 def claim_job(out: Path) -> Path:
     """The A/B job's folder (``results.claim_folder`` over its a/, b/ and compare/)."""
-    from roofbench.bench.measure.api import MeasureError
     from roofbench.bench.results import AB_FILES, claim_folder
 
     from roofbench.boundary import Refusal
@@ -207,38 +209,35 @@ class AbSession:
         self.threshold = threshold
 
     def measure(self, base: Callable[..., Any], new: Callable[..., Any], *args: Any,
-                flops: Any, reads: Any = 0, writes: Any = 0,
-                bytes: Mapping[str, Any] | None = None, dtype: str | None = None,
-                precision: str | None = None, name: str | None = None,
-                reference: Any = None, output: Any = None, tolerance: float | None = None,
-                size: Sequence[int] | None = None, args_b: Sequence[Any] | None = None,
-                output_b: Any = None) -> AbResult:
+                args_b: Sequence[Any] | None = None, output_b: Any = None,
+                **options: Any) -> AbResult:
         """``base(*args)`` against ``new(*args_b)`` (default: the same arguments), with
-        ``roofbench.measure``'s keywords (the same counts for both: the same work)."""
-        b_args = tuple(args if args_b is None else args_b)
-        acct = accounting(args, flops=flops, reads=reads, writes=writes, bytes=bytes,
-                          dtype=dtype, precision=precision, size=size)
+        ``roofbench.measure``'s keywords as ``options`` (the same counts for both: the same
+        work; ``output_b``: what ``new`` writes, when not ``output``)."""
+        unknown = sorted(set(options) - DECLARED)
+        if unknown:
+            raise MeasureError(f"unknown keyword {unknown[0]}= (an A/B pair takes "
+                               f"{', '.join(sorted(DECLARED))}, args_b, output_b)")
+        a = declare(base, args, named_after=new, **options)
+        b_check = a.check if output_b is None else replace(a.check, output=door.output(output_b))
+        b = replace(a, fn=door.function(new), args=tuple(args if args_b is None else args_b),
+                    check=b_check)
         clock = clock_for(args)
         first = self.sides["A"]
         roofs, note = ((first.run.roofs, None) if first.run is not None
                        else device_roofs(clock, first.roofs_arg, first.roofs_cache))
         cfg = timer_for(clock.kind, first.timer, first.quick)
-        label = name or getattr(new, "__qualname__", None) or "callable"
         recs: dict[str, CaseResult] = {}
         caps: dict[str, _Capture] = {}
-        for side, fn, a, out in (("A", base, args, output), ("B", new, b_args,
-                                                             output if output_b is None
-                                                             else output_b)):
+        for side, call in (("A", a), ("B", b)):
             self._start(side, clock, cfg, roofs, note)
             caps[side] = _Capture(clock)
-            recs[side] = measure_callable(fn, a, acct, name=label, clock=cast(Clock, caps[side]),
-                                          cfg=cfg, roofs=roofs, reference=reference,
-                                          output=out, tolerance=tolerance)
+            recs[side] = measure_callable(call, clock=cast(Clock, caps[side]), cfg=cfg,
+                                          roofs=roofs)
         fa, fb = caps["A"].fn, caps["B"].fn
         # placed as measure places them: on the cache level their data fits in, on a CPU
-        ws = {side: (working_set(a, out) or None) if clock.kind == "cpu" else None
-              for side, a, out in (("A", args, output),
-                                   ("B", b_args, output if output_b is None else output_b))}
+        ws = {side: (working_set(call.args, call.check.output) or None)
+              if clock.kind == "cpu" else None for side, call in (("A", a), ("B", b))}
         if recs["A"].valid and recs["B"].valid and fa is not None and fb is not None:
             pair = pair_for(recs["A"], roofs, clock, ws["A"])  # one roof bounds both: one work
             ta, tb = alternate(fa, fb, cfg, clock.sync, pair)

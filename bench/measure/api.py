@@ -23,34 +23,19 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from roofbench.kernels.triton_counts import kernel_counts
-
 from roofbench.boundary import Refusal, prepare_environment
 from roofbench.errors_text import first_line
 from roofbench.readers import case_problem
-from roofbench.records import (
-    CaseResult,
-    Declaration,
-    Evidence,
-    Identity,
-    Outcome,
-    RoofSet,
-    RunResult,
-)
+from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RunResult
+from roofbench.roof_records import RoofSet
 from roofbench.timing import TimerConfig, timer_for
 
 from ..errors import UserError
 from ..present.roof_state import paired_text
 from ..results import environment, git_commit, process_command, save_run, utc_stamp
 from . import door
-from .callables import (
-    Clock,
-    MeasureError,
-    accounting,
-    clock_for,
-    measure_callable,
-    placement_line,
-)
+from .callables import Call, Clock, clock_for, declare, measure_callable, placement_line
+from .door import MeasureError
 from .roof_source import device_roofs
 
 _ACTIVE: list[Session] = []
@@ -107,17 +92,17 @@ class Session:
                 **kwargs: Any) -> CaseResult:
         """Measure ``fn(*args, **kwargs)`` (see ``roofbench.measure``) and add it to this
         session."""
+        return self.measure_call(declare(
+            fn, args, kwargs, flops=flops, reads=reads, writes=writes, bytes=bytes, dtype=dtype,
+            precision=precision, name=name, reference=reference, output=output,
+            tolerance=tolerance, size=size, counts=counts))
+
+    def measure_call(self, call: Call) -> CaseResult:
+        """Measure a declared call (``callables.declare``) and add it to this session."""
         if self.closed:
             raise MeasureError("this session is closed")
-        door.function(fn)
-        name, tolerance = door.name(name), door.tolerance(tolerance)
-        output, reference = door.output(output), door.reference(reference)
-        if counts is not None:  # counts="kernel": read from a Triton kernel[grid]
-            flops, reads, writes = kernel_counts(fn, args, counts)
-        acct = accounting(args, flops=flops, reads=reads, writes=writes, bytes=bytes,
-                          dtype=dtype, precision=precision, size=size)
         refuse_interpreters()
-        clock = clock_for(args)
+        clock = clock_for(call.args)
         device = clock.device_name()
         if self.run is not None and self.run.device != device:
             raise MeasureError(f"this session measures on {self.run.device}; a case on "
@@ -125,7 +110,6 @@ class Session:
         roofs, note = ((self.run.roofs, None) if self.run is not None
                        else device_roofs(clock, self.roofs_arg, self.roofs_cache))
         cfg = timer_for(clock.kind, self.timer, self.quick)
-        label = name or getattr(fn, "__qualname__", None) or "callable"
         if self.run is None:
             self.run = RunResult(backend=clock.backend_name, device=device, roofs=roofs,
                                  cases=[], environment=environment(clock.info()),
@@ -135,11 +119,9 @@ class Session:
             if note:
                 self.run.notes.append(note)
         try:
-            rec = measure_callable(fn, args, acct, name=label, clock=clock, cfg=cfg,
-                                   roofs=roofs, reference=reference, output=output,
-                                   tolerance=tolerance, kwargs=kwargs)
+            rec = measure_callable(call, clock=clock, cfg=cfg, roofs=roofs)
         except Exception as e:  # the caller's function raised: recorded, then raised again
-            self._add(_failed(label, clock, acct, e))
+            self._add(_failed(call, clock, e))
             raise
         line = placement_line(rec)
         if line:
@@ -205,13 +187,13 @@ class Session:
         self.close(interrupted=kind is not None and issubclass(kind, KeyboardInterrupt))
 
 
-def _failed(label: str, clock: Clock, acct: Any, e: BaseException) -> CaseResult:
-    workload, _, variant = label.partition("/")
+def _failed(call: Call, clock: Clock, e: BaseException) -> CaseResult:
+    workload, _, variant = call.name.partition("/")
+    n = call.counts
     return CaseResult(
         Identity(workload=workload, variant=variant or "default", backend=clock.backend_name,
-                 dtype=acct.dtype, size=list(acct.size), precision=acct.precision,
-                 cores=acct.cores),
-        Declaration(flops=acct.flops, bytes=dict(acct.bytes), ai=acct.ai),
+                 dtype=n.dtype, size=list(n.size), precision=n.precision, cores=n.cores),
+        Declaration(flops=n.flops, bytes=dict(n.bytes), ai=n.ai),
         Outcome(status="error", error=first_line(e)),
         evidence=Evidence(extra={"measured_by": "roofbench.measure"}))
 
@@ -256,14 +238,13 @@ def measure(fn: Callable[..., Any], *args: Any, flops: Any = None, reads: Any = 
     if session is not None and not isinstance(session, Session):
         raise MeasureError(f"session= must be a roofbench.Session, got {type(session).__name__}")
     sess = session or (_ACTIVE[-1] if _ACTIVE else None)
-    kw = dict(flops=flops, reads=reads, writes=writes, bytes=bytes, dtype=dtype,
-              precision=precision, name=name, reference=reference, output=output,
-              tolerance=tolerance, size=size, counts=counts)
-    if sess is not None:
-        if roofs is not None:
-            raise MeasureError("roofs= belongs to the Session when one collects the case")
-        return sess.measure(fn, *args, **kw, **kwargs)
-    return Session(roofs=roofs).measure(fn, *args, **kw, **kwargs)
+    if sess is not None and roofs is not None:
+        raise MeasureError("roofs= belongs to the Session when one collects the case")
+    target = sess if sess is not None else Session(roofs=roofs)
+    return target.measure_call(declare(
+        fn, args, kwargs, flops=flops, reads=reads, writes=writes, bytes=bytes, dtype=dtype,
+        precision=precision, name=name, reference=reference, output=output,
+        tolerance=tolerance, size=size, counts=counts))
 
 
 def _claim(out: Path) -> Path:

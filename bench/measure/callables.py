@@ -1,8 +1,10 @@
 """Any callable measured as a run measures a workload: counted, validated, timed, placed.
 
 A workload module declares its buffers and launches; a user's function declares its FLOPs and
-bytes by hand (``Accounting``). The clock comes from the arguments (``clock_for``): CUDA events
-on the current stream when any argument is a CuPy array or a torch CUDA tensor, the host clock
+bytes by hand (``Counts``) and how its result is checked (``Check``), both built once by
+``declare`` into the ``Call`` that the session, the pytest fixtures and ``ab`` measure. The
+clock comes from the arguments (``clock_for``): CUDA events on the current stream when any
+argument is a CuPy array or a torch CUDA tensor, the host clock
 (the CPU backend's, with its noise probe) otherwise; the loop, warm-up and stopping rule are
 the timer's (``sample_loop``), the same as every backend's. Validating, timing and placing
 are the measurement core's (``core.validate``, ``core.time_call``, ``core.fill_metrics``):
@@ -12,23 +14,18 @@ call is counted, which clock times it, and where its outputs are.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from roofbench.kernels.spec import DTYPES
+from roofbench.kernels.arrays import DTYPES
+from roofbench.kernels.triton_counts import kernel_counts
 
-from roofbench.records import (
-    CaseResult,
-    Declaration,
-    Evidence,
-    Identity,
-    Measurement,
-    Outcome,
-    RoofSet,
-)
+from roofbench.records import CaseResult, Declaration, Evidence, Identity, Measurement, Outcome
+from roofbench.roof_records import RoofSet
 from roofbench.roofline import LEVEL_LABELS
 from roofbench.timing import RoofPair, TimerConfig, Timing
 from roofbench.units import si
@@ -36,8 +33,6 @@ from roofbench.units import si
 from ..backends.cuda_timer import EventOps, cuda_time
 from . import core, door
 from .door import MeasureError, byte_count
-
-__all__ = ["MeasureError", "byte_count"]  # re-exported: their home is door.py
 
 # Tolerance of the relative norm error when none is given: about a thousand units in the
 # last place of each storage type (a long reduction in fp32 stays well inside 1e-4).
@@ -49,7 +44,7 @@ _TORCH_DTYPES = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloa
 # -- what the call declares -----------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Accounting:
+class Counts:
     """What one call of the function does, as its caller counts it."""
 
     flops: int
@@ -86,9 +81,9 @@ def _arrays(args: Sequence[Any]) -> list[Any]:
     return [a for a in args if hasattr(a, "shape") and hasattr(a, "dtype")]
 
 
-def accounting(args: Sequence[Any], *, flops: Any, reads: Any = 0, writes: Any = 0,
-               bytes: Mapping[str, Any] | None = None, dtype: str | None = None,
-               precision: str | None = None, size: Sequence[int] | None = None) -> Accounting:
+def declared_counts(args: Sequence[Any], *, flops: Any, reads: Any = 0, writes: Any = 0,
+                    bytes: Mapping[str, Any] | None = None, dtype: str | None = None,
+                    precision: str | None = None, size: Sequence[int] | None = None) -> Counts:
     """The declared counts, checked: FLOPs a whole number >= 0 (0: data movement, placed by
     bandwidth); bytes as reads + writes (DRAM) and/or per memory level, not all zero; the
     dtype given or that of the first floating array argument."""
@@ -121,7 +116,66 @@ def accounting(args: Sequence[Any], *, flops: Any, reads: Any = 0, writes: Any =
         size = list(big.shape) if big is not None else []
     # No array argument (a closure with its counts): a case without dimensions, recorded and
     # read back as such (its key ends in "/"), never refused.
-    return Accounting(f, per_level, dtype, prec, [int(s) for s in size])
+    return Counts(f, per_level, dtype, prec, [int(s) for s in size])
+
+
+@dataclass(frozen=True)
+class Check:
+    """How one call's result is checked: against ``reference`` (None: not checked), in the
+    arrays ``output`` names (None: what the call returns), within ``tolerance`` in relative
+    norm error (None: the dtype's ``DEFAULT_TOLERANCE``)."""
+
+    reference: Any = None
+    output: Any = None
+    tolerance: float | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.reference is not None
+
+    def tolerance_for(self, dtype: str) -> float:
+        return self.tolerance if self.tolerance is not None else DEFAULT_TOLERANCE[dtype]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call to measure, as declared: the function, its arguments (``kwargs``: the
+    function's own keywords), the case's name, its counts and its check."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    name: str
+    counts: Counts
+    check: Check
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def declare(fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *,
+            flops: Any = None, reads: Any = 0, writes: Any = 0,
+            bytes: Mapping[str, Any] | None = None, dtype: str | None = None,
+            precision: str | None = None, name: str | None = None, reference: Any = None,
+            output: Any = None, tolerance: float | None = None,
+            size: Sequence[int] | None = None, counts: str | None = None,
+            named_after: Callable[..., Any] | None = None) -> Call:
+    """``roofbench.measure``'s keywords, each checked (a ``MeasureError`` names a bad one),
+    as the ``Call`` the session, the fixtures and ``ab`` measure. ``counts="kernel"``: FLOPs
+    and bytes read from a Triton ``kernel[grid]``. The name defaults to that of
+    ``named_after`` (else ``fn``)."""
+    door.function(fn)
+    given, tol = door.name(name), door.tolerance(tolerance)
+    out = door.output(output)
+    check = Check(door.reference(reference), out, tol)
+    if counts is not None:
+        flops, reads, writes = kernel_counts(fn, tuple(args), counts)
+    n = declared_counts(args, flops=flops, reads=reads, writes=writes, bytes=bytes, dtype=dtype,
+                        precision=precision, size=size)
+    label = given or getattr(named_after or fn, "__qualname__", None) or "callable"
+    return Call(fn, tuple(args), label, n, check, dict(kwargs or {}))
+
+
+# roofbench.measure's keywords that declare a call: declare's own, but ``named_after``
+DECLARED = frozenset(p.name for p in inspect.signature(declare).parameters.values()
+                     if p.kind is p.KEYWORD_ONLY) - {"named_after"}
 
 
 # -- the clock ------------------------------------------------------------------------------
@@ -401,37 +455,34 @@ def placement_line(rec: CaseResult) -> str | None:
 
 # -- the record -----------------------------------------------------------------------------
 
-def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounting, *,
-                     name: str, clock: Clock, cfg: TimerConfig, roofs: RoofSet | None,
-                     reference: Any = None, output: Any = None,
-                     tolerance: float | None = None,
-                     kwargs: Mapping[str, Any] | None = None) -> CaseResult:
-    """Validate (when a reference is given), time and place one callable: the record a run
-    would write for a workload, with ``name`` as 'workload/variant' (variant 'default')."""
-    workload, _, variant = name.partition("/")
-    tol = tolerance if tolerance is not None else DEFAULT_TOLERANCE[acct.dtype]
+def measure_callable(call: Call, *, clock: Clock, cfg: TimerConfig,
+                     roofs: RoofSet | None) -> CaseResult:
+    """Validate (when the check has a reference), time and place one call: the record a run
+    would write for a workload, with the call's name as 'workload/variant' (variant
+    'default')."""
+    n, chk, args = call.counts, call.check, call.args
+    workload, _, variant = call.name.partition("/")
+    tol = chk.tolerance_for(n.dtype)
     phases: dict[str, float] = {}
+    fn, kw = call.fn, call.kwargs
 
-    kw = dict(kwargs or {})  # the function's own keyword arguments, passed through
-
-    def call() -> Any:
+    def run() -> Any:
         return fn(*args, **kw)
 
     rec = CaseResult(
         Identity(workload=workload, variant=variant or "default", backend=clock.backend_name,
-                 dtype=acct.dtype, size=list(acct.size), precision=acct.precision,
-                 cores=acct.cores),
-        Declaration(flops=acct.flops, bytes=dict(acct.bytes), ai=acct.ai,
-                    tolerance=tol if reference is not None else None),
-        Outcome(status="ok", checked=reference is not None),
+                 dtype=n.dtype, size=list(n.size), precision=n.precision, cores=n.cores),
+        Declaration(flops=n.flops, bytes=dict(n.bytes), ai=n.ai,
+                    tolerance=tol if chk.given else None),
+        Outcome(status="ok", checked=chk.given),
         measurement=Measurement(phases=phases),
         evidence=Evidence(extra={"measured_by": "roofbench.measure",
                             "callable": getattr(fn, "__qualname__", repr(fn)),
                             "array_module": clock.array_module}))
     clock_phases = core.PhaseClock(phases)
-    if reference is not None:
+    if chk.given:
         with clock_phases("validate"):
-            ok, err, why = validate(call, clock, reference, output, args, tol, kw)
+            ok, err, why = validate(run, clock, chk.reference, chk.output, args, tol, kw)
         rec.outcome.rel_error = err
         if not ok:
             rec.outcome.status, rec.outcome.error = "invalid", f"validation failed: {why}"
@@ -442,8 +493,8 @@ def measure_callable(fn: Callable[..., Any], args: Sequence[Any], acct: Accounti
         rec.evidence.extra["validation"] = "none: no reference given"
     # On a CPU: placed on the level its working set fits in, timed beside that level's roof;
     # no array in sight (a closure with counts): held against the levels its bytes declare.
-    ws = (working_set(args, output) or None) if clock.kind == "cpu" else None
-    timing = core.paired_time(clock, call, cfg, rec, roofs, ws, clock_phases)
+    ws = (working_set(args, chk.output) or None) if clock.kind == "cpu" else None
+    timing = core.paired_time(clock, run, cfg, rec, roofs, ws, clock_phases)
     rec.evidence.extra.update(clock.extra())
     core.fill_metrics(rec, timing, roofs, ws)
     return rec

@@ -93,3 +93,20 @@ def test_a_side_that_fails_validation_is_not_timed(tmp_path):
         res.a.measurement.timing.stopped_by != "deferred" and res.a.measurement.timing.n >= 5
     )  # timed alone
     assert res.verdict.verdict == "invalid in B"
+
+
+def test_the_pair_is_declared_once_and_refuses_a_keyword_measure_does_not_take(tmp_path):
+    """Both sides get the one Call's counts and check (B's output given apart); a keyword
+    that no side could take is a MeasureError naming it, before anything runs."""
+    from roofbench.bench.measure.door import MeasureError
+
+    a, b, c = (np.ones(N, np.float32) for _ in range(3))
+    tmp_path.joinpath("r.json").write_text(json.dumps(ROOFS))
+    ab = AbSession(None, roofs=tmp_path.joinpath("r.json"), quick=True)
+    with pytest.raises(MeasureError, match="unknown keyword flop="):
+        ab.measure(_add, _add, a, b, c, flop=N, reads=[a, b], writes=c)
+    c2 = np.ones(N, np.float32)
+    res = ab.measure(_add, _add, a, b, c, args_b=(a, b, c2), flops=N, reads=[a, b],
+                     writes=c, reference=lambda x, y, z: x + y, output=c, output_b=c2)
+    assert res.a.valid and res.b.valid
+    assert res.a.declaration == res.b.declaration and res.a.outcome.checked

@@ -20,13 +20,13 @@ from patience import patience
 from roofbench.bench.backends.cpu import CpuBackend, cpu_model
 from roofbench.bench.cli import main
 from roofbench.bench.measure import api, roof_source
-from roofbench.bench.measure.callables import MeasureError
+from roofbench.bench.measure.door import MeasureError
 from roofbench.bench.results import load_run
 from roofbench.roofs.files import save_calibrated
 from testpaths import FAKE_CUPY, ROOT
 
 import roofbench
-from roofbench.records import Roof, RoofSet
+from roofbench.roof_records import Roof, RoofSet
 from roofbench.timing import TimerConfig
 
 N = 1 << 18
@@ -143,7 +143,7 @@ def test_bad_declarations_are_one_line_errors(arrays, kw, needle):
 
 
 def test_byte_counts_as_numbers_arrays_and_lists():
-    from roofbench.bench.measure.callables import byte_count
+    from roofbench.bench.measure.door import byte_count
 
     x = np.ones((4, 8), np.float32)
     assert byte_count(x, "r") == 128 and byte_count([x, x, 3], "r") == 259
@@ -224,7 +224,7 @@ def test_quick_calibration_runs_once_and_is_reused(arrays, tmp_path, monkeypatch
         return roofs_of(self.device_name())
 
     monkeypatch.setattr(CpuBackend, "measure_roofs", fake_probes)
-    monkeypatch.setattr(api, "_ROOFS", {})
+    monkeypatch.setattr(roof_source, "_ROOFS", {})
     cache = tmp_path / "roofs" / "cpu.json"
     a, b, c = arrays
     kw = dict(flops=N, reads=[a, b], writes=c)
@@ -235,7 +235,7 @@ def test_quick_calibration_runs_once_and_is_reused(arrays, tmp_path, monkeypatch
     stored = json.loads(cache.read_text())
     assert stored["schema"] == "roofbench.calibrated-roofs/1"
     assert r1.roofline.limiting_roof == r2.roofline.limiting_roof == "dram"
-    monkeypatch.setattr(api, "_ROOFS", {})  # a new process
+    monkeypatch.setattr(roof_source, "_ROOFS", {})  # a new process
     r3 = roofbench.Session(roofs_cache=cache, quick=True).measure(add, a, b, c, **kw)
     assert calls == [True] and r3.roofline.attainable == r1.roofline.attainable
 
@@ -246,8 +246,8 @@ def test_default_cache_location_is_the_calibration_cache(monkeypatch, tmp_path):
 
     monkeypatch.setenv("ROOFBENCH_HOME", str(tmp_path))
     seen = []
-    monkeypatch.setattr(api, "_ROOFS", {})
-    monkeypatch.setattr(api, "stored_or_quick_roofs",
+    monkeypatch.setattr(roof_source, "_ROOFS", {})
+    monkeypatch.setattr(roof_source, "stored_or_quick_roofs",
                         lambda be, path, progress=None: seen.append(path) or roofs_of("x"))
     roof_source.device_roofs(api.clock_for([np.ones(3)]))
     # The file `roofbench calibrate` writes for these cores (@cores-N under `taskset`).
@@ -271,7 +271,7 @@ import json, sys
 import numpy as np
 import cupy
 import roofbench
-from roofbench.records import Roof, RoofSet
+from roofbench.roof_records import Roof, RoofSet
 
 rs = RoofSet(device="Fake Emulated GPU", roofs=[
     Roof("hbm", "memory", 4e12, "measured", level="dram"),
@@ -446,3 +446,19 @@ def test_module_attributes():
     assert roofbench.measure is api.measure and roofbench.Session is api.Session
     with pytest.raises(AttributeError):
         roofbench.nothing_here  # noqa: B018
+
+
+def test_every_public_face_declares_a_call_with_the_same_keywords():
+    """One list of a call's keywords (callables.declare): measure(), Session.measure and
+    AbSession.measure (which passes them through) name the same ones."""
+    import inspect
+
+    from roofbench.bench.measure.callables import DECLARED
+
+    def keywords(fn, *drop):
+        return {p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind is p.KEYWORD_ONLY} - set(drop)
+
+    assert keywords(api.measure, "session", "roofs") == DECLARED
+    assert keywords(api.Session.measure) == DECLARED
+    assert {"flops", "reference", "output", "tolerance", "counts"} <= DECLARED
