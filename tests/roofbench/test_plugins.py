@@ -61,7 +61,7 @@ import numpy as np
 
 from roofbench.bench.backends.base import LaunchListPrepared
 from roofbench.bench.backends.cpu import CpuBackend
-from roofbench.kernels.spec import np_dtype
+from roofbench.kernels.arrays import np_dtype
 
 
 class ToyPrepared(LaunchListPrepared):
