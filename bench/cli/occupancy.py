@@ -16,8 +16,8 @@ from ..backends import REGISTRY
 from ..backends import base as backends
 from .run import (
     add_measure_options,
-    print_report_paths,
     run_session,
+    said_written,
 )
 
 
@@ -37,11 +37,7 @@ def cmd_occupancy(args: argparse.Namespace) -> int:
     found = scans(run)
     for s in found:
         print(f"{s.title}: {reached_text(s)}")
-    print(f"results: {out / 'results.json'}")
-    print_report_paths(paths)
-    if run.interrupted:
-        why = run.stop.detail if run.stop else "stopped"
-        print(f"interrupted ({why}): the finished cases are saved", file=sys.stderr)
+    if said_written(run, out, paths):
         return EXIT_STOPPED
     uneven = [s.title for s in found if not s.constant_counts()]
     if uneven:

@@ -92,14 +92,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     and the report is still written when a signal stopped it."""
     be = backends.open_for_user(args.backend)
     session, paths = run_session(args, be, RunOptions.from_args(args))
-    run, out = session.run, session.out
+    run = session.run
+    if said_written(run, session.out, paths):
+        return EXIT_STOPPED
+    return 0 if all(c.outcome.status in ("ok", "unsupported") for c in run.cases) else 1
+
+
+def said_written(run: RunResult, out: Path, paths: list[Path]) -> bool:
+    """Print the files a session wrote; True (said on stderr) when a stop cut the run."""
     print(f"results: {out / 'results.json'}")
     print_report_paths(paths)
     if run.interrupted:
         why = run.stop.detail if run.stop else "stopped"
         print(f"interrupted ({why}): the finished cases are saved", file=sys.stderr)
-        return EXIT_STOPPED
-    return 0 if all(c.outcome.status in ("ok", "unsupported") for c in run.cases) else 1
+    return run.interrupted
 
 
 def print_report_paths(paths: list[Path]) -> None:
