@@ -36,14 +36,8 @@ from typing import Any, cast
 
 from roofbench.bench.measure import core, door
 from roofbench.bench.measure.api import Session
-from roofbench.bench.measure.callables import (
-    DECLARED,
-    Clock,
-    clock_for,
-    declare,
-    measure_callable,
-    working_set,
-)
+from roofbench.bench.measure.callables import Clock, clock_for, measure_callable, working_set
+from roofbench.bench.measure.declared import DECLARED, declare
 from roofbench.bench.measure.door import MeasureError
 from roofbench.bench.measure.pairs import pair_for
 from roofbench.bench.measure.roof_source import device_roofs

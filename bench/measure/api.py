@@ -34,7 +34,8 @@ from ..errors import UserError
 from ..present.roof_state import paired_text
 from ..results import environment, git_commit, process_command, save_run, utc_stamp
 from . import door
-from .callables import Call, Clock, clock_for, declare, measure_callable, placement_line
+from .callables import Clock, clock_for, measure_callable, placement_line
+from .declared import Call, declare
 from .door import MeasureError
 from .roof_source import device_roofs
 
@@ -98,7 +99,7 @@ class Session:
             tolerance=tolerance, size=size, counts=counts))
 
     def measure_call(self, call: Call) -> CaseResult:
-        """Measure a declared call (``callables.declare``) and add it to this session."""
+        """Measure a declared call (``declared.declare``) and add it to this session."""
         if self.closed:
             raise MeasureError("this session is closed")
         refuse_interpreters()

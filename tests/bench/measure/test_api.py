@@ -449,11 +449,11 @@ def test_module_attributes():
 
 
 def test_every_public_face_declares_a_call_with_the_same_keywords():
-    """One list of a call's keywords (callables.declare): measure(), Session.measure and
+    """One list of a call's keywords (declared.declare): measure(), Session.measure and
     AbSession.measure (which passes them through) name the same ones."""
     import inspect
 
-    from roofbench.bench.measure.callables import DECLARED
+    from roofbench.bench.measure.declared import DECLARED
 
     def keywords(fn, *drop):
         return {p.name for p in inspect.signature(fn).parameters.values()
