@@ -13,18 +13,11 @@ pytest again, in a fresh process, for the tests not yet run.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-RESUME = 75
-STICKY = re.compile(r"illegal memory access|illegal address|unspecified launch failure"
-                    r"|misaligned address|illegal instruction|device-side assert"
-                    r"|CUDA_ERROR_(ILLEGAL|LAUNCH_FAILED|MISALIGNED|HARDWARE|ASSERT)"
-                    r"|cudaError(IllegalAddress|LaunchFailure|MisalignedAddress|Assert"
-                    r"|HardwareStackError|IllegalInstruction)", re.IGNORECASE)
+from sticky_cuda import RESUME, STICKY
 
 
 def _file() -> Path | None:

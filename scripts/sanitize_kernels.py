@@ -17,9 +17,10 @@ Exit status: 0 all ok, 1 a case failed, 75 stopped after a sticky error, 2 no GP
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
+
+from sticky_cuda import RESUME, STICKY
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -43,12 +44,6 @@ CASES: tuple[tuple[str, str, tuple[str, ...], tuple[int, ...]], ...] = (
     ("attention_causal", "naive", ("bf16",), (1, 1, 67, 128)),
     ("attention_causal", "flash", ("fp16",), (2, 1, 67, 64)),
 )
-RESUME = 75
-STICKY = re.compile(r"illegal memory access|illegal address|unspecified launch failure"
-                    r"|misaligned address|illegal instruction|device-side assert"
-                    r"|CUDA_ERROR_(ILLEGAL|LAUNCH_FAILED|MISALIGNED|HARDWARE|ASSERT)"
-                    r"|cudaError(IllegalAddress|LaunchFailure|MisalignedAddress|Assert"
-                    r"|HardwareStackError|IllegalInstruction)", re.IGNORECASE)
 
 
 def case_names() -> list[str]:
