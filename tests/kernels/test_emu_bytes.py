@@ -155,7 +155,8 @@ def reread_bytes(case: Case, kernel: str, buf: str, block: int) -> int | None:
       the wgmma kernel (WG_BM x WG_BN, through TMA) read A once per column of C tiles and B once
       per row of C tiles; out-of-range tile elements are zero-filled, not read.
     - gemv: every row's warp reads all of x (M times).
-    - rownorm naive: every thread of a row's block loads the row's scale (``block`` times).
+    - rownorm naive: every thread of a row's block loads the row's scale (``block`` times);
+      fused reads its row twice (reduce, then scale), the plan counting it once (the cache).
     - attention (N keys, ATT_BM query rows per block): the naive scores kernel reads Q and K once
       per tile of the other; pv reads V once per query block; flash reads K and V once per query
       block, causal flash only up to the diagonal tile (min(N, ATT_BN (q + 1)) keys).
@@ -173,6 +174,8 @@ def reread_bytes(case: Case, kernel: str, buf: str, block: int) -> int | None:
         return {"A": nb * _tiles(n, bn), "B": nb * _tiles(m, bm)}.get(buf)
     if w == "gemv" and buf == "x":
         return nb * case.size[0]
+    if w == "rownorm" and kernel == "fused" and buf == "x":
+        return 2 * nb  # the row is read again to scale it; the plan counts it once (cache)
     if w == "rownorm" and kernel == "scale" and buf == "scale":
         return nb * block
     if w.startswith("attention"):
