@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_run import run_cli
 from roofbench.bench.backends.cpu import cpu_model
-from roofbench.bench.cli import main
 from roofbench.bench.results import load_run
 
 from roofbench.gate import Comparison, paired_runs
@@ -42,23 +42,14 @@ ROOFS = {"device": cpu_model(), "roofs": [
      "source": "measured"}]}
 
 
-def _cli(args, capsys):
-    try:
-        rc = main(args)
-    except SystemExit as e:
-        rc = int(e.code)
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def test_ab_finds_the_planted_slowdown(tmp_path, capsys):
     (tmp_path / "base.py").write_text(SIDE.format(times=1, only="base_only"))
     (tmp_path / "new.py").write_text(SIDE.format(times=4, only="new_only"))
     (tmp_path / "roofs.json").write_text(json.dumps(ROOFS))
     out = tmp_path / "ab"
-    rc, text, _ = _cli(["ab", str(tmp_path / "base.py"), str(tmp_path / "new.py"), "--out",
-                        str(out), "--quick", "--roofs", str(tmp_path / "roofs.json"),
-                        "--fail-on", "slower:50%"], capsys)
+    rc, text, _ = run_cli(["ab", str(tmp_path / "base.py"), str(tmp_path / "new.py"), "--out",
+                            str(out), "--quick", "--roofs", str(tmp_path / "roofs.json"),
+                            "--fail-on", "slower:50%"], capsys)
     assert rc == 1, text
     assert "'base_only' is defined in" in text and "'new_only' is defined in" in text
     assert "gate failed (slower:50%): cpu/add/default/fp32/65536" in text
@@ -68,8 +59,8 @@ def test_ab_finds_the_planted_slowdown(tmp_path, capsys):
     assert by["cpu/add/default/fp32/65536"].paired
     assert by["cpu/same/default/fp32/65536"].verdict == "same"
     # the stored A/B run, judged again by compare alone
-    rc, text, _ = _cli(["compare", str(out), "--fail-on", "slower:50%", "--out",
-                        str(tmp_path / "again")], capsys)
+    rc, text, _ = run_cli(["compare", str(out), "--fail-on", "slower:50%", "--out",
+                            str(tmp_path / "again")], capsys)
     assert rc == 1 and "A/B pairs" in " ".join(text.split())  # the title wraps on a narrow tty
 
 
@@ -80,11 +71,11 @@ def test_ab_finds_the_planted_slowdown(tmp_path, capsys):
 ])
 def test_ab_refuses_in_one_line(tmp_path, capsys, body, needle):
     (tmp_path / "base.py").write_text(body)
-    rc, _, err = _cli(["ab", str(tmp_path / "base.py"), str(tmp_path / "base.py"), "--out",
-                       str(tmp_path / "o")], capsys)
+    rc, _, err = run_cli(["ab", str(tmp_path / "base.py"), str(tmp_path / "base.py"), "--out",
+                           str(tmp_path / "o")], capsys)
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
 
 
 def test_compare_of_one_folder_needs_an_ab_run(tmp_path, capsys):
-    rc, _, err = _cli(["compare", str(tmp_path)], capsys)
+    rc, _, err = run_cli(["compare", str(tmp_path)], capsys)
     assert rc == 2 and "is not an A/B run" in err

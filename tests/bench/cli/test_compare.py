@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 from real_samples import REAL, narrow, with_samples
-from roofbench.bench.cli import main
 from roofbench.bench.results import load_run, save_run
 
 from roofbench.gate import Comparison
@@ -42,37 +42,28 @@ def cpu_pair(tmp_path_factory):
             "victim": f"{victim.identity.backend}/{victim.key}", "tmp": tmp}
 
 
-def _cli(args: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        rc = main(args)
-    except SystemExit as e:
-        rc = int(e.code)
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def test_cli_gate_passes_repeats_and_fails_planted(cpu_pair, capsys):
     out = cpu_pair["tmp"] / "cmp-same"
-    rc, text, _ = _cli(["compare", str(cpu_pair["a"]), str(cpu_pair["a"]), "--fail-on",
-                        "slower:5%", "--out", str(out)], capsys)
+    rc, text, _ = run_cli(["compare", str(cpu_pair["a"]), str(cpu_pair["a"]), "--fail-on",
+                            "slower:5%", "--out", str(out)], capsys)
     assert rc == 0 and "gate failed" not in text
     cmp = Comparison.from_dict(json.loads(out.with_suffix(".json").read_text()))
     assert cmp.failed == [] and cmp.fail_on == ["slower:5%"] and cmp.threshold == 0.05
     assert out.with_suffix(".png").exists() and out.with_suffix(".html").exists()
 
     out = cpu_pair["tmp"] / "cmp-slow"
-    rc, text, _ = _cli(["compare", str(cpu_pair["a"]), str(cpu_pair["slow"]), "--fail-on",
-                        "slower:5%", "--out", str(out)], capsys)
+    rc, text, _ = run_cli(["compare", str(cpu_pair["a"]), str(cpu_pair["slow"]), "--fail-on",
+                            "slower:5%", "--out", str(out)], capsys)
     assert rc == 1 and f"gate failed (slower:5%): {cpu_pair['victim']}" in text
     d = json.loads(out.with_suffix(".json").read_text())
     assert d["failed"] == [cpu_pair["victim"]] and d["counts"]["slower"] == 1
     assert Comparison.from_dict(d).to_dict() == d
     # a 20% threshold lets the 10% through; so does a compare without a gate
-    rc, _, _ = _cli(["compare", str(cpu_pair["a"]), str(cpu_pair["slow"]), "--fail-on",
-                     "slower:20%", "--out", str(out)], capsys)
+    rc, _, _ = run_cli(["compare", str(cpu_pair["a"]), str(cpu_pair["slow"]), "--fail-on",
+                         "slower:20%", "--out", str(out)], capsys)
     assert rc == 0
-    rc, text, _ = _cli(["compare", str(cpu_pair["a"]), str(cpu_pair["slow"]), "--out",
-                        str(out)], capsys)
+    rc, text, _ = run_cli(["compare", str(cpu_pair["a"]), str(cpu_pair["slow"]), "--out",
+                            str(out)], capsys)
     assert rc == 0 and "slower" in text
 
 
@@ -80,11 +71,11 @@ def test_cli_other_device_and_no_common_case(cpu_pair, capsys):
     out = str(cpu_pair["tmp"] / "cmp-dev")
     for b, needle in (("other", "nothing compared: A ran on"),
                       ("disjoint", "nothing compared: the runs have no case in common")):
-        rc, text, err = _cli(["compare", str(cpu_pair["a"]), str(cpu_pair[b]), "--out", out],
-                             capsys)
+        rc, text, err = run_cli(["compare", str(cpu_pair["a"]), str(cpu_pair[b]), "--out", out],
+                                 capsys)
         assert rc == 0 and f"note: {needle}" in text  # a plot of both is still a use
-        rc, text, err = _cli(["compare", str(cpu_pair["a"]), str(cpu_pair[b]), "--fail-on",
-                              "slower:5%", "--out", out], capsys)
+        rc, text, err = run_cli(["compare", str(cpu_pair["a"]), str(cpu_pair[b]), "--fail-on",
+                                  "slower:5%", "--out", out], capsys)
         assert rc == 2 and err.count("\n") == 1 and needle in err and "Traceback" not in err
         assert Path(out).with_suffix(".json").exists()
 
@@ -96,11 +87,11 @@ def test_cli_invalid_in_b(cpu_pair, capsys):
     c.outcome.status, c.outcome.error = "invalid", "validation failed: planted"
     b = _save(broken, cpu_pair["tmp"] / "broken")
     out = str(cpu_pair["tmp"] / "cmp-inv")
-    rc, text, _ = _cli(["compare", str(cpu_pair["a"]), str(b), "--fail-on", "slower:5%",
-                        "--out", out], capsys)
+    rc, text, _ = run_cli(["compare", str(cpu_pair["a"]), str(b), "--fail-on", "slower:5%",
+                            "--out", out], capsys)
     assert rc == 0 and "invalid in B" in text
     for gate in (["--fail-on", "slower:5%,invalid"], ["--fail-on-regression"]):
-        rc, text, _ = _cli(["compare", str(cpu_pair["a"]), str(b), *gate, "--out", out], capsys)
+        rc, text, _ = run_cli(["compare", str(cpu_pair["a"]), str(b), *gate, "--out", out], capsys)
         assert rc == 1 and f"{c.identity.backend}/{c.key}" in text
 
 
@@ -116,8 +107,8 @@ def test_cli_nan_time_is_named(cpu_pair, capsys):
     b.mkdir()
     (b / "results.json").write_text(json.dumps(d))
     out = cpu_pair["tmp"] / "cmp-nan"
-    rc, text, _ = _cli(["compare", str(cpu_pair["a"]), str(b), "--fail-on", "slower:5%",
-                        "--out", str(out)], capsys)
+    rc, text, _ = run_cli(["compare", str(cpu_pair["a"]), str(b), "--fail-on", "slower:5%",
+                            "--out", str(out)], capsys)
     assert rc == 0 and "nanx" not in text and "unreadable" in text
     v = {v.key: v for v in Comparison.from_dict(json.loads(out.with_suffix(".json")
                                                            .read_text())).cases}
@@ -136,15 +127,15 @@ def test_cli_nan_time_is_named(cpu_pair, capsys):
     (["--fail-on", "slower:5%", "--threshold", "0.1"], "two thresholds given"),
 ])
 def test_cli_refuses_bad_thresholds(cpu_pair, capsys, flags, needle):
-    rc, _, err = _cli(["compare", str(cpu_pair["a"]), str(cpu_pair["a"]), *flags, "--out",
-                       str(cpu_pair["tmp"] / "never")], capsys)
+    rc, _, err = run_cli(["compare", str(cpu_pair["a"]), str(cpu_pair["a"]), *flags, "--out",
+                           str(cpu_pair["tmp"] / "never")], capsys)
     assert rc == 2 and needle in err and err.count("\n") == 1
     assert not (cpu_pair["tmp"] / "never.json").exists()
 
 
 def test_cli_threshold_as_percentage_agrees(cpu_pair, capsys):
     out = cpu_pair["tmp"] / "cmp-pct"
-    rc, _, _ = _cli(["compare", str(cpu_pair["a"]), str(cpu_pair["slow"]), "--threshold", "5%",
-                     "--fail-on", "slower:5%", "--out", str(out)], capsys)
+    rc, _, _ = run_cli(["compare", str(cpu_pair["a"]), str(cpu_pair["slow"]), "--threshold", "5%",
+                         "--fail-on", "slower:5%", "--out", str(out)], capsys)
     assert rc == 1
     assert json.loads(out.with_suffix(".json").read_text())["threshold"] == 0.05

@@ -13,13 +13,15 @@ import hashlib
 import json
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from roofbench.bench.cli import main  # noqa: E402
+from cli_run import run_cli  # noqa: E402
 from roofbench.bench.measure.door import MeasureError  # noqa: E402
 from roofbench.bench.results import CLAIM_FILE, claim_folder, load_run  # noqa: E402
 from testpaths import REAL_CPU_RUN  # noqa: E402
@@ -44,13 +46,11 @@ def _digest(folder: Path) -> dict[str, str]:
             if p.is_file()}
 
 
-def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as e:  # argparse
-        rc = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return rc, out, err
+def _raises(e: BaseException) -> Callable[..., NoReturn]:
+    """A stand-in for a library function that fails with ``e`` however it is called."""
+    def fail(*a: Any, **kw: Any) -> NoReturn:
+        raise e
+    return fail
 
 
 def _one_line(err: str) -> str:
@@ -82,8 +82,8 @@ def test_model_never_replaces_a_results_file_even_its_own_roofs_input(tmp_path, 
     shutil.copy(REAL_CPU_RUN, out / "results.json")
     before = _digest(out)
     p = _script(tmp_path, PROGRAM)
-    rc, said, err = _cli(["model", str(p), "--roofs", str(out / "results.json"), "--out",
-                          str(out)], capsys)
+    rc, said, err = run_cli(["model", str(p), "--roofs", str(out / "results.json"), "--out",
+                              str(out)], capsys)
     assert rc == 0, err
     assert _digest(out) == before
     assert "holds a run already" in err and f"wrote {tmp_path / 'bench-2'}" in said
@@ -130,8 +130,8 @@ def test_two_model_runs_into_one_out_both_kept(tmp_path, roofs_file, capsys):
     p = _script(tmp_path, PROGRAM)
     out = tmp_path / "out"
     for _ in range(2):
-        rc, _, err = _cli(["model", str(p), "--roofs", str(roofs_file), "--out", str(out)],
-                          capsys)
+        rc, _, err = run_cli(["model", str(p), "--roofs", str(roofs_file), "--out", str(out)],
+                              capsys)
         assert rc == 0, err
     assert load_run(out).cases and load_run(tmp_path / "out-2").cases
     assert not (out / CLAIM_FILE).exists()  # released once results.json holds the folder
@@ -146,11 +146,11 @@ def test_ab_run_twice_keeps_both_jobs(tmp_path, capsys):
     out = tmp_path / "ab"
     argv = ["ab", str(tmp_path / "base.py"), str(tmp_path / "new.py"), "--out", str(out),
             "--quick", "--roofs", str(tmp_path / "roofs.json")]
-    rc, _, err = _cli(argv, capsys)
+    rc, _, err = run_cli(argv, capsys)
     assert rc == 0, err
     first = {s: _digest(out / s) for s in ("a", "b")}
     compare_first = (out / "compare.json").read_bytes()
-    rc, said, err = _cli(argv, capsys)
+    rc, said, err = run_cli(argv, capsys)
     assert rc == 0, err
     assert {s: _digest(out / s) for s in ("a", "b")} == first
     assert (out / "compare.json").read_bytes() == compare_first
@@ -167,9 +167,7 @@ def test_a_stop_while_the_report_is_drawn_is_recorded(tmp_path, monkeypatch):
     interrupted, and profile.md is written once more with the note."""
     import roofbench.bench.present.plot as plot
 
-    def stop(*a, **kw):
-        raise KeyboardInterrupt
-    monkeypatch.setattr(plot, "plot_roofline", stop)
+    monkeypatch.setattr(plot, "plot_roofline", _raises(KeyboardInterrupt()))
     with torch.no_grad(), pytest.raises(KeyboardInterrupt):
         roofbench.profile(lambda a: a * 2, torch.ones(32), roofs=ROOFS, timer=FAST,
                           out=tmp_path / "p")
@@ -184,12 +182,10 @@ def test_a_sigterm_while_model_draws_its_report_exits_130_recorded(tmp_path, roo
 
     from roofbench.boundary import Stopped
 
-    def stop(*a, **kw):
-        raise Stopped("SIGTERM")
-    monkeypatch.setattr(plot, "plot_roofline", stop)
+    monkeypatch.setattr(plot, "plot_roofline", _raises(Stopped("SIGTERM")))
     p = _script(tmp_path, PROGRAM)
-    rc, _, err = _cli(["model", str(p), "--roofs", str(roofs_file), "--out",
-                       str(tmp_path / "o")], capsys)
+    rc, _, err = run_cli(["model", str(p), "--roofs", str(roofs_file), "--out",
+                           str(tmp_path / "o")], capsys)
     assert rc == 130 and "stopped by SIGTERM" in err
     assert load_run(tmp_path / "o").interrupted
     assert "interrupted while" in (tmp_path / "o" / "profile.md").read_text()
@@ -240,7 +236,7 @@ RAISES = PROGRAM.replace("torch.sqrt(a * a + b * b)", "f(a, b)").replace(
 def test_a_programs_failure_is_said_as_its_own(tmp_path, roofs_file, capsys, body, code,
                                                needle):
     p = _script(tmp_path, body)
-    rc, _, err = _cli(["model", str(p), "--roofs", str(roofs_file), "--out",
+    rc, _, err = run_cli(["model", str(p), "--roofs", str(roofs_file), "--out",
                        str(tmp_path / "o")], capsys)
     line = _one_line(err)
     assert rc == code and needle in line and "bug in roofbench" not in line, err
@@ -287,7 +283,7 @@ def test_an_op_that_fails_only_when_replayed_is_roofbenchs(monkeypatch):
 def test_a_script_kwarg_named_like_an_option_reaches_the_program(tmp_path, roofs_file,
                                                                  capsys):
     p = _script(tmp_path, KWARGS)
-    rc, _, err = _cli(["model", str(p), "--roofs", str(roofs_file), "--out",
+    rc, _, err = run_cli(["model", str(p), "--roofs", str(roofs_file), "--out",
                        str(tmp_path / "o")], capsys)
     assert rc == 0, err
     assert load_run(tmp_path / "o").cases
@@ -298,7 +294,7 @@ def test_an_ab_side_that_raises_is_the_users(tmp_path, capsys):
     (tmp_path / "new.py").write_text(SIDE.format(times=1, only="x").replace(
         "def same(a, b, c):\n", "def same(a, b, c):\n    raise KeyError('new side broke')\n"))
     (tmp_path / "roofs.json").write_text(json.dumps(AB_ROOFS))
-    rc, _, err = _cli(["ab", str(tmp_path / "base.py"), str(tmp_path / "new.py"), "--out",
+    rc, _, err = run_cli(["ab", str(tmp_path / "base.py"), str(tmp_path / "new.py"), "--out",
                        str(tmp_path / "ab"), "--quick", "--roofs",
                        str(tmp_path / "roofs.json")], capsys)
     line = _one_line(err)
@@ -308,7 +304,7 @@ def test_an_ab_side_that_raises_is_the_users(tmp_path, capsys):
 def test_a_cases_factory_that_raises_is_one_line(tmp_path, capsys):
     (tmp_path / "base.py").write_text("def AB_CASES():\n    raise OSError('no data here')\n")
     (tmp_path / "new.py").write_text(SIDE.format(times=1, only="x"))
-    rc, _, err = _cli(["ab", str(tmp_path / "base.py"), str(tmp_path / "new.py"), "--out",
+    rc, _, err = run_cli(["ab", str(tmp_path / "base.py"), str(tmp_path / "new.py"), "--out",
                        str(tmp_path / "ab"), "--quick"], capsys)
     line = _one_line(err)
     assert rc == 2 and "AB_CASES() raised OSError: no data here" in line, err
@@ -343,7 +339,7 @@ def test_model_settings_are_checked_before_the_script_runs(tmp_path, roofs_file,
                                 for a in extra]]
     if "--roofs" not in extra:
         argv += ["--roofs", str(roofs_file)]
-    rc, _, err = _cli(argv, capsys)
+    rc, _, err = run_cli(argv, capsys)
     assert rc == 2 and needle in err.strip().splitlines()[-1], err
     assert not (tmp_path / "ran").exists()  # refused before the script was imported
     assert (tmp_path / "file").read_text() == "mine\n"
@@ -434,11 +430,9 @@ def test_a_failing_torch_compile_is_said_and_the_profile_written(tmp_path, roofs
                                                                  monkeypatch, capsys):
     import torch._inductor.utils as iu
 
-    def fail(*a, **kw):
-        raise RuntimeError("inductor cannot build this")
-    monkeypatch.setattr(iu, "run_and_get_code", fail)
+    monkeypatch.setattr(iu, "run_and_get_code", _raises(RuntimeError("inductor cannot build this")))
     p = _script(tmp_path, PROGRAM)
-    rc, said, err = _cli(["model", str(p), "--roofs", str(roofs_file), "--compile", "--out",
+    rc, said, err = run_cli(["model", str(p), "--roofs", str(roofs_file), "--compile", "--out",
                           str(tmp_path / "o")], capsys)
     assert rc == 0, err
     assert "compiled: failed (RuntimeError: inductor cannot build this)" in said
@@ -453,7 +447,7 @@ def test_ab_fail_on_invalid_with_only_an_invalid_new_side_fails_the_gate(tmp_pat
     (tmp_path / "base.py").write_text(side.format(x="a"))
     (tmp_path / "new.py").write_text(side.format(x="1.0"))
     (tmp_path / "roofs.json").write_text(json.dumps(AB_ROOFS))
-    rc, said, err = _cli(["ab", str(tmp_path / "base.py"), str(tmp_path / "new.py"), "--out",
+    rc, said, err = run_cli(["ab", str(tmp_path / "base.py"), str(tmp_path / "new.py"), "--out",
                           str(tmp_path / "ab"), "--quick", "--roofs",
                           str(tmp_path / "roofs.json"), "--fail-on", "invalid"], capsys)
     assert rc == 1, err
@@ -500,7 +494,7 @@ def _duplicate(d: dict) -> None:
 ], ids=["samples-x100", "duplicated-key"])
 def test_compare_refuses_a_file_that_contradicts_itself(tmp_path, capsys, edit, needle):
     a, b = _two_runs(tmp_path, edit)
-    rc, _, err = _cli(["compare", str(a), str(b), "--fail-on", "slower:5%"], capsys)
+    rc, _, err = run_cli(["compare", str(a), str(b), "--fail-on", "slower:5%"], capsys)
     line = _one_line(err)
     assert rc == 2 and "contradicts itself" in line and needle in line, err
     assert not list(b.glob("compare*"))  # nothing judged, nothing written
@@ -512,7 +506,7 @@ def test_a_pytest_benchmark_file_without_counts_says_what_is_missing(tmp_path, c
          "extra_info": {}}]}
     for n in ("a", "b"):
         (tmp_path / f"{n}.json").write_text(json.dumps(doc))
-    rc, _, err = _cli(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+    rc, _, err = run_cli(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
                        "--fail-on", "slower"], capsys)
     line = _one_line(err)
     assert rc == 2 and "without flops, bytes and dtype in extra_info" in line, err
