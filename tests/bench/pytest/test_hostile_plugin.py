@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from pytester_suite import inner_suite
+from roof_sets import TEST_CPU
 from roofbench.bench.backends.cpu import cpu_model
 from roofbench.bench.results import load_run
 
@@ -51,19 +53,13 @@ def test_bad(roofline):
     roofline(np.negative, a, flops=-3, reads=a, writes=a)
 '''
 
-ROOFS = {"device": cpu_model(), "roofs": [
-    {"name": "dram", "kind": "memory", "level": "dram", "value": 2e10, "source": "measured"},
-    {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 2e11,
-     "source": "measured"}]}
+# dram and fp32 roofs (no fp64 one)
+ROOFS = {"device": cpu_model(), "roofs": [r for r in TEST_CPU["roofs"] if r["name"] != "fp64"]}
 
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    for k in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(k, raising=False)
-    pytester.makepyfile(test_kernels=TESTS)
-    (pytester.path / "roofs.json").write_text(json.dumps(ROOFS))
-    return pytester
+    return inner_suite(pytester, monkeypatch, ROOFS, test_kernels=TESTS)
 
 
 def _run(p: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from patience import patience
+from pytester_suite import inner_suite
+from roof_sets import TEST_CPU
 from roofbench.bench.backends.cpu import cpu_model
 from roofbench.bench.results import load_run
 
@@ -44,23 +46,12 @@ def test_plain():
     assert True
 '''
 
-ROOFS = {"device": cpu_model(), "roofs": [
-    {"name": "dram", "kind": "memory", "level": "dram", "value": 2e10, "source": "measured"},
-    {"name": "fp32", "kind": "compute", "precision": "fp32", "value": 2e11,
-     "source": "measured"},
-    {"name": "fp64", "kind": "compute", "precision": "fp64", "value": 1e11,
-     "source": "measured"}]}
+ROOFS = {**TEST_CPU, "device": cpu_model()}  # dram, fp32 and fp64 roofs
 
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    # Under `make test`'s xdist workers the inner pytest would inherit the worker's identity
-    # (pytest-benchmark then writes no JSON, as on a worker): it is a session of its own.
-    for k in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(k, raising=False)
-    pytester.makepyfile(test_kernels=TESTS)
-    (pytester.path / "roofs.json").write_text(json.dumps(ROOFS))
-    return pytester
+    return inner_suite(pytester, monkeypatch, ROOFS, test_kernels=TESTS)
 
 
 def _run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -146,10 +137,7 @@ def test_copy(roofline):
 
 
 def test_a_copy_of_0_flops_is_placed_by_bandwidth_through_the_fixture(pytester, monkeypatch):
-    for k in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(k, raising=False)
-    pytester.makepyfile(test_copy=COPY)
-    (pytester.path / "roofs.json").write_text(json.dumps(ROOFS))
+    inner_suite(pytester, monkeypatch, ROOFS, test_copy=COPY)
     r = _run(pytester, "-p", "no:benchmark", "--roofline-out", "out")
     r.assert_outcomes(passed=1)
     r.stdout.fnmatch_lines(["*test_copy/default/fp32/65536: ok, *% of dram (0 FLOPs: its "
