@@ -67,6 +67,7 @@ class Compiled:
     eager_bytes: int = 0
     fused_bytes: int = 0  # the model's bytes of the compiled program
     groups: list[GroupTiming] = field(default_factory=list)
+    call_s: float | None = None  # a compiled call's own cost (``compiled_call_cost``)
 
     @property
     def bytes_ratio(self) -> float | None:
@@ -110,9 +111,27 @@ def compile_program(prof: Profile, fn: Callable[..., Any], args: tuple[Any, ...]
     core.fill_metrics(case, core.time_call(clock, lambda: compiled(*args, **kwargs), cfg),
                       prof.roofs)
     out.case = case
+    if prof.groups:
+        out.call_s = compiled_call_cost(clock, cfg)
     for i, g in enumerate(prof.groups):
         out.groups.append(time_group(prof, i, g, clock, cfg, out))
     return out
+
+
+def compiled_call_cost(clock: Clock, cfg: TimerConfig) -> float | None:
+    """Seconds one call of a compiled group costs with nothing to compute: a 1-element add
+    under torch.compile, called as ``group_function``'s replays are (no arguments, its
+    tensors held by the closure). What a group's replay pays beyond its kernel's bytes."""
+    import torch
+
+    dev = "cuda" if clock.kind == "gpu" else "cpu"
+    a, b = torch.ones(1, device=dev), torch.ones(1, device=dev)
+    fn = torch.compile(lambda: torch.add(a, b))
+    try:
+        fn()
+    except Exception:  # no compiler here: the groups' replays say so one by one
+        return None
+    return core.time_call(clock, fn, cfg).median
 
 
 def group_function(prof: Profile, g: Group) -> Callable[[], Any]:

@@ -75,6 +75,13 @@ class Group:
         t += launch_s or 0.0
         return self.eager_s / t if t else None
 
+    def predicted_compiled_s(self, roofs: RoofSet | None, call_s: float | None) -> float | None:
+        """One occurrence replayed alone under torch.compile, predicted: the fused bytes at
+        the roof plus a compiled call's own cost (``call_s``, measured on this machine: guards,
+        the generated wrapper, the kernel's launch)."""
+        t = self.fused_roof_s(roofs)
+        return None if t is None else t + (call_s or 0.0)
+
 
 def _memory_bound(p_flops: int, p_bytes: int, ridge: float | None) -> bool:
     if p_bytes == 0:
@@ -156,7 +163,10 @@ def fusion_groups(prof: Profile) -> list[Group]:
         ops = [by_op[d] for d in key]
         rows[key] = Group(key, calls, [p.op.packet for p in ops],
                           sum(p.op.flops for p in ops), sum(p.op.bytes for p in ops),
-                          union_bytes(ext_reads) + union_bytes(escapes),
+                          # at most the eager ops' bytes: an indexed op (embedding) reads
+                          # a few rows of an input the union would count whole
+                          min(union_bytes(ext_reads) + union_bytes(escapes),
+                              sum(p.op.bytes for p in ops)),
                           sum(p.case.measurement.median_s or 0.0 for p in ops),
                           # the members' compute dtype, not the first op's (an int64 index)
                           precision_of(compute_dtype([p.op for p in ops]), "element-wise",

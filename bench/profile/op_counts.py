@@ -64,6 +64,10 @@ ELEMENTWISE = {"add": 1, "sub": 1, "rsub": 1, "mul": 1, "div": 1, "neg": 1, "add
                "sign": 0, "floor": 0, "ceil": 0, "round": 0, "trunc": 0, "bitwise_not": 0,
                "_to_copy": 0, "copy": 0, "fill": 0, "zero": 0, "tril": 0, "triu": 0,
                "pow": 0}
+# The element-wise ops above that compute a special function: their cost is real but counted
+# 0 FLOPs, so a bound at the roofs leaves it out.
+SPECIAL = {"sqrt", "rsqrt", "exp", "exp2", "log", "log2", "log1p", "expm1", "tanh", "sigmoid",
+           "erf", "sin", "cos", "pow", "gelu", "silu"}
 COPIES = {"clone", "copy_", "copy", "_to_copy", "to", "contiguous", "cat", "stack",
           "index_select", "index", "gather", "scatter", "embedding", "fill_", "fill", "zero_",
           "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "randn", "rand",

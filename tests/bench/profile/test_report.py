@@ -69,9 +69,16 @@ def test_a_group_more_than_2x_off_its_compiled_speedup_says_why():
                              eager_bytes=1, fused_bytes=1)
     prof.compiled.groups = [GroupTiming(0, eager, comp, ["k"])]
     prof.extra["launch_s"] = 1e-6
+    prof.compiled.call_s = 2e-6  # a compiled call's own cost
     row = group_rows(prof)[0]
-    bound = g.predicted_speedup(prof.roofs, 1e-6)
-    assert row["predicted / measured"] == f"{bound / 2:.3g}"
-    floor = g.fused_roof_s(prof.roofs) + 1e-6
+    assert row["predicted bound"] == f"{g.predicted_speedup(prof.roofs, 1e-6):.3g}x"
+    predicted = g.fused_roof_s(prof.roofs) + 2e-6
+    assert predicted < 2.5e-5  # so the replay's 50 us is more than 2x off
+    assert row["predicted / measured"] == f"{5e-5 / predicted:.3g}"
+    assert "the compiled replay took 50 us against" in row["why not within 2x"]
+    assert "+ 2 us for a compiled call" in row["why not within 2x"]
     assert "took 1 ms in the program, 100 us replayed alone" in row["why not within 2x"]
-    assert f"ran at {floor / 5e-5:.0%} of the fused bound" in row["why not within 2x"]
+    assert "it computes sqrt, counted 0 FLOPs" in row["why not within 2x"]
+    comp.measurement.median_s = predicted * 1.5  # within 2x: nothing to explain
+    row = group_rows(prof)[0]
+    assert row["predicted / measured"] == "1.5" and row["why not within 2x"] == "-"
