@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,7 +30,7 @@ from roofbench.boundary import Refusal
 from roofbench.errors_text import first_line
 
 from ..errors import UserError
-from ..measure.user_code import raised_by_user, users_failure
+from ..measure.user_code import file_module, raised_by_user, users_failure
 from ..results import utc_stamp
 from .compare import cmd_compare, fail_on_spec, fraction, gate_of
 
@@ -41,13 +40,8 @@ def load_side(spec: str, tag: str) -> ModuleType:
     path = Path(spec)
     try:
         if spec.endswith(".py") or path.is_file():
-            if not path.is_file():
-                raise UserError(f"{spec}: no such file")
-            mspec = importlib.util.spec_from_file_location(f"roofbench_ab_{tag}", path)
-            if mspec is None or mspec.loader is None:
-                raise UserError(f"{spec}: not a Python file")
-            mod = importlib.util.module_from_spec(mspec)
-            mspec.loader.exec_module(mod)
+            mod, loader = file_module(path, spec, f"roofbench_ab_{tag}")
+            loader.exec_module(mod)
             return mod
         return importlib.import_module(spec)
     except UserError:

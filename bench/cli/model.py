@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from roofbench.errors_text import first_line
 from roofbench.paths import home
 
 from ..errors import UserError
+from ..measure.user_code import file_module
 from ..results import make_run_dir, utc_stamp
 from .argtypes import checked
 
@@ -28,15 +28,10 @@ from .argtypes import checked
 def load_entry(script: str, entry: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     """Import SCRIPT.py and call its entry: (fn, args, kwargs), or a one-line UserError."""
     path = Path(script)
-    if not path.is_file():
-        raise UserError(f"{script}: no such file")
-    spec = importlib.util.spec_from_file_location(f"roofbench_model_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise UserError(f"{script}: not a Python file")
-    mod = importlib.util.module_from_spec(spec)
+    mod, loader = file_module(path, script, f"roofbench_model_{path.stem}")
     sys.path.insert(0, str(path.resolve().parent))
     try:
-        spec.loader.exec_module(mod)
+        loader.exec_module(mod)
     except SystemExit as e:  # never passed on as roofbench's own exit code
         raise UserError(f"{script} called sys.exit({e.code!r}) on import") from None
     except Exception as e:

@@ -10,13 +10,18 @@ bug, exit 70.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import traceback
+from importlib.abc import Loader
 from pathlib import Path
+from types import ModuleType
 
 import roofbench
 from roofbench.boundary import EXIT_FAILED, EXIT_MEMORY, Refusal
 from roofbench.errors_text import first_line
+
+from ..errors import UserError
 
 _PKG = Path(roofbench.__file__).resolve().parent
 # roofbench's own code: the package, and in a checkout the folders beside it (bench, kernels,
@@ -72,3 +77,15 @@ def users_failure(e: BaseException, what: str) -> UserCodeError:
     if is_oom(e):
         return UserCodeError(f"out of memory: {line}", EXIT_MEMORY)
     return UserCodeError(line)
+
+
+def file_module(path: Path, shown: str, name: str) -> tuple[ModuleType, Loader]:
+    """The module of the user's Python file ``path`` (``shown``: as the user named it) under
+    ``name``, not yet run, and the loader that runs it; a one-line UserError when there is no
+    such file or it is not Python. Running it is the caller's: each says its failure itself."""
+    if not path.is_file():
+        raise UserError(f"{shown}: no such file")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UserError(f"{shown}: not a Python file")
+    return importlib.util.module_from_spec(spec), spec.loader
