@@ -5,21 +5,19 @@ layers memory-bound and prefill's compute-bound, the files written
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from flat_cases import flat_cases  # noqa: E402
+from tiny_zoo import zoo  # noqa: E402
 
 import roofbench  # noqa: E402
 from roofbench.roof_records import Roof, RoofSet  # noqa: E402
 from roofbench.timing import TimerConfig  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[3]
 # Ridge 10 FLOP/B in fp32: 200 GFLOP/s over 20 GB/s.
 ROOFS = RoofSet(device="test roofs", roofs=[
     Roof("dram stream", "memory", 20e9, "measured", level="dram"),
@@ -27,14 +25,6 @@ ROOFS = RoofSet(device="test roofs", roofs=[
     Roof("fp64 fma", "compute", 100e9, "measured", precision="fp64")])
 FAST = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=2, max_samples=3,
                    budget_s=0.0)
-
-
-def zoo(monkeypatch, entry):
-    monkeypatch.setenv("MODEL_ZOO_SCALE", "tiny")
-    spec = importlib.util.spec_from_file_location("zoo_tiny", ROOT / "scripts" / "model_zoo.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return getattr(mod, entry)()
 
 
 def run(fn, *args, **kw):

@@ -4,9 +4,6 @@ weights untouched, the embedding charged its rows, a DynamicCache passed in refu
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -14,20 +11,11 @@ torch = pytest.importorskip("torch")
 # kernels/ folder, scripts/setup_env.sh) fails here rather than skipping these tests
 import transformers  # noqa: E402, F401
 from roofbench.bench.profile.inprogram import ProgramChanged  # noqa: E402
+from tiny_zoo import zoo  # noqa: E402
 
 import roofbench  # noqa: E402
 
 from .test_caller_state import FAST, ROOFS  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def zoo(monkeypatch, entry):
-    monkeypatch.setenv("MODEL_ZOO_SCALE", "tiny")
-    spec = importlib.util.spec_from_file_location("zoo_hf", ROOT / "scripts" / "model_zoo.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return getattr(mod, entry)()
 
 
 def test_gpt2_decode_leaves_the_cache_and_weights_and_counts_one_embedding_row(monkeypatch):
