@@ -17,6 +17,7 @@ placed by its median time against that ceiling. Part of the shared root.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -136,15 +137,23 @@ def cpu_list(cores: list[int]) -> str:
     return ",".join(out)
 
 
-def parse_cpu_list(text: str) -> list[int]:
-    """``"0-2,5"`` -> ``[0, 1, 2, 5]``; ValueError on anything else (an empty list included)."""
-    cores: set[int] = set()
+def cpu_list_parts(text: str) -> Iterator[tuple[str, str, str | None]]:
+    """The parts of a CPU list in the kernel's cpulist format (``"0-2,5"``), blanks skipped:
+    (part, low, high or None where the part is one CPU), as text; each reader checks them
+    its own way."""
     for part in text.strip().split(","):
         part = part.strip()
         if not part:
             continue
         lo, sep, hi = part.partition("-")
-        a, b = int(lo), int(hi) if sep else int(lo)
+        yield part, lo, hi if sep else None
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """``"0-2,5"`` -> ``[0, 1, 2, 5]``; ValueError on anything else (an empty list included)."""
+    cores: set[int] = set()
+    for part, lo, hi in cpu_list_parts(text):
+        a, b = int(lo), int(hi) if hi is not None else int(lo)
         if a < 0 or b < a:
             raise ValueError(f"bad core range {part!r}")
         cores.update(range(a, b + 1))

@@ -23,20 +23,16 @@ from functools import cache
 from pathlib import Path
 
 from roofbench.cpu_cache import parse_size
+from roofbench.roof_context import cpu_list_parts
 
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 
 
 def parse_cpu_list(text: str) -> frozenset[int]:
     """'0-3,8,10-11' -> {0, 1, 2, 3, 8, 10, 11} (the kernel's cpulist format)."""
-    out: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return frozenset(out)
+    # Unchecked, unlike roof_context.parse_cpu_list: sysfs writes it ("" for no CPU).
+    return frozenset(c for _, lo, hi in cpu_list_parts(text)
+                     for c in range(int(lo), int(hi or lo) + 1))
 
 
 @dataclass(frozen=True)
