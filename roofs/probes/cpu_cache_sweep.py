@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +49,6 @@ import numpy as np
 from numba import njit, prange
 from roofbench.roofs.probes.cache_topology import CacheTopology, allowed_cpus, this_machine
 
-from roofbench.boundary import die_with_parent
 from roofbench.cache_records import CACHE_LEVELS, CacheSweep, SweepPoint
 from roofbench.readers import read_roof
 from roofbench.roof_records import Roof
@@ -58,6 +56,7 @@ from roofbench.roof_records import Roof
 from .cpu_cache_passes import LINE_WORDS, add_passes, cycle_counter, read_passes, ticks
 from .cpu_stream import aligned_empty, default_stream_budget
 from .numba_env import env, threads
+from .probe_child import child_answer
 
 POINTS = 3  # working sets per level
 L1_POINTS = 2
@@ -337,16 +336,8 @@ def isolated_cache_roofs(quick: bool, timeout: float = CHILD_TIMEOUT_S) -> list[
     cmd = [sys.executable, "-m", "roofbench.roofs.probes.cpu_cache_sweep"]
     if quick:
         cmd.append("--quick")
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, **extra}, preexec_fn=die_with_parent)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise RuntimeError(f"cache sweep child did not finish: {e}") from None
-    lines = r.stdout.strip().splitlines()
-    if r.returncode != 0 or not lines:
-        why = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"cache sweep child failed (exit {r.returncode}): {why}")
-    roofs = [read_roof(d) for d in json.loads(lines[-1])]
+    answer = child_answer(cmd, "cache sweep child", {**os.environ, **extra}, timeout)
+    roofs = [read_roof(d) for d in answer]
     for roof in roofs:
         roof.evidence["process"] = "own process (numba started with the environment below)"
         roof.evidence["child_environment"] = extra

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from dataclasses import replace
 from typing import Any
 
-from roofbench.boundary import die_with_parent
 from roofbench.paths import child_env
 from roofbench.readers import read_roof
 from roofbench.roof_records import Roof
 from roofbench.timing import TimerConfig, host_timer
+
+from .probe_child import child_answer
 
 CHILD_TIMEOUT_S = 300.0
 
@@ -54,18 +54,8 @@ def isolated_fma_roof(precision: str, quick: bool, timeout: float = CHILD_TIMEOU
     if quick:
         cmd.append("--quick")
     noise = NoiseProbe(children=True)
-    try:
-        # The child dies with this process, even by SIGKILL: never a probe left running.
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                           env=cpu_env.probe_env(cores, child_env(), **extra),
-                           preexec_fn=die_with_parent)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise RuntimeError(f"FMA probe child ({precision}) did not finish: {e}") from None
-    lines = r.stdout.strip().splitlines()
-    if r.returncode != 0 or not lines:
-        why = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"FMA probe child ({precision}) failed (exit {r.returncode}): {why}")
-    roof = read_roof(json.loads(lines[-1]))
+    roof = read_roof(child_answer(cmd, f"FMA probe child ({precision})",
+                                  cpu_env.probe_env(cores, child_env(), **extra), timeout))
     # Over the whole child (start-up, compile, timing); its page faults are its own start-up,
     # not noise, so the cause is named from the other counters.
     load = replace(noise.report(), minor_faults=0, major_faults=0)
