@@ -57,6 +57,10 @@ class FmaUnit:
 
 
 _AVX2_LAT5 = FmaUnit(5, 2, "[llvm] lat 5, rthroughput 0.5; [uops] [agner]")
+# The Xeons whose LLVM scheduling model is another core's: the facts are that core's.
+_SKX_MODEL = FmaUnit(4, 2, "[llvm] zmm lat 4, rthroughput 0.5 (SKX model); [intel]")
+_CLIENT_MODEL = FmaUnit(4, 2, "[llvm] zmm lat 4 (rthroughput 1.0: client model); "
+                              "[intel] two units")
 # LLVM CPU names (llvmlite.binding.get_host_cpu_name(), NUMBA_CPU_NAME).
 FMA_UNITS: dict[str, FmaUnit] = {
     "znver1": FmaUnit(5, 2, "[agner] [amd] two 128-bit FMA pipes; a ymm FMA takes both"),
@@ -71,12 +75,10 @@ FMA_UNITS: dict[str, FmaUnit] = {
     "skylake": FmaUnit(4, 2, "[llvm] lat 4, rthroughput 0.5; [uops] [agner]"),
     "alderlake": FmaUnit(4, 2, "[llvm] lat 4, rthroughput 0.5; [uops]"),
     "skylake-avx512": FmaUnit(4, 2, "[llvm] zmm lat 4, rthroughput 0.5; [uops] [intel]"),
-    "cascadelake": FmaUnit(4, 2, "[llvm] zmm lat 4, rthroughput 0.5 (SKX model); [intel]"),
-    "cooperlake": FmaUnit(4, 2, "[llvm] zmm lat 4, rthroughput 0.5 (SKX model); [intel]"),
-    "icelake-server": FmaUnit(4, 2, "[llvm] zmm lat 4 (rthroughput 1.0: client model); "
-                                    "[intel] two units"),
-    "sapphirerapids": FmaUnit(4, 2, "[llvm] zmm lat 4 (rthroughput 1.0: client model); "
-                                    "[intel] two units"),
+    "cascadelake": _SKX_MODEL,
+    "cooperlake": _SKX_MODEL,
+    "icelake-server": _CLIENT_MODEL,
+    "sapphirerapids": _CLIENT_MODEL,
     "emeraldrapids": FmaUnit(4, 2, "[llvm] zmm lat 4 (rthroughput 1.0: client model); "
                                    "[intel] two units, measured 176.6 GFLOP/s on 2 cores"),
     "graniterapids": FmaUnit(4, 2, "[llvm] zmm lat 4; [intel] two units"),
