@@ -26,14 +26,11 @@ from typing import Any
 import cuda_tools as ct
 import numpy as np
 import pytest
-from emu_run import DEV, guarded, register, run_emulated
+from emu_run import DEV, emulation_libs, outputs, poisoned, register, run_emulated
 from patience import patience
 from roofbench.bench.backends import tma_launch  # noqa: E402
 from roofbench.bench.backends.gpu_common import (  # noqa: E402
     ALL_LAUNCHERS,
-    POISON,
-    STORAGE,
-    from_storage,
     plan_launches,
     to_storage,
 )
@@ -49,18 +46,12 @@ from roofbench.roofs.probes import gpu_math as gm  # noqa: E402
 from roofbench.roofs.probes.cuda_driver import KernelParams
 from testpaths import FAKE_CUPY
 
-pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,
-                                reason=ct.emulation_missing() or "")
+pytestmark = ct.needs_emulation()
+
 
 @pytest.fixture(scope="module")
 def libs() -> dict[str, ctypes.CDLL]:
-    out = ct.build_emulation()
-    libs = {}
-    for src in ct.EMU_SOURCES:
-        lib = ctypes.CDLL(str(out / (Path(src).stem + ".so")))
-        lib.rb_launch.restype = ctypes.c_int
-        libs[src] = lib
-    return libs
+    return emulation_libs(ct.EMU_SOURCES)
 
 
 ALL = ("fp32", "fp64", "fp16", "bf16", "fp8")
@@ -218,8 +209,7 @@ def run_gemm(fc: FakeCuda, dtype: str, size: tuple[int, int, int], libdir: Path 
             arrays[name] = room[:x.size].reshape(x.shape)
             arrays[name][...] = x
         else:
-            arrays[name] = guarded(buf.shape, STORAGE[buf.dtype])
-            arrays[name][...] = POISON[buf.dtype]
+            arrays[name] = poisoned(buf)
     (pl,) = plan_launches(case, H200, launchers=ALL_LAUNCHERS)
     specs = maps(case) if maps else pl.tensor_maps
     enc = {m.buffer: tma_launch.encode_tensor_map(m, arrays[m.buffer].ctypes.data)
@@ -228,9 +218,7 @@ def run_gemm(fc: FakeCuda, dtype: str, size: tuple[int, int, int], libdir: Path 
     register(mod.lib, arrays)  # the bounds of A, B (TMA's tensors) and C
     fc.launch(mod, pl.function, pl.grid, pl.block, pl.smem,
               param_bytes(pl.args, lambda b: arrays[b].ctypes.data, enc))
-    outs = {n: from_storage(arrays[n], b) for n, b in case.buffers().items()
-            if b.role == "output"}
-    return validate(case, outs, w.expected(inputs, size, dtype))
+    return validate(case, outputs(case, arrays), w.expected(inputs, size, dtype))
 
 
 @pytest.mark.parametrize("dtype", ("fp16", "bf16", "fp8"))

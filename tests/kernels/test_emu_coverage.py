@@ -15,30 +15,22 @@
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
 
 import cuda_tools as ct
 import numpy as np
 import pytest
-from emu_run import run_emulated
+from emu_run import emulation_libs, run_emulated
 from roofbench.bench.suite.runner import validate
 from roofbench.kernels import rownorm
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
-pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,
-                                reason=ct.emulation_missing() or "")
+pytestmark = ct.needs_emulation()
 
 
 @pytest.fixture(scope="module")
 def libs() -> dict[str, ctypes.CDLL]:
-    out = ct.build_emulation()
-    libs = {}
-    for src in ("rownorm.cu", "attention.cu"):
-        lib = ctypes.CDLL(str(out / (Path(src).stem + ".so")))
-        lib.rb_launch.restype = ctypes.c_int
-        libs[src] = lib
-    return libs
+    return emulation_libs(("rownorm.cu", "attention.cu"))
 
 
 def _check(libs, case: Case, rng: np.random.Generator, inputs=None) -> None:

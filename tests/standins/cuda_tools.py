@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
 from patience import patience
 from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.cuda_impl import CUDA_DIR, cuda_include_dirs, load_source
@@ -217,6 +218,12 @@ def emulation_missing() -> str | None:
     if not cuda_include_dirs():
         return "CUDA headers (cuda_fp16.h) not found: pip install -e '.[cudatools]'"
     return None
+
+
+def needs_emulation() -> pytest.MarkDecorator:
+    """The mark of a test (or a module's ``pytestmark``) that runs under the host emulation:
+    skipped with emulation_missing's reason where it cannot be built."""
+    return pytest.mark.skipif(emulation_missing() is not None, reason=emulation_missing() or "")
 
 
 def _source_path(src: str) -> Path:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from roofbench.bench.backends.gpu_common import (
     to_storage,
 )
 from roofbench.kernels.cuda_impl import DeviceProps
-from roofbench.kernels.spec import Case
+from roofbench.kernels.spec import Buf, Case
 
 # A tiny device: grid-stride grids of at most 2 blocks of 256 threads.
 DEV = DeviceProps(cc=(9, 0), sm_count=1, max_threads_per_sm=512, name="host emulation")
@@ -42,6 +42,31 @@ def guarded(shape: Any, dtype: Any) -> np.ndarray:
     raw = np.full(nbytes + 2 * GUARD + 256, 0xA5, np.uint8)
     start = GUARD + (-(raw.ctypes.data + GUARD)) % 256
     return raw[start:start + nbytes].view(dt).reshape(shape)
+
+
+def emulation_libs(sources: Iterable[str]) -> dict[str, ctypes.CDLL]:
+    """The emulated builds of ``sources`` (kernels/cuda, roofs/probes/cuda), by source."""
+    out = ct.build_emulation()
+    libs = {}
+    for src in sources:
+        lib = ctypes.CDLL(str(out / (Path(src).stem + ".so")))
+        lib.rb_launch.restype = ctypes.c_int
+        libs[src] = lib
+    return libs
+
+
+def poisoned(buf: Buf) -> np.ndarray:
+    """An output or temporary buffer as a backend hands it to a kernel: guarded, and every
+    element POISON (NaN where the dtype has one), so an element never written fails."""
+    a = guarded(buf.shape, STORAGE[buf.dtype])
+    a[...] = POISON[buf.dtype]
+    return a
+
+
+def outputs(case: Case, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The case's outputs read back from their storage, for validation."""
+    return {n: from_storage(arrays[n], b) for n, b in case.buffers().items()
+            if b.role == "output"}
 
 
 def register(lib: ctypes.CDLL, arrays: dict[str, np.ndarray]) -> None:
@@ -68,15 +93,14 @@ def run_emulated(libs, case: Case, rng: np.random.Generator,
     bufs = case.buffers()
     arrays = {}
     for name, buf in bufs.items():
-        arrays[name] = guarded(buf.shape, STORAGE[buf.dtype])
         if buf.role == "input":
+            arrays[name] = guarded(buf.shape, STORAGE[buf.dtype])
             arrays[name][...] = to_storage(inputs[name], buf)
         else:
-            arrays[name][...] = POISON[buf.dtype]
+            arrays[name] = poisoned(buf)
     for pl in plan_launches(case, DEV):
         _launch(libs, change(pl), arrays)
-    outs = {n: from_storage(arrays[n], b) for n, b in bufs.items() if b.role == "output"}
-    return inputs, outs
+    return inputs, outputs(case, arrays)
 
 
 class LaunchError(Exception):
