@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from roofbench.errors_text import first_line
 from roofbench.records import RunResult
@@ -52,6 +52,35 @@ class Image:
 
 
 Block = Text | Lines | Items | Table | Sub | Image
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Renderer(Generic[T]):
+    """One format's form of each kind of block (report.py's Markdown lines, report_html.py's
+    HTML), called on a block: a new kind of block is a field every format must fill."""
+
+    text: Callable[[Text], T]
+    lines: Callable[[Lines], T]
+    items: Callable[[Items], T]
+    sub: Callable[[Sub], T]
+    image: Callable[[Image], T]
+    table: Callable[[Table], T]
+
+    def __call__(self, b: Block) -> T:
+        if isinstance(b, Text):
+            return self.text(b)
+        if isinstance(b, Lines):
+            return self.lines(b)
+        if isinstance(b, Items):
+            return self.items(b)
+        if isinstance(b, Sub):
+            return self.sub(b)
+        if isinstance(b, Image):
+            return self.image(b)
+        return self.table(b)
 
 
 @dataclass

@@ -7,17 +7,7 @@ import pandas as pd
 
 from roofbench.records import RunResult
 
-from .blocks import (
-    Block,
-    Image,
-    Items,
-    Lines,
-    Section,
-    Sub,
-    Table,
-    Text,
-    guarded,
-)
+from .blocks import Renderer, Section, Table, guarded
 from .sections import SECTIONS
 
 
@@ -47,18 +37,14 @@ def section_lines(section: Section) -> list[str]:
     return out
 
 
-def block_lines(b: Block) -> list[str]:
-    if isinstance(b, Text):
-        return [b.text]
-    if isinstance(b, Lines):
-        return list(b.lines)
-    if isinstance(b, Items):
-        return [f"- {x}" for x in b.items]
-    if isinstance(b, Sub):
-        return [f"### {b.title}"]
-    if isinstance(b, Image):
-        return [f"![{b.alt}]({b.path})"]
-    return _table(b).splitlines() or [""]
+block_lines = Renderer[list[str]](
+    text=lambda b: [b.text],
+    lines=lambda b: list(b.lines),
+    items=lambda b: [f"- {x}" for x in b.items],
+    sub=lambda b: [f"### {b.title}"],
+    image=lambda b: [f"![{b.alt}]({b.path})"],
+    table=lambda b: _table(b).splitlines() or [""],
+)
 
 
 def _table(t: Table) -> str:

@@ -25,16 +25,7 @@ from roofbench.roof_records import Roof, RoofSet
 from roofbench.roofline import LEVEL_LABELS
 from roofbench.units import duration, si
 
-from .blocks import (
-    Block,
-    Image,
-    Items,
-    Lines,
-    Section,
-    Sub,
-    Text,
-    guarded,
-)
+from .blocks import Image, Renderer, Section, Table, guarded
 from .figure_data import (
     FAINT,
     LEVEL_STYLES,
@@ -347,23 +338,28 @@ def _table(rows: Iterable[dict[str, Any]], raw: Iterable[str] = (),
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def block_html(b: Block) -> str:
-    if isinstance(b, Text):
-        return f"<p>{inline(b.text)}</p>"
-    if isinstance(b, Lines):
-        return "".join(f"<p>{inline(x)}</p>" for x in b.lines)
-    if isinstance(b, Items):
-        return "<ul>" + "".join(f"<li>{inline(x)}</li>" for x in b.items) + "</ul>"
-    if isinstance(b, Sub):
-        return f"<h3>{_e(b.title)}</h3>"
-    if isinstance(b, Image):  # inlined: the page stays self-contained
-        if b.svg is None:
-            return f"<p>{_e(b.alt)}: <code>{_e(b.path)}</code> beside this page</p>"
-        markup = b.svg()
-        return f'<figure aria-label="{_e(b.alt)}">{markup[markup.find("<svg"):]}</figure>'
+def _image_html(b: Image) -> str:
+    """Inlined: the page stays self-contained."""
+    if b.svg is None:
+        return f"<p>{_e(b.alt)}: <code>{_e(b.path)}</code> beside this page</p>"
+    markup = b.svg()
+    return f'<figure aria-label="{_e(b.alt)}">{markup[markup.find("<svg"):]}</figure>'
+
+
+def _table_html(b: Table) -> str:
     rows = [{**row, **{k: v[i] for k, v in b.html_columns.items()}}
             for i, row in enumerate(b.rows)]
     return _table(rows, raw=b.html_columns, headers=b.headers)
+
+
+block_html = Renderer[str](
+    text=lambda b: f"<p>{inline(b.text)}</p>",
+    lines=lambda b: "".join(f"<p>{inline(x)}</p>" for x in b.lines),
+    items=lambda b: "<ul>" + "".join(f"<li>{inline(x)}</li>" for x in b.items) + "</ul>",
+    sub=lambda b: f"<h3>{_e(b.title)}</h3>",
+    image=_image_html,
+    table=_table_html,
+)
 
 
 def section_html(section: Section | None, title: str | None = None) -> tuple[str, str] | None:
