@@ -131,6 +131,23 @@ static void see_decode(Check& c, const char* what, S& s, uint64_t got, bool mn, 
         }
 }
 
+// The kernel's B descriptors of the four k steps of the stage's B tile `tb` against CuTe's,
+// and their decode: K-major (fp8, the producer's transpose) or MN-major (the TMA boxes).
+template <G::Major MAJOR, class T, class TB>
+static void see_b_descs(Check& db, Check& eb, TB& tb, unsigned stage, long e,
+                        const std::string& how) {
+    constexpr int KS = 32 / sizeof(T);
+    for (int kk = 0; kk < 4; ++kk) {
+        Tensor s = local_tile(tb, make_shape(Int<WG_BN>{}, Int<KS>{}), make_coord(0, kk));
+        const uint64_t want = G::make_gmma_desc<MAJOR>(s).desc_;
+        unsigned long long ka = 0, kb = 0;
+        rb_kernel_descs(sizeof(T), 0, stage, 0, kk, &ka, &kb);
+        const uint64_t got = plant(kb, how);
+        db.see_desc(0, kk, want, got);
+        see_decode(eb, "B", s, got, MAJOR == G::Major::MN, e, WG_BN, KS, 0, kk);
+    }
+}
+
 // The GEMM's stage: A [128 m][BK] K-major SW128; B [256 n][BK] MN-major SW128 (16-bit,
 // four TMA boxes [BK k][64 n] 8 KiB apart) or K-major SW128 (fp8, the producer's transpose).
 template <class T>
@@ -176,15 +193,7 @@ static void kernel_check(const char* dt, const std::string& how) {
     if constexpr (FP8) {
         auto lb = tile_to_shape(G::Layout_K_SW128_Atom<T>{}, make_shape(Int<WG_BN>{}, Int<BK>{}));
         Tensor tb = make_tensor(make_smem_ptr((T*)(g_buf + sb)), lb);
-        for (int kk = 0; kk < 4; ++kk) {
-            Tensor s = local_tile(tb, make_shape(Int<WG_BN>{}, Int<KS>{}), make_coord(0, kk));
-            const uint64_t want = G::make_gmma_desc<G::Major::K>(s).desc_;
-            unsigned long long ka = 0, kb = 0;
-            rb_kernel_descs(sizeof(T), 0, stage, 0, kk, &ka, &kb);
-            const uint64_t got = plant(kb, how);
-            db.see_desc(0, kk, want, got);
-            see_decode(eb, "B", s, got, false, e, WG_BN, KS, 0, kk);
-        }
+        see_b_descs<G::Major::K, T>(db, eb, tb, stage, e, how);
         // The producer's transpose: thread t's store s of k chunk kc holds row n, chunk kc.
         for (int t = 0; t < 128; ++t)
             for (int kc = t >> 6; kc < 8; kc += 2)
@@ -201,15 +210,7 @@ static void kernel_check(const char* dt, const std::string& how) {
         auto lb = tile_to_shape(G::Layout_MN_SW128_Atom<T>{}, make_shape(Int<WG_BN>{}, Int<BK>{}),
                                 Step<_2, _1>{});
         Tensor tb = make_tensor(make_smem_ptr((T*)(g_buf + sb)), lb);
-        for (int kk = 0; kk < 4; ++kk) {
-            Tensor s = local_tile(tb, make_shape(Int<WG_BN>{}, Int<KS>{}), make_coord(0, kk));
-            const uint64_t want = G::make_gmma_desc<G::Major::MN>(s).desc_;
-            unsigned long long ka = 0, kb = 0;
-            rb_kernel_descs(sizeof(T), 0, stage, 0, kk, &ka, &kb);
-            const uint64_t got = plant(kb, how);
-            db.see_desc(0, kk, want, got);
-            see_decode(eb, "B", s, got, true, e, WG_BN, KS, 0, kk);
-        }
+        see_b_descs<G::Major::MN, T>(db, eb, tb, stage, e, how);
         // TMA box j = columns 64j..64j+63: row k (n innermost, 128 bytes) at k * 128.
         for (int n = 0; n < WG_BN; ++n)
             for (int k = 0; k < BK; ++k) {
