@@ -314,10 +314,12 @@ def declared_buffers(c: CaseResult) -> BufferModel | None:
     except Exception:  # a size or dtype the declaration of today does not take
         return None
     stored = c.declaration.bytes.get("dram")
-    if stored is not None and stored != case.bytes().get("dram"):
-        return None  # today's declaration counts other bytes (rownorm fused, 2026-12-04)
+    # Today's launches only where they count the record's bytes: rownorm fused read x twice
+    # until 2026-12-04. Its buffers are its size's either way.
+    same = stored is None or stored == case.bytes().get("dram")
     return BufferModel({n: BufferFacts(b.role, b.nbytes) for n, b in bufs.items()},
-                       [(list(la.reads), list(la.writes)) for la in launches])
+                       [(list(la.reads), list(la.writes)) for la in launches] if same
+                       else None)
 
 
 def load_for_output(run_arg: str, out: str | None, default_name: str,

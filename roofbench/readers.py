@@ -225,7 +225,8 @@ class BufferModel:
     declares them: what a file before version 3 did not store."""
 
     buffers: dict[str, BufferFacts]
-    launches: list[tuple[list[str], list[str]]]  # (reads, writes) per launch
+    # (reads, writes) per launch; None: today's launches count other bytes than the record
+    launches: list[tuple[list[str], list[str]]] | None
 
 
 # Given a case record, its BufferModel (None when no declaration matches it). Injected by
@@ -246,7 +247,11 @@ def fill_v2_case(c: CaseResult, resolver: BufferResolver | None = None) -> None:
     if isinstance(ncu, dict):
         c.evidence.ncu = read_ncu(ncu)
     model = resolver(c) if resolver is not None else None
-    if model is not None and len(model.launches) == len(c.measurement.launches):
+    if model is None:
+        return
+    if model.launches is None:  # the buffers are the size's; today's reads are not its
+        c.declaration.buffers = dict(model.buffers)
+    elif len(model.launches) == len(c.measurement.launches):
         c.declaration.buffers = dict(model.buffers)
         for la, (reads, writes) in zip(c.measurement.launches, model.launches, strict=True):
             la.reads, la.writes = list(reads), list(writes)
