@@ -53,8 +53,9 @@ def case_outputs(case: Case, outputs: dict[str, Array], reference: dict[str, Arr
 class InputCache:
     """The inputs and float64 reference of the last (workload, dtype, size), shared by the
     variants that follow it, made where the backend's array module keeps them (``arrays``:
-    on a device, drawn by its own generator seeded from ``rng``). A CPU backend keeps nothing
-    (its inputs are its arrays, and the budget counts them once)."""
+    on a device, drawn by its own generator seeded from ``rng``). On a CPU the inputs are the
+    kernels' own arrays, so they are shared only by variants whose launches write no input;
+    the peak memory is a case's either way (its validation holds inputs and reference)."""
 
     def __init__(self, enabled: bool, arrays: Arrays = HOST) -> None:
         self.enabled = enabled
@@ -65,16 +66,23 @@ class InputCache:
     def get(self, case: Case, rng: np.random.Generator
             ) -> tuple[dict[str, Array], dict[str, Array]]:
         key = (case.workload.name, case.dtype, case.size)  # every occupancy level shares them
-        if self.enabled and key == self._key and self._value is not None:
+        keep = self.enabled and (self.arrays.device or not writes_an_input(case))
+        if keep and key == self._key and self._value is not None:
             return self._value
         self._key, self._value = None, None  # free the previous arrays first
         a = self.arrays
         gen = a.generator(int(rng.integers(2**63))) if a.device else rng
         inputs = case.workload.make_inputs(case.size, case.dtype, gen, a)
         value = (inputs, case.workload.expected(inputs, case.size, case.dtype, a))
-        if self.enabled:
+        if keep:
             self._key, self._value = key, value
         return value
+
+
+def writes_an_input(case: Case) -> bool:
+    """Whether a launch of ``case`` writes one of the workload's inputs (declared)."""
+    inputs = case.workload.inputs(case.size, case.dtype)
+    return any(w in inputs for la in case.launches() for w in la.writes)
 
 
 def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConfig,
@@ -149,7 +157,7 @@ def run_cases(cases: list[Case], backend: Backend, roofs: RoofSet | None, cfg: T
     """Run every case; ``progress`` hears a case's key before it starts and ``done`` its
     result as soon as it ends (a caller saves and prints there)."""
     rng = np.random.default_rng(seed)
-    cache = InputCache(enabled=backend.kind == "gpu", arrays=backend.arrays() or HOST)
+    cache = InputCache(enabled=True, arrays=backend.arrays() or HOST)
     out = []
     isolated: IsolatedCases | None = None
     try:

@@ -122,3 +122,42 @@ def _ctx(be, dtype):
 
     return SizeContext(kind=be.kind, llc_bytes=be.last_level_cache(),
                        budget_bytes=be.memory_budget(), dtype=dtype)
+
+
+def test_variants_of_one_case_share_its_inputs_unless_a_launch_writes_one(monkeypatch):
+    """run_cases draws a group's inputs and reference once for the variants that follow
+    (they run back to back), on the CPU as on a GPU; a variant declared to write an input
+    gets fresh ones, and so does the variant after it."""
+    from roofbench.bench.suite.runner import run_cases
+    from roofbench.kernels.spec import Workload
+
+    w = workloads()["vector_add"]
+    base = w.variants["scalar"]
+
+    @njit
+    def _add_into_a(a, b, c, n):
+        for i in range(n):
+            c[i] = a[i] + b[i]
+            a[i] = 0.0 * a[i] + a[i]  # writes a (the same values): declared below
+
+    def plan_writing_a(size, dtype):
+        (la,) = base.plan(size, dtype)
+        return [dataclasses.replace(la, writes=(*la.writes, "a"))]
+
+    writer = dataclasses.replace(base, name="writer", plan=plan_writing_a,
+                                 impls={"cpu": {"add": _add_into_a}})
+    twin = dataclasses.replace(base, name="twin")
+    wl = dataclasses.replace(w, variants={"scalar": base, "twin": twin, "writer": writer})
+    cases = [Case(wl, wl.variants[v], "fp32", (1001,))
+             for v in ("scalar", "twin", "writer", "scalar")]
+    draws: list[str] = []
+    real = Workload.make_inputs
+
+    def counted(self, size, dtype, rng, arrays=None):
+        draws.append(dtype)
+        return real(self, size, dtype, rng, arrays)
+
+    monkeypatch.setattr(Workload, "make_inputs", counted)
+    recs = run_cases(cases, CpuBackend(), roofs(), FAST, seed=3)
+    assert [r.outcome.status for r in recs] == ["ok"] * 4
+    assert len(draws) == 3  # scalar + twin share; writer draws; the scalar after it draws
