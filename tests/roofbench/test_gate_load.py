@@ -14,14 +14,7 @@ from roofbench.roofs.probes.cpu_noise import NoiseReport, outside_load
 from roofbench.gate import AB_KEY, FailOn, classify, paired_interval, ratio_interval
 from roofbench.gate_load import load_bounds, load_share
 from roofbench.pytest_benchmark import read_pytest_benchmark
-from roofbench.records import (
-    CaseResult,
-    Declaration,
-    Identity,
-    Measurement,
-    Outcome,
-    RunResult,
-)
+from roofbench.records import CaseResult, Declaration, Identity, Measurement, Outcome, RunResult
 from roofbench.timing import Timing
 
 N = 40

@@ -14,14 +14,7 @@ from typing import Any
 
 import cuda_tools as ct
 import numpy as np
-from roofbench.bench.backends.gpu_common import (
-    POISON,
-    STORAGE,
-    PlannedLaunch,
-    from_storage,
-    plan_launches,
-    to_storage,
-)
+from roofbench.bench.backends import gpu_common as gc
 from roofbench.kernels.cuda_impl import DeviceProps
 from roofbench.kernels.spec import Buf, Case
 
@@ -58,14 +51,14 @@ def emulation_libs(sources: Iterable[str]) -> dict[str, ctypes.CDLL]:
 def poisoned(buf: Buf) -> np.ndarray:
     """An output or temporary buffer as a backend hands it to a kernel: guarded, and every
     element POISON (NaN where the dtype has one), so an element never written fails."""
-    a = guarded(buf.shape, STORAGE[buf.dtype])
-    a[...] = POISON[buf.dtype]
+    a = guarded(buf.shape, gc.STORAGE[buf.dtype])
+    a[...] = gc.POISON[buf.dtype]
     return a
 
 
 def outputs(case: Case, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The case's outputs read back from their storage, for validation."""
-    return {n: from_storage(arrays[n], b) for n, b in case.buffers().items()
+    return {n: gc.from_storage(arrays[n], b) for n, b in case.buffers().items()
             if b.role == "output"}
 
 
@@ -82,7 +75,7 @@ def last_error(lib: ctypes.CDLL) -> str:
 
 
 def run_emulated(libs, case: Case, rng: np.random.Generator,
-                 change: Callable[[PlannedLaunch], PlannedLaunch] = lambda pl: pl,
+                 change: Callable[[gc.PlannedLaunch], gc.PlannedLaunch] = lambda pl: pl,
                  inputs: dict[str, np.ndarray] | None = None):
     """prepare -> poison -> run -> outputs, as a GPU backend does, on host memory (buffers
     with guard zones, registered for the bounds checks). ``change`` may alter a planned launch
@@ -94,11 +87,11 @@ def run_emulated(libs, case: Case, rng: np.random.Generator,
     arrays = {}
     for name, buf in bufs.items():
         if buf.role == "input":
-            arrays[name] = guarded(buf.shape, STORAGE[buf.dtype])
-            arrays[name][...] = to_storage(inputs[name], buf)
+            arrays[name] = guarded(buf.shape, gc.STORAGE[buf.dtype])
+            arrays[name][...] = gc.to_storage(inputs[name], buf)
         else:
             arrays[name] = poisoned(buf)
-    for pl in plan_launches(case, DEV):
+    for pl in gc.plan_launches(case, DEV):
         _launch(libs, change(pl), arrays)
     return inputs, outputs(case, arrays)
 
@@ -131,7 +124,7 @@ def sysv_launch(lib: ctypes.CDLL, function: str, grid: tuple[int, ...],
         raise LaunchError(f"{function}: {last_error(lib)}")
 
 
-def _launch(libs, pl: PlannedLaunch, arrays: dict[str, np.ndarray]) -> None:
+def _launch(libs, pl: gc.PlannedLaunch, arrays: dict[str, np.ndarray]) -> None:
     lib = libs[pl.impl.source]
     register(lib, {a: arrays[a] for a in pl.args if isinstance(a, str)})
     sysv_launch(lib, pl.function, pl.grid, pl.block,
