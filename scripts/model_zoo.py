@@ -11,7 +11,9 @@
   batch 32 over a prompt (compute-bound);
 - ``conv``: conv + batchnorm + relu (inference);
 - ``decoder12``: a 12-layer, ~100M-parameter decoder over a prompt (scripts/
-  bench_profile_decoder.py times its profile).
+  bench_profile_decoder.py times its profile);
+- ``gpt2_prefill`` / ``gpt2_decode``, ``llama_gqa_prefill``: transformers' models built from
+  their configs (issue 38's acceptance); ``resnet18``: torchvision's layout written out here.
 
 Sizes come from MODEL_ZOO_SCALE (``full``, the default, for the committed runs;
 ``tiny`` for the tests). Every module is in eval mode; `roofbench model` adds no_grad.
@@ -215,3 +217,69 @@ def gpt2_decode():
     past = [_randn(1, c.n_head, past_len, hd) for _ in range(2 * c.n_layer)]
     ids = torch.randint(0, c.vocab_size, (1, 1), generator=_gen())
     return GPT2Step(model), (ids, past)
+
+
+# -- transformers' Llama with grouped-query attention, built from its config ----------------
+
+def llama_gqa_prefill():
+    """A 4-layer Llama (hidden 1024, 16 query heads over 4 key/value heads, SwiGLU 2816,
+    vocab 32000: 98M parameters, fp32, random weights) over a 256-token prompt (8 tiny)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = (LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+                       num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)
+           if FULL else
+           LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, vocab_size=256))
+    cfg._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(cfg).eval()
+    seq = 256 if FULL else 8
+    ids = torch.randint(0, cfg.vocab_size, (1, seq), generator=_gen())
+    return (lambda x: model(input_ids=x, use_cache=False).logits), (ids,)
+
+
+# -- ResNet-18, written out here (torchvision does not import beside torch 2.13) ------------
+
+class _Basic(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.b1 = nn.BatchNorm2d(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.b2 = nn.BatchNorm2d(cout)
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                   nn.BatchNorm2d(cout)) if stride != 1 or cin != cout
+                     else nn.Identity())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.b1(self.c1(x)))
+        return F.relu(self.b2(self.c2(y)) + self.down(x))
+
+
+class ResNet18(nn.Module):
+    """torchvision's resnet18 layout: a 7x7 stem, four stages of two basic blocks
+    (64-512 channels), average pool, a 1000-way linear layer (11.7M parameters)."""
+
+    def __init__(self, width: int = 64, classes: int = 1000) -> None:
+        super().__init__()
+        w = width
+        self.stem = nn.Sequential(nn.Conv2d(3, w, 7, 2, 3, bias=False), nn.BatchNorm2d(w),
+                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        chans = [w, w, 2 * w, 4 * w, 8 * w]
+        self.stages = nn.Sequential(*[
+            nn.Sequential(_Basic(chans[i], chans[i + 1], 1 if i == 0 else 2),
+                          _Basic(chans[i + 1], chans[i + 1], 1)) for i in range(4)])
+        self.fc = nn.Linear(8 * w, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stages(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def resnet18():
+    """ResNet-18 inference at batch 1 on a 224x224 image (tiny: width 8, 32x32)."""
+    torch.manual_seed(0)
+    model = ResNet18() if FULL else ResNet18(width=8, classes=10)
+    side = 224 if FULL else 32
+    return model.eval(), (_randn(1, 3, side, side),)
