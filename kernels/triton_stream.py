@@ -31,9 +31,16 @@ def acc_type(dtype: str) -> Any:
 
 
 @triton.jit
-def add_kernel(a, b, c, n, ACC: tl.constexpr, BLOCK: tl.constexpr):
+def _block(n, BLOCK: tl.constexpr):
+    """An elementwise program's BLOCK contiguous elements: their offsets (int64: n may pass
+    2**31) and which of them are below n."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
+    return offs, offs < n
+
+
+@triton.jit
+def add_kernel(a, b, c, n, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    offs, m = _block(n, BLOCK)
     x = tl.load(a + offs, mask=m).to(ACC)
     y = tl.load(b + offs, mask=m).to(ACC)
     tl.store(c + offs, (x + y).to(c.dtype.element_ty), mask=m)
@@ -41,24 +48,21 @@ def add_kernel(a, b, c, n, ACC: tl.constexpr, BLOCK: tl.constexpr):
 
 @triton.jit
 def square_kernel(a, y, n, ACC: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
+    offs, m = _block(n, BLOCK)
     x = tl.load(a + offs, mask=m).to(ACC)
     tl.store(y + offs, (x * x).to(y.dtype.element_ty), mask=m)
 
 
 @triton.jit
 def sqrt_kernel(a, y, n, ACC: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
+    offs, m = _block(n, BLOCK)
     x = tl.load(a + offs, mask=m).to(ACC)
     tl.store(y + offs, tl.sqrt(x).to(y.dtype.element_ty), mask=m)
 
 
 @triton.jit
 def l2_fused_kernel(a, b, out, n, ACC: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
+    offs, m = _block(n, BLOCK)
     x = tl.load(a + offs, mask=m).to(ACC)
     y = tl.load(b + offs, mask=m).to(ACC)
     tl.store(out + offs, tl.sqrt(x * x + y * y).to(out.dtype.element_ty), mask=m)
