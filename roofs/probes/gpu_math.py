@@ -13,7 +13,7 @@ import numpy as np
 from roofbench.roof_records import Roof
 
 from .. import datasheet
-from .gpu_device import ProbeUnavailable
+from .gpu_device import Gpu, ProbeUnavailable
 from .gpu_memory import array_bytes
 from .gpu_run import (
     LABEL,
@@ -96,6 +96,17 @@ def pack2(x: float, kind: str) -> int:
     raise ValueError(kind)
 
 
+def fma_args(gpu: Gpu, prec: str, threads: int) -> tuple[Any, Any, Any]:
+    """(a, b, out) of the FMA kernel of ``prec``: the chains' constants (packed pairs for
+    FP16x2/BF16x2) and one output element per thread."""
+    if prec in ("fp16", "bf16"):
+        return (np.uint32(pack2(0.999, prec)), np.uint32(pack2(0.001, prec)),
+                gpu.empty(threads, "u32"))
+    if prec == "fp32":
+        return np.float32(0.999), np.float32(0.001), gpu.empty(threads, "f32")
+    return np.float64(0.999), np.float64(0.001), gpu.empty(threads, "f64")
+
+
 def probe_fma(run: ProbeRun, prec: str) -> None:
     gpu = run.gpu
     if prec == "bf16" and gpu.cc < (8, 0):
@@ -105,13 +116,7 @@ def probe_fma(run: ProbeRun, prec: str) -> None:
     grid = gpu.sm_count * bps
     threads = grid * block
     packed = prec in ("fp16", "bf16")
-    if packed:
-        a, b, out = np.uint32(pack2(0.999, prec)), np.uint32(pack2(0.001, prec)), \
-            gpu.empty(threads, "u32")
-    elif prec == "fp32":
-        a, b, out = np.float32(0.999), np.float32(0.001), gpu.empty(threads, "f32")
-    else:
-        a, b, out = np.float64(0.999), np.float64(0.001), gpu.empty(threads, "f64")
+    a, b, out = fma_args(gpu, prec, threads)
 
     def launch(it: int) -> Callable[[], None]:
         return lambda: k((grid,), (block,), (a, b, np.int32(it), out))

@@ -32,6 +32,16 @@ def stream_bytes(kernel: str, n: int, itemsize: int) -> int:
     return (r + w) * n * itemsize
 
 
+def stream_args(kernel: str, a: Any, b: Any, c: Any, out: Any, s: Any, n: int
+                ) -> tuple[Any, ...]:
+    """The arguments of ``stream_<kernel>_<f32|f64>``: arrays a, b, c of n elements, ``out``
+    (read's one-element sink), the scalar s; n as the kernels' ``long long`` (never left to the
+    launcher's width)."""
+    nn = np.int64(n)
+    return {"copy": (a, c, nn), "scale": (c, b, s, nn), "add": (a, b, c, nn),
+            "triad": (a, b, c, s, nn), "read": (a, out, nn), "fill": (a, s, nn)}[kernel]
+
+
 def bandwidth_configs(quick: bool) -> list[tuple[int, int]]:
     """(block size, blocks per SM) candidates for the bandwidth probes. Grid-stride kernels:
     more blocks than fit at once run as later waves."""
@@ -66,15 +76,12 @@ def _stream(run: ProbeRun) -> dict[str, Any]:
         a, b, c = gpu.random(n, kind), gpu.random(n, kind), gpu.random(n, kind)
         out = gpu.empty(1, kind)
         s = np.float32(0.5) if isz == 4 else np.float64(0.5)
-        nn = np.int64(n)  # `long long n` in the kernels: never leave the width to the launcher
-        args = {"copy": (a, c, nn), "scale": (c, b, s, nn), "add": (a, b, c, nn),
-                "triad": (a, b, c, s, nn), "read": (a, out, nn), "fill": (a, s, nn)}
         order = ["triad"] + [k for k in STREAM_RW if k != "triad"]
         for kname in order:
             run.progress(f"HBM stream {kname} {prec}")
             k = gpu.kernel(mod, f"stream_{kname}_{suf}")
             work = stream_bytes(kname, n, isz)
-            kargs = args[kname]
+            kargs = stream_args(kname, a, b, c, out, s, n)
             # The launch configuration is searched on triad (the fp32 one only when quick) with
             # the short timer; every kernel is then timed in full at its dtype's best.
             search = kname == "triad" and (not run.quick or best_cfg is None)
@@ -234,6 +241,13 @@ def l2_launch(form: str, working_set: float, block: int, target_bytes: int) -> L
     return L2Launch(form, block, chunk, nchunks, nchunks * passes)
 
 
+def l2_args(la: L2Launch, src: Any, dst: Any, sink: Any) -> tuple[Any, ...]:
+    """The arguments of a timed L2 launch: the read form XORs ``src`` into the one-word
+    ``sink`` (out_all 0: timing mode), the copy form copies ``src`` to ``dst``."""
+    ch, nc = np.int64(la.chunk_vecs), np.int32(la.nchunks)
+    return (src, ch, nc, sink, np.int32(0)) if la.form == "read" else (src, dst, ch, nc)
+
+
 def probe_l2(run: ProbeRun) -> None:
     gpu = run.gpu
     l2 = gpu.l2_bytes
@@ -251,8 +265,7 @@ def probe_l2(run: ProbeRun) -> None:
               ) -> tuple[float, dict[str, Any]]:
         name = l2_kernel(form, loads, ilp)
         k = kernels.setdefault(name, gpu.kernel(mod, name))
-        ch, nc = np.int64(la.chunk_vecs), np.int32(la.nchunks)
-        args = (src, ch, nc, sink, np.int32(0)) if form == "read" else (src, dst, ch, nc)
+        args = l2_args(la, src, dst, sink)
         return run.timed(lambda: k((la.grid,), (la.block,), args), float(la.bytes_per_launch),
                          search=search)
 
