@@ -12,6 +12,10 @@ soft); samples taken while the SM clock sat under ``THROTTLE_FRACTION`` of its m
 while NVML named a throttling reason, are counted and flagged (kept, not dropped: raw samples
 stay raw).
 The clock snapshots before and after a case go into ``Timing.config["clocks"]``.
+
+``pair``: the roof that bounds the case, sampled right after each sample has ended (outside
+its window, by the sampler's own events: roofs/probes/gpu_pairs.py), as ``sample_loop`` does
+on the CPU; a pair that asks for it re-runs the case once, untimed, before its next sample.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from roofbench.timing import TimerConfig, Timing, sample_loop
+from roofbench.timing import RoofPair, TimerConfig, Timing, sample_loop
 
 # nvbench drops samples below 75% of the default clock; we flag the same condition.
 THROTTLE_FRACTION = 0.75
@@ -48,10 +52,26 @@ def _nvml_snapshot(index: int) -> Callable[[], dict[str, Any]] | None:
     return lambda: nvml.snapshot(index)
 
 
+def event_seconds(ops: EventOps) -> Callable[[Callable[[], None]], float]:
+    """Device seconds of the work one call of a function enqueues: an event before it and
+    one after it on the run's stream, the second waited for (a roof's sample)."""
+    e0, e1 = ops.new_event(), ops.new_event()
+
+    def timed(fn: Callable[[], None]) -> float:
+        ops.record(e0)
+        fn()
+        ops.record(e1)
+        ops.wait(e1)
+        return ops.elapsed_s(e0, e1)
+    return timed
+
+
 def cuda_time(fn: Callable[[], None], cfg: TimerConfig, ops: EventOps,
               device_index: int = 0,
-              snapshot: Callable[[], dict[str, Any]] | None = None) -> Timing:
-    """Time ``fn`` (which enqueues work on the run's stream) with CUDA events."""
+              snapshot: Callable[[], dict[str, Any]] | None = None,
+              pair: RoofPair | None = None) -> Timing:
+    """Time ``fn`` (which enqueues work on the run's stream) with CUDA events; ``pair``: the
+    roof sampled beside each sample (module doc)."""
     flush = ops.flush_l2 if cfg.cold else None
     if cfg.cold and flush is None:
         raise ValueError("cold timing needs an L2 flush")
@@ -70,8 +90,15 @@ def cuda_time(fn: Callable[[], None], cfg: TimerConfig, ops: EventOps,
             clocks.append(snap())
         return ops.elapsed_s(e0, e1)
 
+    def warm() -> None:  # untimed, no clock read: the case's data back where it lives
+        if flush is not None:
+            flush()
+        fn()
+        ops.record(e1)
+        ops.wait(e1)
+
     before = snap() if snap is not None else None
-    t = sample_loop(one, cfg)
+    t = sample_loop(one, cfg, pair=pair, rewarm=warm)
     after = snap() if snap is not None else None
     t.config = dict(t.config)
     t.config["timer"] = "cuda_events"
