@@ -180,6 +180,17 @@ def _by_intensity(rec: CaseResult, roofs: RoofSet) -> None:
         r.efficiency = r.flop_per_s / r.attainable
 
 
+def bound_level(rec: CaseResult, roofs: RoofSet) -> str:
+    """The memory level whose roof bounds a memory-bound case: its placement's (a CPU's cache
+    sweep places it), else its limiting roof's (a GPU case whose declared L2 bytes bind it:
+    a GPU's roofs place nothing), else DRAM."""
+    r = rec.roofline
+    if r.placement is not None:
+        return r.placement.level
+    roof = next((x for x in roofs.roofs if x.name == r.limiting_roof), None)
+    return roof.level if roof is not None and roof.kind == "memory" and roof.level else "dram"
+
+
 def pair_matches(probe: str, rec: CaseResult, roofs: RoofSet) -> bool:
     """Whether the roof a timing was paired with (``kind:key:name``) is the one that bounds
     the case now: the same kind, and its level (memory) or precision (compute)."""
@@ -189,7 +200,7 @@ def pair_matches(probe: str, rec: CaseResult, roofs: RoofSet) -> bool:
     if kind != r.bound:
         return False
     if kind == "memory":
-        return key == (r.placement.level if r.placement is not None else "dram")
+        return key == bound_level(rec, roofs)
     try:
         return key == roof_precision(rec.identity.precision, roofs)
     except KeyError:

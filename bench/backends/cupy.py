@@ -27,7 +27,7 @@ from roofbench.kernels.cuda_impl import (
 from roofbench.kernels.spec import Case
 
 from roofbench.roof_records import RoofSet
-from roofbench.timing import TimerConfig, Timing, probe_timers
+from roofbench.timing import RoofPair, TimerConfig, Timing, probe_timers
 
 from .base import BackendUnavailable, CaseUnsupported, Hooks, Prepared
 from .cuda_timer import EventOps, cuda_time
@@ -43,6 +43,7 @@ from .gpu_common import (
     launch_facts,
     plan_launches,
 )
+from .gpu_roofs import CupyRoofPairs
 
 
 @cache
@@ -195,7 +196,7 @@ def _sdpa(arrays: tuple[Any, ...], dtype: str, stream: Any, causal: bool) -> Cal
     return call
 
 
-class CupyBackend(CudaCBackend):
+class CupyBackend(CupyRoofPairs, CudaCBackend):
     name = "cuda"
     _reason = staticmethod(_cupy_reason)
 
@@ -326,8 +327,12 @@ class CupyBackend(CudaCBackend):
         buf = self._flush_buf
         cupy.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, self.stream.ptr)
 
-    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
-        return cuda_time(fn, cfg, self._event_ops(), device_index=self.index)
+    def time(self, fn: Callable[[], None], cfg: TimerConfig,
+             pair: RoofPair | None = None) -> Timing:
+        return cuda_time(fn, cfg, self._event_ops(), device_index=self.index, pair=pair)
+
+    def pair_stream(self) -> Any:
+        return self.stream  # the roof's samples are timed where the case's are
 
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None,

@@ -26,7 +26,7 @@ from roofbench.kernels.spec import Case
 from roofbench.errors_text import first_line
 from roofbench.records import LaunchFacts
 from roofbench.roof_records import RoofSet
-from roofbench.timing import TimerConfig, Timing, host_timer
+from roofbench.timing import RoofPair, TimerConfig, Timing, host_timer
 
 from .base import (
     Backend,
@@ -36,6 +36,7 @@ from .base import (
     LaunchListPrepared,
 )
 from .cuda_timer import EventOps, cuda_time
+from .gpu_roofs import CupyRoofPairs
 
 FAMILY = "numba_cuda"
 SIM_MAX_BLOCKS = 2  # simulator grid-stride grids: each simulated thread is a Python thread
@@ -135,7 +136,7 @@ class _NumbaBase(Backend):
         return NumbaPrepared(self, case, inputs)
 
 
-class NumbaCudaBackend(_NumbaBase):
+class NumbaCudaBackend(CupyRoofPairs, _NumbaBase):
     name = "numba"
 
     @classmethod
@@ -157,6 +158,7 @@ class NumbaCudaBackend(_NumbaBase):
         super().__init__()
         dev = self.cuda.get_current_device()
         self.dev = dev
+        self.index = int(getattr(dev, "id", 0))
         self.sm_count = int(dev.MULTIPROCESSOR_COUNT)
         self._flush_buf: Any = None
         name = dev.name
@@ -195,13 +197,14 @@ class NumbaCudaBackend(_NumbaBase):
         self._flush_buf[:] = 0  # a device-side fill, outside the timed window
         self.cuda.synchronize()
 
-    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+    def time(self, fn: Callable[[], None], cfg: TimerConfig,
+             pair: RoofPair | None = None) -> Timing:
         cuda, stream = self.cuda, self.stream
         ops = EventOps(new_event=cuda.event, record=lambda ev: ev.record(stream),
                        wait=lambda ev: ev.synchronize(),
                        elapsed_s=lambda a, b: cuda.event_elapsed_time(a, b) / 1e3,
                        flush_l2=self._flush_l2)
-        return cuda_time(fn, cfg, ops)
+        return cuda_time(fn, cfg, ops, pair=pair)
 
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None,

@@ -25,7 +25,7 @@ from roofbench.kernels.cuda_impl import (
 from roofbench.kernels.spec import Case
 
 from roofbench.roof_records import RoofSet
-from roofbench.timing import TimerConfig, Timing
+from roofbench.timing import RoofPair, TimerConfig, Timing
 
 from .base import (
     CaseUnsupported,
@@ -40,6 +40,7 @@ from .gpu_common import (
     device_reason,
     plan_launches,
 )
+from .gpu_roofs import CupyRoofPairs
 
 
 def _count_devices(drv: Any) -> int:
@@ -106,7 +107,7 @@ class PycudaPrepared(CudaCPrepared):
         self.arrays.clear()
 
 
-class PycudaBackend(CudaCBackend):
+class PycudaBackend(CupyRoofPairs, CudaCBackend):
     name = "pycuda"
     _reason = staticmethod(_pycuda_reason)
 
@@ -175,12 +176,13 @@ class PycudaBackend(CudaCBackend):
             self._flush_buf = self.drv.mem_alloc(2 * self.last_level_cache())
         self.drv.memset_d8_async(self._flush_buf, 0, 2 * self.last_level_cache(), self.stream)
 
-    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+    def time(self, fn: Callable[[], None], cfg: TimerConfig,
+             pair: RoofPair | None = None) -> Timing:
         drv, stream = self.drv, self.stream
         ops = EventOps(new_event=drv.Event, record=lambda ev: ev.record(stream),
                        wait=lambda ev: ev.synchronize(),
                        elapsed_s=lambda a, b: b.time_since(a) / 1e3, flush_l2=self._flush_l2)
-        return cuda_time(fn, cfg, ops, device_index=self.index)
+        return cuda_time(fn, cfg, ops, device_index=self.index, pair=pair)
 
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None,

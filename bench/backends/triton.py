@@ -22,10 +22,11 @@ from roofbench.kernels.spec import Case
 from roofbench.errors_text import first_line
 from roofbench.records import LaunchFacts
 from roofbench.roof_records import RoofSet
-from roofbench.timing import TimerConfig, Timing
+from roofbench.timing import RoofPair, TimerConfig, Timing
 
 from .base import Backend, CaseUnsupported, LaunchListPrepared
 from .cuda_timer import EventOps, cuda_time
+from .gpu_roofs import CupyRoofPairs
 
 FAMILY = "triton"
 # storage dtype -> (torch dtype, the same-width dtype numpy and torch both hold its bits in)
@@ -118,7 +119,7 @@ class TritonPrepared(LaunchListPrepared):
         self.arrays.clear()
 
 
-class TritonBackend(Backend):
+class TritonBackend(CupyRoofPairs, Backend):
     name = "triton"
     family = FAMILY
     kind = "gpu"
@@ -180,12 +181,13 @@ class TritonBackend(Backend):
                                            device="cuda")
         self._flush.zero_()
 
-    def time(self, fn: Callable[[], None], cfg: TimerConfig) -> Timing:
+    def time(self, fn: Callable[[], None], cfg: TimerConfig,
+             pair: RoofPair | None = None) -> Timing:
         torch = self.torch
         ops = EventOps(new_event=lambda: torch.cuda.Event(enable_timing=True),
                        record=lambda ev: ev.record(), wait=lambda ev: ev.synchronize(),
                        elapsed_s=lambda a, b: a.elapsed_time(b) / 1e3, flush_l2=self._flush_l2)
-        return cuda_time(fn, cfg, ops)
+        return cuda_time(fn, cfg, ops, pair=pair)
 
     def measure_roofs(self, quick: bool = False,
                       progress: Callable[[str], None] | None = None,

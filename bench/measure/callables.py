@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from roofbench.roofs.probes.gpu_pairs import PairDevice
 
 from roofbench.records import CaseResult, Declaration, Evidence, Identity, Measurement, Outcome
 from roofbench.roof_records import RoofSet
@@ -26,6 +27,7 @@ from roofbench.timing import RoofPair, TimerConfig, Timing
 from roofbench.units import si
 
 from ..backends.cuda_timer import EventOps, cuda_time
+from ..backends.gpu_roofs import pair_device_through_cupy
 from . import core
 from .declared import Call, array_args, dtype_name
 
@@ -54,7 +56,7 @@ class Clock:
         """The backend whose quick calibration measures this device (None: none can)."""
         return self.backend
 
-    pairs_roofs = True  # the CPU timer samples a roof beside each sample (not a GPU's yet)
+    pairs_roofs = True  # the timer samples a roof beside each sample (bench/measure/pairs.py)
 
     def time(self, fn: Callable[[], None], cfg: TimerConfig,
              pair: RoofPair | None = None) -> Timing:
@@ -127,13 +129,17 @@ class CupyClock(Clock):
         return self._backend
 
     def time(self, fn: Callable[[], None], cfg: TimerConfig,
-             pair: RoofPair | None = None) -> Timing:  # never paired (pairs_roofs)
+             pair: RoofPair | None = None) -> Timing:
         cp = self.cupy
         stream = cp.cuda.get_current_stream()
         ops = EventOps(new_event=cp.cuda.Event, record=lambda ev: ev.record(stream),
                        wait=lambda ev: ev.synchronize(),
                        elapsed_s=lambda a, b: cp.cuda.get_elapsed_time(a, b) / 1e3)
-        return cuda_time(fn, cfg, ops, device_index=self.index)
+        return cuda_time(fn, cfg, ops, device_index=self.index, pair=pair)
+
+    def pair_device(self) -> PairDevice | None:
+        """The roof's samples, timed on the stream the caller's work is queued on."""
+        return pair_device_through_cupy(self.index, self.cupy.cuda.get_current_stream())
 
     def sync(self) -> None:
         self.cupy.cuda.get_current_stream().synchronize()
@@ -181,13 +187,17 @@ class TorchClock(Clock):
         return self._backend
 
     def time(self, fn: Callable[[], None], cfg: TimerConfig,
-             pair: RoofPair | None = None) -> Timing:  # never paired (pairs_roofs)
+             pair: RoofPair | None = None) -> Timing:
         cuda = self.torch.cuda
         stream = cuda.current_stream(self.index)
         ops = EventOps(new_event=lambda: cuda.Event(enable_timing=True),
                        record=lambda ev: ev.record(stream), wait=lambda ev: ev.synchronize(),
                        elapsed_s=lambda a, b: a.elapsed_time(b) / 1e3)
-        return cuda_time(fn, cfg, ops, device_index=self.index)
+        return cuda_time(fn, cfg, ops, device_index=self.index, pair=pair)
+
+    def pair_device(self) -> PairDevice | None:
+        """The roof's samples, through CuPy (on a stream of their own) where it is there."""
+        return pair_device_through_cupy(self.index)
 
     def sync(self) -> None:
         self.torch.cuda.synchronize(self.index)

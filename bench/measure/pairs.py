@@ -1,33 +1,44 @@
-"""Which roof a case's samples are paired with, and its sampler (``roofs/probes/cpu_pairs.py``).
+"""Which roof a case's samples are paired with, and its sampler (``roofs/probes/cpu_pairs.py``
+on a CPU, ``roofs/probes/gpu_pairs.py`` on a GPU).
 
 Before a case is timed it is placed under the roofs (its working set, its intensity): the roof
-that bounds it is the one sampled beside each of its samples. A case on DRAM gets the DRAM
-roof's STREAM kernel (on the arrays the run's brackets share), one on a cache level that level's
-sweep pass, a compute-bound one the FMA probe of its precision. No pair where the roofs are
-not this machine's measured ones (another device's file, a datasheet, a user's figure), where
-the clock is a GPU's (its probes are not paired yet), or where the bounding roof has no
-sampler (a BLAS roof, a DRAM figure no STREAM probe of ours measured): the case is then
-timed and placed as before, and its record says nothing of pairs.
+that bounds it is the one sampled beside each of its samples. On a CPU a case on DRAM gets the
+DRAM roof's STREAM kernel (on the arrays the run's brackets share), one on a cache level that
+level's sweep pass, a compute-bound one the FMA probe of its precision. On a GPU a case bound
+by HBM gets the HBM roof's STREAM kernel (or the library copy that set it), one bound by L2
+(its declared L2 bytes) the L2 roof's kernel, a compute-bound one the CUDA-core FMA probe of
+its precision, each at the launch that measured the roof and timed by CUDA events on the
+backend's stream (the backend's ``pair_device``). No pair where the roofs are not this
+device's measured ones (another device's file, a datasheet, a user's figure), or where the
+bounding roof has no sampler (a BLAS roof, a DRAM figure no STREAM probe of ours measured, a
+GPU's tensor-core or shared-memory roof), or where the clock has no way to sample it (a GPU
+backend without CuPy, whose samplers run through CuPy, or a GPU sampler that failed its first
+call: one line on stderr says why): the case is then timed and placed as before, and its
+record says nothing of pairs.
 
-Samplers are kept for the process, one per roof, so that a suite or a pytest session pays the
-allocation and compile once; ``close`` frees them (the suite's end).
+Samplers are kept for the process, one per roof (and device), so that a suite or a pytest
+session pays the allocation and compile once; ``close`` frees them (the suite's end).
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 from typing import Any
 
 from roofbench.roofs.probes import cpu_pairs as cp
 from roofbench.roofs.probes import cpu_stream as cs
+from roofbench.roofs.probes import gpu_pairs as gp
 
 from roofbench.cpu_cache import last_level_cache_bytes
+from roofbench.errors_text import first_line
 from roofbench.records import CaseResult
 from roofbench.roof_records import Roof, RoofSet
-from roofbench.roofline import apply_roofs, place
+from roofbench.roofline import apply_roofs, bound_level, place
 from roofbench.timing import RoofPair
 
 _SAMPLERS: dict[str, Any] = {}
+_REFUSED: dict[str, str] = {}  # GPU samplers whose first call failed: why (said once)
 
 
 def dram_bracket(roofs: RoofSet) -> cs.StreamBracket:
@@ -53,7 +64,7 @@ def dram_bracket(roofs: RoofSet) -> cs.StreamBracket:
 def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet) -> tuple[str, Any] | None:
     r = rec.roofline
     if r.bound == "memory":
-        level = r.placement.level if r.placement is not None else "dram"
+        level = bound_level(rec, roofs)
         if level == "dram":
             if not str(roof.evidence.get("probe", "")).startswith("stream-"):
                 return None  # not our STREAM probe's figure: nothing here can sample it
@@ -75,7 +86,8 @@ def pair_for(rec: CaseResult, roofs: RoofSet | None, clock: Any,
     """The roof pair of ``rec`` (declared, not yet timed) under ``roofs`` on ``clock``, or
     None (module doc). Places the record as ``fill_metrics`` will (its placement and bound
     are overwritten then)."""
-    if (roofs is None or getattr(clock, "kind", "") != "cpu"
+    kind = getattr(clock, "kind", "")
+    if (roofs is None or kind not in ("cpu", "gpu")
             or not getattr(clock, "pairs_roofs", False) or not takes_pair(clock)):
         return None
     if roofs.device != clock.device_name():
@@ -87,6 +99,8 @@ def pair_for(rec: CaseResult, roofs: RoofSet | None, clock: Any,
     roof = next((x for x in roofs.roofs if x.name == name), None)
     if roof is None or roof.source != "measured":
         return None
+    if kind == "gpu":
+        return gpu_pair(rec, roof, roofs, clock, working_set)
     found = _sampler(rec, roof, roofs)
     if found is None:
         return None
@@ -94,21 +108,55 @@ def pair_for(rec: CaseResult, roofs: RoofSet | None, clock: Any,
     if key not in _SAMPLERS:
         _SAMPLERS[key] = make()
     # the FMA probe's rows are a few lines: they evict nothing of the case's
-    rewarm = key.startswith("memory:") and needs_rewarm(rec, working_set)
+    rewarm = key.startswith("memory:") and needs_rewarm(rec, working_set, roofs)
     return RoofPair(key, _SAMPLERS[key], rewarm=rewarm)
 
 
-def needs_rewarm(rec: CaseResult, working_set: int | None) -> bool:
-    """Whether the case's data can live in a cache the roof's sample evicts: placed on a
-    cache level, or a working set under four times the last-level cache (a small case held
-    to DRAM by roofs without cache levels). A case streaming from DRAM needs none."""
-    pl = rec.roofline.placement
-    if pl is not None and pl.level != "dram":
+def gpu_pair(rec: CaseResult, roof: Roof, roofs: RoofSet, clock: Any,
+             working_set: int | None) -> RoofPair | None:
+    """The GPU sampler of ``roof`` on the clock's device (``gpu_pairs.sampler_of``), made
+    and called once here: one that cannot run (no CuPy, memory, a compile error) gives no
+    pair, said once, rather than failing the case in its timing loop."""
+    found = gp.sampler_of(roof)
+    device = clock.pair_device() if found is not None and hasattr(clock, "pair_device") else None
+    if found is None or device is None:
+        return None
+    probe, make = found
+    key = f"{device.key}|{probe}"
+    if key in _REFUSED:
+        return None
+    if key not in _SAMPLERS:
+        sampler = make(device)
+        try:
+            sampler()  # allocates and compiles
+        except Exception as e:
+            sampler.close()
+            _REFUSED[key] = first_line(e)
+            print(f"roofbench: no paired samples of {roof.name} on this GPU ({_REFUSED[key]}):"
+                  " its cases are timed unpaired", file=sys.stderr, flush=True)
+            return None
+        _SAMPLERS[key] = sampler
+    sampler = _SAMPLERS[key]
+    sampler.timed = device.timed  # this clock's stream and events; the arrays stay
+    # the FMA kernel writes one word per thread: it evicts nothing of the case's
+    rewarm = probe.startswith("memory:") and needs_rewarm(rec, working_set, roofs,
+                                                          device.gpu.l2_bytes)
+    return RoofPair(probe, sampler, rewarm=rewarm)
+
+
+def needs_rewarm(rec: CaseResult, working_set: int | None, roofs: RoofSet,
+                 llc: int | None = None) -> bool:
+    """Whether the case's data can live in a cache the roof's sample evicts: bound by a
+    cache level (placed on it, or a GPU's L2 roof), or a working set under four times the
+    last-level cache (``llc``, default this CPU's: a small case held to DRAM by roofs
+    without cache levels). A case streaming from DRAM needs none."""
+    if bound_level(rec, roofs) != "dram":
         return True
+    pl = rec.roofline.placement
     ws = working_set if working_set is not None else (
         pl.working_set_bytes if pl is not None
         else sum(b.nbytes for b in rec.declaration.buffers.values()))
-    return ws < 4 * last_level_cache_bytes()
+    return ws < 4 * (llc if llc is not None else last_level_cache_bytes())
 
 
 def takes_pair(clock: Any) -> bool:
@@ -125,3 +173,4 @@ def close() -> None:
     for s in _SAMPLERS.values():
         s.close()
     _SAMPLERS.clear()
+    _REFUSED.clear()
