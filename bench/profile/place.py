@@ -52,7 +52,10 @@ def alone_summary(rec: CaseResult) -> dict[str, Any]:
     return {"median_s": rec.measurement.median_s, "level": pl.level if pl else "dram",
             "working_set": pl.working_set_bytes if pl else None,
             "efficiency": r.efficiency, "limiting_roof": r.limiting_roof,
-            "timed": "alone, data warm (its first call's cloned arguments)"}
+            "timed": "alone, data warm (its first call's cloned arguments)",
+            # the roof sampled beside each of its samples ("" unpaired): the efficiency is
+            # then the median of the pairs' ratios
+            "roof_probe": t.roof_probe if (t := rec.measurement.timing) is not None else ""}
 
 
 def flag_above_roof(rec: CaseResult, rs: RoofSet | None) -> None:

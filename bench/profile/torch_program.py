@@ -220,8 +220,10 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     for op in recording.distinct:
         rec = op_case(op, gpu, clock.backend_name)
         assert op.replay is not None
-        core.fill_metrics(rec, core.time_call(clock, _replay(op.func, *op.replay), cfg), rs,
-                          op.bytes if rs is not None else None)
+        # alone, each sample paired with its roof as measure() pairs it (on a CPU)
+        alone = core.paired_time(clock, _replay(op.func, *op.replay), cfg, rec,
+                                 rs if not gpu else None, op.bytes if rs is not None else None)
+        core.fill_metrics(rec, alone, rs, op.bytes if rs is not None else None)
         rec.evidence.extra["alone"] = alone_summary(rec)
         timing = inprog.timing(op.index)
         if timing is not None:  # the case holds its time in the program

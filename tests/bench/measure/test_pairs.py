@@ -405,6 +405,24 @@ def test_a_profiled_programs_eager_runs_are_paired():
     pairs.close()
 
 
+def test_a_profiled_programs_ops_alone_are_paired():
+    """Each op replayed alone samples its roof beside each sample, as measure() does: its
+    alone summary names the probe (the in-program time is the op's own, with no pair)."""
+    torch = pytest.importorskip("torch")
+    from roofbench.bench.backends.cpu import cpu_model
+
+    import roofbench
+
+    x = torch.full((1 << 18,), 0.5)
+    y = torch.full((1 << 18,), 0.25)
+    prof = roofbench.profile(lambda a, b: (a + b) * 2.0, x, y, roofs=stream_roofs(cpu_model()),
+                             timer=TimerConfig.quick())
+    alone = [p.case.evidence.extra["alone"] for p in prof.ops]
+    assert len(alone) == 2
+    assert all(a["roof_probe"] == "memory:dram:stream-add-nt" for a in alone)
+    pairs.close()
+
+
 def test_the_dram_pair_samples_the_non_temporal_kernel_where_it_was_measured():
     """A run whose best DRAM roof is triad's (a plain-store kernel that swings between two
     rates on a VM) still pairs with STREAM add-nt when the set measured it."""
