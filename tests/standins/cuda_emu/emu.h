@@ -522,10 +522,13 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
 }
 
 // Launch through the generic x86-64 SysV signature: integer-class arguments (pointers, long
-// long) go to the integer registers in order and float arguments to xmm registers in order,
-// whatever their interleaving in the real signature (at most 6 + 2 here).
-typedef void (*rb_kernel_t)(long long, long long, long long, long long, long long, long long,
-                            float, float);
+// long) go to the integer registers in order and floating-point arguments to xmm registers in
+// order, whatever their interleaving in the real signature (at most 6 + 2 here). F is the
+// scalars' type: float (rb_launch), or double (rb_launch_f64: the fp64 STREAM kernels'
+// `double s`), which the xmm registers then hold as doubles.
+template <typename F>
+using rb_kernel_t = void (*)(long long, long long, long long, long long, long long, long long,
+                             F, F);
 
 // The call of the kernel itself: its arguments read, then the kernel's own code is checked.
 // A check that fails inside the kernel's code comes back here (longjmp: nothing of the
@@ -547,31 +550,26 @@ template <typename Call> RB_NOSAN void rb_run_kernel(Call call) {
         call();
     }
 }
-RB_NOSAN void rb_call_kernel(rb_kernel_t k, const long long* ia, const float* fa) {
+template <typename F>
+RB_NOSAN void rb_call_kernel(rb_kernel_t<F> k, const long long* ia, const F* fa) {
     const long long a0 = ia[0], a1 = ia[1], a2 = ia[2], a3 = ia[3], a4 = ia[4], a5 = ia[5];
-    const float f0 = fa[0], f1 = fa[1];
+    const F f0 = fa[0], f1 = fa[1];
     rb_run_kernel([&] { k(a0, a1, a2, a3, a4, a5, f0, f1); });
+}
+template <typename F>
+int rb_launch_scalars(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
+                      const long long* ia, const F* fa) {
+    rb_kernel_t<F> k = reinterpret_cast<rb_kernel_t<F>>(fn);
+    return rb_run_grid(fn, gx, gy, gz, bx, by, bz, 0, [&] { rb_call_kernel(k, ia, fa); });
 }
 
 extern "C" int rb_launch(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
                          const long long* ia, const float* fa) {
-    rb_kernel_t k = reinterpret_cast<rb_kernel_t>(fn);
-    return rb_run_grid(fn, gx, gy, gz, bx, by, bz, 0, [&] { rb_call_kernel(k, ia, fa); });
-}
-
-// The same with double scalars (the fp64 STREAM kernels' `double s`): xmm registers hold them
-// as doubles.
-typedef void (*rb_kernel_f64_t)(long long, long long, long long, long long, long long,
-                                long long, double, double);
-RB_NOSAN void rb_call_kernel_f64(rb_kernel_f64_t k, const long long* ia, const double* fa) {
-    const long long a0 = ia[0], a1 = ia[1], a2 = ia[2], a3 = ia[3], a4 = ia[4], a5 = ia[5];
-    const double f0 = fa[0], f1 = fa[1];
-    rb_run_kernel([&] { k(a0, a1, a2, a3, a4, a5, f0, f1); });
+    return rb_launch_scalars(fn, gx, gy, gz, bx, by, bz, ia, fa);
 }
 extern "C" int rb_launch_f64(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
                              const long long* ia, const double* fa) {
-    rb_kernel_f64_t k = reinterpret_cast<rb_kernel_f64_t>(fn);
-    return rb_run_grid(fn, gx, gy, gz, bx, by, bz, 0, [&] { rb_call_kernel_f64(k, ia, fa); });
+    return rb_launch_scalars(fn, gx, gy, gz, bx, by, bz, ia, fa);
 }
 
 // Launch as the driver does (cuLaunchKernel): `params[i]` points at the bytes of argument i.
