@@ -7,7 +7,8 @@ cost are not in it, and the program's bound is its ops' bounds summed.
 
 The level there: an op's in-program working set (its reuse distance, kept in its placement)
 placed on the target's cache sweeps (``roofline.place``); DRAM (HBM) where the target has no
-sweep (a GPU's roofs) or the op was not placed here.
+sweep (a GPU's roofs) or the op was not placed here. A program recorded whole (JAX) is
+projected as one op.
 """
 
 from __future__ import annotations
@@ -106,7 +107,21 @@ def project(prof: Any, roofs: RoofSet, source: str = "a RoofSet given") -> Proje
             out.unplaced.append(op.name)
         out.ops.append(ProjectedOp(op.name, op.calls, op.flops, op.bytes, prec, level, t,
                                    roof, p.case.measurement.median_s))
+    if not prof.ops and prof.program is not None:
+        out.ops.append(whole_program(prof.program, roofs))
     return out
+
+
+def whole_program(case: Any, roofs: RoofSet) -> ProjectedOp:
+    """A program recorded whole (a jitted JAX function: XLA compiled it into one program,
+    with its cost analysis' FLOPs and fused bytes) projected as one op, its bytes from DRAM
+    (HBM): no op-by-op reuse distance is known."""
+    d, ident = case.declaration, case.identity
+    nbytes = int(sum(d.bytes.values()))
+    t, roof = _bound(int(d.flops), nbytes, ident.precision, "dram", roofs)
+    name = f"{ident.workload} ({ident.variant}, whole)"
+    return ProjectedOp(name, 1, int(d.flops), nbytes, ident.precision, "dram", t, roof,
+                       case.measurement.median_s)
 
 
 def load_target(path: str | Path) -> RoofSet:

@@ -56,3 +56,27 @@ def test_a_jax_profile_is_written_with_both_counts(tmp_path):
     md = (tmp_path / "profile.md").read_text()
     assert "## JAX: XLA's count beside roofbench's" in md and "XLA cost_analysis()" in md
     assert "host clock after block_until_ready" in md
+
+
+def test_a_jax_program_is_projected_whole_onto_the_stored_h200_roofs():
+    """XLA compiles the program into one: it is projected as one op, its cost analysis'
+    FLOPs over the H200's fp32 roof against its fused bytes over HBM (a planted projection
+    of no ops would give 0 s)."""
+    from pathlib import Path
+
+    from roofbench.roofs.files import load_roofs
+
+    h200_file = (Path(__file__).resolve().parents[3] / "results" / "nvidia-h200"
+                 / "first-contact-ea800a6" / "gemm-4096" / "results.json")
+    n = 128
+    f = jax.jit(lambda a, b: a @ b)
+    a = jnp.ones((n, n), jnp.float32)
+    prof = roofbench.profile(f, a, a, roofs=ROOFS, timer=FAST)
+    proj = prof.project(h200_file)
+    h200 = load_roofs(h200_file)
+    (op,) = proj.ops
+    flops, nbytes = prof.program.declaration.flops, sum(prof.program.declaration.bytes.values())
+    assert flops == 2 * n ** 3 and nbytes > 0
+    want = max(flops / h200.compute("fp32").value, nbytes / h200.memory("dram").value)
+    assert want > 0 and op.bound_s == pytest.approx(want) == proj.program_s
+    assert op.calls == 1 and op.level == "dram" and "whole" in op.name
