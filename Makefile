@@ -10,9 +10,10 @@ export PYTHON
 bench:
 	@py=$$(scripts/setup_env.sh) && $$py -m roofbench.bench.cli bench $(ARGS)
 
+# --durations=25: every run names its 25 slowest tests (the 15-minute budget, docs/tests.md)
 test:
 	@py=$$(scripts/setup_env.sh dev) && $$py -m ruff check . && $$py scripts/typecheck.py && \
-		$$py -m pytest -n $${PYTEST_WORKERS:-2} --dist loadfile $(ARGS)
+		$$py -m pytest -n $${PYTEST_WORKERS:-2} --dist loadfile --durations=25 $(ARGS)
 
 lint:
 	@py=$$(scripts/setup_env.sh dev) && $$py -m ruff check . && $$py scripts/typecheck.py
