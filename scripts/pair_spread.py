@@ -6,8 +6,10 @@ For every valid case found in all the runs: its efficiency in each run by the ro
 median of its samples' ratios to the roof sampled beside each, ``roofline.paired``) and by the
 best-state rule (its median rate over the roof's best sustained figure, ``paired.of_ceiling``,
 or the efficiency itself for a run without pairs), and the spread of each (max - min over the
-runs). A Markdown table on stdout, then the largest spreads and the highest paired point. Exit
-0 always (the figures are the output; nothing here is a test).
+runs), with the roof's median while each run's pairs were taken (GB/s or GFLOP/s): a case
+whose paired efficiency moves with that state does not follow its roof all the way. A
+Markdown table on stdout, then the largest spreads and the highest paired point. Exit 0
+always (the figures are the output; nothing here is a test).
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ def rules(c) -> tuple[float | None, float | None]:
     return p.efficiency, p.of_ceiling
 
 
+def roof_state(c) -> float | None:
+    """The paired roof's median rate while the case ran, in G(B|FLOP)/s, or None."""
+    p = c.roofline.paired
+    return p.roof_median / 1e9 if p is not None and p.roof_median else None
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__.split("\n\n")[1].strip())
@@ -46,9 +54,11 @@ def main(argv: list[str]) -> int:
         bound = found[0].roofline.bound if found[0] is not None else None
         level = (found[0].roofline.placement.level if found[0] is not None
                  and found[0].roofline.placement is not None else "dram")
-        rows.append((k, bound, level, new, old))
-    print("| case | bound (level) | paired per run | spread | best-state per run | spread |")
-    print("|---|---|---|---|---|---|")
+        state = [roof_state(c) for c in found if c is not None]
+        rows.append((k, bound, level, new, old, state))
+    print("| case | bound (level) | paired per run | spread | roof while paired, G/s | "
+          "best-state per run | spread |")
+    print("|---|---|---|---|---|---|---|")
 
     def fmt(xs: list[float | None]) -> tuple[str, float | None]:
         vals = [x for x in xs if x is not None]
@@ -57,11 +67,12 @@ def main(argv: list[str]) -> int:
 
     worst: dict[str, tuple[float, str]] = {}
     top: tuple[float, str] | None = None
-    for k, bound, level, new, old in rows:
+    for k, bound, level, new, old, state in rows:
         tn, sn = fmt(new)
         to, so = fmt(old)
+        ts = " / ".join("-" if x is None else f"{x:.3g}" for x in state)
         print(f"| {k} | {bound} ({level}) | {tn} | {'-' if sn is None else f'{sn:.2f}'} | "
-              f"{to} | {'-' if so is None else f'{so:.2f}'} |")
+              f"{ts} | {to} | {'-' if so is None else f'{so:.2f}'} |")
         if bound == "memory":
             for rule, s in (("paired", sn), ("best-state", so)):
                 if s is not None and s > worst.get(rule, (-1.0, ""))[0]:

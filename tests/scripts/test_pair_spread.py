@@ -30,6 +30,11 @@ def test_three_flipping_runs_spread_little_paired_and_much_by_the_best_state(tmp
     line = next(x for x in out.splitlines() if "best-state:" in x)
     assert float(line.split(": ")[1].split()[0]) > 0.08
     assert "highest paired efficiency: 0.9" in out
+    # the roof's median while each run's pairs were taken: one of the two states, GB/s
+    row = next(x for x in out.splitlines() if x.startswith("| vector_add"))
+    states = [float(v) for v in row.split(" | ")[4].split(" / ")]
+    assert len(states) == 3
+    assert all(min(abs(v - 45), abs(v - 95)) < 3 for v in states), states
 
 
 def test_runs_without_pairs_show_the_old_rule_only(capsys):
