@@ -3,7 +3,8 @@ on a CPU, ``roofs/probes/gpu_pairs.py`` on a GPU).
 
 Before a case is timed it is placed under the roofs (its working set, its intensity): the roof
 that bounds it is the one sampled beside each of its samples. On a CPU a case on DRAM gets the
-DRAM roof's STREAM kernel (on the arrays the run's brackets share), one on a cache level that
+DRAM roof's STREAM kernel (on the arrays the run's brackets share; a read pass for the bytes
+of its read-only launches, ``read_share``), one on a cache level that
 level's sweep pass, a compute-bound one the FMA probe of its precision. On a GPU a case bound
 by HBM gets the HBM roof's STREAM kernel (or the library copy that set it), one bound by L2
 (its declared L2 bytes) the L2 roof's kernel, a compute-bound one the CUDA-core FMA probe of
@@ -61,6 +62,30 @@ def dram_bracket(roofs: RoofSet) -> cs.StreamBracket:
     return _SAMPLERS[key]
 
 
+# A launch that writes under 1/64 of what it reads (gemv's y beside W, a row sum's sums
+# beside its rows) streams as a read: its writes are lines among every 64 read.
+READ_ONLY_WRITES = 1 / 64
+
+
+def read_share(rec: CaseResult) -> float:
+    """The fraction of the case's declared DRAM bytes moved by read-only launches
+    (``READ_ONLY_WRITES``), from each launch's reads and writes; 0 where the case declares
+    no launches' buffers (a user's callable timed whole)."""
+    split = rec.launch_split()
+    total = sum(r + w for r, w in split or [])
+    if not split or total <= 0:
+        return 0.0
+    return sum(r + w for r, w in split if w <= READ_ONLY_WRITES * r) / total
+
+
+def _read_pass(bracket: cs.StreamBracket) -> cp.ReadPass:
+    """The read pass over one of the bracket's arrays' bytes, one per process."""
+    key = f"read:{bracket.n}"
+    if key not in _SAMPLERS:
+        _SAMPLERS[key] = cp.ReadPass(8 * bracket.n)
+    return _SAMPLERS[key]
+
+
 def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet) -> tuple[str, Any] | None:
     r = rec.roofline
     if r.bound == "memory":
@@ -69,7 +94,10 @@ def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet) -> tuple[str, Any] | N
             if not str(roof.evidence.get("probe", "")).startswith("stream-"):
                 return None  # not our STREAM probe's figure: nothing here can sample it
             b = dram_bracket(roofs)
-            return f"memory:dram:{b.name}", lambda: cp.StreamPair(b)
+            share = read_share(rec)
+            reads = _read_pass(b) if share > 0 else None
+            return (f"memory:dram:{cp.pair_name(b.name, share)}",
+                    lambda: cp.StreamPair(b, share, reads))
         if roof.cache is not None and roof.level == level:
             return f"memory:{level}:{roof.name}", lambda: cp.SweepPair(roof)
         return None

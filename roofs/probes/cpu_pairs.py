@@ -7,7 +7,11 @@ right after each sample of the case sees the same machine state; the case's effi
 the median of the pairs' ratios (``roofline.apply_roofs``).
 
 - ``StreamPair``: the DRAM roof's STREAM kernel on the arrays the run's brackets use
-  (``cpu_stream.StreamBracket``, the roof's own size): one call.
+  (``cpu_stream.StreamBracket``, the roof's own size): one call. For a case that moves part
+  of its bytes in read-only launches (gemv's weights, rownorm's row sums) that part is timed
+  against the cache sweep's read pass over as many bytes: a VM's fast memory state lifted
+  STREAM add-nt 1.39x and a read-only stream 1.21x (gemv 1.18x) on the Zen 4 VM, 12-06, so
+  add-nt alone tracks a read-only case's moment only to ~0.1.
 - ``SweepPair``: a cache level's sweep pass (its access, its best working set, one chunk per
   thread): each thread's sustained burst over a few bursts, summed, as the roof is.
 - ``FmaPair``: the FMA probe of a precision, the better of two calls of about ``target_s``.
@@ -33,34 +37,85 @@ PAIR_S = 0.003  # about what one roof sample lasts: short beside a state that ho
 FMA_PAIR_S = 0.015
 
 
+class ReadPass:
+    """The cache sweep's read pass (its loads are held by the codegen matrix) over one STREAM
+    array's bytes, a chunk per thread: DRAM's read-only rate now, bytes/s of one call."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes_asked = nbytes
+        self.buf: Any = None
+
+    def __call__(self) -> float:
+        from .cpu_cache_sweep import SweepBuffer
+        from .numba_env import threads
+
+        if self.buf is None:
+            self.buf = SweepBuffer(self.nbytes_asked, threads())
+            self.buf.check(self.nbytes_asked)
+            self.buf.run("read", self.nbytes_asked, 2, 1)  # compiled and warm
+        ws = self.nbytes_asked
+        moved = 2 * 8 * self.buf.counted_words("read", ws) * self.buf.parts
+        t0 = time.perf_counter()
+        self.buf.run("read", ws, 2, 1)
+        return moved / (time.perf_counter() - t0)
+
+    def close(self) -> None:
+        self.buf = None
+
+
 class StreamPair:
     """The DRAM roof's STREAM kernel on the roof's own arrays (the brackets'): one call. A
     prefix would be cheaper, but one four times the reported last-level cache still ran at
-    3x the DRAM roof now and then on a 2-core EPYC VM (a host cache the guest is not told of)."""
+    3x the DRAM roof now and then on a 2-core EPYC VM (a host cache the guest is not told of).
 
-    def __init__(self, bracket: StreamBracket) -> None:
-        self.bracket = bracket
+    ``read_share``: the fraction of the case's bytes moved by read-only launches; that part
+    is timed against ``reads`` (a ``ReadPass``) and the sample is the rate both roofs give
+    the case's bytes now: 1 / (share / read + (1 - share) / STREAM)."""
+
+    def __init__(self, bracket: StreamBracket, read_share: float = 0.0,
+                 reads: ReadPass | None = None) -> None:
+        if not 0.0 <= read_share <= 1.0 or (read_share > 0 and reads is None):
+            raise ValueError(f"read share {read_share!r} needs a read pass in [0, 1]")
+        self.bracket, self.read_share, self.reads = bracket, read_share, reads
         self.nbytes = STREAM_BYTES_PER_ELEMENT[bracket.kernel] * bracket.n
 
     @property
     def name(self) -> str:
-        return self.bracket.name
+        return pair_name(self.bracket.name, self.read_share)
 
     def __call__(self) -> float:
-        b = self.bracket
+        b, share = self.bracket, self.read_share
         if b.arrays is None:
             b()  # allocates, checks and warms the arrays (the brackets' own first call)
         assert b.arrays is not None
         fn = b.arrays.call(b.kernel)
         QUIET.before()
-        t0 = time.perf_counter()
-        fn()
-        rate = self.nbytes / (time.perf_counter() - t0)
+        stream = read = 0.0
+        if share < 1.0:
+            t0 = time.perf_counter()
+            fn()
+            stream = self.nbytes / (time.perf_counter() - t0)
+        if share > 0.0:
+            assert self.reads is not None
+            read = self.reads()
         QUIET.after()
-        return rate
+        if share == 0.0:
+            return stream
+        if share == 1.0:
+            return read
+        return 1.0 / (share / read + (1.0 - share) / stream)
 
     def close(self) -> None:
-        """The arrays belong to the bracket (the run's tracker closes it)."""
+        """The arrays belong to the bracket (the run's tracker closes it) and the read pass
+        to the process's samplers (``bench/measure/pairs.close``)."""
+
+
+def pair_name(stream: str, read_share: float) -> str:
+    """The DRAM sampler's name: the STREAM kernel's, "read" for a read-only case, else both
+    with the read-only share ("stream-add-nt+20% read")."""
+    if read_share <= 0.0:
+        return stream
+    return "read" if read_share >= 1.0 else f"{stream}+{read_share:.0%} read"
 
 
 class SweepPair:
