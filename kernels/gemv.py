@@ -107,7 +107,6 @@ WORKLOAD = Workload(
             name="rows",
             description="a row per warp (GPU: 16-byte loads, shuffle sum, grid-stride) or per "
                         "parallel iteration (CPU: vectorised dot product)",
-            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_plan("rows"),
             impls={"cpu": {"rows": _rows}, "cuda": CUDA["rows"],
                    "triton": triton("triton_stream", rows="gemv")},

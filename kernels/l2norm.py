@@ -162,7 +162,6 @@ WORKLOAD = Workload(
         "naive": Variant(
             name="naive",
             description="4 launches, intermediates t1, t2, t3 round-trip through memory",
-            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_naive_plan,
             temps=_naive_temps,
             impls={"cpu": {k: CPU[k] for k in ("square", "add", "sqrt")},
@@ -172,7 +171,6 @@ WORKLOAD = Workload(
         "fused": Variant(
             name="fused",
             description="1 launch: read a and b once, write out once",
-            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_fused_plan,
             impls={"cpu": {"fused": _fused}, "cuda": CUDA["fused"],
                    "numba_cuda": NUMBA_CUDA["fused"],

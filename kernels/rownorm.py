@@ -403,7 +403,6 @@ WORKLOAD = Workload(
         "naive": Variant(
             name="naive",
             description="square, row-reduce, rsqrt, scale: 4 launches through memory",
-            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_naive_plan,
             temps=_naive_temps,
             impls={"cpu": CPU, "cuda": CUDA["naive"], "numba_cuda": NUMBA_CUDA["naive"]},
@@ -411,7 +410,6 @@ WORKLOAD = Workload(
         "fused": Variant(
             name="fused",
             description="one pass per row to reduce, x read again to scale (the book's)",
-            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_fused_plan,
             impls={"cpu": {"fused": _fused}, "cuda": CUDA["fused"],
                    "numba_cuda": NUMBA_CUDA["fused"],
@@ -422,7 +420,6 @@ WORKLOAD = Workload(
         "onepass": Variant(
             name="onepass",
             description="row kept on chip, x read once",
-            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_onepass_plan,
             impls={"cpu": {"onepass": _onepass}, "cuda": CUDA["onepass"]},
             unsupported={"numba_cuda": "no Numba CUDA twin of the register-resident row"},

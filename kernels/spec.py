@@ -29,6 +29,10 @@ Size = tuple[int, ...]
 Array = Any
 
 MiB = 1 << 20
+# Every storage type a case may name (the keys of arrays.DTYPES), fp32 first: the order a
+# workload lists them in and a run measures them. A variant, and a Triton launcher, runs on
+# all of them unless it names fewer.
+EVERY_DTYPE: tuple[str, ...] = ("fp32", "fp64", "fp16", "bf16", "fp8")
 # The float64 values of a row-separable reference are computed this many bytes at a time.
 REFERENCE_BLOCK_BYTES = 64 * MiB
 
@@ -115,11 +119,11 @@ class Launch:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Variant:
     name: str
     description: str
-    dtypes: tuple[str, ...]
+    dtypes: tuple[str, ...] = EVERY_DTYPE  # the storage types it runs; fewer where it says
     plan: Callable[[Size, str], list[Launch]]
     temps: Callable[[Size, str], dict[str, Buf]] = lambda size, dtype: {}
     impls: dict[str, Any] = field(default_factory=dict)  # backend -> {kernel: impl}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import families
-from .spec import Case, Launch
+from .spec import EVERY_DTYPE, Case, Launch
 
 _PKG = __name__.rsplit(".", 1)[0]
 
@@ -29,7 +29,7 @@ class TritonImpl:
 
     module: str  # e.g. "triton_stream" (in this folder)
     launcher: str
-    dtypes: tuple[str, ...] = ("fp32", "fp64", "fp16", "bf16", "fp8")
+    dtypes: tuple[str, ...] = EVERY_DTYPE
 
     def function(self) -> Callable[..., Callable[[], None]]:
         return getattr(importlib.import_module(f"{_PKG}.{self.module}"), self.launcher)

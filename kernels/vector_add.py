@@ -86,7 +86,6 @@ WORKLOAD = Workload(
         "scalar": Variant(
             name="scalar",
             description="one element per thread per iteration, grid-stride",
-            dtypes=("fp32", "fp64", "fp16", "bf16", "fp8"),
             plan=_plan_add("add"),
             impls={"cpu": {"add": _add}, "cuda": CUDA["scalar"],
                    "numba_cuda": NUMBA_CUDA["scalar"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from roofbench.kernels import spec
-from roofbench.kernels.arrays import HOST
+from roofbench.kernels.arrays import DTYPES, HOST
 from roofbench.kernels.registry import workloads
 
 SIZES = {"vector_add": (1001,), "gemv": (37, 301), "rownorm": (29, 130)}
@@ -48,3 +48,9 @@ def test_blocks_of_rows_give_the_whole_reference(monkeypatch, name, dtype):
 def test_a_workload_without_row_inputs_is_computed_whole():
     w = workloads()["l2norm"]
     assert not w.row_inputs and w.reference_block_rows((1001,), "fp32") == 1001
+
+
+def test_every_dtype_is_the_storage_table():
+    # A variant that names no dtypes runs every storage type: the default must be the table's.
+    assert sorted(spec.EVERY_DTYPE) == sorted(DTYPES) and spec.Variant(
+        name="v", description="", plan=lambda size, dtype: []).dtypes == spec.EVERY_DTYPE
