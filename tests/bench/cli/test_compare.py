@@ -115,13 +115,16 @@ def test_cli_nan_time_is_named(cpu_pair, capsys):
     assert v[f"{c.identity.backend}/{c.key}"].verdict == "unreadable"
 
 
+# The threshold's three spellings, --threshold N, --threshold N% and --fail-on slower:N%, read
+# N by one rule (compare.fraction): a bad N is refused the same way in each.
+SPELLINGS = ("--threshold={}", "--threshold={}%", "--fail-on=slower:{}%")
+BAD_NUMBERS = {"nan": "must be a finite number >= 0", "-1": "must be a finite number >= 0",
+               "inf": "must be a finite number >= 0", "abc": "not a number or a percentage"}
+
+
 @pytest.mark.parametrize("flags,needle", [
-    (["--threshold", "nan"], "must be a finite number >= 0"),
-    (["--threshold", "-1"], "must be a finite number >= 0"),
-    (["--threshold", "inf"], "must be a finite number >= 0"),
-    (["--threshold", "abc"], "not a number or a percentage"),
-    (["--fail-on", "slower:nan%"], "must be a finite number >= 0"),
-    (["--fail-on", "slower:-1%"], "must be a finite number >= 0"),
+    *[([spelling.format(n)], needle) for spelling in SPELLINGS
+      for n, needle in BAD_NUMBERS.items()],
     (["--fail-on", "slower:5"], "as a percentage"),
     (["--fail-on", "faster:5%"], "unknown gate"),
     (["--fail-on", "slower:5%", "--threshold", "0.1"], "two thresholds given"),
