@@ -7,11 +7,9 @@ right after each sample of the case sees the same machine state; the case's effi
 the median of the pairs' ratios (``roofline.apply_roofs``).
 
 - ``StreamPair``: the DRAM roof's STREAM kernel on the arrays the run's brackets use
-  (``cpu_stream.StreamBracket``, the roof's own size): one call. For a case that moves part
-  of its bytes in read-only launches (gemv's weights, rownorm's row sums) that part is timed
-  against the cache sweep's read pass over as many bytes: a VM's fast memory state lifted
-  STREAM add-nt 1.39x and a read-only stream 1.21x (gemv 1.18x) on the Zen 4 VM, 12-06, so
-  add-nt alone tracks a read-only case's moment only to ~0.1.
+  (``cpu_stream.StreamBracket``, the roof's own size): one call. The bytes of a case's
+  launches that stream fewer arrays are timed against a probe of as many (``SHAPE_NAMES``:
+  gemv's weights against the cache sweep's read pass, l2norm's squares against square-nt).
 - ``SweepPair``: a cache level's sweep pass (its access, its best working set, one chunk per
   thread): each thread's sustained burst over a few bursts, summed, as the roof is.
 - ``FmaPair``: the FMA probe of a precision, the better of two calls of about ``target_s``.
@@ -25,6 +23,8 @@ from __future__ import annotations
 
 import time
 from typing import Any
+
+import numpy as np
 
 from roofbench.roof_records import Roof
 
@@ -63,59 +63,88 @@ class ReadPass:
         self.buf = None
 
 
+# The probe that times a launch's bytes, by the arrays it streams (``bench/measure/pairs``
+# counts them): one, the read pass; two, square-nt on STREAM's arrays (one read, one
+# non-temporal write: kernels/nt_stores.py, the elementwise kernels' own loop); three or more,
+# the DRAM roof's STREAM kernel (add-nt where it was measured). On the Zen 4 VM, 12-06, the
+# memory's fast state lifted add-nt 1.39x, a read-only stream 1.21x, gemv rows 1.18x: a
+# kernel of fewer streams follows a probe of as many, not STREAM's three.
+SHAPE_NAMES = {1: "read", 2: "stream-square-nt"}
+
+
 class StreamPair:
     """The DRAM roof's STREAM kernel on the roof's own arrays (the brackets'): one call. A
     prefix would be cheaper, but one four times the reported last-level cache still ran at
     3x the DRAM roof now and then on a 2-core EPYC VM (a host cache the guest is not told of).
 
-    ``read_share``: the fraction of the case's bytes moved by read-only launches; that part
-    is timed against ``reads`` (a ``ReadPass``) and the sample is the rate both roofs give
-    the case's bytes now: 1 / (share / read + (1 - share) / STREAM)."""
+    ``shares``: the fraction of the case's bytes moved by launches of 1, 2 and 3+ streams
+    (default: all 3+); each part is timed against its probe (``SHAPE_NAMES``; ``reads`` is the
+    read pass) and the sample is the rate they give the case's bytes now:
+    1 / sum(share / rate), the time each part would take, added."""
 
-    def __init__(self, bracket: StreamBracket, read_share: float = 0.0,
+    def __init__(self, bracket: StreamBracket, shares: dict[int, float] | None = None,
                  reads: ReadPass | None = None) -> None:
-        if not 0.0 <= read_share <= 1.0 or (read_share > 0 and reads is None):
-            raise ValueError(f"read share {read_share!r} needs a read pass in [0, 1]")
-        self.bracket, self.read_share, self.reads = bracket, read_share, reads
+        shares = {3: 1.0} if shares is None else {k: v for k, v in shares.items() if v > 0}
+        if (not shares or set(shares) - {1, 2, 3} or abs(sum(shares.values()) - 1) > 1e-9
+                or (1 in shares and reads is None)):
+            raise ValueError(f"stream shares {shares!r}: 1, 2 or 3 streams, adding up to 1"
+                             " (1 needs a read pass)")
+        self.bracket, self.shares, self.reads = bracket, shares, reads
         self.nbytes = STREAM_BYTES_PER_ELEMENT[bracket.kernel] * bracket.n
+        self.squared = False
 
     @property
     def name(self) -> str:
-        return pair_name(self.bracket.name, self.read_share)
+        return pair_name(self.bracket.name, self.shares)
+
+    def _square_nt(self) -> float:
+        from roofbench.kernels import nt_stores
+
+        arrays, n = self.bracket.arrays, self.bracket.n
+        assert arrays is not None
+        if not self.squared:  # checked once: c = a * a, every element
+            arrays.c.fill(np.nan)
+            nt_stores.square(arrays.a, arrays.c, n)
+            if not np.array_equal(arrays.c, arrays.a * arrays.a):
+                raise RuntimeError("stream-square-nt: result differs from numpy")
+            self.squared = True
+        t0 = time.perf_counter()
+        nt_stores.square(arrays.a, arrays.c, n)
+        return 16 * n / (time.perf_counter() - t0)
 
     def __call__(self) -> float:
-        b, share = self.bracket, self.read_share
+        b = self.bracket
         if b.arrays is None:
             b()  # allocates, checks and warms the arrays (the brackets' own first call)
         assert b.arrays is not None
         fn = b.arrays.call(b.kernel)
         QUIET.before()
-        stream = read = 0.0
-        if share < 1.0:
+        rates: dict[int, float] = {}
+        if 3 in self.shares:
             t0 = time.perf_counter()
             fn()
-            stream = self.nbytes / (time.perf_counter() - t0)
-        if share > 0.0:
+            rates[3] = self.nbytes / (time.perf_counter() - t0)
+        if 2 in self.shares:
+            rates[2] = self._square_nt()
+        if 1 in self.shares:
             assert self.reads is not None
-            read = self.reads()
+            rates[1] = self.reads()
         QUIET.after()
-        if share == 0.0:
-            return stream
-        if share == 1.0:
-            return read
-        return 1.0 / (share / read + (1.0 - share) / stream)
+        return 1.0 / sum(share / rates[k] for k, share in self.shares.items())
 
     def close(self) -> None:
         """The arrays belong to the bracket (the run's tracker closes it) and the read pass
         to the process's samplers (``bench/measure/pairs.close``)."""
 
 
-def pair_name(stream: str, read_share: float) -> str:
-    """The DRAM sampler's name: the STREAM kernel's, "read" for a read-only case, else both
-    with the read-only share ("stream-add-nt+20% read")."""
-    if read_share <= 0.0:
-        return stream
-    return "read" if read_share >= 1.0 else f"{stream}+{read_share:.0%} read"
+def pair_name(stream: str, shares: dict[int, float]) -> str:
+    """The DRAM sampler's name: its probe's ("stream-add-nt", "read"), or each probe with
+    its share of the bytes ("stream-square-nt 80% + read 20%")."""
+    names = {**SHAPE_NAMES, 3: stream}
+    parts = sorted(((v, names[k]) for k, v in shares.items() if v > 0), reverse=True)
+    if len(parts) == 1:
+        return parts[0][1]
+    return " + ".join(f"{name} {v:.0%}" for v, name in parts)
 
 
 class SweepPair:

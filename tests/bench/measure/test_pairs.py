@@ -459,29 +459,33 @@ def launched(*launches: tuple[str, list[str], list[str]], **buffers: int) -> Cas
 GEMV = launched(("rows", ["W", "x"], ["y"]), W=NBYTES, x=16 << 10, y=32 << 10)
 ROWNORM = launched(("square", ["x"], ["sq"]), ("rowsum", ["sq"], ["sums"]),
                    ("scale", ["x", "sums"], ["y"]), x=NBYTES, sq=NBYTES, y=NBYTES, sums=64)
-L2NORM = launched(("square", ["a"], ["t"]), ("sqrt", ["t"], ["out"]), a=NBYTES, t=NBYTES,
-                  out=NBYTES)
+L2NORM3 = launched(("square", ["a"], ["t"]), ("add", ["a", "t"], ["u"]), a=NBYTES, t=NBYTES,
+                   u=NBYTES)
 
 
-def test_read_only_launches_are_paired_with_the_read_pass():
-    """gemv's weights stream as reads (its y is 1/2048 of W): the read pass alone; rownorm's
-    row sum is one fifth of its bytes: both, mixed; l2norm writes in every launch, and a
-    callable timed whole declares no launches: STREAM add-nt alone, as before."""
-    assert pairs.read_share(GEMV) == 1.0
-    assert pairs.read_share(ROWNORM) == pytest.approx(0.2, abs=1e-6)
-    assert pairs.read_share(L2NORM) == 0.0 and pairs.read_share(case()) == 0.0
+def test_each_launch_is_paired_with_a_probe_of_as_many_streams():
+    """gemv streams W alone (x and y are 1/4096 and 1/2048 of it): the read pass; rownorm
+    naive: its squares and scale stream two arrays, its row sum one (a fifth of the bytes);
+    l2norm: two and three; a callable timed whole declares no launches: STREAM add-nt alone,
+    as before."""
+    assert pairs.stream_shares(GEMV) == {1: 1.0}
+    assert pairs.stream_shares(ROWNORM) == pytest.approx({1: 0.2, 2: 0.8}, abs=1e-6)
+    assert pairs.stream_shares(L2NORM3) == pytest.approx({2: 0.4, 3: 0.6})
+    assert pairs.stream_shares(case()) == {3: 1.0}
     probes = {name: pairs.pair_for(rec, dram_roofs(), FakeClock())
-              for name, rec in (("gemv", GEMV), ("rownorm", ROWNORM), ("l2norm", L2NORM))}
+              for name, rec in (("gemv", GEMV), ("rownorm", ROWNORM), ("l2norm", L2NORM3),
+                                ("whole", case()))}
     assert probes["gemv"].probe == "memory:dram:read"
-    assert probes["rownorm"].probe == "memory:dram:stream-add-nt+20% read"
-    assert probes["l2norm"].probe == "memory:dram:stream-add-nt"
+    assert probes["rownorm"].probe == "memory:dram:stream-square-nt 80% + read 20%"
+    assert probes["l2norm"].probe == "memory:dram:stream-add-nt 60% + stream-square-nt 40%"
+    assert probes["whole"].probe == "memory:dram:stream-add-nt"
     gemv, rownorm = probes["gemv"].sample, probes["rownorm"].sample
     assert isinstance(gemv, StreamPair) and gemv.reads is rownorm.reads  # one read buffer
     pairs.close()
 
 
 class TwoMixMachine:
-    """A VM whose fast memory state lifts mixed streams more than reads (the Zen 4 VM,
+    """A VM whose fast memory state lifts STREAM's three streams more than one (the Zen 4 VM,
     12-06: STREAM add-nt 47 -> 66 GB/s, a read-only stream 42 -> 51); held in one state."""
 
     STATES = {"slow": (47e9, 42e9), "fast": (66e9, 51e9)}
@@ -514,7 +518,7 @@ def mixed_pair_efficiency(monkeypatch, state: str, share: float, read_share: flo
     bracket.arrays = Arrays()
     with monkeypatch.context() as mp:
         mp.setattr("roofbench.roofs.probes.cpu_pairs.time.perf_counter", lambda: m.now)
-        sampler = StreamPair(bracket, read_share, lambda: m.read)
+        sampler = StreamPair(bracket, {1: read_share, 3: 1 - read_share}, lambda: m.read)
         t = sample_loop(lambda: m.kernel(0.8, share), TimerConfig(budget_s=2.0),
                         clock=lambda: m.now, pair=RoofPair("memory:dram:x", sampler))
     rec = case(t)
@@ -549,19 +553,24 @@ def test_a_mixed_sample_is_the_rate_both_roofs_give_the_bytes(monkeypatch):
 
     bracket.arrays = Arrays()
     monkeypatch.setattr("roofbench.roofs.probes.cpu_pairs.time.perf_counter", lambda: now[0])
-    assert StreamPair(bracket, 0.5, lambda: 40e9)() == pytest.approx(1 / (0.5 / 40e9 + 0.5 / 80e9))
-    assert StreamPair(bracket, 1.0, lambda: 40e9)() == 40e9
+    half = StreamPair(bracket, {1: 0.5, 3: 0.5}, lambda: 40e9)
+    assert half() == pytest.approx(1 / (0.5 / 40e9 + 0.5 / 80e9))
+    assert StreamPair(bracket, {1: 1.0}, lambda: 40e9)() == 40e9
     assert StreamPair(bracket)() == pytest.approx(80e9)
+    for bad in ({1: 0.5, 3: 0.4}, {4: 1.0}, {}):
+        with pytest.raises(ValueError):
+            StreamPair(bracket, bad, lambda: 40e9)
+    with pytest.raises(ValueError):
+        StreamPair(bracket, {1: 1.0})  # a read share with no read pass to time it
 
 
 def test_the_real_read_pass_and_mixed_pair_measure():
     b = StreamBracket(1 << 18, "add-nt")
     reads = ReadPass(8 * b.n)
-    mixed = StreamPair(b, 0.5, reads)
+    mixed = StreamPair(b, {1: 0.25, 2: 0.25, 3: 0.5}, reads)
     rates = [reads(), mixed(), mixed()]
     assert all(np.isfinite(r) and r > 0 for r in rates)
-    assert mixed.name == "stream-add-nt+50% read"
-    with pytest.raises(ValueError):
-        StreamPair(b, 0.5)  # a share with no read pass to time it
+    assert mixed.name == "stream-add-nt 50% + stream-square-nt 25% + read 25%"
+    assert mixed.squared  # square-nt's output was checked once against numpy
     b.close()
     reads.close()
