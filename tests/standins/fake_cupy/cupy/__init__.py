@@ -34,6 +34,14 @@ class _Ptr:
     def __init__(self, ptr: int) -> None:
         self.ptr = ptr
 
+    def copy_from_device_async(self, src: _Ptr, size: int, stream: Any = None) -> None:
+        """MemoryPointer's device-to-device copy (the probes' library copy, gpu_device.memcpy):
+        host memory here, copied at once."""
+        import ctypes
+
+        _check_sticky()
+        ctypes.memmove(self.ptr, src.ptr, size)
+
 
 def _dev(x: Any) -> Any:
     """A result of a device operation: numpy arrays become device arrays (no copy)."""
@@ -113,7 +121,21 @@ class _RandomState:
         return _dev(self._g.random(size=size, dtype=dtype))
 
 
-random = SimpleNamespace(RandomState=_RandomState)
+_GLOBAL_RNG = np.random.default_rng(12345)
+
+
+def _random(size: Any = None, dtype: Any = np.float64) -> ndarray:
+    """cupy.random.random: uniform in [0, 1), made on the device."""
+    return _dev(_GLOBAL_RNG.random(size=size, dtype=dtype))
+
+
+def _randint(low: int, high: int | None = None, size: Any = None,
+             dtype: Any = np.int64) -> ndarray:
+    """cupy.random.randint: integers in [low, high), made on the device."""
+    return _dev(_GLOBAL_RNG.integers(low, high, size=size, dtype=dtype))
+
+
+random = SimpleNamespace(RandomState=_RandomState, random=_random, randint=_randint)
 linalg = SimpleNamespace(norm=lambda x, *a, **k: _dev(np.linalg.norm(_host(x), *a, **k)))
 
 
@@ -182,8 +204,11 @@ class _Kernel(EmuFunction):
                 ints.append(int(a))
             else:
                 floats.append(float(a))
+        cuda.LOG.append(("launch", self.name, tuple(grid), tuple(block)))
+        # a np.float64 scalar is a double parameter (CuPy passes a scalar by its dtype)
         self.launch(grid, block, ints, floats, {f"argument {i}": a for i, a in enumerate(args)
-                                                if isinstance(a, np.ndarray)})
+                                                if isinstance(a, np.ndarray)},
+                    f64=any(isinstance(a, np.float64) for a in args))
 
 
 class RawModule:
@@ -191,6 +216,9 @@ class RawModule:
                  **_: Any) -> None:
         self.code, self.options = code, options
         assert backend == "nvrtc"
+
+    def compile(self, log_stream: Any = None) -> None:
+        """CuPy's eager compile (gpu_device.CupyGpu.compile): the emulated builds exist."""
 
     def get_function(self, name: str) -> Any:
         if name.startswith(("planted_hang", "planted_sticky")):

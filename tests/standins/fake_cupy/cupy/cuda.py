@@ -84,6 +84,9 @@ class Stream:
 _NULL = Stream()
 _CURRENT: list[Stream] = []
 RECORDED_ON: list[Any] = []
+# Every kernel launch and event record in order: ("launch", kernel, grid, block) and
+# ("event", stream): the tests read which launches fell between a timer's two events.
+LOG: list[tuple[Any, ...]] = []
 
 
 def get_current_stream() -> Stream:
@@ -96,6 +99,7 @@ class Event:
 
     def record(self, stream: Any = None) -> None:
         RECORDED_ON.append(stream)
+        LOG.append(("event", stream))
         self.t = time.perf_counter()
 
     def synchronize(self) -> None:
