@@ -363,14 +363,16 @@ def test_a_long_source_file_warns_and_a_very_long_one_fails():
 
 
 def test_every_code_folder_is_a_listed_package():
-    """A sub-package missing from pyproject's list would vanish from an installed copy."""
+    """A sub-package missing from pyproject's list would vanish from an installed copy (a
+    folder of CUDA sources is a data-only package: its files ship as its package data)."""
     import tomllib
 
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
                  ["packages"])
     found = {"roofbench"} | {
         ".".join(["roofbench", *p.parent.relative_to(ROOT).parts])
-        for folder in ("kernels", "bench", "roofs") for p in (ROOT / folder).rglob("__init__.py")}
+        for folder in ("kernels", "bench", "roofs")
+        for p in [*(ROOT / folder).rglob("__init__.py"), *(ROOT / folder).rglob("*.cu")]}
     assert found == listed
 
 
