@@ -111,11 +111,15 @@ pytestmark = pytest.mark.skipif(not X86, reason=NOT_X86)
 @pytest.fixture(scope="module")
 def codegen(tmp_path_factory) -> dict[tuple[str, str], dict]:
     """Every target's facts: numba's default tuning ("bench") for all, the FMA probe's own
-    environment ("fma-child") where it differs (the 512-bit targets)."""
+    environment ("fma-child") where it differs (the 512-bit targets). The "fma-child" rows
+    compile only what their tests read, the FMA probe and the cache sweep, in "all"'s order
+    (the probe first, the sweep last: the same facts as after stream and nt_stores, compared
+    on every row in docs/tests.md; 8 of a child's 10.6 CPU seconds were those two units)."""
     rows = {t.name: t for t in MATRIX}
     extra = [(rows[t.name], widest_vector_env(t.features, environ={})["NUMBA_CPU_FEATURES"])
              for t in TARGETS if t.widest == 512]
-    facts = matrix_facts(["all"], tmp_path_factory.mktemp("numba-cache"), jobs=extra)
+    facts = matrix_facts(["all"], tmp_path_factory.mktemp("numba-cache"), jobs=extra,
+                         job_units=["fma", "sweep"])
     return {(name, "bench" if f is None else "fma-child"): res
             for (name, f), res in facts.items()}
 

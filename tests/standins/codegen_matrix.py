@@ -102,15 +102,18 @@ def compile_for(target: Target, units: list[str], cache_dir: Path,
 
 
 def matrix_facts(units: list[str], cache_dir: Path, targets: list[Target] | None = None,
-                 jobs: list[tuple[Target, str | None]] | None = None
+                 jobs: list[tuple[Target, str | None]] | None = None,
+                 job_units: list[str] | None = None
                  ) -> dict[tuple[str, str | None], dict[str, Any]]:
     """Every target's facts for ``units``, two processes at a time (one per core of a small
     machine): {(row name, features override or None): facts}. ``jobs`` adds rows compiled
-    with other features."""
-    todo = [(t, None) for t in (MATRIX if targets is None else targets)] + (jobs or [])
+    with other features, for ``job_units`` (default ``units``: keep the child's order, a
+    unit's code depends on what its process compiled before)."""
+    todo = [(t, None, units) for t in (MATRIX if targets is None else targets)]
+    todo += [(t, f, job_units or units) for t, f in jobs or []]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(lambda j: compile_for(j[0], units, cache_dir, j[1]), todo)
-        return {(t.name, f): res for (t, f), res in zip(todo, done, strict=True)}
+        done = pool.map(lambda j: compile_for(j[0], j[2], cache_dir, j[1]), todo)
+        return {(t.name, f): res for (t, f, _), res in zip(todo, done, strict=True)}
 
 
 # ----------------------------------------------------------------------------- in the child
