@@ -177,23 +177,16 @@ def _naive_plan(size: Size, dtype: str) -> list[Launch]:
     ]
 
 
-# fused and onepass stream one array at a time on a CPU (CPU_PHASES: a row read, then y
-# written): paired with the read pass, whose ratio held within 0.004 across the Zen 4 VM's
-# two memory states where square-nt's (two arrays at once) moved 0.06 (scripts/pair_mix.py).
-ROW_PHASES = 1
-
-
 def _fused_plan(size: Size, dtype: str) -> list[Launch]:
     b, h = size
     return [Launch("fused", 3 * b * h + b, ("x",), ("y",), ("x", "y", b, h, EPS),
-                   note="reduce the row, then read it again (from cache) to scale",
-                   streams=ROW_PHASES)]
+                   note="reduce the row, then read it again (from cache) to scale")]
 
 
 def _onepass_plan(size: Size, dtype: str) -> list[Launch]:
     b, h = size
     return [Launch("onepass", 3 * b * h + b, ("x",), ("y",), ("x", "y", b, h, EPS),
-                   note="row kept on chip: x read once", streams=ROW_PHASES)]
+                   note="row kept on chip: x read once")]
 
 
 # Why fused and onepass (the same loop on a CPU: the cache is the on-chip row) stay below the

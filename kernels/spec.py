@@ -117,10 +117,6 @@ class Launch:
     args: tuple[str | int | float, ...] = ()
     extra_bytes: dict[str, int] = field(default_factory=dict)
     note: str = ""
-    # The arrays it streams through DRAM at once, where fewer than its reads and writes (a
-    # row reduced, then written back: one at a time): picks the DRAM probe its bytes are
-    # paired with (bench/measure/pairs.py).
-    streams: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

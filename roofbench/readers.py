@@ -181,8 +181,7 @@ def read_launch(d: dict[str, Any]) -> LaunchResult:
                       timing=read_timing(d["timing"]) if d.get("timing") else None,
                       counters=read_counters(d["counters"]) if d.get("counters") else None,
                       facts=read_facts(d["facts"]) if d.get("facts") else None,
-                      reads=list(d.get("reads") or []), writes=list(d.get("writes") or []),
-                      streams=d.get("streams"))
+                      reads=list(d.get("reads") or []), writes=list(d.get("writes") or []))
     if la.facts is None and isinstance(d.get("occupancy"), dict):  # version 2
         la.facts = LaunchFacts(occupancy=read_occupancy(d["occupancy"]))
     return la

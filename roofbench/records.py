@@ -109,7 +109,6 @@ class LaunchResult:
     # read and write bytes of the launch.
     reads: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
-    streams: int | None = None  # arrays streamed at once, where the workload declares it
 
     @property
     def occupancy(self) -> Occupancy | None:
@@ -123,8 +122,6 @@ class LaunchResult:
             "counters": self.counters.to_dict() if self.counters else None}
         if self.facts is not None:  # absent, not null, where unknown (CPU backends)
             d["facts"] = self.facts.to_dict()
-        if self.streams is not None:  # absent where not declared
-            d["streams"] = self.streams
         return d
 
 
@@ -342,8 +339,7 @@ RESULTS_SCHEMA = "roofbench.results"
 # 4: a case is nested by meaning (identity, declaration, outcome, measurement, roofline,
 # evidence; CaseResult), ``valid`` no longer stored (the outcome's status says it).
 # 5: a timing may carry its paired roof's rates (``roof_probe``, ``roof_rates``) and the
-# roofline the efficiency they give (``paired``: PairedRoof); both optional. A launch may
-# carry ``streams`` (optional: absent where the workload does not declare it).
+# roofline the efficiency they give (``paired``: PairedRoof); both optional.
 RESULTS_SCHEMA_VERSION = 5
 
 StopCause = Literal["signal", "os-error", "memory", "error"]

@@ -68,10 +68,10 @@ MINOR_ARRAY = 1 / 64
 
 
 def stream_shares(rec: CaseResult) -> dict[int, float]:
-    """The fraction of the case's declared DRAM bytes moved by launches streaming 1, 2 and 3 or
-    more arrays (``cpu_pairs.SHAPE_NAMES``: the probe each part is timed against), from
-    each launch's buffers or the count it declares (``LaunchResult.streams``); all 3+
-    where the case declares no launches' buffers (a user's callable timed whole)."""
+    """The fraction of the case's declared DRAM bytes moved by launches streaming 1, 2 and
+    3 or more arrays (``cpu_pairs.SHAPE_NAMES``: the probe each part is timed against), from
+    each launch's buffers; all 3+ where the case declares no launches' buffers (a user's
+    callable timed whole)."""
     bufs, launches = rec.declaration.buffers, rec.measurement.launches
     parts: dict[int, float] = {}
     for la in launches:
@@ -80,8 +80,7 @@ def stream_shares(rec: CaseResult) -> dict[int, float]:
             return {3: 1.0}
         sizes = [bufs[n].nbytes for n in names]
         total = sum(sizes)
-        counted = sum(1 for b in sizes if b >= MINOR_ARRAY * total)
-        streams = min(3, la.streams if la.streams is not None else counted)
+        streams = min(3, sum(1 for b in sizes if b >= MINOR_ARRAY * total))
         parts[streams] = parts.get(streams, 0) + total
     whole = sum(parts.values())
     if not launches or whole <= 0:

@@ -56,8 +56,7 @@ def case_record(case: Case, backend: RecordedBackend, facts: list[LaunchFacts] |
         Outcome(status=status, error=error, rel_error=rel_error),
         Measurement(
             launches=[LaunchResult(la.kernel, la.note, la.flops, case.launch_bytes(la),
-                                   facts=f, reads=list(la.reads), writes=list(la.writes),
-                                   streams=la.streams)
+                                   facts=f, reads=list(la.reads), writes=list(la.writes))
                       for la, f in zip(launches, by_launch, strict=True)],
             phases=phases if phases is not None else {},
             device_phases=device_phases if device_phases is not None else {}),
