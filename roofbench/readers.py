@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from roofbench.records import (
@@ -58,7 +58,7 @@ from . import legacy
 from .cache_records import read_placement
 from .calibrated import CALIBRATED_SCHEMA, CalibratedRoofs
 from .roof_check import RoofError, check_names, checked_roof, figures_note
-from .roof_context import PairedRoof, read_context, read_state
+from .roof_context import PairedRoof, PairState, read_context, read_state
 from .roofline import apply_roofs
 from .timing import ROOF_CAUSES, Timing
 
@@ -196,6 +196,12 @@ def _known(cls: Any, d: dict[str, Any]) -> Any:
     return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
+def read_paired(d: dict[str, Any]) -> PairedRoof:
+    p = _known(PairedRoof, d)
+    states = tuple(_known(PairState, s) for s in d.get("states") or [] if isinstance(s, dict))
+    return replace(p, states=states)
+
+
 def read_case(d: dict[str, Any]) -> CaseResult:
     """A case of any version: nested (version 4 on), or flat (legacy.nest_flat_case)."""
     if "identity" not in d:  # versions 1 to 3 stored a case flat
@@ -208,7 +214,7 @@ def read_case(d: dict[str, Any]) -> CaseResult:
     m["launches"] = [read_launch(x) for x in m.get("launches") or []]
     m["timing"] = read_timing(m["timing"]) if m.get("timing") else None
     r["roof_states"] = [read_state(s) for s in r.get("roof_states") or []]
-    r["paired"] = _known(PairedRoof, r["paired"]) if isinstance(r.get("paired"), dict) else None
+    r["paired"] = read_paired(r["paired"]) if isinstance(r.get("paired"), dict) else None
     pl = r.get("placement")
     r["placement"] = read_placement(pl) if isinstance(pl, dict) else None
     e["ncu"] = read_ncu(e["ncu"]) if e.get("ncu") else None

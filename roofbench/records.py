@@ -339,7 +339,8 @@ RESULTS_SCHEMA = "roofbench.results"
 # 4: a case is nested by meaning (identity, declaration, outcome, measurement, roofline,
 # evidence; CaseResult), ``valid`` no longer stored (the outcome's status says it).
 # 5: a timing may carry its paired roof's rates (``roof_probe``, ``roof_rates``) and the
-# roofline the efficiency they give (``paired``: PairedRoof); both optional.
+# roofline the efficiency they give (``paired``: PairedRoof); both optional. ``paired`` may
+# carry ``states`` (the efficiency in each of two roof states; absent or [] in older files).
 RESULTS_SCHEMA_VERSION = 5
 
 StopCause = Literal["signal", "os-error", "memory", "error"]

@@ -81,6 +81,16 @@ class RoofState:
 
 
 @dataclass(frozen=True)
+class PairState:
+    """The pairs of a case taken in one state of its roof (``state_split``): the roof's median
+    rate then, the case's efficiency (median ratio) then, and how many pairs."""
+
+    roof_median: float
+    efficiency: float
+    pairs: int
+
+
+@dataclass(frozen=True)
 class PairedRoof:
     """A case's efficiency from paired samples (``RooflinePlace.paired``): each timed sample
     was followed by a short sample of the roof that bounds it (``Timing.roof_rates``), each
@@ -101,6 +111,10 @@ class PairedRoof:
     ceiling: float
     of_ceiling: float | None
     unit: str  # "B/s" or "FLOP/s"
+    # The pairs by the roof's state where it took two (a VM's memory at ~40 and ~70 GB/s),
+    # slow first: a case whose efficiency differs between them does not follow its roof all
+    # the way. Empty: one state (or a file written before it was kept).
+    states: tuple[PairState, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

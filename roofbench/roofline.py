@@ -19,7 +19,7 @@ from typing import Any
 
 from .cache_records import CACHE_LEVELS, CacheSweep, Placement
 from .records import CaseResult
-from .roof_context import PairedRoof
+from .roof_context import PairedRoof, PairState
 from .roof_records import (
     Roof,
     RoofSet,
@@ -221,13 +221,38 @@ def paired_roof(rec: CaseResult, roofs: RoofSet) -> PairedRoof | None:
                             and all(math.isfinite(x) and x > 0 for x in t.roof_rates)):
         return None
     of_ceiling = r.efficiency
-    ratios = sorted(of_ceiling * t.median / s * roof.value / q
-                    for s, q in zip(t.samples, t.roof_rates, strict=True))
+    by_sample = [of_ceiling * t.median / s * roof.value / q
+                 for s, q in zip(t.samples, t.roof_rates, strict=True)]
+    states = state_split(t.roof_rates, by_sample)
+    ratios = sorted(by_sample)
     lo, hi = median_ci(ratios)
     rates = sorted(t.roof_rates)
     return PairedRoof(t.roof_probe, len(ratios), statistics.median(ratios), lo, hi, rates[0],
                       statistics.median(rates), rates[-1], roof.value, of_ceiling,
-                      "B/s" if roof.kind == "memory" else "FLOP/s")
+                      "B/s" if roof.kind == "memory" else "FLOP/s", states)
+
+
+# Two states of a roof: its sorted rates step by at least this factor between neighbours, and
+# each side holds at least STATE_MIN_PAIRS and a tenth of the pairs (the VMs' memory: ~40
+# and ~70 GB/s, a step of 1.5-1.8 with nothing between).
+STATE_STEP = 1.25
+STATE_MIN_PAIRS = 3
+
+
+def state_split(rates: list[float], ratios: list[float]) -> tuple[PairState, ...]:
+    """The pairs (roof rate, ratio) in the roof's two states, slow first, where its rates
+    took two (the widest step between sorted neighbours, ``STATE_STEP``); () for one."""
+    pairs = sorted(zip(rates, ratios, strict=True))
+    if len(pairs) < 2 * STATE_MIN_PAIRS:
+        return ()
+    least = max(STATE_MIN_PAIRS, math.ceil(0.1 * len(pairs)))
+    cut = max(range(least, len(pairs) - least + 1),
+              key=lambda i: pairs[i][0] / pairs[i - 1][0])
+    if pairs[cut][0] / pairs[cut - 1][0] < STATE_STEP:
+        return ()
+    return tuple(PairState(statistics.median(r for r, _ in side),
+                           statistics.median(x for _, x in side), len(side))
+                 for side in (pairs[:cut], pairs[cut:]))
 
 
 def side_by_side(rs: RoofSet) -> list[dict[str, Any]]:

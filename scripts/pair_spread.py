@@ -22,6 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from roofbench.bench.results import load_run  # noqa: E402
 
+from roofbench.roofline import STATE_STEP, state_split  # noqa: E402
+
 
 def rules(c) -> tuple[float | None, float | None]:
     """(paired efficiency, best-state efficiency) of a case."""
@@ -35,6 +37,36 @@ def roof_state(c) -> float | None:
     """The paired roof's median rate while the case ran, in G(B|FLOP)/s, or None."""
     p = c.roofline.paired
     return p.roof_median / 1e9 if p is not None and p.roof_median else None
+
+
+def states(c) -> list[tuple[float, float]]:
+    """(roof median G/s, efficiency) of each state of the roof the case's pairs met: two where
+    they split (``roofline.state_split``, from the stored samples, so older files too), else
+    the run's one."""
+    p, t = c.roofline.paired, c.measurement.timing
+    if p is None or t is None or p.of_ceiling is None:
+        return []
+    ratios = [p.of_ceiling * t.median / s * p.ceiling / q
+              for s, q in zip(t.samples, t.roof_rates, strict=True)]
+    split = state_split(t.roof_rates, ratios)
+    if split:
+        return [(x.roof_median / 1e9, x.efficiency) for x in split]
+    return [(p.roof_median / 1e9, p.efficiency)]
+
+
+def within_state(per_run: list[list[tuple[float, float]]]) -> float | None:
+    """The largest spread of the efficiency among the runs' figures of one roof state (states
+    apart by ``STATE_STEP`` are different ones); None: no state met in two runs."""
+    flat = sorted(x for run in per_run for x in run)
+    groups: list[list[float]] = []
+    last = None
+    for roof, eff in flat:
+        if last is None or roof / last >= STATE_STEP:
+            groups.append([])
+        groups[-1].append(eff)
+        last = roof
+    spreads = [max(g) - min(g) for g in groups if len(g) > 1]
+    return max(spreads) if spreads else None
 
 
 def main(argv: list[str]) -> int:
@@ -55,10 +87,12 @@ def main(argv: list[str]) -> int:
         level = (found[0].roofline.placement.level if found[0] is not None
                  and found[0].roofline.placement is not None else "dram")
         state = [roof_state(c) for c in found if c is not None]
-        rows.append((k, bound, level, new, old, state))
+        split = [states(c) for c in found if c is not None]
+        rows.append((k, bound, level, new, old, state, split))
     print("| case | bound (level) | paired per run | spread | roof while paired, G/s | "
+          "by roof state per run (efficiency@G/s) | spread within a state | "
           "best-state per run | spread |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
 
     def fmt(xs: list[float | None]) -> tuple[str, float | None]:
         vals = [x for x in xs if x is not None]
@@ -67,14 +101,17 @@ def main(argv: list[str]) -> int:
 
     worst: dict[str, tuple[float, str]] = {}
     top: tuple[float, str] | None = None
-    for k, bound, level, new, old, state in rows:
+    for k, bound, level, new, old, state, split in rows:
         tn, sn = fmt(new)
         to, so = fmt(old)
         ts = " / ".join("-" if x is None else f"{x:.3g}" for x in state)
+        tb = " / ".join(", ".join(f"{e:.2f}@{r:.3g}" for r, e in run) or "-" for run in split)
+        sw = within_state(split)
         print(f"| {k} | {bound} ({level}) | {tn} | {'-' if sn is None else f'{sn:.2f}'} | "
-              f"{ts} | {to} | {'-' if so is None else f'{so:.2f}'} |")
+              f"{ts} | {tb} | {'-' if sw is None else f'{sw:.2f}'} | {to} | "
+              f"{'-' if so is None else f'{so:.2f}'} |")
         if bound == "memory":
-            for rule, s in (("paired", sn), ("best-state", so)):
+            for rule, s in (("paired", sn), ("within a roof state", sw), ("best-state", so)):
                 if s is not None and s > worst.get(rule, (-1.0, ""))[0]:
                     worst[rule] = (s, k)
         for x in new:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from roofbench.records import CaseResult
-from roofbench.roof_context import DRIFT_LIMIT, ROOF_RULE, cpu_list
+from roofbench.roof_context import DRIFT_LIMIT, ROOF_RULE, PairedRoof, cpu_list
 from roofbench.roof_records import RoofSet
 from roofbench.units import si
 
@@ -46,8 +46,8 @@ def roof_context_lines(rs: RoofSet) -> list[str]:
 
 def paired_text(c: CaseResult) -> str | None:
     """A case timed beside its roof's samples, in words: its efficiency against the roof as
-    it was while it ran, with the interval and the roof's range, then the machine's best
-    state and the case's share of it (None: not paired)."""
+    it was while it ran, with the interval, the probe sampled and its range, then the
+    machine's best state and the case's share of it (None: not paired)."""
     p = c.roofline.paired
     if p is None:
         return None
@@ -56,8 +56,29 @@ def paired_text(c: CaseResult) -> str | None:
     what = f"{key.upper()} roof" if kind == "memory" else f"{key} compute roof ({name})"
     best = (f"; the machine's best state {si(p.ceiling, p.unit)}"
             + (f" ({p.of_ceiling:.0%} of it)" if p.of_ceiling is not None else ""))
+    # the memory probe by name: a case's bytes may be timed against a probe of their streams
+    # ("read", "stream-square-nt 80% + read 20%"), not the roof's own STREAM kernel
+    sampled = f"{name}: " if kind == "memory" and name else ""
     return (f"{p.efficiency:.0%} [{p.lo:.0%}, {p.hi:.0%}] of the {what} as it was while it ran "
-            f"({si(p.roof_low, p.unit)} to {si(p.roof_high, p.unit)}, {p.pairs} pairs){best}")
+            f"({sampled}{si(p.roof_low, p.unit)} to {si(p.roof_high, p.unit)}, {p.pairs} pairs)"
+            f"{best}{by_state(p)}")
+
+
+# States whose efficiencies differ by less than this are one figure, within the pairs' own
+# scatter (a stream that follows its roof: 0.01-0.04 on the Zen 4 VM)
+STATE_APART = 0.05
+
+
+def by_state(p: PairedRoof) -> str:
+    """"; by the roof's state: 94% at 32 GB/s (40 pairs), 75% at 56 GB/s (20 pairs): ...",
+    where the pairs fell in two states of the roof and the case's efficiency differs between
+    them (it does not follow its roof all the way: its figure depends on the state it met)."""
+    if len(p.states) != 2 or abs(p.states[0].efficiency - p.states[1].efficiency) < STATE_APART:
+        return ""
+    each = ", ".join(f"{s.efficiency:.0%} at {si(s.roof_median, p.unit)} ({s.pairs} pairs)"
+                     for s in p.states)
+    return (f"; by the roof's state: {each}: the case does not follow its roof all the way, "
+            "so its efficiency depends on the state it ran in")
 
 
 def drift_band(rs: RoofSet | None) -> tuple[float, float] | None:

@@ -45,3 +45,34 @@ def test_runs_without_pairs_show_the_old_rule_only(capsys):
     assert pair_spread.main([str(p) for p in real[-2:]]) == 0
     out = capsys.readouterr().out
     assert "| - / - |" in out and "highest paired" not in out
+
+
+def test_a_case_that_does_not_follow_its_roof_is_compared_state_by_state(tmp_path, capsys):
+    """0.9 of the slow memory, 0.6 of the fast one: a run held slow, one held fast and one
+    flipping read 0.9, 0.6 and between, a spread of 0.3 paired; state by state the runs
+    agree (0.9 at ~45 GB/s, 0.6 at ~95), and the flipping run shows both states."""
+    from roofbench.timing import RoofPair, TimerConfig, sample_loop
+
+    paths = []
+    for seed, (p_up, p_down) in {20: (0.0, 1.0), 21: (1.0, 0.0), 22: (0.05, 0.1)}.items():
+        m = FlippingMachine(seed, p_up=p_up, p_down=p_down)
+        if p_down == 0.0:
+            m.fast = True  # held in the fast state from the start
+        t = sample_loop(lambda m=m: m.kernel(0.6 if m.fast else 0.9), TimerConfig(budget_s=2.0),
+                        clock=lambda m=m: m.now,
+                        pair=RoofPair("memory:dram:stream-add-nt", m.probe))
+        run = run_of(t)
+        run.roofs = dram_roofs()
+        p = tmp_path / f"r{seed}.json"
+        p.write_text(json.dumps(run.to_dict()))
+        paths.append(str(p))
+    assert pair_spread.main(paths) == 0
+    out = capsys.readouterr().out
+    paired = next(x for x in out.splitlines() if "paired:" in x)
+    assert float(paired.split(": ")[1].split()[0]) > 0.25
+    within = next(x for x in out.splitlines() if "within a roof state:" in x)
+    assert float(within.split(": ")[1].split()[0]) <= 0.05
+    row = next(x for x in out.splitlines() if x.startswith("| vector_add"))
+    by_state = row.split(" | ")[5].split(" / ")
+    assert by_state[0].startswith("0.9") and by_state[1].startswith("0.6")
+    assert len(by_state[2].split(", ")) == 2  # the flipping run met both states
