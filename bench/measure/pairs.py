@@ -3,18 +3,19 @@ on a CPU, ``roofs/probes/gpu_pairs.py`` on a GPU).
 
 Before a case is timed it is placed under the roofs (its working set, its intensity): the roof
 that bounds it is the one sampled beside each of its samples. On a CPU a case on DRAM gets the
-DRAM roof's STREAM kernel (on the arrays the run's brackets share), one on a cache level that
-level's sweep pass, a compute-bound one the FMA probe of its precision. On a GPU a case bound
-by HBM gets the HBM roof's STREAM kernel (or the library copy that set it), one bound by L2
-(its declared L2 bytes) the L2 roof's kernel, a compute-bound one the CUDA-core FMA probe of
-its precision, each at the launch that measured the roof and timed by CUDA events on the
-backend's stream (the backend's ``pair_device``). No pair where the roofs are not this
+DRAM roof's STREAM kernel (on the arrays the run's brackets share; the bytes of launches
+streaming one or two arrays against a probe of as many, ``stream_shares``), one on a cache
+level that level's sweep pass, a compute-bound one the FMA probe of its precision. On a GPU a
+case bound by HBM gets the HBM roof's STREAM kernel (or the library copy that set it), one
+bound by L2 (its declared L2 bytes) the L2 roof's kernel, a compute-bound one the CUDA-core FMA
+probe of its precision, each at the launch that measured the roof and timed by CUDA events on
+the backend's stream (the backend's ``pair_device``). No pair where the roofs are not this
 device's measured ones (another device's file, a datasheet, a user's figure), or where the
 bounding roof has no sampler (a BLAS roof, a DRAM figure no STREAM probe of ours measured, a
 GPU's tensor-core or shared-memory roof), or where the clock has no way to sample it (a GPU
 backend without CuPy, whose samplers run through CuPy, or a GPU sampler that failed its first
-call: one line on stderr says why): the case is then timed and placed as before, and its
-record says nothing of pairs.
+call: one line on stderr says why): the case is then timed and placed as before, and its record
+says nothing of pairs.
 
 Samplers are kept for the process, one per roof (and device), so that a suite or a pytest
 session pays the allocation and compile once; ``close`` frees them (the suite's end).
@@ -61,6 +62,40 @@ def dram_bracket(roofs: RoofSet) -> cs.StreamBracket:
     return _SAMPLERS[key]
 
 
+# An array under 1/64 of a launch's bytes is no stream of its own (gemv's x and y beside W,
+# a row sum's sums): its lines are few among the others'.
+MINOR_ARRAY = 1 / 64
+
+
+def stream_shares(rec: CaseResult) -> dict[int, float]:
+    """The fraction of the case's declared DRAM bytes moved by launches streaming 1, 2 and
+    3 or more arrays (``cpu_pairs.SHAPE_NAMES``: the probe each part is timed against), from
+    each launch's buffers; all 3+ where the case declares no launches' buffers (a user's
+    callable timed whole)."""
+    bufs, launches = rec.declaration.buffers, rec.measurement.launches
+    parts: dict[int, float] = {}
+    for la in launches:
+        names = dict.fromkeys([*la.reads, *la.writes])
+        if not names or any(n not in bufs for n in names):
+            return {3: 1.0}
+        sizes = [bufs[n].nbytes for n in names]
+        total = sum(sizes)
+        streams = min(3, sum(1 for b in sizes if b >= MINOR_ARRAY * total))
+        parts[streams] = parts.get(streams, 0) + total
+    whole = sum(parts.values())
+    if not launches or whole <= 0:
+        return {3: 1.0}
+    return {k: v / whole for k, v in sorted(parts.items())}
+
+
+def _read_pass(bracket: cs.StreamBracket) -> cp.ReadPass:
+    """The read pass over one of the bracket's arrays' bytes, one per process."""
+    key = f"read:{bracket.n}"
+    if key not in _SAMPLERS:
+        _SAMPLERS[key] = cp.ReadPass(8 * bracket.n)
+    return _SAMPLERS[key]
+
+
 def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet) -> tuple[str, Any] | None:
     r = rec.roofline
     if r.bound == "memory":
@@ -69,7 +104,10 @@ def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet) -> tuple[str, Any] | N
             if not str(roof.evidence.get("probe", "")).startswith("stream-"):
                 return None  # not our STREAM probe's figure: nothing here can sample it
             b = dram_bracket(roofs)
-            return f"memory:dram:{b.name}", lambda: cp.StreamPair(b)
+            shares = stream_shares(rec)
+            reads = _read_pass(b) if 1 in shares else None
+            return (f"memory:dram:{cp.pair_name(b.name, shares)}",
+                    lambda: cp.StreamPair(b, shares, reads))
         if roof.cache is not None and roof.level == level:
             return f"memory:{level}:{roof.name}", lambda: cp.SweepPair(roof)
         return None

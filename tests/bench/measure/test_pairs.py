@@ -12,13 +12,21 @@ import numpy as np
 import pytest
 from roofbench.bench.measure import pairs
 from roofbench.bench.measure.core import paired_time, time_call
-from roofbench.roofs.probes.cpu_pairs import FmaPair, StreamPair, SweepPair
+from roofbench.roofs.probes.cpu_pairs import FmaPair, ReadPass, StreamPair, SweepPair
 from roofbench.roofs.probes.cpu_stream import StreamBracket
 
 from roofbench.cache_records import CacheSweep, SweepPoint
 from roofbench.gate import classify, min_samples
 from roofbench.readers import read_run
-from roofbench.records import BufferFacts, CaseResult, Declaration, Identity, Outcome, RunResult
+from roofbench.records import (
+    BufferFacts,
+    CaseResult,
+    Declaration,
+    Identity,
+    LaunchResult,
+    Outcome,
+    RunResult,
+)
 from roofbench.roof_records import Roof, RoofSet
 from roofbench.roofline import apply_roofs
 from roofbench.timing import (
@@ -434,6 +442,160 @@ def test_the_dram_pair_samples_the_non_temporal_kernel_where_it_was_measured():
     only_triad = RoofSet(device=DEVICE, roofs=rs.roofs[:1])
     assert pairs.dram_bracket(only_triad).kernel == "triad"
     pairs.close()
+
+
+# -- a case's read-only bytes paired with a read pass ---------------------------------------
+
+def launched(*launches: tuple[str, list[str], list[str]], **buffers: int) -> CaseResult:
+    """A declared case (not timed) of ``launches`` (kernel, reads, writes) over ``buffers``
+    (name: bytes), its bytes their sum as the workloads count them."""
+    rec = case()
+    rec.declaration.buffers = {n: BufferFacts("input", b) for n, b in buffers.items()}
+    rec.measurement.launches = [LaunchResult(k, "", 0, {}, reads=r, writes=w)
+                                for k, r, w in launches]
+    return rec
+
+
+GEMV = launched(("rows", ["W", "x"], ["y"]), W=NBYTES, x=16 << 10, y=32 << 10)
+ROWNORM = launched(("square", ["x"], ["sq"]), ("rowsum", ["sq"], ["sums"]),
+                   ("scale", ["x", "sums"], ["y"]), x=NBYTES, sq=NBYTES, y=NBYTES, sums=64)
+L2NORM3 = launched(("square", ["a"], ["t"]), ("add", ["a", "t"], ["u"]), a=NBYTES, t=NBYTES,
+                   u=NBYTES)
+
+
+def test_each_launch_is_paired_with_a_probe_of_as_many_streams():
+    """gemv streams W alone (x and y are 1/4096 and 1/2048 of it): the read pass; rownorm
+    naive: its squares and scale stream two arrays, its row sum one (a fifth of the bytes);
+    l2norm: two and three; a callable timed whole declares no launches: STREAM add-nt alone,
+    as before."""
+    assert pairs.stream_shares(GEMV) == {1: 1.0}
+    assert pairs.stream_shares(ROWNORM) == pytest.approx({1: 0.2, 2: 0.8}, abs=1e-6)
+    assert pairs.stream_shares(L2NORM3) == pytest.approx({2: 0.4, 3: 0.6})
+    assert pairs.stream_shares(case()) == {3: 1.0}
+    probes = {name: pairs.pair_for(rec, dram_roofs(), FakeClock())
+              for name, rec in (("gemv", GEMV), ("rownorm", ROWNORM), ("l2norm", L2NORM3),
+                                ("whole", case()))}
+    assert probes["gemv"].probe == "memory:dram:read"
+    assert probes["rownorm"].probe == "memory:dram:stream-square-nt 80% + read 20%"
+    assert probes["l2norm"].probe == "memory:dram:stream-add-nt 60% + stream-square-nt 40%"
+    assert probes["whole"].probe == "memory:dram:stream-add-nt"
+    gemv, rownorm = probes["gemv"].sample, probes["rownorm"].sample
+    assert isinstance(gemv, StreamPair) and gemv.reads is rownorm.reads  # one read buffer
+    pairs.close()
+
+
+@pytest.mark.parametrize(("workload", "variant", "size", "shares"), [
+    ("gemv", "rows", (8192, 4096), {1: 1.0}),
+    ("rownorm", "naive", (8192, 4096), {1: 0.2, 2: 0.8}),  # the row sums' 32 KiB left out
+    ("rownorm", "fused", (8192, 4096), {2: 1.0}),
+    ("l2norm", "naive", (1 << 24,), {2: 2 / 3, 3: 1 / 3}),
+    ("l2norm", "fused", (1 << 24,), {3: 1.0}),
+    ("vector_add", "scalar", (1 << 24,), {3: 1.0}),
+])
+def test_the_workloads_streams_pick_their_probes(workload, variant, size, shares):
+    """The suite's records, as the runner writes them, give each case's DRAM probe mix."""
+    from types import SimpleNamespace
+
+    from roofbench.bench.suite.case_record import case_record
+    from roofbench.kernels.registry import workloads
+    from roofbench.kernels.spec import Case
+
+    w = workloads()[workload]
+    rec = case_record(Case(w, w.variants[variant], "fp32", size),
+                      SimpleNamespace(name="cpu", kind="cpu"), status="ok")
+    assert pairs.stream_shares(rec) == pytest.approx(shares, abs=1e-4)
+
+
+class TwoMixMachine:
+    """A VM whose fast memory state lifts STREAM's three streams more than one (the Zen 4 VM,
+    12-06: STREAM add-nt 47 -> 66 GB/s, a read-only stream 42 -> 51); held in one state."""
+
+    STATES = {"slow": (47e9, 42e9), "fast": (66e9, 51e9)}
+
+    def __init__(self, state: str) -> None:
+        self.mixed, self.read = self.STATES[state]
+        self.now = 0.0
+
+    def kernel(self, efficiency: float, share: float) -> float:
+        """A case moving ``share`` of its bytes in read-only launches, at ``efficiency`` of
+        each part's rate now."""
+        t = NBYTES * (share / self.read + (1 - share) / self.mixed) / efficiency
+        self.now += t
+        return t
+
+
+def mixed_pair_efficiency(monkeypatch, state: str, share: float, read_share: float) -> float:
+    """A case of ``share`` read-only bytes at 0.8 of each part's rate, on the machine held in
+    ``state``, paired by the real StreamPair of ``read_share`` (its STREAM call timed on the
+    machine's clock, its read pass a stub): the paired efficiency."""
+    m = TwoMixMachine(state)
+
+    class Arrays:
+        def call(self, kernel):
+            def run():
+                m.now += 24 * bracket.n / m.mixed
+            return run
+
+    bracket = StreamBracket(1 << 20, "add-nt")
+    bracket.arrays = Arrays()
+    with monkeypatch.context() as mp:
+        mp.setattr("roofbench.roofs.probes.cpu_pairs.time.perf_counter", lambda: m.now)
+        sampler = StreamPair(bracket, {1: read_share, 3: 1 - read_share}, lambda: m.read)
+        t = sample_loop(lambda: m.kernel(0.8, share), TimerConfig(budget_s=2.0),
+                        clock=lambda: m.now, pair=RoofPair("memory:dram:x", sampler))
+    rec = case(t)
+    apply_roofs(rec, dram_roofs())
+    assert rec.roofline.paired is not None
+    return rec.roofline.paired.efficiency
+
+
+@pytest.mark.parametrize("share", [1.0, 0.2])
+def test_a_read_heavy_case_holds_its_efficiency_across_memory_states(monkeypatch, share):
+    """The StreamPair mixes the two rates as the case's bytes split: the same efficiency in
+    both states (within 3% of the truth), where STREAM alone moves with the state."""
+    out = {(state, rs): mixed_pair_efficiency(monkeypatch, state, share, rs)
+           for state in ("slow", "fast") for rs in (share, 0.0)}
+    for state in ("slow", "fast"):
+        assert abs(out[state, share] - 0.8) <= 0.03 * 0.8, out
+    stream_only = abs(out["slow", 0.0] - out["fast", 0.0])
+    assert stream_only > (0.08 if share == 1.0 else 0.015), out  # add-nt alone: state-bound
+
+
+def test_a_mixed_sample_is_the_rate_both_roofs_give_the_bytes(monkeypatch):
+    """Half the bytes at 40 GB/s (reads), half at 80 (STREAM): 53.3 GB/s, the harmonic mix
+    (time adds up), not the 60 of an average of rates."""
+    now = [0.0]
+    bracket = StreamBracket(1 << 20, "add-nt")
+
+    class Arrays:
+        def call(self, kernel):
+            def run():
+                now[0] += 24 * bracket.n / 80e9
+            return run
+
+    bracket.arrays = Arrays()
+    monkeypatch.setattr("roofbench.roofs.probes.cpu_pairs.time.perf_counter", lambda: now[0])
+    half = StreamPair(bracket, {1: 0.5, 3: 0.5}, lambda: 40e9)
+    assert half() == pytest.approx(1 / (0.5 / 40e9 + 0.5 / 80e9))
+    assert StreamPair(bracket, {1: 1.0}, lambda: 40e9)() == 40e9
+    assert StreamPair(bracket)() == pytest.approx(80e9)
+    for bad in ({1: 0.5, 3: 0.4}, {4: 1.0}, {}):
+        with pytest.raises(ValueError):
+            StreamPair(bracket, bad, lambda: 40e9)
+    with pytest.raises(ValueError):
+        StreamPair(bracket, {1: 1.0})  # a read share with no read pass to time it
+
+
+def test_the_real_read_pass_and_mixed_pair_measure():
+    b = StreamBracket(1 << 18, "add-nt")
+    reads = ReadPass(8 * b.n)
+    mixed = StreamPair(b, {1: 0.25, 2: 0.25, 3: 0.5}, reads)
+    rates = [reads(), mixed(), mixed()]
+    assert all(np.isfinite(r) and r > 0 for r in rates)
+    assert mixed.name == "stream-add-nt 50% + stream-square-nt 25% + read 25%"
+    assert mixed.squared  # square-nt's output was checked once against numpy
+    b.close()
+    reads.close()
 
 
 # -- a case that does not follow its roof all the way -----------------------------------------
