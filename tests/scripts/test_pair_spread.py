@@ -14,16 +14,22 @@ import pair_spread  # noqa: E402
 from test_pairs import FlippingMachine, dram_roofs, run_of, simulated_timing  # noqa: E402
 
 
-def test_three_flipping_runs_spread_little_paired_and_much_by_the_best_state(tmp_path, capsys):
+def spread_of(tmp_path, timings) -> None:
+    """pair_spread over one stored run of each timing (one case, the simulated DRAM roofs)."""
     paths = []
-    for seed in (10, 11, 12):
-        m = FlippingMachine(seed, p_up=0.3 if seed != 11 else 0.9, p_down=0.6)
-        run = run_of(simulated_timing(m, 0.9))
+    for i, t in enumerate(timings):
+        run = run_of(t)
         run.roofs = dram_roofs()
-        p = tmp_path / f"r{seed}.json"
+        p = tmp_path / f"r{i}.json"
         p.write_text(json.dumps(run.to_dict()))
         paths.append(str(p))
     assert pair_spread.main(paths) == 0
+
+
+def test_three_flipping_runs_spread_little_paired_and_much_by_the_best_state(tmp_path, capsys):
+    spread_of(tmp_path, [simulated_timing(FlippingMachine(seed, p_up=0.3 if seed != 11 else 0.9,
+                                                          p_down=0.6), 0.9)
+                         for seed in (10, 11, 12)])
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if "paired:" in x)
     assert float(line.split(": ")[1].split()[0]) <= 0.08
@@ -53,20 +59,15 @@ def test_a_case_that_does_not_follow_its_roof_is_compared_state_by_state(tmp_pat
     agree (0.9 at ~45 GB/s, 0.6 at ~95), and the flipping run shows both states."""
     from roofbench.timing import RoofPair, TimerConfig, sample_loop
 
-    paths = []
+    timings = []
     for seed, (p_up, p_down) in {20: (0.0, 1.0), 21: (1.0, 0.0), 22: (0.05, 0.1)}.items():
         m = FlippingMachine(seed, p_up=p_up, p_down=p_down)
         if p_down == 0.0:
             m.fast = True  # held in the fast state from the start
-        t = sample_loop(lambda m=m: m.kernel(0.6 if m.fast else 0.9), TimerConfig(budget_s=2.0),
-                        clock=lambda m=m: m.now,
-                        pair=RoofPair("memory:dram:stream-add-nt", m.probe))
-        run = run_of(t)
-        run.roofs = dram_roofs()
-        p = tmp_path / f"r{seed}.json"
-        p.write_text(json.dumps(run.to_dict()))
-        paths.append(str(p))
-    assert pair_spread.main(paths) == 0
+        timings.append(sample_loop(lambda m=m: m.kernel(0.6 if m.fast else 0.9),
+                                   TimerConfig(budget_s=2.0), clock=lambda m=m: m.now,
+                                   pair=RoofPair("memory:dram:stream-add-nt", m.probe)))
+    spread_of(tmp_path, timings)
     out = capsys.readouterr().out
     paired = next(x for x in out.splitlines() if "paired:" in x)
     assert float(paired.split(": ")[1].split()[0]) > 0.25
