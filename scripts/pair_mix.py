@@ -5,10 +5,11 @@ three streams, in turn, for SECONDS; each kernel's ratio to each probe, by the m
 
     python scripts/pair_mix.py [SECONDS] [SPLIT_GBPS]      (default 120 s, split 55)
 
-A kernel whose ratio to a probe is the same in both states follows that probe; one whose
-ratio moves does not, and its paired efficiency depends on the state it met (the report then
-gives it by state: ``roofline.state_split``). Sizes are
-the suite's on a 32 MiB-LLC machine (128 MiB a main array). Markdown on stdout; exit 0 always
+A kernel whose ratio to a probe is the same in both states follows that probe (the pairs
+give each launch the probe of its stream count: ``bench/measure/pairs.stream_shares``); one
+whose ratio moves does not, and its paired efficiency depends on the state it met (the report
+then gives it by state: ``roofline.state_split``). Sizes are the suite's on a 32 MiB-LLC
+machine (128 MiB a main array). Markdown on stdout; exit 0 always
 (figures, not a test). Run it on a quiet machine: another process's work moves both sides.
 """
 
@@ -24,10 +25,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from roofbench.kernels import gemv, l2norm, nt_stores, rownorm  # noqa: E402
-from roofbench.roofs.probes.cpu_cache_sweep import SweepBuffer  # noqa: E402
-from roofbench.roofs.probes.cpu_stream import StreamArrays  # noqa: E402
-from roofbench.roofs.probes.numba_env import threads  # noqa: E402
+from roofbench.kernels import gemv, l2norm, rownorm  # noqa: E402
+from roofbench.roofs.probes.cpu_pairs import ReadPass, StreamPair  # noqa: E402
+from roofbench.roofs.probes.cpu_stream import StreamBracket  # noqa: E402
 
 N = 1 << 24  # STREAM's arrays: 128 MiB each
 
@@ -57,24 +57,13 @@ def kernels() -> dict[str, tuple[Callable[[], None], int, int]]:
     }
 
 
-def rate(fn: Callable[[], None], nbytes: int) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return nbytes / (time.perf_counter() - t0)
-
-
 def probes() -> dict[str, Callable[[], float]]:
-    """STREAM add-nt (the DRAM pairs' kernel), square-nt on STREAM's arrays and the cache
-    sweep's read pass over one array's bytes (a chunk per thread, two passes): bytes/s a call."""
-    arrays = StreamArrays(N)
-    arrays.check("add-nt")
-    add_nt = arrays.call("add-nt")
-    sweep = SweepBuffer(8 * N, threads())
-    sweep.check(8 * N)
-    read_bytes = 2 * 8 * sweep.counted_words("read", 8 * N) * sweep.parts
-    return {"add-nt": lambda: rate(add_nt, 24 * N),
-            "square-nt": lambda: rate(lambda: nt_stores.square(arrays.a, arrays.c, N), 16 * N),
-            "read": lambda: rate(lambda: sweep.run("read", 8 * N, 2, 1), read_bytes)}
+    """The DRAM pairs' own samplers (``cpu_pairs.StreamPair``): STREAM add-nt, square-nt on
+    STREAM's arrays and the cache sweep's read pass over one array's bytes: bytes/s a call."""
+    bracket = StreamBracket(N)
+    reads = ReadPass(8 * N)
+    return {"add-nt": StreamPair(bracket), "square-nt": StreamPair(bracket, {2: 1.0}),
+            "read": StreamPair(bracket, {1: 1.0}, reads)}
 
 
 def main() -> None:

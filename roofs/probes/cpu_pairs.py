@@ -9,7 +9,8 @@ the median of the pairs' ratios (``roofline.apply_roofs``).
 - ``StreamPair``: the DRAM roof's STREAM kernel on the arrays the run's brackets use
   (``cpu_stream.StreamBracket``, the roof's own size): one call. The bytes of a case's
   launches that stream fewer arrays are timed against a probe of as many (``SHAPE_NAMES``:
-  gemv's weights against the cache sweep's read pass, l2norm's squares against square-nt).
+  gemv's weights against the cache sweep's read pass, l2norm's squares against square-nt);
+  the sample is the rate they give the case's bytes.
 - ``SweepPair``: a cache level's sweep pass (its access, its best working set, one chunk per
   thread): each thread's sustained burst over a few bursts, summed, as the roof is.
 - ``FmaPair``: the FMA probe of a precision, the better of two calls of about ``target_s``.
@@ -66,9 +67,10 @@ class ReadPass:
 # The probe that times a launch's bytes, by the arrays it streams (``bench/measure/pairs``
 # counts them): one, the read pass; two, square-nt on STREAM's arrays (one read, one
 # non-temporal write: kernels/nt_stores.py, the elementwise kernels' own loop); three or more,
-# the DRAM roof's STREAM kernel (add-nt where it was measured). On the Zen 4 VM, 12-06, the
-# memory's fast state lifted add-nt 1.39x, a read-only stream 1.21x, gemv rows 1.18x: a
-# kernel of fewer streams follows a probe of as many, not STREAM's three.
+# the DRAM roof's STREAM kernel (add-nt where it was measured). On the Zen 4 VM a pure
+# stream of one or two arrays held its ratio to the probe of its count across the memory's
+# two states, where its ratio to add-nt moved up to 0.27, and two-array kernels outran
+# add-nt in the slow state (docs/measurements-amd-epyc.md, scripts/pair_mix.py).
 SHAPE_NAMES = {1: "read", 2: "stream-square-nt"}
 
 
