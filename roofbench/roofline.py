@@ -25,7 +25,7 @@ from .roof_records import (
     RoofSet,
     bound,
 )
-from .timing import median_ci
+from .timing import Timing, median_ci
 
 # Memory levels, outermost first. "dram" is the off-chip memory (HBM on a GPU, DDR on a CPU):
 # the same key everywhere so that kernel accounting does not depend on the device. A CPU's
@@ -221,8 +221,7 @@ def paired_roof(rec: CaseResult, roofs: RoofSet) -> PairedRoof | None:
                             and all(math.isfinite(x) and x > 0 for x in t.roof_rates)):
         return None
     of_ceiling = r.efficiency
-    by_sample = [of_ceiling * t.median / s * roof.value / q
-                 for s, q in zip(t.samples, t.roof_rates, strict=True)]
+    by_sample = pair_ratios(t, of_ceiling, roof.value)
     states = state_split(t.roof_rates, by_sample)
     ratios = sorted(by_sample)
     lo, hi = median_ci(ratios)
@@ -230,6 +229,13 @@ def paired_roof(rec: CaseResult, roofs: RoofSet) -> PairedRoof | None:
     return PairedRoof(t.roof_probe, len(ratios), statistics.median(ratios), lo, hi, rates[0],
                       statistics.median(rates), rates[-1], roof.value, of_ceiling,
                       "B/s" if roof.kind == "memory" else "FLOP/s", states)
+
+
+def pair_ratios(t: Timing, of_ceiling: float, ceiling: float) -> list[float]:
+    """Each pair's ratio, in sample order: the efficiency at the median time (``of_ceiling``
+    of ``ceiling``), scaled by median / t_i and by ceiling / roof_i."""
+    return [of_ceiling * t.median / s * ceiling / q
+            for s, q in zip(t.samples, t.roof_rates, strict=True)]
 
 
 # Two states of a roof: its sorted rates step by at least this factor between neighbours, and
