@@ -222,7 +222,7 @@ def paired_roof(rec: CaseResult, roofs: RoofSet) -> PairedRoof | None:
         return None
     of_ceiling = r.efficiency
     by_sample = pair_ratios(t, of_ceiling, roof.value)
-    states = state_split(t.roof_rates, by_sample)
+    states = state_split(t.roof_rates, by_sample, STATE_FLOOR * roof.value)
     ratios = sorted(by_sample)
     lo, hi = median_ci(ratios)
     rates = sorted(t.roof_rates)
@@ -243,12 +243,18 @@ def pair_ratios(t: Timing, of_ceiling: float, ceiling: float) -> list[float]:
 # and ~70 GB/s, a step of 1.5-1.8 with nothing between).
 STATE_STEP = 1.25
 STATE_MIN_PAIRS = 3
+# A roof sample under a quarter of the roof's best is its probe starved of CPU (a busy core
+# under taskset: 0.8-1.5 GB/s beside a 32 GB/s roof on the Zen 4 VM), not a state of the
+# memory (the VMs' slow states: 0.4-0.6 of the best): such pairs join no state.
+STATE_FLOOR = 0.25
 
 
-def state_split(rates: list[float], ratios: list[float]) -> tuple[PairState, ...]:
+def state_split(rates: list[float], ratios: list[float], floor: float = 0.0
+                ) -> tuple[PairState, ...]:
     """The pairs (roof rate, ratio) in the roof's two states, slow first, where its rates
-    took two (the widest step between sorted neighbours, ``STATE_STEP``); () for one."""
-    pairs = sorted(zip(rates, ratios, strict=True))
+    took two (the widest step between sorted neighbours, ``STATE_STEP``); () for one. Pairs
+    whose roof rate is under ``floor`` are in neither."""
+    pairs = sorted((r, x) for r, x in zip(rates, ratios, strict=True) if r >= floor)
     if len(pairs) < 2 * STATE_MIN_PAIRS:
         return ()
     least = max(STATE_MIN_PAIRS, math.ceil(0.1 * len(pairs)))

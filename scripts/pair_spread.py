@@ -22,7 +22,12 @@ sys.path.insert(0, str(ROOT))
 
 from roofbench.bench.results import load_run  # noqa: E402
 
-from roofbench.roofline import STATE_STEP, pair_ratios, state_split  # noqa: E402
+from roofbench.roofline import (  # noqa: E402
+    STATE_FLOOR,
+    STATE_STEP,
+    pair_ratios,
+    state_split,
+)
 
 
 def rules(c) -> tuple[float | None, float | None]:
@@ -46,7 +51,8 @@ def states(c) -> list[tuple[float, float]]:
     p, t = c.roofline.paired, c.measurement.timing
     if p is None or t is None or p.of_ceiling is None:
         return []
-    split = state_split(t.roof_rates, pair_ratios(t, p.of_ceiling, p.ceiling))
+    split = state_split(t.roof_rates, pair_ratios(t, p.of_ceiling, p.ceiling),
+                        STATE_FLOOR * p.ceiling)
     if split:
         return [(x.roof_median / 1e9, x.efficiency) for x in split]
     return [(p.roof_median / 1e9, p.efficiency)]

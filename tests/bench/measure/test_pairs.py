@@ -646,3 +646,7 @@ def test_one_state_is_no_split():
     two = state_split([40e9] * 5 + [70e9] * 5, [0.9] * 5 + [0.6] * 5)
     assert [(s.roof_median, s.efficiency, s.pairs) for s in two] == [(40e9, 0.9, 5),
                                                                      (70e9, 0.6, 5)]
+    # three samples of a probe starved of CPU (a busy core) are no state of the memory
+    starved = [1e9, 1.2e9, 1.5e9] + [30e9] * 19
+    assert len(state_split(starved, [20.0] * 3 + [0.76] * 19)) == 2
+    assert state_split(starved, [20.0] * 3 + [0.76] * 19, floor=0.25 * 32e9) == ()
