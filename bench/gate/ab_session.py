@@ -233,7 +233,8 @@ class AbSession:
         ws = {side: (working_set(call.args, call.check.output) or None)
               if clock.kind == "cpu" else None for side, call in (("A", a), ("B", b))}
         if recs["A"].valid and recs["B"].valid and fa is not None and fb is not None:
-            pair = pair_for(recs["A"], roofs, clock, ws["A"])  # one roof bounds both: one work
+            # one roof bounds both: one work
+            pair = pair_for(recs["A"], roofs, clock, ws["A"], a.counts.arrays)
             ta, tb = alternate(fa, fb, cfg, clock.sync, pair)
             core.fill_metrics(recs["A"], ta, roofs, ws["A"])
             core.fill_metrics(recs["B"], tb, roofs, ws["B"])
@@ -241,8 +242,9 @@ class AbSession:
             for side, rec in recs.items():
                 fn_side = caps[side].fn
                 if rec.valid and fn_side is not None:
-                    core.fill_metrics(rec, core.paired_time(clock, fn_side, cfg, rec, roofs,
-                                                            ws[side]), roofs, ws[side])
+                    core.fill_metrics(rec, core.paired_time(
+                        clock, fn_side, cfg, rec, roofs, ws[side], arrays=a.counts.arrays),
+                        roofs, ws[side])
         for side, rec in recs.items():
             rec.evidence.extra["ab"] = {
                 "id": self.id,

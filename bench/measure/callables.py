@@ -355,7 +355,7 @@ def measure_callable(call: Call, *, clock: Clock, cfg: TimerConfig,
     # On a CPU: placed on the level its working set fits in, timed beside that level's roof;
     # no array in sight (a closure with counts): held against the levels its bytes declare.
     ws = (working_set(args, chk.output) or None) if clock.kind == "cpu" else None
-    timing = core.paired_time(clock, run, cfg, rec, roofs, ws, clock_phases)
+    timing = core.paired_time(clock, run, cfg, rec, roofs, ws, clock_phases, arrays=n.arrays)
     rec.evidence.extra.update(clock.extra())
     core.fill_metrics(rec, timing, roofs, ws)
     return rec

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -134,10 +134,13 @@ def time_call(clock: Timer, fn: Callable[[], Any], cfg: TimerConfig,
 
 def paired_time(clock: Timer, fn: Callable[[], Any], cfg: TimerConfig, rec: CaseResult,
                 roofs: RoofSet | None, working_set: int | None = None,
-                phases: PhaseClock | None = None, phase: str = "time") -> Timing:
+                phases: PhaseClock | None = None, phase: str = "time",
+                arrays: Sequence[int] = ()) -> Timing:
     """``time_call`` with the roof that bounds ``rec`` sampled beside each sample, where this
-    clock and these roofs have one (``pairs.pair_for``; else plain ``time_call``)."""
-    return time_call(clock, fn, cfg, phases, phase, pair_for(rec, roofs, clock, working_set))
+    clock and these roofs have one (``pairs.pair_for``, ``arrays`` a callable's declared
+    arrays; else plain ``time_call``)."""
+    return time_call(clock, fn, cfg, phases, phase,
+                     pair_for(rec, roofs, clock, working_set, arrays))
 
 
 def fill_metrics(rec: CaseResult, timing: Timing, roofs: RoofSet | None,

@@ -35,6 +35,9 @@ class Counts:
     dtype: str
     precision: str  # the compute roof it meets
     size: list[int]
+    # The bytes of each distinct array given as reads=/writes= (empty where any was given as
+    # a number): how many streams the call moves, the DRAM probe its samples pair with.
+    arrays: tuple[int, ...] = ()
 
     @property
     def cores(self) -> str:
@@ -99,7 +102,24 @@ def declared_counts(args: Sequence[Any], *, flops: Any, reads: Any = 0, writes: 
         size = list(big.shape) if big is not None else []
     # No array argument (a closure with its counts): a case without dimensions, recorded and
     # read back as such (its key ends in "/"), never refused.
-    return Counts(f, per_level, dtype, prec, [int(s) for s in size])
+    return Counts(f, per_level, dtype, prec, [int(s) for s in size],
+                  declared_arrays(reads, writes))
+
+
+def declared_arrays(reads: Any, writes: Any) -> tuple[int, ...]:
+    """The bytes of each distinct array read, then of each written (an array updated in
+    place is in both: its lines go both ways), or () where any was given as a number: then
+    the call's streams are unknown."""
+    out: list[int] = []
+    for x in (reads, writes):
+        seen: dict[int, int] = {}
+        for a in (x if isinstance(x, (list, tuple)) else [x]):
+            if door.is_array(a):
+                seen[id(a)] = int(a.nbytes)
+            elif a != 0:  # a byte count: the arrays behind it are not known
+                return ()
+        out += seen.values()
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -58,14 +58,14 @@ def count(x: Any, what: str, *, positive: bool = False) -> int:
     return n
 
 
-def _is_array(x: Any) -> bool:
+def is_array(x: Any) -> bool:
     return (hasattr(x, "nbytes") and hasattr(x, "shape") and hasattr(x, "dtype")
             and not isinstance(x, np.generic))
 
 
 def byte_count(x: Any, what: str) -> int:
     """Bytes given as a number, an array (its nbytes), or a list/tuple of those (their sum)."""
-    if _is_array(x):
+    if is_array(x):
         return count(x.nbytes, f"{what} (an array's nbytes)")
     if isinstance(x, (list, tuple)):
         total = sum(byte_count(v, what) for v in x)
@@ -158,7 +158,7 @@ def output(x: Any) -> Any:
     if x is None:
         return None
     for a in _arrays_of(x):
-        if not _is_array(a):
+        if not is_array(a):
             raise MeasureError(f"output= must be the arrays the function writes (one, a "
                                f"tuple/list or a dict of them), got {_shown(a)}")
     return x
@@ -169,7 +169,7 @@ def reference(x: Any) -> Any:
     if x is None or callable(x):
         return x
     for r in _arrays_of(x):
-        if _is_array(r):
+        if is_array(r):
             continue
         try:
             kind = np.asarray(r).dtype.kind

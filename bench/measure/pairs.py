@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from roofbench.roofs.probes import cpu_pairs as cp
@@ -67,23 +68,31 @@ def dram_bracket(roofs: RoofSet) -> cs.StreamBracket:
 MINOR_ARRAY = 1 / 64
 
 
-def stream_shares(rec: CaseResult) -> dict[int, float]:
+def stream_count(sizes: Sequence[int]) -> int:
+    """How many streams arrays of these bytes make when moved together: those of at least
+    ``MINOR_ARRAY`` of their bytes, at most 3 (``cpu_pairs.SHAPE_NAMES``)."""
+    total = sum(sizes)
+    return min(3, sum(1 for b in sizes if b >= MINOR_ARRAY * total))
+
+
+def stream_shares(rec: CaseResult, arrays: Sequence[int] = ()) -> dict[int, float]:
     """The fraction of the case's declared DRAM bytes moved by launches streaming 1, 2 and
     3 or more arrays (``cpu_pairs.SHAPE_NAMES``: the probe each part is timed against), from
-    each launch's buffers; all 3+ where the case declares no launches' buffers (a user's
-    callable timed whole)."""
+    each launch's buffers; for a callable, which declares no launches, from the ``arrays``
+    its reads=/writes= gave (``Counts.arrays``); all 3+ where neither is known."""
     bufs, launches = rec.declaration.buffers, rec.measurement.launches
+    if not launches:
+        return {stream_count(arrays) if sum(arrays) > 0 else 3: 1.0}
     parts: dict[int, float] = {}
     for la in launches:
-        names = dict.fromkeys([*la.reads, *la.writes])
+        # a buffer read and written (in place) is two streams: its lines go both ways
+        names = [*dict.fromkeys(la.reads), *dict.fromkeys(la.writes)]
         if not names or any(n not in bufs for n in names):
             return {3: 1.0}
         sizes = [bufs[n].nbytes for n in names]
-        total = sum(sizes)
-        streams = min(3, sum(1 for b in sizes if b >= MINOR_ARRAY * total))
-        parts[streams] = parts.get(streams, 0) + total
+        parts[stream_count(sizes)] = parts.get(stream_count(sizes), 0) + sum(sizes)
     whole = sum(parts.values())
-    if not launches or whole <= 0:
+    if whole <= 0:
         return {3: 1.0}
     return {k: v / whole for k, v in sorted(parts.items())}
 
@@ -96,7 +105,8 @@ def _read_pass(bracket: cs.StreamBracket) -> cp.ReadPass:
     return _SAMPLERS[key]
 
 
-def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet) -> tuple[str, Any] | None:
+def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet,
+             arrays: Sequence[int] = ()) -> tuple[str, Any] | None:
     r = rec.roofline
     if r.bound == "memory":
         level = bound_level(rec, roofs)
@@ -104,7 +114,7 @@ def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet) -> tuple[str, Any] | N
             if not str(roof.evidence.get("probe", "")).startswith("stream-"):
                 return None  # not our STREAM probe's figure: nothing here can sample it
             b = dram_bracket(roofs)
-            shares = stream_shares(rec)
+            shares = stream_shares(rec, arrays)
             reads = _read_pass(b) if 1 in shares else None
             return (f"memory:dram:{cp.pair_name(b.name, shares)}",
                     lambda: cp.StreamPair(b, shares, reads))
@@ -120,10 +130,10 @@ def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet) -> tuple[str, Any] | N
 
 
 def pair_for(rec: CaseResult, roofs: RoofSet | None, clock: Any,
-             working_set: int | None = None) -> RoofPair | None:
+             working_set: int | None = None, arrays: Sequence[int] = ()) -> RoofPair | None:
     """The roof pair of ``rec`` (declared, not yet timed) under ``roofs`` on ``clock``, or
-    None (module doc). Places the record as ``fill_metrics`` will (its placement and bound
-    are overwritten then)."""
+    None (module doc); ``arrays``: a callable's declared arrays (``stream_shares``). Places
+    the record as ``fill_metrics`` will (its placement and bound are overwritten then)."""
     kind = getattr(clock, "kind", "")
     if (roofs is None or kind not in ("cpu", "gpu")
             or not getattr(clock, "pairs_roofs", False) or not takes_pair(clock)):
@@ -139,7 +149,7 @@ def pair_for(rec: CaseResult, roofs: RoofSet | None, clock: Any,
         return None
     if kind == "gpu":
         return gpu_pair(rec, roof, roofs, clock, working_set)
-    found = _sampler(rec, roof, roofs)
+    found = _sampler(rec, roof, roofs, arrays)
     if found is None:
         return None
     key, make = found

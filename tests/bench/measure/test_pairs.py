@@ -362,6 +362,53 @@ def test_measure_pairs_each_sample_with_the_real_roof(capsys):
     pairs.close()
 
 
+@pytest.mark.parametrize(("reads", "writes", "probe"), [
+    ("x", None, "memory:dram:read"),  # a sum: one array read
+    ("x", "y", "memory:dram:stream-square-nt"),  # one read, one written
+    ("x", "x", "memory:dram:stream-square-nt"),  # in place: read and written, two streams
+    ("x y", "z", "memory:dram:stream-add-nt"),
+    ("bytes", None, "memory:dram:stream-add-nt"),  # a byte count: its arrays unknown
+])
+def test_measure_pairs_a_call_with_the_probe_of_its_declared_streams(reads, writes, probe):
+    """``measure`` declares no launches: the arrays given as reads=/writes= pick the DRAM
+    probe (a one-array read once paired with STREAM's three read 1.051 of its roof, Zen 4,
+    12-06); bytes given as a number keep STREAM add-nt."""
+    from roofbench.bench.backends.cpu import cpu_model
+
+    import roofbench
+
+    n = 1 << 18
+    arrays = {k: np.full(n, 0.5, np.float32) for k in "xyz"}
+
+    def given(names):
+        if names is None:
+            return 0
+        if names == "bytes":
+            return arrays["x"].nbytes
+        found = [arrays[k] for k in names.split()]
+        return found[0] if len(found) == 1 else found
+
+    rec = roofbench.measure(lambda: float(arrays["x"].sum()), flops=n, reads=given(reads),
+                            writes=given(writes), dtype="fp32",
+                            roofs=stream_roofs(cpu_model()), name="streams")
+    assert rec.measurement.timing.roof_probe == probe
+    assert rec.roofline.paired is not None and rec.roofline.paired.probe == probe
+    pairs.close()
+
+
+def test_a_callables_arrays_counted_once_a_side_and_unknown_behind_a_number():
+    from roofbench.bench.measure.declared import declared_arrays
+
+    a, b = np.zeros(1000), np.zeros(10)
+    assert declared_arrays([a, b, a], a) == (8000, 80, 8000)  # read once, written once
+    assert declared_arrays(a, 0) == (8000,)
+    assert declared_arrays([a, 80], 0) == ()  # bytes behind a number: not known
+    assert pairs.stream_count((8000, 80)) == 1  # b is under 1/64 of the bytes
+    assert pairs.stream_count((8000, 80, 8000)) == 2
+    assert pairs.stream_shares(case(), (8000, 80)) == {1: 1.0}
+    assert pairs.stream_shares(case(), ()) == {3: 1.0}
+
+
 def test_the_suite_runner_pairs_its_cases():
     from roofbench.bench.backends.cpu import CpuBackend, cpu_model
     from roofbench.bench.suite.runner import run_case
