@@ -213,7 +213,14 @@ def _run(args: list[str], cache_dir: Path) -> Any:
 def fanout_facts(units: list[str], cache_dir: Path) -> dict[str, dict[str, Any]]:
     """Every row of the matrix (codegen_matrix.MATRIX), ``units`` compiled: {row name:
     {"numba_cpu_name", unit: {key: facts}}}, as codegen_matrix.matrix_facts gives a row. The
-    frontend, then two replay processes at a time (one per core of a small machine)."""
+    frontend, then two replay processes at a time (one per core of a small machine); kept
+    between sessions with the same inputs (codegen_store)."""
+    from codegen_store import kept
+
+    return kept("fanout", units, lambda: _fanout(units, cache_dir))
+
+
+def _fanout(units: list[str], cache_dir: Path) -> dict[str, dict[str, Any]]:
     from concurrent.futures import ThreadPoolExecutor
 
     log = cache_dir / "fanout-log.json"

@@ -88,9 +88,20 @@ def child_env(target: Target, features: str | None = None) -> dict[str, str]:
 
 
 def compile_for(target: Target, units: list[str], cache_dir: Path,
-                features: str | None = None) -> dict[str, Any]:
+                features: str | None = None, keep: bool = True) -> dict[str, Any]:
     """Compile the child's ``units`` (codegen_child.UNITS) for ``target`` in a fresh process:
-    its facts, one JSON object."""
+    its facts, one JSON object; kept between sessions with the same inputs (codegen_store),
+    unless ``keep`` is False."""
+    from codegen_store import kept
+
+    if not keep:
+        return _compile_for(target, units, cache_dir, features)
+    return kept("child", [target.name, target.cpu, target.features, units, features],
+                lambda: _compile_for(target, units, cache_dir, features))
+
+
+def _compile_for(target: Target, units: list[str], cache_dir: Path,
+                 features: str | None) -> dict[str, Any]:
     env = child_env(target, features)
     env["NUMBA_CACHE_DIR"] = str(cache_dir)
     p = subprocess.run([sys.executable, str(CHILD), *units], capture_output=True, text=True,
@@ -103,16 +114,16 @@ def compile_for(target: Target, units: list[str], cache_dir: Path,
 
 def matrix_facts(units: list[str], cache_dir: Path, targets: list[Target] | None = None,
                  jobs: list[tuple[Target, str | None]] | None = None,
-                 job_units: list[str] | None = None
+                 job_units: list[str] | None = None, keep: bool = True
                  ) -> dict[tuple[str, str | None], dict[str, Any]]:
     """Every target's facts for ``units``, two processes at a time (one per core of a small
     machine): {(row name, features override or None): facts}. ``jobs`` adds rows compiled
     with other features, for ``job_units`` (default ``units``: keep the child's order, a
-    unit's code depends on what its process compiled before)."""
+    unit's code depends on what its process compiled before). ``keep``: compile_for's."""
     todo = [(t, None, units) for t in (MATRIX if targets is None else targets)]
     todo += [(t, f, job_units or units) for t, f in jobs or []]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(lambda j: compile_for(j[0], j[2], cache_dir, j[1]), todo)
+        done = pool.map(lambda j: compile_for(j[0], j[2], cache_dir, j[1], keep), todo)
         return {(t.name, f): res for (t, f, _), res in zip(todo, done, strict=True)}
 
 

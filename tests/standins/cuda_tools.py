@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shutil
 import site
 import subprocess
 import sys
@@ -267,21 +268,33 @@ def _build_key(src: Path, flags: tuple[str, ...]) -> str:
     return h.hexdigest()[:32]
 
 
+@cache
+def _gxx_version() -> str:
+    """g++'s own words on its version: a kept build is g++'s of that version only."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        return "no g++"
+    return subprocess.run([gxx, "--version"], capture_output=True, text=True).stdout
+
+
 def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
                  after: tuple[str, ...] = (), includes: tuple[Path, ...] = ()) -> None:
     """g++ against the emulation: preprocessed, ``__shared__`` rewritten into the block's
     window, compiled with the checks' instrumentation (EMU_CHECK_FLAGS) or, for a counting
     build (``extra`` with -fsanitize=kernel-address, g++ takes one of the two), with the byte
-    counters', then linked with ``after``. With $RB_EMU_CACHE (a folder; scripts/mutate_cuda.py
-    sets it) a build whose inputs are unchanged is taken from there instead."""
+    counters', then linked with ``after``. A build whose inputs are unchanged is taken from
+    $RB_EMU_CACHE (a folder; scripts/mutate_cuda.py sets it), else from the test store's
+    (codegen_store: kept between sessions unless ROOFBENCH_TEST_STORE=off)."""
     import os
-    import shutil
 
-    cache = os.environ.get("RB_EMU_CACHE")
+    from codegen_store import folder, prune
+
+    cache = os.environ.get("RB_EMU_CACHE") or folder("emu")
     key = _build_key(src, (opt, *extra, *(Path(a).name for a in after),
-                           *(str(d) for d in includes)))
+                           *(str(d) for d in includes), _gxx_version()))
     hit = Path(cache) / f"{key}.so" if cache else None
     if hit is not None and hit.is_file():  # a new file: `so` may be loaded (never rewrite it)
+        os.utime(hit)  # used: kept by codegen_store.prune
         tmp = so.with_suffix(f".{os.getpid()}.tmp")
         shutil.copyfile(hit, tmp)
         os.replace(tmp, so)
@@ -312,6 +325,7 @@ def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
         tmp = hit.with_suffix(f".{os.getpid()}.tmp")
         shutil.copyfile(so, tmp)
         os.replace(tmp, hit)
+        prune(hit.parent)
 
 
 def build_driver_source(ds: DriverSource, out: Path, text: str | None = None,

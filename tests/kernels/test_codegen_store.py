@@ -1,0 +1,90 @@
+"""The codegen matrix's facts kept between sessions (tests/standins/codegen_store.py): read
+back only under the same inputs, computed afresh when any source, setting or argument moves."""
+
+from __future__ import annotations
+
+import codegen_store as store
+import pytest
+
+
+@pytest.fixture()
+def kept_in(tmp_path, monkeypatch):
+    monkeypatch.setenv(store.ENV, str(tmp_path / "store"))
+    return tmp_path / "store" / "codegen"
+
+
+def counting():
+    calls = []
+
+    def compute(value=None):
+        calls.append(1)
+        return value if value is not None else {"rows": ("a", 1)}
+    return calls, compute
+
+
+def test_a_second_session_reads_what_the_first_computed(kept_in):
+    calls, compute = counting()
+    first = store.kept("child", ["znver4", ["all"], None], compute)
+    again = store.kept("child", ["znver4", ["all"], None], compute)
+    assert calls == [1] and first == again == {"rows": ["a", 1]}  # as JSON reads it, both
+    assert len(list(kept_in.glob("child-*.json"))) == 1
+
+
+def test_other_arguments_or_numba_settings_compute_afresh(kept_in, monkeypatch):
+    calls, compute = counting()
+    store.kept("child", ["znver4", ["all"], None], compute)
+    store.kept("child", ["znver4", ["all"], "+avx512f"], compute)
+    store.kept("fanout", ["znver4", ["all"], None], compute)
+    monkeypatch.setenv("NUMBA_OPT", "2")
+    store.kept("child", ["znver4", ["all"], None], compute)
+    assert len(calls) == 4
+
+
+def test_an_edited_source_changes_the_key(tmp_path, monkeypatch):
+    for top in store.SOURCES[:-1]:
+        (tmp_path / top).mkdir(parents=True)
+    (tmp_path / store.SOURCES[-1]).parent.mkdir(parents=True)
+    (tmp_path / store.SOURCES[-1]).write_text("")
+    (tmp_path / "kernels" / "gemv.py").write_text("x = 1\n")
+    before = store.sources_digest(tmp_path)
+    (tmp_path / "kernels" / "gemv.py").write_text("x = 2\n")
+    edited = store.sources_digest(tmp_path)
+    (tmp_path / "roofs" / "new.py").write_text("")
+    added = store.sources_digest(tmp_path)
+    (tmp_path / store.SOURCES[-1]).write_text("# the child edited\n")
+    child = store.sources_digest(tmp_path)
+    assert len({before, edited, added, child}) == 4
+    # the real tree's digest covers the stand-ins that pick and read the kernels
+    assert (store.ROOT / "tests" / "standins" / "codegen_fanout.py").is_file()
+
+
+def test_off_always_computes_and_keeps_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(store.ENV, "off")
+    monkeypatch.chdir(tmp_path)
+    calls, compute = counting()
+    store.kept("child", [1], compute)
+    store.kept("child", [1], compute)
+    assert calls == [1, 1] and store.folder() is None
+
+
+def test_a_damaged_file_is_computed_again(kept_in):
+    calls, compute = counting()
+    store.kept("child", [2], compute)
+    (path,) = kept_in.glob("child-*.json")
+    path.write_text('{"rows": [')  # cut short
+    assert store.kept("child", [2], compute) == {"rows": ["a", 1]} and len(calls) == 2
+
+
+def test_what_was_not_used_for_two_weeks_is_removed(kept_in):
+    import os
+    import time
+
+    calls, compute = counting()
+    store.kept("child", [3], compute)
+    (old,) = kept_in.glob("child-*.json")
+    month = time.time() - 30 * 86400
+    os.utime(old, (month, month))
+    store.kept("child", [4], compute)  # a write prunes
+    assert not old.exists() and len(list(kept_in.glob("child-*.json"))) == 1
+    store.kept("child", [4], compute)  # a read keeps its entry young
+    assert len(calls) == 2

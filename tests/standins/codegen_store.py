@@ -1,0 +1,105 @@
+"""The codegen matrix's facts kept between test sessions, keyed by everything they come from.
+
+Compiling the kernels for every target of the matrix is most of a `make test` on two cores
+(the fan-out about 470 CPU seconds, the FMA-probe rows about 120: docs/tests.md), and the
+facts are a pure function of: the code numba compiles (every ``.py`` under ``kernels/``,
+``roofs/`` and ``roofbench/``, the stand-ins here that pick and read it, the child that
+compiles it), numba's, llvmlite's,
+NumPy's and Python's versions, this host's CPU as LLVM names it (the host row), the ``NUMBA_``
+settings of the session, and the call's own arguments. A session whose key matches one
+already computed reads its facts from ``$ROOFBENCH_TEST_STORE/codegen`` (default the per-user
+cache folder, ``~/.cache/roofbench/test-store``); any change to those inputs compiles afresh.
+The emulated CUDA builds are kept beside them, in ``emu/``, by their own inputs
+(cuda_tools._emu_compile). ``ROOFBENCH_TEST_STORE=off`` always compiles (a doubt, or a
+measure of a fresh machine)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("kernels", "roofs", "roofbench", "tests/standins", "tests/roofs/codegen_child.py")
+ENV = "ROOFBENCH_TEST_STORE"
+
+
+def folder(part: str = "codegen") -> Path | None:
+    """Where ``part`` of the store is kept ("codegen": these facts; "emu": the emulated CUDA
+    builds, tests/standins/cuda_tools.py), or None (``ROOFBENCH_TEST_STORE=off``)."""
+    given = os.environ.get(ENV, "")
+    if given.lower() in ("off", "0", "no"):
+        return None
+    if given:
+        return Path(given) / part
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("roofbench", appauthor=False)) / "test-store" / part
+
+
+def sources_digest(root: Path = ROOT) -> str:
+    """One digest of every source file the compiled facts can depend on (path and bytes)."""
+    h = hashlib.sha256()
+    for top in SOURCES:
+        where = root / top
+        for p in sorted(where.rglob("*.py") if where.is_dir() else [where]):
+            if "__pycache__" in p.parts:
+                continue
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def key(kind: str, call: Any) -> str:
+    """The digest of one computation: ``kind`` and its JSON-able arguments ``call`` beside the
+    sources, the tools' versions, the host CPU and the session's numba settings."""
+    import llvmlite
+    import llvmlite.binding as ll
+    import numba
+    import numpy
+
+    what = {"kind": kind, "call": call, "sources": sources_digest(),
+            "versions": [numba.__version__, llvmlite.__version__, numpy.__version__,
+                         sys.version],
+            "host": [ll.get_host_cpu_name(), ll.get_host_cpu_features().flatten()],
+            "numba_env": sorted((k, v) for k, v in os.environ.items()
+                                if k.startswith("NUMBA_"))}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def kept(kind: str, call: Any, compute: Callable[[], Any]) -> Any:
+    """``compute()``'s JSON value, read back where a session computed it under the same key
+    (``key``), else computed and written (whole, by rename: two sessions at once both keep a
+    whole file)."""
+    where = folder()
+    if where is None:
+        return json.loads(json.dumps(compute()))  # as a kept value reads: lists, not tuples
+    path = where / f"{kind}-{key(kind, call)[:32]}.json"
+    try:
+        value = json.loads(path.read_text())
+        os.utime(path)  # used: kept by ``prune``
+        return value
+    except (OSError, ValueError):
+        pass
+    value = json.loads(json.dumps(compute()))
+    where.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(value))
+    os.replace(tmp, path)
+    prune(where)
+    return value
+
+
+def prune(where: Path, days: float = 14) -> None:
+    """Remove what was not used for ``days`` (each edit of the sources keys new entries)."""
+    old = time.time() - days * 86400
+    for p in where.iterdir():
+        with contextlib.suppress(OSError):
+            if p.stat().st_mtime < old:
+                p.unlink()
