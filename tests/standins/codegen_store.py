@@ -7,10 +7,10 @@ facts are a pure function of: the code numba compiles (every ``.py`` under ``ker
 compiles it), numba's, llvmlite's,
 NumPy's and Python's versions, this host's CPU as LLVM names it (the host row), the ``NUMBA_``
 settings of the session, and the call's own arguments. A session whose key matches one
-already computed reads its facts from ``$ROOFBENCH_TEST_STORE/codegen`` (default the per-user
+already computed reads its facts from ``$RB_TEST_STORE/codegen`` (default the per-user
 cache folder, ``~/.cache/roofbench/test-store``); any change to those inputs compiles afresh.
 The emulated CUDA builds are kept beside them, in ``emu/``, by their own inputs
-(cuda_tools._emu_compile). ``ROOFBENCH_TEST_STORE=off`` always compiles (a doubt, or a
+(cuda_tools._emu_compile). ``RB_TEST_STORE=off`` always compiles (a doubt, or a
 measure of a fresh machine)."""
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("kernels", "roofs", "roofbench", "tests/standins", "tests/roofs/codegen_child.py")
-ENV = "ROOFBENCH_TEST_STORE"
+ENV = "RB_TEST_STORE"
 
 
 def folder(part: str = "codegen") -> Path | None:
     """Where ``part`` of the store is kept ("codegen": these facts; "emu": the emulated CUDA
-    builds, tests/standins/cuda_tools.py), or None (``ROOFBENCH_TEST_STORE=off``)."""
+    builds, tests/standins/cuda_tools.py), or None (``RB_TEST_STORE=off``)."""
     given = os.environ.get(ENV, "")
     if given.lower() in ("off", "0", "no"):
         return None

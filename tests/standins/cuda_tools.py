@@ -284,7 +284,7 @@ def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
     build (``extra`` with -fsanitize=kernel-address, g++ takes one of the two), with the byte
     counters', then linked with ``after``. A build whose inputs are unchanged is taken from
     $RB_EMU_CACHE (a folder; scripts/mutate_cuda.py sets it), else from the test store's
-    (codegen_store: kept between sessions unless ROOFBENCH_TEST_STORE=off)."""
+    (codegen_store: kept between sessions unless RB_TEST_STORE=off)."""
     import os
 
     from codegen_store import folder, prune
