@@ -210,7 +210,6 @@ def driver_sources() -> dict[str, DriverSource]:
 def emulation_missing() -> str | None:
     """A skip reason when the host emulation cannot be built here."""
     import platform
-    import shutil
 
     if shutil.which("g++") is None:
         return "g++ not found (the CUDA host emulation is built with it)"
@@ -374,7 +373,6 @@ COUNT_FLAGS = ("-fsanitize=kernel-address", "--param", "asan-instrumentation-wit
 
 
 def _counting_runtime(out: Path) -> Path:
-    import shutil
 
     obj = out / "bytes_count.o"
     if not obj.is_file():
