@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -135,12 +135,13 @@ def time_call(clock: Timer, fn: Callable[[], Any], cfg: TimerConfig,
 def paired_time(clock: Timer, fn: Callable[[], Any], cfg: TimerConfig, rec: CaseResult,
                 roofs: RoofSet | None, working_set: int | None = None,
                 phases: PhaseClock | None = None, phase: str = "time",
-                arrays: Sequence[int] = ()) -> Timing:
+                arrays: Sequence[int] = (),
+                shares: Mapping[int, float] | None = None) -> Timing:
     """``time_call`` with the roof that bounds ``rec`` sampled beside each sample, where this
-    clock and these roofs have one (``pairs.pair_for``, ``arrays`` a callable's declared
-    arrays; else plain ``time_call``)."""
+    clock and these roofs have one (``pairs.pair_for``: ``arrays`` a callable's declared
+    arrays, ``shares`` the streams of a program's calls; else plain ``time_call``)."""
     return time_call(clock, fn, cfg, phases, phase,
-                     pair_for(rec, roofs, clock, working_set, arrays))
+                     pair_for(rec, roofs, clock, working_set, arrays, shares))
 
 
 def fill_metrics(rec: CaseResult, timing: Timing, roofs: RoofSet | None,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from roofbench.roofs.probes import cpu_pairs as cp
@@ -82,15 +82,26 @@ def stream_shares(rec: CaseResult, arrays: Sequence[int] = ()) -> dict[int, floa
     its reads=/writes= gave (``Counts.arrays``); all 3+ where neither is known."""
     bufs, launches = rec.declaration.buffers, rec.measurement.launches
     if not launches:
-        return {stream_count(arrays) if sum(arrays) > 0 else 3: 1.0}
-    parts: dict[int, float] = {}
+        return mixed_shares([(arrays, 1.0)])
+    calls: list[tuple[Sequence[int], float]] = []
     for la in launches:
         # a buffer read and written (in place) is two streams: its lines go both ways
         names = [*dict.fromkeys(la.reads), *dict.fromkeys(la.writes)]
         if not names or any(n not in bufs for n in names):
             return {3: 1.0}
         sizes = [bufs[n].nbytes for n in names]
-        parts[stream_count(sizes)] = parts.get(stream_count(sizes), 0) + sum(sizes)
+        calls.append((sizes, sum(sizes)))
+    return mixed_shares(calls)
+
+
+def mixed_shares(calls: Iterable[tuple[Sequence[int], float]]) -> dict[int, float]:
+    """``stream_shares`` of several calls, each given as (its arrays' bytes, its weight: the
+    bytes it moves); a call of unknown arrays (empty) counts as 3+ streams, as does a whole
+    of no weight (a profiled program's ops, ``Distinct.arrays``)."""
+    parts: dict[int, float] = {}
+    for sizes, weight in calls:
+        k = stream_count(sizes) if sum(sizes) > 0 else 3
+        parts[k] = parts.get(k, 0.0) + weight
     whole = sum(parts.values())
     if whole <= 0:
         return {3: 1.0}
@@ -105,8 +116,8 @@ def _read_pass(bracket: cs.StreamBracket) -> cp.ReadPass:
     return _SAMPLERS[key]
 
 
-def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet,
-             arrays: Sequence[int] = ()) -> tuple[str, Any] | None:
+def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet, arrays: Sequence[int] = (),
+             shares: Mapping[int, float] | None = None) -> tuple[str, Any] | None:
     r = rec.roofline
     if r.bound == "memory":
         level = bound_level(rec, roofs)
@@ -114,10 +125,10 @@ def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet,
             if not str(roof.evidence.get("probe", "")).startswith("stream-"):
                 return None  # not our STREAM probe's figure: nothing here can sample it
             b = dram_bracket(roofs)
-            shares = stream_shares(rec, arrays)
-            reads = _read_pass(b) if 1 in shares else None
-            return (f"memory:dram:{cp.pair_name(b.name, shares)}",
-                    lambda: cp.StreamPair(b, shares, reads))
+            mix = dict(shares) if shares is not None else stream_shares(rec, arrays)
+            reads = _read_pass(b) if 1 in mix else None
+            return (f"memory:dram:{cp.pair_name(b.name, mix)}",
+                    lambda: cp.StreamPair(b, mix, reads))
         if roof.cache is not None and roof.level == level:
             return f"memory:{level}:{roof.name}", lambda: cp.SweepPair(roof)
         return None
@@ -130,9 +141,11 @@ def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet,
 
 
 def pair_for(rec: CaseResult, roofs: RoofSet | None, clock: Any,
-             working_set: int | None = None, arrays: Sequence[int] = ()) -> RoofPair | None:
+             working_set: int | None = None, arrays: Sequence[int] = (),
+             shares: Mapping[int, float] | None = None) -> RoofPair | None:
     """The roof pair of ``rec`` (declared, not yet timed) under ``roofs`` on ``clock``, or
-    None (module doc); ``arrays``: a callable's declared arrays (``stream_shares``). Places
+    None (module doc); ``arrays``: a callable's declared arrays (``stream_shares``);
+    ``shares``: the streams of a whole of several calls (``mixed_shares``), given. Places
     the record as ``fill_metrics`` will (its placement and bound are overwritten then)."""
     kind = getattr(clock, "kind", "")
     if (roofs is None or kind not in ("cpu", "gpu")
@@ -149,7 +162,7 @@ def pair_for(rec: CaseResult, roofs: RoofSet | None, clock: Any,
         return None
     if kind == "gpu":
         return gpu_pair(rec, roof, roofs, clock, working_set)
-    found = _sampler(rec, roof, roofs, arrays)
+    found = _sampler(rec, roof, roofs, arrays, shares)
     if found is None:
         return None
     key, make = found

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofbench.bench.measure.callables import Clock
+from roofbench.bench.measure.pairs import mixed_shares
 from roofbench.bench.present.amdahl import Share
 from roofbench.bench.profile.recording import Distinct, Recording
 
@@ -93,6 +94,13 @@ def program_case(recording: Recording, clock: Clock, gpu: bool, variant: str,
         Outcome(status="ok", checked=False),
         evidence=Evidence(extra={"measured_by": "roofbench.profile",
                                  "calls": len(recording.calls), "distinct_ops": len(calls)}))
+
+
+def program_shares(recording: Recording) -> dict[int, float]:
+    """The program's bytes by the streams of the ops that move them (``pairs.mixed_shares``
+    of each op's arrays, weighted by its bytes over all its calls): the DRAM probe its eager
+    runs are paired with."""
+    return mixed_shares([(d.arrays, d.bytes * d.calls) for d in recording.distinct])
 
 
 def roofs_from(roofs: RoofSet | str | Path | None) -> str:

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from roofbench.bench.measure import core
 from roofbench.bench.measure.callables import Clock
-from roofbench.bench.profile.common import program_case
+from roofbench.bench.measure.pairs import mixed_shares
+from roofbench.bench.profile.common import program_case, program_shares
 
 from roofbench.errors_text import first_line
 from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome
@@ -108,7 +109,10 @@ def compile_program(prof: Profile, fn: Callable[..., Any], args: tuple[Any, ...]
     case.evidence.extra.update(kernels=out.kernels, library_calls=out.extern,
                       bytes_model="eager bytes less each fusion group's saving",
                       compile_s=out.compile_s)
-    core.fill_metrics(case, core.time_call(clock, lambda: compiled(*args, **kwargs), cfg),
+    # paired as the eager program is (its ops' streams): on a CPU, where its roofs sample
+    core.fill_metrics(case, core.paired_time(clock, lambda: compiled(*args, **kwargs), cfg,
+                                             case, prof.roofs if not gpu else None,
+                                             shares=program_shares(prof.recording)),
                       prof.roofs)
     out.case = case
     if prof.groups:
@@ -195,6 +199,9 @@ def time_group(prof: Profile, i: int, g: Group, clock: Clock, cfg: TimerConfig,
                                  "occurs": g.count}))
 
     eager = case("eager", g.eager_bytes)
+    rs = prof.roofs if clock.kind != "gpu" else None
+    ops = [prof.recording.distinct[d] for d in g.distinct]
+    shares = mixed_shares([(d.arrays, d.bytes) for d in ops])  # its members' streams
     non_views = [c for c in prof.recording.calls if c.written]
     if len(g.calls) == len(non_views) and program.case is not None:  # the whole program
         core.fill_metrics(eager, prof.program.measurement.timing, prof.roofs)  # type: ignore[arg-type]
@@ -203,11 +210,13 @@ def time_group(prof: Profile, i: int, g: Group, clock: Clock, cfg: TimerConfig,
         return GroupTiming(i, eager, comp, list(program.kernels))
     try:
         fn = group_function(prof, g)
-        core.fill_metrics(eager, core.time_call(clock, fn, cfg), prof.roofs)
+        core.fill_metrics(eager, core.paired_time(clock, fn, cfg, eager, rs, shares=shares),
+                          prof.roofs)
         compiled = torch.compile(fn)
         _, code = run_and_get_code(compiled)
     except Exception as e:  # said in the report; the group's prediction stands
         return GroupTiming(i, eager, None, error=first_line(e))
     comp = case("compiled", g.fused_bytes)
-    core.fill_metrics(comp, core.time_call(clock, compiled, cfg), prof.roofs)
+    core.fill_metrics(comp, core.paired_time(clock, compiled, cfg, comp, rs, shares=shares),
+                      prof.roofs)
     return GroupTiming(i, eager, comp, generated_kernels(list(code))[0])

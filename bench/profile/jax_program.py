@@ -110,8 +110,10 @@ def profile_jax(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     own_flops, own_bytes = jaxpr_count(closed.jaxpr)
     leaves = jax.tree_util.tree_leaves((args, kwargs))
     result = jitted(*args, **kwargs)
-    io_bytes = sum(int(x.nbytes) for x in (*leaves, *jax.tree_util.tree_leaves(result))
+    # the arguments' and results' bytes, array by array: what one fused kernel moves
+    arrays = tuple(int(x.nbytes) for x in (*leaves, *jax.tree_util.tree_leaves(result))
                    if hasattr(x, "nbytes"))
+    io_bytes = sum(arrays)
     clock = Clock()  # the host clock; block_until_ready makes it see the device's end
     platform = jax.devices()[0].platform
     rs, note = device_roofs(clock, roofs) if platform == "cpu" else (
@@ -133,7 +135,10 @@ def profile_jax(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     def call() -> None:
         jax.block_until_ready(jitted(*args, **kwargs))
 
-    core.fill_metrics(case, core.time_call(clock, call, cfg), rs)
+    # on a CPU paired with the DRAM probe of as many streams as those arrays (pairs.py)
+    core.fill_metrics(case, core.paired_time(clock, call, cfg, case,
+                                             rs if platform == "cpu" else None,
+                                             arrays=arrays), rs)
     prof = Profile(name, clock.device_name() if platform == "cpu" else platform, rs,
                    Recording([], [], set(), set()), [], case,
                    "host clock after block_until_ready")

@@ -133,6 +133,15 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+def storage_bytes(tensors: Iterable[TensorMeta]) -> list[int]:
+    """Bytes of each storage the tensors touch (``union_bytes`` storage by storage), in the
+    order their storages first appear: the arrays an op streams."""
+    by_storage: dict[int, list[TensorMeta]] = {}
+    for t in tensors:
+        by_storage.setdefault(t.storage, []).append(t)
+    return [union_bytes(ts) for ts in by_storage.values()]
+
+
 def union_bytes(tensors: Iterable[TensorMeta]) -> int:
     """Bytes of the union of the tensors' spans, storage by storage (views counted once)."""
     by_storage: dict[int, list[tuple[int, int]]] = {}

@@ -17,7 +17,13 @@ from typing import Any
 
 from roofbench.bench.profile.caller_state import Backups
 from roofbench.bench.profile.indexed_bytes import indexed_bytes
-from roofbench.bench.profile.op_counts import TensorMeta, convention_flops, family, union_bytes
+from roofbench.bench.profile.op_counts import (
+    TensorMeta,
+    convention_flops,
+    family,
+    storage_bytes,
+    union_bytes,
+)
 
 
 @dataclass
@@ -39,6 +45,10 @@ class Distinct:
     dtype: str = ""  # the first output's (else input's) dtype
     device: str = "cpu"
     outputs: str = ""  # shown: the results' shapes, dtypes and strides
+    # Bytes of each storage read, then of each written (a storage both read and written
+    # twice, as ``Counts.arrays``); empty where an indexed op's rule counts what it touches:
+    # how many streams it moves, the DRAM probe its samples pair with.
+    arrays: tuple[int, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -167,8 +177,11 @@ class Recorder:
         writes = 0 if (is_view or alloc) else union_bytes(written)
         meta_of = {id(t): m for t, m in zip(in_tensors, ins, strict=True)}
         rule = None if is_view else indexed_bytes(packet, args, kwargs, meta_of, outs)
+        arrays = (() if is_view else
+                  (*storage_bytes(read_metas), *storage_bytes([] if alloc else written)))
         if rule is not None:  # an indexed op: what it touches, not every span
             reads, writes = rule
+            arrays = ()
         margs, mkwargs = tree_map(lambda x: meta_of.get(id(x), x) if self._is_tensor(x)
                                   else x, (args, kwargs))
         alias = tuple(m.storage for m in ins)
@@ -188,7 +201,8 @@ class Recorder:
             d = Distinct(d_index, name, packet, fam, flops, how, reads, writes,
                          ", ".join(m.describe() for m in ins) or "-", func=func,
                          dtype=first[0].dtype if first else "", device=first[0].device
-                         if first else "cpu", outputs=", ".join(m.describe() for m in outs))
+                         if first else "cpu", outputs=", ".join(m.describe() for m in outs),
+                         arrays=tuple(b for b in arrays if b > 0))
             if self.clone:
                 d.replay = self._clone_args(args, kwargs)
             self.distinct.append(d)

@@ -45,6 +45,7 @@ from roofbench.bench.profile.common import (
     precision_of,
     profile_timer,
     program_case,
+    program_shares,
     roofs_from,
 )
 from roofbench.bench.profile.inprogram import time_in_program
@@ -210,7 +211,8 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     program_ws = program_working_set(recording)
     program = program_case(recording, clock, gpu, "eager")
     # the program's eager runs paired with samples of the roof that bounds the whole program
-    pair = pair_for(program, rs, clock, program_ws) if not gpu else None
+    shares = program_shares(recording)
+    pair = pair_for(program, rs, clock, program_ws, shares=shares) if not gpu else None
     t0 = time.perf_counter()
     inprog = time_in_program(lambda: fn(*args, **kwargs), recording, cfg, gpu, pair)
     t_inprog = time.perf_counter() - t0
@@ -222,7 +224,8 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
         assert op.replay is not None
         # alone, each sample paired with its roof as measure() pairs it (on a CPU)
         alone = core.paired_time(clock, _replay(op.func, *op.replay), cfg, rec,
-                                 rs if not gpu else None, op.bytes if rs is not None else None)
+                                 rs if not gpu else None, op.bytes if rs is not None else None,
+                                 arrays=op.arrays)
         core.fill_metrics(rec, alone, rs, op.bytes if rs is not None else None)
         rec.evidence.extra["alone"] = alone_summary(rec)
         timing = inprog.timing(op.index)

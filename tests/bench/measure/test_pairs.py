@@ -454,7 +454,9 @@ def test_a_profiled_programs_eager_runs_are_paired():
     prof = roofbench.profile(lambda a, b: (a + b) * 2.0, x, y, roofs=stream_roofs(cpu_model()),
                              timer=TimerConfig.quick())
     t = prof.program.measurement.timing
-    assert t.paired and t.roof_probe == "memory:dram:stream-add-nt"
+    # its bytes by its ops' streams: the add's three arrays (60%), the multiply's two (40%)
+    assert t.paired and t.roof_probe == ("memory:dram:stream-add-nt 60% + "
+                                         "stream-square-nt 40%")
     assert prof.program.roofline.paired is not None
     assert prof.program.roofline.efficiency == prof.program.roofline.paired.efficiency
     pairs.close()
@@ -473,8 +475,58 @@ def test_a_profiled_programs_ops_alone_are_paired():
     prof = roofbench.profile(lambda a, b: (a + b) * 2.0, x, y, roofs=stream_roofs(cpu_model()),
                              timer=TimerConfig.quick())
     alone = [p.case.evidence.extra["alone"] for p in prof.ops]
-    assert len(alone) == 2
-    assert all(a["roof_probe"] == "memory:dram:stream-add-nt" for a in alone)
+    assert [p.op.packet for p in prof.ops] == ["add", "mul"]
+    # each op against the probe of as many streams as it moves: a + b three, (.) * 2.0 two
+    assert [a["roof_probe"] for a in alone] == ["memory:dram:stream-add-nt",
+                                                "memory:dram:stream-square-nt"]
+    pairs.close()
+
+
+def test_an_ops_arrays_are_the_storages_it_reads_then_writes():
+    """``Distinct.arrays``: each storage read, then each written (an op in place: its
+    tensor twice), the scalar a multiply wraps among them (too small to be a stream), none
+    for a view or an indexed op (its rule counts what it touches, not whole arrays)."""
+    torch = pytest.importorskip("torch")
+    from roofbench.bench.profile.recording import record_program
+
+    def prog(a, b, idx):
+        s = a.sum()  # one stream
+        c = a * 2.0  # two
+        c.add_(b)  # in place: c read and written, b read
+        v = c.view(-1)  # a view
+        g = a.index_select(0, idx)  # indexed
+        return s, v, g
+
+    a, b = torch.ones(4096), torch.ones(4096)
+    idx = torch.arange(0, 4096, 8)
+    rec, _ = record_program(prog, (a, b, idx), {})
+    by = {d.packet: d for d in rec.distinct}
+    kb = 4096 * 4
+    assert by["sum"].arrays == (kb, 4)
+    assert [x for x in by["mul"].arrays if x >= kb] == [kb, kb]
+    assert sorted(by["add_"].arrays) == [kb, kb, kb]
+    assert by["view"].arrays == () and by["index_select"].arrays == ()
+    assert pairs.stream_count(by["sum"].arrays) == 1
+    assert pairs.stream_count(by["mul"].arrays) == 2
+    assert pairs.mixed_shares([(by["sum"].arrays, 1.0), (by["add_"].arrays, 3.0),
+                               ((), 1.0)]) == pytest.approx({1: 0.2, 3: 0.8})
+    assert pairs.mixed_shares([]) == {3: 1.0}
+
+
+def test_a_profiled_reduction_is_paired_with_the_read_pass():
+    """A one-array op (a sum over a DRAM-sized tensor) alone, and the program of it alone,
+    against the read pass: not add-nt, which a one-array read outruns on one core."""
+    torch = pytest.importorskip("torch")
+    from roofbench.bench.backends.cpu import cpu_model
+
+    import roofbench
+
+    x = torch.full((1 << 18,), 0.5)
+    prof = roofbench.profile(lambda a: a.sum(), x, roofs=stream_roofs(cpu_model()),
+                             timer=TimerConfig.quick())
+    assert [p.case.evidence.extra["alone"]["roof_probe"] for p in prof.ops] == [
+        "memory:dram:read"]
+    assert prof.program.measurement.timing.roof_probe == "memory:dram:read"
     pairs.close()
 
 
@@ -697,3 +749,21 @@ def test_one_state_is_no_split():
     starved = [1e9, 1.2e9, 1.5e9] + [30e9] * 19
     assert len(state_split(starved, [20.0] * 3 + [0.76] * 19)) == 2
     assert state_split(starved, [20.0] * 3 + [0.76] * 19, floor=0.25 * 32e9) == ()
+
+
+def test_a_profiled_jax_program_is_paired_with_its_arrays_streams():
+    """A JAX program on a CPU against the DRAM probe of as many streams as its arguments and
+    results: a sum reads one array (its scalar result is no stream), a * b + a three."""
+    jax = pytest.importorskip("jax")
+    from roofbench.bench.backends.cpu import cpu_model
+
+    import roofbench
+
+    x = jax.numpy.full((1 << 18,), 0.5, dtype=jax.numpy.float32)
+    y = jax.numpy.full((1 << 18,), 0.25, dtype=jax.numpy.float32)
+    rs = stream_roofs(cpu_model())
+    probes = [roofbench.profile(jax.jit(f), *a, roofs=rs, timer=TimerConfig.quick())
+              .program.measurement.timing.roof_probe
+              for f, a in ((lambda a: a.sum(), (x,)), (lambda a, b: a * b + a, (x, y)))]
+    assert probes == ["memory:dram:read", "memory:dram:stream-add-nt"]
+    pairs.close()
