@@ -257,7 +257,9 @@ def probe_l2(run: ProbeRun) -> None:
     target = (1 if run.quick else 2) * GiB
     fracs = L2_SWEEP[bool(run.quick)]
     biggest = max(f * l2 for f in fracs)
-    nwords = (int(biggest) // 16 + max(L2_BLOCKS)) * 4  # the largest read working set
+    # the largest read working set, and at least the two chunks _check_l2 reads and copies
+    # (a device with under ~500 KiB of L2 has a smaller largest working set)
+    nwords = max((int(biggest) // 16 + max(L2_BLOCKS)) * 4, 2 * L2_CHUNK_BYTES // 4)
     src, dst, sink = gpu.random(nwords, "u32"), gpu.empty(nwords, "u32"), gpu.empty(1, "u32")
     kernels: dict[str, Any] = {}
 

@@ -1002,6 +1002,28 @@ def test_l2_roof_is_the_searched_best_inside_l2_with_the_sweep_as_evidence(fake_
             assert grid % int(args[2]) == 0 and int(args[1]) % block == 0
 
 
+@pytest.mark.parametrize("l2_kib", [256, 512, 50 * 1024])
+def test_every_l2_launch_stays_inside_its_buffers(l2_kib):
+    """Every L2 launch, the timed ones and ``_check_l2``'s readback included, reads and
+    writes within the buffers it is given, on a device with a small L2 too (a GT 1030's
+    512 KiB, a Jetson Nano's 256 KiB): the check's 1 MiB read and 2 MiB copy once ran past
+    buffers sized from the L2 alone."""
+    gpu = FakeGpu()
+    gpu.l2_bytes = l2_kib * 1024
+    gp.measure_gpu_roofs(_fake_time_fn(gpu), quick=True, gpu=gpu)
+    seen = 0
+    for name, _grid, _block, args in gpu.launches:
+        if not name.startswith("l2_"):
+            continue
+        seen += 1
+        copy = name.startswith("l2_copy")
+        chunk, nchunks = (int(args[2]), int(args[3])) if copy else (int(args[1]), int(args[2]))
+        extent = chunk * nchunks * 16  # bytes of each buffer the launch touches
+        for buf in (args[0], args[1]) if copy else (args[0],):
+            assert extent <= buf.n * 4, (name, extent, buf.n * 4)
+    assert seen > 0
+
+
 def test_l2_launch_geometry():
     la = gmem.l2_launch("read", 15 * gd.MiB, 512, 2 * gd.GiB)
     assert la.chunk_vecs * 16 == gmem.L2_CHUNK_BYTES and la.nchunks == 30
