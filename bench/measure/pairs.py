@@ -97,7 +97,9 @@ def stream_shares(rec: CaseResult, arrays: Sequence[int] = ()) -> dict[int, floa
 def mixed_shares(calls: Iterable[tuple[Sequence[int], float]]) -> dict[int, float]:
     """``stream_shares`` of several calls, each given as (its arrays' bytes, its weight: the
     bytes it moves); a call of unknown arrays (empty) counts as 3+ streams, as does a whole
-    of no weight (a profiled program's ops, ``Distinct.arrays``)."""
+    of no weight (a profiled program's ops, ``Distinct.arrays``). A part under
+    ``MINOR_ARRAY`` of the whole is left out (a decode step's small element-wise ops beside
+    its weights' reads): it would cost a probe sample of its own for a rate it barely moves."""
     parts: dict[int, float] = {}
     for sizes, weight in calls:
         k = stream_count(sizes) if sum(sizes) > 0 else 3
@@ -105,7 +107,8 @@ def mixed_shares(calls: Iterable[tuple[Sequence[int], float]]) -> dict[int, floa
     whole = sum(parts.values())
     if whole <= 0:
         return {3: 1.0}
-    return {k: v / whole for k, v in sorted(parts.items())}
+    kept = {k: v for k, v in parts.items() if v >= MINOR_ARRAY * whole}
+    return {k: v / sum(kept.values()) for k, v in sorted(kept.items())}
 
 
 def _read_pass(bracket: cs.StreamBracket) -> cp.ReadPass:

@@ -511,6 +511,9 @@ def test_an_ops_arrays_are_the_storages_it_reads_then_writes():
     assert pairs.mixed_shares([(by["sum"].arrays, 1.0), (by["add_"].arrays, 3.0),
                                ((), 1.0)]) == pytest.approx({1: 0.2, 3: 0.8})
     assert pairs.mixed_shares([]) == {3: 1.0}
+    # a part under 1/64 of the bytes gets no probe sample of its own (nor a "0%" in its name)
+    assert pairs.mixed_shares([(by["sum"].arrays, 1000.0), (by["add_"].arrays, 10.0)]) == {
+        1: 1.0}
 
 
 def test_a_profiled_reduction_is_paired_with_the_read_pass():
