@@ -25,6 +25,7 @@ from typing import Any
 from roofbench.bench.present.amdahl import ranked
 from roofbench.bench.present.amdahl import rows as amdahl_rows
 from roofbench.bench.present.blocks import Block, Image, Items, Section, Table, Text
+from roofbench.bench.present.roof_state import paired_text
 from roofbench.bench.profile.common import OpPlace, ridge_of
 from roofbench.bench.profile.op_counts import CONVENTION, FAMILIES, SPECIAL
 from roofbench.bench.profile.recording import Recording
@@ -316,14 +317,23 @@ def _sum_lines(prof: Profile) -> list[str]:
     return lines
 
 
+def _paired_lines(prof: Profile) -> list[str]:
+    """The program's figures against its roof as it was while it ran (each run paired with a
+    sample of that roof: bench/measure/pairs.py), eager and compiled, where they were."""
+    compiled = prof.compiled.case if prof.compiled is not None else None
+    return [f"{variant}, paired: {text}" for variant, case in (("eager", prof.program),
+                                                               ("compiled", compiled))
+            if case is not None and (text := paired_text(case)) is not None]
+
+
 def sections(prof: Profile) -> list[Section]:
     p = prof.program
     rid = ridge_of(prof.roofs, p.identity.precision)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     calls, distinct = len(prof.recording.calls), len(prof.ops)
     head: list[Block] = [Text(_timed_line(prof, calls, distinct)), Table(program_rows(prof)),
-                         Items([*_sum_lines(prof), _roofs_line(prof, rid),
-                                _load_line(prof, load)])]
+                         Items([*_sum_lines(prof), *_paired_lines(prof),
+                                _roofs_line(prof, rid), _load_line(prof, load)])]
     head += [Text(x) for x in compiled_lines(prof)]
     out = [Section(f"Program: {prof.name}", head)]
     if prof.extra.get("jax"):

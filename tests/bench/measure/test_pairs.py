@@ -459,6 +459,15 @@ def test_a_profiled_programs_eager_runs_are_paired():
                                          "stream-square-nt 40%")
     assert prof.program.roofline.paired is not None
     assert prof.program.roofline.efficiency == prof.program.roofline.paired.efficiency
+    # the report says so, with the probe the runs were paired with
+    from roofbench.bench.present.blocks import Items
+    from roofbench.bench.present.roof_state import paired_text
+    from roofbench.bench.profile.report import sections
+
+    text = "\n".join(i for sec in sections(prof) for b in sec.blocks if isinstance(b, Items)
+                     for i in b.items)
+    assert f"eager, paired: {paired_text(prof.program)}" in text
+    assert "of the DRAM roof as it was while it ran (stream-add-nt 60% + " in text
     pairs.close()
 
 
