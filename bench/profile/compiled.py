@@ -199,15 +199,16 @@ def time_group(prof: Profile, i: int, g: Group, clock: Clock, cfg: TimerConfig,
                                  "occurs": g.count}))
 
     eager = case("eager", g.eager_bytes)
-    rs = prof.roofs if clock.kind != "gpu" else None
-    ops = [prof.recording.distinct[d] for d in g.distinct]
-    shares = mixed_shares([(d.arrays, d.bytes) for d in ops])  # its members' streams
     non_views = [c for c in prof.recording.calls if c.written]
     if len(g.calls) == len(non_views) and program.case is not None:  # the whole program
         core.fill_metrics(eager, prof.program.measurement.timing, prof.roofs)  # type: ignore[arg-type]
         comp = case("compiled", g.fused_bytes)
         core.fill_metrics(comp, program.case.measurement.timing, prof.roofs)  # type: ignore[arg-type]
         return GroupTiming(i, eager, comp, list(program.kernels))
+    # replayed alone, each sample paired as the program is, by its members' streams
+    rs = prof.roofs if clock.kind != "gpu" else None
+    shares = mixed_shares([(prof.recording.distinct[d].arrays, prof.recording.distinct[d].bytes)
+                           for d in g.distinct])
     try:
         fn = group_function(prof, g)
         core.fill_metrics(eager, core.paired_time(clock, fn, cfg, eager, rs, shares=shares),

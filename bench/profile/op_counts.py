@@ -134,24 +134,17 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def storage_bytes(tensors: Iterable[TensorMeta]) -> list[int]:
-    """Bytes of each storage the tensors touch (``union_bytes`` storage by storage), in the
-    order their storages first appear: the arrays an op streams."""
-    by_storage: dict[int, list[TensorMeta]] = {}
-    for t in tensors:
-        by_storage.setdefault(t.storage, []).append(t)
-    return [union_bytes(ts) for ts in by_storage.values()]
-
-
-def union_bytes(tensors: Iterable[TensorMeta]) -> int:
-    """Bytes of the union of the tensors' spans, storage by storage (views counted once)."""
+    """Bytes of the union of the tensors' spans in each storage they touch (views counted
+    once), in the order their storages first appear: the arrays an op streams."""
     by_storage: dict[int, list[tuple[int, int]]] = {}
     for t in tensors:
         lo, hi = t.span()
         if hi > lo:
             by_storage.setdefault(t.storage, []).append((lo, hi))
-    total = 0
+    out = []
     for spans in by_storage.values():
         spans.sort()
+        total = 0
         cur_lo, cur_hi = spans[0]
         for lo, hi in spans[1:]:
             if lo > cur_hi:
@@ -159,8 +152,13 @@ def union_bytes(tensors: Iterable[TensorMeta]) -> int:
                 cur_lo, cur_hi = lo, hi
             else:
                 cur_hi = max(cur_hi, hi)
-        total += cur_hi - cur_lo
-    return total
+        out.append(total + cur_hi - cur_lo)
+    return out
+
+
+def union_bytes(tensors: Iterable[TensorMeta]) -> int:
+    """Bytes of the union of the tensors' spans, storage by storage (views counted once)."""
+    return sum(storage_bytes(tensors))
 
 
 def family(packet: str, is_view: bool, pointwise: bool) -> str:

@@ -373,7 +373,6 @@ COUNT_FLAGS = ("-fsanitize=kernel-address", "--param", "asan-instrumentation-wit
 
 
 def _counting_runtime(out: Path) -> Path:
-
     obj = out / "bytes_count.o"
     if not obj.is_file():
         subprocess.run([shutil.which("g++") or "g++", "-std=c++20", "-O2", "-fPIC", "-c",
