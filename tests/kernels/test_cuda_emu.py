@@ -364,13 +364,15 @@ def test_mutant_expect_tx_trips_the_bounded_wait(fake_cuda, mutants):
 def test_mutant_wrong_parity_is_caught(fake_cuda, mutants):
     """The consumers wait for parity 0 of full[s] at every k tile. At tile 4 that parity's
     phase is either already past (tile 0's: the wait returns at once and wgmma reads the stage
-    while TMA refills it, a race the emulation reports) or current (it never completes: the
-    bounded wait traps naming full[0] and parity 0); which one depends on the threads'
-    timing, both fail the launch."""
+    while TMA refills it, a race the emulation reports, or before it does: the consumers
+    then arrive on empty[s] twice in the producer's one phase, and the producer's wait for
+    empty[0] never completes) or current (it never completes: the bounded wait traps naming
+    full[0] and parity 0); which one depends on the threads' order, all fail the launch."""
     with pytest.raises(LaunchFailed) as e:
         run_gemm(fake_cuda, "fp16", MUTANT_SIZE, mutants["wrong_parity"], clock=FAST_CLOCK)
     msg = str(e.value)
-    assert ("timed out: full[0] (shared 0x30800) parity 0," in msg or "still reads" in msg
+    assert ("timed out: full[0] (shared 0x30800) parity 0," in msg
+            or "timed out: empty[0] (shared 0x30820) parity 0," in msg or "still reads" in msg
             or "not ordered after" in msg or "without having waited" in msg), msg
 
 

@@ -1,7 +1,8 @@
 // A host emulation of the CUDA execution model, just enough to run roofbench's kernels on a
-// CPU for correctness (never for speed): one OS thread per CUDA thread, two blocks in flight
-// at a time (each with its own threads and its own shared-memory window, poisoned before the
-// block starts), __syncthreads as a block barrier, warp shuffles (with their masks) and
+// CPU for correctness (never for speed): two blocks in flight at a time, each on an OS thread
+// of its own with its own shared-memory window (poisoned before the block starts), its CUDA
+// threads fibers of that OS thread (a barrier is a switch to the next ready thread, not a
+// wake-up by the OS scheduler); __syncthreads as a block barrier, warp shuffles (with their masks) and
 // mma.sync through per-warp exchange buffers. The mma emulation reconstructs the A/B matrices
 // from the lanes' fragment registers with the layouts of the PTX ISA ("Matrix fragments for
 // mma.m16n8k16 / m16n8k32"), so it checks the kernel's fragment loads, tiling and epilogue
@@ -15,7 +16,8 @@
 //
 // Failures never hang or kill the process: __trap() and every error the emulation detects
 // abort the block (blocked threads wake and unwind) and the launch returns non-zero with the
-// message (rb_last_error). Every thread carries a vector clock, joined through barriers and
+// message (rb_last_error); so does a block whose threads all wait at barriers that the
+// others never reach (a deadlock: on the GPU, a hang). Every thread carries a vector clock, joined through barriers and
 // mbarriers, so that the emulation can tell whether an access is ordered after another
 // one (a happens-before check, independent of how the OS happened to schedule the threads).
 // Functions marked RB_NOSAN are not instrumented: the emulator's own accesses to the shared
@@ -37,8 +39,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <pthread.h>
+#include <sys/mman.h>
 #include <thread>
+#include <ucontext.h>
+#include <deque>
+#include <functional>
+#include <time.h>
 #include <tuple>
 #include <limits>
 #include <type_traits>
@@ -128,7 +134,7 @@ struct RbThread {
     void release() { ++clk[tid]; }  // after publishing vc (an arrive): later work is newer
 };
 static thread_local RbThread* rb_me = nullptr;
-static thread_local uintptr_t rb_stack_lo = 0, rb_stack_hi = 0;  // this OS thread's stack
+static thread_local uintptr_t rb_stack_lo = 0, rb_stack_hi = 0;  // this CUDA thread's stack
 
 // RB_API at the top of every function the kernels call: what it accesses is the emulator's.
 struct RbApi {
@@ -146,17 +152,110 @@ struct RbApi {
 };
 #define RB_API RbApi rb_api_scope_
 
-// A barrier over `n` threads that aborts with the block; joins the participants' clocks.
+// ------------------------------------------------------------------------- fibers
+// The CUDA threads of a block are fibers (ucontext) of the block slot's OS thread, switched
+// only where a thread waits (barriers, warp exchanges, mbarrier waits): the thread_local
+// state above (rb_me, rb_thread_idx, the stack bounds) is set at every switch, and a fiber
+// never moves to another OS thread.
+constexpr size_t RB_FIBER_STACK = 512 * 1024;  // a guard page below it
+struct RbFiber {
+    ucontext_t ctx;
+    char* stack = nullptr;
+    bool done = false, blocked = false;
+    const char* waits = nullptr;  // the barrier a blocked thread waits at (deadlock message)
+    uint64_t seen = 0;            // progress count at its last unsuccessful mbarrier wait
+    int idle = 0;                 // unsuccessful waits in a row with no progress between
+};
+struct RbSched {
+    ucontext_t main;
+    std::vector<RbFiber> f;
+    std::deque<int> ready;
+    int cur = -1, nblocked = 0;
+    uint64_t progress = 0;  // arrivals, releases and finished threads so far
+    std::function<void(int)> run;
+};
+static thread_local RbSched* rb_sched = nullptr;
+
+static std::mutex rb_stacks_m;
+static std::vector<char*> rb_stacks;  // fiber stacks kept between blocks and launches
+RB_NOSAN char* rb_stack_take() {
+    {
+        std::lock_guard<std::mutex> lk(rb_stacks_m);
+        if (!rb_stacks.empty()) {
+            char* p = rb_stacks.back();
+            rb_stacks.pop_back();
+            return p;
+        }
+    }
+    const size_t guard = 4096;
+    void* p = mmap(nullptr, RB_FIBER_STACK + guard, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("roofbench cuda_emu: fiber stack");
+        abort();
+    }
+    mprotect(p, guard, PROT_NONE);  // an overflow faults instead of writing a neighbour
+    return static_cast<char*>(p) + guard;
+}
+RB_NOSAN void rb_stack_give(char* p) {
+    std::lock_guard<std::mutex> lk(rb_stacks_m);
+    rb_stacks.push_back(p);
+}
+
+RB_NOSAN void rb_fiber_out() {  // back to the slot's scheduler
+    RbSched& s = *rb_sched;
+    swapcontext(&s.f[s.cur].ctx, &s.main);
+}
+// Wait until rb_fiber_wake: the other threads run meanwhile.
+RB_NOSAN void rb_fiber_block(const char* what) {
+    RbSched& s = *rb_sched;
+    RbFiber& f = s.f[s.cur];
+    f.blocked = true;
+    f.waits = what;
+    ++s.nblocked;
+    rb_fiber_out();
+}
+RB_NOSAN void rb_fiber_wake(int i) {
+    RbSched& s = *rb_sched;
+    RbFiber& f = s.f[i];
+    if (!f.blocked) return;
+    f.blocked = false;
+    --s.nblocked;
+    s.ready.push_back(i);
+}
+RB_NOSAN void rb_progress() { ++rb_sched->progress; }
+// A wait that did not succeed (an mbarrier phase not yet complete): the other ready threads
+// run, then this one tries again. When a whole round of them made no progress, every ready
+// thread is such a wait: nothing in this block can complete the phase, so the wait sleeps a
+// little (a bounded wait then trips on its clock without spinning a core for seconds).
+RB_NOSAN void rb_fiber_yield_waiting() {
+    RbSched& s = *rb_sched;
+    RbFiber& f = s.f[s.cur];
+    if (f.seen == s.progress) {
+        if (++f.idle > 2) {
+            const timespec ts{0, 200 * 1000};
+            nanosleep(&ts, nullptr);
+        }
+    } else {
+        f.idle = 0;
+        f.seen = s.progress;
+    }
+    s.ready.push_back(s.cur);
+    rb_fiber_out();
+}
+
+// A barrier over `n` threads of a block that aborts with the block; joins the participants'
+// clocks.
 class RbBarrier {
   public:
-    explicit RbBarrier(int n) : n_(n) {}
+    explicit RbBarrier(int n, const char* what = "__syncthreads") : n_(n), what_(what) {}
     int count() const { return n_; }
     RB_NOSAN void arrive_and_wait(bool clocks) {
-        std::unique_lock<std::mutex> lk(m_);
         if (clocks) {
             if (acc_.v.size() != rb_me->vc.v.size()) acc_ = RbVc();
             acc_.join(rb_me->vc);
         }
+        rb_progress();
         const uint64_t g = gen_;
         if (++arrived_ == n_) {
             arrived_ = 0;
@@ -165,11 +264,13 @@ class RbBarrier {
                 acc_ = RbVc();
             }
             ++gen_;
-            cv_.notify_all();
+            for (int w : waiting_) rb_fiber_wake(w);
+            waiting_.clear();
         } else {
+            waiting_.push_back(rb_sched->cur);
             while (gen_ == g) {
                 if (rb_aborted()) throw RbTrap{};
-                cv_.wait_for(lk, std::chrono::milliseconds(20));
+                rb_fiber_block(what_);
             }
         }
         if (clocks) {
@@ -179,10 +280,10 @@ class RbBarrier {
     }
 
   private:
-    std::mutex m_;
-    std::condition_variable cv_;
     int n_, arrived_ = 0;
+    const char* what_;
     uint64_t gen_ = 0;
+    std::vector<int> waiting_;
     RbVc acc_, result_;
 };
 
@@ -386,15 +487,82 @@ void rb_hopper_block_begin(RbBlock& blk, unsigned dynamic_smem);
 void rb_hopper_thread_end();
 std::string rb_hopper_block_end(RbBlock& blk);
 
-// Run the grid with RB_IN_FLIGHT blocks at a time: each block slot has its own OS threads (one
-// per CUDA thread, serving every block the slot runs), its own shared window and shadow state;
-// the slots take the blocks in order from a shared counter, so blocks 0 and 1 run at the same
-// time (a kernel whose blocks wait for each other completes, as on a GPU with room for both).
+// Run the grid with RB_IN_FLIGHT blocks at a time: each block slot is an OS thread whose
+// fibers are the block's CUDA threads (stacks kept between its blocks), with its own shared
+// window and shadow state; the slots take the blocks in order from a shared counter, so
+// blocks 0 and 1 run at the same time (a kernel whose blocks wait for each other completes,
+// as on a GPU with room for both).
 constexpr int RB_IN_FLIGHT = 2;
 void rb_checks_launch_begin(void* fn);
 void rb_checks_launch_end();
 void rb_checks_block_begin(RbBlock& blk);
 void rb_fma_counts_reset();
+
+static void rb_fiber_main() {
+    RbSched& s = *rb_sched;
+    const int i = s.cur;
+    s.run(i);
+    s.f[i].done = true;
+    ++s.progress;
+}  // returns to uc_link: the scheduler
+
+// The block's threads until every one has finished: round robin over the ready ones. A
+// block whose remaining threads all wait at barriers can never finish: it fails (those
+// threads then wake and unwind, as they do when any thread fails).
+RB_NOSAN void rb_run_block(RbSched& s, RbBlock& blk, int bx, int by) {
+    const int n = blk.nthreads;
+    for (int i = 0; i < n; ++i) {
+        RbFiber& f = s.f[i];
+        f.done = f.blocked = false;
+        f.waits = nullptr;
+        f.seen = 0;
+        f.idle = 0;
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = f.stack;
+        f.ctx.uc_stack.ss_size = RB_FIBER_STACK;
+        f.ctx.uc_link = &s.main;
+        makecontext(&f.ctx, rb_fiber_main, 0);
+        s.ready.push_back(i);
+    }
+    s.nblocked = 0;
+    int finished = 0;
+    while (finished < n) {
+        if (s.ready.empty()) {
+            if (!blk.aborted.load()) {
+                std::lock_guard<std::mutex> lk(rb_error_m);
+                if (!blk.aborted.exchange(true)) {
+                    std::string who;
+                    int shown = 0;
+                    for (int i = 0; i < n; ++i)
+                        if (s.f[i].blocked && shown++ < 4)
+                            who += (who.empty() ? "" : ", ") + std::to_string(i) + " at " +
+                                   s.f[i].waits;
+                    rb_error = std::string(rb_kernel) + ": deadlock: " +
+                               std::to_string(s.nblocked) + " of " + std::to_string(n) +
+                               " threads wait at barriers the others never reach (thread " +
+                               who + (s.nblocked > 4 ? ", ..." : "") + "; block " +
+                               std::to_string(blk.idx.x) + ")";
+                }
+            }
+            for (int i = 0; i < n; ++i) rb_fiber_wake(i);
+            continue;
+        }
+        const int i = s.ready.front();
+        s.ready.pop_front();
+        RbFiber& f = s.f[i];
+        s.cur = i;
+        rb_me = blk.threads[i].get();
+        rb_thread_idx = make_uint3(i % bx, (i / bx) % by, i / (bx * by));
+        rb_stack_lo = (uintptr_t)f.stack;
+        rb_stack_hi = (uintptr_t)f.stack + RB_FIBER_STACK;
+        swapcontext(&s.main, &f.ctx);
+        rb_me = nullptr;
+        s.cur = -1;
+        if (f.done) ++finished;
+        if (s.nblocked && blk.aborted.load(std::memory_order_relaxed))
+            for (int j = 0; j < n; ++j) rb_fiber_wake(j);
+    }
+}
 
 template <typename Body>
 static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
@@ -415,54 +583,23 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
     std::atomic<long long> next{0};
     std::atomic<int> rc{0};
     auto slot_main = [&](int slot) {
-        std::mutex m;
-        std::condition_variable start, finished;
-        uint64_t gen = 0;
-        int done = 0;
-        bool quit = false;
-        RbBlock* blkp = nullptr;
-        std::vector<std::thread> th;
-        th.reserve(nthreads);
-        for (int i = 0; i < nthreads; ++i)
-            th.emplace_back([&, i] {
-                pthread_attr_t attr;
-                if (!pthread_getattr_np(pthread_self(), &attr)) {
-                    void* lo = nullptr;
-                    size_t size = 0;
-                    pthread_attr_getstack(&attr, &lo, &size);
-                    rb_stack_lo = (uintptr_t)lo;
-                    rb_stack_hi = (uintptr_t)lo + size;
-                    pthread_attr_destroy(&attr);
+        RbSched s;
+        s.f.resize(nthreads);
+        for (auto& f : s.f) f.stack = rb_stack_take();
+        s.run = [&](int) {
+            try {
+                body();
+                if (!rb_aborted()) rb_hopper_thread_end();
+            } catch (RbTrap&) {
+            } catch (std::exception& e) {
+                try {
+                    rb_fail("host exception: %s", e.what());
+                } catch (RbTrap&) {
                 }
-                uint64_t seen = 0;
-                for (;;) {
-                    {
-                        std::unique_lock<std::mutex> lk(m);
-                        start.wait(lk, [&] { return gen != seen || quit; });
-                        if (quit) return;
-                        seen = gen;
-                    }
-                    rb_thread_idx = make_uint3(i % bx, (i / bx) % by, i / (bx * by));
-                    rb_block_idx = blkp->idx;
-                    rb_block_dim = dim3(bx, by, bz);
-                    rb_grid_dim = dim3(gx, gy, gz);
-                    rb_blk = blkp;
-                    rb_me = blkp->threads[i].get();
-                    try {
-                        body();
-                        if (!rb_aborted()) rb_hopper_thread_end();
-                    } catch (RbTrap&) {
-                    } catch (std::exception& e) {
-                        try {
-                            rb_fail("host exception: %s", e.what());
-                        } catch (RbTrap&) {
-                        }
-                    }
-                    rb_me = nullptr;
-                    std::lock_guard<std::mutex> lk(m);
-                    if (++done == nthreads) finished.notify_one();
-                }
-            });
+            }
+        };
+        RbSched* const outer = rb_sched;
+        rb_sched = &s;
         for (;;) {
             const long long b = next.fetch_add(1);
             if (b >= nblocks || rc.load()) break;
@@ -472,7 +609,8 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
                                  (unsigned)(b / ((long long)gx * gy)));
             blk.nthreads = nthreads;
             blk.block = std::make_unique<RbBarrier>(nthreads);
-            for (int w = 0; w < nwarps; ++w) blk.warps.push_back(std::make_unique<RbBarrier>(32));
+            for (int w = 0; w < nwarps; ++w)
+                blk.warps.push_back(std::make_unique<RbBarrier>(32, "a warp exchange"));
             blk.xchg.assign(nwarps * 32 * 6, 0);
             for (int i = 0; i < nthreads; ++i) {
                 blk.threads.push_back(std::make_unique<RbThread>());
@@ -485,16 +623,12 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
                 t.vc.v[i] = 1;
             }
             rb_blk = &blk;
+            rb_block_idx = blk.idx;
+            rb_block_dim = dim3(bx, by, bz);
+            rb_grid_dim = dim3(gx, gy, gz);
             rb_checks_block_begin(blk);
             rb_hopper_block_begin(blk, dynamic_smem);
-            {
-                std::unique_lock<std::mutex> lk(m);
-                blkp = &blk;
-                done = 0;
-                ++gen;
-                start.notify_all();
-                finished.wait(lk, [&] { return done == nthreads; });
-            }
+            rb_run_block(s, blk, bx, by);
             const std::string why = rb_hopper_block_end(blk);
             if (!why.empty()) {
                 std::lock_guard<std::mutex> lk(rb_error_m);
@@ -505,12 +639,8 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
             rb_blk = nullptr;
             if (blk.aborted) rc = 2;
         }
-        {
-            std::lock_guard<std::mutex> lk(m);
-            quit = true;
-            start.notify_all();
-        }
-        for (auto& t : th) t.join();
+        rb_sched = outer;
+        for (auto& f : s.f) rb_stack_give(f.stack);
     };
     const int nslots = (int)std::min<long long>(RB_IN_FLIGHT, nblocks);
     std::vector<std::thread> slots;

@@ -77,7 +77,6 @@ struct RbMbar {
     uint64_t tma_seq = 0;
     uint64_t waited_seq = 0;  // the last TMA whose phase a thread's wait observed
     RbVc accum, done;
-    std::condition_variable cv;
     // TMA data of the current phase: it lands in shared memory when the phase completes.
     std::vector<std::pair<unsigned, std::vector<unsigned char>>> landing;
 };
@@ -268,10 +267,10 @@ RB_NOSAN void rb_bar_complete_if_done(RbMbar& b) {
     ++b.phase;
     b.pending = (int)b.count;
     ++rb_stats.phases;
-    b.cv.notify_all();
 }
 
 inline void rb_bar_tx(RbMbar& b, long long delta, const char* op) {
+    rb_progress();
     b.tx += delta;
     if (b.tx >= (1 << 20) || b.tx <= -(1 << 20))
         rb_fail("%s: mbarrier 0x%x transaction count %lld is out of range", op, b.addr, b.tx);
@@ -334,6 +333,7 @@ inline void rb_arrive(unsigned bar, unsigned tx, const char* op) {
         --b.pending;
         rb_bar_complete_if_done(b);
     }
+    rb_progress();
     rb_me->release();
 }
 inline void mbar_expect_tx(unsigned bar, unsigned bytes) {
@@ -341,37 +341,49 @@ inline void mbar_expect_tx(unsigned bar, unsigned bytes) {
 }
 inline void mbar_arrive(unsigned bar) { rb_arrive(bar, 0, "mbarrier.arrive"); }
 
-// try_wait.parity: waits up to a short time limit for the phase, as the instruction may.
+// try_wait.parity: true once the phase has completed; else the block's other threads run
+// (they bring the arrivals and bytes) and it looks again, and returns false if the phase is
+// still open (the kernel's loop calls it again), as the instruction may.
+RB_NOSAN bool rb_phase_done(RbMbar& b, unsigned parity) {
+    if ((b.phase & 1) == (parity & 1)) return false;
+    rb_me->vc.join(b.done);
+    b.waited_seq = std::max<uint64_t>(b.waited_seq, b.done.v[b.slot]);
+    return true;
+}
 inline bool mbar_try_wait(unsigned bar, unsigned parity) {
     RB_API;
     RbHopperBlock& hb = rb_hb();
     RbHopperThread& ht = rb_ht();
-    std::unique_lock<std::mutex> lk(hb.m);
-    RbMbar& b = rb_bar(bar, "mbarrier.try_wait.parity");
     ++rb_stats.waits;
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-    while ((b.phase & 1) == (parity & 1)) {
-        if (rb_aborted()) throw RbTrap{};
-        if (b.cv.wait_until(lk, limit) == std::cv_status::timeout &&
-            (b.phase & 1) == (parity & 1)) {
-            // The emulator's own bound, for builds without RB_BOUNDED_WAIT.
-            const long long now = rb_now_ns();
-            if (ht.wait_bar != bar || ht.wait_parity != parity) {
-                ht.wait_bar = bar;
-                ht.wait_parity = parity;
-                ht.wait_since_ns = now;
-            } else if ((now - ht.wait_since_ns) * 1e-9 > rb_hang_limit_s.load()) {
-                rb_fail("mbarrier 0x%x: the phase of parity %u has not completed for %.0f s "
-                        "(phase %u, %d arrivals pending, tx-count %lld)",
-                        bar, parity, rb_hang_limit_s.load(), b.phase, b.pending, b.tx);
-            }
-            return false;
+    {
+        std::lock_guard<std::mutex> lk(hb.m);
+        if (rb_phase_done(rb_bar(bar, "mbarrier.try_wait.parity"), parity)) {
+            ht.wait_bar = ~0u;
+            rb_progress();
+            return true;
         }
     }
-    ht.wait_bar = ~0u;
-    rb_me->vc.join(b.done);
-    b.waited_seq = std::max<uint64_t>(b.waited_seq, b.done.v[b.slot]);
-    return true;
+    rb_fiber_yield_waiting();
+    if (rb_aborted()) throw RbTrap{};
+    std::lock_guard<std::mutex> lk(hb.m);
+    RbMbar& b = rb_bar(bar, "mbarrier.try_wait.parity");
+    if (rb_phase_done(b, parity)) {
+        ht.wait_bar = ~0u;
+        rb_progress();
+        return true;
+    }
+    // The emulator's own bound, for builds without RB_BOUNDED_WAIT.
+    const long long now = rb_now_ns();
+    if (ht.wait_bar != bar || ht.wait_parity != parity) {
+        ht.wait_bar = bar;
+        ht.wait_parity = parity;
+        ht.wait_since_ns = now;
+    } else if ((now - ht.wait_since_ns) * 1e-9 > rb_hang_limit_s.load()) {
+        rb_fail("mbarrier 0x%x: the phase of parity %u has not completed for %.0f s "
+                "(phase %u, %d arrivals pending, tx-count %lld)",
+                bar, parity, rb_hang_limit_s.load(), b.phase, b.pending, b.tx);
+    }
+    return false;
 }
 
 // ------------------------------------------------------------------ fences, barriers
@@ -393,7 +405,7 @@ inline void named_barrier_sync(unsigned id, unsigned count) {
     {
         std::lock_guard<std::mutex> lk(rb_blk->named_m);
         auto& slot = rb_blk->named[id];
-        if (!slot) slot = std::make_unique<RbBarrier>((int)count);
+        if (!slot) slot = std::make_unique<RbBarrier>((int)count, "bar.sync");
         if (slot->count() != (int)count)
             rb_fail("bar.sync %u used with counts %d and %u", id, slot->count(), count);
         b = slot.get();
