@@ -434,6 +434,18 @@ def test_try_wait_parity_semantics_and_the_bounded_wait(fake_cuda):
     assert not out.any()
 
 
+
+def test_barrier_the_others_never_reach_fails_the_launch(fake_cuda):
+    """Threads waiting at a __syncthreads that the rest of the block returned past: the GPU
+    hangs; the emulation fails the launch as a deadlock, naming the first waiting thread and
+    its barrier, and the waiting threads do not run on."""
+    mod = fake_cuda.module("hopper_unit.cu")
+    out = np.zeros(64, np.int32)
+    with pytest.raises(LaunchFailed, match=r"unit_deadlock: deadlock: 32 of 64 threads wait at "
+                       r"barriers the others never reach \(thread 32 at __syncthreads, "):
+        fake_cuda.launch(mod, "unit_deadlock", (1,), (64,), 0, _params(_ptr(out)))
+    assert not out.any()
+
 def _tma_map(fc: FakeCuda, arr: np.ndarray, box: tuple[int, int], swizzle: str) -> bytes:
     e = arr.itemsize
     t = {1: "UINT8", 2: "FLOAT16"}[e]

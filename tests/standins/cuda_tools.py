@@ -200,7 +200,8 @@ def driver_sources() -> dict[str, DriverSource]:
 
     gemm = [f"gemm_wgmma_{d}" for d in wg.TmaKernel(wg.WGMMA_SOURCE, "").dtypes]
     unit = ("unit_wait", "unit_phase", "unit_tma", "unit_mbar_misuse", "unit_wgmma",
-            "unit_poison", "unit_two_blocks", "unit_race", "unit_shfl", "unit_block_sum_twice")
+            "unit_poison", "unit_two_blocks", "unit_race", "unit_shfl", "unit_block_sum_twice",
+            "unit_deadlock")
     return {"gemm_wgmma": DriverSource(CUDA_DIR / wg.WGMMA_SOURCE, tuple(gemm)),
             "wgmma": DriverSource(PROBE_DIR / "wgmma.cu",
                                   tuple(k for k, _ in WGMMA_KERNELS.values())),

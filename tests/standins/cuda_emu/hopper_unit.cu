@@ -25,6 +25,14 @@ extern "C" __global__ void unit_wait(int parity, int* out) {
     out[threadIdx.x] = 1;
 }
 
+// A __syncthreads that the first warp never reaches (it returned first): on the GPU a hang,
+// in the emulation a failed launch naming the threads that wait.
+extern "C" __global__ void unit_deadlock(int* out) {
+    if (threadIdx.x < 32) return;
+    __syncthreads();
+    out[threadIdx.x] = 1;
+}
+
 // The dynamic shared memory, 1024-aligned, as `sm`, and one mbarrier at shared address `b`.
 #define UNIT_SMEM_AND_BAR(sm, b)                                                             \
     RB_DYNAMIC_SMEM(raw);                                                                    \
