@@ -14,28 +14,48 @@ importers.
 
 from __future__ import annotations
 
-from functools import cached_property
+from collections.abc import Iterator, Mapping
+from functools import cache, cached_property
 from typing import Any
 
 import numpy as np
 
-try:  # ml_dtypes gives numpy host types for bf16 and fp8 (e4m3)
+
+@cache
+def _ml_dtypes() -> dict[str, np.dtype]:
+    """bf16 and fp8 (e4m3) host types, from ml_dtypes: imported on first use, because its
+    import registers numpy ufunc loops for about half a second of CPU, which every process
+    that never touches bf16 or fp8 (``roofbench --help``, a CPU run of fp32) would pay."""
     import ml_dtypes
 
-    _BF16 = np.dtype(ml_dtypes.bfloat16)
-    _FP8 = np.dtype(ml_dtypes.float8_e4m3fn)
-except ImportError:  # pragma: no cover - ml_dtypes is a hard dependency
-    _BF16 = _FP8 = None
+    return {"bf16": np.dtype(ml_dtypes.bfloat16), "fp8": np.dtype(ml_dtypes.float8_e4m3fn)}
 
-# dtype name -> (numpy host dtype, bytes per value)
-DTYPES: dict[str, np.dtype] = {
-    "fp64": np.dtype(np.float64),
-    "fp32": np.dtype(np.float32),
-    "fp16": np.dtype(np.float16),
-}
-if _BF16 is not None:
-    DTYPES["bf16"] = _BF16
-    DTYPES["fp8"] = _FP8
+
+class _Dtypes(Mapping[str, np.dtype]):
+    """dtype name -> numpy host dtype, in this order; bf16 and fp8 resolved when asked for."""
+
+    _NUMPY = {"fp64": np.dtype(np.float64), "fp32": np.dtype(np.float32),
+              "fp16": np.dtype(np.float16)}
+    _NAMES = ("fp64", "fp32", "fp16", "bf16", "fp8")
+
+    def __getitem__(self, name: str) -> np.dtype:
+        if name in self._NUMPY:
+            return self._NUMPY[name]
+        if name in self._NAMES:
+            return _ml_dtypes()[name]
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._NAMES)
+
+    def __len__(self) -> int:
+        return len(self._NAMES)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._NAMES
+
+
+DTYPES: Mapping[str, np.dtype] = _Dtypes()
 
 
 def itemsize(dtype: str) -> int:
