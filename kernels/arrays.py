@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from functools import cache, cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,9 +34,9 @@ def _ml_dtypes() -> dict[str, np.dtype]:
 class _Dtypes(Mapping[str, np.dtype]):
     """dtype name -> numpy host dtype, in this order; bf16 and fp8 resolved when asked for."""
 
-    _NUMPY = {"fp64": np.dtype(np.float64), "fp32": np.dtype(np.float32),
-              "fp16": np.dtype(np.float16)}
-    _NAMES = ("fp64", "fp32", "fp16", "bf16", "fp8")
+    _NUMPY: ClassVar[dict[str, np.dtype]] = {
+        "fp64": np.dtype(np.float64), "fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16)}
+    _NAMES: ClassVar[tuple[str, ...]] = ("fp64", "fp32", "fp16", "bf16", "fp8")
 
     def __getitem__(self, name: str) -> np.dtype:
         if name in self._NUMPY:
