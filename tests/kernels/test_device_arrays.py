@@ -211,3 +211,19 @@ def test_a_gpu_case_copies_no_full_size_array_to_the_host():
         assert all(v >= 0 for v in c["device_phases"].values())
     # the instrument sees a host copy of a full output when one is made
     assert planted["planted"] == [["d2h", 1 << 16]]
+
+
+def test_ml_dtypes_is_imported_only_when_bf16_or_fp8_is_asked_for():
+    """The CLI, the registry and an fp32 case never import ml_dtypes (its import costs every
+    process about half a second of CPU); bf16 and fp8 still resolve to its types."""
+    code = ("import sys\n"
+            "import roofbench.bench.cli\n"
+            "from roofbench.kernels.registry import workloads\n"
+            "from roofbench.kernels.arrays import DTYPES, np_dtype\n"
+            "workloads(); np_dtype('fp32'); list(DTYPES); 'bf16' in DTYPES\n"
+            "print('ml_dtypes' in sys.modules)\n"
+            "print(np_dtype('bf16').name, DTYPES['fp8'].name, 'ml_dtypes' in sys.modules)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=patience(120), cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[:2] == ["False", "bfloat16 float8_e4m3fn True"], p.stdout
