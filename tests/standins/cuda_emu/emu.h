@@ -27,7 +27,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <csetjmp>
 #include <cstdarg>
 #include <cstdint>
@@ -172,7 +171,7 @@ struct RbSched {
     std::deque<int> ready;
     int cur = -1, nblocked = 0;
     uint64_t progress = 0;  // arrivals, releases and finished threads so far
-    std::function<void(int)> run;
+    std::function<void()> run;  // a thread's body
 };
 static thread_local RbSched* rb_sched = nullptr;
 
@@ -501,7 +500,7 @@ void rb_fma_counts_reset();
 static void rb_fiber_main() {
     RbSched& s = *rb_sched;
     const int i = s.cur;
-    s.run(i);
+    s.run();
     s.f[i].done = true;
     ++s.progress;
 }  // returns to uc_link: the scheduler
@@ -586,7 +585,7 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
         RbSched s;
         s.f.resize(nthreads);
         for (auto& f : s.f) f.stack = rb_stack_take();
-        s.run = [&](int) {
+        s.run = [&] {
             try {
                 body();
                 if (!rb_aborted()) rb_hopper_thread_end();

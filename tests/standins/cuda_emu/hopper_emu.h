@@ -344,10 +344,14 @@ inline void mbar_arrive(unsigned bar) { rb_arrive(bar, 0, "mbarrier.arrive"); }
 // try_wait.parity: true once the phase has completed; else the block's other threads run
 // (they bring the arrivals and bytes) and it looks again, and returns false if the phase is
 // still open (the kernel's loop calls it again), as the instruction may.
-RB_NOSAN bool rb_phase_done(RbMbar& b, unsigned parity) {
+// Call with hb.m held: whether the phase of `parity` has completed; if so this thread is
+// ordered after it (its clock joins the phase's) and no longer waits.
+RB_NOSAN bool rb_phase_done(RbMbar& b, unsigned parity, RbHopperThread& ht) {
     if ((b.phase & 1) == (parity & 1)) return false;
     rb_me->vc.join(b.done);
     b.waited_seq = std::max<uint64_t>(b.waited_seq, b.done.v[b.slot]);
+    ht.wait_bar = ~0u;
+    rb_progress();
     return true;
 }
 inline bool mbar_try_wait(unsigned bar, unsigned parity) {
@@ -357,21 +361,13 @@ inline bool mbar_try_wait(unsigned bar, unsigned parity) {
     ++rb_stats.waits;
     {
         std::lock_guard<std::mutex> lk(hb.m);
-        if (rb_phase_done(rb_bar(bar, "mbarrier.try_wait.parity"), parity)) {
-            ht.wait_bar = ~0u;
-            rb_progress();
-            return true;
-        }
+        if (rb_phase_done(rb_bar(bar, "mbarrier.try_wait.parity"), parity, ht)) return true;
     }
     rb_fiber_yield_waiting();
     if (rb_aborted()) throw RbTrap{};
     std::lock_guard<std::mutex> lk(hb.m);
     RbMbar& b = rb_bar(bar, "mbarrier.try_wait.parity");
-    if (rb_phase_done(b, parity)) {
-        ht.wait_bar = ~0u;
-        rb_progress();
-        return true;
-    }
+    if (rb_phase_done(b, parity, ht)) return true;
     // The emulator's own bound, for builds without RB_BOUNDED_WAIT.
     const long long now = rb_now_ns();
     if (ht.wait_bar != bar || ht.wait_parity != parity) {
