@@ -205,12 +205,15 @@ RB_NOSAN void rb_smem_access(RbBlock& blk, RbThread& me, unsigned off, unsigned 
 RB_NOSAN void rb_async_read_of_plain(const RbAddrs& t, int e, const char* op) {
     RbBlock& blk = *rb_blk;
     RbHopperBlock& hb = *static_cast<RbHopperBlock*>(blk.hopper);
+    const RbLine* const lines = hb.lines.get();  // raw: see rb_wgmma_e
     bool any = false;
-    for (uint32_t li : t.lines) any |= hb.lines[li].plain.load(std::memory_order_relaxed) != 0;
+    for (const uint32_t *li = t.lines.data(), *end = li + t.lines.size(); li != end; ++li)
+        any |= lines[*li].plain.load(std::memory_order_relaxed) != 0;
     if (!any) return;
     const RbThread& me = *rb_me;
-    for (uint32_t a : t.a) {
-        if (!hb.lines[a / RB_LINE].plain.load(std::memory_order_relaxed)) continue;
+    for (const uint32_t *pa = t.a.data(), *end = pa + t.a.size(); pa != end; ++pa) {
+        const uint32_t a = *pa;
+        if (!lines[a / RB_LINE].plain.load(std::memory_order_relaxed)) continue;
         for (int i = 0; i < e; ++i) {
             const uint64_t w = rb_shadow[blk.slot][a + i].w.load(std::memory_order_relaxed);
             if (!w) continue;

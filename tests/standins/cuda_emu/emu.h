@@ -108,8 +108,11 @@ static int rb_vc_size = 0;
 struct RbVc {
     std::vector<uint32_t> v;
     RbVc() : v(rb_vc_size, 0) {}
-    void join(const RbVc& o) {
-        for (size_t i = 0; i < v.size(); ++i) v[i] = std::max(v[i], o.v[i]);
+    // Unsanitized, raw pointers: joins run at every barrier and mbarrier arrive and wait.
+    RB_NOSAN_INLINE void join(const RbVc& o) {
+        uint32_t* a = v.data();
+        const uint32_t* b = o.v.data();
+        for (size_t i = 0, n = v.size(); i < n; ++i) a[i] = a[i] < b[i] ? b[i] : a[i];
     }
 };
 

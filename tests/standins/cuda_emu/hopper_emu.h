@@ -559,9 +559,9 @@ inline void wgmma_fence() { RB_API; rb_ht().fenced = true; }
 
 // Element bits at a shared address (E bytes) and the operand bytes of an op.
 template <int E> using RbBits = std::conditional_t<E == 1, uint8_t, uint16_t>;
-template <int E> RB_NOSAN_INLINE inline RbBits<E> rb_bits(uint32_t a) {
+template <int E> RB_NOSAN_INLINE inline RbBits<E> rb_bits(const unsigned char* win, uint32_t a) {
     RbBits<E> x;
-    std::memcpy(&x, rb_window + a, E);
+    std::memcpy(&x, win + a, E);
     return x;
 }
 
@@ -623,18 +623,23 @@ RB_NOSAN void rb_wgmma_e(int kind, bool trans_b, float (&d)[128], uint64_t da, u
     rb_smem(op.b->lo, op.b->hi - op.b->lo, "wgmma.mma_async (B)");
     // Ordering: every line read that TMA wrote must be ordered after that TMA's completion;
     // mark the lines as read by this warpgroup's next group.
+    // Raw pointers in the loops below: a RB_NOSAN function cannot inline the instrumented
+    // std:: accessors, and a call per element was most of a wgmma's emulation time.
     const uint32_t group = ht.committed + 1;
-    for (const RbAddrsPtr& tb : {op.a, op.b})
-        for (uint32_t li : tb->lines) {
-            RbLine& ln = hb.lines[li];
+    RbLine* const lines = hb.lines.get();
+    const uint32_t* const vc = rb_me->vc.v.data();
+    for (const RbAddrs* tb : {op.a.get(), op.b.get()})
+        for (const uint32_t *li = tb->lines.data(), *end = li + tb->lines.size(); li != end;
+             ++li) {
+            RbLine& ln = lines[*li];
             const uint64_t tag = ln.tma.load(std::memory_order_relaxed);
-            if (tag && rb_me->vc.v[tag >> 48] < (uint32_t)(tag & 0xFFFFFFFFFFFFull)) {
+            if (tag && vc[tag >> 48] < (uint32_t)(tag & 0xFFFFFFFFFFFFull)) {
                 unsigned bar = 0;
                 for (auto& kv : hb.bars)
                     if ((uint64_t)kv.second->slot == tag >> 48) bar = kv.first;
                 rb_fail("wgmma reads shared 0x%x, written by a TMA completing on mbarrier "
                         "0x%x, without having waited for that phase",
-                        li * RB_LINE, bar);
+                        *li * RB_LINE, bar);
             }
             uint32_t cur = ln.read_group[wg].load(std::memory_order_relaxed);
             while (cur < group && !ln.read_group[wg].compare_exchange_weak(cur, group)) {
@@ -648,8 +653,10 @@ RB_NOSAN void rb_wgmma_e(int kind, bool trans_b, float (&d)[128], uint64_t da, u
     float av[2 * K], bv[64 * K];
     op.snap.resize((2 * K + 64 * K) * E);
     RbBits<E>* snap = reinterpret_cast<RbBits<E>*>(op.snap.data());
-    for (int i = 0; i < 2 * K; ++i) av[i] = val[snap[i] = rb_bits<E>(op.a->a[i])];
-    for (int i = 0; i < 64 * K; ++i) bv[i] = val[snap[2 * K + i] = rb_bits<E>(op.b->a[i])];
+    const unsigned char* const win = rb_window;
+    const uint32_t *const aa = op.a->a.data(), *const ba = op.b->a.data();
+    for (int i = 0; i < 2 * K; ++i) av[i] = val[snap[i] = rb_bits<E>(win, aa[i])];
+    for (int i = 0; i < 64 * K; ++i) bv[i] = val[snap[2 * K + i] = rb_bits<E>(win, ba[i])];
     auto it = ht.acc.find(d);
     if (it == ht.acc.end()) {
         it = ht.acc.emplace(d, RbAcc()).first;
@@ -678,10 +685,12 @@ RB_NOSAN void rb_wgmma_e(int kind, bool trans_b, float (&d)[128], uint64_t da, u
 template <int E> RB_NOSAN bool rb_operands_unchanged(const RbWgOp& op) {
     constexpr int K = 32 / E;
     const RbBits<E>* snap = reinterpret_cast<const RbBits<E>*>(op.snap.data());
+    const unsigned char* const win = rb_window;
+    const uint32_t *const aa = op.a->a.data(), *const ba = op.b->a.data();
     for (int i = 0; i < 2 * K; ++i)
-        if (rb_bits<E>(op.a->a[i]) != snap[i]) return false;
+        if (rb_bits<E>(win, aa[i]) != snap[i]) return false;
     for (int i = 0; i < 64 * K; ++i)
-        if (rb_bits<E>(op.b->a[i]) != snap[2 * K + i]) return false;
+        if (rb_bits<E>(win, ba[i]) != snap[2 * K + i]) return false;
     return true;
 }
 
