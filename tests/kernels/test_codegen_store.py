@@ -88,3 +88,27 @@ def test_what_was_not_used_for_two_weeks_is_removed(kept_in):
     assert not old.exists() and len(list(kept_in.glob("child-*.json"))) == 1
     store.kept("child", [4], compute)  # a read keeps its entry young
     assert len(calls) == 2
+
+
+def test_an_emulated_build_is_kept_by_what_it_includes_not_where(tmp_path):
+    """A driver wrapper includes its body by absolute path (a fresh clone's, a mutant's
+    temporary folder): the same bytes in another folder take the kept build; other bytes, or
+    an edited header beside the body (its quoted includes find it first), do not."""
+    import cuda_tools as ct
+
+    def wrapper_key(where: str, body_text: str, header: str | None = None) -> str:
+        folder = tmp_path / where
+        folder.mkdir()
+        body = folder / "k.mutant.cu"
+        body.write_text(body_text)
+        if header is not None:
+            (folder / "common.cuh").write_text(header)
+        wrapper = folder / "driver_k.cpp"
+        wrapper.write_text(f'#include "{body}"\nRB_ENTRY(k)\n')
+        return ct.build_key(wrapper, ("-O1",))
+
+    here, elsewhere = wrapper_key("clone-a", "int k;\n"), wrapper_key("clone-b", "int k;\n")
+    mutant = wrapper_key("clone-c", "int k = 1;\n")
+    edited_header = wrapper_key("clone-d", "int k;\n", header="// no barrier\n")
+    assert here == elsewhere
+    assert len({here, mutant, edited_header}) == 3

@@ -252,14 +252,20 @@ def rewrite_shared(text: str) -> str:
     return _SHARED.sub(one, text)
 
 
-def _build_key(src: Path, flags: tuple[str, ...]) -> str:
-    """What an emulated build depends on: the source (and the body a driver wrapper includes),
-    every header of kernels/cuda and the emulation's files, the flags."""
+def build_key(src: Path, flags: tuple[str, ...]) -> str:
+    """What an emulated build depends on: the source (and the body a driver wrapper includes,
+    by its bytes, not its path: a fresh clone's or a mutant's temporary folder takes the
+    builds kept by an earlier one, and the headers beside that body, which its quoted
+    includes find first), every header of kernels/cuda and the emulation's files, the flags."""
     import hashlib
 
-    h = hashlib.sha256(src.read_bytes())
-    for inc in re.findall(r'#include "(/[^"]+)"', src.read_text()):
+    text = src.read_text()
+    h = hashlib.sha256(re.sub(r'#include "/[^"]+"', "#include", text).encode())
+    for inc in re.findall(r'#include "(/[^"]+)"', text):
         h.update(Path(inc).read_bytes())
+        for f in sorted(Path(inc).parent.iterdir()):
+            if f.suffix in (".cuh", ".h"):
+                h.update(f.name.encode() + b"\0" + f.read_bytes())
     for d in (CUDA_DIR, EMU_DIR):
         for f in sorted(d.iterdir()):
             if f.suffix in (".cuh", ".h", ".cpp"):
@@ -290,7 +296,7 @@ def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
     from codegen_store import folder, prune
 
     cache = os.environ.get("RB_EMU_CACHE") or folder("emu")
-    key = _build_key(src, (opt, *extra, *(Path(a).name for a in after),
+    key = build_key(src, (opt, *extra, *(Path(a).name for a in after),
                            *(str(d) for d in includes), _gxx_version()))
     hit = Path(cache) / f"{key}.so" if cache else None
     if hit is not None and hit.is_file():  # a new file: `so` may be loaded (never rewrite it)
