@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import json
 import re
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -25,6 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import cuda_tools as ct
 import numpy as np
 import pytest
 from patience import patience
@@ -49,17 +49,7 @@ ARCHS = ((8, 0), (8, 9), (9, 0))
 REPO = ROOT
 
 
-# ---- the pip CUDA toolchain (own small finder: nvidia/cu13/bin or nvidia/cuda_*/bin) -------
-
-def _tool(name: str) -> Path | None:
-    for sp in [Path(p) for p in sys.path if p.endswith("site-packages")]:
-        for cand in (sp / "nvidia" / "cu13" / "bin" / name,
-                     *sorted((sp / "nvidia").glob(f"cuda_*/bin/{name}"))):
-            if cand.is_file():
-                return cand
-    w = shutil.which(name)
-    return Path(w) if w else None
-
+# ---- the pip CUDA toolchain (tests/standins/cuda_tools.py finds it) -----------------
 
 def _nvrtc_lib() -> Path | None:
     for sp in [Path(p) for p in sys.path if p.endswith("site-packages")]:
@@ -70,7 +60,7 @@ def _nvrtc_lib() -> Path | None:
     return None
 
 
-NVCC, CUOBJDUMP = _tool("nvcc"), _tool("cuobjdump")
+NVCC, CUOBJDUMP = ct.pip_tool("nvcc"), ct.pip_tool("cuobjdump")
 needs_toolchain = pytest.mark.skipif(
     NVCC is None or CUOBJDUMP is None,
     reason="pip CUDA toolchain missing (nvcc, cuobjdump): pip install -e '.[cudatools]'")
@@ -86,12 +76,7 @@ def _compile(src: str, cc: tuple[int, int], tmp: Path, defines: tuple[str, ...] 
              ) -> dict[str, Any]:
     arch = f"sm_{cc[0]}{cc[1]}"
     out = tmp / f"{src}.{arch}{''.join(defines)}.cubin"
-    cmd = [str(NVCC), "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
-           *[f"-D{d}" for d in defines], "-I", str(KERNEL_HEADERS), str(CUDA_DIR / src),
-           "-o", str(out)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=patience(300))
-    log = p.stdout + p.stderr
-    assert p.returncode == 0, f"nvcc {src} {arch} failed:\n{log}"
+    log = ct.nvcc_cubin(CUDA_DIR / src, arch, out, (KERNEL_HEADERS,), defines)
     res: dict[str, dict[str, int]] = {}
     cur = None
     for line in log.splitlines():
@@ -101,8 +86,7 @@ def _compile(src: str, cc: tuple[int, int], tmp: Path, defines: tuple[str, ...] 
             cur["stack"], cur["spill_stores"], cur["spill_loads"] = map(int, m.groups())
         elif cur is not None and (m := _USED.search(line)):
             cur["registers"] = int(m.group(1))
-    d = subprocess.run([str(CUOBJDUMP), "-sass", str(out)], capture_output=True, text=True,
-                       timeout=patience(120), check=True).stdout
+    d = ct.sass_listing(out)
     sass: dict[str, list[tuple[int, str, str]]] = {}
     name = None
     for line in d.splitlines():
@@ -863,16 +847,11 @@ def test_wgmma_probe_is_native_hopper(tmp_path):
     """Built for sm_90a (the target the probe uses): the loop is HGMMA / QGMMA from shared
     memory descriptors, one block of up to 3 warpgroups fits the register file, no spills."""
     arch_out = tmp_path / "wgmma.sm_90a.cubin"
-    p = subprocess.run([str(NVCC), "-cubin", "-arch=sm_90a", "-std=c++17", "-Xptxas", "-v",
-                        "-I", str(KERNEL_HEADERS), str(CUDA_DIR / "wgmma.cu"), "-o",
-                        str(arch_out)],
-                       capture_output=True, text=True, timeout=patience(300))
-    assert p.returncode == 0, p.stderr
-    assert "spill" in p.stderr and "0 bytes spill stores" in p.stderr
-    regs = [int(r) for r in re.findall(r"Used (\d+) registers", p.stderr)]
+    log = ct.nvcc_cubin(CUDA_DIR / "wgmma.cu", "sm_90a", arch_out, (KERNEL_HEADERS,))
+    assert "spill" in log and "0 bytes spill stores" in log
+    regs = [int(r) for r in re.findall(r"Used (\d+) registers", log)]
     assert len(regs) == 3 and all(128 < r <= 65536 // 384 for r in regs), regs
-    sass = subprocess.run([str(CUOBJDUMP), "-sass", str(arch_out)], capture_output=True,
-                          text=True, timeout=patience(120), check=True).stdout
+    sass = ct.sass_listing(arch_out)
     funcs = dict(re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S))
     want = {"wgmma_fp16": r"HGMMA\.64x256x16\.F32 ", "wgmma_bf16": r"HGMMA\.64x256x16\.F32\.BF16 ",
             "wgmma_fp8e4m3": r"QGMMA\.64x256x32\.F32\.E4M3\.E4M3 "}
@@ -1038,8 +1017,6 @@ def test_l2_launch_geometry():
 
 @pytest.fixture(scope="module")
 def emulated_cache():
-    import cuda_tools as ct
-
     if ct.emulation_missing():
         pytest.skip(ct.emulation_missing())
     lib = ctypes.CDLL(str(ct.build_emulation() / "cache.so"))

@@ -100,17 +100,74 @@ def parse_ptxas(log: str) -> dict[str, Resources]:
 
 
 @cache
-def compile_cu(source: str, arch: str) -> Compiled:
-    """nvcc (pip) -> cubin for one arch, with the ptxas resource report. Cached per session."""
+def _tool_versions() -> str:
+    """nvcc's and ptxas's own words on their versions: a kept cubin is theirs only."""
+    return "".join(subprocess.run([str(pip_tool(t)), "--version"], capture_output=True,
+                                  text=True, timeout=patience(60)).stdout
+                   for t in ("nvcc", "ptxas"))
+
+
+def _nvcc_key(src: Path, folders: tuple[Path, ...], flags: tuple[str, ...]) -> str:
+    """What a cubin and its ptxas report depend on: the source's bytes, every file of its own
+    folder and of the include folders (by name and bytes, not path), the flags and the tools'
+    versions."""
+    import hashlib
+
+    h = hashlib.sha256(src.read_bytes() + b"\0" + " ".join(flags).encode())
+    for d in folders:
+        for f in sorted(d.iterdir()):
+            if f.is_file():
+                h.update(f.name.encode() + b"\0" + f.read_bytes())
+    h.update(_tool_versions().encode())
+    return h.hexdigest()[:32]
+
+
+def nvcc_cubin(src: Path, arch: str, out: Path, includes: tuple[Path, ...] = (),
+               defines: tuple[str, ...] = ()) -> str:
+    """pip's nvcc: ``src`` -> the cubin ``out`` for ``arch`` (``-Xptxas -v``); returns the
+    ptxas report. Kept between sessions in the test store's ``nvcc/`` by its inputs
+    (``_nvcc_key``; ``RB_TEST_STORE=off`` always compiles): most of the CUDA compile tests'
+    time on two cores was nvcc recompiling what no edit had touched."""
+    import os
+
+    from codegen_store import folder, prune
+
     nvcc = pip_tool("nvcc")
     assert nvcc is not None, missing_tools("nvcc")
-    out = _TMP / f"{Path(source).stem}.{arch}.cubin"
-    cmd = [str(nvcc), "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
-           "-I", str(CUDA_DIR), str(CUDA_DIR / source), "-o", str(out)]
+    flags = ("-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
+             *(f"-D{d}" for d in defines))
+    store = folder("nvcc")
+    hit = (store / _nvcc_key(src, (src.parent, *includes), flags)
+           if store is not None else None)
+    if hit is not None and hit.with_suffix(".cubin").is_file() \
+            and hit.with_suffix(".log").is_file():
+        for suffix in (".cubin", ".log"):
+            os.utime(hit.with_suffix(suffix))  # used: kept by codegen_store.prune
+        shutil.copyfile(hit.with_suffix(".cubin"), out)
+        return hit.with_suffix(".log").read_text()
+    cmd = [str(nvcc), *flags, *(a for d in includes for a in ("-I", str(d))), str(src),
+           "-o", str(out)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=patience(300))
     log = p.stdout + p.stderr
     if p.returncode != 0:
-        raise AssertionError(f"nvcc failed for {source} {arch}:\n{log}")
+        raise AssertionError(f"nvcc failed for {src.name} {arch}:\n{log}")
+    if hit is not None:
+        hit.parent.mkdir(parents=True, exist_ok=True)
+        tmp = hit.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(log)
+        os.replace(tmp, hit.with_suffix(".log"))
+        shutil.copyfile(out, tmp)  # the cubin last: a hit needs both
+        os.replace(tmp, hit.with_suffix(".cubin"))
+        prune(hit.parent)
+    return log
+
+
+@cache
+def compile_cu(source: str, arch: str) -> Compiled:
+    """nvcc (pip) -> cubin for one arch, with the ptxas resource report. Cached per session,
+    and between sessions by ``nvcc_cubin``."""
+    out = _TMP / f"{Path(source).stem}.{arch}.cubin"
+    log = nvcc_cubin(CUDA_DIR / source, arch, out, (CUDA_DIR,))
     return Compiled(source, arch, out, log, parse_ptxas(log))
 
 
@@ -121,24 +178,42 @@ def compile_all(sources: list[str], archs: tuple[str, ...] = ARCHS) -> list[Comp
         return list(ex.map(lambda j: compile_cu(*j), jobs))
 
 
+def sass_listing(cubin: Path) -> str:
+    """``cuobjdump -sass`` (pip) of a cubin, kept in the test store's ``nvcc/`` by the cubin's
+    bytes (compressed: the kernels' listings are tens of MB, and the tool's minutes on two
+    cores were most of the SASS tests' time)."""
+    import gzip
+    import hashlib
+    import os
+
+    from codegen_store import folder
+
+    store = folder("nvcc")
+    hit = (store / (hashlib.sha256(cubin.read_bytes()).hexdigest()[:32] + ".sass.gz")
+           if store is not None else None)
+    if hit is not None and hit.is_file():
+        with contextlib.suppress(OSError, EOFError, gzip.BadGzipFile):
+            text = gzip.decompress(hit.read_bytes()).decode()
+            os.utime(hit)  # used: kept by codegen_store.prune
+            return text
+    cuobjdump = pip_tool("cuobjdump")
+    assert cuobjdump is not None, missing_tools("cuobjdump")
+    text = subprocess.run([str(cuobjdump), "-sass", str(cubin)], capture_output=True,
+                          text=True, timeout=patience(120), check=True).stdout
+    if hit is not None:
+        hit.parent.mkdir(parents=True, exist_ok=True)
+        tmp = hit.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(gzip.compress(text.encode(), compresslevel=1))
+        os.replace(tmp, hit)
+    return text
+
+
 @cache
 def sass(source: str, arch: str) -> dict[str, str]:
     """SASS text per kernel of a compiled source (cuobjdump -sass, pip)."""
-    cuobjdump = pip_tool("cuobjdump")
-    assert cuobjdump is not None, missing_tools("cuobjdump")
-    c = compile_cu(source, arch)
-    p = subprocess.run([str(cuobjdump), "-sass", str(c.cubin)], capture_output=True, text=True,
-                       timeout=patience(120), check=True)
-    out: dict[str, str] = {}
-    name = None
-    for line in p.stdout.splitlines():
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            name = m.group(1)
-            out[name] = ""
-        elif name is not None:
-            out[name] += line + "\n"
-    return out
+    parts = re.split(r"^.*Function : (\S+)\n", sass_listing(compile_cu(source, arch).cubin),
+                     flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
 _OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
