@@ -273,7 +273,7 @@ def _key_text(out: RooflineFigure, legend: Legend, renderer: RendererAgg,
     too long for the space under the legend is set smaller, down to 4.5 pt; past that the
     figure grows downwards, the axes keeping their size in pixels (label angles stay true)."""
     fig = out.fig
-    fig.canvas.draw()
+    fig.draw_without_rendering()
     leg_bb = legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
     size = 7.0 if len(key_lines) <= 40 else 6.0
     text = fig.text(leg_bb.x0, leg_bb.y0 - 0.02,
