@@ -197,7 +197,7 @@ def sample_loop(one: Callable[[], float], cfg: TimerConfig,
         pair.sample()  # its first call allocates and touches what it streams: untimed
     samples: list[float] = []
     rates: list[float] = []
-    judged: list[float] = []  # what the stopping rule reads: samples, or normalised ones
+    judged = Moments()  # what the stopping rule reads: samples, or normalised ones
     ordered: list[float] = []
     t0 = clock()
     stopped = "max_samples"
@@ -210,7 +210,7 @@ def sample_loop(one: Callable[[], float], cfg: TimerConfig,
             x *= rate
             if pair.rewarm:
                 rewarm()
-        judged.append(x)
+        judged.add(x)
         bisect.insort(ordered, x)
         if len(samples) >= max(cfg.min_samples, 2):
             why = converged(judged, ordered, cfg)
@@ -276,15 +276,49 @@ def median_ci(ordered: list[float], z: float = 1.96) -> tuple[float, float]:
     return ordered[lo], ordered[hi]
 
 
-def converged(samples: list[float], ordered: list[float], cfg: TimerConfig) -> str | None:
-    """'noise' when the CV is under target, 'median_ci' when the median's CI is narrow."""
-    mean = statistics.fmean(samples)
-    if mean > 0 and statistics.stdev(samples) / mean <= cfg.target_cv:
+@dataclass
+class Moments:
+    """The running mean and variance of the samples so far (Welford's update). The stopping
+    rule reads them after every sample: an exact ``statistics.stdev`` over every sample each
+    time is O(n) in Fractions, and past a few hundred samples it took longer than a GPU
+    sample, so the loop timed the host's arithmetic more than the device."""
+
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        d = x - self.mean
+        self.mean += d / self.n
+        self.m2 += d * (x - self.mean)
+
+    @classmethod
+    def of(cls, xs: list[float]) -> Moments:
+        m = cls()
+        for x in xs:
+            m.add(x)
+        return m
+
+    @property
+    def cv(self) -> float | None:
+        """Sample standard deviation over the mean; None under two samples or a mean <= 0."""
+        if self.n < 2 or self.mean <= 0:
+            return None
+        return math.sqrt(max(self.m2, 0.0) / (self.n - 1)) / self.mean
+
+
+def converged(moments: Moments, ordered: list[float], cfg: TimerConfig) -> str | None:
+    """'noise' when the CV is under target, 'median_ci' when the median's CI is narrow
+    (``ordered``: the same samples, sorted)."""
+    cv = moments.cv
+    if cv is not None and cv <= cfg.target_cv:
         return "noise"
-    if len(ordered) < CI_MIN_SAMPLES:  # a few early samples say little of a drifting device
+    n = len(ordered)
+    if n < CI_MIN_SAMPLES:  # a few early samples say little of a drifting device
         return None
     lo, hi = median_ci(ordered)
-    med = statistics.median(ordered)
+    med = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
     if med > 0 and (hi - lo) / 2 <= cfg.target_rel_ci * med:
         return "median_ci"
     return None

@@ -22,7 +22,7 @@ from roofbench.kernels.spec import Case  # noqa: E402
 
 from roofbench.timing import TimerConfig  # noqa: E402
 
-CFG = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=2, max_samples=3, budget_s=0.0)
+CFG = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=1, max_samples=1, budget_s=0.0)
 
 CASES = [
     ("vector_add", "scalar", "fp32", (1001,)),

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import statistics
 
+import pytest
 from testpaths import H200_RUNS
 
-from roofbench.timing import TimerConfig, converged, median_ci, sample_loop
+from roofbench.timing import Moments, TimerConfig, converged, median_ci, sample_loop
 
 
 def _series(min_n: int = 100) -> list[tuple[str, list[float]]]:
@@ -63,8 +64,22 @@ def test_median_ci_is_distribution_free_and_narrows():
     lo, hi = median_ci(bimodal)
     assert lo == 275e-6 and hi == 300e-6  # a 50/50 two-mode series: the CI spans both modes
     tight = sorted([1.0] * 40 + [1.001] * 40 + [5.0] * 3)  # rare outliers do not matter
-    assert converged(tight, tight, TimerConfig(target_cv=0.0)) == "median_ci"
-    assert converged(bimodal, bimodal, TimerConfig(target_cv=0.0)) is None
+    assert converged(Moments.of(tight), tight, TimerConfig(target_cv=0.0)) == "median_ci"
+    assert converged(Moments.of(bimodal), bimodal, TimerConfig(target_cv=0.0)) is None
+
+
+def test_running_moments_agree_with_the_exact_statistics():
+    """The stopping rule's running CV is the exact one (statistics' Fractions) on every
+    prefix of the real series, so no sample series stops elsewhere than it did."""
+    for name, s in _series():
+        m = Moments()
+        for i, x in enumerate(s[:400]):
+            m.add(x)
+            if i:
+                exact = statistics.stdev(s[: i + 1]) / statistics.fmean(s[: i + 1])
+                assert m.cv == pytest.approx(exact, rel=1e-9, abs=1e-15), (name, i)
+    assert Moments.of([1.0]).cv is None and Moments.of([0.0, 0.0]).cv is None
+    assert Moments.of([2.0] * 5).cv == 0.0
 
 
 def test_timer_keeps_raw_samples_and_stops_on_noise():
