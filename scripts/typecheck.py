@@ -30,11 +30,26 @@ def shadow_tree() -> Path:
     return base
 
 
+def cache_dir() -> str:
+    """mypy's cache: $MYPY_CACHE_DIR, else one per user (platformdirs), shared by every
+    checkout. mypy names the modules by their path relative to the shadow tree and takes an
+    entry whose file's bytes are unchanged (its hash) whatever the file's time: a fresh clone
+    (CI) checks in a second or two instead of about half a minute."""
+    import os
+
+    given = os.environ.get("MYPY_CACHE_DIR")
+    if given:
+        return given
+    from platformdirs import user_cache_dir
+
+    return str(Path(user_cache_dir("roofbench", appauthor=False)) / "mypy")
+
+
 def main() -> int:
     base = shadow_tree()
     p = subprocess.run([sys.executable, "-m", "mypy", "--config-file",
-                        str(ROOT / "pyproject.toml"), "-p", "roofbench"], cwd=base,
-                       capture_output=True, text=True)
+                        str(ROOT / "pyproject.toml"), "--cache-dir", cache_dir(),
+                        "-p", "roofbench"], cwd=base, capture_output=True, text=True)
     out = p.stdout + p.stderr
     for d in FOLDERS:  # name the real files
         out = out.replace(f"roofbench/{d}/", f"{d}/")
