@@ -9,8 +9,9 @@ NumPy's and Python's versions, this host's CPU as LLVM names it (the host row), 
 settings of the session, and the call's own arguments. A session whose key matches one
 already computed reads its facts from ``$RB_TEST_STORE/codegen`` (default the per-user
 cache folder, ``~/.cache/roofbench/test-store``); any change to those inputs compiles afresh.
-The emulated CUDA builds are kept beside them, in ``emu/``, by their own inputs
-(cuda_tools._emu_compile). ``RB_TEST_STORE=off`` always compiles (a doubt, or a
+The emulated CUDA builds are kept beside them, in ``emu/``, and nvcc's cubins, ptxas reports
+and SASS listings in ``nvcc/``, each by its own inputs (cuda_tools: ``_emu_compile``,
+``nvcc_cubin``, ``sass_listing``). ``RB_TEST_STORE=off`` always compiles (a doubt, or a
 measure of a fresh machine)."""
 
 from __future__ import annotations
