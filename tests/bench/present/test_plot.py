@@ -34,7 +34,7 @@ def _figure(path: Path, all_roofs: bool = False) -> RooflineFigure:
 
 
 def _boxes(rf: RooflineFigure):
-    rf.fig.canvas.draw()
+    rf.fig.draw_without_rendering()  # the layout, no raster: extents only
     r = rf.fig.canvas.get_renderer()
     points = [ln.get_window_extent(r) for ln in rf.points]
     # An annotation's own extent includes its leader line: the label is the text alone.
