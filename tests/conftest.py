@@ -39,7 +39,7 @@ def pytest_unconfigure(config):
 
 # The stand-ins and helpers every test folder imports (cuda_tools, testpaths): one place.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "standins"))
-import roofbench.kernels.numba_compat  # noqa: F401  (numpy 2.5 vs numba-cuda 0.30)
+import roofbench.kernels.numba_compat  # noqa: E402, F401  (numpy 2.5 vs numba-cuda 0.30)
 from roof_sets import write_roofs  # noqa: E402
 
 
