@@ -102,9 +102,9 @@ def parse_ptxas(log: str) -> dict[str, Resources]:
 @cache
 def _tool_versions() -> str:
     """nvcc's and ptxas's own words on their versions: a kept cubin is theirs only."""
-    return "".join(subprocess.run([str(pip_tool(t)), "--version"], capture_output=True,
-                                  text=True, timeout=patience(60)).stdout
-                   for t in ("nvcc", "ptxas"))
+    tools = [tool for t in ("nvcc", "ptxas") if (tool := pip_tool(t)) is not None]
+    return "".join(subprocess.run([str(tool), "--version"], capture_output=True, text=True,
+                                  timeout=patience(60)).stdout for tool in tools)
 
 
 def _nvcc_key(src: Path, folders: tuple[Path, ...], flags: tuple[str, ...]) -> str:
@@ -372,7 +372,7 @@ def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
 
     cache = os.environ.get("RB_EMU_CACHE") or folder("emu")
     key = build_key(src, (opt, *extra, *(Path(a).name for a in after),
-                           *(str(d) for d in includes), _gxx_version()))
+                          *(str(d) for d in includes), _gxx_version()))
     hit = Path(cache) / f"{key}.so" if cache else None
     if hit is not None and hit.is_file():  # a new file: `so` may be loaded (never rewrite it)
         os.utime(hit)  # used: kept by codegen_store.prune
