@@ -17,6 +17,7 @@ range as a band on the DRAM diagonal.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -104,13 +105,28 @@ class RoofTracker:
         after = self._measure()
         rec.roofline.roof_states = [self._case_before, after]
         self._last = after
+        self._raise_to_pairs(rec)
         if rec.outcome.status == "ok" and rec.roofline.flop_per_s:
             apply_roofs(rec, self.roofs)  # under the best state so far
             self.placed.append(rec)
 
-    def _raise_roof(self, state: RoofState) -> None:
-        """The run's DRAM roof is the best state seen: a bracket above it becomes the roof,
-        and every case placed so far is placed again."""
+    def _raise_to_pairs(self, rec: CaseResult) -> None:
+        """The DRAM roof's samples taken beside the case's (its pairs) saw the state the case
+        ran in: their median above the roof raises it, so a case timed in a fast state that
+        the brackets missed is not drawn above a roof measured in a slower one (its paired
+        efficiency does not depend on the roof's value)."""
+        t = rec.measurement.timing
+        if t is None or not t.paired or not t.roof_probe.startswith("memory:dram:"):
+            return
+        median = statistics.median(t.roof_rates)
+        self._raise_roof(RoofState(probe=t.roof_probe.split(":", 2)[2], bytes_per_s=median,
+                                   median_bytes_per_s=median, at_s=self.clock() - self.t0),
+                         "median of the roof samples paired with a case's")
+
+    def _raise_roof(self, state: RoofState,
+                    value_from: str = "best time of a bracket between cases") -> None:
+        """The run's DRAM roof is the best state seen: a bracket (or a case's paired roof
+        samples) above it becomes the roof, and every case placed so far is placed again."""
         dram = self.roofs.memory("dram")
         if dram is not None and state.bytes_per_s <= dram.value:
             return
@@ -118,7 +134,7 @@ class RoofTracker:
         self.roofs.add(Roof(f"dram {state.probe} {BRACKET_ROOF}", "memory", state.bytes_per_s,
                             "measured", level="dram", median=state.median_bytes_per_s,
                             evidence={"probe": state.probe, "bracket_at_s": state.at_s,
-                                      "value_from": "best time of a bracket between cases",
+                                      "value_from": value_from,
                                       "above": dram.name if dram else None}))
         for rec in self.placed:
             apply_roofs(rec, self.roofs)

@@ -107,6 +107,44 @@ def test_a_case_is_never_above_its_roof_because_the_roof_was_measured_slow(tmp_p
     assert roofs_section(run).blocks  # the section renders
 
 
+class PairedFastCpu(FixedClockCpu):
+    """Each case timed in a state the brackets never see: its samples are paired with the
+    DRAM read probe, which ran at PAIRED_BW beside them."""
+
+    def time(self, fn, cfg):
+        t = super().time(fn, cfg)
+        t.roof_probe, t.roof_rates = "memory:dram:read", [PAIRED_BW] * len(t.samples)
+        return t
+
+
+PAIRED_BW = 30e9
+
+
+def test_a_case_timed_in_a_state_the_brackets_missed_raises_the_roof_to_its_pairs(tmp_path):
+    """The brackets see 10 GB/s every time; the roof samples paired with the cases saw 30:
+    the run's DRAM roof is raised to the pairs' median, so no case (15 GB/s) is drawn above
+    a roof measured in the slow state. Planted: without the pairs the roof stays at 10."""
+    be = PairedFastCpu()
+    s = RunSession(RunOptions(workloads=("vector_add",), dtypes=("fp64",), size="65536",
+                              quick=True, seed=1), be, tmp_path)
+    s.set_roofs(slow_roofs(be.device_name()))
+    s.tracker = drift.RoofTracker(s.run.roofs, StateProbe(slow=10**6))
+    s.run_cases(Quiet())
+    ok = [c for c in s.run.cases if c.outcome.status == "ok"]
+    dram = s.run.roofs.memory("dram")
+    assert ok and dram.value == pytest.approx(PAIRED_BW)
+    assert dram.name == f"dram read {drift.BRACKET_ROOF}"
+    assert dram.evidence["value_from"].startswith("median of the roof samples paired")
+    for c in ok:
+        assert c.roofline.limiting_roof == dram.name
+        assert c.roofline.efficiency <= 1 and c.roofline.paired is not None
+        assert c.roofline.paired.efficiency == pytest.approx(CASE_BW / PAIRED_BW)
+    # the brackets' own record is unchanged: every state they measured was the slow one
+    assert {st.bytes_per_s for st in s.run.roofs.context.states} == {10e9}
+    s2 = run_with(StateProbe(slow=10**6), tmp_path / "unpaired")
+    assert s2.run.roofs.memory("dram").value == pytest.approx(10e9)
+
+
 def test_a_steady_run_keeps_its_roof_and_says_nothing_of_drift(tmp_path):
     probe = StateProbe(slow=10**6, slow_bw=9.5e9)  # never faster than the measured roof
     s = run_with(probe, tmp_path)
