@@ -30,17 +30,26 @@ def _keep_bytecode_out_of_the_tree() -> str | None:
 _PYCACHE = _keep_bytecode_out_of_the_tree()
 
 
+# The stand-ins and helpers every test folder imports (cuda_tools, testpaths): one place.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "standins"))
+import roofbench.kernels.numba_compat  # noqa: E402, F401  (numpy 2.5 vs numba-cuda 0.30)
+from codegen_store import numba_keep, numba_restore  # noqa: E402
+from roof_sets import write_roofs  # noqa: E402
+
+# numba's cache of the CPU kernels from an earlier session of the same sources (a fresh clone
+# has none): put in before xdist's workers start, kept when the whole session ends.
+_CONTROLLER = "PYTEST_XDIST_WORKER" not in os.environ
+if _CONTROLLER:
+    numba_restore()
+
+
 def pytest_unconfigure(config):
     if _PYCACHE is not None:
         import shutil
 
         shutil.rmtree(_PYCACHE, ignore_errors=True)
-
-
-# The stand-ins and helpers every test folder imports (cuda_tools, testpaths): one place.
-sys.path.insert(0, str(Path(__file__).resolve().parent / "standins"))
-import roofbench.kernels.numba_compat  # noqa: E402, F401  (numpy 2.5 vs numba-cuda 0.30)
-from roof_sets import write_roofs  # noqa: E402
+    if _CONTROLLER:
+        numba_keep()
 
 
 def _gpu_reason() -> str | None:

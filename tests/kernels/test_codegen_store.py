@@ -112,3 +112,68 @@ def test_an_emulated_build_is_kept_by_what_it_includes_not_where(tmp_path):
     edited_header = wrapper_key("clone-d", "int k;\n", header="// no barrier\n")
     assert here == elsewhere
     assert len({here, mutant, edited_header}) == 3
+
+
+NUMBA_KERNEL = """from numba import njit
+
+from kernels.scale import SCALE
+
+
+@njit(cache=True)
+def bump(x):
+    return x * SCALE + 1.0
+"""
+NUMBA_CALL = """import json, sys
+sys.path.insert(0, sys.argv[1])
+from kernels.bump import bump
+bump(2.0)
+print(json.dumps([len(bump.stats.cache_hits), len(bump.stats.cache_misses), bump(2.0)]))
+"""
+
+
+def _clone(tmp_path, name, scale="3.0"):
+    root = tmp_path / name
+    for top in store.NUMBA_TOPS:
+        (root / top).mkdir(parents=True)
+    (root / "kernels" / "bump.py").write_text(NUMBA_KERNEL)
+    (root / "kernels" / "scale.py").write_text(f"SCALE = {scale}\n")
+    return root
+
+
+def _call(root):
+    """(cached functions loaded, compiled, value) of bump(2.0) in a fresh process in ``root``."""
+    import json
+    import subprocess
+    import sys
+
+    from patience import patience
+
+    p = subprocess.run([sys.executable, "-c", NUMBA_CALL, str(root)], capture_output=True,
+                       text=True, timeout=patience(120), cwd=root)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_numba_cache_of_one_clone_serves_the_next_and_not_other_sources(tmp_path, monkeypatch):
+    monkeypatch.setenv(store.ENV, str(tmp_path / "store"))
+    first = _clone(tmp_path, "first")
+    assert _call(first) == [0, 1, 7.0]  # compiled, into the tree's __pycache__
+    assert store.numba_keep(first) == 1
+    assert store.numba_keep(first) == 0  # the store already holds as many
+
+    fresh = _clone(tmp_path, "fresh")  # a clone at another path: nothing of numba's in it
+    assert store.numba_restore(fresh) == 1
+    assert _call(fresh) == [1, 0, 7.0]  # loaded, not compiled
+    assert store.numba_restore(fresh) == 0  # the tree's own index is never overwritten
+
+    # the inlined constant lives in another file, which numba's own check does not read
+    edited = _clone(tmp_path, "edited", scale="5.0")
+    assert store.numba_restore(edited) == 0
+    assert _call(edited) == [0, 1, 11.0]
+
+
+def test_numba_store_off_keeps_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(store.ENV, "off")
+    root = _clone(tmp_path, "root")
+    _call(root)
+    assert store.numba_keep(root) == 0 and store.numba_restore(root) == 0

@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -103,4 +104,107 @@ def prune(where: Path, days: float = 14) -> None:
     for p in where.iterdir():
         with contextlib.suppress(OSError):
             if p.stat().st_mtime < old:
-                p.unlink()
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink()
+
+
+# numba's own cache (``cache=True``) is kept beside each source, in its ``__pycache__``: a
+# fresh clone compiled every CPU kernel again (the CPU kernels' test file 91 -> 25 CPU s warm).
+# numba checks a cached function against its own file's bytes and its own version and the
+# CPU it targets; what it does not check, the code it inlines from other files, is the key.
+NUMBA_TOPS = ("kernels", "roofs", "roofbench", "bench")
+_NOT_SOURCES = {".git", ".venv", "build", "results", "node_modules", "wheelhouse"}
+
+
+def numba_key(root: Path = ROOT) -> str:
+    """The digest of what numba's cached code can depend on beyond its own file: the product
+    sources (``NUMBA_TOPS``), the tools' versions and the session's ``NUMBA_`` settings."""
+    import llvmlite
+    import numba
+    import numpy
+
+    h = hashlib.sha256()
+    for top in NUMBA_TOPS:
+        for p in sorted((root / top).rglob("*.py")):
+            if "__pycache__" not in p.parts:
+                h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    h.update(json.dumps([numba.__version__, llvmlite.__version__, numpy.__version__,
+                         sys.version, sorted((k, v) for k, v in os.environ.items()
+                                             if k.startswith("NUMBA_"))]).encode())
+    return h.hexdigest()
+
+
+def _numba_units(root: Path) -> dict[str, list[Path]]:
+    """numba's cached functions in the tree, by ``<folder>/<index name>``: each the index
+    (``.nbi``) and its data files (``.N.nbc``), which only make sense together."""
+    units: dict[str, list[Path]] = {}
+    for here, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _NOT_SOURCES and not d.startswith(".")]
+        if os.path.basename(here) != "__pycache__":
+            continue
+        rel = Path(here).parent.relative_to(root).as_posix()
+        for f in files:
+            if f.endswith(".nbi"):
+                stem = f[:-len(".nbi")]
+                units[f"{rel}/{f}"] = [Path(here) / f] + sorted(
+                    Path(here) / g for g in files
+                    if g.startswith(stem + ".") and g.endswith(".nbc"))
+    return units
+
+
+def numba_restore(root: Path = ROOT) -> int:
+    """Put a kept numba cache of these sources (``numba_keep``) into the tree's
+    ``__pycache__`` folders, each function whose index the tree lacks; returns how many."""
+    where = folder("numba")
+    if where is None:
+        return 0
+    entry = where / numba_key(root)[:32]
+    have = _numba_units(root)
+    n = 0
+    for index in entry.rglob("*.nbi") if entry.is_dir() else []:
+        rel = index.parent.relative_to(entry).as_posix().replace("%", "/")
+        if f"{rel}/{index.name}" in have:
+            continue
+        dest = root / rel / "__pycache__"
+        stem = index.name[:-len(".nbi")]
+        with contextlib.suppress(OSError):
+            dest.mkdir(parents=True, exist_ok=True)
+            for data in index.parent.glob(f"{stem}.*.nbc"):
+                shutil.copy2(data, dest / data.name)
+            shutil.copy2(index, dest / index.name)  # last: an index without data is a miss
+            n += 1
+    with contextlib.suppress(OSError):
+        os.utime(entry)  # used: kept by ``prune``
+    return n
+
+
+def numba_keep(root: Path = ROOT) -> int:
+    """Keep the tree's numba cache for the next session of the same sources (a fresh clone):
+    the whole set written beside, then swapped in by rename, so a reader sees one session's
+    set or none. An entry that already holds as many functions is left. Returns how many."""
+    where = folder("numba")
+    if where is None:
+        return 0
+    units = _numba_units(root)
+    entry = where / numba_key(root)[:32]
+    if not units or (entry.is_dir() and sum(1 for _ in entry.rglob("*.nbi")) >= len(units)):
+        return 0
+    tmp = where / f".{entry.name}.{os.getpid()}"
+    try:
+        for name, files in units.items():
+            sub = tmp / name.rsplit("/", 1)[0].replace("/", "%")
+            sub.mkdir(parents=True, exist_ok=True)
+            for f in files:
+                shutil.copy2(f, sub / f.name)
+        old = where / f".{entry.name}.{os.getpid()}.old"
+        with contextlib.suppress(OSError):
+            entry.rename(old)
+        tmp.rename(entry)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return 0
+    prune(where)
+    return len(units)
