@@ -55,10 +55,19 @@ extras=$(cuda_extra)
 extras="${extras:+$extras,}report"  # report.html: Bokeh, inlined in the page
 [ "$want" = dev ] && extras="${extras:+$extras,}dev,cudatools,mpi"
 stamp="$VENV/.roofbench-installed-${extras:-base}"
+# make test's environment gets no bytecode up front: pip compiles every module of torch, JAX,
+# Triton..., 52 of the 86 CPU s of this install on two cores, and a test session uses a few
+# of them (with PYTHONDONTWRITEBYTECODE, from a folder of its own: tests/conftest.py). make
+# bench's processes each import the same modules, so its environment has them compiled.
+uncompiled="$VENV/.roofbench-uncompiled"
+nocompile=""
+[ "$want" = dev ] && nocompile=--no-compile
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   log "installing roofbench${extras:+[$extras]} into $VENV"
-  "$VENV/bin/python" -m pip install --quiet --upgrade "pip>=23" "setuptools>=68" wheel >&2
-  "$VENV/bin/python" -m pip install --quiet -e ".${extras:+[$extras]}" >&2
+  [ "$want" = dev ] && touch "$uncompiled"
+  "$VENV/bin/python" -m pip install --quiet $nocompile --upgrade "pip>=23" \
+    "setuptools>=68" wheel >&2
+  "$VENV/bin/python" -m pip install --quiet $nocompile -e ".${extras:+[$extras]}" >&2
   # transformers 5 (a test dependency) pulls PyPI's `kernels`, whose import name is our
   # kernels/ folder's: with it installed, transformers fails to import from the checkout.
   # It is optional to transformers; removed so the tests use the models they build.
@@ -66,5 +75,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     "$VENV/bin/python" -m pip uninstall --quiet -y kernels >/dev/null 2>&1 || true
   fi
   touch "$stamp"
+fi
+if [ "$want" != dev ] && [ -f "$uncompiled" ]; then
+  log "compiling the bytecode make test's install left out"
+  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  "$VENV/bin/python" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
+  rm -f "$uncompiled"
 fi
 echo "$VENV/bin/python"

@@ -419,6 +419,49 @@ def test_offline_setup_installs_nothing_and_names_the_interpreter():
     assert not Path("/nonexistent-venv").exists()
 
 
+FAKE_PYTHON = """#!/bin/sh
+# Stands for python3 and the venv's python: logs each call, installs nothing.
+echo "$*" >> "$(dirname "$0")/calls.log"
+case "$*" in
+  "-m venv "*) mkdir -p "$3/bin" && cp "$0" "$3/bin/python" ;;
+  *sysconfig*) echo /site-packages ;;
+esac
+exit 0
+"""
+
+
+def test_make_test_installs_without_bytecode_and_make_bench_compiles_it(tmp_path):
+    """pip's compile of every module (52 of 86 CPU s) is skipped for make test's environment;
+    make bench's processes import the same modules again and again, so it compiles them."""
+    fake = tmp_path / "py" / "python3"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    venv = tmp_path / "venv"
+    env = {**os.environ, "PYTHON": str(fake), "VENV": str(venv)}
+    env.pop("ROOFBENCH_NO_INSTALL", None)
+
+    def setup(*args: str) -> list[str]:
+        log = venv / "bin" / "calls.log"
+        log.unlink(missing_ok=True)
+        out = subprocess.run(["bash", str(ROOT / "scripts" / "setup_env.sh"), *args],
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == f"{venv}/bin/python"
+        return log.read_text().splitlines() if log.exists() else []
+
+    dev = [c for c in setup("dev") if c.startswith("-m pip install")]
+    assert len(dev) == 2 and all("--no-compile" in c for c in dev), dev
+    assert (venv / ".roofbench-uncompiled").exists()
+    assert setup("dev") == []  # installed: nothing again
+    bench = setup()
+    assert [c for c in bench if c.startswith("-m pip install")] and not any(
+        "--no-compile" in c for c in bench), bench
+    assert "-m compileall -q -j 0 /site-packages" in bench
+    assert not (venv / ".roofbench-uncompiled").exists()
+    assert not any("compileall" in c for c in setup())  # compiled once
+
+
 # -- the docs, true to the code ---------------------------------------------------------------
 
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
