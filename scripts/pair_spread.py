@@ -9,17 +9,19 @@ or the efficiency itself for a run without pairs), and the spread of each (max -
 runs), with the roof's median while each run's pairs were taken (GB/s or GFLOP/s): a case
 whose paired efficiency moves with that state does not follow its roof all the way. A
 Markdown table on stdout, then the largest spreads and the highest paired point. Exit 0
-always (the figures are the output; nothing here is a test).
+(the figures are the output; nothing here is a test), 2 for a file it cannot read.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from roofbench.bench.errors import UserError  # noqa: E402
 from roofbench.bench.results import load_run  # noqa: E402
 
 from roofbench.roofline import (  # noqa: E402
@@ -74,10 +76,15 @@ def within_state(per_run: list[list[tuple[float, float]]]) -> float | None:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__.split("\n\n")[1].strip())
-        return 0
-    runs = [load_run(Path(a)) for a in argv]
+    ap = argparse.ArgumentParser(prog="pair_spread.py", description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__.split("\n\n", 2)[2])
+    ap.add_argument("runs", nargs="+", metavar="RUN_DIR_OR_RESULTS_JSON")
+    args = ap.parse_args(argv)
+    try:
+        runs = [load_run(Path(a)) for a in args.runs]
+    except UserError as e:
+        print(f"pair_spread.py: {e}", file=sys.stderr)
+        return 2
     keys = [c.key for c in runs[0].cases if c.valid]
     rows = []
     for k in keys:

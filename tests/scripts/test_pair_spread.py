@@ -77,3 +77,14 @@ def test_a_case_that_does_not_follow_its_roof_is_compared_state_by_state(tmp_pat
     by_state = row.split(" | ")[5].split(" / ")
     assert by_state[0].startswith("0.9") and by_state[1].startswith("0.6")
     assert len(by_state[2].split(", ")) == 2  # the flipping run met both states
+
+
+def test_help_and_a_path_without_results_are_one_clear_answer(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as e:
+        pair_spread.main(["--help"])
+    assert e.value.code == 0 and "RUN_DIR_OR_RESULTS_JSON" in capsys.readouterr().out
+    assert pair_spread.main([str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pair_spread.py: no results at") and err.count("\n") == 1
