@@ -13,7 +13,8 @@ bench:
 # --durations=25: every run names its 25 slowest tests (the 15-minute budget, docs/tests.md)
 test:
 	@py=$$(scripts/setup_env.sh dev) && $$py -m ruff check . && $$py scripts/typecheck.py && \
-		$$py -m pytest -n $${PYTEST_WORKERS:-2} --dist loadfile --durations=25 $(ARGS)
+		$$py -m pytest -n $${PYTEST_WORKERS:-2} --dist loadfile --no-loadscope-reorder \
+		--durations=25 $(ARGS)
 
 lint:
 	@py=$$(scripts/setup_env.sh dev) && $$py -m ruff check . && $$py scripts/typecheck.py

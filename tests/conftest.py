@@ -105,6 +105,7 @@ def pytest_runtest_call(item):
 
 
 def pytest_collection_modifyitems(config, items):
+    _long_files_first(items)
     reason = None
     checked = False
     for item in items:
@@ -113,6 +114,19 @@ def pytest_collection_modifyitems(config, items):
                 reason, checked = _gpu_reason(), True
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def _long_files_first(items) -> None:
+    """The files holding a ``slow`` test first, then the rest, each group by its number of
+    tests (what xdist's loadfile does alone; make test turns its reordering off so this order
+    stands). A worker that drew the numba simulator or the isolation test's hang last ran it
+    alone for two minutes while the other idled (CI under load, 2026-12-06)."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    order = sorted(files.values(), key=lambda its: (
+        not any(it.get_closest_marker("slow") for it in its), -len(its)))
+    items[:] = [it for its in order for it in its]
 
 
 @pytest.fixture

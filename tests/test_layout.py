@@ -525,3 +525,19 @@ def test_the_docs_state_the_schema_version_the_code_writes():
 
 if __name__ == "__main__":  # the import map's floors, for a reader
     print("\n".join(floor_lines()))
+
+
+def test_files_with_a_slow_test_are_handed_out_first(request):
+    """make test's order (tests/conftest.py, with xdist's reordering off): a worker that drew
+    a two-minute file last ran it alone while the other idled. The order is this session's."""
+    files: list[str] = []
+    slow: set[str] = set()
+    for item in request.session.items:
+        f = item.nodeid.split("::")[0]
+        if not files or files[-1] != f:
+            assert f not in files, f"{f} is split in the order"
+            files.append(f)
+        if item.get_closest_marker("slow"):
+            slow.add(f)
+    flags = [f in slow for f in files]
+    assert flags == sorted(flags, reverse=True), "a file with a slow test after one without"

@@ -25,6 +25,7 @@ def _env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_twins_in_simulator():
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
            "--import-mode=importlib", str(HERE / "cudasim_cases.py")]

@@ -161,6 +161,7 @@ def test_a_library_call_cannot_be_scanned_on_a_gpu(tmp_path):
 WGMMA_SIZES = ("130x272x112", "1001x784x336", "128x256x2048")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", WGMMA_SIZES)
 def test_cli_run_wgmma_emulated(tmp_path, size):
     """`roofbench run --backend cuda --variant tensor` on the sm_90 stand-in: the real CuPy

@@ -53,6 +53,7 @@ def mpirun(n: int, args: list[str], env: dict[str, str] | None = None,
 FAST = ["--quick", "--link-max-size", "256k"]
 
 
+@pytest.mark.slow
 def test_cpu_fleet_of_two_ranks(tmp_path):
     out = tmp_path / "fleet"
     p = mpirun(2, ["fleet", "calibrate", "--backend", "cpu", *FAST, "--timeout",
