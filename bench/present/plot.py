@@ -269,11 +269,12 @@ def _place_labels(out: RooflineFigure, renderer, layout: Layout, roof_lines: lis
 
 def _key_text(out: RooflineFigure, legend: Legend, renderer: RendererAgg,
               key_lines: list[str], dense: bool = False) -> Text:
-    """The numbered points' key, under the legend (which must be drawn to be measured). A key
-    too long for the space under the legend is set smaller, down to 4.5 pt; past that the
-    figure grows downwards, the axes keeping their size in pixels (label angles stay true)."""
+    """The numbered points' key, under the legend. A key too long for the space under the
+    legend is set smaller, down to 4.5 pt; past that the figure grows downwards, the axes
+    keeping their size in pixels (label angles stay true). The legend places itself when its
+    extent is asked for: no draw of the figure here (a first draw lays out every tick, about
+    0.5 s of a CLI run's plot)."""
     fig = out.fig
-    fig.draw_without_rendering()
     leg_bb = legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
     size = 7.0 if len(key_lines) <= 40 else 6.0
     text = fig.text(leg_bb.x0, leg_bb.y0 - 0.02,
