@@ -46,7 +46,10 @@ def test_bad_numba_threads_are_one_line_and_exit_2(value, says, monkeypatch, cap
 def test_a_read_only_install_and_home_move_numbas_cache(monkeypatch, capsys, tmp_path):
     """Root writes anywhere, so the read-only folders are injected: neither the install's
     __pycache__ nor the home's cache can be written, the temporary folder can."""
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    # set first, so that the undo removes what main() sets (a delenv of an unset name
+    # records nothing: the folder leaked into every later test of the worker)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", "")
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     monkeypatch.setattr(boundary, "_writable", lambda p: p.startswith(str(tmp_path)))
     monkeypatch.setattr(boundary, "_NOTED", [])
