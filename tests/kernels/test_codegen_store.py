@@ -143,13 +143,15 @@ def _clone(tmp_path, name, scale="3.0"):
 def _call(root):
     """(cached functions loaded, compiled, value) of bump(2.0) in a fresh process in ``root``."""
     import json
+    import os
     import subprocess
     import sys
 
     from patience import patience
 
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}  # in the tree
     p = subprocess.run([sys.executable, "-c", NUMBA_CALL, str(root)], capture_output=True,
-                       text=True, timeout=patience(120), cwd=root)
+                       text=True, timeout=patience(120), cwd=root, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 
