@@ -56,8 +56,8 @@ extras="${extras:+$extras,}report"  # report.html: Bokeh, inlined in the page
 [ "$want" = dev ] && extras="${extras:+$extras,}dev,cudatools,mpi"
 stamp="$VENV/.roofbench-installed-${extras:-base}"
 # make test's environment gets no bytecode up front: pip compiles every module of torch, JAX,
-# Triton..., 52 of the 86 CPU s of this install on two cores, and a test session uses a few
-# of them (with PYTHONDONTWRITEBYTECODE, from a folder of its own: tests/conftest.py). make
+# Triton..., most of the install's time (docs/tests.md), and a test session imports a few of
+# them (with PYTHONDONTWRITEBYTECODE, from a folder of its own: tests/conftest.py). make
 # bench's processes each import the same modules, so its environment has them compiled.
 uncompiled="$VENV/.roofbench-uncompiled"
 nocompile=""

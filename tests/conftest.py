@@ -120,7 +120,7 @@ def _long_files_first(items) -> None:
     """The files holding a ``slow`` test first, then the rest, each group by its number of
     tests (what xdist's loadfile does alone; make test turns its reordering off so this order
     stands). A worker that drew the numba simulator or the isolation test's hang last ran it
-    alone for two minutes while the other idled (CI under load, 2026-12-06)."""
+    alone for two minutes under load while the other idled (docs/tests.md)."""
     files: dict[str, list] = {}
     for item in items:
         files.setdefault(item.nodeid.split("::")[0], []).append(item)

@@ -431,8 +431,9 @@ exit 0
 
 
 def test_make_test_installs_without_bytecode_and_make_bench_compiles_it(tmp_path):
-    """pip's compile of every module (52 of 86 CPU s) is skipped for make test's environment;
-    make bench's processes import the same modules again and again, so it compiles them."""
+    """pip's compile of every module (most of the install) is skipped for make test's
+    environment; make bench's processes import the same modules again and again, so its
+    environment has them compiled."""
     fake = tmp_path / "py" / "python3"
     fake.parent.mkdir()
     fake.write_text(FAKE_PYTHON)

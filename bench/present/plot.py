@@ -272,8 +272,8 @@ def _key_text(out: RooflineFigure, legend: Legend, renderer: RendererAgg,
     """The numbered points' key, under the legend. A key too long for the space under the
     legend is set smaller, down to 4.5 pt; past that the figure grows downwards, the axes
     keeping their size in pixels (label angles stay true). The legend places itself when its
-    extent is asked for: no draw of the figure here (a first draw lays out every tick, about
-    0.5 s of a CLI run's plot)."""
+    extent is asked for: no draw of the figure here (a first draw lays out every tick of both
+    log axes, and savefig draws it anyway)."""
     fig = out.fig
     leg_bb = legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
     size = 7.0 if len(key_lines) <= 40 else 6.0

@@ -111,7 +111,7 @@ def prune(where: Path, days: float = 14) -> None:
 
 
 # numba's own cache (``cache=True``) is kept beside each source, in its ``__pycache__``: a
-# fresh clone compiled every CPU kernel again (the CPU kernels' test file 91 -> 25 CPU s warm).
+# fresh clone compiled every CPU kernel again (docs/tests.md: the cold and warm figures).
 # numba checks a cached function against its own file's bytes and its own version and the
 # CPU it targets; what it does not check, the code it inlines from other files, is the key.
 NUMBA_TOPS = ("kernels", "roofs", "roofbench", "bench")
