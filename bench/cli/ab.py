@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -34,14 +35,38 @@ from ..measure.user_code import file_module, raised_by_user, users_failure
 from ..results import utc_stamp
 from .compare import cmd_compare, fail_on_spec, fraction, gate_of
 
+# The modules each side's file imported from its own folder (the folder -> their names).
+_BESIDE: dict[Path, list[str]] = {}
+
+
+def _from(mod: ModuleType, folder: Path) -> bool:
+    """Whether a module was loaded from a file in ``folder`` (or a package under it)."""
+    f = getattr(mod, "__file__", None)
+    return isinstance(f, str) and folder in Path(f).resolve().parents
+
 
 def load_side(spec: str, tag: str) -> ModuleType:
-    """The module of one side: a .py file (loaded under a name of its own) or a module name."""
+    """The module of one side: a .py file (loaded under a name of its own) or a module name.
+    A file's folder goes first on sys.path, as Python puts a script's: ``import kver`` finds
+    the kver.py beside it. A module the other side loaded from its own, other folder under
+    the same name is set aside first, so that each side imports its own copy (two
+    checkouts' ``kver.py``), never the other's silently."""
     path = Path(spec)
     try:
         if spec.endswith(".py") or path.is_file():
             mod, loader = file_module(path, spec, f"roofbench_ab_{tag}")
+            folder = path.resolve().parent
+            for other, names in _BESIDE.items():
+                if other != folder:
+                    for name in names:  # the other side's copy: its module holds it still
+                        sys.modules.pop(name, None)
+            before = set(sys.modules)
+            if str(folder) in sys.path:
+                sys.path.remove(str(folder))
+            sys.path.insert(0, str(folder))
             loader.exec_module(mod)
+            _BESIDE.setdefault(folder, []).extend(
+                n for n in set(sys.modules) - before if _from(sys.modules[n], folder))
             return mod
         return importlib.import_module(spec)
     except UserError:
@@ -67,6 +92,10 @@ def ab_cases(mod: ModuleType, spec: str) -> dict[str, dict[str, Any]]:
     for name, kw in cases.items():
         if not isinstance(kw, dict) or not callable(kw.get("fn")):
             raise UserError(f"{spec}: AB_CASES[{name!r}] must be a dict with a callable 'fn'")
+        args = kw.get("args", ())
+        if not isinstance(args, (tuple, list)):  # tuple(5) would fail later as ours (exit 70)
+            raise UserError(f"{spec}: AB_CASES[{name!r}]['args'] must be a tuple of fn's "
+                            f"arguments, got {type(args).__name__} {args!r:.40}")
         out[str(name)] = dict(kw)
     return out
 
