@@ -4,7 +4,8 @@ The code lives in three folders installed under this one import name:
 ``roofbench.kernels`` (what is measured), ``roofbench.roofs`` (what the hardware can do) and
 ``roofbench.bench`` (how it is measured and shown). ``roofbench.measure`` and
 ``roofbench.Session`` (bench/measure/api.py) put one's own kernel on this device's roofline;
-``roofbench.profile`` (bench/profile/torch_program.py) every op of a PyTorch program.
+``roofbench.profile`` (bench/profile/torch_program.py) every op of a PyTorch program;
+``roofbench.tune`` (bench/tune/search.py) searches a kernel's configurations against its roof.
 """
 
 import os as _os
@@ -35,6 +36,10 @@ def __getattr__(name: str):
         from .bench.measure import api
 
         return getattr(api, name)
+    if name == "tune":  # a kernel's configurations searched against its roof (bench/tune)
+        from .bench.tune import search
+
+        return search.tune
     if name == "profile":  # every aten op of a PyTorch program on the roofs (or a jitted JAX)
         from .bench.profile import torch_program
 

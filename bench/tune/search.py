@@ -1,0 +1,428 @@
+"""The search: every configuration of a space built, validated, timed with paired roof samples
+and placed by the measurement core (``callables.measure_callable``: the path of
+``roofbench.measure``), until a stop rule says there is nothing left to win.
+
+Stop rules, checked before each configuration (docs/tune.md says why each is safe):
+
+- target: the best configuration's efficiency from its interval's upper end (the slow side)
+  reaches ``target`` of its attainable roof, and no untried configuration's time at its own
+  roof is under ``target`` x that upper end (with counts the same for every configuration the
+  second half follows from the first);
+- no_config_can_win: every untried configuration's time at its roof (a bound from its counts)
+  is at or above the best's interval's lower end: none can beat it by more than the noise;
+- budget: ``budget_s`` wall seconds spent;
+- and per configuration: one whose time at its roof cannot beat the best is not tried
+  (pruned); one whose fastest of its first ``screen_samples`` samples is over ``drop_at`` x
+  the best's interval's upper end is dropped (timed no further).
+
+``exhaustive=True`` tries every configuration (the budget still holds) and records where the
+search would have stopped. Counts may depend on the configuration (``flops=lambda cfg: ...``):
+they must not overstate the work, or the roof time understates no configuration's bound and a
+mediocre one reads as near its roof and stops the search early.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from roofbench.errors_text import first_line
+from roofbench.records import CaseResult, Declaration, Identity, Outcome
+from roofbench.roof_records import RoofSet
+from roofbench.roofline import apply_roofs, pair_matches, place, placed_bytes
+from roofbench.timing import TimerConfig, timer_for
+
+from ..measure import door
+from ..measure.callables import Clock, clock_for, measure_callable, working_set
+from ..measure.declared import Call, Counts, declare, declared_counts
+from ..measure.door import MeasureError
+from ..measure.user_code import raised_by_user
+from .record import STOPS, Trial, TuneRecord, rank
+from .space import Config, Space, SpaceError, label, space
+
+DROP_AT = 1.5  # a configuration whose first samples are all 1.5x the best's is far behind
+SCREEN_SAMPLES = 5
+ORDERS = ("declared", "roof")
+
+
+class TuneError(MeasureError):
+    """A tune that cannot run as asked: one line (a ValueError; exit 2 under the CLI)."""
+
+
+def _count(x: Any, config: Config) -> Any:
+    """A count as declared for this configuration: a callable of the configuration, or the
+    value itself (arrays and numbers)."""
+    return x(config) if callable(x) else x
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What every configuration shares: the arguments, the counts as given (values or
+    callables of the configuration) and the check."""
+
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+    flops: Any
+    reads: Any
+    writes: Any
+    bytes: Any
+    dtype: str | None
+    precision: str | None
+    reference: Any
+    output: Any
+    tolerance: float | None
+    size: Sequence[int] | None
+    workload: str
+
+    def counts(self, config: Config) -> Counts:
+        """This configuration's counts, checked as ``measure`` checks them."""
+        try:
+            b = _count(self.bytes, config)
+            return declared_counts(self.args, flops=_count(self.flops, config),
+                                   reads=_count(self.reads, config),
+                                   writes=_count(self.writes, config), bytes=b,
+                                   dtype=self.dtype, precision=self.precision, size=self.size)
+        except MeasureError as e:
+            raise TuneError(f"{label(config)}: {e}") from None
+        except Exception as e:  # a count callable of the user's raised
+            raise TuneError(f"{label(config)}: the counts raised {first_line(e)}") from None
+
+    def call(self, fn: Callable[..., Any], config: Config) -> Call:
+        """The declared call of this configuration's function (``declare``, as ``measure``)."""
+        self.counts(config)  # its counts' errors said with the configuration
+        return declare(fn, self.args, self.kwargs, flops=_count(self.flops, config),
+                       reads=_count(self.reads, config), writes=_count(self.writes, config),
+                       bytes=_count(self.bytes, config), dtype=self.dtype,
+                       precision=self.precision, name=f"{self.workload}/{variant(config)}",
+                       reference=self.reference, output=self.output, tolerance=self.tolerance,
+                       size=self.size)
+
+
+def variant(config: Config) -> str:
+    """The case's variant: the configuration's label, with no '/' (a key's separator)."""
+    return label(config).replace("/", ":")
+
+
+def declared_case(n: Counts, name: str, backend: str) -> CaseResult:
+    """An untimed record of these counts, as ``measure_callable`` starts one."""
+    workload, _, variant = name.partition("/")
+    return CaseResult(
+        Identity(workload=workload, variant=variant or "default", backend=backend,
+                 dtype=n.dtype, size=list(n.size), precision=n.precision, cores=n.cores),
+        Declaration(flops=n.flops, bytes=dict(n.bytes), ai=n.ai), Outcome(status="ok"))
+
+
+def roof_time(rec: CaseResult, roofs: RoofSet | None) -> float | None:
+    """Seconds the case's counts take at its attainable roof where it is placed (the least
+    time any configuration of these counts can take: a point above its roof is a bug):
+    FLOPs over the attainable FLOP/s, or for 0 FLOPs the bytes of its slowest level over
+    that level's roof. None without a roof that bounds it."""
+    if roofs is None:
+        return None
+    r, flops = rec.roofline, rec.declaration.flops
+    if flops > 0:
+        return flops / r.attainable if r.attainable else None
+    times = [b / m.value for lvl, b in placed_bytes(rec).items()
+             if b > 0 and (m := roofs.memory(lvl)) is not None and m.value > 0]
+    return max(times) if times else None
+
+
+def placed(rec: CaseResult, roofs: RoofSet | None, ws: int | None) -> CaseResult:
+    if roofs is not None:
+        if ws is not None:
+            rec.roofline.placement = place(ws, roofs)
+        apply_roofs(rec, roofs)
+    return rec
+
+
+@dataclass
+class Bench:
+    """What measures one configuration: the clock (chosen once from the arguments), the
+    roofs, the full timer and the short one of a screen."""
+
+    clock: Clock
+    roofs: RoofSet | None
+    full: TimerConfig
+    screen: TimerConfig
+
+    def measure(self, call: Call, cfg: TimerConfig) -> CaseResult:
+        return measure_callable(call, clock=self.clock, cfg=cfg, roofs=self.roofs)
+
+
+def _trial(index: int, config: Config, rec: CaseResult, roofs: RoofSet | None,
+           status: str, why: str | None, wall: float) -> Trial:
+    t = rec.measurement.timing
+    roof_value = None
+    if t is not None and t.paired and roofs is not None and \
+            pair_matches(t.roof_probe, rec, roofs):
+        roof = next((x for x in roofs.roofs if x.name == rec.roofline.limiting_roof), None)
+        roof_value = roof.value if roof is not None else None
+    return Trial(
+        index=index, config=dict(config), label=label(config), status=status, why=why,
+        flops=rec.declaration.flops, bytes=dict(rec.declaration.bytes),
+        roof_time_s=roof_time(rec, roofs),
+        samples_s=tuple(t.samples) if t is not None else (),
+        roof_rates=tuple(t.roof_rates) if t is not None and roof_value else (),
+        roof_probe=t.roof_probe if t is not None and roof_value else "",
+        roof_value=roof_value, stopped_by=t.stopped_by if t is not None else "",
+        efficiency=rec.roofline.efficiency, key=rec.key, wall_s=wall, case=rec)
+
+
+@dataclass(frozen=True)
+class Best:
+    """The best so far, on the basis the ranking compares: its trial, interval and basis."""
+
+    trial: Trial
+    lo: float
+    hi: float
+    basis: str
+
+
+def best_of(trials: Iterable[Trial]) -> Best | None:
+    basis, ranking = rank(list(trials))
+    if not ranking:
+        return None
+    r = ranking[0]
+    t = next(x for x in trials if x.index == r.index)
+    lo, hi = r.interval_s if r.interval_s is not None else (r.median_s, r.median_s)
+    return Best(t, lo, hi, basis)
+
+
+def should_stop(best: Best | None, left: Sequence[float | None], target: float
+                ) -> tuple[str, str] | None:
+    """The stop rule the best and the roof times of the configurations left (None: no roof
+    time known) meet first, as (reason, one line), or None."""
+    if best is None or not left:
+        return None
+    own = best.trial.roof_time_s
+    if own is not None and own > 0:
+        eff_lo = own / best.hi
+        if eff_lo >= target and all(x is not None and x >= target * best.hi for x in left):
+            return "target", (f"{best.trial.label} at >= {eff_lo:.1%} of its roof (its "
+                              f"interval's slow end), target {target:.0%}")
+    if all(x is not None and x >= best.lo for x in left):
+        least = min(x for x in left if x is not None)
+        return "no_config_can_win", (
+            f"the least time at its roof of the {len(left)} configuration(s) left, "
+            f"{least:.4g} s, is at or above the best's interval's low end {best.lo:.4g} s")
+    return None
+
+
+def _check(target: float, budget_s: float | None, drop_at: float | None,
+           screen_samples: int, order: str, exhaustive: bool) -> None:
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or \
+            not 0 < target <= 1:
+        raise TuneError(f"target= must be a fraction of the roof in (0, 1], got {target!r}")
+    if budget_s is not None and (isinstance(budget_s, bool)
+                                 or not isinstance(budget_s, (int, float))
+                                 or not math.isfinite(budget_s) or budget_s <= 0):
+        raise TuneError(f"budget_s= must be a number of seconds > 0, got {budget_s!r}")
+    if drop_at is not None and (isinstance(drop_at, bool)
+                                or not isinstance(drop_at, (int, float))
+                                or not math.isfinite(drop_at) or drop_at <= 1):
+        raise TuneError(f"drop_at= must be a factor > 1 (or None: drop nothing), got "
+                        f"{drop_at!r}")
+    if isinstance(screen_samples, bool) or not isinstance(screen_samples, int) or \
+            screen_samples < 1:
+        raise TuneError(f"screen_samples= must be a whole number >= 1, got {screen_samples!r}")
+    if order not in ORDERS:
+        raise TuneError(f"order= must be one of {', '.join(ORDERS)}, got {order!r}")
+    if not isinstance(exhaustive, bool):
+        raise TuneError(f"exhaustive= must be True or False, got {exhaustive!r}")
+
+
+def as_space(x: Any) -> Space:
+    if isinstance(x, Space):
+        return x
+    if isinstance(x, Mapping):
+        return space(x)
+    if isinstance(x, (list, tuple)):
+        return Space.of(x)
+    raise SpaceError("space= must be a Space, a dict of parameter -> values, or a list of "
+                     f"configurations, got {type(x).__name__}")
+
+
+def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
+         flops: Any = None, reads: Any = 0, writes: Any = 0, bytes: Any = None,
+         dtype: str | None = None, precision: str | None = None, name: str | None = None,
+         reference: Any = None, output: Any = None, tolerance: float | None = None,
+         size: Sequence[int] | None = None, target: float = 0.9,
+         budget_s: float | None = None, exhaustive: bool = False,
+         drop_at: float | None = DROP_AT, screen_samples: int = SCREEN_SAMPLES,
+         order: str = "declared", roofs: RoofSet | str | Path | None = None,
+         roofs_cache: str | Path | None = None, timer: TimerConfig | None = None,
+         quick: bool = False, out: str | Path | None = None, clock: Clock | None = None,
+         now: Callable[[], float] = time.perf_counter, **kwargs: Any) -> TuneRecord:
+    """Search ``space`` for the fastest valid configuration of ``build(**config)(*args)``.
+
+    ``build(**config)`` returns the callable of one configuration; ``space`` a ``Space``
+    (``bench/tune/space.py``), a dict of parameter -> values, or a list of configurations.
+    ``flops``, ``reads``, ``writes``, ``bytes`` are ``roofbench.measure``'s, each either the
+    value or a callable of the configuration (a tile that re-reads more declares it); the
+    other keywords of ``measure`` (``reference``, ``output``, ``tolerance``, ``dtype``, ...)
+    hold for every configuration, and keywords not tune's are the function's. ``target``: the
+    fraction of its roof at which the best stops the search; ``budget_s``: wall seconds;
+    ``drop_at`` / ``screen_samples``: the early drop (None: none); ``order``: "declared" (the
+    space's) or "roof" (least time at its roof first); ``exhaustive``: try every
+    configuration. ``out``: a folder for results.json, tune.json, report and plot.
+    ``clock``/``now``: the measuring clock and the wall clock of the budget (a test's fakes).
+    Returns the frozen ``TuneRecord``; the module doc has the stop rules."""
+    if not callable(build):
+        raise TuneError(f"build must be a callable returning the function of one "
+                        f"configuration, got {type(build).__name__}")
+    _check(target, budget_s, drop_at, screen_samples, order, exhaustive)
+    sp = as_space(space)
+    configs = sp.configs()
+    excluded = tuple((label(c), why) for c, why in sp.excluded())
+    if timer is not None and not isinstance(timer, TimerConfig):
+        raise TuneError(f"timer= must be a TimerConfig, got {type(timer).__name__}")
+    out_dir = door.out_arg(out)
+    door.name(name)
+    workload = (name or getattr(build, "__name__", None) or "tune").replace("/", ":")
+    dec = Declared(tuple(args), dict(kwargs), flops, reads, writes, bytes, dtype, precision,
+                   door.reference(reference), door.output(output), door.tolerance(tolerance),
+                   size, workload)
+    counts = [dec.counts(c) for c in configs]  # a bad declaration refused before any run
+    if clock is None:
+        from ..measure.api import refuse_interpreters
+
+        refuse_interpreters()
+        clock = clock_for(args)
+    from ..measure.roof_source import device_roofs
+
+    rs, note = device_roofs(clock, door.roofs_arg(roofs),
+                            door.out_arg(roofs_cache) if roofs_cache is not None else None)
+    full = timer_for(clock.kind, timer, quick)
+    screen = replace(full, min_samples=screen_samples, max_samples=screen_samples)
+    bench = Bench(clock, rs, full, screen)
+    ws = (working_set(args, dec.output) or None) if clock.kind == "cpu" else None
+    bounds = [roof_time(placed(declared_case(n, f"{workload}/{variant(c)}", clock.backend_name),
+                               rs, ws), rs) for c, n in zip(configs, counts, strict=True)]
+    todo = list(range(len(configs)))
+    if order == "roof":
+        todo.sort(key=lambda i: (bounds[i] is None, bounds[i] or 0.0, i))
+    search = Search(build, configs, bounds, dec, bench, target, drop_at, exhaustive, now)
+    stop, detail = search.run(todo, budget_s)
+    rec = search.record(stop, detail, sp_order=order, excluded=excluded, budget_s=budget_s,
+                        screen_samples=screen_samples, device=clock.device_name())
+    if out_dir is not None:
+        from .output import write_tune
+
+        write_tune(rec, out_dir, rs, clock, note)
+    return rec
+
+
+class Search:
+    """The loop over one space (``tune`` builds it): the trials so far and the best."""
+
+    def __init__(self, build: Callable[..., Any], configs: list[dict[str, Any]],
+                 bounds: list[float | None], dec: Declared, bench: Bench, target: float,
+                 drop_at: float | None, exhaustive: bool, now: Callable[[], float]) -> None:
+        self.build, self.configs, self.bounds, self.dec = build, configs, bounds, dec
+        self.bench, self.target, self.drop_at = bench, target, drop_at
+        self.exhaustive, self.now = exhaustive, now
+        self.trials: dict[int, Trial] = {}
+        self.would_stop: tuple[int, str] | None = None
+        self.t0 = now()
+        self.best: Best | None = None
+
+    def run(self, todo: list[int], budget_s: float | None) -> tuple[str, str]:
+        for pos, i in enumerate(todo):
+            left = [self.bounds[j] for j in todo[pos:] if j not in self.trials]
+            why = should_stop(self.best, left, self.target)
+            if why is not None:
+                if not self.exhaustive:
+                    self._leave(todo[pos:], "untried", f"not tried: stopped ({why[0]})")
+                    return why
+                if self.would_stop is None:
+                    self.would_stop = (len(self.trials), why[0])
+            spent = self.now() - self.t0
+            if budget_s is not None and spent >= budget_s:
+                self._leave(todo[pos:], "untried", "not tried: the budget was spent")
+                return "budget", f"{spent:.3g} s spent of a {budget_s:g} s budget"
+            b, best = self.bounds[i], self.best
+            if best is not None and not self.exhaustive and b is not None and b >= best.lo:
+                self.trials[i] = Trial(
+                    i, self.configs[i], label(self.configs[i]), "pruned",
+                    f"its time at its roof {b:.4g} s is at or above the best's interval's "
+                    f"low end {best.lo:.4g} s", roof_time_s=b)
+                continue
+            self.trials[i] = self.one(i)
+            self.best = best_of(self.trials.values())
+        return "space_tried", f"{len(self.trials)} configuration(s) considered"
+
+    def _leave(self, rest: Sequence[int], status: str, why: str) -> None:
+        for j in rest:
+            if j not in self.trials:
+                self.trials[j] = Trial(j, self.configs[j], label(self.configs[j]), status,
+                                       why, roof_time_s=self.bounds[j])
+
+    def one(self, i: int) -> Trial:
+        """Build, validate, (screen,) time and place configuration ``i``."""
+        config, t0 = self.configs[i], self.now()
+        bench, roofs = self.bench, self.bench.roofs
+        try:
+            fn = self.build(**config)
+            if not callable(fn):
+                raise TypeError(f"build returned {type(fn).__name__}, not a callable")
+            call = self.dec.call(fn, config)
+            best = self.best
+            screened = best is not None and not self.exhaustive and self.drop_at is not None
+            rec = bench.measure(call, bench.screen if screened else bench.full)
+            if rec.outcome.status != "ok":
+                return _trial(i, config, rec, roofs, "invalid", rec.outcome.error,
+                              self.now() - t0)
+            if screened:
+                assert best is not None and self.drop_at is not None
+                first = _trial(i, config, rec, roofs, "dropped", None, 0.0)
+                basis = "paired" if best.basis == "paired" and first.paired and \
+                    (first.roof_probe, first.roof_value) == (best.trial.roof_probe,
+                                                             best.trial.roof_value) else "raw"
+                hi = best.hi if basis == best.basis else (
+                    best.trial.interval(basis) or (best.trial.median(basis),) * 2)[1]
+                fastest = min(first.times(basis))
+                if fastest > self.drop_at * hi:
+                    why = (f"dropped after {len(first.samples_s)} samples: its fastest "
+                           f"({basis}) {fastest:.4g} s is {fastest / hi:.2f}x the best's "
+                           f"interval's slow end {hi:.4g} s (drop at {self.drop_at:g}x)")
+                    return replace(first, why=why, wall_s=self.now() - t0)
+                rec = bench.measure(call, bench.full)
+                if rec.outcome.status != "ok":  # it changed its answer: said as it is
+                    return _trial(i, config, rec, roofs, "invalid", rec.outcome.error,
+                                  self.now() - t0)
+        except (TuneError, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            if not raised_by_user(e):
+                raise  # roofbench's own failure: a bug, not a configuration's
+            return Trial(i, config, label(config), "error", first_line(e),
+                         roof_time_s=self.bounds[i], wall_s=self.now() - t0)
+        return _trial(i, config, rec, roofs, "ok", None, self.now() - t0)
+
+    def record(self, stop: str, detail: str, *, sp_order: str,
+               excluded: tuple[tuple[str, str], ...], budget_s: float | None,
+               screen_samples: int, device: str) -> TuneRecord:
+        trials = tuple(self.trials[i] for i in self.trials)  # in the order considered
+        basis, ranking = rank(trials)
+        best = best_of(trials)
+        headroom = efficiency = None
+        if best is not None:
+            own = best.trial.roof_time_s
+            if own:
+                efficiency = (own / best.hi, own / best.lo)
+            rest = [t.roof_time_s for t in trials if t.status in ("untried", "pruned")]
+            bounds = [own, *rest]
+            if all(x is not None and x > 0 for x in bounds):
+                headroom = best.hi / min(x for x in bounds if x is not None)
+        if stop in STOPS and best is None and stop != "budget":
+            detail += "; no configuration was valid"
+        return TuneRecord(
+            name=self.dec.workload, target=self.target, exhaustive=self.exhaustive,
+            budget_s=budget_s, drop_at=self.drop_at, screen_samples=screen_samples,
+            order=sp_order, trials=trials, excluded=excluded, basis=basis, ranking=ranking,
+            stop=stop, stop_detail=detail, headroom=headroom, efficiency=efficiency,
+            wall_s=self.now() - self.t0, device=device, search_would_stop=self.would_stop)

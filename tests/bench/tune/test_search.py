@@ -1,0 +1,198 @@
+"""The search's stop rules on a simulated machine (tests/bench/tune/conftest.py: a virtual
+clock, a fake roof pair, real outputs validated): target reached, no configuration can win,
+the budget, the early drop, exhaustive; invalid and failing configurations; the paired basis."""
+
+from __future__ import annotations
+
+import pytest
+from roofbench.bench.tune.search import TuneError, tune
+from roofbench.bench.tune.space import space
+
+import roofbench
+
+
+def effs(table):
+    return lambda c: table[c["B"]]
+
+
+def test_target_reached_stops_with_the_rest_untried(sim):
+    s = sim()
+    table = {1: 0.5, 2: 0.95, 3: 0.6, 4: 0.7, 5: 0.99}
+    rec = tune(s.builder(effs(table)), {"B": [1, 2, 3, 4, 5]}, s.a, s.out, **s.kw())
+    assert rec.stop == "target", rec.stop_detail
+    assert [t.status for t in rec.trials] == ["ok", "ok", "untried", "untried", "untried"]
+    assert rec.config == {"B": 2}
+    assert rec.efficiency is not None and rec.efficiency[0] >= 0.9
+    assert s.machine.built == [{"B": 1}, {"B": 2}]  # never built past the stop
+    assert 1.0 <= rec.headroom <= 1 / 0.9
+
+
+def test_lazy_export_is_the_search():
+    assert roofbench.tune is tune
+
+
+def test_the_target_is_judged_on_the_intervals_slow_end(sim):
+    """At 0.9 of its roof by its median but its interval reaching below 0.9 (10% jitter):
+    not stopped at a target of 0.9; the same run stops at a target of 0.8."""
+    table = {1: 0.9, 2: 0.5, 3: 0.5}
+    for target, stop in ((0.9, "space_tried"), (0.8, "target")):
+        s = sim(seed=1, jitter=0.1)
+        rec = tune(s.builder(effs(table)), {"B": [1, 2, 3]}, s.a, s.out,
+                   **s.kw(target=target, drop_at=None))
+        assert rec.stop == stop, rec.stop_detail
+        assert rec.config == {"B": 1}
+
+
+def test_no_configuration_can_win_by_its_counts(sim, consts):
+    """Tiles that re-read more declare more bytes: at the roof each takes R x the first's
+    time; the first runs at 0.6 of its roof (1.67x its roof time), so none of the rest can
+    beat it, and the search stops after one, below the target."""
+    s = sim()
+    nbytes = lambda c: consts.NBYTES * c["R"]  # noqa: E731
+    rec = tune(s.builder(lambda c: 0.6, nbytes), {"R": [1, 2, 3, 4]}, s.a, s.out,
+               **s.kw(bytes=lambda c: {"dram": nbytes(c)}))
+    assert rec.stop == "no_config_can_win", rec.stop_detail
+    assert [t.status for t in rec.trials] == ["ok", "untried", "untried", "untried"]
+    assert [t.bytes.get("dram") for t in rec.trials[:1]] == [consts.NBYTES]
+    assert [t.roof_time_s for t in rec.trials] == pytest.approx(
+        [r * consts.NBYTES / consts.ROOF_BW for r in (1, 2, 3, 4)])
+    assert rec.efficiency[1] < 0.9  # not the target
+
+
+def test_a_configuration_that_cannot_win_is_pruned_and_the_rest_tried(sim, consts):
+    """R=4 at its roof is slower than the best so far: never built; R=1 after it still is."""
+    s = sim()
+    nbytes = lambda c: consts.NBYTES * c["R"]  # noqa: E731
+    table = {2: 0.9, 4: 0.9, 1: 0.6}
+    rec = tune(s.builder(lambda c: table[c["R"]], nbytes), {"R": [2, 4, 1]}, s.a, s.out,
+               **s.kw(bytes=lambda c: {"dram": nbytes(c)}, target=0.95))
+    assert [t.status for t in rec.trials] == ["ok", "pruned", "ok"]
+    assert {"R": 4} not in s.machine.built
+    assert rec.config == {"R": 1}  # 1.67 roof times beats 2 / 0.9 = 2.2
+
+
+def test_order_by_roof_tries_the_least_bound_first(sim, consts):
+    s = sim()
+    nbytes = lambda c: consts.NBYTES * c["R"]  # noqa: E731
+    rec = tune(s.builder(lambda c: 0.95, nbytes), {"R": [3, 2, 1]}, s.a, s.out,
+               **s.kw(bytes=lambda c: {"dram": nbytes(c)}, order="roof"))
+    assert s.machine.built == [{"R": 1}]
+    assert rec.stop == "target" and rec.config == {"R": 1}
+
+
+def test_budget_stops_the_search(sim):
+    """Each configuration takes about 30 virtual ms (warm-up, samples, roof samples): a
+    budget of 50 ms stops after the second; the rest untried, said so."""
+    s = sim()
+    rec = tune(s.builder(lambda c: 0.5), {"B": list(range(8))}, s.a, s.out,
+               **s.kw(budget_s=0.05, drop_at=None))
+    assert rec.stop == "budget"
+    tried = [t for t in rec.trials if t.status == "ok"]
+    assert 1 <= len(tried) < 8
+    assert all(t.status == "untried" and "budget" in (t.why or "")
+               for t in rec.trials[len(tried):])
+    assert rec.wall_s >= 0.05
+
+
+def test_a_configuration_far_behind_is_dropped_after_its_first_samples(sim):
+    s = sim()
+    table = {1: 0.8, 2: 0.2, 3: 0.78, 4: 0.6}
+    rec = tune(s.builder(effs(table)), {"B": [1, 2, 3, 4]}, s.a, s.out, **s.kw())
+    st = {t.config["B"]: t for t in rec.trials}
+    assert st[2].status == "dropped" and len(st[2].samples_s) == 5
+    assert "dropped after 5 samples" in st[2].why
+    assert st[3].status == "ok" and len(st[3].samples_s) >= 12  # close: timed to the end
+    assert st[4].status == "ok"  # 1.33x behind: within the 1.5x of a drop
+    assert [r.index for r in rec.ranking] == [0, 2, 3]
+
+
+def test_drop_factor_and_screen_size_are_the_callers(sim):
+    s = sim()
+    table = {1: 0.8, 2: 0.5}
+    rec = tune(s.builder(effs(table)), {"B": [1, 2]}, s.a, s.out,
+               **s.kw(drop_at=1.25, screen_samples=3))
+    assert rec.trials[1].status == "dropped" and len(rec.trials[1].samples_s) == 3
+
+
+def test_exhaustive_tries_all_and_says_where_the_search_would_stop(sim):
+    s = sim()
+    table = {1: 0.5, 2: 0.95, 3: 0.2, 4: 0.7}
+    rec = tune(s.builder(effs(table)), {"B": [1, 2, 3, 4]}, s.a, s.out,
+               **s.kw(exhaustive=True))
+    assert rec.stop == "space_tried"
+    assert [t.status for t in rec.trials] == ["ok"] * 4  # nothing dropped or pruned
+    assert rec.search_would_stop == (2, "target")
+    assert rec.config == {"B": 2}
+    assert [r.index for r in rec.ranking] == [1, 3, 0, 2]
+
+
+def test_invalid_and_failing_configurations_are_recorded_and_never_chosen(sim):
+    s = sim()
+
+    def build(**c):
+        if c["B"] == 3:
+            raise ValueError("B=3 needs more registers than there are")
+        return inner(**c)
+
+    inner = s.builder(lambda c: {1: 0.5, 2: 0.99, 3: 0.5, 4: 0.6}[c["B"]],
+                      wrong=lambda c: c["B"] == 2)
+    rec = tune(build, {"B": [1, 2, 3, 4]}, s.a, s.out, **s.kw())
+    st = {t.config["B"]: t for t in rec.trials}
+    assert st[2].status == "invalid" and "relative error" in st[2].why
+    assert st[3].status == "error" and "more registers" in st[3].why
+    assert rec.config == {"B": 4}
+    assert all(r.index not in (1, 2) for r in rec.ranking)
+
+
+def test_no_valid_configuration_has_no_best(sim):
+    s = sim()
+    rec = tune(s.builder(lambda c: 0.5, wrong=lambda c: True), {"B": [1, 2]}, s.a, s.out,
+               **s.kw())
+    assert rec.best is None and rec.config is None and rec.ranking == ()
+    assert "no configuration was valid" in rec.stop_detail
+
+
+def test_paired_samples_rank_across_a_memory_state_change(sim):
+    """B=1 (0.8 of the roof) is timed while the memory is in its slow state (45 GB/s), B=2
+    (0.6) in its fast one: by raw times B=2 looks faster, by the pairs B=1 is, and it is."""
+    s = sim()
+    state = lambda c: 45e9 if c["B"] == 1 else 100e9  # noqa: E731
+    rec = tune(s.builder(effs({1: 0.8, 2: 0.6}), state=state), {"B": [1, 2]}, s.a, s.out,
+               **s.kw(exhaustive=True))
+    assert rec.basis == "paired"
+    assert rec.config == {"B": 1}
+    raw = {t.config["B"]: t.median("raw") for t in rec.trials}
+    assert raw[2] < raw[1]  # what an unpaired tuner would have chosen
+
+
+def test_unpaired_samples_rank_on_raw_times(sim):
+    s = sim(paired=False)
+    rec = tune(s.builder(effs({1: 0.8, 2: 0.6})), {"B": [1, 2]}, s.a, s.out,
+               **s.kw(exhaustive=True))
+    assert rec.basis == "raw" and rec.config == {"B": 1}
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"target": 0}, "target="), ({"target": 1.5}, "target="), ({"budget_s": -1}, "budget_s="),
+    ({"drop_at": 1.0}, "drop_at="), ({"screen_samples": 0}, "screen_samples="),
+    ({"order": "random"}, "order="), ({"exhaustive": 1}, "exhaustive="),
+    ({"flops": lambda c: 1 / 0}, "the counts raised ZeroDivisionError"),
+    ({"flops": lambda c: -1}, "B=1: flops must be >= 0"),
+])
+def test_a_tune_that_cannot_run_is_one_line_before_anything_runs(sim, kw, words):
+    s = sim()
+    with pytest.raises(TuneError, match=words) as e:
+        tune(s.builder(lambda c: 0.5), {"B": [1, 2]}, s.a, s.out, **s.kw(**kw))
+    assert "\n" not in str(e.value)
+    assert s.machine.built == [] and s.machine.now == 0.0
+
+
+def test_a_space_given_as_a_space_with_constraints(sim):
+    s = sim()
+    from roofbench.bench.tune.space import divides
+
+    sp = space({"B": [3, 4, 5, 8]}, where=[divides("B", 16)])
+    rec = tune(s.builder(lambda c: 0.5), sp, s.a, s.out, **s.kw(exhaustive=True))
+    assert [t.config["B"] for t in rec.trials] == [4, 8]
+    assert s.machine.built == [{"B": 4}, {"B": 8}]
+    assert rec.excluded == (("B=3", "B divides 16"), ("B=5", "B divides 16"))
