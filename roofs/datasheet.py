@@ -1,5 +1,5 @@
-"""Datasheet peaks of known GPUs (dense figures, from ROOFLINE.md) and theoretical peaks
-derived from a device's own facts.
+"""Datasheet peaks of known GPUs (dense figures, each entry citing the vendor document it comes
+from) and theoretical peaks derived from a device's own facts.
 
 Datasheet figures are leads, not measurements. Matching a device to an entry uses name tokens
 plus SM count and memory size, never an exact marketing string: "NVIDIA H100 80GB HBM3" with
@@ -17,7 +17,9 @@ from roofbench.roof_records import Roof
 
 TB = 1e12
 GB = 1e9
-TABLE_SOURCE = "ROOFLINE.md, datasheet peaks (dense)"
+# Written into the evidence of every datasheet roof (beside the entry's own ``source``). A stored
+# run keeps the label it was written with: its figures are the table of its commit.
+TABLE_SOURCE = "roofbench datasheet table (roofs/datasheet.py), vendor peaks (dense)"
 
 # (precision, field name, label) of the compute columns.
 _COMPUTE_FIELDS = (
@@ -49,9 +51,12 @@ class GpuSpec:
     memory_gb: float | None = None  # used to tell memory variants apart
     vendor: str = "nvidia"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The public document(s) the figures come from: title and year (a sparse headline halved
+    # where the document gives only that, as the notes say).
+    source: str = ""
 
     def roofs(self) -> list[Roof]:
-        ev = {"table": TABLE_SOURCE, "entry": self.label, "dense": True}
+        ev = {"table": TABLE_SOURCE, "entry": self.label, "source": self.source, "dense": True}
         if self.notes:
             ev["notes"] = list(self.notes)
         out = [Roof(name=f"HBM ({self.label} datasheet)", kind="memory", level="dram",
@@ -69,32 +74,48 @@ class GpuSpec:
         return {"key": self.key, "gpu": self.label, "hbm_tbs": self.hbm_tbs, "fp64": self.fp64,
                 "fp64_tc": self.fp64_tc, "fp32": self.fp32, "bf16_tc": self.bf16_tc,
                 "fp16_tc": self.fp16_tc, "fp8_tc": self.fp8_tc, "sms": self.sms,
-                "l2_mb": self.l2_mb, "notes": "; ".join(self.notes)}
+                "l2_mb": self.l2_mb, "notes": "; ".join(self.notes), "source": self.source}
 
 
 _HOPPER = ("tensor peaks at 1.83 GHz, FP32/FP64 at 1.98 GHz",
            "vendor headline 1979 BF16 / 3958 FP8 are sparse (2x dense)")
 
-# Figures exactly as ROOFLINE.md's table gives them (dense). "BF16/FP16 tensor" is one column
-# there, so bf16_tc and fp16_tc carry the same figure.
+# Dense figures of the vendors' public documents, each entry's ``source`` naming them. The
+# datasheets give the 16-bit and FP8 tensor peaks with 2:4 sparsity (2x dense): the dense half
+# is what stands here. "BF16/FP16 tensor" is one figure there, so bf16_tc and fp16_tc agree.
+_H100_DOCS = ("NVIDIA H100 Tensor Core GPU Datasheet (2023); the unrounded dense figures "
+              "(33.5, 66.9, 989, 1979 at 1.98 / 1.83 GHz) as the NVIDIA H100 Tensor Core GPU "
+              "Architecture whitepaper (2022) derives them")
 SPECS: dict[str, GpuSpec] = {s.key: s for s in (
     GpuSpec("a100-sxm-80gb", "A100 SXM 80GB", "a100", 2.039, 9.7, 19.5, 19.5, 312, 312, None,
-            108, 40, memory_gb=80),
+            108, 40, memory_gb=80,
+            source="NVIDIA A100 Tensor Core GPU Datasheet (2021, the 80GB SXM column); SMs and "
+                   "L2 from the NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020)"),
     GpuSpec("h100-sxm", "H100 SXM", "h100", 3.35, 33.5, 66.9, 66.9, 989, 989, 1979, 132, 50,
-            notes=_HOPPER),
+            notes=_HOPPER, source=_H100_DOCS),
     GpuSpec("h100-pcie", "H100 PCIe", "h100", 2.0, 25.6, None, 51, 756, 756, 1513, 114, None,
-            notes=("FP64 ~25.6 (approximate in the table)",)),
+            notes=("FP64 ~25.6 (the datasheet rounds it to 26)",),
+            source="NVIDIA H100 Tensor Core GPU Datasheet (2023, the PCIe column)"),
     GpuSpec("h200-sxm", "H200 SXM", "h200", 4.8, 33.5, 66.9, 66.9, 989, 989, 1979, 132, 50,
-            notes=_HOPPER),
+            notes=_HOPPER,
+            source="NVIDIA H200 Tensor Core GPU Datasheet (2024, the SXM column; the H100's "
+                   "compute, unrounded as for the H100 SXM)"),
     GpuSpec("b200", "B200", "b200", 8.0, 37, None, 80, 2250, 2250, 4500, 148, 126,
-            notes=("FP64 ~37 (approximate in the table)",)),
-    GpuSpec("l4", "L4", "l4", 0.300, None, None, 30.3, 121, 121, 242.5, 58, 48),
-    GpuSpec("l40s", "L40S", "l40s", 0.864, None, None, 91.6, 362, 362, 733, 142, None),
+            notes=("FP64 ~37 (approximate)",),
+            source="NVIDIA HGX B200 Datasheet (2024), per GPU (its 8-GPU totals / 8); FP64 37 "
+                   "and the 126 MB L2 not confirmed against it"),
+    GpuSpec("l4", "L4", "l4", 0.300, None, None, 30.3, 121, 121, 242.5, 58, 48,
+            source="NVIDIA L4 Tensor Core GPU Datasheet (2023); SMs and L2 from the NVIDIA Ada "
+                   "GPU Architecture whitepaper (2023, v2.01)"),
+    GpuSpec("l40s", "L40S", "l40s", 0.864, None, None, 91.6, 362, 362, 733, 142, None,
+            source="NVIDIA L40S GPU Datasheet (2023)"),
     GpuSpec("rtx-4090", "RTX 4090", "4090", 1.008, None, None, 82.6, 165.2, 165.2, 330.3, 128, 72,
-            notes=("BF16/FP16 tensor figure is with FP32 accumulation",)),
+            notes=("BF16/FP16 tensor figure is with FP32 accumulation",),
+            source="NVIDIA Ada GPU Architecture whitepaper (2022), GeForce RTX 4090 column"),
     GpuSpec("mi300x", "MI300X", "mi300x", 5.3, 81.7, 163.4, 163.4, 1307, 1307, 2615, 304, 256,
             vendor="amd",
-            notes=("304 CUs, not SMs", "256 MB is Infinity Cache, not L2")),
+            notes=("304 CUs, not SMs", "256 MB is Infinity Cache, not L2"),
+            source="AMD Instinct MI300X Accelerator Datasheet (2023)"),
 )}
 
 
@@ -186,10 +207,12 @@ def datasheet_roofs(name: str, sm_count: int | None = None, memory_bytes: int | 
 
 # ---- theoretical peaks from the device's own facts ------------------------------------------
 
-# FMA lanes per SM per clock by compute capability. FP32: ROOFLINE.md (64 on sm_70/75/80,
-# 128 on sm_86/89/90/100/120). FP64 and FP16x2 (per FP16 element) from NVIDIA's architecture
-# whitepapers; they reproduce ROOFLINE.md's A100 (108 x 32 x 2 x 1.41 GHz = 9.7) and H100
-# (132 x 64 x 2 x 1.98 GHz = 33.5) FP64 figures. None = not known here.
+# FMA lanes per SM per clock by compute capability, from NVIDIA's architecture whitepapers
+# (Volta 2017, Turing 2018, A100 2020, GA102 2020, Ada 2022, H100 2022) and the CUDA C++
+# Programming Guide's arithmetic-instruction throughput table: FP32 64 on sm_70/75/80, 128 on
+# sm_86/89/90/100/120; FP64 and FP16x2 (per FP16 element) likewise. They reproduce the
+# datasheet entries above: A100 FP64 108 x 32 x 2 x 1.41 GHz = 9.7, H100 SXM FP64
+# 132 x 64 x 2 x 1.98 GHz = 33.5. None = not known here.
 FP32_LANES = {"7.0": 64, "7.5": 64, "8.0": 64, "8.6": 128, "8.7": 128, "8.9": 128, "9.0": 128,
               "10.0": 128, "10.3": 128, "12.0": 128}
 FP64_LANES = {"7.0": 32, "8.0": 32, "8.6": 2, "8.9": 2, "9.0": 64, "10.0": 64, "12.0": 2}

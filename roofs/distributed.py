@@ -57,7 +57,8 @@ class BookCase(TypedDict):
 
 # The book's example (実践的パフォーマンスエンジニアリングによるAI高速化 §2.3.5 case B) gives
 # the two bandwidths: link 0.6 TB/s in place of HBM 2 TB/s. It names no compute peak; we
-# take the A100 SXM's dense BF16 tensor figure (ROOFLINE.md datasheet table), the GPU those
+# take the A100 SXM's dense BF16 tensor figure (datasheet.SPECS: NVIDIA A100 Tensor Core GPU
+# Datasheet, 2021; 624 with sparsity, 312 dense), the GPU those
 # two figures describe (HBM2e ~2 TB/s, NVLink3 600 GB/s both directions). The GEMM is our
 # choice: square n = 1024 in BF16, intensity 1024/3 = 341.3 FLOP/byte, between the two
 # ridges (156 and 520).

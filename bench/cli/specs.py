@@ -1,4 +1,5 @@
-"""`roofbench specs [NAME]`: the datasheet table (dense figures from ROOFLINE.md) or one entry."""
+"""`roofbench specs [NAME]`: the datasheet table (dense vendor figures, each entry with the
+document it comes from) or one entry."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def cmd_specs(args: argparse.Namespace) -> int:
     for s in specs:
         for note in s.notes:
             print(f"{s.key}: {note}")
-    print(f"source: {datasheet.TABLE_SOURCE}")
+        print(f"{s.key}: source: {s.source}")
+    print(f"table: {datasheet.TABLE_SOURCE}")
     return 0
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 from roofbench.roofs import datasheet as ds
 
@@ -86,7 +89,7 @@ def test_find_spec():
 
 
 def test_theoretical_matches_roofline_md_formulas():
-    # ROOFLINE.md: H100 SXM FP32 = 132 x 128 x 2 x 1.98 GHz = 66.9 TFLOP/s.
+    # H100 SXM FP32 = 132 x 128 x 2 x 1.98 GHz = 66.9 TFLOP/s (the H100 datasheet's 67).
     assert ds.fma_peak("fp32", 132, "9.0", 1980) == pytest.approx(66.9e12, rel=1e-3)
     assert ds.fma_peak("fp64", 132, "9.0", 1980) == pytest.approx(33.45e12, rel=1e-3)
     assert ds.fma_peak("fp32", 108, "8.0", 1410) == pytest.approx(19.5e12, rel=2e-3)
@@ -103,3 +106,34 @@ def test_theoretical_matches_roofline_md_formulas():
     assert rs.memory().value == pytest.approx(3.352e12, rel=1e-3)
     assert {r.precision for r in roofs if r.kind == "compute"} == {"fp64", "fp32", "fp16", "bf16"}
     assert ds.theoretical_roofs({}) == []
+
+
+# ---- where each figure comes from -----------------------------------------------------------
+
+
+def test_every_entry_cites_a_public_document_with_its_year():
+    for s in ds.SPECS.values():
+        assert re.search(r"(Datasheet|datasheet|whitepaper) \((19|20)\d\d", s.source), s.key
+        assert ".md" not in s.source, s.key  # a document, never a file outside the tree
+    assert ".md" not in ds.TABLE_SOURCE
+
+
+def test_a_datasheet_roof_carries_the_document_of_its_entry():
+    for r in ds.SPECS["h200-sxm"].roofs():
+        assert r.evidence["table"] == ds.TABLE_SOURCE
+        assert r.evidence["source"].startswith("NVIDIA H200 Tensor Core GPU Datasheet (2024")
+        assert r.evidence["dense"] is True
+
+
+def test_a_stored_run_keeps_the_label_it_was_written_with():
+    """The H200's first contact was written with the table of its commit: read back, its
+    datasheet roofs keep that label (no source added after the fact); today's runs carry the
+    entry's document (above)."""
+    from roofbench.readers import read_run
+    from testpaths import H200_RUNS
+
+    run = read_run(json.loads(H200_RUNS["gemm-4096"].read_text()))
+    sheet = [r for r in run.roofs.roofs if r.source == "datasheet"]
+    assert sheet
+    assert {r.evidence["table"] for r in sheet} == {"datasheet peaks (dense)"}
+    assert all("source" not in r.evidence for r in sheet)

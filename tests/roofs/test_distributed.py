@@ -27,7 +27,7 @@ def test_single_gpu_gemm_matches_rooflines_formula():
     assert pt.hbm_bytes_per_gpu == 3 * 1024**2 * 2 == 6_291_456
     assert pt.link_bytes_per_gpu == 0 and math.isinf(pt.ai_link)
     assert pt.ai_hbm == pytest.approx(1024 / 3)  # 2n / (3 x 2 bytes)
-    # ROOFLINE.md: square FP32 n = 4096 -> ~683 FLOP/byte
+    # square FP32 n = 4096: 2n^3 / (3 n^2 x 4 bytes) = n / 6 -> ~683 FLOP/byte
     assert dist.tp_gemm_counts(4096, 4096, 4096, 1, "single", "fp32").ai_hbm == \
         pytest.approx(682.67, abs=0.01)
 

@@ -801,6 +801,7 @@ def test_specs(tmp_path):
     p = _cli("specs", "h100-pcie")
     assert p.returncode == 0 and "H100 PCIe" in p.stdout and "1513" in p.stdout
     assert "H200" not in p.stdout
+    assert "h100-pcie: source: NVIDIA H100 Tensor Core GPU Datasheet (2023" in p.stdout
     p = _cli("specs")
     assert p.returncode == 0 and all(n in p.stdout for n in ("MI300X", "L40S", "RTX 4090"))
     p = _cli("specs", "V100")
