@@ -30,6 +30,7 @@ STOPS = {
                          "(each one's time at its roof is within the best's interval)",
     "budget": "the time budget was spent",
     "space_tried": "every configuration of the space was tried",
+    "interrupted": "stopped by a signal (Ctrl-C, SIGTERM): what was tried is kept",
 }
 
 # What became of one configuration.
@@ -193,6 +194,7 @@ class TuneRecord:
     device: str = ""
     # exhaustive: where the search (without exhaustive) would have stopped, and why
     search_would_stop: tuple[int, str] | None = None
+    out: str = ""  # the folder its files were written to (``tune(out=)``), else ""
 
     @property
     def best(self) -> Trial | None:
@@ -220,7 +222,7 @@ class TuneRecord:
             "screen_samples": self.screen_samples, "order": self.order,
             "stop": self.stop, "stop_detail": self.stop_detail, "headroom": self.headroom,
             "efficiency": list(self.efficiency) if self.efficiency else None,
-            "wall_s": self.wall_s, "basis": self.basis,
+            "wall_s": self.wall_s, "basis": self.basis, "out": self.out,
             "best": self.config, "search_would_stop": (
                 {"after": self.search_would_stop[0], "stop": self.search_would_stop[1]}
                 if self.search_would_stop else None),

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -306,14 +306,24 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
     if order == "roof":
         todo.sort(key=lambda i: (bounds[i] is None, bounds[i] or 0.0, i))
     search = Search(build, configs, bounds, dec, bench, target, drop_at, exhaustive, now)
-    stop, detail = search.run(todo, budget_s)
-    rec = search.record(stop, detail, sp_order=order, excluded=excluded, budget_s=budget_s,
-                        screen_samples=screen_samples, device=clock.device_name())
-    if out_dir is not None:
+
+    def record(stop: str, detail: str) -> TuneRecord:
+        rec = search.record(stop, detail, sp_order=order, excluded=excluded,
+                            budget_s=budget_s, screen_samples=screen_samples,
+                            device=clock.device_name())
+        if out_dir is None:
+            return rec
         from .output import write_tune
 
-        write_tune(rec, out_dir, rs, clock, note)
-    return rec
+        return replace(rec, out=str(write_tune(rec, out_dir, rs, clock, note, asdict(full))))
+
+    try:
+        stop, detail = search.run(todo, budget_s)
+    except KeyboardInterrupt:  # what was tried is kept: the files written, then the stop
+        if out_dir is not None:
+            record("interrupted", f"stopped after {len(search.trials)} configuration(s)")
+        raise
+    return record(stop, detail)
 
 
 class Search:

@@ -196,3 +196,49 @@ def test_a_space_given_as_a_space_with_constraints(sim):
     assert [t.config["B"] for t in rec.trials] == [4, 8]
     assert s.machine.built == [{"B": 4}, {"B": 8}]
     assert rec.excluded == (("B=3", "B divides 16"), ("B=5", "B divides 16"))
+
+
+def test_out_writes_every_configuration_best_first_and_the_cloud(sim, tmp_path):
+    import json
+
+    from roofbench.bench.results import load_run
+
+    s = sim()
+    table = {1: 0.5, 2: 0.8, 3: 0.801, 4: 0.2}
+    rec = tune(s.builder(effs(table)), {"B": [1, 2, 3, 4]}, s.a, s.out,
+               **s.kw(out=tmp_path / "t", target=0.99))
+    folder = tmp_path / "t"
+    assert rec.out == str(folder)
+    for f in ("results.json", "results.csv", "tune.json", "tune.md", "tune.png", "tune.svg"):
+        assert (folder / f).is_file(), f
+    run = load_run(folder / "results.json")
+    tags = {c.identity.variant: c.evidence.extra["tune"] for c in run.cases}
+    assert set(tags) == {"B=1", "B=2", "B=3", "B=4"}
+    assert tags["B=4"]["status"] == "dropped"
+    assert sum(t["chosen"] for t in tags.values()) == 1
+    doc = json.loads((folder / "tune.json").read_text())
+    assert [r["index"] for r in doc["ranking"]][-1] == 0  # best first: the slowest last
+    assert doc["best"] == rec.config and doc["stop"] == "space_tried"
+    md = (folder / "tune.md").read_text()
+    rows = [ln for ln in md.splitlines() if ln.startswith("| 1 |") or ln.startswith("| 2 |")]
+    assert "(chosen)" in rows[0] and "tie with the best" in rows[1]  # 0.8 vs 0.801: a tie
+    assert "| B=4 | dropped |" in md
+
+
+def test_the_cloud_rings_the_chosen_configuration(sim):
+    from roofbench.bench.present.figure_data import point_xy
+    from roofbench.bench.tune.output import tagged_cases, tune_figure
+
+    s = sim()
+    rec = tune(s.builder(effs({1: 0.5, 2: 0.8, 3: 0.6})), {"B": [1, 2, 3]}, s.a, s.out,
+               **s.kw(exhaustive=True))
+    cases = tagged_cases(rec)
+    rf = tune_figure(rec, cases, s.kw()["roofs"])
+    chosen = next(c for c in cases if c.evidence.extra["tune"]["chosen"])
+    assert chosen.identity.variant == "B=2"
+    ring = [ln for ln in rf.ax.get_lines() if ln.get_label() == "chosen"]
+    assert len(ring) == 1 and tuple(ring[0].get_xydata()[0]) == point_xy(chosen)
+    assert len(rf.xy) == 3  # every configuration a point of the cloud
+    import matplotlib.pyplot as plt
+
+    plt.close(rf.fig)
