@@ -23,6 +23,7 @@ COMMANDS = [
     "roofbench.bench.cli.report",
     "roofbench.bench.cli.compare",
     "roofbench.bench.cli.ab",
+    "roofbench.bench.cli.tune",
     "roofbench.bench.cli.fleet",
     "roofbench.bench.cli.distributed",
     "roofbench.bench.cli.calibrate",

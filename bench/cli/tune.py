@@ -1,0 +1,147 @@
+"""`roofbench tune SCRIPT --out DIR`: a kernel's configurations searched against its roof
+(``roofbench.tune``, bench/tune/), its files written (results.json, tune.json, tune.md, the
+cloud of configurations under the roof).
+
+SCRIPT is a Python file (or an importable module) that defines ``TUNE``: a dict, or a function
+returning one, of ``roofbench.tune``'s keywords plus ``build`` (configuration -> callable),
+``space`` (a ``Space``, a dict of parameter -> values, or a list of configurations) and
+``args`` (the callable's arguments)::
+
+    import numpy as np
+    a, out = np.ones(1 << 22, np.float32), np.empty(1 << 22, np.float32)
+    def build(BLOCK):
+        def scale(a, out):
+            for i in range(0, a.size, BLOCK):
+                np.multiply(a[i:i + BLOCK], 2.0, out=out[i:i + BLOCK])
+        return scale
+    TUNE = dict(build=build, space={"BLOCK": [1 << 12, 1 << 16, 1 << 20]}, args=(a, out),
+                flops=a.size, reads=a, writes=out, output=out,
+                reference=lambda a, out: 2.0 * a)
+
+The flags (``--target``, ``--budget``, ``--exhaustive``, ``--drop-at``, ``--order``,
+``--roofs``, ``--quick``) override the script's keywords. Exit 0 with a chosen configuration;
+1 when none was valid or one failed validation (a configuration that computes a wrong answer
+is a finding); 2 for a script or a space that cannot be tuned.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from roofbench.boundary import EXIT_FAILED, Refusal
+from roofbench.errors_text import first_line
+
+from ..errors import UserError
+from ..measure.user_code import raised_by_user, users_failure
+from ..results import utc_stamp
+from .ab import load_side
+from .compare import fraction
+
+
+def tune_spec(mod: Any, spec: str) -> dict[str, Any]:
+    """The script's TUNE, checked: tune's keywords with ``build``, ``space`` and ``args``."""
+    got = getattr(mod, "TUNE", None)
+    if callable(got):
+        try:
+            got = got()
+        except (Exception, SystemExit) as e:  # the user's factory: said as theirs
+            raise UserError(f"{spec}: {users_failure(e, 'TUNE()')}") from None
+    if not isinstance(got, Mapping) or not callable(got.get("build")) or "space" not in got:
+        raise UserError(f"{spec} defines no TUNE (a dict of build=<configuration -> "
+                        "callable>, space={name: [values]}, args=(...), flops=..., "
+                        "reads=..., writes=...)")
+    out = dict(got)
+    args = out.get("args", ())
+    if not isinstance(args, (tuple, list)):
+        raise UserError(f"{spec}: TUNE['args'] must be a tuple of the callable's arguments, "
+                        f"got {type(args).__name__}")
+    return out
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from roofbench.bench.tune.search import tune
+
+    kw = tune_spec(load_side(args.script, "tune"), args.script)
+    build, sp, call_args = kw.pop("build"), kw.pop("space"), tuple(kw.pop("args", ()))
+    for flag, key in (("target", "target"), ("budget", "budget_s"), ("drop_at", "drop_at"),
+                      ("order", "order"), ("roofs", "roofs")):
+        if getattr(args, flag) is not None:
+            kw[key] = getattr(args, flag)
+    if args.no_drop:
+        kw["drop_at"] = None
+    if args.exhaustive:
+        kw["exhaustive"] = True
+    if args.quick:
+        kw["quick"] = True
+    kw.setdefault("name", Path(args.script).stem if args.script.endswith(".py")
+                  else args.script.rpartition(".")[2])
+    kw["out"] = args.out or f"tune-{utc_stamp()}"
+    try:
+        rec = tune(build, sp, *call_args, **kw)
+    except TypeError as e:  # a keyword tune does not take
+        if raised_by_user(e):
+            raise users_failure(e, "TUNE") from None
+        raise UserError(f"TUNE: {first_line(e)}") from None
+    except (Exception, SystemExit) as e:  # the user's code raised outside a configuration
+        if isinstance(e, Refusal) or not raised_by_user(e):
+            raise
+        raise users_failure(e, "TUNE") from None
+    for r in rec.ranking:
+        t = rec.trial(r.index)
+        tie = " (tie with the best)" if r.rank > 1 and r.ties_best else ""
+        eff = f", {t.efficiency:.1%} of its roof" if t.efficiency is not None else ""
+        print(f"{r.rank:>3}. {t.label}: median {r.median_s:.4g} s{eff}{tie}")
+    for t in rec.trials:
+        if t.status in ("invalid", "error"):
+            print(f"  {t.label}: {t.status}: {t.why}")
+    print(f"stopped: {rec.stop} ({rec.stop_detail})")
+    best = rec.best
+    print(f"chosen: {best.label}" if best is not None else "no configuration was valid")
+    print(f"tune: {rec.out}")
+    return EXIT_FAILED if best is None or rec.count("invalid") else 0
+
+
+def _budget(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (v > 0 and v < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return v
+
+
+def _factor(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (v > 1 and v < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a factor > 1, got {text!r}")
+    return v
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="search a kernel's configurations until the roof says "
+                                    "there is nothing left to win")
+    p.add_argument("script", help="a .py file or module defining TUNE (build, space, args, "
+                                  "counts)")
+    p.add_argument("--out", help="the tune's folder (default: tune-<UTC time>)")
+    p.add_argument("--target", type=fraction, default=None,
+                   help="stop when the best reaches this fraction of its roof (default 0.9)")
+    p.add_argument("--budget", type=_budget, default=None, metavar="SECONDS",
+                   help="stop after this many wall seconds")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="try every configuration (for comparison with the search)")
+    p.add_argument("--drop-at", type=_factor, default=None, metavar="X",
+                   help="drop a configuration whose first samples are all X times the "
+                        "best's (default 1.5)")
+    p.add_argument("--no-drop", action="store_true", help="time every configuration fully")
+    p.add_argument("--order", choices=("declared", "roof"), default=None,
+                   help="declared (the space's) or roof (least time at its roof first)")
+    p.add_argument("--roofs", help="place the configurations under this roofs file")
+    p.add_argument("--quick", action="store_true", help="short timing (a smoke test)")
+    p.set_defaults(func=cmd_tune)
