@@ -296,9 +296,11 @@ def _kernel_and_grid(launch: Any) -> tuple[Any, Any]:
                     f"{type(launch).__name__}")
 
 
-def kernel_counts(launch: Any, args: tuple[Any, ...], counts: str) -> tuple[int, int, int]:
-    """``roofbench.measure(kernel[grid], *args, counts="kernel")``: (FLOPs, bytes read, bytes
-    written) of one call, read from the kernel. The bytes are the unique bytes (distinct
+def kernel_counts(launch: Any, args: tuple[Any, ...], counts: str,
+                  kwargs: dict[str, Any] | None = None) -> tuple[int, int, int]:
+    """``roofbench.measure(kernel[grid], *args, counts="kernel", **kwargs)``: (FLOPs, bytes
+    read, bytes written) of one call (its keywords, ``BLOCK=...``, included), read from the
+    kernel. The bytes are the unique bytes (distinct
     addresses): what DRAM must move at least, each array once, re-reads left to the caches."""
     from triton.runtime.interpreter import InterpretedFunction
 
@@ -307,5 +309,5 @@ def kernel_counts(launch: Any, args: tuple[Any, ...], counts: str) -> tuple[int,
     if isinstance(_kernel_and_grid(launch)[0], InterpretedFunction):
         raise ValueError("the kernel was decorated under TRITON_INTERPRET=1: an interpreter "
                          "run is never timed (count it with triton_counts.count_call)")
-    c = count_call(launch, *args)
+    c = count_call(launch, *args, **(kwargs or {}))
     return c.flops, c.read_unique, c.written_unique

@@ -14,6 +14,8 @@ import numpy as np
 from roofbench.kernels.arrays import DTYPES
 from roofbench.kernels.triton_counts import kernel_counts
 
+from roofbench.errors_text import first_line
+
 from . import door
 from .door import MeasureError, byte_count
 
@@ -169,11 +171,30 @@ def declare(fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = Non
     out = door.output(output)
     check = Check(door.reference(reference), out, tol)
     if counts is not None:
-        flops, reads, writes = kernel_counts(fn, tuple(args), counts)
+        flops, reads, writes = counted(fn, tuple(args), dict(kwargs or {}), counts)
     n = declared_counts(args, flops=flops, reads=reads, writes=writes, bytes=bytes, dtype=dtype,
                         precision=precision, size=size)
     label = given or getattr(named_after or fn, "__qualname__", None) or "callable"
     return Call(fn, tuple(args), label, n, check, dict(kwargs or {}))
+
+
+def counted(launch: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+            counts: str) -> tuple[int, int, int]:
+    """(FLOPs, bytes read, bytes written) read from a Triton ``kernel[grid]`` run once under
+    the interpreter with the call's arguments and keywords; what stops the count (an
+    argument Triton has no type for, a missing keyword, no Triton launch) is one line."""
+    for i, a in enumerate(args):
+        kind = str(getattr(a, "dtype", "")).removeprefix("torch.")
+        if door.is_array(a) and kind.startswith("complex"):
+            raise MeasureError(f"counts='kernel': argument {i} is a {kind} array, and Triton "
+                               "has no complex type: pass its real and imaginary parts as "
+                               "float arrays (torch.view_as_real), or declare flops=/reads=/"
+                               "writes= yourself")
+    try:
+        return kernel_counts(launch, args, counts, kwargs)
+    except Exception as e:  # the interpreter's own error, in a line that says what failed
+        raise MeasureError(f"counts='kernel': the kernel could not be counted under "
+                           f"Triton's interpreter: {first_line(e)}") from None
 
 
 # roofbench.measure's keywords that declare a call: declare's own, but ``named_after``

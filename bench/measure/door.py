@@ -157,10 +157,17 @@ def output(x: Any) -> Any:
     """``output=``: the arrays the function writes in place (one, a tuple/list or a dict)."""
     if x is None:
         return None
-    for a in _arrays_of(x):
+    named = (list(x.items()) if isinstance(x, Mapping) else
+             list(enumerate(x)) if isinstance(x, (list, tuple)) else [(None, x)])
+    for key, a in named:
         if not is_array(a):
             raise MeasureError(f"output= must be the arrays the function writes (one, a "
                                f"tuple/list or a dict of them), got {_shown(a)}")
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            which = "output=" if key is None else f"output[{key!r}]"
+            raise MeasureError(f"{which} is a read-only array ({a.dtype}{list(a.shape)}): "
+                               "the function cannot write it, nor can roofbench fill it with "
+                               "NaN to check that it does; pass a writable array")
     return x
 
 

@@ -398,10 +398,24 @@ def test_a_results_file_whose_figures_contradict_its_roofs_is_named(arrays, tmp_
     assert "contradict this file's roofs" in (tmp_path / "r.md").read_text()
 
 
+@pytest.mark.parametrize("given,named", [("array", "output="), ("tuple", "output[0]"),
+                                         ("dict", "output['c']")])
+def test_a_read_only_output_is_one_line_naming_it(arrays, given, named):
+    """Issue 57 #18: roofbench poisons output= with NaN before the checked call; a read-only
+    array there was numpy's own ValueError from that fill, not the argument named."""
+    a, b, c = arrays
+    c.flags.writeable = False
+    out = {"array": c, "tuple": (c,), "dict": {"c": c}}[given]
+    with pytest.raises(MeasureError, match="read-only array") as e:
+        roofbench.measure(np.add, a, b, c, **OK, reference=np.full(N, 0.75), output=out,
+                          roofs=roofs())
+    assert str(e.value).startswith(named) and "\n" not in str(e.value)
+
+
 # the tables, the files that never end, the sessions, torch (3 dtypes), grad, in-place,
-# keywords, simulators, the contradicting results file
+# keywords, simulators, the contradicting results file, a read-only output (3 forms)
 ATTEMPTS = (len(MALFORMED) + SESSION_ATTEMPTS + len(ROOFS_FILES) + 4 + 4 + 3 + 2 + 2 + 2 + 2
-            + 1)
+            + 1 + 3)
 
 
 def test_count(capsys):
