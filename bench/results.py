@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from roofbench.boundary import EXIT_OS
 from roofbench.errors_text import first_line
 from roofbench.fileio import atomic_write_text, is_results_file
 from roofbench.pytest_benchmark import is_pytest_benchmark, read_pytest_benchmark
@@ -88,13 +89,15 @@ def check_writable(path: Path) -> None:
     if p.exists() and not p.is_dir():
         raise UserError(f"output path {path} is under a file ({p}), not a folder")
     if not os.access(p, os.W_OK | os.X_OK):
-        raise UserError(f"output folder {path} is not writable")
+        raise UserError(f"output folder {path} is not writable (Permission denied)",
+                        code=EXIT_OS)
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test."):
             pass
     except OSError as e:
-        raise UserError(f"output folder {path} is not writable ({e.strerror})") from None
+        raise UserError(f"output folder {path} is not writable ({e.strerror})",
+                        code=EXIT_OS) from None
 
 
 def check_out_folder(path: Path) -> None:
@@ -108,7 +111,8 @@ def check_out_folder(path: Path) -> None:
     if not p.is_dir():
         raise UserError(f"output path {path} is under a file ({p}), not a folder")
     if not os.access(p, os.W_OK | os.X_OK):
-        raise UserError(f"output folder {p} is not writable")
+        raise UserError(f"output folder {p} is not writable (Permission denied)",
+                        code=EXIT_OS)
 
 
 # -- save / load ----------------------------------------------------------------------------

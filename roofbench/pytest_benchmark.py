@@ -66,6 +66,12 @@ def _bytes(raw: Any, where: str) -> dict[str, int]:
     return out
 
 
+def _text(x: Any, what: str, where: str) -> None:
+    """A name (a device, a backend): a non-empty text where given; never a number made one."""
+    if x is not None and not (isinstance(x, str) and x.strip()):
+        raise SchemaError(f"{where}: {what} must be a name (a non-empty text), got {x!r}")
+
+
 def _timing(stats: dict[str, Any], options: Any, load: Any, where: str) -> Timing | None:
     data = stats.get("data")
     if data is None:
@@ -144,6 +150,11 @@ def read_pytest_benchmark(d: dict[str, Any],
         extra: dict[str, Any] = e["extra_info"] if isinstance(e.get("extra_info"), dict) else {}
         entries.append((f"benchmarks[{i}] ({e.get('name', '?')})", e, extra))
     counted = [x for x in entries if {"flops", "bytes", "dtype"} <= set(x[2])]
+    _text(ours.get("device"), "roofbench.device", "the file")
+    _text(ours.get("backend"), "roofbench.backend", "the file")
+    for where, _, extra in counted:
+        for key in ("device", "backend", "workload", "variant"):
+            _text(extra.get(key), f"extra_info.{key}", where)
     devices = [str(ours.get("device") or x[2].get("device") or cpu.get("brand_raw")
                    or "unknown device") for x in counted]
     device = devices[0] if devices else str(ours.get("device") or cpu.get("brand_raw")

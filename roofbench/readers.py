@@ -62,7 +62,7 @@ from .roof_context import PairedRoof, PairState, read_context, read_state
 from .roofline import apply_roofs
 from .timing import ROOF_CAUSES, Timing
 
-RESULTS_READS_VERSIONS = (1, 2, 3, 4, RESULTS_SCHEMA_VERSION)
+RESULTS_READS_VERSIONS = (1, 2, 3, 4, 5, RESULTS_SCHEMA_VERSION)
 
 
 class SchemaError(ValueError):
@@ -325,9 +325,10 @@ def read_run(d: Any, resolver: BufferResolver | None = None) -> RunResult:
                     environment=d.get("environment") or {}, command=d.get("command") or [],
                     created=str(d.get("created", "")), git_commit=d.get("git_commit"),
                     timer=d.get("timer") or {}, notes=[str(n) for n in notes] + unreadable,
-                    interrupted=bool(d.get("interrupted", False)),
+                    interrupted=_flag(d.get("interrupted", False), "interrupted"),
                     stop=_read_stop(stop) if isinstance(stop, dict) else None,
-                    unreadable=left_out)
+                    unreadable=left_out,
+                    trace=d["trace"] if isinstance(d.get("trace"), dict) else None)
     if version < 3:
         for c in run.cases:
             fill_v2_case(c, resolver)
@@ -337,6 +338,14 @@ def read_run(d: Any, resolver: BufferResolver | None = None) -> RunResult:
     if contradiction:
         run.notes.append(contradiction)
     return run
+
+
+def _flag(x: Any, what: str) -> bool:
+    """A true/false field: only JSON's true or false ("yes", 1 or "false" refused, never
+    read as whatever Python's bool() makes of it)."""
+    if not isinstance(x, bool):
+        raise SchemaError(f"{what!r} is {x!r}, not true or false")
+    return x
 
 
 def _read_stop(d: dict[str, Any]) -> RunStop | None:
@@ -396,6 +405,15 @@ def _samples(what: str, xs: list[float]) -> list[tuple[str, Any, bool, bool]]:
     return []
 
 
+def _waits_problem(what: str, t: Timing) -> str | None:
+    """Waits are one per sample, in sample order (``Timing.waits``), each seconds >= 0, or
+    none at all: any other count pairs a wait with no sample."""
+    if t.waits and len(t.waits) != len(t.samples):
+        return f"{what} holds {len(t.waits)} waits_s for {len(t.samples)} samples (one each)"
+    bad = _samples(f"{what} waits_s", t.waits)
+    return f"{bad[0][0]} is {bad[0][1]} (not a time)" if bad else None
+
+
 def case_problem(c: CaseResult) -> str | None:
     """The first number of a case that a report cannot use, said in words; None when every
     one is a finite, non-negative number of the right type."""
@@ -422,6 +440,9 @@ def case_problem(c: CaseResult) -> str | None:
             checks.append((what, x, False, what == "median_s"))
     if c.measurement.timing is not None:
         checks += _samples("timing", c.measurement.timing.samples)
+        why = _waits_problem("timing", c.measurement.timing)
+        if why:
+            return why
     for j, la in enumerate(c.measurement.launches):
         checks.append((f"launch {j} flops", la.flops, False, False))
         if not isinstance(la.bytes, dict):
@@ -429,6 +450,9 @@ def case_problem(c: CaseResult) -> str | None:
         checks += [(f"launch {j} bytes[{k}]", v, False, False) for k, v in la.bytes.items()]
         if la.timing is not None:
             checks += _samples(f"launch {j} timing", la.timing.samples)
+            why = _waits_problem(f"launch {j} timing", la.timing)
+            if why:
+                return why
     for what, v, integer, positive in checks:
         why = _bad_number(v, integer=integer, positive=positive)
         if why:

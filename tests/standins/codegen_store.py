@@ -12,7 +12,13 @@ cache folder, ``~/.cache/roofbench/test-store``); any change to those inputs com
 The emulated CUDA builds are kept beside them, in ``emu/``, and nvcc's cubins, ptxas reports
 and SASS listings in ``nvcc/``, each by its own inputs (cuda_tools: ``_emu_compile``,
 ``nvcc_cubin``, ``sass_listing``). ``RB_TEST_STORE=off`` always compiles (a doubt, or a
-measure of a fresh machine)."""
+measure of a fresh machine).
+
+A store is an optimisation, never a source of truth: a folder that cannot be made or written
+(a read-only mount, a read-only home) is no store (``folder`` gives None: every caller
+computes), any read or write error falls back to computing, and a kept value is returned only
+when the digest stored beside it matches it (a hand-edited or half-written entry is computed
+again and rewritten)."""
 
 from __future__ import annotations
 
@@ -40,10 +46,27 @@ def folder(part: str = "codegen") -> Path | None:
     if given.lower() in ("off", "0", "no"):
         return None
     if given:
-        return Path(given) / part
-    from platformdirs import user_cache_dir
+        where = Path(given) / part
+    else:
+        from platformdirs import user_cache_dir
 
-    return Path(user_cache_dir("roofbench", appauthor=False)) / "test-store" / part
+        where = Path(user_cache_dir("roofbench", appauthor=False)) / "test-store" / part
+    return where if usable(where) else None
+
+
+def usable(where: Path) -> bool:
+    """Whether ``where`` is (or can be made) a folder this process can write: a read-only
+    mount, a read-only home or a path under a file is no store."""
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError):
+        return False
+    return os.access(where, os.W_OK | os.X_OK)
+
+
+def digest(value: Any) -> str:
+    """The digest a kept value is stored with (of its canonical JSON)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
 def sources_digest(root: Path = ROOT) -> str:
@@ -77,31 +100,52 @@ def key(kind: str, call: Any) -> str:
 
 def kept(kind: str, call: Any, compute: Callable[[], Any]) -> Any:
     """``compute()``'s JSON value, read back where a session computed it under the same key
-    (``key``), else computed and written (whole, by rename: two sessions at once both keep a
-    whole file)."""
+    (``key``) and its stored digest matches it, else computed and written (whole, by rename:
+    two sessions at once both keep a whole file). A store that cannot be read or written
+    costs the time, never the value: it is computed."""
     where = folder()
     if where is None:
         return json.loads(json.dumps(compute()))  # as a kept value reads: lists, not tuples
     path = where / f"{kind}-{key(kind, call)[:32]}.json"
-    try:
-        value = json.loads(path.read_text())
-        os.utime(path)  # used: kept by ``prune``
-        return value
-    except (OSError, ValueError):
-        pass
+    found = read_verified(path)
+    if found is not None:
+        return found[0]
     value = json.loads(json.dumps(compute()))
-    where.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(value))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps({"value": value, "sha256": digest(value)}))
+        os.replace(tmp, path)
+    except OSError:  # a full disk, a store made read-only since: the value stands
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return value
     prune(where)
     return value
+
+
+def read_verified(path: Path) -> tuple[Any] | None:
+    """(value,) of a kept entry whose stored digest matches its value; None when it cannot be
+    read, is not an entry, or was edited (the digest no longer matches)."""
+    try:
+        entry = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(entry, dict) and set(entry) == {"value", "sha256"}
+            and entry["sha256"] == digest(entry["value"])):
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)  # used: kept by ``prune``
+    return (entry["value"],)
 
 
 def prune(where: Path, days: float = 14) -> None:
     """Remove what was not used for ``days`` (each edit of the sources keys new entries)."""
     old = time.time() - days * 86400
-    for p in where.iterdir():
+    try:
+        entries = list(where.iterdir())
+    except OSError:
+        return
+    for p in entries:
         with contextlib.suppress(OSError):
             if p.stat().st_mtime < old:
                 if p.is_dir():

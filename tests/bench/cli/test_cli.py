@@ -156,7 +156,7 @@ def test_unwritable_output_is_one_line(tmp_path, capsys, roofs_file):
     assert rc == 2 and "not a folder" in err
     rc, _, err = run_cli(["run", *SMALL, "--workload", "vector_add", "--roofs", str(roofs_file),
                           "--out", "/proc/roofbench-cannot-write"], capsys)
-    assert rc == 2 and "not writable" in err and len(err.strip().splitlines()) == 1
+    assert rc == 3 and "not writable" in err and len(err.strip().splitlines()) == 1
 
 
 def test_results_survive_an_interrupted_rewrite(one_run: Path, monkeypatch):
