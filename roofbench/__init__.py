@@ -44,4 +44,8 @@ def __getattr__(name: str):
         from .bench.profile import torch_program
 
         return torch_program.profile
+    if name == "trace":  # a PyTorch profiler trace's ops on the roofs (bench/trace/api.py)
+        from .bench.trace import api as trace_api
+
+        return trace_api.trace
     raise AttributeError(f"module 'roofbench' has no attribute {name!r}")

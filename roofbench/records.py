@@ -2,7 +2,7 @@
 
 Each record is a dataclass with ``to_dict`` (what is written, exactly); reading any version
 ever written is readers.py's job. The roof records (Roof, RoofSet) are roof_records.py's,
-named here too. Files: ``roofbench.results`` (results.json) version 4
+named here too. Files: ``roofbench.results`` (results.json) version 6
 (``RESULTS_SCHEMA_VERSION``); a roof set (``RoofSet.to_dict``) version 2; a GPU's calibration
 cache ``roofbench.calibrated-roofs/1`` (``CalibratedRoofs``, calibrated.py). Part of the shared
 root: it imports nothing from kernels/, roofs/ or bench/.
@@ -341,7 +341,10 @@ RESULTS_SCHEMA = "roofbench.results"
 # 5: a timing may carry its paired roof's rates (``roof_probe``, ``roof_rates``) and the
 # roofline the efficiency they give (``paired``: PairedRoof); both optional. ``paired`` may
 # carry ``states`` (the efficiency in each of two roof states; absent or [] in older files).
-RESULTS_SCHEMA_VERSION = 5
+# 6: a run placed from a profiler trace (`roofbench trace`) carries ``trace``: the files,
+# the time charged to ops and what no op claims, steps, ranks, the ops not counted
+# (optional: absent in every other run and in older files).
+RESULTS_SCHEMA_VERSION = 6
 
 StopCause = Literal["signal", "os-error", "memory", "error"]
 StopPhase = Literal["start", "roofs", "cases", "report"]
@@ -372,6 +375,7 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     interrupted: bool = False  # cut short (a signal, a write that failed) before the end
     stop: RunStop | None = None  # why, when interrupted
+    trace: dict[str, Any] | None = None  # a run placed from a profiler trace (version 6)
     # read-time only: cases the reader left out, by backend/key, with the reason (never saved)
     unreadable: dict[str, str] = field(default_factory=dict)
 
@@ -384,6 +388,7 @@ class RunResult:
             "environment": self.environment, "timer": self.timer, "notes": self.notes,
             "interrupted": self.interrupted,
             **({"stop": asdict(self.stop)} if self.stop else {}),  # only a run cut short
+            **({"trace": self.trace} if self.trace else {}),  # only a trace's run
             "roofs": self.roofs.to_dict() if self.roofs else None,
             "cases": [c.to_dict() for c in self.cases],
         }

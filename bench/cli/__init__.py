@@ -30,6 +30,7 @@ COMMANDS = [
     "roofbench.bench.cli.roofs",
     "roofbench.bench.cli.specs",
     "roofbench.bench.cli.model",
+    "roofbench.bench.cli.trace",
 ]
 
 

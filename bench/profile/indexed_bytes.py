@@ -12,6 +12,12 @@
 - masked element-wise ops (masked_fill, where, masked_select) and expand/broadcast views need
   no rule: a broadcast operand's stride 0 spans its own elements once (``TensorMeta.span``).
 
+Two front doors, one rule set: the tensors are a live call's (``profile``), or meta tensors
+rebuilt from what a profiler trace recorded (``roofbench trace``: shapes, dtypes, strides,
+no values). Where a rule needs the index's values (distinct rows, a mask's true elements)
+and they were not recorded, it counts the index's size: an upper bound, never above the
+table's span.
+
 ``indexed_bytes`` returns (read, written) bytes, or None for an op no rule covers.
 """
 
@@ -35,9 +41,17 @@ def _span(m: TensorMeta) -> int:
 
 
 def _distinct(index: Any) -> int:
+    """Distinct values of an index; its size where its values were not recorded (meta)."""
     import torch
 
+    if index.is_meta:
+        return int(index.numel())
     return int(torch.unique(index.detach()).numel()) if index.numel() else 0
+
+
+def _true(mask: Any) -> int:
+    """True elements of a mask; its size where its values were not recorded (meta)."""
+    return int(mask.numel()) if mask.is_meta else int(mask.sum())
 
 
 def _addressed(self_t: Any, indices: list[Any]) -> int:
@@ -51,7 +65,7 @@ def _addressed(self_t: Any, indices: list[Any]) -> int:
             consumed += 1
             continue
         if i.dtype == torch.bool:
-            n_idx *= int(i.sum())
+            n_idx *= _true(i)
             consumed += i.dim()
         else:
             shapes.append(tuple(i.shape))
@@ -106,7 +120,7 @@ def indexed_bytes(packet: str, args: tuple[Any, ...], kwargs: dict[str, Any],
         acc = bool(args[3]) if len(args) > 3 else bool(kwargs.get("accumulate", False))
     elif base == "masked_scatter":
         mask, values = args[1], args[2]
-        n = int(mask.expand_as(self_t).sum())
+        n = _true(mask.expand_as(self_t))
         aux, acc = [meta[id(mask)]], False
     else:  # scatter*(self, dim, index, src|value) / index_add(self, dim, index, source)
         index = args[2]
