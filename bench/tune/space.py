@@ -43,7 +43,7 @@ class Constraint:
 
 def where(predicate: Callable[[Config], bool], text: str | None = None) -> Constraint:
     """A constraint from any predicate of the configuration (a dict of name -> value)."""
-    return Constraint(predicate, text or getattr(predicate, "__name__", "a predicate"))
+    return Constraint(predicate, text or str(getattr(predicate, "__name__", "a predicate")))
 
 
 def divides(param: str, n: int) -> Constraint:
