@@ -35,8 +35,8 @@ def cpu_pair(tmp_path_factory):
     other = copy.deepcopy(run)
     other.device = "Another CPU"
     disjoint = copy.deepcopy(run)
-    for c in disjoint.cases:
-        c.identity.workload = "elsewhere"
+    for c in disjoint.cases:  # each its own name still: attention and attention_causal share keys
+        c.identity.workload = f"elsewhere-{c.identity.workload}"
     return {"a": _save(run, tmp / "a"), "slow": _save(slow, tmp / "slow"),
             "other": _save(other, tmp / "other"), "disjoint": _save(disjoint, tmp / "disj"),
             "victim": f"{victim.identity.backend}/{victim.key}", "tmp": tmp}
@@ -109,7 +109,9 @@ def test_cli_nan_time_is_named(cpu_pair, capsys):
     out = cpu_pair["tmp"] / "cmp-nan"
     rc, text, _ = run_cli(["compare", str(cpu_pair["a"]), str(b), "--fail-on", "slower:5%",
                             "--out", str(out)], capsys)
-    assert rc == 0 and "nanx" not in text and "unreadable" in text
+    # a B the gate cannot read fails it (it used to be named and pass: exit 0, issue 57)
+    assert rc == 1 and "nanx" not in text and "unreadable" in text
+    assert "(unreadable in B)" in text
     v = {v.key: v for v in Comparison.from_dict(json.loads(out.with_suffix(".json")
                                                            .read_text())).cases}
     assert v[f"{c.identity.backend}/{c.key}"].verdict == "unreadable"
