@@ -161,10 +161,13 @@ class Bound:
 
 def pick(roofs: Iterable[Roof], kind: str, key: str, source: str | None = None) -> Roof | None:
     """The roof of ``kind`` for a level or precision ``key``: the best source by SOURCE_ORDER,
-    and within one source the highest value (several probes may measure one level)."""
+    and within one source the highest value (several probes may measure one level) among the
+    probes that may set it: a roof whose evidence says ``sets_roof: false`` (a probe's record
+    declares it, e.g. cpu_stream.StreamKernel) is measured and kept, never the ceiling."""
     attr = "precision" if kind == "compute" else "level"
     cands = [r for r in roofs if r.kind == kind and getattr(r, attr) == key
-             and (source is None or r.source == source)]
+             and (source is None or r.source == source)
+             and r.evidence.get("sets_roof", True) is not False]
     if not cands:
         return None
     best = min(SOURCE_RANK[r.source] for r in cands)

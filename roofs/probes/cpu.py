@@ -3,8 +3,8 @@
 
 Roofs produced (all ``source="measured"``; CPU datasheet roofs are unknown and never invented):
 
-- memory, level "dram": ``dram stream-copy|scale|add|triad|add-nt``; ``RoofSet.memory("dram")``
-  takes the highest.
+- memory, level "dram": ``dram stream-copy|scale|add|triad|add-nt`` (cpu_stream.STREAM);
+  ``RoofSet.memory("dram")`` takes the highest of those whose record may set the roof.
 - memory, levels "l1", "l2", "l3": ``l2 sweep-read`` and ``l2 sweep-read+write`` etc., the
   working-set sweep planned from the cache topology (cpu_cache_sweep.py, in its own process),
   each with its sweep on ``Roof.cache``; a case that fits a level is placed on it

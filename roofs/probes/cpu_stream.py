@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,14 +28,6 @@ from .numba_env import env, threads, timing_evidence
 MiB = 1 << 20
 GiB = 1 << 30
 
-# STREAM accounting: bytes read + written per element (FP64), and FLOPs per element.
-# "add-nt" is STREAM's add with non-temporal stores (kernels/nt_stores.py), the store policy the
-# elementwise kernels use above the LLC: without it they could run above the DRAM roof.
-STREAM_BYTES_PER_ELEMENT: dict[str, int] = {"copy": 16, "scale": 16, "add": 24, "triad": 24,
-                                            "add-nt": 24}
-STREAM_FLOPS_PER_ELEMENT: dict[str, int] = {"copy": 0, "scale": 1, "add": 1, "triad": 2,
-                                            "add-nt": 1}
-STREAM_KERNELS = tuple(STREAM_BYTES_PER_ELEMENT)
 STREAM_SCALAR = 3.0  # STREAM's own scalar
 
 TimeFn = Callable[[Callable[[], None]], Any]
@@ -99,6 +92,48 @@ def stream_triad(a: np.ndarray, b: np.ndarray, c: np.ndarray, s: float) -> None:
         a[i] = b[i] + s * c[i]
 
 
+@dataclass(frozen=True)
+class StreamKernel:
+    """One STREAM kernel, the one record its probe, its check and the codegen test
+    (tests/roofs/codegen_child.py) read: a new kernel is one row of ``STREAM``.
+
+    ``args`` names its operands in STREAM's order: "a", "b", "c" the arrays, "s" STREAM's
+    scalar, "n" the element count. Bytes are reads + writes per FP64 element as STREAM counts
+    them (no write-allocate). ``sets_roof``: whether its figure may be the DRAM roof (the
+    probe marks its Roof so, and RoofSet.memory picks among those only); a kernel measured for
+    comparison only says False."""
+
+    name: str
+    fn: Callable[..., None]
+    args: tuple[str, ...]
+    out: str  # the array it writes
+    reference: Callable[[np.ndarray, np.ndarray, np.ndarray, float], np.ndarray]  # a, b, c, s
+    bytes_per_element: int
+    flops_per_element: int
+    sets_roof: bool
+    nontemporal: bool = False  # stores bypass the caches (kernels/nt_stores.py)
+
+
+# "add-nt" is STREAM's add with non-temporal stores (kernels/nt_stores.py), the store policy the
+# elementwise kernels use above the LLC: without it they could run above the DRAM roof. Every
+# kernel may set the roof: a roof is a ceiling, the best any of them streams.
+STREAM: tuple[StreamKernel, ...] = (
+    StreamKernel("copy", stream_copy, ("c", "a"), "c", lambda a, b, c, s: a, 16, 0, True),
+    StreamKernel("scale", stream_scale, ("b", "c", "s"), "b", lambda a, b, c, s: s * c, 16, 1,
+                 True),
+    StreamKernel("add", stream_add, ("c", "a", "b"), "c", lambda a, b, c, s: a + b, 24, 1, True),
+    StreamKernel("triad", stream_triad, ("a", "b", "c", "s"), "a",
+                 lambda a, b, c, s: b + s * c, 24, 2, True),
+    StreamKernel("add-nt", nt_stores.add, ("a", "b", "c", "n"), "c", lambda a, b, c, s: a + b,
+                 24, 1, True, nontemporal=True),
+)
+STREAM_BY_NAME: dict[str, StreamKernel] = {k.name: k for k in STREAM}
+STREAM_KERNELS = tuple(STREAM_BY_NAME)
+# Views of the table, by kernel name (the pairs and brackets read these).
+STREAM_BYTES_PER_ELEMENT: dict[str, int] = {k.name: k.bytes_per_element for k in STREAM}
+STREAM_FLOPS_PER_ELEMENT: dict[str, int] = {k.name: k.flops_per_element for k in STREAM}
+
+
 def aligned_empty(n: int, dtype: Any = np.float64, align: int = 2 * MiB,
                   offset: int = 0) -> np.ndarray:
     """An uninitialised array whose data starts ``offset`` bytes past an ``align`` boundary."""
@@ -122,27 +157,23 @@ class StreamArrays:
         self.a, self.b, self.c = (aligned_empty(self.n, offset=o) for o in STREAM_OFFSETS)
         _stream_init(self.a, self.b, self.c)
 
+    def operand(self, name: str) -> Any:
+        """An operand of a STREAM kernel by its name in ``StreamKernel.args``."""
+        return {"a": self.a, "b": self.b, "c": self.c, "s": STREAM_SCALAR, "n": self.n}[name]
+
     def call(self, kernel: str) -> Callable[[], None]:
         """The STREAM kernel as a no-argument call (STREAM's own operands and order)."""
-        a, b, c, s = self.a, self.b, self.c, STREAM_SCALAR
-        calls: dict[str, Callable[[], None]] = {
-            "copy": lambda: stream_copy(c, a),
-            "scale": lambda: stream_scale(b, c, s),
-            "add": lambda: stream_add(c, a, b),
-            "triad": lambda: stream_triad(a, b, c, s),
-            "add-nt": lambda: nt_stores.add(a, b, c, self.n),
-        }
-        return calls[kernel]
+        k = STREAM_BY_NAME[kernel]
+        fn, args = k.fn, tuple(self.operand(x) for x in k.args)
+        return lambda: fn(*args)
 
     def check(self, kernel: str) -> None:
         """Run ``kernel`` once on poisoned output and check every element against numpy."""
-        out = {"copy": self.c, "scale": self.b, "add": self.c, "triad": self.a,
-               "add-nt": self.c}[kernel]
+        k = STREAM_BY_NAME[kernel]
+        out = self.operand(k.out)
         out.fill(np.nan)
         self.call(kernel)()
-        ref = {"copy": lambda: self.a, "scale": lambda: STREAM_SCALAR * self.c,
-               "add": lambda: self.a + self.b, "add-nt": lambda: self.a + self.b,
-               "triad": lambda: self.b + STREAM_SCALAR * self.c}[kernel]()
+        ref = k.reference(self.a, self.b, self.c, STREAM_SCALAR)
         if not np.array_equal(out, ref):
             raise RuntimeError(f"stream-{kernel}: numba result differs from numpy")
 
@@ -159,18 +190,19 @@ def stream_roof(kernel: str, arrays: StreamArrays, timing: Timing,
                 llc_bytes: int | None = None) -> Roof:
     """A "dram" memory Roof from one STREAM kernel's timing: bytes/s at the best time, as
     STREAM reports its "Best Rate" (a roof is a ceiling; the median is kept as evidence)."""
-    bpe = STREAM_BYTES_PER_ELEMENT[kernel]
+    k = STREAM_BY_NAME[kernel]
+    bpe = k.bytes_per_element
     nbytes = bpe * arrays.n
     best = min(timing.samples)
     ev: dict[str, Any] = {
         "probe": f"stream-{kernel}",
         "implementation": "numba njit(parallel=True), prange" + (
-            ", explicit 64-byte non-temporal vector stores" if kernel.endswith("-nt") else ""),
+            ", explicit 64-byte non-temporal vector stores" if k.nontemporal else ""),
         "dtype": "fp64", "array_elements": arrays.n, "array_bytes": 8 * arrays.n, "arrays": 3,
         "bytes_per_element": bpe, "bytes_per_run": nbytes,
-        "flops_per_element": STREAM_FLOPS_PER_ELEMENT[kernel],
+        "flops_per_element": k.flops_per_element,
         "counting": "reads + writes as STREAM counts them (no write-allocate)",
-        "threads": threads(), "value_from": "best time",
+        "threads": threads(), "value_from": "best time", "sets_roof": k.sets_roof,
         "median_bytes_per_s": nbytes / timing.median, "timing": timing_evidence(timing),
         **env(),
     }

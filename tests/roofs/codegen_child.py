@@ -39,12 +39,20 @@ def fma() -> dict:
     return out
 
 
+# A STREAM operand's numba type (cpu_stream.StreamKernel.args): the arrays, the scalar, n.
+_OPERAND = {"a": _arr(F64), "b": _arr(F64), "c": _arr(F64), "s": F64, "n": types.intp}
+
+
+def stream_jobs() -> dict:
+    """Every plain-store kernel of the STREAM table with the signature its operands give; the
+    non-temporal ones are compiled by ``nt_store_loops`` (their loops are read as streaming)."""
+    return {k.name: (k.fn, tuple(_OPERAND[x] for x in k.args))
+            for k in cs.STREAM if not k.nontemporal}
+
+
 def stream() -> dict:
-    a = _arr(F64)
-    sigs = {"copy": (cs.stream_copy, (a, a)), "scale": (cs.stream_scale, (a, a, F64)),
-            "add": (cs.stream_add, (a, a, a)), "triad": (cs.stream_triad, (a, a, a, F64))}
     out = {}
-    for name, (fn, sig) in sigs.items():
+    for name, (fn, sig) in stream_jobs().items():
         asm = compile_asm(fn, sig, kernel_only=True)
         out[name] = x86_asm.loop_facts(x86_asm.store_loop(asm), asm)
         out[name]["gathers"] = code_facts(asm)["gathers"]

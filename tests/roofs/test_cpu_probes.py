@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from patience import patience
+from roofbench.kernels import nt_stores
 from roofbench.roofs.probes import cpu as cp
 from roofbench.roofs.probes import cpu_features as feat
 from roofbench.roofs.probes import cpu_fma, x86_asm
@@ -125,7 +126,62 @@ def test_stream_roof_is_well_formed() -> None:
     assert ev["timing"]["samples_s"] == [2e-6, 1e-6, 3e-6]
     assert ev["median_bytes_per_s"] == pytest.approx(24 * 4096 / 2e-6)
     assert ev["value_from"] == "best time"
+    assert ev["sets_roof"] is True  # the triad's record: it may set the DRAM roof
     json.dumps(roof.to_dict())  # evidence is JSON-serialisable
+
+
+def _codegen_child():
+    path = ROOT / "tests" / "roofs" / "codegen_child.py"
+    spec = importlib.util.spec_from_file_location("codegen_child", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_stream_kernel_is_one_record_the_codegen_child_compiles() -> None:
+    """The table is the one list: the probe's kernels, their accounting and the codegen
+    child's units all come from it (a kernel missing from the child fails here)."""
+    assert tuple(k.name for k in cs.STREAM) == cs.STREAM_KERNELS
+    assert len(set(cs.STREAM_KERNELS)) == len(cs.STREAM)
+    child = _codegen_child()
+    jobs = child.stream_jobs()
+    assert set(jobs) == {k.name for k in cs.STREAM if not k.nontemporal}
+    for name, (fn, sig) in jobs.items():
+        k = cs.STREAM_BY_NAME[name]
+        assert fn is k.fn and len(sig) == len(k.args)
+    streaming = {getattr(nt_stores, n) for n, _, _ in child.STREAMING}
+    assert all(k.fn in streaming for k in cs.STREAM if k.nontemporal)
+    for k in cs.STREAM:  # every record states its accounting and whether it may set the roof
+        assert k.out in k.args and isinstance(k.sets_roof, bool)
+        assert k.bytes_per_element == 8 * sum(x in "abc" for x in k.args)
+
+
+def test_a_new_stream_kernel_is_one_record(monkeypatch) -> None:
+    """A kernel added as a record runs and is checked through it alone."""
+    twin = cs.StreamKernel("copy-twin", cs.stream_copy, ("b", "a"), "b",
+                           lambda a, b, c, s: a, 16, 0, sets_roof=False)
+    monkeypatch.setitem(cs.STREAM_BY_NAME, twin.name, twin)
+    arrays = cs.StreamArrays(3001)
+    arrays.check("copy-twin")
+    roof = cs.stream_roof("copy-twin", arrays, FakeTiming([1e-6]))
+    assert roof.evidence["sets_roof"] is False and roof.value == pytest.approx(16 * 3001 / 1e-6)
+    wrong = cs.StreamKernel("copy-wrong", cs.stream_copy, ("b", "a"), "b",
+                            lambda a, b, c, s: c, 16, 0, sets_roof=False)
+    monkeypatch.setitem(cs.STREAM_BY_NAME, wrong.name, wrong)
+    with pytest.raises(RuntimeError, match="differs from numpy"):
+        arrays.check("copy-wrong")
+
+
+def test_a_probe_that_may_not_set_the_roof_never_does() -> None:
+    """Not "the highest wins": the highest of the probes that may set the roof does."""
+    setter = Roof("dram stream-triad", "memory", 40e9, "measured", level="dram",
+                  evidence={"sets_roof": True})
+    other = Roof("dram stream-copy-twin", "memory", 90e9, "measured", level="dram",
+                 evidence={"sets_roof": False})
+    old = Roof("dram stream-add", "memory", 30e9, "measured", level="dram")  # before the field
+    assert RoofSet("cpu", [setter, other, old]).memory("dram") is setter
+    assert RoofSet("cpu", [other, old]).memory("dram") is old
+    assert RoofSet("cpu", [other]).memory("dram") is None
 
 
 # ----------------------------------------------------------------------------- sizing
