@@ -116,16 +116,16 @@ def analyse(traces: list[Trace]) -> Analysis:
     default_dtype = "float32"
     for r, tr in enumerate(traces):
         ln = link(tr)
-        for k, v in ln.how.items():
-            how[k] += v
+        for h, n in ln.how.items():
+            how[h] += n
         if ln.early:
             notes.append(f"{tr.path.name}: {ln.early} piece(s) of device work start before "
                          f"their launch (by up to {ln.worst_early_us:.0f} us): the CPU and "
                          "GPU clocks of this trace disagree; links by correlation and times "
                          "on the device are unaffected, steps are taken from the launches")
         unit_s, lost = _unit_times(tr, ln, gpu)
-        for k, v in lost.items():
-            unclaimed[k] += v
+        for what, secs in lost.items():
+            unclaimed[what] += secs
         rank_s = sum(unit_s.values())
         busy = rank_s + sum(lost.values()) if gpu else _top_time(tr, ln)
         trace_s += busy
@@ -146,8 +146,8 @@ def analyse(traces: list[Trace]) -> Analysis:
             st.times_s.append(secs)
             for w in kernels_by_unit.get(u, []):
                 st.kernels += 1
-                k = tr.work[w]
-                st.kernel_names[k.name] = st.kernel_names.get(k.name, 0.0) + k.dur * US
+                kw = tr.work[w]
+                st.kernel_names[kw.name] = st.kernel_names.get(kw.name, 0.0) + kw.dur * US
             for a, b, name in starts:
                 if a <= o.ts <= b:
                     step_s[name] += secs
@@ -164,8 +164,8 @@ def analyse(traces: list[Trace]) -> Analysis:
     uncounted_k: dict[str, float] = defaultdict(float)
     for st in ops:
         if st.counted.distinct is None and st.kernel_names:
-            for k, v in st.kernel_names.items():
-                uncounted_k[k] += v
+            for kname, secs in st.kernel_names.items():
+                uncounted_k[kname] += secs
     return Analysis([str(tr.path) for tr in traces], gpu, first, ops, trace_s,
                     dict(unclaimed), steps, ranks, dict(how), notes,
                     any(tr.has_shapes for tr in traces), dict(uncounted_k))

@@ -5,11 +5,15 @@ are the ranks of one job."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from roofbench.bench.errors import UserError
 from roofbench.bench.trace.reader import TraceError, read_trace
 
 from roofbench.roof_records import RoofSet
+
+if TYPE_CHECKING:
+    from roofbench.bench.trace.placed import TraceProfile
 
 SUFFIXES = (".json", ".json.gz", ".gz")
 

@@ -18,7 +18,7 @@ import gzip
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from roofbench.bench.errors import UserError
 
@@ -130,7 +130,9 @@ class Trace:
 def _open(path: Path) -> IO[bytes]:
     with open(path, "rb") as f:
         magic = f.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+    if magic == b"\x1f\x8b":
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    return open(path, "rb")
 
 
 def _tup(v: Any) -> Any:

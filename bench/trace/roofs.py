@@ -71,5 +71,5 @@ def trace_roofs(gpu: bool, device: dict[str, Any] | None, host: str | None,
     from roofbench.bench.measure.roof_source import device_roofs
 
     clock = clock_for([])
-    rs, _ = device_roofs(clock, None)
-    return rs, "this machine's calibration cache (roofs/<device>.json)", clock.device_name()
+    here, _ = device_roofs(clock, None)
+    return here, "this machine's calibration cache (roofs/<device>.json)", clock.device_name()
