@@ -66,9 +66,11 @@ def render(rec: TuneRecord) -> str:
     if best is None:
         lines.append("**No configuration was valid**: nothing is chosen.")
     else:
-        eff = rec.efficiency
+        eff, top = rec.efficiency, rec.ranking[0]
+        span = ("its median's 95% interval" if top.interval_s is not None else
+                f"the range of its {len(best.samples_s)} samples: too few for an interval")
         lines.append(f"**Chosen: {best.label}**, median {duration(best.median(rec.basis))}"
-                     + (f", {_pct(eff[0])}-{_pct(eff[1])} of its roof" if eff else "")
+                     + (f", {_pct(eff[0])}-{_pct(eff[1])} of its roof ({span})" if eff else "")
                      + f" (times compared {_basis_words(rec.basis)}).")
     drop = ("off" if rec.drop_at is None
             else f"at {rec.drop_at:g}x after {rec.screen_samples} samples")

@@ -174,7 +174,8 @@ def _trial(index: int, config: Config, rec: CaseResult, roofs: RoofSet | None,
 
 @dataclass(frozen=True)
 class Best:
-    """The best so far, on the basis the ranking compares: its trial, interval and basis."""
+    """The best so far, on the basis the ranking compares: its trial, the interval of its
+    median (the range of its samples where they are too few for one) and the basis."""
 
     trial: Trial
     lo: float
@@ -188,7 +189,12 @@ def best_of(trials: Iterable[Trial]) -> Best | None:
         return None
     r = ranking[0]
     t = next(x for x in trials if x.index == r.index)
-    lo, hi = r.interval_s if r.interval_s is not None else (r.median_s, r.median_s)
+    if r.interval_s is not None:
+        lo, hi = r.interval_s
+    else:  # too few samples for an interval (a long kernel stopped by the budget): the
+        # samples' whole range, wider than any interval of their median
+        times = t.times(basis)
+        lo, hi = min(times), max(times)
     return Best(t, lo, hi, basis)
 
 

@@ -242,3 +242,23 @@ def test_the_cloud_rings_the_chosen_configuration(sim):
     import matplotlib.pyplot as plt
 
     plt.close(rf.fig)
+
+
+def test_too_few_samples_judge_the_target_on_the_samples_range(sim, consts):
+    """A long kernel stopped by the timer's budget after 3 samples has no interval: the
+    target is judged on its slowest sample, not its median. Seeded: its samples at 0.83,
+    1.10 and 0.96 of the roof (10% jitter): the median passes 0.9, the slowest does not, so
+    the target does not stop the search; the record's efficiency is the samples' range."""
+    from roofbench.timing import TimerConfig
+
+    s = sim(seed=6, jitter=0.1)
+    timer = TimerConfig(warmup_s=0.001, budget_s=0.001, min_samples=12, max_samples=200)
+    rec = tune(s.builder(effs({1: 0.95, 2: 0.3})), {"B": [1, 2]}, s.a, s.out,
+               **s.kw(timer=timer, drop_at=None))
+    first = rec.trials[0]
+    assert len(first.samples_s) == 3 and rec.ranking[0].interval_s is None
+    at_roof = consts.NBYTES / consts.ROOF_BW
+    effs_seen = sorted(at_roof / x for x in first.times("paired"))
+    assert effs_seen[0] < 0.9 <= effs_seen[1]  # the median passes, the slowest does not
+    assert rec.stop != "target"
+    assert rec.efficiency == pytest.approx((effs_seen[0], effs_seen[-1]))
