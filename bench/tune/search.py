@@ -399,7 +399,7 @@ class Search:
                     (first.roof_probe, first.roof_value) == (best.trial.roof_probe,
                                                              best.trial.roof_value) else "raw"
                 hi = best.hi if basis == best.basis else (
-                    best.trial.interval(basis) or (best.trial.median(basis),) * 2)[1]
+                    best.trial.interval(basis) or (max(best.trial.times(basis)),))[-1]
                 fastest = min(first.times(basis))
                 if fastest > self.drop_at * hi:
                     why = (f"dropped after {len(first.samples_s)} samples: its fastest "
