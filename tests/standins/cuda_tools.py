@@ -327,6 +327,19 @@ def rewrite_shared(text: str) -> str:
     return _SHARED.sub(one, text)
 
 
+_KERNEL = re.compile(r'extern\s+"C"\s+void\s+(\w+)\s*\(')
+
+
+def with_signatures(text: str) -> str:
+    """Preprocessed emulated source with an ``rb_sig__<name>()`` after it for every ``extern
+    "C"`` kernel it defines (emu.h rb_signature: the parameter types the compiled function
+    has): what the launchers check each scalar against (emu_launch.check_scalars)."""
+    names = dict.fromkeys(n for n in _KERNEL.findall(text)
+                          if not n.startswith(("rb_", "__")))
+    return text + "".join(f'\nextern "C" const char* rb_sig__{n}() {{ return rb_signature({n}); }}'
+                          for n in names) + "\n"
+
+
 def build_key(src: Path, flags: tuple[str, ...]) -> str:
     """What an emulated build depends on: the source (and the body a driver wrapper includes,
     by its bytes, not its path: a fresh clone's or a mutant's temporary folder takes the
@@ -391,7 +404,7 @@ def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
     p = subprocess.run([gxx, "-E", *flags, "-include", str(EMU_HEADER), "-x", "c++", str(src),
                         "-o", str(pre)], capture_output=True, text=True, timeout=patience(600))
     if p.returncode == 0:
-        pre.write_text(rewrite_shared(pre.read_text()))
+        pre.write_text(with_signatures(rewrite_shared(pre.read_text())))
         obj = so.with_suffix(".o")
         p = subprocess.run([gxx, *flags, opt, "-c", "-fPIC", "-w", "-Wno-psabi", *instrument,
                             "-x", "c++-cpp-output", str(pre), "-o", str(obj)],
@@ -499,7 +512,10 @@ class Traffic:
 
 class ByteCounter:
     """The counters of a counting build (``build_counting``): ``watch`` the buffers by name,
-    then ``count(launch)`` runs a launch and returns each buffer's Traffic."""
+    then ``count(launch)`` runs a launch and returns each buffer's Traffic. The watched
+    buffers are also registered for the emulation's checks of that launch (checks.h
+    rb_emu_check_access: alignment, bounds, one store per element), except the ranges named
+    ``<buffer>:<where>`` (guard bytes around a buffer: an access to them is out of bounds)."""
 
     def __init__(self, lib: Any) -> None:
         import ctypes
@@ -508,11 +524,13 @@ class ByteCounter:
         lib.rb_bytes_watch.restype = ctypes.c_int
         lib.rb_bytes_watch.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong]
         self.names: list[str] = []
+        self.buffers: dict[str, Any] = {}
 
     def watch(self, buffers: dict[str, Any]) -> None:
         """Watch these buffers (numpy arrays), replacing any watched before."""
         self.lib.rb_bytes_unwatch_all()
         self.names = []
+        self.buffers = {n: a for n, a in buffers.items() if ":" not in n}
         for name, a in buffers.items():
             if self.lib.rb_bytes_watch(a.ctypes.data, a.nbytes) < 0:
                 raise ValueError("at most 32 buffers can be watched")
@@ -522,6 +540,9 @@ class ByteCounter:
         import ctypes
 
         self.lib.rb_bytes_clear()
+        for name, a in list(self.buffers.items())[:32]:
+            self.lib.rb_emu_buffer(ctypes.c_ulonglong(a.ctypes.data), ctypes.c_ulonglong(a.nbytes),
+                                   a.itemsize, name.encode())
         launch()
         v = (ctypes.c_ulonglong * (5 * len(self.names)))()
         self.lib.rb_bytes_get(v, len(self.names))

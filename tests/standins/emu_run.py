@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import shutil
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,10 @@ import numpy as np
 from roofbench.bench.backends import gpu_common as gc
 from roofbench.kernels.cuda_impl import DeviceProps
 from roofbench.kernels.spec import Buf, Case
+from testpaths import FAKE_CUPY
+
+sys.path.insert(0, str(FAKE_CUPY))  # the launch the CuPy and PyCUDA stand-ins share
+from emu_launch import ArgumentMismatch, check_scalars  # noqa: E402
 
 # A tiny device: grid-stride grids of at most 2 blocks of 256 threads.
 DEV = DeviceProps(cc=(9, 0), sm_count=1, max_threads_per_sm=512, name="host emulation")
@@ -105,7 +110,12 @@ def sysv_launch(lib: ctypes.CDLL, function: str, grid: tuple[int, ...],
     """``function`` of ``lib`` through the emulation's SysV launcher: arrays as pointers,
     integers and floats in the 6 integer and 2 float slots it takes; a ``np.float64`` scalar
     is a ``double`` parameter (rb_launch_f64). Raises LaunchError with the emulation's one
-    line."""
+    line. The arguments' widths and kinds are checked against the kernel's parameters first
+    (check_scalars)."""
+    try:
+        check_scalars(lib, function, args)
+    except ArgumentMismatch as e:
+        raise LaunchError(str(e)) from None
     ints, floats = [], []
     for a in args:
         if isinstance(a, np.ndarray):

@@ -13,9 +13,18 @@
 // counted as misaligned: the GPU faults on it (a vector load on an unaligned row), x86 does not. The TMA of hopper_emu.h copies with a run-time width, which the instrumentation does
 // not see: it reports its reads through rb_bytes_access (emu.h: rb_count_global); zero-filled
 // out-of-bounds box elements read nothing.
+//
+// Every access is first handed to the emulation's checks (checks.h rb_emu_check_access, in
+// the same library): one that is misaligned, out of bounds of the buffers the host
+// registered, or a second thread's store of an element fails the launch there, naming the
+// kernel and the access, before the access is made (a misaligned 16-byte access is an x86
+// movdqa fault: a segfault of the test process, not a test failure).
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+
+extern "C" void rb_emu_check_access(const void* p, unsigned long long n, int store)
+    __attribute__((weak));
 
 namespace {
 constexpr int kMaxRanges = 32;
@@ -27,6 +36,7 @@ Range ranges[kMaxRanges];
 std::atomic<int> nranges{0};
 
 inline void count(const void* p, size_t n, bool store) {
+    if (rb_emu_check_access) rb_emu_check_access(p, n, store);  // may not return (a fault)
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     const int nr = nranges.load(std::memory_order_relaxed);
     for (int i = 0; i < nr; ++i) {

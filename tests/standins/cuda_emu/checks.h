@@ -17,6 +17,13 @@
 //         several readers in these kernels; a named barrier or mbarrier between them would be
 //         reported: conservative);
 //       - after a TMA into those bytes, only once its mbarrier phase was waited for;
+//   * of a width of 2, 4, 8 or 16 bytes at an address that is not a multiple of it, where the
+//     compiler took it for aligned (the aligned callbacks; a vector load or store, a float4,
+//     a uint4 pack): a misaligned-address fault on the GPU, checked before the access;
+//   * a store into a registered global buffer: each byte's first storing thread of the
+//     launch is kept; another thread storing it (same value or not) is work done twice (a
+//     grid-stride loop that strides one block, a tail indexed in the block): the launch fails
+//     naming both threads;
 //   * in a registered global buffer (rb_emu_buffer, named by the launcher): fine; within
 //     RB_GUARD bytes before or after one and not inside any: out of bounds, the launch fails
 //     naming the kernel, the buffer, the element and the distance past the end;
@@ -57,6 +64,17 @@ extern "C" int rb_emu_buffer(unsigned long long ptr, unsigned long long bytes, i
     return rb_next_nbufs;
 }
 
+// Kernels that store elements more than once by design (name prefixes): the L2 probe's copy,
+// whose blocks past nchunks copy a chunk again to keep the traffic in L2.
+constexpr const char* RB_REWRITES_BY_DESIGN[] = {"l2_copy_"};
+static bool rb_rewrites_allowed = false;
+
+// Per registered buffer of the running launch, the first thread to store each byte (its
+// global index + 1: block * threads per block + thread; 0 = none yet). Mapped zero-filled at
+// launch begin, so only the pages a launch stores into cost memory.
+static std::atomic<uint32_t>* rb_owner[RB_MAX_BUFS];
+static size_t rb_owner_bytes[RB_MAX_BUFS];
+
 void rb_checks_launch_begin(void* fn) {
     Dl_info info{};
     const char* name = fn && dladdr(fn, &info) && info.dli_sname ? info.dli_sname : "kernel";
@@ -65,10 +83,54 @@ void rb_checks_launch_begin(void* fn) {
     std::copy(rb_next_bufs, rb_next_bufs + rb_next_nbufs, rb_bufs);
     rb_nbufs = rb_next_nbufs;
     rb_next_nbufs = 0;
+    rb_rewrites_allowed = false;
+    for (const char* pre : RB_REWRITES_BY_DESIGN)
+        rb_rewrites_allowed |= !strncmp(rb_kernel, pre, strlen(pre));
+    for (int i = 0; i < rb_nbufs; ++i) {
+        const size_t bytes =
+            rb_rewrites_allowed ? 0 : (rb_bufs[i].hi - rb_bufs[i].lo) * sizeof(uint32_t);
+        void* m = bytes ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                        : MAP_FAILED;
+        rb_owner[i] = m == MAP_FAILED ? nullptr : static_cast<std::atomic<uint32_t>*>(m);
+        rb_owner_bytes[i] = m == MAP_FAILED ? 0 : bytes;
+    }
 }
 void rb_checks_launch_end() {
+    for (int i = 0; i < rb_nbufs; ++i)
+        if (rb_owner[i]) munmap(rb_owner[i], rb_owner_bytes[i]);
     rb_nbufs = 0;
     rb_next_nbufs = 0;
+}
+
+// This thread's index in the grid, + 1.
+RB_NOSAN uint32_t rb_global_thread_id() {
+    const RbBlock& b = *rb_blk;
+    const uint64_t block = b.idx.x + (uint64_t)rb_grid_dim.x *
+                                         (b.idx.y + (uint64_t)rb_grid_dim.y * b.idx.z);
+    return (uint32_t)(block * b.nthreads + rb_me->tid + 1);
+}
+
+// A store of n bytes at a of buffer i: every byte's first storer this launch must be us.
+RB_NOSAN void rb_store_once(int i, uintptr_t a, size_t n) {
+    std::atomic<uint32_t>* own = rb_owner[i];
+    if (!own) return;
+    const RbBuf& b = rb_bufs[i];
+    const uint32_t me = rb_global_thread_id();
+    for (size_t k = 0; k < n; ++k) {
+        uint32_t prev = 0;
+        std::atomic<uint32_t>& o = own[a - b.lo + k];
+        if (o.compare_exchange_strong(prev, me, std::memory_order_relaxed) || prev == me)
+            continue;
+        const long long off = (long long)(a - b.lo);
+        const uint32_t nt = (uint32_t)rb_blk->nthreads;
+        rb_fail("%s: global store of %zu bytes at %s + %lld (element %lld) by a second thread: "
+                "block %u thread %u of this launch stored it first (each element is written by "
+                "one thread: work done twice, by blocks whose loops overlap or a tail every "
+                "block writes)",
+                rb_kernel, n, b.name, off, off / (long long)b.elem, (prev - 1) / nt,
+                (prev - 1) % nt);
+    }
 }
 
 [[noreturn]] RB_NOSAN void rb_oob(const RbBuf& b, uintptr_t a, size_t n, const char* what) {
@@ -88,7 +150,10 @@ void rb_checks_launch_end() {
 // where a count of the bytes each launch moves would be kept.
 RB_NOSAN void rb_global_access(uintptr_t a, size_t n, bool store) {
     for (int i = 0; i < rb_nbufs; ++i)
-        if (a >= rb_bufs[i].lo && a + n <= rb_bufs[i].hi) return;
+        if (a >= rb_bufs[i].lo && a + n <= rb_bufs[i].hi) {
+            if (store) rb_store_once(i, a, n);
+            return;
+        }
     for (int i = 0; i < rb_nbufs; ++i) {
         const RbBuf& b = rb_bufs[i];
         if (a + n > b.lo - RB_GUARD && a < b.hi + RB_GUARD) rb_oob(b, a, n, store ? "store" : "load");
@@ -265,8 +330,30 @@ RB_NOSAN void rb_plain_before_async_write(unsigned dst, unsigned bytes, const ch
     }
 }
 
+// An access of n bytes at a that the compiler took for aligned to n (a load or store of a
+// naturally aligned type: a float4, a uint4 pack, a double) whose address is not: the GPU
+// faults with a misaligned address; x86 would load it.
+[[noreturn]] RB_NOSAN void rb_misaligned(uintptr_t a, size_t n, bool store, uintptr_t off) {
+    const char* what = store ? "store" : "load";
+    if (off < RB_SMEM_WINDOW)
+        rb_fail("%s: misaligned %zu-byte %s at shared 0x%llx (not a multiple of %zu: a "
+                "misaligned-address fault on the GPU)",
+                rb_kernel, n, what, (unsigned long long)off, n);
+    for (int i = 0; i < rb_nbufs; ++i) {
+        const RbBuf& b = rb_bufs[i];
+        if (a >= b.lo && a < b.hi)
+            rb_fail("%s: misaligned %zu-byte %s at %s + %lld (element %lld; the address is %llu "
+                    "mod %zu: a misaligned-address fault on the GPU)",
+                    rb_kernel, n, what, b.name, (long long)(a - b.lo),
+                    (long long)(a - b.lo) / (long long)b.elem, (unsigned long long)(a % n), n);
+    }
+    rb_fail("%s: misaligned %zu-byte %s at 0x%llx (%llu mod %zu: a misaligned-address fault on "
+            "the GPU)",
+            rb_kernel, n, what, (unsigned long long)a, (unsigned long long)(a % n), n);
+}
+
 // --------------------------------------------------------- the sanitizer callbacks
-RB_NOSAN_INLINE inline void rb_access(void* p, size_t n, bool store) {
+RB_NOSAN_INLINE inline void rb_access(void* p, size_t n, bool store, bool aligned = false) {
     RbThread* me = rb_me;
     if (!me || me->in_check) return;
     RbBlock* blk = me->blk;
@@ -275,6 +362,8 @@ RB_NOSAN_INLINE inline void rb_access(void* p, size_t n, bool store) {
     me->in_check = true;  // rb_fail's own (instrumented) accesses are not the kernel's
     bool failed = false;
     try {
+        if (aligned && a % n != 0 && a - rb_stack_lo >= rb_stack_hi - rb_stack_lo)
+            rb_misaligned(a, n, store, off);
         if (off < RB_SMEM_WINDOW)
             rb_smem_access(*blk, *me, (unsigned)off, (unsigned)n, store);
         else if (rb_nbufs && a - rb_stack_lo >= rb_stack_hi - rb_stack_lo)
@@ -288,13 +377,36 @@ RB_NOSAN_INLINE inline void rb_access(void* p, size_t n, bool store) {
     me->in_check = false;
 }
 
+// The counting build's checks (bytes_count.cpp calls this before every global access it
+// sees): alignment to the width, bounds of the registered buffers and stores once per
+// launch; a failure returns to the kernel's call before the access is made. Shared memory
+// and the stack are the check build's business.
+extern "C" RB_NOSAN void rb_emu_check_access(const void* p, unsigned long long n, int store) {
+    RbThread* me = rb_me;
+    if (!me || me->in_check) return;
+    const uintptr_t a = (uintptr_t)p;
+    if (a - (uintptr_t)me->blk->smem < RB_SMEM_WINDOW || a - rb_stack_lo < rb_stack_hi - rb_stack_lo)
+        return;
+    me->in_check = true;
+    bool failed = false;
+    try {
+        if ((n == 2 || n == 4 || n == 8 || n == 16) && a % n != 0)
+            rb_misaligned(a, n, store, RB_SMEM_WINDOW);
+        if (rb_nbufs) rb_global_access(a, n, store);
+    } catch (RbTrap&) {
+        failed = true;
+    }
+    if (failed && me->out) longjmp(*me->out, 1);
+    me->in_check = false;
+}
+
 // The callbacks of g++'s -fsanitize=thread instrumentation (the build links no sanitizer
 // runtime): every load and store of instrumented code, and its atomics, which are executed
 // here as they are (sequentially consistent).
 #define RB_CB extern "C" __attribute__((visibility("hidden"))) RB_NOSAN_INLINE
 #define RB_TSAN_ACCESS(N)                                                                     \
-    RB_CB void __tsan_read##N(void* p) { rb_access(p, N, false); }                             \
-    RB_CB void __tsan_write##N(void* p) { rb_access(p, N, true); }                             \
+    RB_CB void __tsan_read##N(void* p) { rb_access(p, N, false, true); }                       \
+    RB_CB void __tsan_write##N(void* p) { rb_access(p, N, true, true); }                       \
     RB_CB void __tsan_unaligned_read##N(void* p) { rb_access(p, N, false); }                   \
     RB_CB void __tsan_unaligned_write##N(void* p) { rb_access(p, N, true); }
 RB_CB void __tsan_read1(void* p) { rb_access(p, 1, false); }

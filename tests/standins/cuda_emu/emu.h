@@ -391,9 +391,24 @@ template <typename T> T rb_shfl_poison() {
     }
     return r;
 }
+// The lanes of this thread's warp: 32, fewer in the last warp of a block that is not whole
+// warps (legal on the GPU; a warp primitive whose mask names a lane the warp lacks is not).
+RB_NOSAN_INLINE inline int rb_warp_lanes() {
+    return std::min(32, rb_blk->nthreads - 32 * rb_me->warp);
+}
+// A warp primitive over `mask` in a partial warp: every lane it names must exist.
+RB_NOSAN inline void rb_check_partial_warp(const char* op, unsigned mask) {
+    const int lanes = rb_warp_lanes();
+    if (lanes < 32 && (mask >> lanes) != 0)
+        rb_fail("%s: %s with mask 0x%08x in a partial warp: warp %d of a block of %d threads has "
+                "lanes 0-%d only (a full-mask warp primitive on a partial warp is undefined on "
+                "the GPU)",
+                rb_kernel, op, mask, rb_me->warp, rb_blk->nthreads, lanes - 1);
+}
 template <typename T> RB_NOSAN T __shfl_xor_sync(unsigned mask, T v, int o) {
     RB_API;
     static_assert(sizeof(T) <= 8, "");
+    rb_check_partial_warp("__shfl_xor_sync", mask);
     const int lane = rb_me->lane;
     uint64_t bits = 0;
     std::memcpy(&bits, &v, sizeof(T));
@@ -421,6 +436,7 @@ template <typename T> RB_NOSAN T __shfl_xor_sync(unsigned mask, T v, int o) {
 template <typename T>
 RB_NOSAN void rb_emu_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
     RB_API;
+    rb_check_partial_warp("mma.sync (all 32 lanes)", 0xffffffffu);
     constexpr int E = sizeof(T), P = 4 / E, K = 32 / E, KH = K / 2;
     uint64_t* s = rb_slot(rb_me->lane);
     for (int i = 0; i < 4; ++i) s[i] = a[i];
@@ -572,8 +588,15 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
     const int nthreads = bx * by * bz;
     const int nwarps = (nthreads + 31) / 32;
     rb_error.clear();
-    if (nthreads % 32 != 0) {  // the emulated warps need full warps
-        rb_error = "block of " + std::to_string(nthreads) + " threads is not whole warps";
+    // As the driver refuses them (cudaErrorInvalidConfiguration): a block of more than 1024
+    // threads, or a dimension past its limit. A block that is not whole warps is legal: its
+    // last warp is partial (the warp primitives check their masks against it).
+    if (nthreads < 1 || nthreads > 1024 || bx > 1024 || by > 1024 || bz > 64 || gx < 1 ||
+        gy < 1 || gz < 1 || gy > 65535 || gz > 65535) {
+        rb_error = "invalid launch configuration: block (" + std::to_string(bx) + ", " +
+                   std::to_string(by) + ", " + std::to_string(bz) + "), grid (" +
+                   std::to_string(gx) + ", " + std::to_string(gy) + ", " + std::to_string(gz) +
+                   "): at most 1024 threads a block (z at most 64), grid y and z at most 65535";
         rb_checks_launch_end();
         return 1;
     }
@@ -612,7 +635,8 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
             blk.nthreads = nthreads;
             blk.block = std::make_unique<RbBarrier>(nthreads);
             for (int w = 0; w < nwarps; ++w)
-                blk.warps.push_back(std::make_unique<RbBarrier>(32, "a warp exchange"));
+                blk.warps.push_back(std::make_unique<RbBarrier>(std::min(32, nthreads - 32 * w),
+                                                                "a warp exchange"));
             blk.xchg.assign(nwarps * 32 * 6, 0);
             for (int i = 0; i < nthreads; ++i) {
                 blk.threads.push_back(std::make_unique<RbThread>());
@@ -731,6 +755,30 @@ RB_NOSAN void rb_call_params_impl(void (*f)(A...), void** p, std::index_sequence
 template <typename... A> void rb_call_params(void (*f)(A...), void** p) {
     rb_call_params_impl(f, p, std::index_sequence_for<A...>{});
 }
+// A kernel's parameter types as the driver reads them from the compiled image: one entry per
+// parameter, "p" (a pointer), i/u/f (signed, unsigned, floating) and its bytes ("i8": long
+// long, "f4": float), b1 (bool), s<bytes> (a struct by value). The test build appends an
+// rb_sig__<name>() returning it for every extern "C" kernel (cuda_tools.with_signatures); the
+// launchers compare each scalar they hand over (fake_cupy/emu_launch.py check_scalars): a
+// 4-byte int for a `long long` reads 4 bytes of whatever follows on the GPU.
+template <typename T> std::string rb_sig_one() {
+    using U = std::remove_cv_t<T>;
+    const std::string n = std::to_string(sizeof(U));
+    if constexpr (std::is_pointer_v<U>) return "p";
+    else if constexpr (std::is_same_v<U, bool>) return "b1";
+    else if constexpr (std::is_integral_v<U>) return (std::is_signed_v<U> ? "i" : "u") + n;
+    else if constexpr (std::is_floating_point_v<U>) return "f" + n;
+    else return "s" + n;
+}
+template <typename... A> const char* rb_signature(void (*)(A...)) {
+    static const std::string s = [] {
+        std::string r;
+        ((r += (r.empty() ? "" : ",") + rb_sig_one<A>()), ...);
+        return r;
+    }();
+    return s.c_str();
+}
+
 // The driver-style entry of a kernel, appended after the source by the test build.
 #define RB_ENTRY(name) \
     extern "C" void rb_params__##name(void** p) { rb_call_params(name, p); }

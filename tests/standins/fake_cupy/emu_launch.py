@@ -1,7 +1,8 @@
 """The launch both stand-ins (cupy RawKernel, pycuda SourceModule functions) share: find the
 kernel in the emulated builds ($RB_EMU_LIBDIR/*.so) and call rb_launch with its scalars split
 into the 6 integer and 2 float slots the emulation's launcher takes (and the arrays it is
-given registered for the bounds checks)."""
+given registered for the bounds checks), after checking every argument's width and kind
+against the kernel's parameter types (check_scalars)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,72 @@ import ctypes
 import os
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+
+class ArgumentMismatch(TypeError):
+    """A launch's argument does not have its parameter's width or kind."""
+
+
+def signature(lib: ctypes.CDLL, function: str) -> list[str] | None:
+    """The parameter types of ``function`` as its emulated build compiled them (emu.h
+    RB_SIG: "p", "i8", "f4", ...), or None for a build without them."""
+    sig = getattr(lib, f"rb_sig__{function}", None)
+    if sig is None:
+        return None
+    sig.restype = ctypes.c_char_p
+    return sig().decode().split(",") if sig() else []
+
+
+def scalar_type(a: Any, strict: str = "") -> str | None:
+    """The type a launch hands over for argument ``a`` (signature's letters): a numpy scalar
+    its own kind and width; anything that is not a scalar (an array, a device allocation) a
+    pointer. A Python int or float: what CuPy makes of it (``strict="cupy"``: int64,
+    float64), what PyCUDA refuses (``"pycuda"``: "python int"), or for the tests' own calls
+    (not strict) None: any integer or floating parameter takes it."""
+    if isinstance(a, np.generic):
+        dt = np.dtype(type(a))
+        return ("b" if dt.kind == "b" else dt.kind) + str(dt.itemsize)
+    if isinstance(a, bool):
+        return "b1"
+    if not isinstance(a, int | float):
+        return "p"
+    if strict == "cupy":
+        return "i8" if isinstance(a, int) else "f8"
+    if strict == "pycuda":
+        return f"python {type(a).__name__} (PyCUDA refuses it)"
+    return None
+
+
+def check_scalars(lib: ctypes.CDLL, function: str, args: list[Any], strict: str = "") -> None:
+    """Every argument's width and kind against the kernel's parameter types, as the driver
+    reads them (a 4-byte int handed to a ``long long`` leaves 4 bytes of whatever follows for
+    the kernel to read): ArgumentMismatch naming the argument."""
+    sig = signature(lib, function)
+    if sig is None:
+        return
+    if len(sig) != len(args):
+        raise ArgumentMismatch(f"{function}: {len(args)} arguments for {len(sig)} "
+                               f"parameters ({', '.join(sig)})")
+    for i, (a, want) in enumerate(zip(args, sig, strict=True)):
+        got = scalar_type(a, strict)
+        if got is None:
+            if want[0] in "iuf" and (want[0] == "f") == isinstance(a, float):
+                continue
+            got = type(a).__name__
+        if got != want:
+            raise ArgumentMismatch(
+                f"{function}: argument {i} is handed over as {_spell(got)} for a "
+                f"{_spell(want)} parameter (the kernel reads its parameter's width: a narrower "
+                "value leaves bytes of garbage)")
+
+
+def _spell(t: str) -> str:
+    names = {"p": "pointer", "i8": "8-byte signed int (long long)", "i4": "4-byte signed int",
+             "u8": "8-byte unsigned int", "u4": "4-byte unsigned int", "f4": "4-byte float",
+             "f8": "8-byte double", "i2": "2-byte int", "b1": "bool"}
+    return names.get(t, t)
 
 
 class EmuFunction:
@@ -19,6 +86,14 @@ class EmuFunction:
     def __init__(self, lib: ctypes.CDLL, name: str) -> None:
         self.lib, self.name = lib, name
         self.fn = ctypes.cast(getattr(lib, name), ctypes.c_void_p)
+
+    def check(self, args: Any, strict: str) -> None:
+        """The arguments as ``strict`` (cupy, pycuda) hands them over, against the kernel's
+        parameters: a mismatch fails the launch (RuntimeError), as a garbage read would."""
+        try:
+            check_scalars(self.lib, self.name, list(args), strict)
+        except ArgumentMismatch as e:
+            raise RuntimeError(f"{self.name}: emulated launch failed: {e}") from None
 
     def launch(self, grid: Any, block: Any, ints: list[int], floats: list[float],
                buffers: dict[str, Any] | None = None, f64: bool = False) -> None:

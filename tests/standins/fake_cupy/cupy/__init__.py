@@ -196,6 +196,7 @@ class _Kernel(EmuFunction):
 
     def __call__(self, grid, block, args, shared_mem: int = 0) -> None:
         _check_sticky()
+        self.check(args, "cupy")
         ints, floats = [], []
         for a in args:
             if isinstance(a, np.ndarray):

@@ -12,6 +12,7 @@ class _Function(EmuFunction):
                  stream: Any = None) -> None:
         import numpy as np
 
+        self.check(args, "pycuda")
         ints, floats = [], []
         for a in args:
             if isinstance(a, (np.floating, float)):
