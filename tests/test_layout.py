@@ -45,9 +45,11 @@ FLOORS: dict[str, set[str]] = {
     "bench.pytest": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present",
                      "bench.measure", "bench.gate"},
     "bench.fleet": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present"},
+    "bench.trace": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present",
+                    "bench.measure", "bench.profile"},
     "bench.cli": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present",
                   "bench.counters", "bench.measure", "bench.suite", "bench.profile", "bench.gate",
-                  "bench.fleet"},
+                  "bench.fleet", "bench.trace"},
 }
 FOLDERS = {"roofbench": "roofbench", "kernels": "roofbench.kernels", "roofs": "roofbench.roofs",
            "bench": "roofbench.bench"}
@@ -77,7 +79,8 @@ def module_of(path: Path) -> str:
 # roofbench.Session) from its module __getattr__ on first use, never at import time.
 FACADE = ROOT / "roofbench" / "__init__.py"
 FACADE_IMPORTS = {"roofbench.bench.measure", "roofbench.bench.measure.api",
-                  "roofbench.bench.profile", "roofbench.bench.profile.torch_program"}
+                  "roofbench.bench.profile", "roofbench.bench.profile.torch_program",
+                  "roofbench.bench.trace", "roofbench.bench.trace.api"}
 
 
 def facade_getattr(tree: ast.Module) -> ast.FunctionDef | None:

@@ -272,21 +272,25 @@ def write_trace(tp: TraceProfile, out: Path) -> list[Path]:
     md = out / "trace.md"
     atomic_write_text(md, "\n".join(body))
     html = out / "report.html"
-    atomic_write_text(html, _html(tp, run, secs))
+    svg = next((p for p in fig if p.suffix == ".svg"), None)
+    atomic_write_text(html, _html(tp, secs, svg))
     return paths + [md, html, *fig]
 
 
-def _html(tp: TraceProfile, run: RunResult, secs: list[Section]) -> str:
-    from roofbench.bench.present.report_html import _e, _page, _plot_html, section_html
+def _html(tp: TraceProfile, secs: list[Section], svg: Path | None) -> str:
+    """One self-contained page: the sections as report.html renders them, the plot's SVG."""
+    from html import escape
 
-    head, plot = ("", "")
-    shown = [c for c in run.cases if c.declaration.flops > 0 and c.measurement.median_s]
-    if tp.roofs is not None and shown:
-        head, plot = _plot_html([tp.roofs], [shown], f"{tp.name} on {tp.device}")
+    from roofbench.bench.present.report_html import section_html
+
     parts = [s for s in (section_html(x) for x in secs if x.title != "Roofline")
              if s is not None]
-    notes = "".join(f'<p class="note">{_e(n)}</p>' for n in tp.notes)
-    return _page(f"roofbench trace: {tp.name}", head,
-                 ([("Roofline", plot)] if plot else []) + parts,
-                 f"<p>device {_e(tp.device)}, created {_e(run.created)}</p>{notes}")
-
+    if svg is not None and svg.is_file():
+        text = svg.read_text()
+        parts.insert(0, ("Roofline", text[text.index("<svg"):]))
+    notes = "".join(f"<p>{escape(n)}</p>" for n in tp.notes)
+    body = "\n".join(f"<h2>{escape(h)}</h2>\n{b}" for h, b in parts)
+    title = escape(f"roofbench trace: {tp.name}")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}'
+            f"</title></head>\n<body><h1>{title}</h1>\n<p>device {escape(tp.device)}</p>"
+            f"{notes}\n{body}\n</body></html>\n")
