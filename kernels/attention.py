@@ -25,7 +25,7 @@ from typing import Any
 
 from . import attention_cpu as ac
 from . import cuda_impl as cu
-from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
+from .spec import Buf, Launch, Size, SizeContext, SuiteSizes, Variant, Workload
 from .triton_impls import triton
 
 REF_BYTES = 256 << 20  # float64 scores the reference holds at once
@@ -255,6 +255,16 @@ def workload(causal: bool = False) -> Workload:
         default_size=lambda ctx: _sweep_sizes(ctx, causal)[0],
         sweep=lambda ctx: _sweep_sizes(ctx, causal),
         quick_size=(1, 2, 256, 64),
+        # batch x heads x N x d: on the CPU odd N crosses the 32-row query blocks and 64-key
+        # tiles, odd d the 2 x 4 register block's leftovers; N = 1100 makes the library take
+        # several row blocks.
+        test_sizes=SuiteSizes(
+            cpu=((1, 1, 1, 5), (1, 2, 67, 37), (2, 1, 131, 64), (1, 1, 1100, 8)),
+            gpu=((1, 2, 67, 64), (2, 4, 1000, 128)),
+            sanitize=({"naive": (("bf16",), (1, 1, 67, 128)),
+                       "flash": (("fp16",), (2, 1, 67, 64))} if causal else
+                      {"naive": (("fp16",), (1, 2, 67, 64)),
+                       "flash": (("bf16",), (1, 2, 131, 128))})),
         flop_convention=(f"{name}: 4d + 4 FLOPs per score (2d QK^T, 2d PV, 4 softmax: scale, "
                          "max, subtract, sum); exp and the normalisation not counted"
                          + ("; only the N(N+1)/2 scores on or below the diagonal counted"

@@ -9,6 +9,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .spec import CpuCode, ones
+
 FASTMATH = {"reassoc", "contract"}
 QB = 32  # CPU flash: query rows per parallel task
 KB = 64  # CPU flash: keys per tile (a 64 x d K/V tile sits in L1/L2)
@@ -256,3 +258,16 @@ def cpu_library(causal: bool):
                 s /= s.sum(axis=1, keepdims=True)
                 np.matmul(s, v[h, :keys], out=o[h, r0:r1])
     return library
+
+
+# Its parallel CPU kernels as the codegen matrix compiles them (spec.CpuCode): 2 heads of 70
+# rows, d = 64.
+CPU_CODE = (
+    CpuCode("_scores_core", lambda t: (*ones((2, 70, 64), t, 2), *ones((2, 70, 70), t)), 8,
+            why="Q K^T through the register-blocked _abt: vector FMAs"),
+    CpuCode("_softmax_core", lambda t: (*ones((2, 70, 70), t, 2), t(0.125), True)),
+    CpuCode("_pv_core", lambda t: (*ones((2, 70, 70), t), *ones((2, 70, 64), t, 2)), 8,
+            why="P V through the register-blocked _abt: vector FMAs"),
+    CpuCode("_flash_core", lambda t: (*ones((2, 70, 64), t, 4), t(0.125), True), 8,
+            why="both products through the register-blocked _abt: vector FMAs"),
+)

@@ -19,7 +19,7 @@ from numba import njit, prange
 from . import cuda_impl as cu
 from . import nt_stores
 from . import numba_cuda_twins as nb
-from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
+from .spec import Buf, CpuCode, Launch, Size, SizeContext, SuiteSizes, Variant, Workload, ones
 from .triton_impls import triton
 
 FLOP_CONVENTION = "l2norm: mul and add = 1 FLOP each; sqrt not counted (special-function op)"
@@ -150,6 +150,15 @@ NUMBA_CUDA = {
 
 CPU = {"square": _square, "add": _add, "sqrt": _sqrt, "fused": _fused}
 
+# Its parallel CPU kernels as the codegen matrix compiles them (spec.CpuCode).
+_VEC = "an elementwise loop on packed vectors"
+CPU_CODE = (
+    CpuCode("_square_cached", lambda t: (*ones(1000, t, 2), 1000), 1, why=_VEC),
+    CpuCode("_add_cached", lambda t: (*ones(1000, t, 3), 1000), 1, why=_VEC),
+    CpuCode("_sqrt_cached", lambda t: (*ones(1000, t, 2), 1000), 1, why=_VEC),
+    CpuCode("_fused_cached", lambda t: (*ones(1000, t, 3), 1000), 1, why=_VEC),
+)
+
 WORKLOAD = Workload(
     name="l2norm",
     description="out = sqrt(a^2 + b^2), elementwise: 4 launches (naive) vs 1 (fused)",
@@ -180,6 +189,9 @@ WORKLOAD = Workload(
     },
     default_size=_default_size,
     quick_size=(1 << 20,),
+    test_sizes=SuiteSizes(cpu=((1,), (17,), (1001,)), gpu=(((1 << 20) + 5,),),
+                          sanitize={"naive": (("fp32",), (2051,)),
+                                    "fused": (("bf16",), (2051,))}),
     flop_convention=FLOP_CONVENTION,
     order=1,
     marker="s",

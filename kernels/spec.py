@@ -151,6 +151,49 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class SuiteSizes:
+    """The small sizes the test suite checks a workload at, declared by the workload so that no
+    table elsewhere names it: odd sizes that cross tails, partial tiles and every guard path.
+
+    ``cpu``: its CPU kernels against the float64 reference in fp32 and fp64
+    (tests/kernels/test_cpu_kernels.py); ``gpu``: every GPU family on a device
+    (tests/bench/backends/test_gpu.py); ``sanitize``: variant -> (dtypes, size), the one small
+    case of a hand-written CUDA kernel that compute-sanitizer runs (scripts/sanitize_kernels.py:
+    the dtypes whose code paths differ); a variant it does not name runs its first dtype at the
+    first GPU size."""
+
+    cpu: tuple[Size, ...]
+    gpu: tuple[Size, ...]
+    sanitize: dict[str, tuple[tuple[str, ...], Size]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CpuCode:
+    """What the machine code of one of a module's parallel CPU kernels must show on every
+    target of the codegen matrix: a module lists them in ``CPU_CODE`` and
+    tests/standins/codegen_kernels.py compiles each (never runs it; its header says why each
+    check). ``args(t)``: example arguments for the numpy scalar type ``t``, whose types are the
+    signature compiled. Every kernel: no gather; no non-temporal store unless ``streams`` (then
+    at least one). Where its speed rests on it: packed arithmetic (``min_packed``), vector
+    partial sums in more than one FMA chain (``min_chains``), adds on ymm/zmm
+    (``min_wide_adds``), ``why`` saying so; ``no_scatter`` makes a scatter a fault too."""
+
+    fn: str
+    args: Callable[[Any], tuple]
+    min_packed: int = 0
+    min_chains: int = 0
+    min_wide_adds: int = 0
+    why: str = ""
+    streams: bool = False
+    no_scatter: bool = False
+
+
+def ones(shape: int | Size, t: Any, k: int = 1) -> tuple[np.ndarray, ...]:
+    """``k`` arrays of ones of ``shape`` and numpy scalar type ``t`` (CpuCode's examples)."""
+    return tuple(np.ones(shape, t) for _ in range(k))
+
+
+@dataclass(frozen=True)
 class Workload:
     """What is measured. ``reference(x, size, xp)`` computes the outputs in float64 from ``x``,
     the inputs' values as float64 arrays of the array module ``xp`` (numpy on the host, CuPy on
@@ -183,6 +226,12 @@ class Workload:
     # blocks of rows and never holds a float64 copy of a whole input (a 2 GB fp32 gemv matrix
     # is 4 GB in float64, beside the case and the run's bandwidth bracket).
     row_inputs: tuple[str, ...] = ()
+    # The sizes the test suite checks it at (SuiteSizes); None: its quick size everywhere.
+    # Read through suite_sizes().
+    test_sizes: SuiteSizes | None = None
+
+    def suite_sizes(self) -> SuiteSizes:
+        return self.test_sizes or SuiteSizes(cpu=(self.quick_size,), gpu=(self.quick_size,))
 
     def dtypes(self) -> list[str]:
         seen: list[str] = []

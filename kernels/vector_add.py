@@ -9,7 +9,7 @@ from numba import njit, prange
 from . import cuda_impl as cu
 from . import nt_stores
 from . import numba_cuda_twins as nb
-from .spec import Buf, Launch, Size, SizeContext, Variant, Workload
+from .spec import Buf, CpuCode, Launch, Size, SizeContext, SuiteSizes, Variant, Workload, ones
 from .triton_impls import triton
 
 
@@ -73,6 +73,10 @@ def _numba_twins(env: nb.TwinEnv) -> dict[str, Any]:
 
 NUMBA_CUDA = {"scalar": {"add": nb.NumbaTwin("vadd", _numba_twins)}}
 
+# Its parallel CPU kernel as the codegen matrix compiles it (spec.CpuCode).
+CPU_CODE = (CpuCode("_add_cached", lambda t: (*ones(1000, t, 3), 1000), 1,
+                    why="an elementwise loop on packed vectors"),)
+
 WORKLOAD = Workload(
     name="vector_add",
     description="c = a + b, elementwise (1 FLOP per 3 values moved)",
@@ -108,6 +112,9 @@ WORKLOAD = Workload(
     },
     default_size=_default_size,
     quick_size=(1 << 20,),
+    test_sizes=SuiteSizes(cpu=((1,), (17,), (1001,)), gpu=(((1 << 20) + 3,),),
+                          sanitize={"scalar": (("fp32",), (1003,)),
+                                    "vec4": (("fp16", "fp8"), (1003,))}),
     flop_convention="vector_add: 1 FLOP (the add) per element",
     order=0,
     marker="o",

@@ -3,9 +3,10 @@
 for compute-sanitizer (`make gpu-check`'s sanitize step runs it under memcheck, racecheck,
 synccheck and initcheck). Each case is prepared, poisoned, run once and validated.
 
-The sizes are the emulation tests' odd ones (tails, partial tiles, every guard path), one
-dtype per kernel variant (the 16-bit one where the variant has it, fp8 where only it takes
-another path): small enough that a sanitizer's slowdown costs seconds.
+The cases are derived from the registry: each variant with a hand-written kernel at the
+dtypes and odd size its workload declares (``test_sizes.sanitize``: tails, partial tiles,
+every guard path; the 16-bit dtype where the variant has it, fp8 where only it takes another
+path): small enough that a sanitizer's slowdown costs seconds.
 
 With --progress FILE each case appends "start <case>" then "ok <case>" or "failed <case>:
 <reason>" as it goes, and cases already recorded there are skipped: after a kernel traps (a
@@ -24,26 +25,26 @@ from sticky_cuda import RESUME, STICKY
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# (workload, variant, dtypes, size)
-CASES: tuple[tuple[str, str, tuple[str, ...], tuple[int, ...]], ...] = (
-    ("vector_add", "scalar", ("fp32",), (1003,)),
-    ("vector_add", "vec4", ("fp16", "fp8"), (1003,)),
-    ("l2norm", "naive", ("fp32",), (2051,)),
-    ("l2norm", "fused", ("bf16",), (2051,)),
-    ("rownorm", "naive", ("fp32",), (3, 1001)),
-    ("rownorm", "fused", ("fp16",), (3, 1024)),
-    ("rownorm", "onepass", ("fp16", "fp32"), (2, 1001)),
-    ("gemm", "naive", ("fp32",), (67, 45, 33)),
-    ("gemm", "tiled", ("fp16",), (67, 45, 33)),
-    ("gemm", "regblock", ("fp32",), (130, 132, 20)),
-    ("gemm", "tensor_mma", ("fp16", "fp8"), (130, 136, 97)),
-    ("gemm", "tensor", ("fp16", "fp8"), (130, 272, 112)),
-    ("gemv", "rows", ("fp16", "fp8"), (37, 1001)),
-    ("attention", "naive", ("fp16",), (1, 2, 67, 64)),
-    ("attention", "flash", ("bf16",), (1, 2, 131, 128)),
-    ("attention_causal", "naive", ("bf16",), (1, 1, 67, 128)),
-    ("attention_causal", "flash", ("fp16",), (2, 1, 67, 64)),
-)
+Row = tuple[str, str, tuple[str, ...], tuple[int, ...]]  # workload, variant, dtypes, size
+
+
+def cases() -> tuple[Row, ...]:
+    """One case per variant that launches a kernel of ours on CUDA (registry.hand_written), as
+    its workload declares it (``Workload.test_sizes.sanitize``; else its first dtype at the
+    first GPU test size): no list here names a workload."""
+    from roofbench.kernels.registry import hand_written, workloads
+
+    out = []
+    for w in workloads().values():
+        sizes = w.suite_sizes()
+        for v in w.variants.values():
+            if hand_written(v):
+                dtypes, size = sizes.sanitize.get(v.name, ((v.dtypes[0],), sizes.gpu[0]))
+                out.append((w.name, v.name, tuple(dtypes), tuple(size)))
+    return tuple(out)
+
+
+CASES = cases()
 
 
 def case_names() -> list[str]:

@@ -280,22 +280,6 @@ __device__ __forceinline__ void attn_scores(const T* __restrict__ Q, const T* __
         }
 }
 
-// Block-wide max (as common.cuh's block_sum): every thread gets it.
-__device__ __forceinline__ float att_block_max(float v) {
-    __shared__ float part[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    __syncthreads();
-    if (lane == 0) part[warp] = v;
-    __syncthreads();
-    const int nw = (blockDim.x + 31) >> 5;
-    float m = lane < nw ? part[lane] : ATT_NEG;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    return m;
-}
-
 // P row = softmax(S row * scale): one block per row, read once into registers, written once.
 // Rows are at most ATT_ROW_MAX long, so key indices are ints.
 template <typename T, bool CAUSAL>
@@ -319,7 +303,7 @@ __device__ __forceinline__ void attn_softmax(const T* __restrict__ S, T* __restr
         if (CAUSAL && j > i) v[k] = fminf(v[k], ATT_NEG);
         mx = fmaxf(mx, v[k]);
     }
-    mx = att_block_max(mx);
+    mx = block_max(mx, ATT_NEG);
     float sum = 0.f;
 #pragma unroll
     for (int k = 0; k < ATT_ROW_VALS; ++k) {

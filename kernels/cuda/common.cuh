@@ -106,6 +106,26 @@ template <typename A> __device__ A block_sum(A v) {
     return warp_sum(t);
 }
 
+// Block-wide max, as block_sum: every thread of the block calls it and gets the max. ``lowest``
+// fills the lanes past the last warp: a value no input is below (attention passes its finite
+// floor for masked scores, so that no inf - inf follows).
+// (The shuffles written out twice, not a warp_max helper: so attention's kernels compile to
+// the SASS they had with their private copy, instruction for instruction.)
+__device__ __forceinline__ float block_max(float v, float lowest) {
+    __shared__ float part[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    __syncthreads();  // part[] may still be read by a previous call
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    const int nw = (blockDim.x + 31) >> 5;
+    float m = lane < nw ? part[lane] : lowest;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    return m;
+}
+
 // Elementwise ops and the vectorized grid-stride map shared by l2norm and rownorm.
 struct OpSquare { template <typename A> __device__ A operator()(A x, A) const { return x * x; } };
 struct OpAdd { template <typename A> __device__ A operator()(A x, A y) const { return x + y; } };

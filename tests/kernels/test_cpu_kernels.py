@@ -14,36 +14,13 @@ from roofbench.bench.backends.cpu import CpuBackend
 from roofbench.bench.suite.runner import validate
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
+from workload_cases import case_id, cpu_cases
 
-SIZES = {
-    "vector_add": [(1,), (17,), (1001,)],
-    "l2norm": [(1,), (17,), (1001,)],
-    "rownorm": [(1, 1), (3, 17), (5, 1000)],
-    # Crosses every CPU tile edge (64 x 64 blocks of C, 4 KiB k segments: 1024 FP32 or 512
-    # FP64 values) and the 4 x 4 register block's leftover rows and columns.
-    "gemm": [(1, 1, 1), (17, 5, 33), (70, 300, 140), (67, 130, 1100)],
-    # batch x heads x N x d: odd N crosses the 32-row query blocks and 64-key tiles, odd d the
-    # 2 x 4 register block's leftovers; N = 1100 makes the library take several row blocks.
-    "attention": [(1, 1, 1, 5), (1, 2, 67, 37), (2, 1, 131, 64), (1, 1, 1100, 8)],
-    "attention_causal": [(1, 1, 1, 5), (1, 2, 67, 37), (2, 1, 131, 64), (1, 1, 1100, 8)],
-    "gemv": [(1, 1), (37, 1001), (64, 4096)],
-}
+# The sizes are each workload's own (Workload.test_sizes.cpu), the cases derived from the
+# registry: tests/standins/workload_cases.py.
 
 
-def cpu_cases():
-    for w in workloads().values():
-        for v in w.variants.values():
-            if "cpu" not in v.impls:
-                continue
-            for d in ("fp32", "fp64"):
-                if d not in v.dtypes:
-                    continue
-                for s in SIZES[w.name]:
-                    yield pytest.param(w.name, v.name, d, s, id=f"{w.name}-{v.name}-{d}-"
-                                       + "x".join(map(str, s)))
-
-
-@pytest.mark.parametrize("w,v,dtype,size", list(cpu_cases()))
+@pytest.mark.parametrize("w,v,dtype,size", cpu_cases(), ids=[case_id(c) for c in cpu_cases()])
 def test_cpu_kernel_matches_float64_reference(w, v, dtype, size):
     wl = workloads()[w]
     case = Case(wl, wl.variants[v], dtype, size)

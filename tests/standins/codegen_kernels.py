@@ -12,14 +12,18 @@ machine code must show on every target of the matrix (codegen_matrix.MATRIX):
 - the kernels whose speed rests on it: packed arithmetic (``min_packed``), vector partial sums
   of a reduction in more than one FMA chain (``min_chains``), adds on ymm/zmm (``min_wide_adds``).
 
-The table is checked to name every module-level parallel dispatcher of roofbench.kernels
-(``parallel_kernels``): a new kernel without a row fails a test. The non-temporal-store kernels
-of kernels/nt_stores.py are compiled by codegen_child's ``nt_stores`` unit, where their stores
-are read too. A kernel is compiled with its own options (fastmath included), never run.
+The rows are the workloads' own declarations: each module that holds a workload's CPU
+implementations lists its parallel kernels in ``CPU_CODE`` (kernels/spec.py: CpuCode), and
+``kernel_rows`` reads them through the registry; every module-level parallel dispatcher of
+roofbench.kernels must have one (``parallel_kernels``): a new kernel without one fails a
+test. The non-temporal-store kernels of kernels/nt_stores.py are compiled by codegen_child's
+``nt_stores`` unit, where their stores are read too. A kernel is compiled with its own
+options (fastmath included), never run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -29,11 +33,14 @@ from typing import Any
 import numpy as np
 
 DTYPES = ("float32", "float64")
+PACKAGE = "roofbench.kernels."
 
 
 @dataclass(frozen=True)
 class KernelRow:
-    module: str  # under roofbench.kernels
+    """A kernel's spec.CpuCode and the module that declares it."""
+
+    module: str  # under roofbench.kernels (a plug-in's: its own name)
     fn: str
     args: Callable[[Any], tuple]  # example arguments for a numpy dtype: they give the signature
     min_packed: int = 0
@@ -42,74 +49,34 @@ class KernelRow:
     why: str = ""
     streams: bool = False  # stores non-temporally (else: never)
     no_scatter: bool = False  # scatters are a fault too (else recorded only)
+    import_name: str = ""  # the module's full name (default: roofbench.kernels.<module>)
 
     @property
     def name(self) -> str:
         return f"{self.module}.{self.fn}"
 
     def dispatcher(self) -> Any:
-        return getattr(importlib.import_module(f"roofbench.kernels.{self.module}"), self.fn)
+        return getattr(importlib.import_module(self.import_name or PACKAGE + self.module),
+                       self.fn)
 
 
-def _v(n: int, t: Any, k: int) -> tuple:
-    return tuple(np.ones(n, t) for _ in range(k))
+def kernel_rows() -> list[KernelRow]:
+    """A row per ``CPU_CODE`` entry of every module that holds a workload's CPU
+    implementations (roofbench.kernels.registry.code_modules: the plug-ins' too), in registry
+    order: the workload's own declaration, never a list kept here."""
+    from roofbench.kernels.registry import code_modules
+    from roofbench.kernels.spec import CpuCode
+
+    rows = []
+    for name in code_modules():
+        for code in getattr(importlib.import_module(name), "CPU_CODE", ()):
+            assert isinstance(code, CpuCode), (name, code)
+            rows.append(KernelRow(name.removeprefix(PACKAGE), import_name=name, **{
+                f.name: getattr(code, f.name) for f in dataclasses.fields(code)}))
+    return rows
 
 
-def _m(shape: tuple, t: Any, k: int) -> tuple:
-    return tuple(np.ones(shape, t) for _ in range(k))
-
-
-N, B, H = 1000, 4, 64  # elementwise length; rows x hidden of rownorm
-EPS = 1e-6
-VEC = "an elementwise loop on packed vectors"
-REDUCTION = ("a row's sum of squares in vector partial sums, more than one FMA chain (an "
-             "ordered scalar sum is bound by the add latency, not by memory)")
-
-KERNELS = [
-    KernelRow("vector_add", "_add_cached", lambda t: (*_v(N, t, 3), N), 1, why=VEC),
-    KernelRow("l2norm", "_square_cached", lambda t: (*_v(N, t, 2), N), 1, why=VEC),
-    KernelRow("l2norm", "_add_cached", lambda t: (*_v(N, t, 3), N), 1, why=VEC),
-    KernelRow("l2norm", "_sqrt_cached", lambda t: (*_v(N, t, 2), N), 1, why=VEC),
-    KernelRow("l2norm", "_fused_cached", lambda t: (*_v(N, t, 3), N), 1, why=VEC),
-    KernelRow("rownorm", "_square_cached", lambda t: (*_m((B, H), t, 2), B, H), 1, why=VEC),
-    KernelRow("rownorm", "_rowsum", lambda t: (np.ones((B, H), t), np.ones(B, t), B, H),
-              min_wide_adds=2, why="the row sum in vector partial sums"),
-    KernelRow("rownorm", "_rsqrt", lambda t: (*_v(B, t, 2), B, EPS)),
-    KernelRow("rownorm", "_scale_cached",
-              lambda t: (np.ones((B, H), t), np.ones(B, t), np.ones((B, H), t), B, H), 1,
-              why=VEC),
-    KernelRow("rownorm", "_scale_rows_nt",
-              lambda t: (np.ones((B, H), t), np.ones(B, t), np.ones((B, H), t), B, H, 2),
-              streams=True),
-    KernelRow("rownorm", "_fused_cached", lambda t: (*_m((B, H), t, 2), B, H, EPS),
-              min_chains=2, why=REDUCTION),
-    KernelRow("rownorm", "_onepass_cached", lambda t: (*_m((B, H), t, 2), B, H, EPS),
-              min_chains=2, why=REDUCTION),
-    KernelRow("rownorm", "_norm_rows_nt", lambda t: (*_m((B, H), t, 2), B, H, EPS, 2),
-              min_chains=2, why=REDUCTION, streams=True),
-    KernelRow("gemm", "_naive", lambda t: (*_m((17, 17), t, 3), 17, 17, 17)),
-    KernelRow("gemm", "_pack_bt", lambda t: (np.ones((67, 45), t), np.ones((45, 67), t), 67, 45),
-              no_scatter=True,
-              why="a transpose in constant 8 x 8 blocks: shuffles or scalar moves"),
-    KernelRow("gemm", "_tiled_core", lambda t: (*_m((64, 64), t, 3), 64, 64, 64, 32), 4,
-              why="the k loop in vector FMAs on contiguous rows of A and Bt"),
-    KernelRow("gemm", "_regblock_core", lambda t: (*_m((64, 64), t, 3), 64, 64, 64, 32), 4,
-              why="the k loop in vector FMAs on contiguous rows of A and Bt"),
-    KernelRow("gemv", "_rows", lambda t: (np.ones((50, 300), t), *_v(300, t, 1),
-                                          np.ones(50, t), 50, 300), 1,
-              why="a unit-stride dot product per row in vector FMAs"),
-    KernelRow("attention_cpu", "_scores_core",
-              lambda t: (*_m((2, 70, 64), t, 2), np.ones((2, 70, 70), t)), 8,
-              why="Q K^T through the register-blocked _abt: vector FMAs"),
-    KernelRow("attention_cpu", "_softmax_core",
-              lambda t: (*_m((2, 70, 70), t, 2), t(0.125), True)),
-    KernelRow("attention_cpu", "_pv_core",
-              lambda t: (np.ones((2, 70, 70), t), *_m((2, 70, 64), t, 2)), 8,
-              why="P V through the register-blocked _abt: vector FMAs"),
-    KernelRow("attention_cpu", "_flash_core",
-              lambda t: (*_m((2, 70, 64), t, 4), t(0.125), True), 8,
-              why="both products through the register-blocked _abt: vector FMAs"),
-]
+KERNELS = kernel_rows()
 ROWS = {r.name: r for r in KERNELS}
 IDS = [f"{r.name}-{d}" for r in KERNELS for d in DTYPES]
 

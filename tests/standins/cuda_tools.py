@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from patience import patience
+from roofbench.kernels import registry
 from roofbench.kernels import wgmma_gemm as wg
 from roofbench.kernels.cuda_impl import CUDA_DIR, cuda_include_dirs, load_source
 from testpaths import ROOT
@@ -250,8 +251,9 @@ def nvrtc_compile(source: str, arch: str) -> tuple[bool, str, int]:
 
 EMU_DIR = Path(__file__).resolve().parent / "cuda_emu"
 EMU_HEADER = EMU_DIR / "emu.h"
-EMU_SOURCES = ("vector_add.cu", "l2norm.cu", "rownorm.cu", "gemm.cu", "cache.cu", "attention.cu",
-               "gemv.cu")
+# The runtime-launched sources of every workload's CUDA table (the registry's, a new
+# workload's included) and the cache probe's.
+EMU_SOURCES = (*registry.cuda_sources("runtime"), "cache.cu")
 PROBE_DIR = ROOT / "roofs" / "probes" / "cuda"
 
 

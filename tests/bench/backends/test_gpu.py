@@ -9,6 +9,7 @@ import pytest
 from roofbench.bench.suite.runner import run_case
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
+from workload_cases import case_id, gpu_cases
 
 from roofbench.timing import TimerConfig
 
@@ -16,33 +17,10 @@ pytestmark = pytest.mark.gpu
 
 CFG = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=3, max_samples=5,
                   budget_s=0.05)
-# Small sizes that are not multiples of any tile or pack; rownorm also at a row that takes the
-# scalar path (1001) and one that fills onepass's registers.
-SIZES = {
-    "vector_add": [((1 << 20) + 3,)],
-    "l2norm": [((1 << 20) + 5,)],
-    "rownorm": [(67, 1024), (33, 1001), (9, 16384)],
-    "gemm": [(257, 129, 97), (256, 256, 256)],
-    "attention": [(1, 2, 67, 64), (2, 4, 1000, 128)],
-    "attention_causal": [(1, 2, 67, 64), (2, 4, 1000, 128)],
-    "gemv": [(37, 1001), (4099, 4096)],
-}
-
-
-def _cases(family: str) -> list[tuple[str, str, str, tuple[int, ...]]]:
-    out = []
-    for w in workloads().values():
-        for v in w.variants.values():
-            if family not in v.impls:
-                continue
-            for d in v.dtypes:
-                for s in SIZES[w.name]:
-                    out.append((w.name, v.name, d, s))
-    return out
-
-
-def _id(c: tuple) -> str:
-    return f"{c[0]}-{c[1]}-{c[2]}-{'x'.join(map(str, c[3]))}"
+# The sizes are each workload's own (Workload.test_sizes.gpu: small, not multiples of any tile
+# or pack; rownorm also at a row that takes the scalar path and one that fills onepass's
+# registers), the cases derived from the registry: tests/standins/workload_cases.py.
+_cases, _id = gpu_cases, case_id
 
 
 @pytest.fixture(scope="module")
