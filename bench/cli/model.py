@@ -21,6 +21,7 @@ from roofbench.paths import home
 
 from ..errors import UserError
 from ..measure.user_code import file_module
+from ..profile.caller_state import keeping
 from ..results import make_run_dir, utc_stamp
 from .argtypes import checked
 
@@ -93,9 +94,8 @@ def cmd_model(args: argparse.Namespace) -> int:
             raise UserError(f"--on: {e}") from None
         print(f"projected onto {proj.device} ({proj.mark}): program bound "
               f"{proj.program_s:.3g} s, {len(proj.ops)} ops")
-    if args.threads:
+    if args.threads:  # the count itself is the profile's torch_threads, read while timing
         prof.extra["threads"] = args.threads
-        prof.notes.append(f"torch intra-op threads: {args.threads} (--threads)")
     if out is None:
         out = make_run_dir(home() / "results", prof.device,
                            f"{utc_stamp()}-model-{Path(args.script).stem}")
@@ -144,4 +144,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=checked(int, lambda v: v >= 1, "must be >= 1",
                                              "a whole number"), metavar="N",
                    help="torch intra-op threads (default: torch's)")
-    p.set_defaults(func=cmd_model)
+    # the caller's threads, dtype, grad mode, RNG, flags and environment as found after
+    p.set_defaults(func=keeping(cmd_model))

@@ -99,7 +99,15 @@ class Session:
             tolerance=tolerance, size=size, counts=counts))
 
     def measure_call(self, call: Call) -> CaseResult:
-        """Measure a declared call (``declared.declare``) and add it to this session."""
+        """Measure a declared call (``declared.declare``) and add it to this session; the
+        caller's settings (threads, dtype, grad mode, RNG, flags, environment) as found
+        when it returns, raises or is interrupted (``caller_state.kept``)."""
+        from ..profile.caller_state import kept
+
+        with kept():
+            return self._measure_call(call)
+
+    def _measure_call(self, call: Call) -> CaseResult:
         if self.closed:
             raise MeasureError("this session is closed")
         refuse_interpreters()
@@ -241,11 +249,14 @@ def measure(fn: Callable[..., Any], *args: Any, flops: Any = None, reads: Any = 
     sess = session or (_ACTIVE[-1] if _ACTIVE else None)
     if sess is not None and roofs is not None:
         raise MeasureError("roofs= belongs to the Session when one collects the case")
-    target = sess if sess is not None else Session(roofs=roofs)
-    return target.measure_call(declare(
-        fn, args, kwargs, flops=flops, reads=reads, writes=writes, bytes=bytes, dtype=dtype,
-        precision=precision, name=name, reference=reference, output=output,
-        tolerance=tolerance, size=size, counts=counts))
+    from ..profile.caller_state import kept
+
+    with kept():  # the Session's set-up too
+        target = sess if sess is not None else Session(roofs=roofs)
+        return target.measure_call(declare(
+            fn, args, kwargs, flops=flops, reads=reads, writes=writes, bytes=bytes,
+            dtype=dtype, precision=precision, name=name, reference=reference, output=output,
+            tolerance=tolerance, size=size, counts=counts))
 
 
 def _claim(out: Path) -> Path:

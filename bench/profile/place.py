@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from roofbench.bench.measure import core
@@ -15,7 +16,7 @@ from roofbench.bench.present.sections import above_roof_cause
 
 from roofbench.records import CaseResult
 from roofbench.roof_records import RoofSet
-from roofbench.timing import TimerConfig
+from roofbench.timing import RoofPair, TimerConfig
 
 ABOVE = 1.05  # over this fraction of its roof a point is not valid
 
@@ -25,6 +26,72 @@ def used_cores(threads: int) -> int:
     (its CPU affinity, as under taskset)."""
     allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return min(threads, allowed) if allowed else threads
+
+
+@dataclass
+class ThreadHold:
+    """torch's intra-op thread count held at ``threads`` (the caller's) while a profile
+    times: a roof sample beside a timed sample is a Numba kernel whose OpenMP region sets
+    OpenMP's thread count, which is torch's own, so the next timed op would run on all cores
+    beside roofs scaled for fewer. Each sample of a pair is followed by ``hold`` (``pair``);
+    ``read`` keeps the count torch reports where a timed run starts, so the count the roofs
+    are for is the one read, never assumed."""
+
+    threads: int
+    seen: set[int] = field(default_factory=set)
+    reset: int = 0  # times a probe had changed the count and it was set back
+
+    @classmethod
+    def now(cls) -> ThreadHold:
+        import torch
+
+        return cls(torch.get_num_threads())
+
+    def hold(self) -> None:
+        import torch
+
+        if torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
+            self.reset += 1
+
+    def read(self) -> int:
+        """The count torch uses now (called where a timed run starts), kept."""
+        import torch
+
+        self.hold()
+        n = torch.get_num_threads()
+        self.seen.add(n)
+        return n
+
+    def pair(self, p: RoofPair | None) -> RoofPair | None:
+        """``p`` whose every sample is followed by ``hold``."""
+        if p is None:
+            return None
+        sample = p.sample
+
+        def held() -> float:
+            try:
+                return sample()
+            finally:
+                self.hold()
+        return replace(p, sample=held)
+
+    def used(self) -> int:
+        """The count the timed runs ran on: the one read (the largest, were they to differ:
+        the higher roof, so no point is flagged above a roof by a count it did not run on)."""
+        return max(self.seen) if self.seen else self.threads
+
+
+def held_paired_time(hold: ThreadHold, clock: Clock, fn: Any, cfg: TimerConfig,
+                     rec: CaseResult, roofs: RoofSet | None, working_set: int | None = None,
+                     arrays: Any = (), shares: Any = None) -> Any:
+    """``core.paired_time`` with torch's threads held (``ThreadHold``) beside every roof
+    sample, and read where the timing starts."""
+    from roofbench.bench.measure.pairs import pair_for
+
+    hold.read()
+    return core.time_call(clock, fn, cfg, pair=hold.pair(
+        pair_for(rec, roofs, clock, working_set, arrays, shares)))
 
 
 def roofs_for_threads(rs: RoofSet, threads: int) -> RoofSet:

@@ -38,7 +38,7 @@ from roofbench.bench.measure.door import MeasureError
 from roofbench.bench.measure.pairs import pair_for
 from roofbench.bench.measure.user_code import raised_by_user, users_failure
 from roofbench.bench.present.amdahl import Share, roof_time
-from roofbench.bench.profile.caller_state import Backups, Grads, working_copy
+from roofbench.bench.profile.caller_state import Backups, Grads, kept, working_copy
 from roofbench.bench.profile.common import (
     DTYPES,
     OpPlace,
@@ -51,8 +51,10 @@ from roofbench.bench.profile.common import (
 from roofbench.bench.profile.inprogram import time_in_program
 from roofbench.bench.profile.levels import program_working_set, reuse_distances
 from roofbench.bench.profile.place import (
+    ThreadHold,
     alone_summary,
     flag_above_roof,
+    held_paired_time,
     launch_cost,
     roofs_for_threads,
     used_cores,
@@ -105,7 +107,16 @@ def profile(fn: Callable[..., Any], *args: Any, roofs: RoofSet | str | Path | No
 def run_profile(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                 roofs: Any = None, timer: Any = None, compile: Any = False,
                 name: Any = None, out: Any = None) -> Profile:
-    """``profile`` with the program's keywords as a dict (any names, ``out`` too)."""
+    """``profile`` with the program's keywords as a dict (any names, ``out`` too); the
+    caller's settings (threads, dtype, grad mode, RNG, flags, environment) as found when it
+    returns, raises or is interrupted (``caller_state.kept``)."""
+    with kept():
+        return _run_profile(fn, args, kwargs, roofs=roofs, timer=timer, compile=compile,
+                            name=name, out=out)
+
+
+def _run_profile(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                 roofs: Any, timer: Any, compile: Any, name: Any, out: Any) -> Profile:
     from roofbench.bench.profile.jax_program import is_jax, profile_jax
 
     door.function(fn)
@@ -196,6 +207,7 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     from roofbench.bench.profile.fusion import fusion_groups
 
     load_start = os.getloadavg() if hasattr(os, "getloadavg") else None
+    hold = ThreadHold.now()  # the caller's count, held while timing (place.ThreadHold)
     t0 = time.perf_counter()
     with threads_started() as started:
         recording, result = record_program(fn, args, kwargs, backups=backups)
@@ -205,16 +217,18 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     clock = clock_for(tensors)
     gpu = clock.kind == "gpu"
     rs, note = device_roofs(clock, roofs)
-    if rs is not None and not gpu:  # the cores torch's threads can run on, at most
-        rs = roofs_for_threads(rs, used_cores(torch.get_num_threads()))
+    if rs is not None and not gpu:  # the cores torch's threads run on, at most: read
+        rs = roofs_for_threads(rs, used_cores(hold.read()))
     cfg = profile_timer(clock, timer)
     program_ws = program_working_set(recording)
     program = program_case(recording, clock, gpu, "eager")
     # the program's eager runs paired with samples of the roof that bounds the whole program
     shares = program_shares(recording)
-    pair = pair_for(program, rs, clock, program_ws, shares=shares) if not gpu else None
+    pair = hold.pair(pair_for(program, rs, clock, program_ws, shares=shares)) if not gpu \
+        else None
     t0 = time.perf_counter()
-    inprog = time_in_program(lambda: fn(*args, **kwargs), recording, cfg, gpu, pair)
+    inprog = time_in_program(lambda: fn(*args, **kwargs), recording, cfg, gpu, pair,
+                             threads=hold.read)
     t_inprog = time.perf_counter() - t0
     distance = reuse_distances(recording)
     places = []
@@ -223,9 +237,9 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
         rec = op_case(op, gpu, clock.backend_name)
         assert op.replay is not None
         # alone, each sample paired with its roof as measure() pairs it (on a CPU)
-        alone = core.paired_time(clock, _replay(op.func, *op.replay), cfg, rec,
-                                 rs if not gpu else None, op.bytes if rs is not None else None,
-                                 arrays=op.arrays)
+        alone = held_paired_time(hold, clock, _replay(op.func, *op.replay), cfg, rec,
+                                 rs if not gpu else None,
+                                 op.bytes if rs is not None else None, arrays=op.arrays)
         core.fill_metrics(rec, alone, rs, op.bytes if rs is not None else None)
         rec.evidence.extra["alone"] = alone_summary(rec)
         timing = inprog.timing(op.index)
@@ -270,13 +284,27 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     prof.extra["run_wall_s"] = inprog.run_s
     prof.extra["paired_eager_s"] = inprog.eager_s
     prof.extra["ops_over_eager_paired"] = inprog.paired_ratio()
+    # Σ ops over the program from the same run (its wall less the timing mode's own), run
+    # by run: a run a busy machine stretches stretches both; the median and the spread
+    prof.extra["program_in_run_s"] = inprog.program_run_s
+    ratios = inprog.in_run_ratios()
+    prof.extra["ops_over_program_runs"] = ratios
+    prof.extra["ops_over_program"] = inprog.in_run_ratio()
+    prof.extra["ops_over_program_spread"] = [min(ratios), max(ratios)] if ratios else None
     prof.extra["ops_alone_s"] = sum((p.case.evidence.extra["alone"]["median_s"] or 0.0)
                                     * p.op.calls for p in places)
     prof.extra["program_working_set"] = program_ws
     prof.extra["clock_info"] = clock.info()
     prof.extra["load_start"] = load_start
     prof.extra["roofs_from"] = roofs_from(roofs)
-    prof.extra["torch_threads"] = torch.get_num_threads()
+    # the count torch reported where each timed run started (one figure: the roofs are for
+    # it), and how often a roof probe had moved it and it was set back
+    prof.extra["torch_threads"] = hold.used()
+    prof.extra["torch_threads_read"] = sorted(hold.seen)
+    prof.extra["torch_threads_reset"] = hold.reset
+    if len(hold.seen) > 1:
+        prof.notes.append(f"torch's thread count read {sorted(hold.seen)} across the timed "
+                          f"runs: roofs for {hold.used()}")
     if compile:
         from roofbench.bench.profile.compiled import compile_program
 
