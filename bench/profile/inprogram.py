@@ -4,6 +4,12 @@ on a GPU), so that an op's time is what it costs inside the program, its data wh
 program left it (a decode step's weights streamed from DRAM), and the ops add up to the
 program less the Python between them.
 
+Σ ops and the program come from the same runs: each timed run's wall, less the timing
+mode's own bookkeeping in that run (the shape checks and clock reads around each call,
+timed), is the program's time in that run; the ops' times summed in that run over it is
+the run's ratio, so a run a busy machine stretches stretches both (``in_run_ratios``; the
+eager run after each, ``eager_s``, is another run and meets other load).
+
 Each run is checked call by call against the recording (the op and its inputs' shapes): a
 program whose inputs change between calls (a key/value cache passed in that grows on every
 call) is refused with a one-line hint, since neither its counts nor its times would hold.
@@ -44,6 +50,21 @@ class InProgram:
     # the program's roof sampled right after each eager run (bench/measure/pairs.py)
     roof_probe: str = ""
     roof_rates: list[float] = field(default_factory=list)
+    # per run: the timing mode's own seconds (around each call, outside the op's window)
+    book_s: list[float] = field(default_factory=list)
+
+    @property
+    def program_run_s(self) -> list[float]:
+        """Per run: the program's seconds in that run (its wall less the mode's own)."""
+        return [w - b for w, b in zip(self.run_s, self.book_s, strict=True)]
+
+    def in_run_ratios(self) -> list[float]:
+        """Per run: its ops' seconds summed over the program's seconds in that run."""
+        return [o / p for o, p in zip(self.ops_s, self.program_run_s, strict=True) if p > 0]
+
+    def in_run_ratio(self) -> float | None:
+        r = self.in_run_ratios()
+        return statistics.median(r) if r else None
 
     def timing(self, distinct: int) -> Timing | None:
         s = self.per_call.get(distinct)
@@ -89,12 +110,16 @@ def _where(rec: Recording, j: int, name: str, shapes: list[tuple[int, ...]]) -> 
 
 
 def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
-                    gpu: bool = False, pair: RoofPair | None = None) -> InProgram:
+                    gpu: bool = False, pair: RoofPair | None = None,
+                    threads: Callable[[], int] | None = None,
+                    clock: Callable[[], float] = time.perf_counter) -> InProgram:
     """Run ``fn`` (the program on its working copy) under the timing mode: one warm-up run,
     then at least ``cfg.min_samples`` (``MIN_LONG_RUNS`` when the warm-up run alone outlasts
     ``cfg.budget_s``) and at most ``cfg.max_samples`` runs, more while ``cfg.budget_s``
     lasts, each followed by one run without the mode (the paired eager
-    time; ``pair``: the program's roof, sampled after each eager run). Raises
+    time; ``pair``: the program's roof, sampled after each eager run; ``threads``: read
+    where each run starts, the count torch runs it on; ``clock``: the host clock, a fake
+    one in tests). Raises
     ``ProgramChanged`` when a run departs from ``rec``."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -102,24 +127,31 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
 
     n_calls = len(rec.calls)
     dist = [c.distinct for c in rec.calls]
-    state: dict[str, Any] = {"pos": 0, "dt": [0.0] * n_calls, "ev": []}
+    state: dict[str, Any] = {"pos": 0, "dt": [0.0] * n_calls, "ev": [], "book": 0.0}
 
     class _Timed(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
+            t_in = clock()
+            out, t_op = self._call(func, args, kwargs or {})
+            state["book"] += clock() - t_in - t_op
+            return out
+
+        def _call(self, func: Any, args: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:
             j = state["pos"]
             state["pos"] = j + 1
             if gpu:
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
                     enable_timing=True)
+                h0 = clock()
                 e0.record()
                 out = func(*args, **kwargs)
                 e1.record()
+                t_op = clock() - h0  # the launch, on the host: the program's
                 state["ev"].append((j, e0, e1))
             else:
-                t0 = time.perf_counter()
+                t0 = clock()
                 out = func(*args, **kwargs)
-                state["dt"][j] = time.perf_counter() - t0
+                t_op = state["dt"][j] = clock() - t0
             # checked after the call, as recorded (an in-place squeeze_ changes its input)
             shapes = [tuple(int(s) for s in x.shape) for x in tree_flatten((args, kwargs))[0]
                       if isinstance(x, torch.Tensor)]
@@ -129,19 +161,21 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
                     f"the program did not repeat its calls ({why}): its inputs or state "
                     "change between calls (a cache that grows?); build a fresh cache inside "
                     "the profiled function, or pass one that is not updated")
-            return out
+            return out, t_op
 
     def one_run() -> tuple[list[float], float]:
-        state["pos"], state["ev"] = 0, []
+        if threads is not None:
+            threads()
+        state["pos"], state["ev"], state["book"] = 0, [], 0.0
         state["dt"] = [0.0] * n_calls
-        t0 = time.perf_counter()
+        t0 = clock()
         with _Timed():
             fn()
         if gpu:
             torch.cuda.synchronize()
             for j, e0, e1 in state["ev"]:
                 state["dt"][j] = e0.elapsed_time(e1) / 1e3
-        wall = time.perf_counter() - t0
+        wall = clock() - t0
         if state["pos"] != n_calls:
             raise ProgramChanged(
                 f"the program made {state['pos']} aten calls, recorded {n_calls}: its inputs "
@@ -171,12 +205,13 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
         for d, t in by.items():
             out.per_call.setdefault(d, []).append(t / counts[d])
         out.run_s.append(wall)
+        out.book_s.append(state["book"])
         out.ops_s.append(sum(dts))
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
         if gpu:
             torch.cuda.synchronize()
-        out.eager_s.append(time.perf_counter() - t0)
+        out.eager_s.append(clock() - t0)
         if pair is not None:
             out.roof_rates.append(float(pair.sample()))
             if pair.rewarm:  # the roof's data evicted the program's: back, untimed
