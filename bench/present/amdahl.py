@@ -81,9 +81,17 @@ def case_shares(c: CaseResult, roofs: RoofSet | None) -> list[Share] | None:
             for la, t in zip(c.measurement.launches, times, strict=True)]
 
 
+def _profile_whole(c: CaseResult) -> bool:
+    """A profile's program (and its fusion groups' replays): the sum of its ops again, never
+    one launch beside them (the whole run would count the program twice)."""
+    return c.evidence.extra.get("measured_by") == "roofbench.profile" and (
+        c.identity.workload == "program" or c.identity.workload.startswith("group"))
+
+
 def run_shares(run: RunResult) -> list[Share]:
     """Every valid case of the run as a launch of the whole run."""
-    ok = [c for c in run.cases if c.outcome.status == "ok" and c.measurement.median_s]
+    ok = [c for c in run.cases if c.outcome.status == "ok" and c.measurement.median_s
+          and not _profile_whole(c)]
     total = sum(c.measurement.median_s or 0.0 for c in ok)
     return [
         Share(

@@ -39,6 +39,25 @@ class Point:
     hw_ai: float | None = None  # DRAM intensity from hardware counters, when measured
     size: str = ""
     marker: str = "o"  # the workload's own (Workload.marker, stored with the case)
+    # A profile's cases name their own (evidence.extra): the number on the plot (an op's
+    # rank in profile.md), the legend entry it belongs to (op, fusion group, program)
+    number: str | None = None
+    group: str = ""
+    noisy: bool = False  # its timing flagged noisy: marked in the key
+
+
+def plot_facts(c: CaseResult) -> dict[str, str]:
+    """What a case says of its own point (a profile's: ``plot_number``, ``plot_group``,
+    ``plot_label``, ``time_share``), as stored in its evidence."""
+    extra = c.evidence.extra
+    return {k: str(extra[k]) for k in ("plot_number", "plot_group", "plot_label", "time_share")
+            if extra.get(k) is not None}
+
+
+def noise_flags(c: CaseResult) -> list[str]:
+    """A case's noisy flag and its cause, as its timing records them (timing.py)."""
+    t = c.measurement.timing
+    return [f for f in (t.flags if t else []) if f.startswith(("noisy", "noise"))]
 
 
 def _level_of(rs: RoofSet | None, c: CaseResult) -> str | None:
@@ -76,12 +95,15 @@ def valid_points(cases: list[CaseResult], level: str = "dram",
         hw_ai = hw_dram_ai(c)
         at = f" {i.occupancy_level.tag}" if i.occupancy_level else ""  # an occupancy scan's
         key, size = point_key(c)
-        pts.append(Point(label=f"{i.workload}/{i.variant} {i.dtype}{at}",
+        own = plot_facts(c)
+        pts.append(Point(label=own.get("plot_label", f"{i.workload}/{i.variant} {i.dtype}{at}"),
                          ai=c.declaration.ai[level], flops=r.flop_per_s,
                          precision=i.precision, workload=i.workload, key=key,
                          efficiency=r.efficiency, level=_level_of(roofs, c),
                          hw_ai=hw_ai if hw_ai and hw_ai > 0 else None, size=size,
-                         marker=c.declaration.marker))
+                         marker=c.declaration.marker, number=own.get("plot_number"),
+                         group=own.get("plot_group", i.workload),
+                         noisy=any(f.startswith("noisy") for f in noise_flags(c))))
     return pts
 
 

@@ -52,6 +52,8 @@ from .figure_data import (  # noqa: E402
     PREC_COLORS,
     Point,
     frame,
+    noise_flags,
+    plot_facts,
     ridge_points,
     select_roofs,
     valid_points,
@@ -93,13 +95,62 @@ def _in_frame(p: Any) -> bool:
 def bandwidth_only(cases_by_run: list[list[CaseResult]]) -> int:
     """Valid cases of 0 FLOPs that move bytes (copies, layout changes): placed by bandwidth
     (roofline.by_bandwidth), never drawn (their intensity is 0), counted in a note."""
-    return sum(1 for cs in cases_by_run for c in cs if c.valid and c.outcome.status == "ok"
-               and c.declaration.flops == 0 and any(c.declaration.bytes.values()))
+    return len(_zero_flop(cases_by_run))
+
+
+def _zero_flop(cases_by_run: list[list[CaseResult]]) -> list[CaseResult]:
+    return [c for cs in cases_by_run for c in cs if c.valid and c.outcome.status == "ok"
+            and c.declaration.flops == 0 and any(c.declaration.bytes.values())]
+
+
+def percent(x: float) -> str:
+    """An efficiency as the key shows it: whole percents, two digits below 1% (never "0%"
+    for a point that did run)."""
+    return f"{x:.0%}" if x >= 0.01 or x == 0 else f"{100 * x:.2g}%"
+
+
+NOT_DRAWN_SHOWN = 12  # invalid cases named in the key at most (the rest counted)
+
+
+def _case_label(c: CaseResult) -> tuple[str, str]:
+    """(number, label) a case names itself by in the key (a profile's own, else its key)."""
+    own = plot_facts(c)
+    i = c.identity
+    return own.get("plot_number", ""), own.get("plot_label", f"{i.workload}/{i.variant} {i.dtype}")
+
+
+def beside_lines(cases_by_run: list[list[CaseResult]]) -> list[str]:
+    """The key's lines for what the axes cannot show: 0-FLOP cases (intensity 0, no place on
+    a log axis) with their bandwidth and time share, and every invalid case by name and
+    cause (a point above its roof is not drawn, never silently)."""
+    out: list[str] = []
+    zero = _zero_flop(cases_by_run)
+    if zero:
+        out.append("0 FLOPs: placed by bandwidth, not on this axis")
+        for c in zero:
+            num, label = _case_label(c)
+            r = c.roofline
+            eff = (f"  {percent(r.efficiency)} of {r.limiting_roof}"
+                   if r.efficiency is not None else "")
+            share = plot_facts(c).get("time_share")
+            out.append(f"{num:>3}  {label}{eff}" + (f", {share} of the time" if share else "")
+                       + (" (noisy)" if any(f.startswith("noisy") for f in noise_flags(c))
+                          else ""))
+    bad = [c for cs in cases_by_run for c in cs if c.outcome.status == "invalid"]
+    if bad:
+        out.append("not drawn, not valid")
+        for c in bad[:NOT_DRAWN_SHOWN]:
+            num, label = _case_label(c)
+            out.append(f"{num:>3}  {label}: {c.outcome.error or 'failed its check'}")
+        if len(bad) > NOT_DRAWN_SHOWN:
+            out.append(f"     and {len(bad) - NOT_DRAWN_SHOWN} more (the report's table)")
+    return out
 
 
 def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], title: str,
                  tags: list[str] | None = None, all_roofs: bool = False,
-                 dense_above: int = DENSE_POINTS) -> RooflineFigure:
+                 dense_above: int = DENSE_POINTS, mark: str = "") -> RooflineFigure:
+    """The figure; ``mark``: a line said in red on the axes (a run taken under load)."""
     n_runs = max(len(roofsets), len(cases_by_run), 1)
     tags = tags or [""] * n_runs
     rs_for = [roofsets[min(i, len(roofsets) - 1)] if roofsets else None
@@ -129,7 +180,10 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
         key_lines, numbered, arrows = _draw_points(out, cases_by_run, points_by_run, tags)
     said = [f"{beyond} point(s) beyond {FRAME_BOUND:.0e} left out"] if beyond else []
     if (bw := bandwidth_only(cases_by_run)):  # intensity 0: no place on a log axis
-        said.append(f"{bw} case(s) of 0 FLOPs placed by bandwidth: in the report's table")
+        said.append(f"{bw} case(s) of 0 FLOPs placed by bandwidth: listed in the key")
+    if mark:
+        out.ax.text(0.5, 0.99, mark, transform=out.ax.transAxes, fontsize=8, ha="center",
+                    va="top", color="#b00000", zorder=8)
     if said:
         out.note = "; ".join(filter(None, [out.note, *said]))
         out.ax.text(0.01, 0.97 if dense else 0.01, "; ".join(said),
@@ -142,7 +196,7 @@ def build_figure(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]], 
 
     _place_labels(out, renderer, layout, roof_lines, numbered, key_lines)
     out.legend = legend = _legend(out.ax, all_points, roof_lines, out.legend_roofs)
-    out.key = _key_text(out, legend, renderer, key_lines, dense)
+    out.key = _key_text(out, legend, renderer, key_lines, dense, beside_lines(cases_by_run))
     return out
 
 
@@ -197,7 +251,7 @@ def _draw_points(out: RooflineFigure, cases_by_run: list[list[CaseResult]],
     Returns the key's lines, (number, point, data xy) to label, and the arrows drawn."""
     ax = out.ax
     key_lines: list[str] = []
-    numbered: list[tuple[int, Point, tuple[float, float]]] = []
+    numbered: list[tuple[int, str, tuple[float, float]]] = []
     arrows: list[tuple[tuple[float, float], tuple[float, float]]] = []
     for i, (cases, pts) in enumerate(zip(cases_by_run, points_by_run, strict=True)):
         tag = tags[i] if len(cases_by_run) > 1 else ""
@@ -213,9 +267,10 @@ def _draw_points(out: RooflineFigure, cases_by_run: list[list[CaseResult]],
                 ax.plot([p.ai, p.hw_ai], [p.flops, p.flops], ":", color=color, lw=0.8)
                 out.points.append(hw)
                 out.xy.append((p.hw_ai, p.flops))
-            eff = f"  {p.efficiency:.0%}" if p.efficiency else ""
-            key_lines.append(f"{len(key_lines) + 1:>2}  {tag}{p.label}{eff}")
-            numbered.append((len(key_lines), p, (p.ai, p.flops)))
+            eff = f"  {percent(p.efficiency)}" if p.efficiency else ""
+            num = p.number or str(len(key_lines) + 1)
+            key_lines.append(f"{num:>3}  {tag}{p.label}{eff}" + ("  (noisy)" if p.noisy else ""))
+            numbered.append((len(key_lines) - 1, num, (p.ai, p.flops)))
         arrows += _draw_fusion_arrows(ax, cases, {(p.key, p.size): p for p in pts})
     return key_lines, numbered, arrows
 
@@ -259,39 +314,70 @@ def _place_labels(out: RooflineFigure, renderer, layout: Layout, roof_lines: lis
             out.legend_roofs.append(texts[-1])
         else:
             out.labels.append(art)
-    for num, _p, (x, y) in numbered:
-        art = label_point(out.ax, renderer, layout, str(num), x, y)
+    for line, num, (x, y) in numbered:
+        art = label_point(out.ax, renderer, layout, num, x, y)
         if art is not None:
             out.labels.append(art)
         else:  # no free spot near the point: the key names it by its coordinates instead
-            key_lines[num - 1] += "  (unlabelled on the plot)"
+            key_lines[line] += "  (unlabelled on the plot)"
+
+
+KEY_MIN_PT = 6.0  # the key is never set smaller: past this the figure grows downwards
 
 
 def _key_text(out: RooflineFigure, legend: Legend, renderer: RendererAgg,
-              key_lines: list[str], dense: bool = False) -> Text:
-    """The numbered points' key, under the legend. A key too long for the space under the
-    legend is set smaller, down to 4.5 pt; past that the figure grows downwards, the axes
-    keeping their size in pixels (label angles stay true). The legend places itself when its
-    extent is asked for: no draw of the figure here (a first draw lays out every tick of both
-    log axes, and savefig draws it anyway)."""
+              key_lines: list[str], dense: bool = False,
+              beside: list[str] | None = None) -> Text:
+    """The numbered points' key, under the legend, then what the axes cannot show
+    (``beside``: 0-FLOP cases, invalid ones). Each line is wrapped to the figure's right edge
+    (never cut); a key too long for the space under the legend is set smaller, down to
+    ``KEY_MIN_PT``; past that the figure grows downwards, the axes keeping their size in
+    pixels (label angles stay true). The legend places itself when its extent is asked for:
+    no draw of the figure here (a first draw lays out every tick of both log axes, and
+    savefig draws it anyway)."""
     fig = out.fig
     leg_bb = legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
     size = 7.0 if len(key_lines) <= 40 else 6.0
-    text = fig.text(leg_bb.x0, leg_bb.y0 - 0.02,
-                    ("valid points by group (count, median efficiency)\n" if dense else
-                     "valid points (efficiency vs roof)\n") + "\n".join(key_lines)
-                    if key_lines else "no valid point to plot",
-                    va="top", ha="left", family="monospace", fontsize=size)
-    margin = 4.0  # pixels kept free at the figure's bottom edge
-    while text.get_window_extent(renderer).y0 < margin and size > 4.5:
+    head = ("valid points by group (count, median efficiency)" if dense else
+            "valid points (efficiency vs roof)")
+    lines = ([head, *key_lines] if key_lines else ["no valid point to plot"]) + [
+        *([""] if beside else []), *(beside or [])]
+    text = fig.text(leg_bb.x0, leg_bb.y0 - 0.02, "", va="top", ha="left", family="monospace",
+                    fontsize=size)
+    margin = 4.0  # pixels kept free at the figure's bottom and right edges
+
+    def set_size(pt: float) -> None:
+        text.set_fontsize(pt)
+        text.set_text("\n".join(_wrapped(lines, renderer, text, fig.bbox.width - margin
+                                          - leg_bb.x0 * fig.bbox.width)))
+
+    set_size(size)
+    while text.get_window_extent(renderer).y0 < margin and size > KEY_MIN_PT:
         size -= 0.5
-        text.set_fontsize(size)
+        set_size(size)
     short = margin - text.get_window_extent(renderer).y0
     if short > 0:
         _grow_downwards(out, short)
         leg_bb = legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
         text.set_position((leg_bb.x0, leg_bb.y0 - 0.02 * 7.5 / fig.get_figheight()))
     return text
+
+
+def _wrapped(lines: list[str], renderer: RendererAgg, text: Text, width_px: float) -> list[str]:
+    """Each line cut into pieces no wider than ``width_px`` at the key's font (monospace: one
+    character's width measured), the pieces after the first indented under its name."""
+    import textwrap
+
+    probe = Text(0, 0, "M" * 10, fontproperties=text.get_fontproperties())
+    if (fig := text.get_figure()) is not None:
+        probe.set_figure(fig)
+    char = probe.get_window_extent(renderer).width / 10 or 1.0
+    cols = max(20, int(width_px // char))
+    out: list[str] = []
+    for line in lines:
+        out += textwrap.wrap(line, cols, subsequent_indent=" " * 7, drop_whitespace=False,
+                             break_on_hyphens=False) or [""]
+    return out
 
 
 def _grow_downwards(out: RooflineFigure, pixels: float) -> None:
@@ -356,7 +442,9 @@ def _draw_roofs(ax, rs: RoofSet, compute: list[Roof], memory: list[Roof], xlim, 
 
 def _legend(ax, points: list[Point], roof_lines, legend_roofs: list[str]):
     handles = []
-    markers = {p.workload: p.marker for p in points}
+    # one entry per group of points (a workload; a profile's op, fusion group, program),
+    # each point told apart by its number in the key
+    markers = {p.group or p.workload: p.marker for p in points}
     for wl in sorted(markers):
         handles.append(Line2D([], [], linestyle="", marker=markers[wl], color="white",
                               mec="black", label=wl))
@@ -429,9 +517,10 @@ def save_figure(rf: RooflineFigure, out_base: Path) -> list[Path]:
 
 def plot_roofline(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]],
                   out_base: Path, title: str, tags: list[str] | None = None,
-                  all_roofs: bool = False) -> list[Path]:
+                  all_roofs: bool = False, mark: str = "") -> list[Path]:
     """Draw roofs and valid points of one or more runs; writes out_base.png and .svg."""
-    return save_figure(build_figure(roofsets, cases_by_run, title, tags, all_roofs), out_base)
+    return save_figure(build_figure(roofsets, cases_by_run, title, tags, all_roofs,
+                                    mark=mark), out_base)
 
 
 def plot_run(run: RunResult, out_base: Path, all_roofs: bool = False) -> list[Path]:

@@ -316,11 +316,14 @@ def _e(v: Any) -> str:
 
 _CODE = re.compile(r"`([^`]+)`")
 _EM = re.compile(r"(?<![\w])_([^_]+)_(?![\w])")
+_STRONG = re.compile(r"\*\*([^*]+)\*\*")
 
 
 def inline(text: str) -> str:
-    """A line of Markdown inline text as HTML: escaped, `code` and _emphasis_ kept."""
-    return _EM.sub(r"<em>\1</em>", _CODE.sub(r"<code>\1</code>", _e(text)))
+    """A line of Markdown inline text as HTML: escaped, `code`, **strong** and _emphasis_
+    kept."""
+    return _EM.sub(r"<em>\1</em>", _STRONG.sub(r"<strong>\1</strong>",
+                                               _CODE.sub(r"<code>\1</code>", _e(text))))
 
 
 def _table(rows: Iterable[dict[str, Any]], raw: Iterable[str] = (),
@@ -418,6 +421,16 @@ def render_html(run: RunResult) -> str:
     intro = (f"<p>backend <code>{_e(run.backend)}</code>, created {_e(run.created)}, "
              f"commit <code>{_e(run.git_commit)}</code></p>{notes}")
     return _page(title, head, [("Roofline", plot), *run_sections(run)], intro)
+
+
+def render_sections_html(title: str, intro: str, notes: list[str],
+                         sections: list[Section]) -> str:
+    """A report of its own sections (a profile's) as one self-contained page: its figures
+    inlined as SVG (Image blocks), its notes set apart."""
+    body = [s for s in (section_html(x) for x in sections) if s is not None]
+    lead = f"<p>{inline(intro)}</p>" + "".join(f'<p class="note">{inline(n)}</p>'
+                                                for n in notes)
+    return _page(title, "", body, lead)
 
 
 def render_compare_html(a: RunResult, b: RunResult, deltas: list[Delta]) -> str:

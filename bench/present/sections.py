@@ -160,6 +160,9 @@ def placed_text(c: CaseResult) -> str:
     return f", data in {pl.level.upper()}" if pl is not None and pl.level != "dram" else ""
 
 
+LOW_PRECISION = ("bf16", "fp16", "fp8")  # dtypes whose ops may be held against an fp32 roof
+
+
 def above_roof_cause(c: CaseResult, roofs: RoofSet | None) -> str:
     """The likely reason a point sits above its roof (no point can beat a true roof)."""
     wrong = placement_problem(c, roofs) if roofs is not None else None
@@ -178,6 +181,12 @@ def above_roof_cause(c: CaseResult, roofs: RoofSet | None) -> str:
         return "held against a CUDA-core roof while it runs on tensor cores"
     if roof is not None and roof.evidence.get("ceiling") == "mma.sync":
         return "the roof is a hand-written mma.sync probe; a library reaches more"
+    dtype = c.identity.dtype
+    if roof is not None and dtype in LOW_PRECISION and roofs is not None and \
+            roofs.compute(dtype) is None and roof.precision != dtype:
+        return (f"held against {roof.name}, the nearest measured roof: no {dtype} roof was "
+                f"measured here, and a {dtype} unit (AVX512-BF16, AMX, tensor cores) can "
+                "compute faster")
     return "the compute roof underestimates the device (its probe is slower than this kernel)"
 
 
