@@ -26,6 +26,7 @@ from roofbench.bench.measure import core
 from roofbench.bench.measure.callables import Clock
 from roofbench.bench.measure.pairs import mixed_shares
 from roofbench.bench.profile.common import program_case, program_shares
+from roofbench.bench.profile.place import flag_above_roof
 
 from roofbench.errors_text import first_line
 from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome
@@ -58,6 +59,55 @@ class GroupTiming:
         return e / c if e and c else None
 
 
+WARMUP_CALLS = 12  # calls at most before the compiled program is timed
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """The compiled program's calls after the first and before it is timed: each call's
+    seconds, the graphs dynamo compiled again during them (a recompile: a guard failed),
+    and whether the calls had settled (one compiled nothing and ran within 1.5x of the one
+    before) when they stopped."""
+
+    call_s: tuple[float, ...]
+    recompiles: int
+    settled: bool
+
+
+def _graphs() -> int:
+    """Graphs dynamo has compiled in this process (a recompile adds one)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def _settled_call(clock: Clock, fn: Callable[[], Any]) -> Callable[[], None]:
+    """One call of ``fn`` with its queued work waited for (a GPU's)."""
+    def call() -> None:
+        fn()
+        clock.sync()
+
+    return call
+
+
+def warm_up(call: Callable[[], Any], limit: int = WARMUP_CALLS,
+            now: Callable[[], float] = time.perf_counter,
+            graphs: Callable[[], int] = _graphs) -> Warmup:
+    """Call the compiled program until a call compiles nothing new and takes no more than
+    1.5x the call before it, at most ``limit`` calls: the time then taken is the compiled
+    code's, not a recompile's nor a first call's (lazy initialisation, allocator growth)."""
+    times: list[float] = []
+    start = graphs()
+    for _ in range(limit):
+        before = graphs()
+        t0 = now()
+        call()
+        times.append(now() - t0)
+        if graphs() == before and len(times) >= 2 and times[-1] <= 1.5 * times[-2]:
+            return Warmup(tuple(times), graphs() - start, True)
+    return Warmup(tuple(times), graphs() - start, False)
+
+
 @dataclass
 class Compiled:
     case: CaseResult | None  # the compiled program, placed (None: it did not compile)
@@ -69,6 +119,7 @@ class Compiled:
     fused_bytes: int = 0  # the model's bytes of the compiled program
     groups: list[GroupTiming] = field(default_factory=list)
     call_s: float | None = None  # a compiled call's own cost (``compiled_call_cost``)
+    warmup: Warmup | None = None  # the calls before timing (``warm_up``)
 
     @property
     def bytes_ratio(self) -> float | None:
@@ -106,14 +157,21 @@ def compile_program(prof: Profile, fn: Callable[..., Any], args: tuple[Any, ...]
     out.kernels, out.extern = generated_kernels(list(code))
     gpu = clock.kind == "gpu"
     case = program_case(prof.recording, clock, gpu, "compiled", bytes_total=out.fused_bytes)
+    try:  # timed once its calls settle: never a recompile or a first call's cost
+        out.warmup = warm_up(_settled_call(clock, lambda: compiled(*args, **kwargs)))
+    except Exception as e:  # a later call fails where the first did not: said
+        out.error = first_line(e)
+        return out
     case.evidence.extra.update(kernels=out.kernels, library_calls=out.extern,
                       bytes_model="eager bytes less each fusion group's saving",
-                      compile_s=out.compile_s)
+                      compile_s=out.compile_s, warmup_s=list(out.warmup.call_s),
+                      recompiles=out.warmup.recompiles, settled=out.warmup.settled)
     # paired as the eager program is (its ops' streams): on a CPU, where its roofs sample
     core.fill_metrics(case, core.paired_time(clock, lambda: compiled(*args, **kwargs), cfg,
                                              case, prof.roofs if not gpu else None,
                                              shares=program_shares(prof.recording)),
                       prof.roofs)
+    flag_above_roof(case, prof.roofs)  # the program's rule: above 105% is not valid
     out.case = case
     if prof.groups:
         out.call_s = compiled_call_cost(clock, cfg)
@@ -204,7 +262,7 @@ def time_group(prof: Profile, i: int, g: Group, clock: Clock, cfg: TimerConfig,
         core.fill_metrics(eager, prof.program.measurement.timing, prof.roofs)  # type: ignore[arg-type]
         comp = case("compiled", g.fused_bytes)
         core.fill_metrics(comp, program.case.measurement.timing, prof.roofs)  # type: ignore[arg-type]
-        return GroupTiming(i, eager, comp, list(program.kernels))
+        return GroupTiming(i, *_flagged(prof, eager, comp), list(program.kernels))
     # replayed alone, each sample paired as the program is, by its members' streams
     rs = prof.roofs if clock.kind != "gpu" else None
     shares = mixed_shares([(prof.recording.distinct[d].arrays, prof.recording.distinct[d].bytes)
@@ -216,8 +274,18 @@ def time_group(prof: Profile, i: int, g: Group, clock: Clock, cfg: TimerConfig,
         compiled = torch.compile(fn)
         _, code = run_and_get_code(compiled)
     except Exception as e:  # said in the report; the group's prediction stands
-        return GroupTiming(i, eager, None, error=first_line(e))
+        return GroupTiming(i, *_flagged(prof, eager, None), error=first_line(e))
     comp = case("compiled", g.fused_bytes)
+    warm_up(_settled_call(clock, compiled))  # timed settled, as the program is
     core.fill_metrics(comp, core.paired_time(clock, compiled, cfg, comp, rs, shares=shares),
                       prof.roofs)
-    return GroupTiming(i, eager, comp, generated_kernels(list(code))[0])
+    return GroupTiming(i, *_flagged(prof, eager, comp), generated_kernels(list(code))[0])
+
+
+def _flagged(prof: Profile, eager: CaseResult,
+             comp: CaseResult | None) -> tuple[CaseResult, CaseResult | None]:
+    """A group's replays under the ops' rule: above 105% of its roof, not valid (cause)."""
+    for c in (eager, comp):
+        if c is not None:
+            flag_above_roof(c, prof.roofs)
+    return eager, comp

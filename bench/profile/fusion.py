@@ -75,6 +75,28 @@ class Group:
         t += launch_s or 0.0
         return self.eager_s / t if t else None
 
+    def explained_speedup(self, launch_s: float | None = None) -> float | None:
+        """The most fusion itself can gain: the eager group's time (in the program) over
+        the same work with the fused bytes moved at the eager ops' own rate and their launches
+        made one: (w + k L) / (w f + L), a mediant of the bytes ratio 1/f and the k calls
+        made one, so never beyond the larger of them. What more a roof-speed kernel would
+        gain is the eager ops' rate, not fusion."""
+        if not self.eager_s or not self.eager_bytes:
+            return None
+        launch = launch_s or 0.0
+        calls = len(self.distinct)  # one occurrence's calls (a member may run twice)
+        work = max(self.eager_s - calls * launch, 0.0)
+        fused = work * self.fused_bytes / self.eager_bytes + launch
+        return self.eager_s / fused if fused > 0 else None
+
+    def bounded_speedup(self, roofs: RoofSet | None,
+                        launch_s: float | None = None) -> float | None:
+        """The prediction shown: what bytes and launches explain (``explained_speedup``), and
+        never more than the fused kernel at the roof allows (``predicted_speedup``)."""
+        got = [v for v in (self.explained_speedup(launch_s),
+                           self.predicted_speedup(roofs, launch_s)) if v is not None]
+        return min(got) if got else None
+
     def predicted_compiled_s(self, roofs: RoofSet | None, call_s: float | None) -> float | None:
         """One occurrence replayed alone under torch.compile, predicted: the fused bytes at
         the roof plus a compiled call's own cost (``call_s``, measured on this machine: guards,

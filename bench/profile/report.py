@@ -14,6 +14,7 @@ module that imports none of them.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -22,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofbench.bench.present.amdahl import ranked
+from roofbench.bench.present.amdahl import ranked, roof_time
 from roofbench.bench.present.amdahl import rows as amdahl_rows
 from roofbench.bench.present.blocks import Block, Image, Items, Section, Table, Text
+from roofbench.bench.present.figure_data import noise_flags
 from roofbench.bench.present.roof_state import paired_text
 from roofbench.bench.profile.common import OpPlace, ridge_of
 from roofbench.bench.profile.op_counts import CONVENTION, FAMILIES, SPECIAL
@@ -33,6 +35,7 @@ from roofbench.bench.profile.recording import Recording
 from roofbench.fileio import atomic_write_text
 from roofbench.records import CaseResult, RunResult
 from roofbench.roof_records import RoofSet
+from roofbench.roofline import roof_precision
 from roofbench.units import duration, si
 
 SHOWN_OPS = 25
@@ -131,6 +134,28 @@ def _eff(c: CaseResult) -> str:
         " (bytes/s)" if c.declaration.flops == 0 else "")
 
 
+def flags_text(c: CaseResult | None) -> str:
+    """What qualifies a case's figures: not valid (its cause), noisy (its cause), as its
+    record carries them; "-" when nothing does."""
+    if c is None:
+        return "-"
+    out = [f"not valid: {c.outcome.error}"] if c.outcome.status == "invalid" else []
+    out += noise_flags(c)
+    return "; ".join(out) or "-"
+
+
+def bound_text(c: CaseResult) -> str:
+    """Its bound, with the level it was held against when that is not DRAM: the plot's x
+    axis is DRAM intensity, so "compute" against an L1 roof must say so."""
+    b = c.roofline.bound
+    if b is None:
+        return "-"
+    pl = c.roofline.placement
+    if pl is not None and pl.level != "dram":
+        return f"{b}, against {pl.level.upper()} (data in {pl.level.upper()})"
+    return b
+
+
 def program_rows(prof: Profile) -> list[dict[str, Any]]:
     cases = [prof.program] + ([prof.compiled.case] if prof.compiled and prof.compiled.case
                               else [])
@@ -141,7 +166,7 @@ def program_rows(prof: Profile) -> list[dict[str, Any]]:
         out.append({"program": c.identity.variant, "FLOPs": si(d.flops, ""), "bytes": si(b, "B"),
                     "FLOP/B": _ai(d.ai.get("dram")), "time": duration(c.measurement.median_s),
                     "FLOP/s": si(c.roofline.flop_per_s, "FLOP/s"),
-                    "bound": c.roofline.bound or "-", "of its roof": _eff(c)})
+                    "bound": bound_text(c), "of its roof": _eff(c), "flags": flags_text(c)})
     return out
 
 
@@ -156,9 +181,10 @@ def op_rows(prof: Profile) -> list[dict[str, Any]]:
                     "FLOPs/call": si(p.op.flops, ""), "bytes/call": si(p.op.bytes, "B"),
                     "FLOP/B": _ai(c.declaration.ai.get("dram")),
                     "time/call": duration(c.measurement.median_s),
-                    "share": a.get("share", "-"), "bound": c.roofline.bound or "-",
+                    "share": a.get("share", "-"), "bound": bound_text(c),
                     "of its roof": _eff(c), "distance": a.get("distance to roof", "-"),
-                    "whole gains at most": a.get("whole gains at most", "-")})
+                    "whole gains at most": a.get("whole gains at most", "-"),
+                    "flags": flags_text(c)})
     return out
 
 
@@ -172,16 +198,18 @@ def family_rows(prof: Profile) -> list[dict[str, Any]]:
 def group_rows(prof: Profile) -> list[dict[str, Any]]:
     out = []
     timed = {t.group: t for t in prof.compiled.groups} if prof.compiled else {}
+    launch = prof.extra.get("launch_s")
     for i, g in enumerate(prof.groups):
         fused_t = g.fused_roof_s(prof.roofs)
-        bound = g.predicted_speedup(prof.roofs, prof.extra.get("launch_s"))
+        bound = g.bounded_speedup(prof.roofs, launch)
         t = timed.get(i)
-        out.append({"group": i, "ops": " -> ".join(g.names), "occurs": g.count,
+        out.append({"group": f"G{i}", "ops": " -> ".join(g.names), "occurs": g.count,
                     "FLOPs": si(g.flops, ""), "eager bytes": si(g.eager_bytes, "B"),
                     "fused bytes": si(g.fused_bytes, "B"), "bytes ratio": f"{g.ratio:.3g}x",
                     "FLOP/B": f"{_ai(g.ai_eager)} -> {_ai(g.ai_fused)}",
                     "eager time": duration(g.eager_s), "fused at roof": duration(fused_t),
-                    "predicted bound": f"{bound:.3g}x" if bound else "-"})
+                    "predicted bound": f"{bound:.3g}x" if bound else "-",
+                    "beyond the bytes": _beyond(prof, g, launch)})
         if t is not None:
             sp = t.speedup
             out[-1]["replayed eager -> compiled"] = (
@@ -191,6 +219,10 @@ def group_rows(prof: Profile) -> list[dict[str, Any]]:
                 if t.compiled and sp
                 else f"not compiled: {t.error}"
             )
+            # a replay above its roof is not valid, as an op: named, not drawn
+            flags = [f"{v}: {f}" for v, c in (("eager", t.eager), ("compiled", t.compiled))
+                     if (f := flags_text(c)) != "-"]
+            out[-1]["replay flags"] = "; ".join(flags) or "-"
             call = prof.compiled.call_s if prof.compiled.call_s is not None \
                 else prof.extra.get("launch_s")
             pc = g.predicted_compiled_s(prof.roofs, call)
@@ -203,6 +235,19 @@ def group_rows(prof: Profile) -> list[dict[str, Any]]:
                 out[-1]["why not within 2x"] = (_why_off(g, t, fused_t, call)
                                                 if not 0.5 <= comp / pc <= 2 else "-")
     return out
+
+
+def _beyond(prof: Profile, g: Any, launch: float | None) -> str:
+    """What a fused kernel at the roof would gain beyond what fusion's bytes and launches
+    explain, and why: the eager ops ran below their roof (their rate, not fusion's)."""
+    explained = g.explained_speedup(launch)
+    at_roof = g.predicted_speedup(prof.roofs, launch)
+    if explained is None or at_roof is None or at_roof <= explained * 1.05:
+        return "-"
+    rt = roof_time(g.flops, {"dram": g.eager_bytes}, g.precision, prof.roofs)
+    rate = f" at {100 * rt / g.eager_s:.2g}% of their roof" if rt and g.eager_s else ""
+    return (f"{at_roof:.3g}x at the roof: the eager ops ran{rate}; a faster kernel, not "
+            f"fusion, would explain the rest")
 
 
 def _why_off(g: Any, t: Any, fused_t: float | None, call_s: float | None) -> str:
@@ -250,7 +295,65 @@ def compiled_lines(prof: Profile) -> list[str]:
                    "bytes do not bound its time")
     elif ratio:
         second += f", against a bytes ratio of {ratio:.3g}x (the bound while memory-bound)"
-    return [first, second + "."]
+    out = [first, second + "."]
+    w = c.warmup
+    if w is not None:
+        out.append(f"Timed after {len(w.call_s)} warm-up call(s) "
+                   f"({', '.join(duration(x) for x in w.call_s[:6])}"
+                   f"{', ...' if len(w.call_s) > 6 else ''}), {w.recompiles} recompile(s)"
+                   + ("" if w.settled else ": the calls had NOT settled (each still more than "
+                      "1.5x the one before, or still compiling): the time may hold a "
+                      "recompile's cost") + ".")
+    pred = predicted_compiled_s(prof)
+    if pred and mc and not 0.5 <= mc / pred <= 2:
+        out.append(f"Predicted and measured disagree: the compiled program took "
+                   f"{duration(mc)}, {mc / pred:.3g}x the {duration(pred)} predicted (the "
+                   "eager program less what each fusion group's predicted bound saves); "
+                   + _compiled_why(prof, me, mc) + ".")
+    return out
+
+
+def predicted_compiled_s(prof: Profile) -> float | None:
+    """The compiled program's time predicted: the eager program's less what each fusion
+    group saves at its predicted bound (its eager time less that over the bound), never
+    under the compiled program's time at its roofs."""
+    me = prof.program_s
+    if not me:
+        return None
+    launch = prof.extra.get("launch_s")
+    saved = 0.0
+    for g in prof.groups:
+        b = g.bounded_speedup(prof.roofs, launch)
+        if b and b > 1:
+            saved += g.count * (g.eager_s - g.eager_s / b)
+    comp = prof.compiled.case if prof.compiled is not None else None
+    floor = (roof_time(comp.declaration.flops, comp.declaration.bytes,
+                       comp.identity.precision, prof.roofs) if comp is not None else None)
+    return max(me - saved, floor or 0.0)
+
+
+def _compiled_why(prof: Profile, me: float | None, mc: float) -> str:
+    """What, measured, stands behind a compiled time more than 2x off its prediction."""
+    c = prof.compiled
+    why = []
+    if me and mc > me:
+        why.append(f"inductor's code ran {mc / me:.3g}x slower than the eager program's aten "
+                   "kernels here (its generated loops, not the bytes, set the time)")
+    if c.warmup is not None and (c.warmup.recompiles or not c.warmup.settled):
+        why.append(f"{c.warmup.recompiles} recompile(s) in the warm-up"
+                   + ("" if c.warmup.settled else ", the calls unsettled"))
+    if c.extern:
+        why.append(f"library calls kept ({', '.join(c.extern)}) run as in eager: fusion "
+                   "saves only around them")
+    if prof.program.roofline.bound == "compute":
+        why.append("the program is compute-bound: fewer bytes do not bound its time")
+    noisy = [f for x in (prof.program, c.case) if x is not None for f in noise_flags(x)]
+    if noisy:
+        why.append("timing noisy: " + "; ".join(noisy))
+    if not prof.groups and me and mc < me:
+        why.append("no fusion group was found: the prediction saves nothing, inductor "
+                   "gained elsewhere (its own kernels for ops the groups leave out)")
+    return "; ".join(why) or "no measured cause found: said, not explained"
 
 
 def _roofs_line(prof: Profile, rid: float | None) -> str:
@@ -333,7 +436,8 @@ def sections(prof: Profile) -> list[Section]:
     calls, distinct = len(prof.recording.calls), len(prof.ops)
     head: list[Block] = [Text(_timed_line(prof, calls, distinct)), Table(program_rows(prof)),
                          Items([*_sum_lines(prof), *_paired_lines(prof),
-                                _roofs_line(prof, rid), _load_line(prof, load)])]
+                                _roofs_line(prof, rid), _load_line(prof, load),
+                                *([f"**{m}**"] if (m := under_load(prof)) else [])])]
     head += [Text(x) for x in compiled_lines(prof)]
     out = [Section(f"Program: {prof.name}", head)]
     if prof.extra.get("jax"):
@@ -350,16 +454,23 @@ def sections(prof: Profile) -> list[Section]:
         rows = op_rows(prof)
         blocks: list[Block] = [Text("Ranked by the most the whole can gain if that op alone "
                                   "reached its roof (Amdahl: 1 / ((1 - s) + s / r)). "
-                                  "0-FLOP ops are placed by bandwidth."),
+                                  "0-FLOP ops are placed by bandwidth. Flags: not valid "
+                                  "(above 105% of its roof, with the likely cause), noisy "
+                                  "(with its cause)."),
                              Table(rows[:SHOWN_OPS])]
+        if (prec := precision_notes(prof)):
+            blocks.append(Items(prec))
         if len(rows) > SHOWN_OPS:
             blocks.append(Text(f"{len(rows) - SHOWN_OPS} more ops in results.json."))
         out.append(Section("Ops (Amdahl ranking)", blocks))
         fusion: list[Block] = [
             Text("Memory-bound ops whose intermediates feed only the next op of the group: "
                  "the bytes one fused kernel must still move, and the most fusion can "
-                 "gain (bytes ratio; predicted bound = eager time in the program over "
-                 "the fused kernel's time at the roof + one launch). With --compile each "
+                 "gain: the predicted bound is what the bytes and launches explain (the "
+                 "group's eager time in the program over the same work with the fused bytes "
+                 "moved at the eager ops' own rate and one launch), never more than the "
+                 "fused kernel at the roof + one launch allows; beyond the bytes: what a "
+                 "kernel at the roof would gain on top, and why. With --compile each "
                  "group is replayed alone, eager and under torch.compile (the arrow per "
                  "group on the plot), beside its predicted compiled time: the fused bytes "
                  "at the roof + a compiled call's own cost"
@@ -386,6 +497,63 @@ def sections(prof: Profile) -> list[Section]:
     return out
 
 
+PROFILE_FILE = "profile.json"  # the report's sections as written: `roofbench report` rebuilds
+
+
+def under_load(prof: Profile) -> str:
+    """The profile's under-load mark, as its measurement recorded it ("" when none)."""
+    got = prof.extra.get("under_load")
+    if not got:
+        return ""
+    return f"taken under load: {got}" if isinstance(got, str) else "taken under load"
+
+
+def precision_notes(prof: Profile) -> list[str]:
+    """Ops whose dtype has no measured compute roof here (bf16 on a CPU): held against the
+    nearest measured roof, named, never silently the fp32 one."""
+    rs = prof.roofs
+    if rs is None:
+        return []
+    by: dict[tuple[str, str], list[str]] = {}
+    for p in prof.ops:
+        i = p.case.identity
+        if p.op.flops and i.dtype != i.precision.removesuffix("_tc") and \
+                rs.compute(i.dtype) is None and rs.compute(i.dtype + "_tc") is None:
+            roof = rs.compute(roof_precision(i.precision, rs))
+            by.setdefault((i.dtype, roof.name if roof else "no roof"), []).append(p.op.packet)
+    return [f"{len(ops)} {dt} op(s) ({', '.join(sorted(set(ops))[:6])}): no {dt} compute roof "
+            f"was measured on this device; held against {roof}, the nearest measured roof. "
+            f"A {dt} unit (AVX512-BF16, AMX, tensor cores) may compute faster: their "
+            "efficiency is against that roof, not a {dt} one".replace("{dt}", dt)
+            for (dt, roof), ops in by.items()]
+
+
+def annotate(prof: Profile) -> None:
+    """Each case's point named as profile.md names it (its evidence: the plot reads it, and
+    `roofbench plot` on the folder draws the same): an op by its rank, P/Pc the program,
+    Gi/Gic fusion group i; the legend entry it belongs to; an op's time share."""
+    amd = {r["launch"]: r for r in amdahl_rows([p.share for p in prof.ranking() if p.share])}
+    for p in prof.ops:
+        a = amd.get(p.share.name if p.share else "", {})
+        p.case.evidence.extra.update(
+            plot_number=a.get("rank"), plot_group="op (number: its rank in profile.md)",
+            plot_label=f"{p.op.packet} {p.case.identity.dtype} x{p.op.calls}",
+            time_share=a.get("share"))
+    progs = [("P", prof.program)] + ([("Pc", prof.compiled.case)]
+                                     if prof.compiled and prof.compiled.case else [])
+    for num, c in progs:
+        c.evidence.extra.update(plot_number=num, plot_group="program, eager -> compiled",
+                                plot_label=f"program ({c.identity.variant})")
+    for t in prof.compiled.groups if prof.compiled is not None else []:
+        for suffix, c in (("", t.eager), ("c", t.compiled)):
+            if c is not None:
+                c.evidence.extra.update(
+                    plot_number=f"G{t.group}{suffix}",
+                    plot_group="fusion group replayed, eager -> compiled",
+                    plot_label=f"G{t.group} ({c.identity.variant}): "
+                               + " -> ".join(prof.groups[t.group].names))
+
+
 def write_profile(prof: Profile, out: Path) -> list[Path]:
     # matplotlib and pandas: loaded when a profile is written, not when it is imported
     from roofbench.bench.present.report import (  # noqa: F401  (loaded before a stop can cut it)
@@ -393,6 +561,7 @@ def write_profile(prof: Profile, out: Path) -> list[Path]:
     )
     from roofbench.bench.results import environment, git_commit, save_run, utc_stamp
 
+    annotate(prof)
     cases = [p.case for p in prof.ops] + [prof.program]
     if prof.compiled is not None and prof.compiled.case is not None:
         cases.append(prof.compiled.case)
@@ -406,39 +575,134 @@ def write_profile(prof: Profile, out: Path) -> list[Path]:
                     created=utc_stamp(), git_commit=git_commit(Path.cwd()),
                     notes=list(prof.notes))
     paths = [save_run(run, out)]
+    stored = StoredReport(prof.name, under_load(prof), sections(prof))
     try:
-        return paths + _report(prof, run, cases, out)
+        atomic_write_text(out / PROFILE_FILE, json.dumps(stored.to_dict(), indent=1))
+        return paths + [out / PROFILE_FILE] + render_profile(run, stored, out / "profile.md")
     except KeyboardInterrupt:  # stopped while drawing: recorded, and the report once more
         run.interrupted = True
         run.notes.append("interrupted while the profile's report was written")
         save_run(run, out)
-        atomic_write_text(out / "profile.md", "\n".join(_body(prof, run, sections(prof))))
+        atomic_write_text(out / "profile.md", "\n".join(_body(stored, run, stored.sections)))
         raise
 
 
-def _body(prof: Profile, run: RunResult, secs: list[Section]) -> list[str]:
+@dataclass(frozen=True)
+class StoredReport:
+    """A profile's report as written (profile.json): its sections hold what results.json
+    does not (the recording's fusion groups, families, the sums of each run), so that
+    `roofbench report` and `plot` on the folder rebuild the profile's own report."""
+
+    name: str
+    mark: str  # said in red on the plot and at the report's top ("" none)
+    sections: list[Section]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": "roofbench profile report", "version": 1, "name": self.name,
+                "mark": self.mark, "sections": [
+                    {"title": s.title, "blocks": [_block_dict(b) for b in s.blocks]}
+                    for s in self.sections]}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> StoredReport:
+        return StoredReport(str(d["name"]), str(d.get("mark") or ""), [
+            Section(str(s["title"]), [_block_of(b) for b in s["blocks"]])
+            for s in d["sections"]])
+
+
+def _block_dict(b: Block) -> dict[str, Any]:
+    if isinstance(b, Table):
+        return {"kind": "table", "rows": b.rows}
+    if isinstance(b, Items):
+        return {"kind": "items", "items": b.items}
+    if isinstance(b, Image):
+        return {"kind": "image", "path": b.path, "alt": b.alt}
+    return {"kind": "text", "text": getattr(b, "text", "")}
+
+
+def _block_of(d: dict[str, Any]) -> Block:
+    kind = d.get("kind")
+    if kind == "table":
+        return Table([dict(r) for r in d["rows"]])
+    if kind == "items":
+        return Items([str(x) for x in d["items"]])
+    if kind == "image":
+        return Image(str(d["path"]), str(d["alt"]))
+    return Text(str(d.get("text", "")))
+
+
+def load_stored(folder: Path) -> StoredReport | None:
+    """The profile report stored beside a results.json (None: not a profile's folder, or one
+    written before profile.json existed); a file that cannot be read is a UserError."""
+    from roofbench.bench.errors import UserError
+
+    path = folder / PROFILE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return StoredReport.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{path}: not a profile report ({type(e).__name__}: {e})") from None
+
+
+def _body(stored: StoredReport, run: RunResult, secs: list[Section]) -> list[str]:
     from roofbench.bench.present.report import section_lines
 
-    body = [f"# roofbench profile: {prof.name}", "", f"- device: {prof.device}",
+    body = [f"# roofbench profile: {stored.name}", "", f"- device: {run.device}",
             f"- created: {run.created}", f"- git commit: `{run.git_commit}`", ""]
-    notes = [*prof.notes, *(n for n in run.notes if n not in prof.notes)]
+    notes = ([f"**{stored.mark}**"] if stored.mark else []) + list(run.notes)
     body += [f"> {n}" for n in notes] + ([""] if notes else [])
     for s in secs:
         body += section_lines(s)
     return body
 
 
-def _report(prof: Profile, run: RunResult, cases: list[CaseResult], out: Path) -> list[Path]:
+ROOFLINE_TEXT = ("Numbers: an op's rank in the Amdahl ranking below; P the program, Pc "
+                 "compiled; Gi fusion group i replayed alone, Gic compiled (the arrows). A "
+                 "point above 105% of its roof is not drawn: the key names it with its cause; "
+                 "0-FLOP ops (no place on a log axis) are listed in the key with their "
+                 "bandwidth and time share; a noisy point says so in the key.")
+
+
+def _key_order(c: CaseResult) -> tuple[int, int, str]:
+    """The key's order: the program, the ops by rank (profile.md's), the groups."""
+    num = str(c.evidence.extra.get("plot_number") or "")
+    if num.isdigit():
+        return 1, int(num), ""
+    digits = "".join(ch for ch in num if ch.isdigit())
+    return (0 if num.startswith("P") else 2), int(digits or 0), num
+
+
+def plot_profile(run: RunResult, stored: StoredReport, base: Path,
+                 all_roofs: bool = False) -> list[Path]:
+    """The profile's roofline (PNG and SVG at ``base``): every case, as annotated."""
     from roofbench.bench.present.plot import plot_roofline
 
-    fig: list[Path] = []
-    if prof.roofs is not None:
-        shown = [c for c in cases if c.declaration.flops > 0 and c.measurement.median_s]
-        fig = plot_roofline([prof.roofs], [shown], out / "roofline",
-                            f"{prof.name} on {prof.device}: ops and program")
-    secs = sections(prof)
+    if run.roofs is None:
+        return []
+    return plot_roofline([run.roofs], [sorted(run.cases, key=_key_order)], base,
+                         f"{stored.name} on {run.device}: ops and program",
+                         all_roofs=all_roofs, mark=stored.mark)
+
+
+def render_profile(run: RunResult, stored: StoredReport, md: Path,
+                   fig_base: Path | None = None) -> list[Path]:
+    """profile.md at ``md``, report.html beside it, and the roofline (``fig_base``, default
+    roofline beside ``md``): the profile's own report, from what the folder holds."""
+    from roofbench.bench.present.report_html import render_sections_html
+
+    base = fig_base if fig_base is not None else md.parent / "roofline"
+    fig = plot_profile(run, stored, base)
+    secs = list(stored.sections)
     if fig:
-        secs.insert(1, Section("Roofline", [Image("roofline.png", "ops and program")]))
-    md = out / "profile.md"
-    atomic_write_text(md, "\n".join(_body(prof, run, secs)))
-    return [md, *fig]
+        svg = fig[1]
+        rel = os.path.relpath(fig[0], md.parent)
+        secs.insert(1, Section("Roofline", [Text(ROOFLINE_TEXT), Image(
+            rel, "ops and program", svg=lambda: svg.read_text())]))
+    atomic_write_text(md, "\n".join(_body(stored, run, secs)))
+    page = md.parent / "report.html" if md.name == "profile.md" else md.with_suffix(".html")
+    notes = ([stored.mark] if stored.mark else []) + list(run.notes)
+    atomic_write_text(page, render_sections_html(
+        f"roofbench profile: {stored.name}",
+        f"device {run.device}, created {run.created}, commit {run.git_commit}", notes, secs))
+    return [md, page, *fig]

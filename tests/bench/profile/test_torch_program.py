@@ -96,7 +96,8 @@ def test_the_profile_is_written_as_a_run_a_report_and_a_plot(tmp_path):
     prof = run(lambda t: torch.softmax(t @ t.T, -1), x, name="attn-ish")
     paths = prof.write(tmp_path)
     names = sorted(p.name for p in paths)
-    assert names == ["profile.md", "results.json", "roofline.png", "roofline.svg"]
+    assert names == ["profile.json", "profile.md", "report.html", "results.json",
+                     "roofline.png", "roofline.svg"]
     data = json.loads((tmp_path / "results.json").read_text())
     keys = [c["workload"] for c in flat_cases(data)]
     assert keys[-1] == "program" and "aten.mm.default" in keys
