@@ -31,16 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from roofbench.errors_text import first_line
-from roofbench.records import CaseResult, Declaration, Identity, Outcome
 from roofbench.roof_records import RoofSet
-from roofbench.roofline import apply_roofs, pair_matches, place, placed_bytes
 from roofbench.timing import TimerConfig, timer_for
 
 from ..measure import door
-from ..measure.callables import Clock, clock_for, measure_callable, working_set
+from ..measure.callables import Clock, clock_for, working_set
 from ..measure.declared import Call, Counts, declare, declared_counts
 from ..measure.door import MeasureError
 from ..measure.user_code import raised_by_user
+from .measured import Bench, declared_case, placed, rest_timer, roof_time, trial_of
 from .record import STOPS, Trial, TuneRecord, rank
 from .space import Config, Space, SpaceError, label, space
 
@@ -105,71 +104,6 @@ class Declared:
 def variant(config: Config) -> str:
     """The case's variant: the configuration's label, with no '/' (a key's separator)."""
     return label(config).replace("/", ":")
-
-
-def declared_case(n: Counts, name: str, backend: str) -> CaseResult:
-    """An untimed record of these counts, as ``measure_callable`` starts one."""
-    workload, _, variant = name.partition("/")
-    return CaseResult(
-        Identity(workload=workload, variant=variant or "default", backend=backend,
-                 dtype=n.dtype, size=list(n.size), precision=n.precision, cores=n.cores),
-        Declaration(flops=n.flops, bytes=dict(n.bytes), ai=n.ai), Outcome(status="ok"))
-
-
-def roof_time(rec: CaseResult, roofs: RoofSet | None) -> float | None:
-    """Seconds the case's counts take at its attainable roof where it is placed (the least
-    time any configuration of these counts can take: a point above its roof is a bug):
-    FLOPs over the attainable FLOP/s, or for 0 FLOPs the bytes of its slowest level over
-    that level's roof. None without a roof that bounds it."""
-    if roofs is None:
-        return None
-    r, flops = rec.roofline, rec.declaration.flops
-    if flops > 0:
-        return flops / r.attainable if r.attainable else None
-    times = [b / m.value for lvl, b in placed_bytes(rec).items()
-             if b > 0 and (m := roofs.memory(lvl)) is not None and m.value > 0]
-    return max(times) if times else None
-
-
-def placed(rec: CaseResult, roofs: RoofSet | None, ws: int | None) -> CaseResult:
-    if roofs is not None:
-        if ws is not None:
-            rec.roofline.placement = place(ws, roofs)
-        apply_roofs(rec, roofs)
-    return rec
-
-
-@dataclass
-class Bench:
-    """What measures one configuration: the clock (chosen once from the arguments), the
-    roofs, the full timer and the short one of a screen."""
-
-    clock: Clock
-    roofs: RoofSet | None
-    full: TimerConfig
-    screen: TimerConfig
-
-    def measure(self, call: Call, cfg: TimerConfig) -> CaseResult:
-        return measure_callable(call, clock=self.clock, cfg=cfg, roofs=self.roofs)
-
-
-def _trial(index: int, config: Config, rec: CaseResult, roofs: RoofSet | None,
-           status: str, why: str | None, wall: float) -> Trial:
-    t = rec.measurement.timing
-    roof_value = None
-    if t is not None and t.paired and roofs is not None and \
-            pair_matches(t.roof_probe, rec, roofs):
-        roof = next((x for x in roofs.roofs if x.name == rec.roofline.limiting_roof), None)
-        roof_value = roof.value if roof is not None else None
-    return Trial(
-        index=index, config=dict(config), label=label(config), status=status, why=why,
-        flops=rec.declaration.flops, bytes=dict(rec.declaration.bytes),
-        roof_time_s=roof_time(rec, roofs),
-        samples_s=tuple(t.samples) if t is not None else (),
-        roof_rates=tuple(t.roof_rates) if t is not None and roof_value else (),
-        roof_probe=t.roof_probe if t is not None and roof_value else "",
-        roof_value=roof_value, stopped_by=t.stopped_by if t is not None else "",
-        efficiency=rec.roofline.efficiency, key=rec.key, wall_s=wall, case=rec)
 
 
 @dataclass(frozen=True)
@@ -304,8 +238,8 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
                             door.out_arg(roofs_cache) if roofs_cache is not None else None)
     full = timer_for(clock.kind, timer, quick)
     screen = replace(full, min_samples=screen_samples, max_samples=screen_samples)
-    bench = Bench(clock, rs, full, screen)
     ws = (working_set(args, dec.output) or None) if clock.kind == "cpu" else None
+    bench = Bench(clock, rs, full, screen, ws)
     bounds = [roof_time(placed(declared_case(n, f"{workload}/{variant(c)}", clock.backend_name),
                                rs, ws), rs) for c, n in zip(configs, counts, strict=True)]
     todo = list(range(len(configs)))
@@ -390,11 +324,11 @@ class Search:
             screened = best is not None and not self.exhaustive and self.drop_at is not None
             rec = bench.measure(call, bench.screen if screened else bench.full)
             if rec.outcome.status != "ok":
-                return _trial(i, config, rec, roofs, "invalid", rec.outcome.error,
+                return trial_of(i, config, rec, roofs, "invalid", rec.outcome.error,
                               self.now() - t0)
             if screened:
                 assert best is not None and self.drop_at is not None
-                first = _trial(i, config, rec, roofs, "dropped", None, 0.0)
+                first = trial_of(i, config, rec, roofs, "dropped", None, 0.0)
                 basis = "paired" if best.basis == "paired" and first.paired and \
                     (first.roof_probe, first.roof_value) == (best.trial.roof_probe,
                                                              best.trial.roof_value) else "raw"
@@ -406,10 +340,13 @@ class Search:
                            f"({basis}) {fastest:.4g} s is {fastest / hi:.2f}x the best's "
                            f"interval's slow end {hi:.4g} s (drop at {self.drop_at:g}x)")
                     return replace(first, why=why, wall_s=self.now() - t0)
-                rec = bench.measure(call, bench.full)
+                screen = rec.measurement.timing
+                assert screen is not None
+                rec = bench.measure(call, rest_timer(bench.full, screen))
                 if rec.outcome.status != "ok":  # it changed its answer: said as it is
-                    return _trial(i, config, rec, roofs, "invalid", rec.outcome.error,
+                    return trial_of(i, config, rec, roofs, "invalid", rec.outcome.error,
                                   self.now() - t0)
+                bench.count_screen(rec, screen)
         except (TuneError, KeyboardInterrupt):
             raise
         except Exception as e:
@@ -417,7 +354,7 @@ class Search:
                 raise  # roofbench's own failure: a bug, not a configuration's
             return Trial(i, config, label(config), "error", first_line(e),
                          roof_time_s=self.bounds[i], wall_s=self.now() - t0)
-        return _trial(i, config, rec, roofs, "ok", None, self.now() - t0)
+        return trial_of(i, config, rec, roofs, "ok", None, self.now() - t0)
 
     def record(self, stop: str, detail: str, *, sp_order: str,
                excluded: tuple[tuple[str, str], ...], budget_s: float | None,

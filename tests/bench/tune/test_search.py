@@ -262,3 +262,22 @@ def test_too_few_samples_judge_the_target_on_the_samples_range(sim, consts):
     assert effs_seen[0] < 0.9 <= effs_seen[1]  # the median passes, the slowest does not
     assert rec.stop != "target"
     assert rec.efficiency == pytest.approx((effs_seen[0], effs_seen[-1]))
+
+
+def test_a_screen_that_drops_nothing_counts_toward_the_timing(sim):
+    """The screen's 5 samples are the first of the configuration's timing: the rest is timed
+    without a second warm-up and with 5 samples fewer to take, and the record holds all of
+    them (its paired roof rates too), placed from all of them."""
+    s = sim()
+    rec = tune(s.builder(effs({1: 0.8, 2: 0.78})), {"B": [1, 2]}, s.a, s.out,
+               **s.kw(target=0.99))
+    second = rec.trials[1]
+    t = second.case.measurement.timing
+    assert second.status == "ok" and t.n == len(second.samples_s) >= 12
+    assert len(t.roof_rates) == t.n and second.case.roofline.paired.pairs == t.n
+    assert t.config["warmup_s"] == 0.0 and t.config["min_samples"] == 12 - 5
+    assert "first 5 samples are the screen's" in second.case.evidence.extra["tune_screen"]
+    assert second.case.measurement.median_s == pytest.approx(t.median)
+    first = rec.trials[0].case.measurement.timing  # never screened: the full timer's own
+    assert first.config["warmup_s"] == 0.01
+    assert "tune_screen" not in rec.trials[0].case.evidence.extra
