@@ -137,3 +137,10 @@ def test_a_stored_run_keeps_the_label_it_was_written_with():
     assert sheet
     assert {r.evidence["table"] for r in sheet} == {"datasheet peaks (dense)"}
     assert all("source" not in r.evidence for r in sheet)
+
+
+def test_the_report_names_the_document_of_todays_datasheet_roofs():
+    from roofbench.bench.present.sections import evidence_html
+
+    page = evidence_html(ds.SPECS["h200-sxm"].roofs()[0].evidence)
+    assert "NVIDIA H200 Tensor Core GPU Datasheet (2024" in page.split("</summary>")[0]
