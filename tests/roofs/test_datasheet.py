@@ -129,8 +129,9 @@ def test_a_stored_run_keeps_the_label_it_was_written_with():
     """The H200's first contact was written with the table of its commit: read back, its
     datasheet roofs keep that label (no source added after the fact); today's runs carry the
     entry's document (above)."""
-    from roofbench.readers import read_run
     from testpaths import H200_RUNS
+
+    from roofbench.readers import read_run
 
     run = read_run(json.loads(H200_RUNS["gemm-4096"].read_text()))
     sheet = [r for r in run.roofs.roofs if r.source == "datasheet"]
