@@ -22,6 +22,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran, and something it measured failed (a case invalid or raised)
@@ -141,34 +142,90 @@ def say(line: str, prog: str = "roofbench") -> None:
         print(f"{prog}: {line}", file=sys.stderr, flush=True)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def stop_handler(signum: int, frame: object) -> None:
+    """The one handler of a stop (SIGINT, SIGTERM, SIGHUP) in every phase of every entry
+    point (the command line from its first import, ``model``, the pytest plug-in): Ctrl-C
+    raises KeyboardInterrupt as Python's own handler does, SIGTERM and SIGHUP ``Stopped`` (a
+    KeyboardInterrupt); a stop that lands in Python code called back from C is sent again a
+    moment later (raised there, it would be printed and lost)."""
+    if _in_c_callback(frame):
+        _again(signum)
+        return
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Stopped(signal.Signals(signum).name)
+
+
+def install_stop_handler() -> dict[int, Any]:
+    """``stop_handler`` for SIGTERM and SIGHUP, and for SIGINT where Python's own handler has
+    it (a shell that started us in its background gave SIGINT ignored: left so); the
+    handlers it replaced. Main thread only (elsewhere: nothing, {})."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    stops = [signal.SIGTERM, signal.SIGHUP]
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, stop_handler):
+        stops.append(signal.SIGINT)
+    return {s: signal.signal(s, stop_handler) for s in stops}
+
+
 @contextlib.contextmanager
 def stop_signals(late: bool = False) -> Iterator[None]:
-    """SIGTERM and SIGHUP raise ``Stopped`` in the main thread while inside (Ctrl-C raises
-    KeyboardInterrupt, as Python's own handler does); a stop that lands in Python code called
-    back from C is sent again a moment later. Outside the main thread, nothing changes.
-    ``late``: on the way out, a signal whose handler was the default exits 130 at once (the
-    streams flushed) instead of killing the process."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        if _in_c_callback(frame):  # raised there, the stop would be printed and lost
-            _again(signum)
-            return
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise Stopped(signal.Signals(signum).name)
-
-    stops = [signal.SIGTERM, signal.SIGHUP]
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Ctrl-C as Python's,
-        stops.append(signal.SIGINT)  # but never lost in a C callback either
-    old = {s: signal.signal(s, handler) for s in stops}
+    """``stop_handler`` while inside (``install_stop_handler``), the handlers found put back
+    on the way out. Outside the main thread, nothing changes. ``late``: on the way out, a
+    signal whose handler was the default (or this one, installed early by ``python -m``)
+    exits 130 at once (the streams flushed) instead of killing the process or raising where
+    nothing can catch it (an atexit callback)."""
+    old = install_stop_handler()
     try:
         yield
     finally:
         for s, h in old.items():
-            signal.signal(s, _exit_stopped if late and h == signal.SIG_DFL else h)
+            early = h in (signal.SIG_DFL, stop_handler)
+            signal.signal(s, _exit_stopped if late and early else h)
+
+
+@contextlib.contextmanager
+def deferred_stops() -> Iterator[None]:
+    """Stop signals held (blocked) while inside and delivered on the way out: a step that
+    records a stop (a marker claimed, the record of a stopped run written) is never cut in
+    half by a second one. Main thread, POSIX; elsewhere nothing is held."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+            signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class OsExitCalled(BaseException):
+    """``os._exit(code)`` called by the user's code inside ``os_exit_raises``."""
+
+    def __init__(self, code: Any) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _os_exit_raises(code: Any) -> None:
+    raise OsExitCalled(code)
+
+
+@contextlib.contextmanager
+def os_exit_raises() -> Iterator[None]:
+    """``os._exit`` raises ``OsExitCalled`` while inside: user code (a plug-in's import, a
+    program ``model`` profiles) that calls it would end roofbench at once, without a word or
+    its record; the caller says what happened in one line instead."""
+    real = os._exit
+    os._exit = _os_exit_raises  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os._exit = real
 
 
 # Python code that C calls back (ctypes): an exception raised in it is printed ("Exception
@@ -210,10 +267,17 @@ def guarded(fn: Callable[[], int], prog: str = "roofbench", *, late_stop: bool =
     a SIGTERM or SIGHUP after the command returned, while the interpreter exits, still exits
     130 (the work is saved), never dies by the signal (143)."""
     safe_streams()
+    with stop_signals(late=late_stop):
+        code = _guarded(fn, prog)
+        if late_stop:  # the process's own command: never kept alive by a thread left over
+            leave_threads(code, prog)
+        return code
+
+
+def _guarded(fn: Callable[[], int], prog: str) -> int:
     try:
-        with stop_signals(late=late_stop):
-            prepare_environment()
-            return int(fn() or 0)
+        prepare_environment()
+        return int(fn() or 0)
     except (KeyboardInterrupt, Exception) as e:  # SystemExit (argparse, --help) passes
         if not isinstance(e, (KeyboardInterrupt, Refusal, OSError, MemoryError,
                               RecursionError, UnicodeError)) and os.environ.get("ROOFBENCH_DEBUG"):
@@ -229,6 +293,40 @@ def guarded(fn: Callable[[], int], prog: str = "roofbench", *, late_stop: bool =
             o = Outcome("stopped by SIGINT", EXIT_STOPPED)
         say(("error: " if o.code not in (EXIT_STOPPED,) else "") + o.line, prog)
         return o.code
+
+
+THREADS_GRACE_S = 2.0  # what threads still running after a command get to end by themselves
+
+
+def leave_threads(code: int, prog: str = "roofbench") -> None:
+    """After the process's own command: threads that are not daemons (a program ``model``
+    profiled can leave one) would keep the interpreter from ever exiting. Given a moment to
+    end, those still running are said in one line, and the process exits ``code`` now (its
+    files are written; only the interpreter's own clean-up is skipped)."""
+    left = [t for t in threading.enumerate()
+            if t is not threading.main_thread() and not t.daemon and t.is_alive()
+            # an idle pool's workers: concurrent.futures ends them itself at exit
+            and not t.name.startswith("ThreadPoolExecutor-")]
+    if not left:
+        return
+    import time
+
+    end = time.monotonic() + THREADS_GRACE_S
+    try:
+        for t in left:
+            t.join(max(0.0, end - time.monotonic()))
+    except KeyboardInterrupt:  # a stop while they are given their moment: no more waiting
+        code = EXIT_STOPPED
+    left = [t for t in left if t.is_alive()]
+    if not left:
+        return
+    names = ", ".join(t.name for t in left[:5]) + (", ..." if len(left) > 5 else "")
+    say(f"note: {len(left)} thread(s) still running after the command ({names}): exiting "
+        "without waiting for them", prog)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def die_with_parent() -> None:

@@ -1,17 +1,9 @@
 """`python -m roofbench.bench.cli`: the same entry point as the `roofbench` script."""
 
-import signal
-
-from roofbench.boundary import Stopped
-
-
-def _early_stop(signum: int, frame: object) -> None:  # until main() installs its own
-    raise Stopped(signal.Signals(signum).name)
-
+from roofbench.boundary import install_stop_handler
 
 try:
-    signal.signal(signal.SIGTERM, _early_stop)  # a stop while Python imports the command line
-    signal.signal(signal.SIGHUP, _early_stop)
+    install_stop_handler()  # the one stop handler from the first import on (boundary.py)
     from . import main
 except KeyboardInterrupt as e:  # nothing started yet: nothing to save
     import sys

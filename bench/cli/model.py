@@ -16,6 +16,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from roofbench.boundary import (
+    EXIT_FAILED,
+    OsExitCalled,
+    deferred_stops,
+    os_exit_raises,
+    signal_name,
+)
 from roofbench.errors_text import first_line
 from roofbench.paths import home
 
@@ -32,7 +39,10 @@ def load_entry(script: str, entry: str) -> tuple[Any, tuple[Any, ...], dict[str,
     mod, loader = file_module(path, script, f"roofbench_model_{path.stem}")
     sys.path.insert(0, str(path.resolve().parent))
     try:
-        loader.exec_module(mod)
+        with os_exit_raises():
+            loader.exec_module(mod)
+    except OsExitCalled as e:  # os._exit would end roofbench at once, without a word
+        raise UserError(f"{script} called os._exit({e.code!r}) on import") from None
     except SystemExit as e:  # never passed on as roofbench's own exit code
         raise UserError(f"{script} called sys.exit({e.code!r}) on import") from None
     except Exception as e:
@@ -44,7 +54,10 @@ def load_entry(script: str, entry: str) -> tuple[Any, tuple[Any, ...], dict[str,
         raise UserError(f"{script} defines no function {entry!r} (--entry names the function "
                         "that returns (fn_or_module, args[, kwargs]))")
     try:
-        got = fn()
+        with os_exit_raises():
+            got = fn()
+    except OsExitCalled as e:
+        raise UserError(f"{script}: {entry}() called os._exit({e.code!r})") from None
     except SystemExit as e:
         raise UserError(f"{script}: {entry}() called sys.exit({e.code!r})") from None
     except Exception as e:
@@ -82,9 +95,13 @@ def cmd_model(args: argparse.Namespace) -> int:
     grad: Any = contextlib.nullcontext()
     if "torch" in sys.modules:
         grad = sys.modules["torch"].no_grad()
-    with grad:  # the program's keywords as a dict: any name (out, name, timer) reaches it
-        prof = run_profile(fn, fargs, fkwargs, roofs=args.roofs, compile=args.compile,
-                           name=name)
+    try:
+        with grad, os_exit_raises():  # the program's keywords as a dict: any name reaches it
+            prof = run_profile(fn, fargs, fkwargs, roofs=args.roofs, compile=args.compile,
+                               name=name)
+    except OsExitCalled as e:  # the program's own end, said; never roofbench's exit code
+        raise UserError(f"the program {name} called os._exit({e.code!r}): nothing was "
+                        "written", code=EXIT_FAILED) from None
     if args.on:
         from roofbench.roofs.files import RoofsFileError
 
@@ -99,7 +116,7 @@ def cmd_model(args: argparse.Namespace) -> int:
     if out is None:
         out = make_run_dir(home() / "results", prof.device,
                            f"{utc_stamp()}-model-{Path(args.script).stem}")
-    paths = prof.write(out)
+    paths = write_stoppable(prof, out)
     p = prof.program
     print(
         f"{name}: {len(prof.recording.calls)} calls, {len(prof.ops)} distinct ops; "
@@ -124,6 +141,48 @@ def cmd_model(args: argparse.Namespace) -> int:
     for path in paths:
         print(f"wrote {path}")
     return 0
+
+
+def write_stoppable(prof: Any, out: Path) -> list[Path]:
+    """The profile written into ``out`` (or its first free sibling: ``claim_folder``). A stop
+    (Ctrl-C, SIGTERM, SIGHUP) while it is claimed or written is recorded there before it
+    ends the command: results.json with what was measured, ``interrupted`` and the phase
+    ("report"); the claim and that record are never cut by a second stop (held until done)."""
+    from roofbench.bench.profile.report import write_profile
+
+    from ..results import claim_folder
+
+    got: Path | None = None
+    try:
+        with deferred_stops():  # a folder claimed is a folder that gets a record: a stop
+            got = claim_folder(out)  # held here is delivered once ``got`` is known
+        if got != out:
+            print(f"roofbench: {out} holds a run already: this profile writes {got}",
+                  file=sys.stderr)
+        return write_profile(prof, got)
+    except KeyboardInterrupt as e:
+        if got is not None:
+            with deferred_stops():
+                record_stop(prof, got, signal_name(e))
+        raise
+
+
+def record_stop(prof: Any, folder: Path, signame: str) -> None:
+    """results.json in ``folder`` says the run was stopped by ``signame`` in its report:
+    the file the report wrote first, marked; written whole when the stop came before it."""
+    from roofbench.bench.profile.report import write_profile
+
+    from roofbench.records import RunStop
+
+    from ..results import load_run, save_run
+
+    if not (folder / "results.json").is_file():
+        with contextlib.suppress(KeyboardInterrupt):  # its own stop handling, once more
+            write_profile(prof, folder)
+    run = load_run(folder)
+    run.interrupted = True
+    run.stop = RunStop(cause="signal", detail=signame, phase="report")
+    save_run(run, folder)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

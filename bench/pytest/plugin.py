@@ -40,8 +40,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="short timing (a smoke test; the figures are noisier)")
 
 
+# The handlers the plug-in replaced (put back at the end), and the stop it saw.
+_HANDLERS = pytest.StashKey[dict[int, Any]]()
+_LAST_STOP: list[str] = []  # the interrupt hook has no config: this process's one session
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[STATE] = PluginState(config)
+    state = PluginState(config)
+    config.stash[STATE] = state
+    _LAST_STOP.clear()
+    if state.out is not None:  # a session that saves its cases: a stop is recorded, not a kill
+        from roofbench.boundary import install_stop_handler
+
+        config.stash[_HANDLERS] = install_stop_handler()  # roofbench's one stop handler
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import signal
+
+    for s, h in config.stash.get(_HANDLERS, {}).items():
+        signal.signal(s, h)  # the process's handlers as found
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Which stop ended the session (Ctrl-C, SIGTERM, SIGHUP): recorded with the run."""
+    from roofbench.boundary import signal_name
+
+    if isinstance(excinfo.value, KeyboardInterrupt):
+        _LAST_STOP[:] = [signal_name(excinfo.value)]
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -59,8 +85,25 @@ def pytest_configure_node(node: Any) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(STATE, None)
-    if state is not None:
-        state.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    if state is None:
+        return
+    from roofbench.boundary import deferred_stops, signal_name
+    from roofbench.records import RunStop
+
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    run = state.own_run
+    if interrupted and run is not None:  # stopped among the tests: the cases so far are kept
+        run.stop = RunStop(cause="signal", detail=(_LAST_STOP or ["SIGINT"])[-1],
+                           phase="cases")
+    try:
+        state.finish(interrupted=interrupted)
+    except KeyboardInterrupt as e:  # stopped while the report was written: said in the run
+        if run is not None and state.out is not None and state.worker is None:
+            with deferred_stops():
+                run.interrupted = True
+                run.stop = RunStop(cause="signal", detail=signal_name(e), phase="report")
+                state.session.save()
+        raise
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
