@@ -15,7 +15,10 @@ Dims``, ``Input type``, ``Input Strides``, ``Concrete Inputs``), the runtime's l
 from __future__ import annotations
 
 import gzip
+import io
+import json
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
@@ -166,7 +169,7 @@ def read_trace(path: str | Path) -> Trace:
             raise TraceError(f"{p}: not a PyTorch profiler trace (no 'traceEvents')")
         tr = Trace(p, head)
         with _open(p) as f:
-            _events(ijson.items(f, "traceEvents.item", use_float=True), tr)
+            _events(_stream(f, p), tr)
         if "deviceProperties" not in head:  # written after the events (older exporters)
             with _open(p) as f:
                 for v in ijson.items(f, "deviceProperties", use_float=True):
@@ -178,9 +181,58 @@ def read_trace(path: str | Path) -> Trace:
     except ijson.JSONError as e:
         raise TraceError(f"{p}: not a complete JSON trace ({str(e).splitlines()[0][:80]})") \
             from None
+    except json.JSONDecodeError as e:
+        raise TraceError(f"{p}: not a complete JSON trace ({e.msg} at character {e.pos} of "
+                         "its events)") from None
     except UnicodeDecodeError:
         raise TraceError(f"{p}: not a JSON trace (binary content)") from None
     return tr
+
+
+CHUNK = 1 << 22  # characters read at a time: the most a trace holds in memory beside its events
+
+
+def _stream(f: IO[bytes], path: Path) -> Iterator[Any]:
+    """The events of ``traceEvents`` one at a time: the file read in chunks, each event
+    decoded by json's C scanner (``raw_decode``); an event cut by a chunk's end is decoded
+    again once the next chunk is read."""
+    text = io.TextIOWrapper(f, encoding="utf-8")
+    dec = json.JSONDecoder()
+    buf, pos, eof = "", 0, False
+
+    def more() -> bool:
+        nonlocal buf, pos, eof
+        got = text.read(CHUNK)
+        buf, pos = buf[pos:] + got, 0
+        eof = not got
+        return bool(got)
+
+    key = -1
+    while key < 0:  # past the head (read by _head) to the array's opening bracket
+        if not more():
+            raise TraceError(f"{path}: not a PyTorch profiler trace (no 'traceEvents')")
+        key = buf.find('"traceEvents"')
+        if key < 0:
+            buf, pos = buf[-16:], 0
+    pos = buf.index("[", key) + 1 if "[" in buf[key:] else len(buf)
+    while True:
+        while True:  # whitespace and commas between events
+            while pos < len(buf) and buf[pos] in " \t\r\n,":
+                pos += 1
+            if pos < len(buf) or not more():
+                break
+        if pos >= len(buf):
+            raise json.JSONDecodeError("the events end without their closing ']'", buf, pos)
+        if buf[pos] == "]":
+            return
+        try:
+            obj, end = dec.raw_decode(buf, pos)
+        except json.JSONDecodeError:
+            if eof or not more():  # not an event cut by the chunk: a damaged file
+                raise
+            continue
+        pos = end  # an object ends at its closing brace: never cut short by the chunk
+        yield obj
 
 
 def _head(f: IO[bytes]) -> tuple[dict[str, Any], bool]:
@@ -211,7 +263,7 @@ def _head(f: IO[bytes]) -> tuple[dict[str, Any], bool]:
 
 
 def _events(items: Any, tr: Trace) -> None:
-    seen: dict[Inputs, int] = {}
+    seen: dict[tuple[str, str, str, str], int] = {}
     ops, launches, work = tr.ops, tr.launches, tr.work
     n = 0
     for e in items:
@@ -229,12 +281,14 @@ def _events(items: Any, tr: Trace) -> None:
                 dims = args.get("Input Dims")
                 if dims is not None:
                     strides, conc = args.get("Input Strides"), args.get("Concrete Inputs")
-                    rec = Inputs(_tup(dims), tuple(args.get("Input type") or ()),
-                                 _tup(strides) if strides is not None else None,
-                                 _tup(conc) if conc is not None else None)
-                    idx = seen.get(rec, -1)
+                    types = args.get("Input type")
+                    key = (repr(dims), repr(types), repr(strides), repr(conc))  # C-fast
+                    idx = seen.get(key, -1)
                     if idx < 0:
-                        idx = seen[rec] = len(tr.inputs)
+                        rec = Inputs(_tup(dims), tuple(types or ()),
+                                     _tup(strides) if strides is not None else None,
+                                     _tup(conc) if conc is not None else None)
+                        idx = seen[key] = len(tr.inputs)
                         tr.inputs.append(rec)
                 ops.append(Op(str(e.get("name", "")), e.get("pid"), e.get("tid"), float(ts),
                               float(dur), _num(args.get("External id")), idx,
