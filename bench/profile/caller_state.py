@@ -6,6 +6,14 @@
   buffers, BatchNorm's running statistics, a tensor a closure holds): each storage is copied
   before its first write (``Backups.before``, called by the recorder's dispatch mode) and
   written back when the profile ends (``Backups.restore``).
+- A transformers cache passed in (``DynamicCache``, ``StaticCache``: ``Caches``): decode as
+  users write it. Its object graph (the cache, its layers, their lists and tensors, by
+  reference) is noted before the program first runs and put back before every later run,
+  so each run is the same decode step over the same cache: a ``DynamicCache`` grows by a
+  ``torch.cat`` into new tensors and never writes the old ones, so rewinding costs no copy
+  and the bytes counted are decode's own; a ``StaticCache`` writes one slot in place, the
+  same slot each run (its storages are put back by ``Backups`` at the end). Any other state
+  that grows between calls is still refused (inprogram.ProgramChanged).
 - Gradients: each parameter's ``.grad`` (the tensor object, or None) is put back as it was
   (``Grads``), so that a program that calls ``backward()`` leaves no accumulated gradient.
 - The process's settings (``Settings``, ``kept``): torch's intra-op and inter-op threads
@@ -104,6 +112,81 @@ class Backups:
         for st, backup in self.saved.values():
             st.copy_(backup)
         self.saved.clear()
+
+
+def transformers_caches(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The transformers ``Cache`` objects among the arguments (in lists, tuples and dicts
+    too); none when transformers was never imported."""
+    cu = sys.modules.get("transformers.cache_utils")
+    cls = getattr(cu, "Cache", None)
+    if cls is None:
+        return []
+    found: list[Any] = []
+
+    def walk(x: Any, depth: int) -> None:
+        if isinstance(x, cls):
+            found.append(x)
+        elif depth < 4 and isinstance(x, (list, tuple)):
+            for y in x:
+                walk(y, depth + 1)
+        elif depth < 4 and isinstance(x, dict):
+            for y in x.values():
+                walk(y, depth + 1)
+    walk((args, kwargs), 0)
+    return found
+
+
+@dataclass
+class Caches:
+    """The caches' object graphs as they were: each object's attributes, each list's and
+    dict's items (tensors held by reference: nothing copied)."""
+
+    objects: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+    lists: list[tuple[list[Any], list[Any]]] = field(default_factory=list)
+    dicts: list[tuple[dict[Any, Any], dict[Any, Any]]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Caches:
+        import torch
+
+        out, seen = cls(), set()
+
+        def note(x: Any, depth: int) -> None:
+            if id(x) in seen or depth > 4 or isinstance(x, (torch.Tensor, torch.nn.Module)):
+                return
+            seen.add(id(x))
+            if isinstance(x, list):
+                out.lists.append((x, list(x)))
+                items: Any = x
+            elif isinstance(x, dict):
+                out.dicts.append((x, dict(x)))
+                items = x.values()
+            elif hasattr(x, "__dict__") and not isinstance(x, type):
+                out.objects.append((x, dict(vars(x))))
+                items = vars(x).values()
+            else:
+                return
+            for y in items:
+                note(y, depth + 1)
+        for c in transformers_caches(args, kwargs):
+            note(c, 0)
+        return out
+
+    def __bool__(self) -> bool:
+        return bool(self.objects)
+
+    def rewind(self) -> None:
+        for lst, items in self.lists:
+            lst[:] = items
+        for d, kv in self.dicts:
+            d.clear()
+            d.update(kv)
+        for obj, attrs in self.objects:
+            for k in [k for k in vars(obj) if k not in attrs]:
+                delattr(obj, k)
+            for k, v in attrs.items():
+                if vars(obj).get(k, attrs) is not v:
+                    setattr(obj, k, v)
 
 
 @dataclass

@@ -38,7 +38,13 @@ from roofbench.bench.measure.door import MeasureError
 from roofbench.bench.measure.pairs import pair_for
 from roofbench.bench.measure.user_code import raised_by_user, users_failure
 from roofbench.bench.present.amdahl import Share, roof_time
-from roofbench.bench.profile.caller_state import Backups, Grads, kept, working_copy
+from roofbench.bench.profile.caller_state import (
+    Backups,
+    Caches,
+    Grads,
+    kept,
+    working_copy,
+)
 from roofbench.bench.profile.common import (
     DTYPES,
     OpPlace,
@@ -185,10 +191,14 @@ def profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
 
     wargs, wkwargs = working_copy(args, kwargs)
     backups, grads = Backups(), Grads.of(fn)
+    caches = Caches.of(wargs, wkwargs)  # a transformers cache: rewound before each run
+    rewind_grads = torch.is_grad_enabled() and bool(grads.held)
     run = fn
-    if torch.is_grad_enabled() and grads.held:
-        def run(*a: Any, **k: Any) -> Any:  # each run starts from the caller's .grad
-            grads.restore()
+    if rewind_grads or caches:
+        def run(*a: Any, **k: Any) -> Any:  # each run starts from the caller's state
+            if rewind_grads:
+                grads.restore()
+            caches.rewind()
             return fn(*a, **k)
     try:
         return _profile_torch(run, wargs, wkwargs, backups, roofs=roofs, timer=timer,

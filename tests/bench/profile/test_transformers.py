@@ -1,6 +1,7 @@
 """roofbench.profile on transformers' GPT-2, built from a config in the test (random weights,
 nothing downloaded; scripts/model_zoo.py at MODEL_ZOO_SCALE=tiny): the caller's cache and
-weights untouched, the embedding charged its rows, a DynamicCache passed in refused."""
+weights untouched, the embedding charged its rows (a DynamicCache passed in:
+test_dynamic_cache.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ torch = pytest.importorskip("torch")
 # a dev dependency: an install whose transformers does not import (PyPI's `kernels` beside our
 # kernels/ folder, scripts/setup_env.sh) fails here rather than skipping these tests
 import transformers  # noqa: E402, F401
-from roofbench.bench.profile.inprogram import ProgramChanged  # noqa: E402
 from tiny_zoo import zoo  # noqa: E402
 
 import roofbench  # noqa: E402
@@ -32,20 +32,6 @@ def test_gpt2_decode_leaves_the_cache_and_weights_and_counts_one_embedding_row(m
     assert emb and all((e.reads, e.writes) == (d * 4 + 8, d * 4) for e in emb)
     assert prof.program.identity.dtype == "fp32"  # not int64 from input_ids
     assert all(p.case.evidence.extra["timed"].startswith("in the program") for p in prof.ops)
-
-
-def test_a_dynamic_cache_passed_in_is_refused_and_not_grown(monkeypatch):
-    from transformers import DynamicCache
-
-    step, (ids, past) = zoo(monkeypatch, "gpt2_decode")
-    model = step.model
-    pairs = [(past[2 * i], past[2 * i + 1]) for i in range(len(past) // 2)]
-    cache = DynamicCache(ddp_cache_data=pairs, config=model.config)
-    length = cache.get_seq_length()
-    with torch.no_grad(), pytest.raises(ProgramChanged, match="cache that grows"):
-        roofbench.profile(lambda x, c: model(input_ids=x, cache=c, use_cache=True).logits,
-                          ids, cache, roofs=ROOFS, timer=FAST)
-    assert cache.get_seq_length() == length
 
 
 def test_a_gqa_llama_from_its_config_counts_attention_and_embedding_by_hand():
