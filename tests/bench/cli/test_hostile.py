@@ -405,7 +405,11 @@ def test_count(capsys):
              + load(here.parent / "pytest" / "test_hostile_plugin.py").PLUGIN_ATTEMPTS
              + load(here / "test_hostile_user.py").ATTEMPTS
              # model, profile(), ab and compare (issue 39)
-             + importlib.import_module(f"{__package__}.test_hostile_surfaces").SURFACE_ATTEMPTS)
+             + importlib.import_module(f"{__package__}.test_hostile_surfaces").SURFACE_ATTEMPTS
+             # issue 57: stops and exits, files and permissions, the test store
+             + importlib.import_module(f"{__package__}.test_hostile_stops").STOP_ATTEMPTS
+             + load(here / "test_hostile_records.py").RECORD_ATTEMPTS
+             + load(here.parents[1] / "kernels" / "test_codegen_store_hostile.py").STORE_ATTEMPTS)
 
     props = 300 + 300 + 200 + 15  # the max_examples of the four properties
     # besides the table: the NaN point, the run that cannot save, one stamp in 16 threads
@@ -414,8 +418,8 @@ def test_count(capsys):
     with capsys.disabled():
         print(f"\nhostile attempts: {table} in-process + up to {props} property examples + "
               f"{PROCESS_ATTEMPTS} in processes (the fleet's under mpirun) + {users} of the "
-              f"API, the plugin, roofs files, the environment and the newest surfaces "
-              f"(model, profile, ab, compare) = {total}")
+              f"API, the plugin, roofs files, the environment, the newest surfaces "
+              f"(model, profile, ab, compare), stops, files and the test store = {total}")
     assert total > 300
 
 
