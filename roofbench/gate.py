@@ -56,29 +56,42 @@ without pairs: older files, a GPU, a roof no probe here can sample).
 **A/B runs** (``roofbench ab``, the ``roofline_ab`` fixture: base and new measured
 alternately, sample by sample, in one job) store two runs that name each other
 (``environment["ab"]``: one id, sides A and B); their cases are judged on the paired
-samples: r is the median of the per-pair ratios b_i / a_i and its interval the
-order-statistic interval of that median at the per-case confidence (one sample of ratios,
-so no sqrt). The pairing cancels what both sides shared: the load, the clock, the drift.
+samples, taken A B then B A: r is the median of the ABBA blocks' ratios
+sqrt(b_1 b_2 / (a_1 a_2)) (two pairs each, so that a side's gain from running second counts
+once each way: ``gate_load.block_ratios``) and its interval the order-statistic interval of
+that median at the per-case confidence (one sample of ratios, so no sqrt). The pairing
+cancels what both sides shared: the load, the clock, the drift; the blocks, the order.
 
-The gate fails on the verdicts named by ``--fail-on`` (``slower:N%``, ``invalid``) and on
-nothing else.
+**The minimum.** ``timing.GATE_MIN_SAMPLES`` (12) is the one figure the timer guarantees and
+the gate needs: a run of 12 samples has an interval with up to ``JUDGED_AT_MINIMUM`` cases
+judged together (7 would do for one case), and an A/B job takes twice as many pairs (12
+blocks). A run with fewer (a case stopped at the timer's cap) is ``uncertain``.
+
+The gate fails on the verdicts named by ``--fail-on`` (``slower:N%``, ``invalid``,
+``uncertain``: a case the gate could not judge, so that a gate of noisy runs never passes in
+silence) and, whatever it names, on a case whose times B holds but that cannot be read
+(``unreadable`` in B). ``Comparison.judged_line`` says how many cases were judged; when most
+were not, it says so and why.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
+import numpy as np
+
 from .gate_load import (
+    block_ratios,
     excuses,
     normalised_notes,
     roof_normalised,
     roof_span,
 )
 from .records import CaseResult, RunResult
+from .timing import GATE_MIN_SAMPLES
 
 Verdict = Literal["faster", "slower", "same", "uncertain", "unreadable", "invalid in B",
                   "fixed in B", "not measured", "only in A", "only in B", "other device"]
@@ -92,12 +105,19 @@ COMPARE_SCHEMA = "roofbench.compare"
 COMPARE_SCHEMA_VERSION = 1
 
 
+EXACT_UP_TO = 2048  # samples: median_rank in integers up to here, in floats beyond
+
+
 @lru_cache(maxsize=4096)
 def median_rank(n: int, confidence: float) -> int:
     """The largest k (1-based) such that [x_(k), x_(n+1-k)] covers the median with at least
     ``confidence``: P(Binomial(n, 1/2) <= k - 1) <= (1 - confidence) / 2. 0 when n is too
-    small for any such interval. Exact in integers (no normal approximation)."""
+    small for any such interval. Exact in integers up to ``EXACT_UP_TO`` samples; beyond, the
+    integers are n bits wide and the walk n/2 steps long (a run of 10^6 samples took minutes),
+    so the tail is summed in floating point near k alone and k found by bisection."""
     alpha = (1.0 - confidence) / 2.0
+    if n > EXACT_UP_TO:
+        return _median_rank_float(n, alpha)
     total = 1 << n
     term, cdf, k = 1, 0, 0  # term = C(n, j)
     for j in range(n // 2 + 1):
@@ -109,13 +129,61 @@ def median_rank(n: int, confidence: float) -> int:
     return k
 
 
+TAIL_TERMS = [0]  # terms summed by _binomial_tail since import (a test reads the work done)
+
+
+def _binomial_tail(n: int, j: int) -> float:
+    """P(Binomial(n, 1/2) <= j), summed down from j: the terms shrink by j/(n-j+1) a step, so
+    within a few sqrt(n) of n/2 a few hundred terms reach 1e-17 of the sum."""
+    log_half_n = n * math.log(2.0)
+    lg_n = math.lgamma(n + 1)
+    term = math.exp(lg_n - math.lgamma(j + 1) - math.lgamma(n - j + 1) - log_half_n)
+    total = 0.0
+    while j >= 0 and term > 0.0:
+        TAIL_TERMS[0] += 1
+        total += term
+        if term < 1e-17 * total:
+            break
+        term *= j / (n - j + 1)
+        j -= 1
+    return total
+
+
+def _median_rank_float(n: int, alpha: float) -> int:
+    """median_rank for large n: the largest k with P(Bin(n, 1/2) <= k - 1) <= alpha, by
+    bisection on k (the tail grows with k); relative error ~1e-12 in the tail, so k can differ
+    from the exact rank only where the tail lies within that of alpha."""
+    lo, hi = 0, n // 2 + 1  # tail(lo - 1) <= alpha holds for lo = 0 (an empty tail)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _binomial_tail(n, mid - 1) <= alpha:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _sorted(xs: list[float]) -> np.ndarray:
+    """The samples sorted as float64 (numpy: a million samples in a few milliseconds)."""
+    return np.sort(np.asarray(xs, dtype=np.float64))
+
+
+def _median_of(s: np.ndarray) -> float:
+    """The median of sorted samples, as statistics.median takes it (the middle two's mean)."""
+    n = len(s)
+    return float(s[n // 2]) if n % 2 else float((s[n // 2 - 1] + s[n // 2]) / 2)
+
+
 def median_interval(samples: list[float], confidence: float) -> tuple[float, float] | None:
     """Distribution-free interval of the median of ``samples`` (None: too few samples)."""
-    s = sorted(samples)
+    return _interval_of(_sorted(samples), confidence)
+
+
+def _interval_of(s: np.ndarray, confidence: float) -> tuple[float, float] | None:
     k = median_rank(len(s), confidence)
     if k == 0:
         return None
-    return s[k - 1], s[len(s) - k]
+    return float(s[k - 1]), float(s[len(s) - k])
 
 
 def min_samples(confidence: float = math.sqrt(CONFIDENCE)) -> int:
@@ -124,6 +192,12 @@ def min_samples(confidence: float = math.sqrt(CONFIDENCE)) -> int:
     while median_rank(n, confidence) == 0:
         n += 1
     return n
+
+
+# The most cases judged together (Bonferroni) for which a run of the timer's minimum of
+# samples still has an interval (tests/roofbench/test_gate_minimum.py ties the two).
+JUDGED_AT_MINIMUM = 35
+MIN_PAIRS = 2 * GATE_MIN_SAMPLES  # an A/B case: as many ABBA blocks as a run's samples
 
 
 @dataclass(frozen=True)
@@ -142,9 +216,10 @@ class RatioInterval:
 def ratio_interval(a: list[float], b: list[float],
                    confidence: float = CONFIDENCE) -> RatioInterval:
     """Median(b) / median(a) and its distribution-free interval at ``confidence``."""
-    ratio = statistics.median(b) / statistics.median(a)
+    sa, sb = _sorted(a), _sorted(b)  # one sort a side: median and interval both read it
+    ratio = _median_of(sb) / _median_of(sa)
     per_side = math.sqrt(confidence)  # independent runs: the joint coverage is the product
-    ia, ib = median_interval(a, per_side), median_interval(b, per_side)
+    ia, ib = _interval_of(sa, per_side), _interval_of(sb, per_side)
     if ia is None or ib is None:
         return RatioInterval(ratio, None, None)
     return RatioInterval(ratio, ib[0] / ia[1], ib[1] / ia[0])
@@ -152,13 +227,17 @@ def ratio_interval(a: list[float], b: list[float],
 
 def paired_interval(a: list[float], b: list[float],
                     confidence: float = CONFIDENCE) -> RatioInterval:
-    """A/B samples taken in pairs (a[i] beside b[i]): the median of the ratios b[i] / a[i]
-    and its distribution-free interval at ``confidence``."""
+    """A/B samples taken in pairs (a[i] beside b[i]), the order alternating (A B, then B A):
+    the median of the ABBA blocks' ratios (``gate_load.block_ratios``: a side that gains from
+    running second gains in one pair of a block and loses in the other) and its
+    distribution-free interval at ``confidence``."""
     if len(a) != len(b):
         raise ValueError(f"paired samples of unequal counts ({len(a)}, {len(b)})")
-    ratios = [y / x for x, y in zip(a, b, strict=True)]
-    iv = median_interval(ratios, confidence)
-    return RatioInterval(statistics.median(ratios), *(iv if iv else (None, None)))
+    s = _sorted(block_ratios(a, b))
+    if not len(s):
+        return RatioInterval(float(np.median(np.asarray(b) / np.asarray(a))), None, None)
+    iv = _interval_of(s, confidence)
+    return RatioInterval(_median_of(s), *(iv if iv else (None, None)))
 
 
 def judge(iv: RatioInterval, threshold: float, slow_excuse: float = 1.0,
@@ -194,6 +273,13 @@ class CaseVerdict:
     reason: str = ""
     paired: bool = False  # judged on A/B pairs (one job, alternating)
     normalised: bool = False  # judged on times x the paired roof's rate (roof_normalised)
+    side: str = ""  # `unreadable`: the side whose times cannot be read ("A", "B", "A, B")
+
+    @property
+    def statistic(self) -> str:
+        """What the ratio was judged on, in words (the table's label)."""
+        return (("roof-normalised" if self.normalised else "raw")
+                + (" ABBA pairs" if self.paired else " medians"))
 
     @property
     def speedup(self) -> float | None:
@@ -212,23 +298,28 @@ class CaseVerdict:
 
 @dataclass(frozen=True)
 class FailOn:
-    """What makes the gate fail: cases ``slower`` beyond the comparison's threshold, and/or
-    cases valid in A and invalid in B."""
+    """What makes the gate fail: cases ``slower`` beyond the comparison's threshold, cases
+    valid in A and invalid in B, cases not judged (``uncertain``, or unreadable in A); and,
+    under any gate, a case whose times B holds unreadable (a gate must not pass on a B it
+    could not read)."""
 
     slower: bool = False
     invalid: bool = False
+    uncertain: bool = False
 
     @property
     def active(self) -> bool:
-        return self.slower or self.invalid
+        return self.slower or self.invalid or self.uncertain
 
     def describe(self, threshold: float) -> list[str]:
         return ([f"slower:{threshold * 100:g}%"] if self.slower else []) + \
-            (["invalid"] if self.invalid else [])
+            (["invalid"] if self.invalid else []) + (["uncertain"] if self.uncertain else [])
 
     def fails(self, v: CaseVerdict) -> bool:
         return ((self.slower and v.verdict == "slower")
-                or (self.invalid and v.verdict == "invalid in B"))
+                or (self.invalid and v.verdict == "invalid in B")
+                or (self.uncertain and v.verdict in ("uncertain", "unreadable"))
+                or (self.active and v.verdict == "unreadable" and "B" in v.side))
 
 
 @dataclass(frozen=True)
@@ -261,6 +352,28 @@ class Comparison:
     method: str = METHOD
     confidence: float = CONFIDENCE  # of every interval together
     case_confidence: float = CONFIDENCE  # of each case's interval (Bonferroni)
+
+    def judged_line(self) -> str:
+        """How many of the cases with times on both sides were judged (same, faster or
+        slower); when most were not (uncertain, unreadable), why and what to do."""
+        timed = [c for c in self.cases if c.verdict in (
+            "faster", "slower", "same", "uncertain", "unreadable")]
+        done = sum(c.verdict in ("faster", "slower", "same") for c in timed)
+        line = f"judged {done} of {len(timed)} cases"
+        if not timed or done * 2 > len(timed):
+            return line
+        few = [c for c in timed if c.verdict == "uncertain" and c.ratio_lo is None]
+        paired = any(c.paired for c in timed)
+        why = ("the pairs are too noisy or too few" if paired else
+               "the runs are too noisy or too short")
+        fix = ("rerun where fewer processes share the cores, or with a longer timer budget"
+               if paired else "rerun with `roofbench ab` (base and new alternately, in one job)")
+        unread = sum(c.verdict == "unreadable" for c in timed)
+        detail = ", ".join(x for x in (
+            f"{len(timed) - done - unread} uncertain" if len(timed) - done - unread else "",
+            f"{len(few)} of them too few samples for an interval" if few else "",
+            f"{unread} unreadable" if unread else "") if x)
+        return f"{line} ({detail}): {why}; {fix}"
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -302,12 +415,22 @@ def _positive(x: float | None) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+def _not_positive(xs: list[float]) -> list[Any]:
+    """The samples that are not a positive finite time: one vectorised pass over floats
+    (a million samples, checked one by one in Python, took seconds a look)."""
+    if all(type(x) is float for x in xs):
+        arr = np.asarray(xs, dtype=np.float64)
+        if bool(np.isfinite(arr).all()) and bool((arr > 0).all()):
+            return []
+    return [x for x in xs if not _positive(x)]
+
+
 def _unreadable(c: CaseResult) -> str | None:
     """Why the times of a valid case cannot be read, or None."""
     if not _positive(c.measurement.median_s):
         return f"median time {c.measurement.median_s!r}"
     if c.measurement.timing is not None:
-        bad = [x for x in c.measurement.timing.samples if not _positive(x)]
+        bad = _not_positive(c.measurement.timing.samples)
         if bad:
             return (f"{len(bad)} of {c.measurement.timing.n} samples not a positive finite time "
                     f"({bad[0]!r})")
@@ -327,11 +450,11 @@ def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
         return CaseVerdict(key, verdict, ma, mb, reason=str(why or ""))
     na = ta.n if ta else 0
     nb = tb.n if tb else 0
-    for side, c in (("A", ca), ("B", cb)):
-        why = _unreadable(c)
-        if why:
-            return CaseVerdict(key, "unreadable", ma, mb, n_a=na, n_b=nb,
-                               reason=f"{side}: {why}")
+    unread = {side: why for side, c in (("A", ca), ("B", cb)) if (why := _unreadable(c))}
+    if unread:
+        return CaseVerdict(key, "unreadable", ma, mb, n_a=na, n_b=nb,
+                           reason="; ".join(f"{sd}: {why}" for sd, why in unread.items()),
+                           side=", ".join(unread))
     assert ma is not None and mb is not None
     paired = paired and ta is not None and tb is not None and na == nb
     norm = roof_normalised(ta, tb)
@@ -344,8 +467,12 @@ def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
         iv = (paired_interval(xa, xb, confidence) if paired
               else ratio_interval(xa, xb, confidence))
         reason = "" if iv.bounded else (
-            f"fewer than {min_samples(confidence if paired else math.sqrt(confidence))} "
-            f"{'pairs' if paired else 'samples in a run'}: no interval")
+            f"fewer than {2 * min_samples(confidence)} pairs (ABBA blocks of two)" if paired
+            else f"fewer than {min_samples(math.sqrt(confidence))} samples in a run"
+        ) + ": no interval" + (
+            f" (the timer takes {GATE_MIN_SAMPLES} a run, {MIN_PAIRS} pairs an A/B case, "
+            "unless a case reaches its cap, or an older roofbench took the run)"
+            if min(na, nb) < (MIN_PAIRS if paired else GATE_MIN_SAMPLES) else "")
     loads = {sd: t.outside_load for sd, t in (("A", ta), ("B", tb))
              if t is not None and t.outside_load}
     ex = excuses(ta, tb, paired)
@@ -415,11 +542,12 @@ def classify(a: RunResult, b: RunResult, threshold: float = 0.05,
                      case_confidence=per_case)
     for k in keys:
         ca, cb = ia.get(k), ib.get(k)
-        side = next((sd for sd in ("A", "B") if k in bad[sd]), None)
-        if side is not None:  # never `same`, never `only in`: named with the reader's reason
+        sides = [sd for sd in ("A", "B") if k in bad[sd]]
+        if sides:  # never `same`, never `only in`: named with the reader's reason
             out.cases.append(CaseVerdict(k, "unreadable", ca.measurement.median_s if ca else None,
                                          cb.measurement.median_s if cb else None,
-                                         reason=f"{side}: {bad[side][k]}"))
+                                         reason="; ".join(f"{sd}: {bad[sd][k]}" for sd in sides),
+                                         side=", ".join(sides)))
         elif ca is None or cb is None:
             out.cases.append(CaseVerdict(k, "only in A" if cb is None else "only in B",
                                          ca.measurement.median_s if ca else None,

@@ -22,9 +22,12 @@ explains none), and the same load on both explains nothing.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from dataclasses import dataclass
+
+import numpy as np
 
 from .timing import Timing
 from .units import si
@@ -60,6 +63,17 @@ def load_bounds(fa: float, fb: float) -> tuple[float, float]:
     return max(1.0, (1.0 - fa) / (1.0 - fb)), max(1.0, (1.0 - fb) / (1.0 - fa))
 
 
+def block_ratios(a: list[float], b: list[float]) -> list[float]:
+    """A/B pairs in alternating order (A B, then B A: bench/gate/ab_session.py) taken as ABBA
+    blocks of two pairs, each block's ratio sqrt(b1 b2 / (a1 a2)). Whatever the second of a
+    pair gains from the first (its caches, clocks, the scheduler's slice) B gains in the
+    first pair and A in the second, so the block's ratio holds it once each way: a pair's
+    ratio alone carries it, and their median sits on one side of 1 when the pairs do not
+    split evenly. A last pair without its partner is left out."""
+    n = min(len(a), len(b)) // 2 * 2
+    return [math.sqrt((b[i] * b[i + 1]) / (a[i] * a[i + 1])) for i in range(0, n, 2)]
+
+
 def wait_free(t: Timing) -> list[float] | None:
     """Each sample less the time it waited for a core (never below 1 - MAX_SHARE of it);
     None when the timing recorded no wait per sample."""
@@ -90,7 +104,7 @@ def stretch(t: Timing | None) -> tuple[float, bool]:
     u = wait_free(t)
     if u is None:
         return 1.0 / (1.0 - load_share(t.outside_load)), False
-    return (statistics.median(t.samples) / statistics.median(u)
+    return (float(np.median(t.samples)) / float(np.median(u))
             / (1.0 - steal_share(t.outside_load))), True
 
 
@@ -101,8 +115,10 @@ def excuses(ta: Timing | None, tb: Timing | None, paired: bool = False) -> Excus
     if paired and wa and wb and ta is not None and tb is not None and ta.n == tb.n:
         ua, ub = wait_free(ta), wait_free(tb)
         assert ua is not None and ub is not None
-        r = statistics.median([b / a for a, b in zip(ta.samples, tb.samples, strict=True)])
-        r_u = statistics.median([b / a for a, b in zip(ua, ub, strict=True)])
+        ratios, freed = block_ratios(ta.samples, tb.samples), block_ratios(ua, ub)
+        if not ratios:  # a single pair: no block
+            ratios, freed = [tb.samples[0] / ta.samples[0]], [ub[0] / ua[0]]
+        r, r_u = statistics.median(ratios), statistics.median(freed)
         rel = r / r_u * (1.0 - steal_share(ta.outside_load)) / (
             1.0 - steal_share(tb.outside_load))
     how = (PER_SAMPLE if wa and wb else SHARES if not (wa or wb) else

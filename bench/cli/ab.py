@@ -153,7 +153,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threshold", type=fraction, default=None,
                    help="a change smaller than this is 'same' (default 0.05)")
     p.add_argument("--fail-on", type=fail_on_spec, action="append", metavar="GATE",
-                   help="exit 1 on: slower:N%%, invalid (as roofbench compare)")
+                   help="exit 1 on: slower:N%%, invalid, uncertain (as roofbench compare)")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="the same as --fail-on slower,invalid")
     p.set_defaults(func=cmd_ab)

@@ -44,7 +44,7 @@ def fraction(text: str) -> float:
 
 
 def fail_on_spec(text: str) -> list[tuple[str, float | None]]:
-    """'slower:5%', 'slower', 'invalid', or several joined by commas."""
+    """'slower:5%', 'slower', 'invalid', 'uncertain', or several joined by commas."""
     out: list[tuple[str, float | None]] = []
     for part in (p.strip() for p in text.split(",")):
         kind, _, value = part.partition(":")
@@ -53,11 +53,12 @@ def fail_on_spec(text: str) -> list[tuple[str, float | None]]:
                 raise argparse.ArgumentTypeError(
                     f"give the slowdown as a percentage (slower:5%), got {part!r}")
             out.append(("slower", fraction(value) if value else None))
-        elif kind == "invalid" and not value:
-            out.append(("invalid", None))
+        elif kind in ("invalid", "uncertain") and not value:
+            out.append((kind, None))
         else:
             raise argparse.ArgumentTypeError(
-                f"unknown gate {part!r}; use slower:N% (e.g. slower:5%), slower or invalid")
+                f"unknown gate {part!r}; use slower:N% (e.g. slower:5%), slower, invalid or "
+                "uncertain")
     return out
 
 
@@ -75,7 +76,8 @@ def gate_of(args: argparse.Namespace) -> tuple[float, FailOn]:
                         "--fail-on slower:N%")
     threshold = given.pop() if given else DEFAULT_THRESHOLD
     fail_on = FailOn(slower=bool(slower) or args.fail_on_regression,
-                     invalid=any(k == "invalid" for k, _ in specs) or args.fail_on_regression)
+                     invalid=any(k == "invalid" for k, _ in specs) or args.fail_on_regression,
+                     uncertain=any(k == "uncertain" for k, _ in specs))
     return threshold, fail_on
 
 
@@ -96,18 +98,27 @@ def _ms(x: float | None) -> str:
     return f"{x * 1e3:.3f} ms" if math.isfinite(x) else str(x)
 
 
+# The columns: the raw medians as measured, then the ratio the verdict was judged on, which
+# is of roof-normalised times where both runs sampled the roof (it can differ from the raw
+# medians' ratio: "77.467 ms | 89.760 ms | 1.234x" read as a contradiction), and on what.
+COLUMNS = ("case", "A: raw median", "B: raw median", "judged on", "B/A judged, 95% interval",
+           "speedup A/B judged", "verdict")
+
+
 def table(cmp: Comparison) -> Table:
     t = Table(title=f"A: {cmp.a.device} {cmp.a.created}  vs  B: {cmp.b.device} {cmp.b.created}"
-              + ("  (A/B pairs)" if any(v.paired for v in cmp.cases) else ""))
-    for col in ("case", "time A", "time B", "speedup (A/B)", "time B/A, 95% interval",
-                "verdict"):
+              + ("  (A/B pairs)" if any(v.paired for v in cmp.cases) else ""),
+              caption="raw median: the times as measured; judged: the statistic the verdict "
+                      "read (roof-normalised: each time x its roof's rate beside it)")
+    for col in COLUMNS:
         t.add_column(col)
     for v in cmp.cases:
         interval = (f"{v.ratio:.3f} [{v.ratio_lo:.3f}, {v.ratio_hi:.3f}]"
                     if v.ratio_lo is not None and v.ratio_hi is not None and v.ratio
                     else f"{v.ratio:.3f}" if v.ratio else "-")
         t.add_row(escape(v.key), _ms(v.median_a), _ms(v.median_b),
-                  f"{v.speedup:.3f}x" if v.speedup else "-", interval,
+                  v.statistic if v.ratio else "-", interval,
+                  f"{v.speedup:.3f}x" if v.speedup else "-",
                   escape(v.verdict + (f" ({v.reason})" if v.reason else "")))
     return t
 
@@ -159,11 +170,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(", ".join(f"{n} {v}" for v, n in counts.items()))
     for note in cmp.notes:
         print(f"note: {note}")
+    rc = 0
     if cmp.failed:
         gate = " or ".join(cmp.fail_on)
-        print(f"gate failed ({gate}): {', '.join(cmp.failed)}")
-        return 1
-    return 0
+        why = {c.key: c.verdict + (" in " + c.side if c.side else "") for c in cmp.cases}
+        print(f"gate failed ({gate}): " + ", ".join(f"{k} ({why[k]})" for k in cmp.failed))
+        rc = 1
+    # the last line: how much was judged (a gate of `uncertain` cases is a gate that is off)
+    print(cmp.judged_line())
+    return rc
 
 
 def _samples_or_none(run: RunResult) -> RunResult:
@@ -184,8 +199,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"{DEFAULT_THRESHOLD:g})")
     p.add_argument("--fail-on", type=fail_on_spec, action="append", metavar="GATE",
                    help="exit 1 on: slower:N%% (slower by more than N%% and beyond the "
-                        "noise), invalid (valid in A, invalid in B); comma-separated or "
-                        "repeated")
+                        "noise), invalid (valid in A, invalid in B), uncertain (a case the "
+                        "gate could not judge); comma-separated or repeated. Any gate fails "
+                        "on a case B holds unreadable")
     p.add_argument("--out", help="path of the plot, page and JSON without extension "
                                  "(default: B's folder/compare)")
     p.add_argument("--fail-on-regression", action="store_true",
