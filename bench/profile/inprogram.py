@@ -26,7 +26,7 @@ from typing import Any
 from roofbench.bench.errors import UserError
 from roofbench.bench.profile.recording import Recording
 
-from roofbench.timing import RoofPair, TimerConfig, Timing
+from roofbench.timing import ROOF_MOVED, RoofPair, TimerConfig, Timing, roof_moved
 
 MIN_LONG_RUNS = 3  # timed runs of a program one run of which outlasts the timer's budget
 
@@ -52,6 +52,40 @@ class InProgram:
     roof_rates: list[float] = field(default_factory=list)
     # per run: the timing mode's own seconds (around each call, outside the op's window)
     book_s: list[float] = field(default_factory=list)
+    # what else used the machine over all the runs (a CPU's counters: load, preemptions,
+    # page faults; roofs/probes/cpu_noise.py), None on a GPU; the CV a timing is noisy over
+    noise: Any = None
+    noisy_cv: float = 0.05
+
+    def marked(self, t: Timing) -> Timing:
+        """``t`` flagged as the suite flags a case's timing (``timing.sample_loop``, the CPU
+        backend): noisy over ``noisy_cv`` with its cause (the paired roof moved, else the
+        counters'), and the outside load seen over the runs."""
+        from roofbench.roofs.probes.cpu_noise import noise_cause, outside_load
+
+        if self.noise is not None:
+            t.outside_load = outside_load(self.noise)
+        if t.n > 1 and t.cv > self.noisy_cv:
+            t.flags.append(f"noisy: cv {t.cv:.1%} > {self.noisy_cv:.0%}")
+            if t.paired:
+                t.flags.append(roof_moved(t))
+            if self.noise is not None and not any(f.startswith(ROOF_MOVED) for f in t.flags):
+                t.flags.append(f"noise cause: {noise_cause(self.noise)}")
+        return t
+
+    def under_load(self) -> str:
+        """What other processes did while the runs were timed, when they took more than the
+        noise probe's share of the machine or made this process wait for a core ("" else)."""
+        from roofbench.roofs.probes.cpu_noise import OTHER_BUSY, outside_load
+
+        r = self.noise
+        if r is None or not (r.other_busy > OTHER_BUSY or (r.waited or 0.0) > OTHER_BUSY):
+            return ""
+        return outside_load(r)
+
+    def run_totals(self, distinct: int, calls: int) -> list[float]:
+        """The op's seconds in each run (its calls summed)."""
+        return [s * calls for s in self.per_call.get(distinct, [])]
 
     @property
     def program_run_s(self) -> list[float]:
@@ -70,19 +104,22 @@ class InProgram:
         s = self.per_call.get(distinct)
         if not s:
             return None
-        return Timing(samples=list(s), warmup_runs=self.warmup_runs, stopped_by="runs",
-                      config={"timed": "in the program, each call under the dispatch mode"})
+        return self.marked(Timing(samples=list(s), warmup_runs=self.warmup_runs,
+                                  stopped_by="runs", config={
+                                      "timed": "in the program, each call under the dispatch "
+                                               "mode"}))
 
     def eager_timing(self) -> Timing | None:
         """The paired eager runs as the program's samples (host clock, end to end)."""
         if not self.eager_s:
             return None
         paired = len(self.roof_rates) == len(self.eager_s)
-        return Timing(samples=list(self.eager_s), warmup_runs=self.warmup_runs,
-                      stopped_by="runs", config={"timed": "end to end, each run right after "
-                                                          "a timed run of its ops"},
-                      roof_probe=self.roof_probe if paired else "",
-                      roof_rates=list(self.roof_rates) if paired else [])
+        return self.marked(Timing(samples=list(self.eager_s), warmup_runs=self.warmup_runs,
+                                  stopped_by="runs",
+                                  config={"timed": "end to end, each run right after a timed "
+                                                   "run of its ops"},
+                                  roof_probe=self.roof_probe if paired else "",
+                                  roof_rates=list(self.roof_rates) if paired else []))
 
     def paired_ratio(self) -> float | None:
         """The median over the runs of the run's ops summed over the eager run after it."""
@@ -183,7 +220,13 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
                 "inside the profiled function, or pass one that is not updated")
         return state["dt"], wall
 
-    out = InProgram(roof_probe=pair.probe if pair is not None else "")
+    out = InProgram(roof_probe=pair.probe if pair is not None else "",
+                    noisy_cv=cfg.noisy_cv)
+    probe = None
+    if not gpu:
+        from roofbench.roofs.probes.cpu_noise import NoiseProbe
+
+        probe = NoiseProbe()
     if pair is not None:
         pair.sample()  # its first call allocates: untimed
     t0 = time.perf_counter()
@@ -217,4 +260,6 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
             if pair.rewarm:  # the roof's data evicted the program's: back, untimed
                 fn()
         runs += 1
+    if probe is not None:
+        out.noise = probe.report()
     return out

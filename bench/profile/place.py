@@ -113,6 +113,26 @@ def roofs_for_threads(rs: RoofSet, threads: int) -> RoofSet:
     return out
 
 
+def mark_ranks(ranked: list[Any], totals: dict[int, list[float]]) -> None:
+    """Whether each rank of the ranking (``OpPlace``s in profile.md's order) is significant:
+    the op's seconds per program run over the timed runs, less its time at its roof (what
+    the ranking orders by), lowest and highest (its interval),
+    and the neighbouring ranks whose interval overlaps it (``rank_tie_with``): an op that
+    overlaps the next is not surely ahead of it (a preempted call makes a small op "#1").
+    Recorded in each op's evidence, for the report and the plot to say."""
+    iv = []
+    for p in ranked:  # ranked by the time saved at the roof: the interval is of that
+        t = totals.get(p.op.index) or [p.total_s]
+        rt = p.share.roof_time_s if p.share and p.share.gain is not None else None
+        iv.append((min(t) - (rt or 0.0), max(t) - (rt or 0.0)))
+    for i, p in enumerate(ranked):
+        lo, hi = iv[i]
+        ties = [j + 1 for j in (i - 1, i + 1)
+                if 0 <= j < len(ranked) and iv[j][0] <= hi and lo <= iv[j][1]]
+        p.case.evidence.extra.update(rank=i + 1, rank_interval_s=[lo, hi],
+                                     rank_tie_with=ties, rank_significant=not ties)
+
+
 def alone_summary(rec: CaseResult) -> dict[str, Any]:
     """The op timed alone on its cloned arguments (its data warm in cache), as placed."""
     r, pl = rec.roofline, rec.roofline.placement

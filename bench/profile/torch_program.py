@@ -62,6 +62,7 @@ from roofbench.bench.profile.place import (
     flag_above_roof,
     held_paired_time,
     launch_cost,
+    mark_ranks,
     roofs_for_threads,
     used_cores,
 )
@@ -283,6 +284,15 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
         rt = roof_time(p.op.flops, p.case.declaration.bytes, p.case.identity.precision, rs)
         p.share = Share(f"{p.op.name} #{p.op.index}", p.total_s, p.total_s / whole,
                         rt * p.op.calls if rt is not None else None)
+    mark_ranks(prof.ranking(), {p.op.index: inprog.run_totals(p.op.index, p.op.calls)
+                                for p in places})
+    # a profile taken while other processes held the cores: said in results.json (its
+    # notes, the program's evidence) and in extra["under_load"] (the report's mark)
+    loaded = inprog.under_load()
+    if loaded:
+        prof.extra["under_load"] = loaded
+        program.evidence.extra["under_load"] = loaded
+        prof.notes.append(f"taken under load: {loaded}")
     prof.extra["launch_s"] = launch_cost(clock, cfg, gpu)
     prof.groups = fusion_groups(prof)
     prof.extra["phases_s"] = {"record": t_record, "time_in_program": t_inprog,
