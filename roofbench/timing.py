@@ -28,7 +28,7 @@ class Timing:
 
     samples: list[float]  # seconds, raw
     warmup_runs: int
-    stopped_by: str  # "noise", "median_ci", "budget" or "max_samples"
+    stopped_by: str  # "noise", "median_ci", "budget", "max_samples" or "cap" (short of the minimum)
     config: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     # What else used the machine while this was timed (other processes, hypervisor steal,
@@ -109,7 +109,15 @@ class Timing:
 
 
 
-GATE_MIN_SAMPLES = 12  # tests/roofbench/test_timing.py ties it to gate.min_samples
+# The one minimum of samples a run, shared by the timer (which takes at least this many) and
+# the regression gate (which needs it for an interval: 7 for one case, 12 with up to
+# gate.JUDGED_AT_MINIMUM = 35 judged together; an A/B case takes twice as many pairs).
+# docs/measure-api.md, "Enough samples for the gate", says it once.
+GATE_MIN_SAMPLES = 12
+# A long case keeps sampling past its budget until it has GATE_MIN_SAMPLES, up to this many
+# seconds of sampling (--quick: the second figure); past the cap it stops with fewer, flagged.
+MIN_SAMPLES_CAP_S = 60.0
+QUICK_MIN_SAMPLES_CAP_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -125,11 +133,15 @@ class TimerConfig:
     target_rel_ci: float = 0.005  # ... or the 95% CI of the median is within +-this of it
     noisy_cv: float = 0.05  # a result whose CV stays above this is flagged noisy
     cold: bool = False  # run the backend's cache flush before every sample, outside the window
+    # A case reaching its budget before min_samples samples goes on to min_samples, until
+    # this much sampling time (then it stops short, flagged: the gate cannot judge it).
+    min_samples_cap_s: float = MIN_SAMPLES_CAP_S
 
     @classmethod
     def quick(cls) -> TimerConfig:
         return cls(warmup_s=0.02, warmup_min_runs=1, min_samples=GATE_MIN_SAMPLES, max_samples=50,
-                   budget_s=0.3, target_cv=0.02, target_rel_ci=0.01)
+                   budget_s=0.3, target_cv=0.02, target_rel_ci=0.01,
+                   min_samples_cap_s=QUICK_MIN_SAMPLES_CAP_S)
 
     def with_budget(self, budget_s: float) -> TimerConfig:
         return replace(self, budget_s=min(self.budget_s, budget_s))
@@ -217,18 +229,28 @@ def sample_loop(one: Callable[[], float], cfg: TimerConfig,
             if why:
                 stopped = why
                 break
-        # A long case (seconds per run) stops on the budget after a few samples rather than
-        # min_samples: the median of 3 is still reported with its spread.
-        if len(samples) >= min(3, cfg.min_samples) and clock() - t0 >= cfg.budget_s:
-            stopped = "budget"
+        # A long case (seconds per run) goes past its budget to min_samples (what the gate
+        # needs to judge it), within the cap; past the cap it stops short, flagged below.
+        elapsed = clock() - t0
+        if elapsed >= cfg.budget_s and (len(samples) >= cfg.min_samples
+                                        or elapsed >= cfg.min_samples_cap_s):
+            stopped = "budget" if len(samples) >= cfg.min_samples else "cap"
             break
     t = Timing(samples=samples, warmup_runs=warm, stopped_by=stopped, config=asdict(cfg),
                roof_probe=pair.probe if pair is not None else "", roof_rates=rates)
+    if stopped == "cap":
+        t.flags.append(short_flag(t.n, cfg))
     if t.n > 1 and t.cv > cfg.noisy_cv:
         t.flags.append(f"noisy: cv {t.cv:.1%} > {cfg.noisy_cv:.0%}")
         if t.paired:
             t.flags.append(roof_moved(t))
     return t
+
+
+def short_flag(n: int, cfg: TimerConfig) -> str:
+    """The flag of a timing stopped at the cap before its minimum of samples."""
+    return (f"too few samples for the gate: {n} < {cfg.min_samples} within the "
+            f"{cfg.min_samples_cap_s:g} s cap (compare calls its changes uncertain)")
 
 
 def spread(xs: list[float]) -> float:
