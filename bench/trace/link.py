@@ -43,8 +43,9 @@ def _contains(outer: Op, inner: Op) -> bool:
     return inner.ts < end and inner.ts + inner.dur <= end + NEST_TOLERANCE_US
 
 
-def nest(tr: Trace) -> tuple[list[int], list[int]]:
-    """Each op's parent on its thread (intervals nest: the profiler's record functions)."""
+def nest(tr: Trace) -> tuple[list[int], list[int], dict[tuple[object, object], list[int]]]:
+    """Each op's parent on its thread (intervals nest: the profiler's record functions), the
+    top-level ops, and each thread's ops in time order (parents before their children)."""
     parent = [-1] * len(tr.ops)
     by_thread: dict[tuple[object, object], list[int]] = defaultdict(list)
     for i, o in enumerate(tr.ops):
@@ -62,13 +63,12 @@ def nest(tr: Trace) -> tuple[list[int], list[int]]:
             else:
                 top.append(i)
             stack.append(i)
-    return parent, top
+    return parent, top, by_thread
 
 
-def units(tr: Trace, parent: list[int]) -> list[int]:
-    """Each op's unit (module doc): parents come before children in time order."""
+def units(tr: Trace, parent: list[int], order: list[int]) -> list[int]:
+    """Each op's unit (module doc); ``order`` puts parents before their children."""
     unit = [-1] * len(tr.ops)
-    order = sorted(range(len(tr.ops)), key=lambda i: (tr.ops[i].ts, -tr.ops[i].dur))
     level: dict[tuple[str, int], bool] = {}
     for i in order:
         o = tr.ops[i]
@@ -93,15 +93,10 @@ def units(tr: Trace, parent: list[int]) -> list[int]:
 class _Enclosing:
     """The innermost op on a thread that encloses a time."""
 
-    def __init__(self, tr: Trace, parent: list[int]) -> None:
+    def __init__(self, tr: Trace, parent: list[int],
+                 by_thread: dict[tuple[object, object], list[int]]) -> None:
         self.tr, self.parent = tr, parent
-        self.starts: dict[tuple[object, object], tuple[list[float], list[int]]] = {}
-        by: dict[tuple[object, object], list[int]] = defaultdict(list)
-        for i, o in enumerate(tr.ops):
-            by[(o.pid, o.tid)].append(i)
-        for k, idx in by.items():
-            idx.sort(key=lambda i: (tr.ops[i].ts, -tr.ops[i].dur))
-            self.starts[k] = ([tr.ops[i].ts for i in idx], idx)
+        self.starts = {k: ([tr.ops[i].ts for i in idx], idx) for k, idx in by_thread.items()}
 
     def at(self, pid: object, tid: object, ts: float) -> int:
         got = self.starts.get((pid, tid))
@@ -118,9 +113,9 @@ class _Enclosing:
 
 
 def link(tr: Trace) -> Links:
-    parent, top = nest(tr)
-    unit = units(tr, parent)
-    enc = _Enclosing(tr, parent)
+    parent, top, by_thread = nest(tr)
+    unit = units(tr, parent, [i for idx in by_thread.values() for i in idx])
+    enc = _Enclosing(tr, parent, by_thread)
     by_corr = {la.corr: k for k, la in enumerate(tr.launches) if la.corr is not None}
     by_pos = {(la.pid, la.tid, la.ts): k for k, la in enumerate(tr.launches)}
     flow_of_kernel = {end: fid for fid, end in tr.flow_f.items()}

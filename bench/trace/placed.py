@@ -18,7 +18,7 @@ from typing import Any
 
 from roofbench.bench.present.amdahl import Share, roof_time
 from roofbench.bench.present.blocks import Block, Image, Items, Section, Table, Text
-from roofbench.bench.profile.common import DTYPES, OpPlace, compute_dtype
+from roofbench.bench.profile.common import DTYPES, OpPlace, compute_dtype, precision_of
 from roofbench.bench.profile.op_counts import CONVENTION
 from roofbench.bench.profile.place import ABOVE, flag_above_roof
 from roofbench.bench.profile.recording import Recording
@@ -85,14 +85,22 @@ class TraceProfile:
         return write_trace(self, got)
 
 
-def _case(p: Any, gpu: bool, backend: str) -> CaseResult:
-    from roofbench.bench.profile.torch_program import op_case
-
-    rec = op_case(p, gpu, backend)
-    rec.evidence.extra.update({"measured_by": "roofbench.trace", "replayed": None,
-                               "timed": "in the trace (each call's recorded duration)"})
-    rec.evidence.extra.pop("replayed")
-    return rec
+def _case(op: Any, gpu: bool, backend: str) -> CaseResult:
+    """The record of one distinct op (one call), as ``profile`` records its ops."""
+    prec = precision_of(op.dtype, op.family, gpu)
+    by = {"dram": op.bytes} if op.bytes else {}
+    return CaseResult(
+        Identity(workload=op.name, variant=f"op{op.index}", backend=backend,
+                 dtype=DTYPES.get(op.dtype, op.dtype), size=[op.calls], precision=prec,
+                 cores="tensor" if prec.endswith("_tc") else "simt"),
+        Declaration(flops=op.flops, bytes=by, ai={"dram": op.flops / op.bytes} if op.bytes
+                    else {}, flop_convention=op.flops_by),
+        Outcome(status="ok", checked=False),
+        evidence=Evidence(extra={"measured_by": "roofbench.trace", "family": op.family,
+                                 "calls": op.calls, "signature": op.signature,
+                                 "outputs": op.outputs, "device": op.device,
+                                 "read_bytes": op.reads, "written_bytes": op.writes,
+                                 "timed": "in the trace (each call's recorded duration)"}))
 
 
 def place(a: Analysis, rs: RoofSet | None, roofs_from: str, device: str,
