@@ -170,6 +170,8 @@ def declare(fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = Non
     given, tol = door.name(name), door.tolerance(tolerance)
     out = door.output(output)
     check = Check(door.reference(reference), out, tol)
+    if counts is not None or str(getattr(fn, "__module__", "")).startswith("triton."):
+        no_complex(args)  # a Triton launch (kernel[grid]): Triton has no complex type
     if counts is not None:
         flops, reads, writes = counted(fn, tuple(args), dict(kwargs or {}), counts)
     n = declared_counts(args, flops=flops, reads=reads, writes=writes, bytes=bytes, dtype=dtype,
@@ -178,18 +180,22 @@ def declare(fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = Non
     return Call(fn, tuple(args), label, n, check, dict(kwargs or {}))
 
 
+def no_complex(args: Sequence[Any]) -> None:
+    """A Triton kernel's arguments: a complex array is one line (Triton's own KeyError was a
+    traceback from inside its launcher)."""
+    for i, a in enumerate(args):
+        kind = str(getattr(a, "dtype", "")).removeprefix("torch.")
+        if door.is_array(a) and kind.startswith("complex"):
+            raise MeasureError(f"a Triton kernel's argument {i} is a {kind} array, and Triton "
+                               "has no complex type: pass its real and imaginary parts as "
+                               "float arrays (torch.view_as_real)")
+
+
 def counted(launch: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
             counts: str) -> tuple[int, int, int]:
     """(FLOPs, bytes read, bytes written) read from a Triton ``kernel[grid]`` run once under
     the interpreter with the call's arguments and keywords; what stops the count (an
     argument Triton has no type for, a missing keyword, no Triton launch) is one line."""
-    for i, a in enumerate(args):
-        kind = str(getattr(a, "dtype", "")).removeprefix("torch.")
-        if door.is_array(a) and kind.startswith("complex"):
-            raise MeasureError(f"counts='kernel': argument {i} is a {kind} array, and Triton "
-                               "has no complex type: pass its real and imaginary parts as "
-                               "float arrays (torch.view_as_real), or declare flops=/reads=/"
-                               "writes= yourself")
     try:
         return kernel_counts(launch, args, counts, kwargs)
     except Exception as e:  # the interpreter's own error, in a line that says what failed

@@ -69,11 +69,14 @@ def test_a_keyword_the_kernel_lacks_is_one_line(compiled_add, roofs_file):
     assert "\n" not in str(e.value)
 
 
-def test_complex_tensors_are_one_line_naming_the_argument(compiled_add, roofs_file):
+@pytest.mark.parametrize("counts", [{"counts": "kernel"},
+                                    {"flops": 5, "reads": 80, "writes": 40, "dtype": "fp32"}],
+                         ids=["counted", "declared"])
+def test_complex_tensors_are_one_line_naming_the_argument(compiled_add, roofs_file, counts):
     import roofbench
 
     a, b, c = (torch.rand(5, dtype=torch.complex64) for _ in range(3))
     with pytest.raises(MeasureError, match="argument 0 is a complex64 array") as e:
         roofbench.measure(compiled_add[(1,)], a, b, c, 5, triton.language.float32,
-                          BLOCK=1024, counts="kernel", roofs=roofs_file)
+                          BLOCK=1024, **counts, roofs=roofs_file)
     assert "\n" not in str(e.value)
