@@ -79,14 +79,17 @@ class Bench:
             f"just before the rest by the same loop")
 
 
-def rest_timer(full: TimerConfig, screen: Timing) -> TimerConfig:
+def rest_timer(full: TimerConfig, screen: Timing, screen_s: float | None = None
+               ) -> TimerConfig:
     """The timer of what follows a screen that did not drop its configuration: the full one
-    less what the screen took (its samples and their share of the budget; no second
-    warm-up, the kernel ran just now), so that a screen costs about nothing more."""
+    less what the screen took (its samples, and ``screen_s``, the wall seconds of its timing
+    phase with its roof samples: else the samples' sum, off the budget; no second warm-up,
+    the kernel ran just now), so that a screen costs about nothing more."""
+    spent = screen_s if screen_s is not None else sum(screen.samples)
     return replace(full, warmup_s=0.0, warmup_min_runs=1,
                    min_samples=max(2, full.min_samples - screen.n),
                    max_samples=max(1, full.max_samples - screen.n),
-                   budget_s=max(0.0, full.budget_s - sum(screen.samples)))
+                   budget_s=max(0.0, full.budget_s - spent))
 
 
 def joined(first: Timing, rest: Timing) -> Timing:

@@ -342,7 +342,8 @@ class Search:
                     return replace(first, why=why, wall_s=self.now() - t0)
                 screen = rec.measurement.timing
                 assert screen is not None
-                rec = bench.measure(call, rest_timer(bench.full, screen))
+                rec = bench.measure(call, rest_timer(bench.full, screen,
+                                                     rec.measurement.phases.get("time")))
                 if rec.outcome.status != "ok":  # it changed its answer: said as it is
                     return trial_of(i, config, rec, roofs, "invalid", rec.outcome.error,
                                   self.now() - t0)

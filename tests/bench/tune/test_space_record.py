@@ -112,3 +112,23 @@ def test_dropped_and_failed_trials_are_not_ranked():
     ts = [trial(0, spread(1.0)), trial(1, spread(0.5), status="dropped"),
           trial(2, (), status="invalid")]
     assert [r.index for r in rank(ts)[1]] == [0]
+
+
+def test_the_rest_after_a_screen_has_the_screens_time_and_samples_taken_off():
+    from roofbench.bench.tune.measured import joined, rest_timer
+
+    from roofbench.timing import TimerConfig, Timing
+
+    full = TimerConfig(warmup_s=0.1, min_samples=12, max_samples=100, budget_s=2.0)
+    screen = Timing(samples=[0.1] * 5, warmup_runs=2, stopped_by="max_samples",
+                    roof_probe="memory:dram:x", roof_rates=[1e9] * 5, waits=[0.0] * 5)
+    rest = rest_timer(full, screen, screen_s=1.2)  # its roof samples took as long again
+    assert (rest.warmup_s, rest.min_samples, rest.max_samples) == (0.0, 7, 95)
+    assert rest.budget_s == pytest.approx(0.8)
+    assert rest_timer(full, screen).budget_s == pytest.approx(1.5)  # the samples alone
+    after = Timing(samples=[0.2] * 7, warmup_runs=1, stopped_by="noise",
+                   roof_probe="memory:dram:x", roof_rates=[2e9] * 7)
+    both = joined(screen, after)
+    assert both.samples == [0.1] * 5 + [0.2] * 7 and both.roof_rates == [1e9] * 5 + [2e9] * 7
+    assert both.stopped_by == "noise" and both.warmup_runs == 3
+    assert both.waits == []  # the rest has no waits: none kept rather than half
