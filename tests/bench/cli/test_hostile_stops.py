@@ -149,6 +149,27 @@ def test_a_thread_left_running_never_keeps_the_process(tmp_path):
     assert "1 thread(s)" in note and "spin" in note
 
 
+def test_the_early_handler_of_python_m_is_the_one_handler_and_exits_130_late():
+    """`python -m roofbench.bench.cli` installs the stop handler before it imports anything;
+    on the way out the boundary treats it as the default: a SIGTERM while the interpreter
+    exits is exit 130 (it was a second handler, put back, whose Stopped raised in an atexit
+    callback: a traceback and exit 0)."""
+    from roofbench import boundary
+
+    main = (ROOT / "bench" / "cli" / "__main__.py").read_text()
+    assert "install_stop_handler()" in main and "signal.signal" not in main
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        boundary.install_stop_handler()
+        with boundary.stop_signals(late=True):
+            assert signal.getsignal(signal.SIGTERM) is boundary.stop_handler
+        assert signal.getsignal(signal.SIGTERM) is boundary._exit_stopped
+        assert signal.getsignal(signal.SIGHUP) is boundary._exit_stopped
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 STOPPED_TESTS = '''
 import os, signal
 import numpy as np
@@ -192,5 +213,5 @@ def test_pytest_with_roofline_out_records_a_stop(sig, tmp_path, pytester):
 pytest_plugins = ["pytester"]
 
 # the report stopped by three signals, the claim, os._exit in three places, a thread left,
-# pytest stopped by two signals
-STOP_ATTEMPTS = 3 + 1 + 3 + 1 + 2
+# a late stop under python -m, pytest stopped by two signals
+STOP_ATTEMPTS = 3 + 1 + 3 + 1 + 1 + 2
