@@ -1,8 +1,8 @@
-"""The regression gate's error rates on real work: false alarms on A/A repeats and real
+"""The regression gate's error rates on real work: false verdicts on A/A repeats and real
 slowdowns caught, in A/B mode (one job, alternating) and from two stored runs.
 
-    python scripts/gate_error_rates.py [--busy] [--flip] [--factor 1.3] [--threshold 0.10]
-                                       [--repeats 20] [--budget 0.5] [--mib 1]
+    python scripts/gate_error_rates.py [--busy [--busy-loops N]] [--flip] [--factor 1.3]
+        [--threshold 0.10] [--repeats 30] [--budget 0.5] [--mib 1] [--modes ab,runs]
 
 The work is real: the base adds two fp32 arrays (``np.add``, --mib MiB each); the slow
 version adds ``factor`` times as many elements (the same call on a longer slice): more work,
@@ -14,9 +14,11 @@ not edited samples. Each repeat measures
   base again), stored and read back: base vs base again is the A/A pair, base vs slow the
   slowdown, judged by the gate as `roofbench compare` judges them.
 
-A false alarm is an A/A case the gate fails (`slower`); a catch is a slowdown case it fails.
-``--busy`` runs ``nice -n 0 python -c 'while 1: pass'`` (one core busy) for the whole
-measurement. ``--flip`` plants a change of the machine's memory bandwidth between the stored
+A false verdict is an A/A case judged `slower` or `faster` (a false alarm: `slower`, the
+one a gate fails on); an A/A interval that does not hold 1 is counted beside it; a catch is a
+slowdown case the gate fails. ``--busy`` runs ``nice -n 0 python -c 'while 1: pass'`` on
+every core (``--busy-loops N``: N of them) for the whole measurement: a shared CI runner.
+``--flip`` plants a change of the machine's memory bandwidth between the stored
 runs: the second and third runs (slow, base again) are timed while another process streams a
 large array (``numpy.copyto`` in a loop, one thread), the base alone; use DRAM-sized arrays
 (``--mib 64``). The roofs file names the CPU's STREAM roof (``stream-add-nt``), so every
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -48,7 +51,7 @@ from roofbench.bench.backends.cpu import cpu_model  # noqa: E402
 from roofbench.bench.results import load_run  # noqa: E402
 
 from roofbench.gate import FailOn, classify  # noqa: E402
-from roofbench.timing import TimerConfig  # noqa: E402
+from roofbench.timing import GATE_MIN_SAMPLES, TimerConfig  # noqa: E402
 
 
 def arrays(mib: float, factor: float) -> tuple[int, tuple[np.ndarray, ...]]:
@@ -65,7 +68,8 @@ def adder(n: int):
 
 
 def timer(budget: float) -> TimerConfig:
-    return TimerConfig(warmup_s=0.05, min_samples=12, max_samples=2000, budget_s=budget)
+    return TimerConfig(warmup_s=0.05, min_samples=GATE_MIN_SAMPLES, max_samples=2000,
+                       budget_s=budget)
 
 
 def roofs_file(folder: Path, paired: bool) -> Path:
@@ -115,16 +119,18 @@ def _child_run(out: Path, roofs: Path, work: float, args: argparse.Namespace) ->
                     str(args.budget)], check=True, timeout=300)
 
 
-def verdicts(a: Path, b: Path, threshold: float) -> dict[str, tuple[str, float, float, str]]:
-    """Per case: verdict, ratio, the interval's low end, and the load's bound the reason
-    names (x..., or '-' where the reason names none)."""
+def verdicts(a: Path, b: Path,
+             threshold: float) -> dict[str, tuple[str, float, float, str, float]]:
+    """Per case: verdict, ratio, the interval's low end, the load's bound the reason names
+    (x..., or '-' where the reason names none), and the interval's high end."""
     cmp = classify(load_run(a), load_run(b), threshold, FailOn(slower=True))
     out = {}
     for v in cmp.cases:
         bound = re.search(r"(?:at most|up to) (x\d+\.\d+)", v.reason)
         out[v.key.split("/")[1]] = (v.verdict, v.ratio or float("nan"),
                                     v.ratio_lo or float("nan"),
-                                    bound.group(1) if bound else "-")
+                                    bound.group(1) if bound else "-",
+                                    v.ratio_hi or float("nan"))
     return out
 
 
@@ -150,10 +156,13 @@ def summary(name: str, rows: list[dict[str, tuple]]) -> str:
     aa = [r["aa"] for r in rows]
     sl = [r["slow"] for r in rows]
     alarms = sum(v[0] == "slower" for v in aa)
+    false = sum(v[0] in ("slower", "faster") for v in aa)
+    off = sum(not (v[2] <= 1.0 <= v[4]) for v in aa if v[2] == v[2] and v[4] == v[4])
     caught = sum(v[0] == "slower" for v in sl)
     other = {k: sum(v[0] == k for v in sl) for k in ("uncertain", "same", "faster")}
     aa_kinds = {k: sum(v[0] == k for v in aa) for k in dict.fromkeys(v[0] for v in aa)}
-    return (f"{name}: false alarms {alarms}/{len(aa)} (A/A ratios "
+    return (f"{name}: false verdicts (faster or slower) {false}/{len(aa)}, of them false "
+            f"alarms {alarms}; A/A intervals not holding 1: {off}/{len(aa)} (A/A ratios "
             f"{min(v[1] for v in aa):.3f}-{max(v[1] for v in aa):.3f}, verdicts {aa_kinds}); "
             f"slowdown caught "
             f"{caught}/{len(sl)} (ratios {min(v[1] for v in sl):.3f}-"
@@ -163,13 +172,15 @@ def summary(name: str, rows: list[dict[str, tuple]]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--busy", action="store_true", help="one busy loop for the duration")
+    ap.add_argument("--busy", action="store_true", help="busy loops for the duration")
+    ap.add_argument("--busy-loops", type=int, default=os.cpu_count() or 1,
+                    help="how many with --busy (default: one per core)")
     ap.add_argument("--flip", action="store_true",
                     help="stored runs 2 and 3 timed beside another process's DRAM stream")
     ap.add_argument("--unpaired", action="store_true", help="roofs no probe samples")
     ap.add_argument("--factor", type=float, default=1.3, help="the slow version's work")
     ap.add_argument("--threshold", type=float, default=0.10, help="the gate's (slower:N)")
-    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--budget", type=float, default=0.5, help="timer budget per side, s")
     ap.add_argument("--mib", type=float, default=1.0, help="MiB per array of the base")
     ap.add_argument("--modes", default="ab,runs", help="ab, runs or both")
@@ -181,11 +192,11 @@ def main() -> int:
         child(Path(args.child), Path(args.roofs), args.work, args.mib, args.budget)
         return 0
     modes = args.modes.split(",")
-    busy = (subprocess.Popen(["nice", "-n", "0", sys.executable, "-c", "while 1: pass"])
-            if args.busy else None)
+    busy = [subprocess.Popen(["nice", "-n", "0", sys.executable, "-c", "while 1: pass"])
+            for _ in range(args.busy_loops if args.busy else 0)]
     print(f"before: {uptime()}", flush=True)
     print(f"factor {args.factor}, threshold {args.threshold:.0%}, {args.repeats} repeats, "
-          f"busy loop: {'yes' if busy else 'no'}, {args.mib} MiB arrays, budget "
+          f"busy loops: {len(busy)}, {args.mib} MiB arrays, budget "
           f"{args.budget} s, bandwidth flip planted: {'yes' if args.flip else 'no'}, "
           f"roof pairs: {'no' if args.unpaired else 'yes'}", flush=True)
     t0 = time.monotonic()
@@ -205,14 +216,15 @@ def main() -> int:
                     sl = verdicts(r[0], r[1], args.threshold)["add"]
                     rows["runs"].append({"aa": aa, "slow": sl})
                 print(f"repeat {i + 1}: " + "; ".join(
-                    f"{m} A/A {rows[m][-1]['aa'][0]} {rows[m][-1]['aa'][1]:.3f}, slow "
+                    f"{m} A/A {rows[m][-1]['aa'][0]} {rows[m][-1]['aa'][1]:.3f} "
+                    f"[{rows[m][-1]['aa'][2]:.3f}, {rows[m][-1]['aa'][4]:.3f}], slow "
                     f"{rows[m][-1]['slow'][0]} {rows[m][-1]['slow'][1]:.3f} "
                     f"[lo {rows[m][-1]['slow'][2]:.3f}, load bound {rows[m][-1]['slow'][3]}]"
                     for m in modes), flush=True)
     finally:
-        if busy is not None:
-            busy.terminate()
-            busy.wait(timeout=10)
+        for loop in busy:
+            loop.terminate()
+            loop.wait(timeout=10)
     print(f"after: {uptime()} ({time.monotonic() - t0:.0f} s)")
     for m in modes:
         print(summary({"ab": "A/B mode", "runs": "two stored runs"}[m], rows[m]))

@@ -47,24 +47,42 @@ from roofbench.roofs.probes.cpu_spinners import settle
 from roofbench.gate import (
     AB_KEY,
     CONFIDENCE,
+    MIN_PAIRS,
     CaseVerdict,
     case_key,
     classify_case,
     median_interval,
 )
+from roofbench.gate_load import block_ratios
 from roofbench.records import CaseResult
 from roofbench.roof_records import RoofSet
-from roofbench.timing import CI_MIN_SAMPLES, RoofPair, TimerConfig, Timing, roof_moved, timer_for
+from roofbench.timing import (
+    CI_MIN_SAMPLES,
+    RoofPair,
+    TimerConfig,
+    Timing,
+    roof_moved,
+    short_flag,
+    timer_for,
+)
 
 ORDER = "alternating pairs: A B, then B A"
 
 
 def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig,
               sync: Callable[[], None] = lambda: None,
-              pair: RoofPair | None = None) -> tuple[Timing, Timing]:
+              pair: RoofPair | None = None,
+              clock: Callable[[], float] = time.perf_counter) -> tuple[Timing, Timing]:
     """Pairs of samples of ``fn_a`` and ``fn_b``, alternating which goes first (see the
     module doc); each side's Timing holds its samples in pair order and its load. ``pair``:
-    the roof that bounds both, sampled after each pair (both sides store its rates)."""
+    the roof that bounds both, sampled after each pair (both sides store its rates).
+
+    No order favours a side: the pairs run A B, B A, ... (ABBA blocks, which the gate judges
+    as units), every pair's first side runs right after a run of its own, as in the blocks
+    themselves (the warm-up ends with A for the first pair, A B; a rewarm after a roof
+    sample runs the coming pair's second side, then its first). A rewarm that always ran A
+    then B left B's data the freshest before every B A pair: B gained in one pair of each
+    block and lost in none (the A/A intervals below 1 of issue 57)."""
     settle()  # no BLAS worker left spinning by the validation (roofs/probes/cpu_spinners.py)
     waits = ThreadWaits()  # each sample's wait for a core (schedstat, nanoseconds)
     waited: dict[str, list[float | None]] = {"A": [], "B": []}
@@ -72,19 +90,19 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
     def one(fn: Callable[[], Any], side: str = "") -> float:
         sync()
         w0 = waits()
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
         sync()
-        t1 = time.perf_counter()
+        t1 = clock()
         w1 = waits()
         if side:
             waited[side].append(None if w0 is None or w1 is None else max(w1 - w0, 0) * 1e-9)
         return t1 - t0
 
-    t_start, warm = time.perf_counter(), 0
-    while warm < cfg.warmup_min_runs or time.perf_counter() - t_start < 2 * cfg.warmup_s:
+    t_start, warm = clock(), 0
+    while warm < cfg.warmup_min_runs or clock() - t_start < 2 * cfg.warmup_s:
+        one(fn_b)  # B then A: the first pair's A runs after its own run, as every first does
         one(fn_a)
-        one(fn_b)
         warm += 1
         if warm >= 10_000:
             break
@@ -94,25 +112,30 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
     probe = NoiseProbe()  # over the whole alternation: both sides shared its time alike
     samples: dict[str, list[float]] = {"A": [], "B": []}
     fns = {"A": fn_a, "B": fn_b}
-    stopped, t0 = "max_samples", time.perf_counter()
-    min_pairs = max(cfg.min_samples, 12)
+    stopped, t0 = "max_samples", clock()
+    min_pairs = max(cfg.min_samples, MIN_PAIRS)
     while len(samples["A"]) < cfg.max_samples:
         for side in ("AB" if len(samples["A"]) % 2 == 0 else "BA"):
             samples[side].append(one(fns[side], side))
         if pair is not None:
             rates.append(float(pair.sample()))
-            if pair.rewarm:  # the roof's data evicted theirs: both back, untimed
-                one(fn_a)
-                one(fn_b)
+            if pair.rewarm:  # the roof's data evicted theirs: both back, untimed, the
+                nxt = "BA" if len(samples["A"]) % 2 else "AB"  # coming pair's first last
+                one(fns[nxt[1]])
+                one(fns[nxt[0]])
         n = len(samples["A"])
+        if n % 2:  # a block (A B, B A) is judged whole: stop only between blocks
+            continue
         if n >= max(min_pairs, CI_MIN_SAMPLES):
-            ratios = [b / a for a, b in zip(samples["A"], samples["B"], strict=True)]
+            ratios = block_ratios(samples["A"], samples["B"])
             iv, mid = median_interval(ratios, CONFIDENCE), statistics.median(ratios)
             if iv and (iv[1] - iv[0]) / 2 <= cfg.target_rel_ci * mid:
                 stopped = "median_ci"
                 break
-        if n >= min_pairs and time.perf_counter() - t0 >= 2 * cfg.budget_s:
-            stopped = "budget"
+        elapsed = clock() - t0
+        if elapsed >= 2 * cfg.budget_s and (n >= min_pairs
+                                            or elapsed >= 2 * cfg.min_samples_cap_s):
+            stopped = "budget" if n >= min_pairs else "cap"
             break
     load = outside_load(probe.report())
     waits.close()
@@ -123,6 +146,9 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
                    config={**asdict(cfg), "ab": {"side": side, "order": ORDER}},
                    outside_load=load, waits=w if len(w) == len(samples[side]) else [],
                    roof_probe=pair.probe if pair is not None else "", roof_rates=list(rates))
+        if stopped == "cap":
+            t.flags.append(short_flag(t.n, replace(
+                cfg, min_samples=min_pairs, min_samples_cap_s=2 * cfg.min_samples_cap_s)))
         if t.n > 1 and t.cv > cfg.noisy_cv:
             t.flags.append(f"noisy: cv {t.cv:.1%} > {cfg.noisy_cv:.0%}")
             if t.paired:

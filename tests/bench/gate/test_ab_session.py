@@ -27,7 +27,7 @@ def test_alternation_swaps_the_order_every_pair():
     cfg = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=12, max_samples=12,
                       budget_s=60.0)
     ta, tb = alternate(lambda: calls.append("A"), lambda: calls.append("B"), cfg)
-    assert calls[:2] == ["A", "B"]  # the warm-up: both sides once
+    assert calls[:2] == ["B", "A"]  # the warm-up: both sides once, A last (it runs first)
     pairs = ["".join(calls[2 + 2 * i: 4 + 2 * i]) for i in range(12)]
     assert pairs == ["AB", "BA"] * 6
     assert ta.n == tb.n == 12 and ta.stopped_by == tb.stopped_by == "max_samples"
