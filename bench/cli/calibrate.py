@@ -5,6 +5,7 @@ and device: $ROOFBENCH_HOME/roofs, else the per-user cache directory)."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from roofbench.roof_context import parse_cpu_list
 
@@ -27,6 +28,17 @@ def choose_cores(text: str | None) -> None:
         raise UserError(f"--cores {text}: {e}") from None
 
 
+def load_line(load: dict[str, Any]) -> str:
+    """The machine's load while the probes ran and their spread, in one line."""
+    spread = load.get("probe_spread") or {}
+    worst = max(spread.items(), key=lambda kv: kv[1]) if spread else None
+    return (("UNDER LOAD: " if load.get("under_load") else "load: ")
+            + f"others kept {load.get('busy_cores_others', 0):.2g} of {load.get('cores')} "
+            f"cores busy, load average {load.get('load_avg_1m', 0):.1f}"
+            + (f"; widest probe spread {worst[1]:.1%} ({worst[0]}: 1 - median/best)"
+               if worst else ""))
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     choose_cores(args.cores)
     with steps("calibrate", timed=True) as say:
@@ -41,6 +53,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     else:
         print(f"using calibrated {path} (from {rs.info.get('calibrated_utc', '?')}); "
               "--recalibrate measures again")
+    load = rs.info.get("calibration_load")
+    if measured and isinstance(load, dict):  # the load it was measured under, said
+        print(load_line(load))
     print_summary(rs)
     if not args.no_plot and not unsaved:
         paths, why = plot_device([rs], path.with_suffix(""), f"{rs.device}: measured roofs "

@@ -91,14 +91,95 @@ def source(backend: backends.Backend, purpose: Purpose, *, given: str | Path | N
         rs_cached, why = lookup(backend, path)
         if rs_cached is not None:
             return Sourced(rs_cached, path, False)
+    kept = _previous(path)
+    probe = _load_probe()
     rs = backend.measure_roofs(quick=quick, progress=progress, checkpoint=_saver(path))
-    if save_cache(backend, rs, path) and (purpose == "measure" or
-                                          (purpose == "calibrate" and file is not None)):
+    loaded = record_load(backend, rs, probe)
+    named = purpose == "measure" or (purpose == "calibrate" and file is not None)
+    if loaded and not named:  # never cached in secret: kept for this process only
+        _put_back(path, kept)
+        note = (f"calibrated under load ({loaded}): these roofs hold for this process "
+                f"only, {path} not written; the next quiet calibration is")
+        rs.info["calibrated_file_error"] = f"{path}: measured under load"
+        rs.notes.append(note)
+        _say(note)
+    elif save_cache(backend, rs, path) and named:
         reason = rs.info["calibrated_file_error"].removeprefix(f"{path}: ")
         raise UserError(f"cannot write {path}: {reason}")
     if why:  # this time only: not kept in the file
         rs.notes.append(why)
     return Sourced(rs, path, True)
+
+
+# Other processes using more than this share of the cores while the probes ran make a
+# calibration one taken under load (a 2-core VM with one busy neighbour: 50%): its roofs
+# are low by up to that share, and a cache must not keep them for every later run.
+UNDER_LOAD = 0.25
+
+
+def _load_probe() -> Any:
+    """What else used the machine while the probes ran (the probes' own processes are this
+    one's children: their time is not counted as the others')."""
+    from roofbench.roofs.probes.cpu_noise import NoiseProbe
+
+    return NoiseProbe(children=True)
+
+
+def record_load(backend: backends.Backend, rs: RoofSet, probe: Any) -> str:
+    """The load while the roofs were measured, recorded in them (``info["calibration_load"]``:
+    load average, cores and the others' busy cores, the hypervisor's steal, each roof's
+    spread: 1 - median/best over its probe's samples); the cause when it was taken under
+    load (a CPU's, others over ``UNDER_LOAD`` of the cores), else ""."""
+    r = probe.report()
+    spread = {x.name: round(1.0 - x.median / x.value, 4) for x in rs.roofs
+              if x.median is not None and x.value > 0}
+    cpu = getattr(backend, "kind", None) == "cpu"
+    under = cpu and r.other_busy > UNDER_LOAD
+    rs.info["calibration_load"] = {
+        "load_avg_1m": r.load_avg_1m, "cores": r.cores,
+        "busy_cores_others": round(r.other_busy * r.cores, 3),
+        "other_busy": round(r.other_busy, 4), "steal": round(r.steal, 4),
+        "under_load": under, "probe_spread": spread}
+    if not under:
+        return ""
+    return (f"other processes kept {r.other_busy * r.cores:.2g} of the {r.cores} cores busy, "
+            f"load average {r.load_avg_1m:.1f}")
+
+
+def loaded_reason(rs: RoofSet) -> str | None:
+    """Why a cached roof set taken under load is measured again now: the machine is quiet
+    (None: it was quiet when measured, or it is still loaded)."""
+    got = rs.info.get("calibration_load")
+    if not (isinstance(got, dict) and got.get("under_load")):
+        return None
+    probe = _load_probe()
+    import time
+
+    time.sleep(0.2)  # a short look at the machine now
+    r = probe.report()
+    if r.other_busy > UNDER_LOAD:
+        return None
+    return ("it was measured under load; the machine is quiet now "
+            f"(others {r.other_busy:.0%} of the cores)")
+
+
+def _previous(path: Path) -> bytes | None:
+    """The cache file's bytes before a calibration checkpoints into it (None: none)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _put_back(path: Path, before: bytes | None) -> None:
+    """The cache as it was before the checkpoints of a calibration it must not keep."""
+    from roofbench.fileio import atomic_write_bytes
+
+    with contextlib.suppress(OSError):
+        if before is None:
+            path.unlink(missing_ok=True)
+        else:
+            atomic_write_bytes(path, before)
 
 
 def obtain_roofs(backend: backends.Backend, *, roofs_file: str | Path | None = None,
@@ -164,7 +245,7 @@ def lookup(backend: backends.Backend, path: Path) -> tuple[RoofSet | None, str |
         raise UserError(f"{path} holds roofs of {rs.device!r}, this device is "
                         f"{backend.device_name()!r}; run `roofbench calibrate "
                         f"--recalibrate` or pass the right roofs file")
-    why = stale_reason(rs, cache_key(backend))
+    why = stale_reason(rs, cache_key(backend)) or loaded_reason(rs)
     return (None, f"roofs cache {path} measured again: {why}") if why else (rs, None)
 
 

@@ -16,6 +16,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 from flat_cases import flat_case
+from load_reading import Quiet
 from patience import patience
 from roofbench.bench.backends.cpu import CpuBackend, cpu_model
 from roofbench.bench.cli import main
@@ -224,6 +225,7 @@ def test_quick_calibration_runs_once_and_is_reused(arrays, tmp_path, monkeypatch
         return roofs_of(self.device_name())
 
     monkeypatch.setattr(CpuBackend, "measure_roofs", fake_probes)
+    monkeypatch.setattr(roof_source, "_load_probe", Quiet)  # cached: a quiet machine
     monkeypatch.setattr(roof_source, "_ROOFS", {})
     cache = tmp_path / "roofs" / "cpu.json"
     a, b, c = arrays

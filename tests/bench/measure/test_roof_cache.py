@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from load_reading import Quiet
 from roofbench.bench.backends.cpu import CpuBackend, cpu_model
 from roofbench.bench.cli import main
 from roofbench.bench.errors import UserError
@@ -41,6 +42,7 @@ def fake_probes(monkeypatch, tmp_path):
         return roofs_of(self.device_name())
 
     monkeypatch.setattr(CpuBackend, "measure_roofs", measure)
+    monkeypatch.setattr(roof_source, "_load_probe", Quiet)  # tests/roofs: under load
     monkeypatch.setattr(roof_source, "cache_key",
                         lambda be: dict(key) if be.kind == "cpu" else None)
     monkeypatch.setattr(roof_source, "_ROOFS", {})
