@@ -9,7 +9,8 @@ that links stay within a copy. The source defaults to a torch.profiler trace of
 transformers' GPT-2 small (12 layers, d 768) prefill of 128 tokens, recorded here on the
 CPU with record_shapes=True (random weights from the config; nothing downloaded).
 The trace is then placed in a child process (`roofbench trace --roofs`, a hand-written
-roofs file: the roofs' source is not what is timed), whose wall time and peak resident
+roofs file: the roofs' source is not what is timed), whose wall time, CPU time (user +
+system: on a loaded machine the closer figure to a quiet wall time) and peak resident
 memory (ru_maxrss) are printed, with the machine's load average before and after.
 """
 
@@ -109,11 +110,13 @@ def main() -> int:
                            "--roofs", str(work / "roofs.json"), "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB -> MiB
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rss = use.ru_maxrss / 1024  # KiB -> MiB
+    cpu = use.ru_utime + use.ru_stime  # the child's own seconds on a core: what load hides
     print(proc.stdout.strip().splitlines()[0] if proc.stdout.strip() else proc.stderr)
-    print(f"roofbench trace: exit {proc.returncode}, wall {wall:.1f} s, peak RSS {rss:.0f} "
-          f"MiB; load average before {load0}, after {os.getloadavg()} on "
-          f"{os.cpu_count()} cores")
+    print(f"roofbench trace: exit {proc.returncode}, wall {wall:.1f} s, CPU {cpu:.1f} s, "
+          f"peak RSS {rss:.0f} MiB; load average before {load0}, after {os.getloadavg()} "
+          f"on {os.cpu_count()} cores")
     return proc.returncode
 
 

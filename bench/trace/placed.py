@@ -1,7 +1,7 @@
 """A trace placed: each counted unit a case of the run schema (its calls' times from the
 trace are its samples), on its precision's roof (``profile``'s ``op_case``); the whole trace
 one case of workload ``program``; the Amdahl ranking; written as every run is
-(results.json with a ``trace`` record, trace.md, roofline.png/.svg, report.html).
+(results.json with a ``trace`` record, trace.md, roofline.png/.svg, trace.html).
 
 A trace records no storages, so no reuse distance: every op is placed against DRAM. An op
 whose data stayed in a cache can then pass its roof: above 105% it is flagged (invalid, the
@@ -10,6 +10,7 @@ likely cause said) and never plotted as valid (``profile.place.flag_above_roof``
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import sys
 from dataclasses import dataclass, field
@@ -90,7 +91,10 @@ def _case(op: Any, gpu: bool, backend: str) -> CaseResult:
     prec = precision_of(op.dtype, op.family, gpu)
     by = {"dram": op.bytes} if op.bytes else {}
     return CaseResult(
-        Identity(workload=op.name, variant=f"op{op.index}", backend=backend,
+        # the variant names the inputs, so that two traces of one model pair op by op
+        # (`roofbench compare`): the same op and inputs, the same case
+        Identity(workload=op.name, variant="op-" + hashlib.sha1(
+                     op.signature.encode()).hexdigest()[:10], backend=backend,
                  dtype=DTYPES.get(op.dtype, op.dtype), size=[op.calls], precision=prec,
                  cores="tensor" if prec.endswith("_tc") else "simt"),
         Declaration(flops=op.flops, bytes=by, ai={"dram": op.flops / op.bytes} if op.bytes
@@ -279,7 +283,7 @@ def write_trace(tp: TraceProfile, out: Path) -> list[Path]:
         body += section_lines(s)
     md = out / "trace.md"
     atomic_write_text(md, "\n".join(body))
-    html = out / "report.html"
+    html = out / "trace.html"  # report.html is `roofbench report`'s
     svg = next((p for p in fig if p.suffix == ".svg"), None)
     atomic_write_text(html, _html(tp, secs, svg))
     return paths + [md, html, *fig]

@@ -133,7 +133,7 @@ def test_outputs_are_a_run_with_a_trace_record_and_points_above_the_roof_flagged
                                 Roof("fp32", "compute", 1e3, "measured", precision="fp32")])
     tp = roofbench.trace(path, roofs=slow, out=tmp_path / "out")
     files = {p.name for p in (tmp_path / "out").iterdir()}
-    assert {"results.json", "trace.md", "report.html", "roofline.png"} <= files
+    assert {"results.json", "trace.md", "trace.html", "roofline.png"} <= files
     d = json.loads((tmp_path / "out" / "results.json").read_text())
     assert d["schema_version"] == 6 and d["trace"]["ops_s"] == pytest.approx(tp.ops_s)
     run = read_run(d)
@@ -145,3 +145,16 @@ def test_outputs_are_a_run_with_a_trace_record_and_points_above_the_roof_flagged
     # a second write into the same folder never replaces the first
     tp.write(tmp_path / "out")
     assert (tmp_path / "out-2" / "results.json").is_file()
+
+
+def test_two_traces_of_one_program_are_compared_op_by_op(tmp_path, capsys):
+    from roofbench.bench.cli import main
+
+    fn, args = small_program()
+    for k in ("a", "b"):
+        roofbench.trace(record_trace(fn, args, tmp_path / f"{k}.json"), roofs=ROOFS,
+                        out=tmp_path / k)
+    capsys.readouterr()
+    main(["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    out = capsys.readouterr().out
+    assert "only in" not in out and "judged 0 of" not in out and "judged" in out
