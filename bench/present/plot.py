@@ -523,7 +523,11 @@ def plot_roofline(roofsets: list[RoofSet], cases_by_run: list[list[CaseResult]],
                                     mark=mark), out_base)
 
 
+UNDER_LOAD = "taken under load"  # a run's note that begins so is its mark on the plot
+
+
 def plot_run(run: RunResult, out_base: Path, all_roofs: bool = False) -> list[Path]:
     rs = [run.roofs] if run.roofs else []
     title = f"{run.device} — {run.backend} backend — {run.created}"
-    return plot_roofline(rs, [run.cases], out_base, title, all_roofs=all_roofs)
+    mark = next((n for n in run.notes if n.startswith(UNDER_LOAD)), "")
+    return plot_roofline(rs, [run.cases], out_base, title, all_roofs=all_roofs, mark=mark)

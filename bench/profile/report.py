@@ -27,6 +27,7 @@ from roofbench.bench.present.amdahl import ranked, roof_time
 from roofbench.bench.present.amdahl import rows as amdahl_rows
 from roofbench.bench.present.blocks import Block, Image, Items, Section, Table, Text
 from roofbench.bench.present.figure_data import noise_flags
+from roofbench.bench.present.plot_dense import DENSE_POINTS
 from roofbench.bench.present.roof_state import paired_text
 from roofbench.bench.profile.common import OpPlace, ridge_of
 from roofbench.bench.profile.op_counts import CONVENTION, FAMILIES, SPECIAL
@@ -38,7 +39,10 @@ from roofbench.roof_records import RoofSet
 from roofbench.roofline import roof_precision
 from roofbench.units import duration, si
 
-SHOWN_OPS = 25
+SHOWN_OPS = 25  # rows of the projection's table
+# Ops ranked in profile.md: every op the plot numbers (beyond plot_dense.DENSE_POINTS the
+# plot draws dots without numbers), so each number on the plot is a row here.
+RANKED_OPS = DENSE_POINTS
 
 
 @dataclass
@@ -314,11 +318,13 @@ def compiled_lines(prof: Profile) -> list[str]:
 
 
 def predicted_compiled_s(prof: Profile) -> float | None:
-    """The compiled program's time predicted: the eager program's less what each fusion
-    group saves at its predicted bound (its eager time less that over the bound), never
-    under the compiled program's time at its roofs."""
-    me = prof.program_s
-    if not me:
+    """The compiled program's time predicted: the eager program's, less the share of its
+    ops' time each fusion group saves at its predicted bound (its eager time less that over
+    the bound; shares of the ops' sum in the program, the runs the groups' times come from,
+    so a program timed under other load keeps its own scale), never under the compiled
+    program's time at its roofs."""
+    me, ops = prof.program_s, prof.ops_s
+    if not me or not ops:
         return None
     launch = prof.extra.get("launch_s")
     saved = 0.0
@@ -329,7 +335,7 @@ def predicted_compiled_s(prof: Profile) -> float | None:
     comp = prof.compiled.case if prof.compiled is not None else None
     floor = (roof_time(comp.declaration.flops, comp.declaration.bytes,
                        comp.identity.precision, prof.roofs) if comp is not None else None)
-    return max(me - saved, floor or 0.0)
+    return max(me * max(ops - saved, 0.0) / ops, floor or 0.0)
 
 
 def _compiled_why(prof: Profile, me: float | None, mc: float) -> str:
@@ -345,11 +351,17 @@ def _compiled_why(prof: Profile, me: float | None, mc: float) -> str:
     if c.extern:
         why.append(f"library calls kept ({', '.join(c.extern)}) run as in eager: fusion "
                    "saves only around them")
+    pred = predicted_compiled_s(prof)
+    ee, ec = prof.program.roofline.efficiency, c.case.roofline.efficiency if c.case else None
+    if pred and mc < pred / 2 and ee and ec and ec > ee:
+        why.append(f"the eager program ran at {_pct(ee)} of its roof, the compiled one at "
+                   f"{_pct(ec)}: inductor's kernels run nearer the roof than the eager ops, "
+                   "beyond what fusion's bytes and launches explain")
     if prof.program.roofline.bound == "compute":
         why.append("the program is compute-bound: fewer bytes do not bound its time")
     noisy = [f for x in (prof.program, c.case) if x is not None for f in noise_flags(x)]
     if noisy:
-        why.append("timing noisy: " + "; ".join(noisy))
+        why.append("the timing: " + "; ".join(noisy))
     if not prof.groups and me and mc < me:
         why.append("no fusion group was found: the prediction saves nothing, inductor "
                    "gained elsewhere (its own kernels for ops the groups leave out)")
@@ -457,11 +469,11 @@ def sections(prof: Profile) -> list[Section]:
                                   "0-FLOP ops are placed by bandwidth. Flags: not valid "
                                   "(above 105% of its roof, with the likely cause), noisy "
                                   "(with its cause)."),
-                             Table(rows[:SHOWN_OPS])]
+                             Table(rows[:RANKED_OPS])]
         if (prec := precision_notes(prof)):
             blocks.append(Items(prec))
-        if len(rows) > SHOWN_OPS:
-            blocks.append(Text(f"{len(rows) - SHOWN_OPS} more ops in results.json."))
+        if len(rows) > RANKED_OPS:
+            blocks.append(Text(f"{len(rows) - RANKED_OPS} more ops in results.json."))
         out.append(Section("Ops (Amdahl ranking)", blocks))
         fusion: list[Block] = [
             Text("Memory-bound ops whose intermediates feed only the next op of the group: "
@@ -650,7 +662,8 @@ def _body(stored: StoredReport, run: RunResult, secs: list[Section]) -> list[str
 
     body = [f"# roofbench profile: {stored.name}", "", f"- device: {run.device}",
             f"- created: {run.created}", f"- git commit: `{run.git_commit}`", ""]
-    notes = ([f"**{stored.mark}**"] if stored.mark else []) + list(run.notes)
+    notes = ([f"**{stored.mark}**"] if stored.mark else []) + [
+        n for n in run.notes if n != stored.mark]  # the mark once, set apart
     body += [f"> {n}" for n in notes] + ([""] if notes else [])
     for s in secs:
         body += section_lines(s)
@@ -701,7 +714,8 @@ def render_profile(run: RunResult, stored: StoredReport, md: Path,
             rel, "ops and program", svg=lambda: svg.read_text())]))
     atomic_write_text(md, "\n".join(_body(stored, run, secs)))
     page = md.parent / "report.html" if md.name == "profile.md" else md.with_suffix(".html")
-    notes = ([stored.mark] if stored.mark else []) + list(run.notes)
+    notes = ([f"**{stored.mark}**"] if stored.mark else []) + [
+        n for n in run.notes if n != stored.mark]
     atomic_write_text(page, render_sections_html(
         f"roofbench profile: {stored.name}",
         f"device {run.device}, created {run.created}, commit {run.git_commit}", notes, secs))

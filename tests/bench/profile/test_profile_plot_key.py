@@ -12,14 +12,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from roofbench.bench.present.plot import KEY_MIN_PT, build_figure  # noqa: E402
-from roofbench.bench.profile.report import _key_order, annotate, op_rows  # noqa: E402
+from roofbench.bench.profile.report import _key_order, annotate, op_rows, sections  # noqa: E402
 
 from .test_torch_program import run  # noqa: E402
 
 
 def sixty_ops():
-    """A program of 60 distinct ops with FLOPs: 20 layers of three widths each (matmul, add,
-    tanh-free mul), each layer its own shapes, and 0-FLOP ops (cat, relu)."""
+    """A program of 60 distinct ops with FLOPs: 20 layers, each of its own shapes (matmul,
+    mul, add), beside 0-FLOP ops (each layer's relu, one cat)."""
     ws = [torch.randn(8 + i, 9 + i) for i in range(20)]
 
     def prog(x):
@@ -61,6 +61,9 @@ def test_sixty_points_numbered_by_their_rank_in_the_report(sixty):
         num = c.evidence.extra["plot_number"]
         assert num == ranks[p.op.index]
         assert any(re.match(rf"\s*{num}\s+{re.escape(p.op.packet)} ", ln) for ln in key)
+    # every number on the plot is a row of profile.md's ranking (not cut at 25 rows)
+    table = next(s for s in sections(sixty) if s.title.startswith("Ops")).blocks[1].rows
+    assert {r["rank"] for r in table} >= {c.evidence.extra["plot_number"] for c in drawn}
     # the numbers on the points are those of the key, each once
     numbers = [t.get_text() for t in rf.labels if t.get_text().isdigit() or t.get_text() == "P"]
     assert len(numbers) == len(set(numbers))
@@ -117,3 +120,19 @@ def test_a_noisy_point_says_so_in_the_key(sixty):
     prog.measurement.timing.flags = ["noisy: cv 40.0% > 5%", "noise cause: the machine's x"]
     rf = build_figure([sixty.roofs], [[prog]], "one")
     assert "P  program (eager)" in rf.key.get_text() and "(noisy)" in rf.key.get_text()
+
+
+def test_a_run_taken_under_load_is_marked_on_its_plot(sixty, monkeypatch, tmp_path):
+    from roofbench.bench.present import plot
+
+    from roofbench.records import RunResult
+
+    mark = "taken under load: other processes used 76% of the 2 cores"
+    rf = build_figure([sixty.roofs], [[sixty.program]], "one", mark=mark)
+    assert [t.get_text() for t in rf.ax.texts if t.get_color() == "#b00000"] == [mark]
+    seen = {}
+    monkeypatch.setattr(plot, "plot_roofline", lambda *a, **k: seen.update(k) or [])
+    run_ = RunResult(backend="cpu", device="d", roofs=sixty.roofs, cases=[sixty.program],
+                     notes=["other", mark])
+    plot.plot_run(run_, tmp_path / "r")
+    assert seen["mark"] == mark
