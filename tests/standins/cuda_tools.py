@@ -515,9 +515,10 @@ class Traffic:
 class ByteCounter:
     """The counters of a counting build (``build_counting``): ``watch`` the buffers by name,
     then ``count(launch)`` runs a launch and returns each buffer's Traffic. The watched
-    buffers are also registered for the emulation's checks of that launch (checks.h
-    rb_emu_check_access: alignment, bounds, one store per element), except the ranges named
-    ``<buffer>:<where>`` (guard bytes around a buffer: an access to them is out of bounds)."""
+    buffers are also registered for the emulation's check of that launch (checks.h
+    rb_emu_check_access: a misaligned access inside one fails before it is made), except the
+    ranges named ``<buffer>:<where>`` (guard bytes around a buffer: counted, an access to them
+    is out of bounds)."""
 
     def __init__(self, lib: Any) -> None:
         import ctypes

@@ -14,11 +14,10 @@
 // not see: it reports its reads through rb_bytes_access (emu.h: rb_count_global); zero-filled
 // out-of-bounds box elements read nothing.
 //
-// Every access is first handed to the emulation's checks (checks.h rb_emu_check_access, in
-// the same library): one that is misaligned, out of bounds of the buffers the host
-// registered, or a second thread's store of an element fails the launch there, naming the
-// kernel and the access, before the access is made (a misaligned 16-byte access is an x86
-// movdqa fault: a segfault of the test process, not a test failure).
+// Every access is first handed to the emulation's check (checks.h rb_emu_check_access, in the
+// same library): one misaligned to its width inside a buffer the host registered fails the
+// launch there, naming the kernel, the buffer and the element, before the access is made (a
+// misaligned 16-byte access is an x86 movdqa fault: a segfault of the test process).
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
