@@ -406,7 +406,7 @@ def test_tests_mirror_the_package():
     assert top == ["test_layout.py"]
     for folder in ("roofbench", "kernels", "roofs", "bench/backends", "bench/counters",
                    "bench/measure", "bench/suite", "bench/profile", "bench/gate", "bench/pytest",
-                   "bench/present", "bench/cli", "bench/fleet"):
+                   "bench/present", "bench/cli", "bench/fleet", "bench/trace"):
         assert list((ROOT / "tests" / folder).glob("test_*.py")), folder
 
 
