@@ -125,7 +125,7 @@ def best_of(trials: Iterable[Trial]) -> Best | None:
     t = next(x for x in trials if x.index == r.index)
     if r.interval_s is not None:
         lo, hi = r.interval_s
-    else:  # too few samples for an interval (a long kernel stopped by the budget): the
+    else:  # too few samples for an interval (a long kernel the timer's cap stopped short): the
         # samples' whole range, wider than any interval of their median
         times = t.times(basis)
         lo, hi = min(times), max(times)

@@ -7,7 +7,6 @@ import gzip
 from pathlib import Path
 
 import pytest
-
 from roofbench.bench.trace import reader
 from roofbench.bench.trace.reader import TraceError, read_trace
 
@@ -27,7 +26,8 @@ def test_events_cut_by_every_chunk_boundary_read_the_same(monkeypatch):
 
 
 def test_a_plain_json_cut_inside_its_events_is_refused(tmp_path, monkeypatch):
-    text = gzip.open(FIX / "hta-a100-triton.json.gz").read()
+    with gzip.open(FIX / "hta-a100-triton.json.gz") as f:
+        text = f.read()
     cut = tmp_path / "cut.json"
     cut.write_bytes(text[: int(len(text) * 0.6)])
     monkeypatch.setattr(reader, "CHUNK", 101)

@@ -245,14 +245,16 @@ def test_the_cloud_rings_the_chosen_configuration(sim):
 
 
 def test_too_few_samples_judge_the_target_on_the_samples_range(sim, consts):
-    """A long kernel stopped by the timer's budget after 3 samples has no interval: the
+    """A long kernel stopped by the timer's cap after 3 samples has no interval: the
     target is judged on its slowest sample, not its median. Seeded: its samples at 0.83,
     1.10 and 0.96 of the roof (10% jitter): the median passes 0.9, the slowest does not, so
     the target does not stop the search; the record's efficiency is the samples' range."""
     from roofbench.timing import TimerConfig
 
     s = sim(seed=6, jitter=0.1)
-    timer = TimerConfig(warmup_s=0.001, budget_s=0.001, min_samples=12, max_samples=200)
+    # 1.1 virtual ms a sample with its roof's: the cap stops it after the third
+    timer = TimerConfig(warmup_s=0.001, budget_s=0.001, min_samples=12, max_samples=200,
+                        min_samples_cap_s=0.0025)
     rec = tune(s.builder(effs({1: 0.95, 2: 0.3})), {"B": [1, 2]}, s.a, s.out,
                **s.kw(timer=timer, drop_at=None))
     first = rec.trials[0]
@@ -281,3 +283,22 @@ def test_a_screen_that_drops_nothing_counts_toward_the_timing(sim):
     first = rec.trials[0].case.measurement.timing  # never screened: the full timer's own
     assert first.config["warmup_s"] == 0.01
     assert "tune_screen" not in rec.trials[0].case.evidence.extra
+
+
+def test_a_stop_by_a_signal_keeps_what_was_tried(sim, tmp_path):
+    import json
+
+    s = sim()
+    inner = s.builder(lambda c: 0.5)
+
+    def build(**c):
+        if c["B"] == 3:
+            raise KeyboardInterrupt
+        return inner(**c)
+
+    with pytest.raises(KeyboardInterrupt):
+        tune(build, {"B": [1, 2, 3, 4]}, s.a, s.out,
+             **s.kw(out=tmp_path / "t", drop_at=None, target=0.99))
+    doc = json.loads((tmp_path / "t" / "tune.json").read_text())
+    assert doc["stop"] == "interrupted" and len(doc["trials"]) == 2
+    assert doc["best"] is not None
