@@ -366,12 +366,12 @@ class Comparison:
         paired = any(c.paired for c in timed)
         why = ("the pairs are too noisy or too few" if paired else
                "the runs are too noisy or too short")
-        fix = ("rerun where fewer processes share the cores, or with a longer timer budget"
-               if paired else "rerun with `roofbench ab` (base and new alternately, in one job)")
+        fix = ("rerun where fewer processes share the cores" if paired else
+               "rerun with `roofbench ab` (base and new alternately, in one job)")
         unread = sum(c.verdict == "unreadable" for c in timed)
         detail = ", ".join(x for x in (
             f"{len(timed) - done - unread} uncertain" if len(timed) - done - unread else "",
-            f"{len(few)} of them too few samples for an interval" if few else "",
+            f"{len(few)} of them without an interval: too few samples" if few else "",
             f"{unread} unreadable" if unread else "") if x)
         return f"{line} ({detail}): {why}; {fix}"
 

@@ -173,8 +173,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     rc = 0
     if cmp.failed:
         gate = " or ".join(cmp.fail_on)
-        why = {c.key: c.verdict + (" in " + c.side if c.side else "") for c in cmp.cases}
-        print(f"gate failed ({gate}): " + ", ".join(f"{k} ({why[k]})" for k in cmp.failed))
+        verdict_of = {c.key: c.verdict + (" in " + c.side if c.side else "") for c in cmp.cases}
+        print(f"gate failed ({gate}): " + ", ".join(f"{k} ({verdict_of[k]})" for k in cmp.failed))
         rc = 1
     # the last line: how much was judged (a gate of `uncertain` cases is a gate that is off)
     print(cmp.judged_line())

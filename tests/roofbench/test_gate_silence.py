@@ -38,9 +38,9 @@ def test_judged_line_counts_and_says_why_when_most_are_not_judged():
     unsure = CaseVerdict("u", "uncertain", ratio=1.3)  # no interval: too few samples
     assert _cmp(same, same, unsure).judged_line() == "judged 2 of 3 cases"
     line = _cmp(same, unsure, unsure, CaseVerdict("x", "unreadable", side="B")).judged_line()
-    assert line.startswith("judged 1 of 4 cases (2 uncertain, 2 of them too few samples for "
-                           "an interval, 1 unreadable): the runs are too noisy or too short; "
-                           "rerun with `roofbench ab`")
+    assert line.startswith("judged 1 of 4 cases (2 uncertain, 2 of them without an interval: "
+                           "too few samples, 1 unreadable): the runs are too noisy or too "
+                           "short; rerun with `roofbench ab`")
     paired = CaseVerdict("p", "uncertain", ratio=1.3, ratio_lo=0.9, ratio_hi=1.6, paired=True)
     assert "the pairs are too noisy or too few" in _cmp(paired).judged_line()
     assert _cmp(CaseVerdict("o", "only in A")).judged_line() == "judged 0 of 0 cases"
