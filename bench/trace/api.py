@@ -42,7 +42,7 @@ def trace(*paths: str | Path, roofs: RoofSet | str | Path | None = None,
     """Read the traces at ``paths`` (one per rank), count every op by ``profile``'s rules
     from its recorded inputs, time it from the trace, place it on ``roofs`` (else the
     device's calibration cache, else its datasheet; docs/trace.md); ``out`` writes
-    results.json, trace.md, roofline.png/.svg and report.html there (a folder holding a run
+    results.json, trace.md, roofline.png/.svg and trace.html there (a folder holding a run
     is never written over: its first free sibling is)."""
     from roofbench.bench.trace.analyse import analyse
     from roofbench.bench.trace.placed import place
