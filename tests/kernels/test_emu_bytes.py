@@ -37,7 +37,7 @@ from typing import Any
 import cuda_tools as ct
 import numpy as np
 import pytest
-from emu_run import sysv_launch
+from emu_run import LaunchError, sysv_launch
 from roofbench.bench.backends import tma_launch
 from roofbench.bench.backends.gpu_common import (
     ALL_LAUNCHERS,
@@ -256,6 +256,20 @@ def _validated(c: Case, arrays: dict[str, np.ndarray]) -> None:
     outs = {n: from_storage(arrays[n], b) for n, b in c.buffers().items() if b.role == "output"}
     ok, _, why = validate(c, outs, c.workload.expected(_inputs(c), c.size, c.dtype))
     assert ok, f"{c.key}: {why}"
+
+
+def test_planted_misaligned_load_fails_the_count_cleanly(tmp_path):
+    """The mma GEMM's B vector path taken at N % 8 == 4: its 16-byte fp16 loads at rows 8
+    bytes off fail the launch naming the kernel and the access, before the access is made
+    (issue 58: such a load, an x86 movdqa, was a segfault of the test process)."""
+    src = (CUDA_DIR / "gemm.cu").read_text()
+    old = "b_vec = (N % 8) == 0;"
+    assert src.count(old) == 1
+    lib = _load(ct.build_counting("gemm.cu", tmp_path, src.replace(old, "b_vec = (N % 4) == 0;")))
+    c = _case("gemm", "tensor_mma", "fp16", (17, 52, 32))
+    with pytest.raises(LaunchError, match=r"gemm_tensor_fp16: misaligned 16-byte load at B \+ "
+                                          r"\d+ \(element 52"):
+        list(count_case({"gemm.cu": lib}, c, _arrays(c)))
 
 
 # ------------------------------------------------------------------ the memory probes
