@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
+from triton_bounds import bounds_checked
 
 # Before triton is imported: Triton decorates its own library (tl.sum, ...) at import, as the
 # interpreter's functions only when this is set then. Only Triton reads it.
@@ -53,6 +54,15 @@ def _interpreter_for_this_module_only():
         os.environ.pop("TRITON_INTERPRET", None)
     else:
         os.environ["TRITON_INTERPRET"] = was
+
+
+@pytest.fixture(autouse=True)
+def _bounds_checked():
+    """Every interpreted launch's loads and stores checked against its tensor arguments
+    before they are made (triton_bounds): a dropped mask fails naming the kernel, where the
+    interpreter's raw pointers corrupted the test process's heap (issue 58)."""
+    with bounds_checked():
+        yield
 
 
 @pytest.fixture(scope="module")
