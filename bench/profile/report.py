@@ -148,6 +148,15 @@ def flags_text(c: CaseResult | None) -> str:
     return "; ".join(out) or "-"
 
 
+def order_text(c: CaseResult) -> str:
+    """Whether the op's rank holds over the timed runs (its evidence's ``rank_tie_with``:
+    the neighbours whose interval overlaps its own); "-" when not judged."""
+    ties = c.evidence.extra.get("rank_tie_with")
+    if ties is None:
+        return "-"
+    return f"tie with #{', #'.join(map(str, ties))}" if ties else "sure"
+
+
 def bound_text(c: CaseResult) -> str:
     """Its bound, with the level it was held against when that is not DRAM: the plot's x
     axis is DRAM intensity, so "compute" against an L1 roof must say so."""
@@ -188,7 +197,7 @@ def op_rows(prof: Profile) -> list[dict[str, Any]]:
                     "share": a.get("share", "-"), "bound": bound_text(c),
                     "of its roof": _eff(c), "distance": a.get("distance to roof", "-"),
                     "whole gains at most": a.get("whole gains at most", "-"),
-                    "flags": flags_text(c)})
+                    "order": order_text(c), "flags": flags_text(c)})
     return out
 
 
@@ -466,7 +475,10 @@ def sections(prof: Profile) -> list[Section]:
         rows = op_rows(prof)
         blocks: list[Block] = [Text("Ranked by the most the whole can gain if that op alone "
                                   "reached its roof (Amdahl: 1 / ((1 - s) + s / r)). "
-                                  "0-FLOP ops are placed by bandwidth. Flags: not valid "
+                                  "0-FLOP ops are placed by bandwidth. Order: whether "
+                                  "the rank holds over the timed runs (its time per run, "
+                                  "less its time at the roof, lowest to highest, clear of "
+                                  "its neighbours'); a tie could swap places. Flags: not valid "
                                   "(above 105% of its roof, with the likely cause), noisy "
                                   "(with its cause)."),
                              Table(rows[:RANKED_OPS])]
@@ -549,7 +561,8 @@ def annotate(prof: Profile) -> None:
         a = amd.get(p.share.name if p.share else "", {})
         p.case.evidence.extra.update(
             plot_number=a.get("rank"), plot_group="op (number: its rank in profile.md)",
-            plot_label=f"{p.op.packet} {p.case.identity.dtype} x{p.op.calls}",
+            plot_label=f"{p.op.packet} {p.case.identity.dtype} x{p.op.calls}"
+                       + (f" ({o})" if (o := order_text(p.case)).startswith("tie") else ""),
             time_share=a.get("share"))
     progs = [("P", prof.program)] + ([("Pc", prof.compiled.case)]
                                      if prof.compiled and prof.compiled.case else [])

@@ -236,3 +236,21 @@ def test_a_broken_profile_json_is_one_line_and_a_nonzero_exit(tmp_path, capsys):
     code = main(["report", str(tmp_path)])
     err = capsys.readouterr().err
     assert code != 0 and err.count("\n") == 1 and "not a profile report" in err
+
+
+def test_a_rank_that_does_not_hold_over_the_runs_is_said_in_the_table_and_the_key():
+    from roofbench.bench.profile.report import annotate, order_text
+
+    prof = run(lambda a, b: torch.sqrt(a * a + b * b), torch.randn(256), torch.randn(256))
+    first, second = prof.ranking()[:2]
+    first.case.evidence.extra["rank_tie_with"] = [2]  # its interval overlaps #2's
+    second.case.evidence.extra["rank_tie_with"] = []
+    assert order_text(first.case) == "tie with #2" and order_text(second.case) == "sure"
+    rows = op_rows(prof)
+    assert (rows[0]["order"], rows[1]["order"]) == ("tie with #2", "sure")
+    del first.case.evidence.extra["rank_tie_with"]
+    assert order_text(first.case) == "-"  # not judged: never called sure
+    first.case.evidence.extra["rank_tie_with"] = [2]
+    annotate(prof)
+    assert first.case.evidence.extra["plot_label"].endswith("(tie with #2)")
+    assert "tie" not in second.case.evidence.extra["plot_label"]
