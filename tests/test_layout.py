@@ -48,9 +48,11 @@ FLOORS: dict[str, set[str]] = {
     "bench.fleet": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present"},
     "bench.trace": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present",
                     "bench.measure", "bench.profile"},
+    "bench.tune": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present",
+                   "bench.measure"},
     "bench.cli": {"root", "kernels", "roofs", "bench", "bench.backends", "bench.present",
                   "bench.counters", "bench.measure", "bench.suite", "bench.profile", "bench.gate",
-                  "bench.fleet", "bench.trace"},
+                  "bench.fleet", "bench.trace", "bench.tune"},
 }
 FOLDERS = {"roofbench": "roofbench", "kernels": "roofbench.kernels", "roofs": "roofbench.roofs",
            "bench": "roofbench.bench"}
@@ -81,7 +83,8 @@ def module_of(path: Path) -> str:
 FACADE = ROOT / "roofbench" / "__init__.py"
 FACADE_IMPORTS = {"roofbench.bench.measure", "roofbench.bench.measure.api",
                   "roofbench.bench.profile", "roofbench.bench.profile.torch_program",
-                  "roofbench.bench.trace", "roofbench.bench.trace.api"}
+                  "roofbench.bench.trace", "roofbench.bench.trace.api",
+                  "roofbench.bench.tune", "roofbench.bench.tune.search"}
 
 
 def facade_getattr(tree: ast.Module) -> ast.FunctionDef | None:
