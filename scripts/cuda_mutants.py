@@ -4,7 +4,9 @@ catch it. A mutant is one exact text replacement that must apply exactly once.
 
 ``cls`` names what kind of check should catch it (values, bytes, hang, descriptors, SASS) or,
 for the kinds the emulation does not model yet, the class it belongs to (oob, race, mask,
-proxy-fence, init-fence, alignment): the score is reported per class. ``equivalent`` gives the
+proxy-fence, init-fence, alignment; issue 58's repeated-work, partial-warp, scalar-width): the
+score is reported per class. A mutant may edit the host code a launch depends on (kernels/*.py:
+a block-size rule, the scalar marshalling) as well as the CUDA sources. ``equivalent`` gives the
 reason a mutant cannot be caught by any test (it behaves as the original): listed, not scored.
 """
 
@@ -58,6 +60,13 @@ BLOCK_SUM_TWICE = ("tests/kernels/test_emu_checks.py::"
                    "test_shared_memory_helper_called_twice_is_ordered",)
 
 
+# Issue 58's classes: work repeated across blocks (stores once per launch, grids of several
+# blocks), alignment at every residue, accumulator-judged numerics, whole warps, scalar widths.
+WORK = "tests/kernels/test_emu_work.py"
+TWICE = (WORK + "::test_work_is_done_once_with_several_blocks",)
+NUMERICS = ("tests/kernels/test_emu_numerics.py",)
+
+
 def counted(expr: str) -> tuple[str, ...]:
     """The byte-count cases only (a mutant whose values stay right)."""
     return (_BYTES, "-k", expr)
@@ -78,6 +87,11 @@ MUTANTS: tuple[Mutant, ...] = (
       "for (int i = 0; i < 4; ++i) r2[i] = __hadd2(x2[i], y2[i]);",
       "for (int i = 0; i < 3; ++i) r2[i] = __hadd2(x2[i], y2[i]);",
       "the half2 pack add leaves its last pair unset", emu("vector_add")),
+    M("va_tail_in_block", K + "vector_add.cu",
+      "for (i64 i = npack * V + tid; i < n; i += stride)  // tail",
+      "for (i64 i = npack * V + threadIdx.x; i < n; i += stride)  // tail",
+      "the vector kernel's scalar tail indexed in the block: every block rewrites the tail",
+      TWICE + ("-k", "vector_add and vec4"), cls="repeated-work"),
     # --------------------------------------------------------------------- l2norm.cu
     M("l2_fused_reads_a_twice", K + "l2norm.cu",
       "map<T, true>(a, b, out, n, OpL2());", "map<T, true>(a, a, out, n, OpL2());",
@@ -105,7 +119,9 @@ MUTANTS: tuple[Mutant, ...] = (
       "    return v;",
       "the warp reduction's shuffle mask names half the warp", emu("rownorm"), cls="mask"),
     M("block_sum_no_first_barrier", K + "common.cuh",
-      "    __syncthreads();  // part[] may still be read by a previous call\n", "",
+      "    v = warp_sum(v);\n"
+      "    __syncthreads();  // part[] may still be read by a previous call\n",
+      "    v = warp_sum(v);\n",
       "block_sum without the barrier that protects part[] from the previous call",
       BLOCK_SUM_TWICE, cls="race"),
     # -------------------------------------------------------------------- rownorm.cu
@@ -131,6 +147,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "            if (p < nvec) {\n                A f[V];",
       "the onepass vector path never stores its 8th register pack",
       (COVERAGE, "-k", "onepass and vector"), cls="size-path"),
+    M("rn_rsqrt_block_stride", K + "rownorm.cu",
+      "const i64 stride = (i64)gridDim.x * blockDim.x;", "const i64 stride = (i64)blockDim.x;",
+      "rn_rsqrt's grid-stride loop strides one block: blocks redo each other's rows",
+      TWICE + ("-k", "rownorm"), cls="repeated-work"),
     M("rn_rowsum_thread1", K + "rownorm.cu",
       "if (threadIdx.x == 0) sums[blockIdx.x] = s;", "if (threadIdx.x == 1) sums[blockIdx.x] = s;",
       "thread 1 stores the row sum", emu("rownorm"),
@@ -175,6 +195,11 @@ MUTANTS: tuple[Mutant, ...] = (
       "ld_chunk(pb[p], B + (i64)k * N, n0 + ng * 8, N, k < K, b_vec);",
       "ld_chunk(pb[p], B + (i64)k * N, n0 + ng * 8, N, k <= K - 2, b_vec);",
       "the last k row of B zero-filled", emu("gemm-tensor_mma")),
+    M("gemm_tensor_b_vec_n4", K + "gemm.cu",
+      "b_vec = (N % 8) == 0;", "b_vec = (N % 4) == 0;",
+      "the mma GEMM's B vector path (16 B fp16, 8 B fp8) when N % 8 == 4: misaligned",
+      (WORK + "::test_vector_paths_are_aligned_at_every_residue", "-k", "tensor_mma"),
+      cls="alignment"),
     # ----------------------------------------------------------------------- mma.cuh
     M("mma_fp8_as_half", K + "mma.cuh",
       'RB_MMA_16BIT(fp8_t, "mma.sync', 'RB_MMA_16BIT(__half, "mma.sync',
@@ -197,6 +222,11 @@ MUTANTS: tuple[Mutant, ...] = (
       "if (lane == 0) y[row] = from_acc<TX>(acc);", "if (lane == 1) y[row] = from_acc<TX>(acc);",
       "lane 1 stores the row", emu("gemv"),
       equivalent="warp_sum leaves the sum in every lane: lane 1 stores the same value once"),
+    M("gemv_act_dtype_acc", K + "gemv.cu",
+      "for (int i = 0; i < VX; ++i) acc += fw[q * VX + i] * A(fx[i]);",
+      "for (int i = 0; i < VX; ++i) acc = to_acc(from_acc<TX>(acc + fw[q * VX + i] * A(fx[i])));",
+      "gemv accumulating in the activation's dtype (fp16/bf16), not FP32",
+      NUMERICS + ("-k", "gemv"), cls="numerics"),
     # ------------------------------------------------------------------ attention.cu
     M("att_causal_extra_tile", K + "attention.cu",
       "tiles = (i64)blockIdx.x + 1;  // BM == BN", "tiles = (i64)blockIdx.x + 2;  // BM == BN",
@@ -222,6 +252,15 @@ MUTANTS: tuple[Mutant, ...] = (
       "att_store_o<T, D>(O, oacc, q0, n, 1.f / l0, 1.f / l1);",
       "att_store_o<T, D>(O, oacc, q0, n, 1.f / l0, 1.f / l0);",
       "flash normalizes row g + 8 by row g's sum", emu("flash")),
+    M("att_softmax_partial_warp", "kernels/attention.py",
+      "cu.ceil_div(cu.ceil_div(n, GPU_ROW_VALS), 32) * 32", "cu.ceil_div(n, GPU_ROW_VALS)",
+      "the softmax block not rounded up to whole warps for rows past 4096 (full-mask "
+      "shuffles on a partial warp)",
+      (WORK, "-k", "block_size_rule or softmax_block"), cls="partial-warp"),
+    M("scalar_arg_int32", "kernels/cuda_impl.py",
+      "return np.int64(value)", "return np.int32(value)",
+      "integer kernel arguments handed over as 4 bytes to `long long` parameters",
+      TWICE + ("-k", "vector_add and scalar and fp32"), cls="scalar-width"),
     # ------------------------------------------------------------------- stream.cu
     M("stream_read_quarter", P + "stream.cu",
       "ilp_loop(nv, [&](long long i) { return av[i]; }, [&](long long, V x)",

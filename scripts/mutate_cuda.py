@@ -18,7 +18,8 @@ tell them from the original) are listed with the reason and not run. Before the 
 union of their selections runs on the unmutated copy (the baseline): a selection that fails
 there would make every kill meaningless. Emulated builds are shared between runs through
 $RB_EMU_CACHE (tests/standins/cuda_tools.py keys them by their inputs), so a mutant rebuilds
-only what it changes.
+only what it changes; a RB_EMU_CACHE already set (the test store's emu/ folder) is used as it
+is, so the unmutated builds of earlier test runs are not redone.
 
     scripts/mutate_cuda.py                 # the whole catalogue (about a minute a mutant)
     scripts/mutate_cuda.py --only a,b      # named mutants
@@ -224,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         tree = copy_tree(Path(tmp) / "tree")
         log = args.keep or Path(tmp) / "log"
         log.mkdir(parents=True, exist_ok=True)
-        os.environ["RB_EMU_CACHE"] = str(Path(tmp) / "emu-cache")
+        # builds are keyed by their inputs: a folder the caller names (the test store's
+        # emu/, say) is safe to share, and saves the unmutated builds' minutes
+        os.environ.setdefault("RB_EMU_CACHE", str(Path(tmp) / "emu-cache"))
         if run and not args.no_baseline:
             rc, fails, timed_out = run_tests(tree, union(run), "baseline",
                                              args.timeout * 2, log)

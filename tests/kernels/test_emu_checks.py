@@ -154,7 +154,9 @@ def test_plain_shared_memory_races(unit, mode, race):
         assert out.tolist() == ([(t + 1) % 128 for t in range(128)] if mode == 0 else [7] * 128)
 
 
-BLOCK_SUM_BARRIER = "    __syncthreads();  // part[] may still be read by a previous call\n"
+# block_sum's (block_max, beside it, has the same line after its own shuffles)
+BLOCK_SUM_BARRIER = ("    v = warp_sum(v);\n"
+                     "    __syncthreads();  // part[] may still be read by a previous call\n")
 
 
 def _block_sum_twice(lib: ctypes.CDLL) -> tuple[str, np.ndarray]:
@@ -179,7 +181,8 @@ def test_planted_block_sum_without_its_leading_barrier_races():
     out_dir = ct._TMP / "planted" / "block_sum_twice"
     out_dir.mkdir(parents=True, exist_ok=True)
     # The unit source's own folder is searched first for "common.cuh": the edited copy.
-    (out_dir / "common.cuh").write_text(common.replace(BLOCK_SUM_BARRIER, ""))
+    (out_dir / "common.cuh").write_text(common.replace(BLOCK_SUM_BARRIER,
+                                                         "    v = warp_sum(v);\n"))
     ds = ct.driver_sources()["hopper_unit"]
     so = ct.build_driver_source(ds, out_dir, text=ds.path.read_text())
     lib = ctypes.CDLL(str(so))
