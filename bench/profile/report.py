@@ -429,6 +429,14 @@ def _sum_lines(prof: Profile) -> list[str]:
         ratio = statistics.median(o / w for o, w in zip(sums, walls, strict=True) if w)
         lines.append(f"the ops' share of each timed run's wall (median): {ratio:.1%} "
                      "(the rest: Python between the ops and the timing mode's own cost)")
+    same = prof.extra.get("ops_over_program")
+    if same is not None:  # inprogram.in_run_ratios: both sides from one run
+        lo_hi = prof.extra.get("ops_over_program_spread")
+        n = len(prof.extra.get("ops_over_program_runs") or [])
+        lines.append(f"the ops over the program in the same run (each run's ops summed over "
+                     f"that run's program time, the timing mode's own cost taken out): median "
+                     f"{same:.3f}" + (f", [{lo_hi[0]:.3f}, {lo_hi[1]:.3f}] over {n} runs"
+                                       if lo_hi else ""))
     paired = prof.extra.get("ops_over_eager_paired")
     if paired is not None:
         lines.append(f"the ops over the eager program, run by run (each timed run followed "

@@ -254,3 +254,13 @@ def test_a_rank_that_does_not_hold_over_the_runs_is_said_in_the_table_and_the_ke
     annotate(prof)
     assert first.case.evidence.extra["plot_label"].endswith("(tie with #2)")
     assert "tie" not in second.case.evidence.extra["plot_label"]
+
+
+def test_the_same_run_ratio_is_given_with_its_spread():
+    from roofbench.bench.profile.report import _sum_lines
+
+    prof = run(lambda t: t * 2, torch.randn(32))
+    prof.extra.update(ops_over_program=1.02, ops_over_program_spread=[0.97, 1.08],
+                      ops_over_program_runs=[0.97, 1.02, 1.08])
+    (line,) = [x for x in _sum_lines(prof) if x.startswith("the ops over the program in")]
+    assert line.endswith("median 1.020, [0.970, 1.080] over 3 runs")
