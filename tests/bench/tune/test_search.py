@@ -302,3 +302,30 @@ def test_a_stop_by_a_signal_keeps_what_was_tried(sim, tmp_path):
     doc = json.loads((tmp_path / "t" / "tune.json").read_text())
     assert doc["stop"] == "interrupted" and len(doc["trials"]) == 2
     assert doc["best"] is not None
+
+
+def test_the_drop_compares_raw_times_when_only_the_best_has_pairs(sim):
+    """The best (B=1) timed with roof pairs, the others without (no sampler for their roof):
+    the drop and the ranking compare raw times, never a paired time with a raw one."""
+    import sys
+
+    ts = sys.modules["tune_simulated"]
+    s = sim()
+
+    class SomePairs(ts.SimClock):
+        def time(self, fn, cfg, pair=None):
+            self.paired = s.machine.pairs
+            return super().time(fn, cfg, pair)
+
+    inner = s.builder(effs({1: 0.8, 2: 0.2, 3: 0.7}))
+
+    def build(**c):
+        s.machine.pairs = c["B"] == 1
+        return inner(**c)
+
+    rec = tune(build, {"B": [1, 2, 3]}, s.a, s.out,
+               **s.kw(clock=SomePairs(s.machine), target=0.99))
+    st = {t.config["B"]: t for t in rec.trials}
+    assert st[1].paired and not st[2].paired and not st[3].paired
+    assert st[2].status == "dropped" and "its fastest (raw)" in st[2].why
+    assert st[3].status == "ok" and rec.basis == "raw" and rec.config == {"B": 1}
