@@ -30,8 +30,9 @@ cuda_extra() {
 
 offline() {
   [ "${ROOFBENCH_NO_INSTALL:-0}" = 1 ] && return 0
-  # No index reachable in 5 s: treat as an offline box.
-  timeout 5 "$PY" -m pip download --no-deps --quiet -d "$(mktemp -d)" pip==24.0 \
+  # No index reachable in 20 s: treat as an offline box. (5 s was too short on a busy
+  # machine: pip's own start-up took 5.8 s under a load average of 10.)
+  timeout 20 "$PY" -m pip download --no-deps --quiet -d "$(mktemp -d)" pip==24.0 \
     >/dev/null 2>&1 && return 1
   return 0
 }
