@@ -264,3 +264,22 @@ def test_the_same_run_ratio_is_given_with_its_spread():
                       ops_over_program_runs=[0.97, 1.02, 1.08])
     (line,) = [x for x in _sum_lines(prof) if x.startswith("the ops over the program in")]
     assert line.endswith("median 1.020, [0.970, 1.080] over 3 runs")
+
+
+def test_roofbench_model_writes_report_html_as_a_run_does(tmp_path, capsys):
+    import json
+
+    from roofbench.bench.cli import main
+
+    script = tmp_path / "prog.py"
+    script.write_text("import torch\n"
+                      "def program():\n"
+                      "    return (lambda a: torch.relu(a * 2)), (torch.randn(256),)\n")
+    roofs = tmp_path / "roofs.json"
+    roofs.write_text(json.dumps(ROOFS.to_dict()))
+    out = tmp_path / "o"
+    assert main(["model", str(script), "--roofs", str(roofs), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"wrote {out / 'report.html'}" in said
+    page = (out / "report.html").read_text()
+    assert "roofbench profile: prog.program" in page and "Ops (Amdahl ranking)" in page
