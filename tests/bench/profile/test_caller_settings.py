@@ -222,11 +222,19 @@ def test_interop_threads_are_put_back(caller, monkeypatch):
     assert got["n"] == 3
 
 
-def test_the_first_numba_launch_no_longer_moves_torchs_threads(caller):
-    """The bug as found: a roof sample is a Numba parallel kernel, and Numba's first thread
-    launch sets OpenMP's count (torch's) to its own; reading Numba's count launches them."""
-    from roofbench.bench.profile.caller_state import Settings
+def test_reading_the_settings_launches_no_numba_threads():
+    """The bug as found: Numba's first thread launch sets OpenMP's count (torch's) to its
+    own, and asking Numba its thread count launches them; read in a fresh process, the
+    settings leave torch's count and Numba's pool as they were."""
+    import subprocess
+    import sys
 
-    before = torch.get_num_threads()
-    Settings.read().restore()
-    assert torch.get_num_threads() == before
+    code = ("import torch, numba\n"
+            "torch.set_num_threads(1)\n"
+            "from roofbench.bench.profile.caller_state import Settings\n"
+            "s = Settings.read()\n"
+            "import numba.np.ufunc.parallel as par\n"
+            "print(torch.get_num_threads(), par._is_initialized, s.numba_threads)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=True).stdout.split()
+    assert out == ["1", "False", "None"]
