@@ -158,3 +158,14 @@ def test_two_traces_of_one_program_are_compared_op_by_op(tmp_path, capsys):
     main(["compare", str(tmp_path / "a"), str(tmp_path / "b")])
     out = capsys.readouterr().out
     assert "only in" not in out and "judged 0 of" not in out and "judged" in out
+
+
+def test_a_cpu_trace_from_another_machine_is_counted_and_timed_not_placed(monkeypatch):
+    import socket
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "not-the-recording-host")
+    tp = trace(Path(__file__).resolve().parents[2] / "fixtures" / "traces" / "gpt2-tiny-cpu"
+               / "trace.json.gz")
+    assert tp.roofs is None and "give --roofs FILE" in tp.roofs_from
+    assert tp.ops and all(p.case.roofline.efficiency is None for p in tp.ops)
+    assert tp.program.declaration.flops > 0 and tp.ops_s > 0
