@@ -63,3 +63,28 @@ def test_the_blocks_cancel_a_gain_of_the_second_of_each_pair():
     ta, tb = alternate(run, run, CFG, clock=lambda: now[0])
     iv = paired_interval(ta.samples, tb.samples, 0.95)
     assert iv.ratio == pytest.approx(1.0) and judge(iv, 0.0) == "same"
+
+
+def test_the_stopping_rule_runs_after_every_pair_whatever_its_order(monkeypatch):
+    """The work between two pairs is the same after A B as after B A: a stopping rule run
+    only where a block ends put a gap before every A B pair alone (A/A at 0.965-1.000)."""
+    from roofbench.bench.gate import ab_session
+
+    after: list[int] = []
+    real = ab_session.median_interval
+    seen = {"n": 0}
+
+    def counted(xs, confidence):
+        after.append(seen["n"])
+        return real(xs, confidence)
+
+    def run() -> None:
+        seen["n"] += 1
+
+    monkeypatch.setattr(ab_session, "median_interval", counted)
+    cfg = TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=12, max_samples=40,
+                      budget_s=1e9, target_rel_ci=0.0)
+    alternate(run, run, cfg)
+    pairs = [(n - 2) // 2 for n in after]  # runs so far, less the warm-up, in pairs
+    first = ab_session.CI_MIN_SAMPLES
+    assert pairs == list(range(first, 41)), pairs  # after pair 30, 31, ..., 40: both orders
