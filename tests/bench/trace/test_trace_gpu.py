@@ -149,3 +149,8 @@ def test_an_uncounted_triton_kernel_is_listed_with_its_time():
     a = analyse([read_trace(FIX / "hta-a100-triton.json.gz")])
     assert list(a.uncounted_kernels) == ["triton_poi_fused_add_cos_sin_0"]
     assert a.uncounted_kernels["triton_poi_fused_add_cos_sin_0"] == pytest.approx(1.76e-6)
+
+
+def test_a_gpu_trace_without_device_properties_asks_for_the_device():
+    with pytest.raises(UserError, match="names no GPU"):
+        trace(FIX / "hta-sampled-ranks")
