@@ -27,8 +27,8 @@ from roofbench.errors_text import first_line
 from roofbench.paths import home
 
 from ..errors import UserError
+from ..measure.caller_settings import keeping
 from ..measure.user_code import file_module
-from ..profile.caller_state import keeping
 from ..results import make_run_dir, utc_stamp
 from .argtypes import checked
 

@@ -101,8 +101,8 @@ class Session:
     def measure_call(self, call: Call) -> CaseResult:
         """Measure a declared call (``declared.declare``) and add it to this session; the
         caller's settings (threads, dtype, grad mode, RNG, flags, environment) as found
-        when it returns, raises or is interrupted (``caller_state.kept``)."""
-        from ..profile.caller_state import kept
+        when it returns, raises or is interrupted (``caller_settings.kept``)."""
+        from .caller_settings import kept
 
         with kept():
             return self._measure_call(call)
@@ -249,7 +249,7 @@ def measure(fn: Callable[..., Any], *args: Any, flops: Any = None, reads: Any = 
     sess = session or (_ACTIVE[-1] if _ACTIVE else None)
     if sess is not None and roofs is not None:
         raise MeasureError("roofs= belongs to the Session when one collects the case")
-    from ..profile.caller_state import kept
+    from .caller_settings import kept
 
     with kept():  # the Session's set-up too
         target = sess if sess is not None else Session(roofs=roofs)

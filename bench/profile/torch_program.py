@@ -34,6 +34,7 @@ from typing import Any
 from roofbench.bench.errors import UserError
 from roofbench.bench.measure import core, door
 from roofbench.bench.measure.callables import clock_for
+from roofbench.bench.measure.caller_settings import kept
 from roofbench.bench.measure.door import MeasureError
 from roofbench.bench.measure.pairs import pair_for
 from roofbench.bench.measure.user_code import raised_by_user, users_failure
@@ -42,7 +43,6 @@ from roofbench.bench.profile.caller_state import (
     Backups,
     Caches,
     Grads,
-    kept,
     working_copy,
 )
 from roofbench.bench.profile.common import (
@@ -116,7 +116,7 @@ def run_profile(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                 name: Any = None, out: Any = None) -> Profile:
     """``profile`` with the program's keywords as a dict (any names, ``out`` too); the
     caller's settings (threads, dtype, grad mode, RNG, flags, environment) as found when it
-    returns, raises or is interrupted (``caller_state.kept``)."""
+    returns, raises or is interrupted (``caller_settings.kept``)."""
     with kept():
         return _run_profile(fn, args, kwargs, roofs=roofs, timer=timer, compile=compile,
                             name=name, out=out)

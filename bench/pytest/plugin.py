@@ -185,7 +185,7 @@ def roofline(request: pytest.FixtureRequest) -> Callable[..., Any]:
     handed: list[str] = []
 
     def measure(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        from roofbench.bench.profile.caller_state import kept
+        from roofbench.bench.measure.caller_settings import kept
 
         with kept():  # the test's threads, dtype, RNG, flags, environment as found
             return _measure(fn, *args, **kw)

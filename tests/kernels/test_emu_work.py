@@ -28,7 +28,8 @@ import cuda_tools as ct
 import numpy as np
 import pytest
 from emu_run import DEV, LaunchError, build_mutant, emulation_libs, run_emulated
-from roofbench.bench.backends.gpu_common import ALL_LAUNCHERS, CaseUnsupported, plan_launches
+from roofbench.bench.backends.base import CaseUnsupported
+from roofbench.bench.backends.gpu_common import ALL_LAUNCHERS, plan_launches
 from roofbench.bench.suite.runner import validate
 from roofbench.kernels import attention, rownorm
 from roofbench.kernels.cuda_impl import CudaKernel, DeviceProps

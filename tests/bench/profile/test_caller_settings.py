@@ -1,4 +1,4 @@
-"""The caller's process settings after every entry point (bench/profile/caller_state.py
+"""The caller's process settings after every entry point (bench/measure/caller_settings.py
 ``kept``): ``roofbench.profile``, `roofbench model`, ``roofbench.measure`` and the pytest
 ``roofline`` fixture each leave torch's threads, the default dtype, grad mode, the RNG
 states, torch's math flags and the environment as found, whether the program returns,
@@ -231,7 +231,7 @@ def test_reading_the_settings_launches_no_numba_threads():
 
     code = ("import torch, numba\n"
             "torch.set_num_threads(1)\n"
-            "from roofbench.bench.profile.caller_state import Settings\n"
+            "from roofbench.bench.measure.caller_settings import Settings\n"
             "s = Settings.read()\n"
             "import numba.np.ufunc.parallel as par\n"
             "print(torch.get_num_threads(), par._is_initialized, s.numba_threads)\n")
