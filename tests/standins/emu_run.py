@@ -7,6 +7,7 @@ tests/roofs/test_gpu_probes_nogpu.py."""
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import shutil
 import sys
 from collections.abc import Callable, Iterable
@@ -20,8 +21,22 @@ from roofbench.kernels.cuda_impl import DeviceProps
 from roofbench.kernels.spec import Buf, Case
 from testpaths import FAKE_CUPY
 
-sys.path.insert(0, str(FAKE_CUPY))  # the launch the CuPy and PyCUDA stand-ins share
-from emu_launch import ArgumentMismatch, check_scalars  # noqa: E402
+
+def _emu_launch() -> Any:
+    """The launch the CuPy and PyCUDA stand-ins share, loaded from its file: FAKE_CUPY is
+    never put on sys.path here, or the collecting worker would import the fake ``cupy`` and
+    take it for a GPU (every `gpu` test then runs against it)."""
+    if "emu_launch" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("emu_launch", FAKE_CUPY / "emu_launch.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["emu_launch"] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["emu_launch"]
+
+
+ArgumentMismatch = _emu_launch().ArgumentMismatch
+check_scalars = _emu_launch().check_scalars
 
 # A tiny device: grid-stride grids of at most 2 blocks of 256 threads.
 DEV = DeviceProps(cc=(9, 0), sm_count=1, max_threads_per_sm=512, name="host emulation")

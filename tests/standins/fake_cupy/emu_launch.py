@@ -61,7 +61,9 @@ def check_scalars(lib: ctypes.CDLL, function: str, args: list[Any], strict: str 
     for i, (a, want) in enumerate(zip(args, sig, strict=True)):
         got = scalar_type(a, strict)
         if got is None:
-            if want[0] in "iuf" and (want[0] == "f") == isinstance(a, float):
+            # the tests' own 8-byte slots: a Python int is any integer or an address
+            # (``arr.ctypes.data``) for a pointer, a float any floating parameter
+            if want[0] in "iufp" and (want[0] == "f") == isinstance(a, float):
                 continue
             got = type(a).__name__
         if got != want:
