@@ -189,18 +189,33 @@ def stop_signals(late: bool = False) -> Iterator[None]:
 
 @contextlib.contextmanager
 def deferred_stops() -> Iterator[None]:
-    """Stop signals held (blocked) while inside and delivered on the way out: a step that
-    records a stop (a marker claimed, the record of a stopped run written) is never cut in
-    half by a second one. Main thread, POSIX; elsewhere nothing is held."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(
-            signal, "pthread_sigmask"):
+    """Stop signals held while inside and delivered on the way out: a step that records a
+    stop (a marker claimed, the record of a stopped run written) is never cut in half by a
+    second one. Held by a Python-level handler that notes them, not by the thread's signal
+    mask: a process-directed signal goes to any thread that does not block it (torch's and
+    Numba's pools), and Python runs its handler in the main thread all the same. Main
+    thread only; elsewhere nothing is held."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    held: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        held.append(signum)
+
+    before: dict[int, Any] = {}
+    for s in STOP_SIGNALS:
+        h = signal.getsignal(s)
+        if h is None or h == signal.SIG_IGN:  # not ours to hold: a C handler, or ignored
+            continue
+        before[s] = signal.signal(s, hold)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, h in before.items():
+            signal.signal(s, h)
+        if held:  # delivered once, as a blocked signal is, to the handler now in place
+            signal.raise_signal(held[0])
 
 
 class OsExitCalled(BaseException):
