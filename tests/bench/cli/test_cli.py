@@ -44,7 +44,7 @@ def test_run_writes_every_file(one_run: Path):
 
 def test_results_json_holds_what_reports_need(one_run: Path):
     d = json.loads((one_run / "results.json").read_text())
-    assert d["schema"] == "roofbench.results" and d["schema_version"] == 5
+    assert d["schema"] == "roofbench.results" and d["schema_version"] == 6
     assert d["interrupted"] is False and d["roofs"]["schema_version"] == 2
     assert d["command"][0] == "roofbench" and "environment" in d and d["roofs"]["roofs"]
     by_variant = {c["variant"]: c for c in flat_cases(d)}

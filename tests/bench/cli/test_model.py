@@ -41,7 +41,8 @@ def test_model_profiles_the_entry_and_writes_the_files(script, tmp_path, capsys)
     said = capsys.readouterr().out
     assert "prog.program: 4 calls, 3 distinct ops; program 1536 FLOPs, 18432 B" in said
     assert sorted(f.name for f in out.iterdir()) == [
-        "profile.md", "results.csv", "results.json", "roofline.png", "roofline.svg"]
+        "profile.json", "profile.md", "report.html", "results.csv", "results.json",
+        "roofline.png", "roofline.svg"]
     assert "mul -> mul -> add -> sqrt" in (out / "profile.md").read_text()
 
 
