@@ -212,8 +212,8 @@ def deferred_stops() -> Iterator[None]:
     try:
         yield
     finally:
-        for s, h in before.items():
-            signal.signal(s, h)
+        for signum, h in before.items():
+            signal.signal(signum, h)
         if held:  # delivered once, as a blocked signal is, to the handler now in place
             signal.raise_signal(held[0])
 
