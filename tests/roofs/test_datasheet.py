@@ -127,7 +127,8 @@ def test_a_datasheet_roof_carries_the_document_of_its_entry():
 
 def test_a_stored_run_keeps_the_label_it_was_written_with():
     """The H200's first contact was written with the table of its commit: read back, its
-    datasheet roofs keep that label (no source added after the fact); today's runs carry the
+    datasheet roofs keep that label, a file name from outside the repo included (stored runs
+    are evidence: never edited, no source added after the fact); today's runs carry the
     entry's document (above)."""
     from testpaths import H200_RUNS
 
@@ -136,7 +137,7 @@ def test_a_stored_run_keeps_the_label_it_was_written_with():
     run = read_run(json.loads(H200_RUNS["gemm-4096"].read_text()))
     sheet = [r for r in run.roofs.roofs if r.source == "datasheet"]
     assert sheet
-    assert {r.evidence["table"] for r in sheet} == {"datasheet peaks (dense)"}
+    assert {r.evidence["table"] for r in sheet} == {"ROOFLINE.md, datasheet peaks (dense)"}
     assert all("source" not in r.evidence for r in sheet)
 
 
