@@ -5,10 +5,11 @@
   read from the index itself), plus the index; the output written.
 - gather (gather, take, index.Tensor, _unsafe_index): one element of the source per output
   element (never more than the source's span), plus the indices; the output written.
-- scatter (scatter, scatter_add, scatter_reduce, index_put, index_add, masked_scatter): the
-  addressed elements written, read as well when they are accumulated into, the values read
-  (as many as are written), plus the indices or mask; out of place the source is copied
-  first (read whole, the whole output written).
+- scatter (scatter, scatter_add, scatter_reduce, index_put, index_add, index_copy,
+  index_fill, masked_scatter): the addressed elements written, read as well when they are
+  accumulated into, the values read (as many as are written), plus the indices or mask; out
+  of place the source is copied first (read whole, the whole output written). A
+  StaticCache's ``index_copy_`` of one token writes that token's rows, not the cache.
 - masked element-wise ops (masked_fill, where, masked_select) and expand/broadcast views need
   no rule: a broadcast operand's stride 0 spans its own elements once (``TensorMeta.span``).
 
@@ -30,7 +31,7 @@ from roofbench.bench.profile.op_counts import TensorMeta, union_bytes
 LOOKUP = {"embedding", "index_select"}
 GATHER = {"gather", "take", "index", "_unsafe_index"}
 SCATTER = {"scatter", "scatter_add", "scatter_reduce", "index_put", "_index_put_impl",
-           "index_add", "masked_scatter"}
+           "index_add", "index_copy", "index_fill", "masked_scatter"}
 ACCUMULATE = {"scatter_add", "scatter_reduce", "index_add"}
 RULES = {"lookup": LOOKUP, "gather": GATHER, "scatter": SCATTER}
 
@@ -122,10 +123,10 @@ def indexed_bytes(packet: str, args: tuple[Any, ...], kwargs: dict[str, Any],
         mask, values = args[1], args[2]
         n = _true(mask.expand_as(self_t))
         aux, acc = [meta[id(mask)]], False
-    else:  # scatter*(self, dim, index, src|value) / index_add(self, dim, index, source)
+    else:  # scatter*(self, dim, index, src|value) / index_add|copy|fill(self, dim, index, v)
         index = args[2]
         values = args[3] if len(args) > 3 and isinstance(args[3], torch.Tensor) else None
-        if base == "index_add":
+        if base in ("index_add", "index_copy", "index_fill"):  # whole slices along dim
             n = (m.numel // max(self_t.shape[int(args[1])], 1)) * int(index.numel())
         else:
             n = int(index.numel())

@@ -80,8 +80,11 @@ def test_a_static_cache_decode_is_accepted_and_left_as_it_was(model):
             roofs=ROOFS, timer=FAST)
     assert prof.extra["in_program_runs"] == 2
     assert _same(cache, before)  # the slot each run wrote put back at the end
-    assert sum(d.calls for d in prof.recording.distinct if d.packet == "index_copy_") \
-        == 2 * LAYERS
+    copies = [d for d in prof.recording.distinct if d.packet == "index_copy_"]
+    assert sum(d.calls for d in copies) == 2 * LAYERS
+    # each writes the new token's slot (heads x head dim fp32), not the 16-slot cache
+    row = HEADS * (DIM // HEADS) * 4
+    assert all((d.reads, d.writes) == (8 + row, row) for d in copies)
 
 
 def test_the_cache_is_rewound_before_every_run_not_rebuilt(model):

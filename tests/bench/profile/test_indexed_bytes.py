@@ -74,6 +74,21 @@ def test_index_put_accumulate_reads_and_writes_the_addressed_rows():
         ("index_put_", 2 * 8 + 2 * 64 + 2 * 64, 2 * 64)]
 
 
+def test_a_static_cache_index_copy_writes_the_new_token_not_the_cache():
+    # StaticCache.update: cache (1, heads 4, 256 slots, 16) <- one token at its position
+    cache, pos, new = torch.zeros(1, 4, 256, 16), torch.tensor([9]), torch.ones(1, 4, 1, 16)
+    row = 4 * 16 * 4  # one slot along dim 2: 4 heads x 16 floats
+    # the index (8 B) + the new token's row read; that one slot written, not 64 kB
+    assert counted(lambda c, i, v: c.index_copy_(2, i, v), cache, pos, new) == [
+        ("index_copy_", 8 + row, row)]
+
+
+def test_index_fill_in_place_writes_the_named_slices():
+    x, idx = torch.zeros(50, 32), torch.tensor([3, 7])
+    assert counted(lambda a, i: a.index_fill_(0, i, 1.0), x, idx) == [
+        ("index_fill_", 2 * 8, 2 * 32 * 4)]
+
+
 def test_masked_scatter_in_place_writes_the_true_elements():
     x = torch.zeros(64, 64)
     mask = torch.zeros(64, 64, dtype=torch.bool)
