@@ -70,7 +70,7 @@ class ReadPass:
 # the DRAM roof's STREAM kernel (add-nt where it was measured). On the Zen 4 VM a pure
 # stream of one or two arrays held its ratio to the probe of its count across the memory's
 # two states, where its ratio to add-nt moved up to 0.27, and two-array kernels outran
-# add-nt in the slow state (docs/measurements-amd-epyc.md, scripts/pair_mix.py).
+# add-nt in the slow state (docs/measurements.md, scripts/pair_mix.py).
 SHAPE_NAMES = {1: "read", 2: "stream-square-nt"}
 
 

@@ -3,6 +3,8 @@ back only under the same inputs, computed afresh when any source, setting or arg
 
 from __future__ import annotations
 
+import json
+
 import codegen_store as store
 import pytest
 
@@ -179,3 +181,95 @@ def test_numba_store_off_keeps_nothing(tmp_path, monkeypatch):
     root = _clone(tmp_path, "root")
     _call(root)
     assert store.numba_keep(root) == 0 and store.numba_restore(root) == 0
+
+
+# A compiling child that says which files it loaded (codegen_matrix calls record_loaded at
+# import): its facts are kept with those files, not with every source of the checkout.
+RECORDING_CHILD = """import sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import codegen_store
+codegen_store.record_loaded()
+from pkg.used import X
+print(X)
+"""
+
+
+def _tree(tmp_path):
+    root = (tmp_path / "tree").resolve()
+    for folder in ("pkg", "other"):
+        (root / folder).mkdir(parents=True)
+    (root / "pkg" / "used.py").write_text("X = 1\n")
+    (root / "pkg" / "beside.py").write_text("Y = 1\n")
+    (root / "other" / "cli.py").write_text("Z = 1\n")
+    return root
+
+
+def _recording(root, calls, env_extra=None):
+    """A compute that runs RECORDING_CHILD in ``root`` as compile_for runs its child."""
+    import os
+    import subprocess
+    import sys
+
+    from patience import patience
+    from testpaths import STANDINS
+
+    def compute():
+        calls.append(1)
+        env = os.environ | store.recording_env() | (env_extra or {})
+        p = subprocess.run([sys.executable, "-c", RECORDING_CHILD, str(STANDINS), str(root)],
+                           capture_output=True, text=True, env=env, timeout=patience(120))
+        assert p.returncode == 0, p.stderr[-2000:]
+        return {"x": int(p.stdout.split()[-1]), "n": len(calls)}
+    return compute
+
+
+def test_facts_are_kept_with_the_files_their_child_loaded(tmp_path, kept_in, monkeypatch):
+    root = _tree(tmp_path)
+    monkeypatch.setattr(store, "ROOT", root)
+    calls: list[int] = []
+    compute = _recording(root, calls)
+    assert store.kept("child", [7], compute) == {"x": 1, "n": 1}
+    (entry,) = kept_in.glob("child-*.json")
+    sources = json.loads(entry.read_text())["sources"]
+    assert sources["pkg/used.py"] and sources["pkg/"] == ["beside.py", "used.py"]
+    assert not any(k.startswith("other") for k in sources)  # never loaded by the child
+
+    (root / "other" / "cli.py").write_text("Z = 2\n")  # the CLI edited: not compiled
+    (root / "pkg" / "beside.py").write_text("Y = 2\n")  # a neighbour edited, not loaded
+    assert store.kept("child", [7], compute) == {"x": 1, "n": 1} and len(calls) == 1
+    assert store.kept("child", [8], compute)["n"] == 2  # other arguments: computed
+
+    (root / "pkg" / "used.py").write_text("X = 3\n")  # a loaded file edited
+    assert store.kept("child", [7], compute) == {"x": 3, "n": 3}
+    (root / "pkg" / "new.py").write_text("")  # a module added beside a loaded one
+    assert store.kept("child", [7], compute) == {"x": 3, "n": 4}
+    (root / "pkg" / "new.py").unlink()  # back as it was: the entry of that tree serves
+    assert store.kept("child", [7], compute) == {"x": 3, "n": 3} and len(calls) == 4
+
+
+def test_a_hand_edited_loaded_entry_is_computed_again(tmp_path, kept_in, monkeypatch):
+    root = _tree(tmp_path)
+    monkeypatch.setattr(store, "ROOT", root)
+    calls: list[int] = []
+    compute = _recording(root, calls)
+    store.kept("child", [9], compute)
+    (entry,) = kept_in.glob("child-*.json")
+    kept = json.loads(entry.read_text())
+    kept["sources"]["pkg/used.py"] = "0" * 64  # a stale entry made to look current
+    entry.write_text(json.dumps(kept))
+    assert store.kept("child", [9], compute)["n"] == 2
+
+
+def test_a_child_that_cannot_say_what_it_loaded_fails(tmp_path, kept_in, monkeypatch):
+    """A short list would keep facts past an edit of the file left off it: the child fails
+    (its compute with it), the caller's environment is as it was, nothing is kept."""
+    import os
+
+    root = _tree(tmp_path)
+    monkeypatch.setattr(store, "ROOT", root)
+    (tmp_path / "a-file").write_text("")
+    compute = _recording(root, [], {store.LOADED_ENV: str(tmp_path / "a-file" / "under")})
+    with pytest.raises(AssertionError, match="cannot record the loaded files"):
+        store.kept("child", [10], compute)
+    assert store.LOADED_ENV not in os.environ and store.recording_env() == {}
+    assert list(kept_in.glob("child-*.json")) == []

@@ -201,8 +201,8 @@ def replay(log_path: Path, names: list[str], read: Callable[[str], Any] = code_f
 # ----------------------------------------------------------------------------- the caller
 
 
-def _run(args: list[str], cache_dir: Path) -> Any:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+def _run(args: list[str], cache_dir: Path, record: dict[str, str]) -> Any:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")} | record
     env["NUMBA_CACHE_DIR"] = str(cache_dir)  # fresh: nothing is loaded from numba's cache
     p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
                        env=env, timeout=patience(1800))
@@ -223,11 +223,15 @@ def fanout_facts(units: list[str], cache_dir: Path) -> dict[str, dict[str, Any]]
 def _fanout(units: list[str], cache_dir: Path) -> dict[str, dict[str, Any]]:
     from concurrent.futures import ThreadPoolExecutor
 
+    from codegen_store import recording_env
+
     log = cache_dir / "fanout-log.json"
-    out = {HOST: {"numba_cpu_name": None, **_run(["frontend", str(log), *units], cache_dir)}}
+    rec = recording_env()  # this thread's: the pool's threads are not the one kept() runs in
+    out = {HOST: {"numba_cpu_name": None,
+                  **_run(["frontend", str(log), *units], cache_dir, rec)}}
     names = [t.name for t in FOREIGN]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for part in pool.map(lambda c: _run(["replay", str(log), *c], cache_dir),
+        for part in pool.map(lambda c: _run(["replay", str(log), *c], cache_dir, rec),
                              [names[0::2], names[1::2]]):
             out.update(part)
     assert list(out) != [] and set(out) == {t.name for t in MATRIX}, sorted(out)

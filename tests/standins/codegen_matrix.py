@@ -22,8 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from codegen_store import record_loaded, recording_env
 from patience import patience
 from testpaths import FIXTURES, ROOT
+
+record_loaded()  # in a compiling child (every one imports this): which sources it read
 
 CHILD = ROOT / "tests" / "roofs" / "codegen_child.py"
 _REAL = json.loads((FIXTURES / "cpu_features.json").read_text())
@@ -102,7 +105,7 @@ def compile_for(target: Target, units: list[str], cache_dir: Path,
 
 def _compile_for(target: Target, units: list[str], cache_dir: Path,
                  features: str | None) -> dict[str, Any]:
-    env = child_env(target, features)
+    env = child_env(target, features) | recording_env()
     env["NUMBA_CACHE_DIR"] = str(cache_dir)
     p = subprocess.run([sys.executable, str(CHILD), *units], capture_output=True, text=True,
                        env=env, timeout=patience(900))

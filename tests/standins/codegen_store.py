@@ -18,16 +18,28 @@ A store is an optimisation, never a source of truth: a folder that cannot be mad
 (a read-only mount, a read-only home) is no store (``folder`` gives None: every caller
 computes), any read or write error falls back to computing, and a kept value is returned only
 when the digest stored beside it matches it (a hand-edited or half-written entry is computed
-again and rewritten)."""
+again and rewritten).
+
+Narrower than "every source": a computation whose child processes say which files they loaded
+(``record_loaded``, called by codegen_matrix at import: every compiling child imports it) is
+kept with that list, each file's digest and each of their folders' ``.py`` names
+(``loaded_sources``), and read back while those still match, whatever else moved. An edit of
+the CLI or the gate, which no compiling child imports, then costs no fan-out (about 470 CPU
+seconds); an edit of a loaded file, or a module added beside one (a registry that lists its
+folder), computes afresh. Python that a process did not load cannot change what it compiled.
+A child that cannot write its list fails, so a list is never short."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
 import os
 import shutil
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +49,8 @@ T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("kernels", "roofs", "roofbench", "tests/standins", "tests/roofs/codegen_child.py")
 ENV = "RB_TEST_STORE"
+LOADED_ENV = "RB_STORE_LOADED"  # where a compiling child writes the files it loaded
+_computing = threading.local()  # .loaded: that folder, while ``kept`` computes in this thread
 
 
 def folder(part: str = "codegen") -> Path | None:
@@ -81,15 +95,16 @@ def sources_digest(root: Path = ROOT) -> str:
     return h.hexdigest()
 
 
-def key(kind: str, call: Any) -> str:
+def key(kind: str, call: Any, sources: bool = True) -> str:
     """The digest of one computation: ``kind`` and its JSON-able arguments ``call`` beside the
-    sources, the tools' versions, the host CPU and the session's numba settings."""
+    sources (``sources`` False: without them, for an entry kept with its loaded files), the
+    tools' versions, the host CPU and the session's numba settings."""
     import llvmlite
     import llvmlite.binding as ll
     import numba
     import numpy
 
-    what = {"kind": kind, "call": call, "sources": sources_digest(),
+    what = {"kind": kind, "call": call, "sources": sources_digest() if sources else None,
             "versions": [numba.__version__, llvmlite.__version__, numpy.__version__,
                          sys.version],
             "host": [ll.get_host_cpu_name(), ll.get_host_cpu_features().flatten()],
@@ -100,20 +115,27 @@ def key(kind: str, call: Any) -> str:
 
 def kept(kind: str, call: Any, compute: Callable[[], Any]) -> Any:
     """``compute()``'s JSON value, read back where a session computed it under the same key
-    (``key``) and its stored digest matches it, else computed and written (whole, by rename:
-    two sessions at once both keep a whole file). A store that cannot be read or written
-    costs the time, never the value: it is computed."""
+    (``key``; or the same key without the sources and the same loaded files: ``loaded_hit``)
+    and its stored digest matches it, else computed and written (whole, by rename: two
+    sessions at once both keep a whole file). A store that cannot be read or written costs the
+    time, never the value: it is computed."""
     where = folder()
     if where is None:
         return json.loads(json.dumps(compute()))  # as a kept value reads: lists, not tuples
+    base = key(kind, call, sources=False)[:32]
     path = where / f"{kind}-{key(kind, call)[:32]}.json"
-    found = read_verified(path)
+    found = loaded_hit(where, f"{kind}-{base}-") or read_verified(path)
     if found is not None:
         return found[0]
-    value = json.loads(json.dumps(compute()))
+    value, loaded = _computed(compute)
+    entry: dict[str, Any] = {"value": value, "sha256": digest(value)}
+    if loaded is not None:
+        sources = loaded_sources(loaded)
+        entry = {"value": value, "sources": sources, "sha256": digest([value, sources])}
+        path = where / f"{kind}-{base}-{digest(sources)[:16]}.json"
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps({"value": value, "sha256": digest(value)}))
+        tmp.write_text(json.dumps(entry))
         os.replace(tmp, path)
     except OSError:  # a full disk, a store made read-only since: the value stands
         with contextlib.suppress(OSError):
@@ -121,6 +143,105 @@ def kept(kind: str, call: Any, compute: Callable[[], Any]) -> Any:
         return value
     prune(where)
     return value
+
+
+def _computed(compute: Callable[[], Any]) -> tuple[Any, list[str] | None]:
+    """``compute()``'s JSON value and the files its children loaded (None: none said)."""
+    before = getattr(_computing, "loaded", None)
+    with tempfile.TemporaryDirectory(prefix="rb-loaded-") as rec:
+        _computing.loaded = rec
+        try:
+            value = json.loads(json.dumps(compute()))
+        finally:
+            _computing.loaded = before
+        lists = [json.loads(p.read_text()) for p in sorted(Path(rec).glob("*.json"))]
+    if not lists:
+        return value, None
+    return value, sorted({r for files in lists for f in files
+                          if (r := _in_tree(Path(f), ROOT)) is not None})
+
+
+def recording_env() -> dict[str, str]:
+    """What a child process of a computation adds to its environment to say which files it
+    loaded (empty outside ``kept``). Read in the thread that called ``kept``."""
+    rec = getattr(_computing, "loaded", None)
+    return {LOADED_ENV: rec} if rec else {}
+
+
+def record_loaded() -> None:
+    """In a child started with ``recording_env``: at exit, write the checkout's files this
+    process loaded (its modules and its script) for the computation that started it."""
+    if os.environ.get(LOADED_ENV):
+        atexit.register(_write_loaded, Path(os.environ[LOADED_ENV]))
+
+
+def _write_loaded(rec: Path) -> None:
+    files = {getattr(m, "__file__", None) for m in list(sys.modules.values())} | {sys.argv[0]}
+    try:  # every file: the caller keeps those of its checkout
+        (rec / f"{os.getpid()}.json").write_text(json.dumps(
+            sorted(os.path.abspath(f) for f in files if isinstance(f, str) and os.path.isfile(f))))
+    except OSError as e:  # a short list would keep stale facts: fail the compute instead
+        print(f"codegen_store: cannot record the loaded files: {e}", file=sys.stderr)
+        os._exit(3)
+
+
+def _in_tree(path: Path, root: Path) -> str | None:
+    """``path`` relative to the checkout, or None outside it (or in its .venv, build...)."""
+    try:
+        rel = path.resolve().relative_to(root)
+    except (OSError, ValueError):
+        return None
+    return None if rel.parts and rel.parts[0] in _NOT_SOURCES else rel.as_posix()
+
+
+def loaded_sources(files: list[str], root: Path | None = None) -> dict[str, Any]:
+    """What a computation's loaded files (relative to ``root``, default the checkout) are kept
+    with: each file's sha256 (None: gone), and each of their folders' ``.py`` names (a module
+    added beside one is seen)."""
+    root = ROOT if root is None else root
+    out: dict[str, Any] = {}
+    for rel in files:
+        p = root / rel
+        try:
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+        except OSError:
+            out[rel] = None
+        folder_ = p.parent
+        if f"{folder_.relative_to(root).as_posix()}/" not in out:
+            try:
+                names = sorted(q.name for q in folder_.glob("*.py"))
+            except OSError:
+                names = []
+            out[f"{folder_.relative_to(root).as_posix()}/"] = names
+    return out
+
+
+def loaded_hit(where: Path, prefix: str, root: Path | None = None) -> tuple[Any] | None:
+    """(value,) of an entry named ``prefix``* whose digest matches and whose loaded files and
+    folders are as they were when it was computed (the newest first); None if none is."""
+    try:
+        entries = sorted(where.glob(f"{prefix}*.json"), key=lambda p: -p.stat().st_mtime)
+    except OSError:
+        return None
+    now: dict[str, Any] = {}
+    for path in entries:
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not (isinstance(entry, dict) and set(entry) == {"value", "sources", "sha256"}
+                and isinstance(entry["sources"], dict) and entry["sources"]
+                and entry["sha256"] == digest([entry["value"], entry["sources"]])):
+            continue
+        files = [k for k in entry["sources"] if not k.endswith("/")]
+        for rel in files:
+            if rel not in now:
+                now.update(loaded_sources([rel], root))
+        if all(now.get(k) == v for k, v in entry["sources"].items()):
+            with contextlib.suppress(OSError):
+                os.utime(path)  # used: kept by ``prune``
+            return (entry["value"],)
+    return None
 
 
 def read_verified(path: Path) -> tuple[Any] | None:
