@@ -3,9 +3,14 @@ trace are its samples), on its precision's roof (``profile``'s ``op_case``); the
 one case of workload ``program``; the Amdahl ranking; written as every run is
 (results.json with a ``trace`` record, trace.md, roofline.png/.svg, trace.html).
 
-A trace records no storages, so no reuse distance: every op is placed against DRAM. An op
-whose data stayed in a cache can then pass its roof: above 105% it is flagged (invalid, the
-likely cause said) and never plotted as valid (``profile.place.flag_above_roof``).
+A trace records no storages, so no reuse distance: each op is placed as ``profile`` places
+an op alone and ``measure()`` a case, by its own bytes (its recorded inputs and outputs, each
+once: the least its reuse distance can be), on the smallest cache level whose measured sweep
+holds them (``roofline.place``, the rule of ``bench/profile/levels.py``), else DRAM; roofs with
+no cache sweep (a GPU's) hold every op against DRAM. That level is the fastest its data can
+have come from, so the roof is the highest the op can meet: an op whose data came from
+further out sits below it, never above. Above 105% an op is flagged (invalid, the likely
+cause said) and never plotted as valid (``profile.place.flag_above_roof``).
 """
 
 from __future__ import annotations
@@ -107,6 +112,12 @@ def _case(op: Any, gpu: bool, backend: str) -> CaseResult:
                                  "timed": "in the trace (each call's recorded duration)"}))
 
 
+def own_working_set(op: Any) -> int:
+    """The working set an op is placed by in a trace: its own bytes (read and written, each
+    span once), as ``profile`` places an op alone (bench/profile/levels.py)."""
+    return int(op.bytes)
+
+
 def place(a: Analysis, rs: RoofSet | None, roofs_from: str, device: str,
           name: str) -> TraceProfile:
     from roofbench.bench.measure.core import fill_metrics
@@ -126,8 +137,13 @@ def place(a: Analysis, rs: RoofSet | None, roofs_from: str, device: str,
             rec.evidence.extra["kernel_names"] = sorted(st.kernel_names)[:8]
         if st.total_s > 0:
             fill_metrics(rec, Timing(list(st.times_s), 0, "trace",
-                                     {"source": "profiler trace"}), rs, None)
+                                     {"source": "profiler trace"}), rs,
+                         own_working_set(d) if rs is not None else None)
             flag_above_roof(rec, rs)
+            if rec.outcome.error:  # the level came from the op's own bytes (module doc)
+                rec.outcome.error = rec.outcome.error.replace(
+                    "by its data's reuse distance", "by its own bytes (no storages in a "
+                    "trace)")
         else:
             rec.outcome.status = "invalid"
             rec.outcome.error = "no time in the trace (no device work charged)"
@@ -146,8 +162,9 @@ def place(a: Analysis, rs: RoofSet | None, roofs_from: str, device: str,
             .efficiency is not None and p.case.roofline.efficiency > ABOVE]
     if over:
         tp.notes.append(f"{len(over)} op(s) above {ABOVE:.0%} of their roof: flagged invalid, "
-                        "not plotted (a trace records no storages: each op is held against "
-                        "DRAM, and data that stayed in a cache passes it)")
+                        "not plotted (each is held against the level its own bytes fit in; "
+                        "roofs with no cache sweep hold every op against DRAM, which data "
+                        "that stayed in a cache passes)")
     return tp
 
 

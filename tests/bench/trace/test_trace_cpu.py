@@ -169,3 +169,28 @@ def test_a_cpu_trace_from_another_machine_is_counted_and_timed_not_placed(monkey
     assert tp.roofs is None and "give --roofs FILE" in tp.roofs_from
     assert tp.ops and all(p.case.roofline.efficiency is None for p in tp.ops)
     assert tp.program.declaration.flops > 0 and tp.ops_s > 0
+
+
+def test_an_op_whose_own_bytes_fit_a_measured_cache_is_placed_on_it(tmp_path):
+    """A trace has no storages: an op is placed by its own bytes, as `profile` places an op
+    alone (roofline.place): on the cache level whose sweep holds them, else DRAM."""
+    from roofbench.cache_records import CacheSweep
+
+    cap = 48 << 10
+    sweep = CacheSweep("l2", "read", cap, 1, 1, 1, "sysfs", [16 << 10, cap], [])
+    rs = RoofSet("cache-cpu", [*ROOFS.roofs, Roof("l2 sweep-read", "memory", 2e11, "measured",
+                                                  level="l2", cache=sweep)])
+    fn, args = small_program()
+    tp = trace(record_trace(fn, args, tmp_path / "t.json"), roofs=rs)
+    levels = {p.op.name: (p.op.bytes, p.case.roofline.placement) for p in tp.ops}
+    mm_bytes, mm_at = levels["aten.mm.default"]  # a 64x128 @ 128x32 f32: 56 KiB, over the L2
+    relu_bytes, relu_at = levels["aten.relu.default"]  # 64x32 f32 in and out: 16 KiB
+    assert mm_bytes > cap and mm_at is not None and mm_at.level == "dram"
+    assert relu_bytes < cap and relu_at is not None and relu_at.level == "l2"
+    assert relu_at.working_set_bytes == relu_bytes
+    # held against the L2's roof, not DRAM's
+    relu = next(p.case for p in tp.ops if p.op.name == "aten.relu.default")
+    assert relu.roofline.limiting_roof == "l2 sweep-read"
+    # roofs with no cache sweep hold every op against DRAM, as before
+    plain = trace(tmp_path / "t.json", roofs=ROOFS)
+    assert all(p.case.roofline.placement is None for p in plain.ops)
