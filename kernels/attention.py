@@ -25,7 +25,19 @@ from typing import Any
 
 from . import attention_cpu as ac
 from . import cuda_impl as cu
-from .spec import Buf, Launch, Size, SizeContext, SuiteSizes, Variant, Workload
+from .spec import (
+    Buf,
+    Launch,
+    Size,
+    SizeContext,
+    SuiteSizes,
+    TuneParam,
+    TuneRule,
+    TuneSpace,
+    Variant,
+    Workload,
+    covers_once,
+)
 from .triton_impls import triton
 
 REF_BYTES = 256 << 20  # float64 scores the reference holds at once
@@ -194,6 +206,23 @@ def _cuda_tables(causal: bool) -> dict[str, dict[str, Any]]:
     }
 
 
+def _flash_space(causal: bool) -> TuneSpace:
+    """The CPU flash loop's space (kernels/attention_cpu.py says why these parameters)."""
+    def build(config: Any) -> dict[str, Any]:
+        qb, kb = int(config["QB"]), int(config["KB"])
+        return {"flash": ac.cpu_flash(causal, qb, kb)}
+
+    return TuneSpace(
+        family="cpu",
+        params=(TuneParam("QB", ac.FLASH_QB, ac.QB), TuneParam("KB", ac.FLASH_KB, ac.KB)),
+        build=build,
+        rules=(TuneRule("QB < N, or the least that covers it (larger blocks run as that one)",
+                        lambda c, size, dtype: covers_once(ac.FLASH_QB, c["QB"], size[2])),
+               TuneRule("KB < N, or the least that covers it (larger tiles run as that one)",
+                        lambda c, size, dtype: covers_once(ac.FLASH_KB, c["KB"], size[2]))),
+        note="FLOPs and bytes the same for every configuration (Q, K, V, O moved once)")
+
+
 def _cores(kind: str, dtype: str) -> str:
     """Both products on tensor cores on a GPU (mma.sync; torch's SDPA kernels), SIMD lanes on
     a CPU."""
@@ -218,6 +247,8 @@ def workload(causal: bool = False) -> Workload:
         if name == "flash":
             impls["triton"] = triton("triton_attention", dtypes=("fp32", "fp16", "bf16"),
                                      flash="flash_causal" if causal else "flash")
+        if name == "flash":
+            kw["tune"] = {"cpu": _flash_space(causal)}
         return variant(name, description, plan=_one_launch_plan(name, causal, note),
                        impls=impls, **kw)
 

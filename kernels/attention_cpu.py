@@ -92,17 +92,17 @@ def _transpose_tile(v, j0, cols, vt):
 
 
 @njit(inline="always")
-def _query_blocks(n):
-    """The tasks of one head: a task per QB query rows."""
-    return (n + QB - 1) // QB
+def _query_blocks(n, qb=QB):
+    """The tasks of one head: a task per ``qb`` query rows."""
+    return (n + qb - 1) // qb
 
 
 @njit(inline="always")
-def _query_block(t, n):
-    """Task t's head, first query row and number of rows (QB, fewer in the last block)."""
-    nqb = _query_blocks(n)
-    i0 = (t % nqb) * QB
-    return t // nqb, i0, min(QB, n - i0)
+def _query_block(t, n, qb=QB):
+    """Task t's head, first query row and number of rows (qb, fewer in the last block)."""
+    nqb = _query_blocks(n, qb)
+    i0 = (t % nqb) * qb
+    return t // nqb, i0, min(qb, n - i0)
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -154,24 +154,24 @@ def _pv_core(p, v, o):
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def _flash_core(q, k, v, o, scale, causal):
-    # FlashAttention's loop on the CPU: one task per (head, block of QB query rows); K/V are
-    # streamed in KB-key tiles, the scores of a tile live in a QB x KB scratch, the running max
+def _flash_core(q, k, v, o, scale, causal, qb, kb):
+    # FlashAttention's loop on the CPU: one task per (head, block of qb query rows); K/V are
+    # streamed in kb-key tiles, the scores of a tile live in a qb x kb scratch, the running max
     # m, sum l and output acc are rescaled as each tile arrives (online softmax). S never
     # reaches memory. Causal: tiles after the block's last row are skipped, the diagonal one
     # masked.
     bh, n, d = q.shape
-    for t in prange(bh * _query_blocks(n)):
-        h, i0, rows = _query_block(t, n)
+    for t in prange(bh * _query_blocks(n, qb)):
+        h, i0, rows = _query_block(t, n, qb)
         zero = q.dtype.type(0)
-        acc = np.zeros((QB, d), dtype=q.dtype)
-        s = np.empty((QB, KB), dtype=q.dtype)
-        vt = np.empty((d, KB), dtype=q.dtype)
-        m = np.empty(QB, dtype=q.dtype)
-        l = np.zeros(QB, dtype=q.dtype)  # noqa: E741
+        acc = np.zeros((qb, d), dtype=q.dtype)
+        s = np.empty((qb, kb), dtype=q.dtype)
+        vt = np.empty((d, kb), dtype=q.dtype)
+        m = np.empty(qb, dtype=q.dtype)
+        l = np.zeros(qb, dtype=q.dtype)  # noqa: E741
         kend = i0 + rows if causal else n
-        for j0 in range(0, kend, KB):
-            cols = min(KB, kend - j0)
+        for j0 in range(0, kend, kb):
+            cols = min(kb, kend - j0)
             _abt(q[h], i0, 0, k[h], j0, 0, s, 0, 0, rows, cols, d, False)
             for a in range(rows):
                 # keys after the row's own are masked (causal); the row always has key 0
@@ -221,11 +221,20 @@ def cpu_pv(P, V, O, n, d):
     _pv_core(*_heads(P, V, O))
 
 
-def cpu_flash(causal: bool):
+def cpu_flash(causal: bool, qb: int = QB, kb: int = KB):
     def flash(Q, K, V, O, n, d, scale):
         q, k, v, o = _heads(Q, K, V, O)
-        _flash_core(q, k, v, o, q.dtype.type(scale), causal)
+        _flash_core(q, k, v, o, q.dtype.type(scale), causal, qb, kb)
     return flash
+
+
+# The flash loop's tunable parameters (Variant.tune): query rows per parallel task and keys per
+# K/V tile. Neither changes the FLOPs nor the bytes counted (Q, K, V read and O written once:
+# the tiles every query block re-reads come from cache, as attention.py counts them), so every
+# configuration shares the variant's plan. Small blocks pay the online softmax's rescaling and
+# the loop overhead per few FMAs; large ones outgrow L1/L2 (a 256 x 128 fp64 tile is 256 KiB).
+FLASH_QB = (8, 16, 32, 64, 128)
+FLASH_KB = (16, 32, 64, 128, 256)
 
 
 _LIB: dict[str, np.ndarray] = {}
@@ -268,6 +277,6 @@ CPU_CODE = (
     CpuCode("_softmax_core", lambda t: (*ones((2, 70, 70), t, 2), t(0.125), True)),
     CpuCode("_pv_core", lambda t: (*ones((2, 70, 70), t), *ones((2, 70, 64), t, 2)), 8,
             why="P V through the register-blocked _abt: vector FMAs"),
-    CpuCode("_flash_core", lambda t: (*ones((2, 70, 64), t, 4), t(0.125), True), 8,
+    CpuCode("_flash_core", lambda t: (*ones((2, 70, 64), t, 4), t(0.125), True, QB, KB), 8,
             why="both products through the register-blocked _abt: vector FMAs"),
 )

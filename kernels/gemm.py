@@ -9,6 +9,7 @@ roof and its efficiency says how close the kernel comes to it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,22 @@ from numba import njit, prange
 from . import cuda_impl as cu
 from . import numba_cuda_twins as nb
 from . import wgmma_gemm as wg
-from .spec import Buf, CpuCode, Launch, Size, SizeContext, SuiteSizes, Variant, Workload, ones
+from .arrays import itemsize
+from .spec import (
+    Buf,
+    CpuCode,
+    Launch,
+    Size,
+    SizeContext,
+    SuiteSizes,
+    TuneParam,
+    TuneRule,
+    TuneSpace,
+    Variant,
+    Workload,
+    covers_once,
+    ones,
+)
 from .triton_impls import triton
 
 # CPU kernels. Both fast variants read B through a packed copy Bt = B^T (n^2 copies against
@@ -100,20 +116,20 @@ def _dot(a, b, n):
 
 
 @njit(inline="always")
-def _tile_of(t, tiles_j, M, N):
-    i0 = (t // tiles_j) * TILE
-    j0 = (t % tiles_j) * TILE
-    return i0, min(i0 + TILE, M), j0, min(j0 + TILE, N)
+def _tile_of(t, tiles_j, M, N, tile):
+    i0 = (t // tiles_j) * tile
+    j0 = (t % tiles_j) * tile
+    return i0, min(i0 + tile, M), j0, min(j0 + tile, N)
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def _tiled_core(A, Bt, C, M, N, K, kc):
+def _tiled_core(A, Bt, C, M, N, K, kc, tile):
     # Cache tiling only: one C element at a time (one vector accumulator chain), each
     # element a dot product of an A row segment and a Bt row segment, both reused from cache
     # by the other elements of the tile. Every FMA needs two loads.
-    tiles_j = (N + TILE - 1) // TILE
-    for t in prange(((M + TILE - 1) // TILE) * tiles_j):
-        i0, i1, j0, j1 = _tile_of(t, tiles_j, M, N)
+    tiles_j = (N + tile - 1) // tile
+    for t in prange(((M + tile - 1) // tile) * tiles_j):
+        i0, i1, j0, j1 = _tile_of(t, tiles_j, M, N, tile)
         for i in range(i0, i1):
             for j in range(j0, j1):
                 C[i, j] = 0
@@ -126,14 +142,14 @@ def _tiled_core(A, Bt, C, M, N, K, kc):
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def _regblock_core(A, Bt, C, M, N, K, kc):
+def _regblock_core(A, Bt, C, M, N, K, kc, tile):
     # Cache tiling plus a 4 x 4 register block: 16 independent vector accumulators (one per
     # C element of the block) over k, fed by 4 A loads and 4 Bt loads per step, so every
     # load feeds 4 FMAs instead of one. Edges (rows or columns not a multiple of 4) fall back
     # to one dot product per element.
-    tiles_j = (N + TILE - 1) // TILE
-    for t in prange(((M + TILE - 1) // TILE) * tiles_j):
-        i0, i1, j0, j1 = _tile_of(t, tiles_j, M, N)
+    tiles_j = (N + tile - 1) // tile
+    for t in prange(((M + tile - 1) // tile) * tiles_j):
+        i0, i1, j0, j1 = _tile_of(t, tiles_j, M, N, tile)
         i4 = i0 + (i1 - i0) // 4 * 4
         j4 = j0 + (j1 - j0) // 4 * 4
         for i in range(i0, i1):
@@ -202,8 +218,8 @@ def _regblock_core(A, Bt, C, M, N, K, kc):
                     C[i, j] += _dot(a, Bt[j, k0:k1], n)
 
 
-def _kc(A) -> int:
-    return max(KC_BYTES // A.itemsize, 1)
+def _kc(A, kc_bytes: int = KC_BYTES) -> int:
+    return max(kc_bytes // A.itemsize, 1)
 
 
 _BT: dict[str, np.ndarray] = {}
@@ -219,12 +235,43 @@ def _packed_bt(B, K: int, N: int) -> np.ndarray:
     return buf
 
 
-def _tiled(A, B, C, M, N, K):
-    _tiled_core(A, _packed_bt(B, K, N), C, M, N, K, _kc(A))
+def _tiled(A, B, C, M, N, K, tile: int = TILE, kc_bytes: int = KC_BYTES):
+    _tiled_core(A, _packed_bt(B, K, N), C, M, N, K, _kc(A, kc_bytes), tile)
 
 
-def _regblock(A, B, C, M, N, K):
-    _regblock_core(A, _packed_bt(B, K, N), C, M, N, K, _kc(A))
+def _regblock(A, B, C, M, N, K, tile: int = TILE, kc_bytes: int = KC_BYTES):
+    _regblock_core(A, _packed_bt(B, K, N), C, M, N, K, _kc(A, kc_bytes), tile)
+
+
+# The CPU loops' tunable parameters (Variant.tune): the C tile a parallel task owns and the k
+# segment its rows are streamed in. Neither changes the FLOPs nor the bytes counted (every
+# matrix moved once: the tiles re-read A and Bt from cache, as the module doc counts), so every
+# configuration shares the variant's plan. The values run from far too small (a 16 x 16 tile,
+# 256-byte segments: call and loop overhead per few FMAs) to larger than L2 holds, so a tune
+# has configurations far from the best to drop early. TILE stays a multiple of 4: the
+# register block's 4 x 4 steps cover a full tile without its leftover loops.
+def _cpu_space(kernel: str, fn: Callable[..., None]) -> TuneSpace:
+    def build(config: Any) -> dict[str, Any]:
+        tile, kc = int(config["TILE"]), int(config["KC_BYTES"])
+        if (tile, kc) == (TILE, KC_BYTES):
+            return {kernel: fn}  # the variant's own entry, as it runs
+        return {kernel: partial(fn, tile=tile, kc_bytes=kc)}
+
+    tiles, kcs = (16, 32, 64, 128, 256), (256, 1024, 4096, 16384)
+    return TuneSpace(
+        family="cpu",
+        params=(TuneParam("TILE", tiles, TILE), TuneParam("KC_BYTES", kcs, KC_BYTES)),
+        build=build,
+        rules=(TuneRule("TILE < max(M, N), or the least that covers it (larger tiles run as "
+                        "that one)",
+                        lambda c, size, dtype: covers_once(tiles, c["TILE"],
+                                                           max(size[0], size[1]))),
+               TuneRule("KC_BYTES / itemsize < K, or the least that covers it (longer "
+                        "segments run as that one)",
+                        lambda c, size, dtype: covers_once(
+                            [v // itemsize(dtype) for v in kcs],
+                            c["KC_BYTES"] // itemsize(dtype), size[2]))),
+        note="FLOPs and bytes the same for every configuration (compulsory traffic)")
 
 
 def _library(A, B, C, M, N, K):
@@ -338,8 +385,9 @@ def _variant(name: str, description: str, fn, arrow_from: str | None = None) -> 
     impls = {"cpu": {name: fn}, "cuda": CUDA[name]}
     if name in NUMBA_CUDA:
         impls["numba_cuda"] = NUMBA_CUDA[name]
+    tune = {"cpu": _cpu_space(name, fn)} if name in ("tiled", "regblock") else {}
     return Variant(name=name, description=description, dtypes=("fp32", "fp64", *gpu_dtypes),
-                   plan=_plan(name), impls=impls, arrow_from=arrow_from,
+                   plan=_plan(name), impls=impls, arrow_from=arrow_from, tune=tune,
                    cores_on=_library_cores if name == "library" else None,
                    numba_threads=name != "library")  # numpy's BLAS: a pool of its own
 
@@ -379,8 +427,9 @@ CPU_CODE = (
     CpuCode("_naive", lambda t: (*ones((17, 17), t, 3), 17, 17, 17)),
     CpuCode("_pack_bt", lambda t: (*ones((67, 45), t), *ones((45, 67), t), 67, 45),
             no_scatter=True, why="a transpose in constant 8 x 8 blocks: shuffles or scalar moves"),
-    CpuCode("_tiled_core", lambda t: (*ones((64, 64), t, 3), 64, 64, 64, 32), 4, why=_K_LOOP),
-    CpuCode("_regblock_core", lambda t: (*ones((64, 64), t, 3), 64, 64, 64, 32), 4,
+    CpuCode("_tiled_core", lambda t: (*ones((64, 64), t, 3), 64, 64, 64, 32, TILE), 4,
+            why=_K_LOOP),
+    CpuCode("_regblock_core", lambda t: (*ones((64, 64), t, 3), 64, 64, 64, 32, TILE), 4,
             why=_K_LOOP),
 )
 

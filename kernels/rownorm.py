@@ -18,7 +18,7 @@ and, on a GPU, the second pass's latency; the DRAM bytes of the two are the same
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from numba import njit, prange
@@ -27,7 +27,20 @@ from . import cuda_impl as cu
 from . import nt_stores
 from . import numba_cuda_twins as nb
 from .arrays import itemsize
-from .spec import Buf, CpuCode, Launch, Size, SizeContext, SuiteSizes, Variant, Workload, ones
+from .spec import (
+    Buf,
+    CpuCode,
+    Launch,
+    Size,
+    SizeContext,
+    SuiteSizes,
+    TuneParam,
+    TuneRule,
+    TuneSpace,
+    Variant,
+    Workload,
+    ones,
+)
 from .triton_impls import triton
 
 EPS = 1e-6
@@ -144,6 +157,68 @@ _square = nt_stores.NtStoreKernel(_square_cached, _square_nt, out_arg=1)
 _scale = nt_stores.NtStoreKernel(_scale_cached, _scale_nt, out_arg=2)
 _fused = nt_stores.NtStoreKernel(_fused_cached, _norm_nt, out_arg=1)
 _onepass = nt_stores.NtStoreKernel(_onepass_cached, _norm_nt, out_arg=1)
+
+
+# The CPU row kernels' tunable parameters (Variant.tune), fused and onepass alike: STORES, how y
+# is written (auto: non-temporal above the LLC, as the variant runs; nt; cached), and ROWS, the
+# rows of a non-temporal chunk (0: the variant's rule, about 64 KiB of y per chunk and fence).
+# Counts are exact per configuration: cached stores to a y larger than the LLC read each line
+# before writing it (write-allocate), so that configuration declares y read as well as
+# written, 12 B/elt in FP32 against the 8 of the others: its roof is further away, and a tune
+# whose best is within the noise of 8 B/elt never tries it.
+_ROWS = (0, 1, 16, 256)
+
+
+def _nt_stores_at(size: Size, dtype: str, stores: str) -> bool:
+    """Whether ``stores`` writes y non-temporally at this size (auto: above the LLC)."""
+    if stores == "auto":
+        return math.prod(size) * itemsize(dtype) > nt_stores.nt_threshold()
+    return stores == "nt"
+
+
+def _row_space(kernel: str, default: nt_stores.NtStoreKernel, plan: Any) -> TuneSpace:
+    def build(config: Any) -> dict[str, Any]:
+        stores, rows = str(config["STORES"]), int(config["ROWS"])
+        if stores == "cached":
+            return {kernel: default.cached}
+        if rows == 0:
+            nt = default.nt
+        else:
+            def nt(x: Any, y: Any, batch: int, hidden: int, eps: float) -> None:
+                _norm_rows_nt(x, y, batch, hidden, eps, rows)
+        return {kernel: default if stores == "auto" and rows == 0 else
+                nt_stores.NtStoreKernel(default.cached, nt, 1) if stores == "auto" else
+                nt}
+
+    def config_plan(size: Size, dtype: str, config: Any) -> list[Launch]:
+        (launch,) = plan(size, dtype)
+        if _nt_stores_at(size, dtype, config["STORES"]) or \
+                math.prod(size) * itemsize(dtype) <= nt_stores.llc_bytes():
+            return [launch]
+        return [replace(launch, reads=(*launch.reads, "y"),
+                        note=launch.note + "; cached stores: y read for ownership")]
+
+    def rows_used(c: Any, size: Size, dtype: str) -> bool:
+        return c["ROWS"] == 0 or _nt_stores_at(size, dtype, c["STORES"])
+
+    def not_auto_twin(c: Any, size: Size, dtype: str) -> bool:
+        return c["STORES"] == "auto" or \
+            _nt_stores_at(size, dtype, "auto") != _nt_stores_at(size, dtype, c["STORES"])
+
+    def not_default_rows(c: Any, size: Size, dtype: str) -> bool:
+        return c["ROWS"] == 0 or \
+            c["ROWS"] != nt_stores.rows_per_chunk(int(size[1]), itemsize(dtype))
+
+    return TuneSpace(
+        family="cpu",
+        params=(TuneParam("STORES", ("auto", "nt", "cached"), "auto"),
+                TuneParam("ROWS", _ROWS, 0)),
+        build=build,
+        rules=(TuneRule("the stores auto picks at this size run as STORES=auto", not_auto_twin),
+               TuneRule("ROWS applies to non-temporal stores only", rows_used),
+               TuneRule("ROWS equal to the default rule's runs as ROWS=0", not_default_rows)),
+        plan=config_plan,
+        note="cached stores to a y beyond the LLC declare y read as well (write-allocate)")
 
 
 def _acc(dtype: str) -> str:
@@ -441,6 +516,7 @@ WORKLOAD = Workload(
                    "triton": triton("triton_stream", fused="rownorm_fused")},
             arrow_from="naive",
             limits=CPU_PHASES,
+            tune={"cpu": _row_space("fused", _fused, _fused_plan)},
         ),
         "onepass": Variant(
             name="onepass",
@@ -452,6 +528,7 @@ WORKLOAD = Workload(
             refuse=onepass_refuse,
             arrow_from="fused",
             limits=CPU_PHASES,
+            tune={"cpu": _row_space("onepass", _onepass, _onepass_plan)},
         ),
     },
     default_size=_default_size,

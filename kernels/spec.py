@@ -13,9 +13,10 @@ how a backend runs them.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -119,6 +120,88 @@ class Launch:
     note: str = ""
 
 
+Config = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class TuneParam:
+    """One tunable parameter of a kernel: its name, the values a tune tries (in that order)
+    and ``default``, the value the variant runs without a tuned configuration."""
+
+    name: str
+    values: tuple[Any, ...]
+    default: Any
+
+
+@dataclass(frozen=True)
+class TuneRule:
+    """A constraint on a configuration at a case's size and dtype: ``ok(config, size, dtype)``
+    true to keep it; ``text`` says it in words (a tune records it for what it excluded)."""
+
+    text: str
+    ok: Callable[[Config, Size, str], bool]
+
+
+def covers_once(values: Any, value: int, extent: int) -> bool:
+    """A block ``value`` (one of ``values``) is worth trying over an ``extent``: it is smaller,
+    or it is the least of the values that cover the extent whole (every larger one runs as
+    that one does: the same blocks, the same work)."""
+    covering = [v for v in values if v >= extent]
+    return value < extent or (bool(covering) and value == min(covering))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneSpace:
+    """The configurations one family of a variant's implementations (``cpu``, ``cuda``, ...)
+    can be tuned over, declared beside the kernels.
+
+    ``build(config)`` returns that family's launch table ({kernel: impl}) for a configuration;
+    ``plan(size, dtype, config)`` its launches where the counts depend on the configuration (a
+    configuration that moves more declares it), None where no parameter changes the work or
+    the bytes (the variant's own plan holds for all). The default configuration (every
+    parameter's ``default``) builds the variant's own table: the same kernels, the same counts,
+    the same results."""
+
+    family: str
+    params: tuple[TuneParam, ...]
+    build: Callable[[Config], dict[str, Any]]
+    rules: tuple[TuneRule, ...] = ()
+    plan: Callable[[Size, str, Config], list[Launch]] | None = None
+    note: str = ""  # why these parameters, and why the counts are (or are not) the same
+
+    def default(self) -> dict[str, Any]:
+        return {p.name: p.default for p in self.params}
+
+    def all_configs(self) -> list[dict[str, Any]]:
+        """Every configuration before the rules, the first parameter varying slowest."""
+        names = [p.name for p in self.params]
+        return [dict(zip(names, vs, strict=True))
+                for vs in itertools.product(*(p.values for p in self.params))]
+
+    def why_excluded(self, config: Config, size: Size, dtype: str) -> str | None:
+        """The first rule ``config`` breaks at this size and dtype (None: none)."""
+        return next((r.text for r in self.rules if not r.ok(config, size, dtype)), None)
+
+    def configs(self, size: Size, dtype: str) -> list[dict[str, Any]]:
+        return [c for c in self.all_configs() if self.why_excluded(c, size, dtype) is None]
+
+    def unknown(self, config: Config) -> str | None:
+        """Why ``config`` is not one of this space's (a stored configuration from older code):
+        a name it lacks or has beyond the parameters, or a value not declared. None: it is."""
+        names = {p.name for p in self.params}
+        if set(config) != names:
+            return (f"its parameters {', '.join(sorted(config))} are not the space's "
+                    f"({', '.join(sorted(names))})")
+        for p in self.params:
+            if config[p.name] not in p.values and config[p.name] != p.default:
+                return f"{p.name}={config[p.name]!r} is not one of {list(p.values)!r}"
+        return None
+
+    def launches(self, variant: Variant, size: Size, dtype: str, config: Config
+                 ) -> list[Launch]:
+        return variant.plan(size, dtype) if self.plan is None else self.plan(size, dtype, config)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Variant:
     name: str
@@ -145,9 +228,28 @@ class Variant:
     numba_threads: bool = True
     # A plain-language check a backend may apply before allocating, returning a reason to refuse.
     refuse: Callable[[Size, str, str], str | None] = lambda size, dtype, backend: None
+    # Family -> the space its implementations can be tuned over (TuneSpace; docs/tune.md).
+    tune: dict[str, TuneSpace] = field(default_factory=dict)
+    # The configuration this variant runs (a tuned one, set by ``configured``), in words;
+    # empty: the declared default.
+    tuned: str = ""
 
     def backends(self) -> list[str]:
         return sorted(self.impls)
+
+    def configured(self, family: str, config: Config, said: str = "") -> Variant:
+        """This variant running ``config`` of its ``family`` space: that family's launch table
+        built for it and, where the space declares it, the configuration's own counts.
+        ``said``: how a record names it (default: the configuration)."""
+        sp = self.tune[family]
+        table = sp.build(config)
+        cfg = dict(config)
+
+        def plan(size: Size, dtype: str) -> list[Launch]:
+            return sp.launches(self, size, dtype, cfg)
+
+        words = said or ",".join(f"{k}={v}" for k, v in cfg.items())
+        return replace(self, impls={**self.impls, family: table}, plan=plan, tuned=words)
 
 
 @dataclass(frozen=True)

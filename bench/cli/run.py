@@ -41,8 +41,9 @@ def summary_table(run: RunResult) -> Table:
     for col in ("AI", "time", "GFLOP/s", "GB/s", "eff.", "bound", "status"):
         t.add_column(col, justify="left" if col in ("status", "bound") else "right")
     for c in run.cases:
+        tuned = c.evidence.extra.get("tuned")
         t.add_row(
-            c.key,
+            c.key + (f" (tuned: {escape(tuned)})" if tuned else ""),
             f"{c.declaration.ai.get('dram', 0):.3g}",
             f"{c.measurement.median_s * 1e3:.3f} ms" if c.measurement.median_s else "-",
             f"{c.roofline.flop_per_s / 1e9:.3g}" if c.roofline.flop_per_s else "-",

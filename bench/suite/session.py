@@ -267,6 +267,11 @@ class RunSession:
 
             self.cases, unscanned = occupancy_cases(self.cases, be)
             self.skipped += unscanned
+        tuned_notes: list[str] = []
+        if be.kind == "cpu":  # a stored tuned configuration runs instead of the default
+            from roofbench.bench.tune.store import tuned_cases
+
+            self.cases, tuned_notes = tuned_cases(self.cases, be.device_name(), "cpu")
         self.cfg, self.launch_cfg = timer_configs(opts, be.kind)
         check_writable(out_root)  # fail before measuring, not after
         self.out = make_run_dir(out_root, be.device_name())
@@ -274,6 +279,7 @@ class RunSession:
                              cases=list(self.skipped), environment=environment(be.info()),
                              command=["roofbench"] + sys.argv[1:], created=utc_stamp(),
                              git_commit=git_commit(), timer=self.cfg.__dict__)
+        self.run.notes += tuned_notes
         self.finished: list[CaseResult] = []
         self.tracker: RoofTracker | None = None  # None: RoofTracker.for_run decides
         self.phase: StopPhase = "start"

@@ -196,7 +196,8 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
          order: str = "declared", roofs: RoofSet | str | Path | None = None,
          roofs_cache: str | Path | None = None, timer: TimerConfig | None = None,
          quick: bool = False, out: str | Path | None = None, clock: Clock | None = None,
-         now: Callable[[], float] = time.perf_counter, **kwargs: Any) -> TuneRecord:
+         now: Callable[[], float] = time.perf_counter, first: Config | None = None,
+         **kwargs: Any) -> TuneRecord:
     """Search ``space`` for the fastest valid configuration of ``build(**config)(*args)``.
 
     ``build(**config)`` returns the callable of one configuration; ``space`` a ``Space``
@@ -208,7 +209,9 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
     fraction of its roof at which the best stops the search; ``budget_s``: wall seconds;
     ``drop_at`` / ``screen_samples``: the early drop (None: none); ``order``: "declared" (the
     space's) or "roof" (least time at its roof first); ``exhaustive``: try every
-    configuration. ``out``: a folder for results.json, tune.json, report and plot.
+    configuration. ``first``: a configuration of the space tried before all others (the
+    best another device chose). ``out``: a folder for results.json, tune.json, report and
+    plot.
     ``clock``/``now``: the measuring clock and the wall clock of the budget (a test's fakes).
     Returns the frozen ``TuneRecord``; the module doc has the stop rules."""
     if not callable(build):
@@ -245,6 +248,12 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
     todo = list(range(len(configs)))
     if order == "roof":
         todo.sort(key=lambda i: (bounds[i] is None, bounds[i] or 0.0, i))
+    if first is not None:
+        at = next((i for i, c in enumerate(configs) if c == dict(first)), None)
+        if at is None:
+            raise TuneError(f"first= {label(first)} is not a configuration of the space")
+        todo.remove(at)
+        todo.insert(0, at)
     search = Search(build, configs, bounds, dec, bench, target, drop_at, exhaustive, now)
 
     def record(stop: str, detail: str) -> TuneRecord:
