@@ -18,6 +18,10 @@ returning one, of ``roofbench.tune``'s keywords plus ``build`` (configuration ->
                 flops=a.size, reads=a, writes=out, output=out,
                 reference=lambda a, out: 2.0 * a)
 
+`roofbench tune --workload W [--variant V] [--dtype D] [--size N]` tunes a suite kernel instead:
+its declared space (``Variant.tune``) on the CPU, the chosen configuration stored for this
+device (bench/tune/suite.py, store.py), which `roofbench run` then runs.
+
 The flags (``--target``, ``--budget``, ``--exhaustive``, ``--drop-at``, ``--order``,
 ``--roofs``, ``--quick``) override the script's keywords. Exit 0 with a chosen configuration;
 1 when none was valid or one failed validation (a configuration that computes a wrong answer
@@ -61,11 +65,8 @@ def tune_spec(mod: Any, spec: str) -> dict[str, Any]:
     return out
 
 
-def cmd_tune(args: argparse.Namespace) -> int:
-    from roofbench.bench.tune.search import tune
-
-    kw = tune_spec(load_side(args.script, "tune"), args.script)
-    build, sp, call_args = kw.pop("build"), kw.pop("space"), tuple(kw.pop("args", ()))
+def search_flags(args: argparse.Namespace, kw: dict[str, Any]) -> dict[str, Any]:
+    """The search's flags over ``kw`` (a script's keywords, or none for a suite kernel)."""
     for flag, key in (("target", "target"), ("budget", "budget_s"), ("drop_at", "drop_at"),
                       ("order", "order"), ("roofs", "roofs")):
         if getattr(args, flag) is not None:
@@ -76,6 +77,22 @@ def cmd_tune(args: argparse.Namespace) -> int:
         kw["exhaustive"] = True
     if args.quick:
         kw["quick"] = True
+    return kw
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    if (args.script is None) == (args.workload is None):
+        raise UserError("tune takes a SCRIPT or --workload W (one of the two)")
+    if args.workload is None and any(getattr(args, f) is not None
+                                     for f in ("variant", "dtype", "size")):
+        raise UserError("--variant, --dtype and --size select a suite kernel: give --workload")
+    if args.workload is not None:
+        return tune_workload(args)
+    from roofbench.bench.tune.search import tune
+
+    kw = tune_spec(load_side(args.script, "tune"), args.script)
+    build, sp, call_args = kw.pop("build"), kw.pop("space"), tuple(kw.pop("args", ()))
+    search_flags(args, kw)
     kw.setdefault("name", Path(args.script).stem if args.script.endswith(".py")
                   else args.script.rpartition(".")[2])
     kw["out"] = args.out or f"tune-{utc_stamp()}"
@@ -89,6 +106,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if isinstance(e, Refusal) or not raised_by_user(e):
             raise
         raise users_failure(e, "TUNE") from None
+    return show(rec)
+
+
+def show(rec: Any) -> int:
+    """The ranking, the failures, the stop and the choice; the exit status."""
     for r in rec.ranking:
         t = rec.trial(r.index)
         tie = " (tie with the best)" if r.rank > 1 and r.ties_best else ""
@@ -102,6 +124,27 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"chosen: {best.label}" if best is not None else "no configuration was valid")
     print(f"tune: {rec.out}")
     return EXIT_FAILED if best is None or rec.count("invalid") else 0
+
+
+def tune_workload(args: argparse.Namespace) -> int:
+    """Each tunable CPU case of the selection searched over its declared space; the chosen
+    configuration stored for this device (unless --no-save)."""
+    from roofbench.bench.tune.suite import tunable_cases, tune_case
+
+    cases = tunable_cases(args.workload, args.variant, args.dtype, args.size, args.quick)
+    root = Path(args.out or f"tune-{utc_stamp()}")
+    status = 0
+    for case in cases:
+        out = root if len(cases) == 1 else root / case.key.replace("/", "_")
+        print(f"{case.key}: {len(case.variant.tune['cpu'].all_configs())} configurations "
+              "declared")
+        done = tune_case(case, out=out, save=not args.no_save, **search_flags(args, {}))
+        if done.started_from:
+            print(f"started from {done.started_from}")
+        status = max(status, show(done.record))
+        if done.stored is not None:
+            print(f"stored for this device: {done.stored} (`roofbench run` uses it)")
+    return status
 
 
 def _budget(text: str) -> float:
@@ -127,9 +170,18 @@ def _factor(text: str) -> float:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="search a kernel's configurations until the roof says "
                                     "there is nothing left to win")
-    p.add_argument("script", help="a .py file or module defining TUNE (build, space, args, "
-                                  "counts)")
-    p.add_argument("--out", help="the tune's folder (default: tune-<UTC time>)")
+    p.add_argument("script", nargs="?", default=None,
+                   help="a .py file or module defining TUNE (build, space, args, counts)")
+    p.add_argument("--workload", help="tune a suite kernel instead: its declared space "
+                                      "(Variant.tune) on the CPU")
+    p.add_argument("--variant", help="with --workload: one variant (default: every tunable one)")
+    p.add_argument("--dtype", help="with --workload: the storage dtype (default fp32)")
+    p.add_argument("--size", help="with --workload: the size, e.g. 1024x1024x1024 (default: "
+                                  "the run's default size)")
+    p.add_argument("--no-save", action="store_true",
+                   help="with --workload: do not store the chosen configuration")
+    p.add_argument("--out", help="the tune's folder (default: tune-<UTC time>); with "
+                                 "--workload and several cases, one folder per case in it")
     p.add_argument("--target", type=fraction, default=None,
                    help="stop when the best reaches this fraction of its roof (default 0.9)")
     p.add_argument("--budget", type=_budget, default=None, metavar="SECONDS",
