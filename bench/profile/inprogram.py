@@ -10,6 +10,14 @@ timed), is the program's time in that run; the ops' times summed in that run ove
 the run's ratio, so a run a busy machine stretches stretches both (``in_run_ratios``; the
 eager run after each, ``eager_s``, is another run and meets other load).
 
+What the bookkeeping cannot time is the mode's entry: the dispatcher's trip into Python
+and back for each call, before the first clock read and after the last (some µs a call,
+as long as a decode step's small ops). Right after each timed run, in the same run, an
+empty op (a 1-element add) is called through the same mode and without it
+(``overhead_call_s``): what the mode adds per call beyond its timed bookkeeping, times the
+run's calls, is the run's profiler overhead (``overhead_s``), taken out of its program time
+and reported as its own line.
+
 Each run is checked call by call against the recording (the op and its inputs' shapes): a
 program whose inputs change between calls (a key/value cache passed in that grows on every
 call) is refused with a one-line hint, since neither its counts nor its times would hold.
@@ -17,6 +25,7 @@ call) is refused with a one-line hint, since neither its counts nor its times wo
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -29,6 +38,9 @@ from roofbench.bench.profile.recording import Recording
 from roofbench.timing import ROOF_MOVED, RoofPair, TimerConfig, Timing, roof_moved
 
 MIN_LONG_RUNS = 3  # timed runs of a program one run of which outlasts the timer's budget
+# the empty op's calls per run: blocks (their median: one preempted block moves nothing)
+# of calls, each through the mode and without it
+EMPTY_BLOCKS, EMPTY_CALLS = 5, 20
 
 
 class ProgramChanged(UserError):
@@ -52,6 +64,12 @@ class InProgram:
     roof_rates: list[float] = field(default_factory=list)
     # per run: the timing mode's own seconds (around each call, outside the op's window)
     book_s: list[float] = field(default_factory=list)
+    # per run: the mode's untimed seconds per call (its entry into Python and back), from
+    # the empty op called through it and without it in that run; x the run's calls, the
+    # run's profiler overhead (``overhead_s``). Empty on a GPU: the host's time overlaps
+    # the device's there, so the wall is not reduced by it
+    overhead_call_s: list[float] = field(default_factory=list)
+    calls: int = 0  # aten calls per run
     # what else used the machine over all the runs (a CPU's counters: load, preemptions,
     # page faults; roofs/probes/cpu_noise.py), None on a GPU; the CV a timing is noisy over
     noise: Any = None
@@ -88,9 +106,19 @@ class InProgram:
         return [s * calls for s in self.per_call.get(distinct, [])]
 
     @property
+    def overhead_s(self) -> list[float]:
+        """Per run: the profiler's untimed seconds in that run (its per-call entry cost,
+        measured in the run, x the run's calls); zeros where it was not measured (GPU)."""
+        if not self.overhead_call_s:
+            return [0.0] * len(self.run_s)
+        return [c * self.calls for c in self.overhead_call_s]
+
+    @property
     def program_run_s(self) -> list[float]:
-        """Per run: the program's seconds in that run (its wall less the mode's own)."""
-        return [w - b for w, b in zip(self.run_s, self.book_s, strict=True)]
+        """Per run: the program's seconds in that run (its wall less the mode's own: the
+        timed bookkeeping and the measured entry cost of each call)."""
+        return [w - b - o for w, b, o in zip(self.run_s, self.book_s, self.overhead_s,
+                                             strict=True)]
 
     def in_run_ratios(self) -> list[float]:
         """Per run: its ops' seconds summed over the program's seconds in that run."""
@@ -146,37 +174,36 @@ def _where(rec: Recording, j: int, name: str, shapes: list[tuple[int, ...]]) -> 
     return None
 
 
-def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
-                    gpu: bool = False, pair: RoofPair | None = None,
-                    threads: Callable[[], int] | None = None,
-                    clock: Callable[[], float] = time.perf_counter) -> InProgram:
-    """Run ``fn`` (the program on its working copy) under the timing mode: one warm-up run,
-    then at least ``cfg.min_samples`` (``MIN_LONG_RUNS`` when the warm-up run alone outlasts
-    ``cfg.budget_s``) and at most ``cfg.max_samples`` runs, more while ``cfg.budget_s``
-    lasts, each followed by one run without the mode (the paired eager
-    time; ``pair``: the program's roof, sampled after each eager run; ``threads``: read
-    where each run starts, the count torch runs it on; ``clock``: the host clock, a fake
-    one in tests). Raises
-    ``ProgramChanged`` when a run departs from ``rec``."""
+Check = Callable[[int, str, list[tuple[int, ...]]], str | None]
+
+
+@functools.cache
+def timed_mode() -> type:
+    """The timing mode's class (built once, where torch is imported): each aten call timed
+    by ``clock`` (a pair of CUDA events around it on a GPU) into ``state["dt"]`` at the
+    call's position, the mode's own seconds around it into ``state["book"]``, and the call
+    checked by ``check`` (position, op, its inputs' shapes: why it departs, or None)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
-    n_calls = len(rec.calls)
-    dist = [c.distinct for c in rec.calls]
-    state: dict[str, Any] = {"pos": 0, "dt": [0.0] * n_calls, "ev": [], "book": 0.0}
+    class Timed(TorchDispatchMode):
+        def __init__(self, state: dict[str, Any], clock: Callable[[], float], gpu: bool,
+                     check: Check) -> None:
+            super().__init__()
+            self.state, self.clock, self.gpu, self.check = state, clock, gpu, check
 
-    class _Timed(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            t_in = clock()
+            t_in = self.clock()
             out, t_op = self._call(func, args, kwargs or {})
-            state["book"] += clock() - t_in - t_op
+            self.state["book"] += self.clock() - t_in - t_op
             return out
 
         def _call(self, func: Any, args: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:
+            state, clock = self.state, self.clock
             j = state["pos"]
             state["pos"] = j + 1
-            if gpu:
+            if self.gpu:
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
                     enable_timing=True)
                 h0 = clock()
@@ -192,7 +219,7 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
             # checked after the call, as recorded (an in-place squeeze_ changes its input)
             shapes = [tuple(int(s) for s in x.shape) for x in tree_flatten((args, kwargs))[0]
                       if isinstance(x, torch.Tensor)]
-            why = _where(rec, j, str(func), shapes)
+            why = self.check(j, str(func), shapes)
             if why is not None:
                 raise ProgramChanged(
                     f"the program did not repeat its calls ({why}): its inputs or state "
@@ -200,13 +227,79 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
                     "the profiled function, or pass one that is not updated")
             return out, t_op
 
+    return Timed
+
+
+def entry_cost(clock: Callable[[], float]) -> Callable[[], float]:
+    """A measure of the timing mode's untimed seconds per call on a CPU: an empty op (a
+    1-element add) called ``EMPTY_CALLS`` times through the mode, as a program's op is
+    (timed, checked), and as many times without it, in ``EMPTY_BLOCKS`` blocks; per call,
+    the mode's wall less its timed bookkeeping less the plain calls' wall, median over the
+    blocks (>= 0). Called right after a timed run, so it meets that run's load."""
+    import torch
+    from roofbench.bench.profile.recording import record_program
+
+    a, b, out = torch.ones(1), torch.ones(1), torch.empty(1)
+
+    def empty() -> None:
+        torch.add(a, b, out=out)
+
+    rec, _ = record_program(empty, (), {}, clone=False)
+    mode = timed_mode()
+    state: dict[str, Any] = {"pos": 0, "dt": [0.0] * EMPTY_CALLS, "ev": [], "book": 0.0}
+
+    def check(_j: int, name: str, shapes: list[tuple[int, ...]]) -> str | None:
+        return _where(rec, 0, name, shapes)  # the program's check, on the one call
+
+    def measure() -> float:
+        per = []
+        for _ in range(EMPTY_BLOCKS):
+            t0 = clock()
+            for _ in range(EMPTY_CALLS):
+                empty()
+            plain = clock() - t0
+            state["pos"], state["book"] = 0, 0.0
+            with mode(state, clock, False, check):
+                t0 = clock()
+                for _ in range(EMPTY_CALLS):
+                    empty()
+                timed = clock() - t0
+            per.append((timed - state["book"] - plain) / EMPTY_CALLS)
+        return max(0.0, statistics.median(per))
+
+    return measure
+
+
+def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
+                    gpu: bool = False, pair: RoofPair | None = None,
+                    threads: Callable[[], int] | None = None,
+                    clock: Callable[[], float] = time.perf_counter) -> InProgram:
+    """Run ``fn`` (the program on its working copy) under the timing mode: one warm-up run,
+    then at least ``cfg.min_samples`` (``MIN_LONG_RUNS`` when the warm-up run alone outlasts
+    ``cfg.budget_s``) and at most ``cfg.max_samples`` runs, more while ``cfg.budget_s``
+    lasts, each followed (on a CPU) by the mode's entry cost measured on an empty op
+    (``entry_cost``), then by one run without the mode (the paired eager
+    time; ``pair``: the program's roof, sampled after each eager run; ``threads``: read
+    where each run starts, the count torch runs it on; ``clock``: the host clock, a fake
+    one in tests). Raises
+    ``ProgramChanged`` when a run departs from ``rec``."""
+    import torch
+
+    n_calls = len(rec.calls)
+    dist = [c.distinct for c in rec.calls]
+    state: dict[str, Any] = {"pos": 0, "dt": [0.0] * n_calls, "ev": [], "book": 0.0}
+    mode = timed_mode()
+
+    def check(j: int, name: str, shapes: list[tuple[int, ...]]) -> str | None:
+        return _where(rec, j, name, shapes)
+
     def one_run() -> tuple[list[float], float]:
         if threads is not None:
             threads()
         state["pos"], state["ev"], state["book"] = 0, [], 0.0
         state["dt"] = [0.0] * n_calls
         t0 = clock()
-        with _Timed():
+        with mode(state, clock, gpu, check):
             fn()
         if gpu:
             torch.cuda.synchronize()
@@ -221,7 +314,8 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
         return state["dt"], wall
 
     out = InProgram(roof_probe=pair.probe if pair is not None else "",
-                    noisy_cv=cfg.noisy_cv)
+                    noisy_cv=cfg.noisy_cv, calls=n_calls)
+    entry = entry_cost(clock) if not gpu else None
     probe = None
     if not gpu:
         from roofbench.roofs.probes.cpu_noise import NoiseProbe
@@ -250,6 +344,8 @@ def time_in_program(fn: Callable[[], Any], rec: Recording, cfg: TimerConfig,
         out.run_s.append(wall)
         out.book_s.append(state["book"])
         out.ops_s.append(sum(dts))
+        if entry is not None:  # in the same run: what the mode added to each call untimed
+            out.overhead_call_s.append(entry())
         t0 = clock()
         fn()
         if gpu:

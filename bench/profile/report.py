@@ -437,6 +437,14 @@ def _sum_lines(prof: Profile) -> list[str]:
                      f"that run's program time, the timing mode's own cost taken out): median "
                      f"{same:.3f}" + (f", [{lo_hi[0]:.3f}, {lo_hi[1]:.3f}] over {n} runs"
                                        if lo_hi else ""))
+    over, per_call = prof.extra.get("profiler_overhead_s"), prof.extra.get(
+        "profiler_overhead_call_s")
+    if over and per_call:
+        lines.append(f"profiler overhead (the timing mode's entry into Python for each call, "
+                     f"untimed: an empty op through it and without it, in each run), taken "
+                     f"out of each run's program time: median {duration(statistics.median(over))}"
+                     f" per run ({duration(statistics.median(per_call))} per call x "
+                     f"{len(prof.recording.calls)} calls)")
     paired = prof.extra.get("ops_over_eager_paired")
     if paired is not None:
         lines.append(f"the ops over the eager program, run by run (each timed run followed "

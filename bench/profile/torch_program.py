@@ -307,6 +307,10 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     # Σ ops over the program from the same run (its wall less the timing mode's own), run
     # by run: a run a busy machine stretches stretches both; the median and the spread
     prof.extra["program_in_run_s"] = inprog.program_run_s
+    # the mode's untimed entry per call (an empty op through it and without it, each run),
+    # x the run's calls: the profiler's overhead, out of the program's time, its own line
+    prof.extra["profiler_overhead_call_s"] = inprog.overhead_call_s or None
+    prof.extra["profiler_overhead_s"] = inprog.overhead_s if inprog.overhead_call_s else None
     ratios = inprog.in_run_ratios()
     prof.extra["ops_over_program_runs"] = ratios
     prof.extra["ops_over_program"] = inprog.in_run_ratio()
