@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -125,10 +126,15 @@ def cmd_model(args: argparse.Namespace) -> int:
         f"median {p.measurement.median_s or 0:.3g} s, "
         f"ops {prof.ops_s:.3g} s, overhead {prof.overhead_s:.3g} s"
     )
-    paired = prof.extra.get("ops_over_eager_paired")
-    if paired is not None:
-        print(f"ops in the program over the eager program, run by run: {paired:.3f} (ops "
-              f"alone, data warm: {prof.extra.get('ops_alone_s', 0.0):.3g} s)")
+    same, spread = prof.extra.get("ops_over_program"), prof.extra.get("ops_over_program_spread")
+    if same is not None:  # both sides from each timed run: it holds on a busy machine
+        over = prof.extra.get("profiler_overhead_s")
+        print(f"ops over the program, same run: median {same:.3f}"
+              + (f" [{spread[0]:.3f}, {spread[1]:.3f}] over "
+                 f"{len(prof.extra.get('ops_over_program_runs') or [])} runs" if spread else "")
+              + (f"; profiler overhead taken out: {statistics.median(over):.3g} s per run"
+                 if over else "")
+              + f" (ops alone, data warm: {prof.extra.get('ops_alone_s', 0.0):.3g} s)")
     if prof.compiled is not None and prof.compiled.case is not None:
         c = prof.compiled.case
         print(

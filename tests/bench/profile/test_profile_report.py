@@ -283,3 +283,31 @@ def test_roofbench_model_writes_report_html_as_a_run_does(tmp_path, capsys):
     assert f"wrote {out / 'report.html'}" in said
     page = (out / "report.html").read_text()
     assert "roofbench profile: prog.program" in page and "Ops (Amdahl ranking)" in page
+
+
+def test_roofbench_model_prints_the_same_run_ratio_with_its_spread(tmp_path, capsys):
+    """The command's summary gives the ratio profile.md gives (each run's ops over that
+    run's program), its spread and the profiler overhead taken out; not the eager pairing
+    a busy machine breaks."""
+    import json
+    import re
+
+    from roofbench.bench.cli import main
+
+    script = tmp_path / "prog.py"
+    script.write_text("import torch\n"
+                      "def program():\n"
+                      "    return (lambda a: torch.relu(a * 2)), (torch.randn(256),)\n")
+    roofs = tmp_path / "roofs.json"
+    roofs.write_text(json.dumps(ROOFS.to_dict()))
+    out = tmp_path / "o"
+    assert main(["model", str(script), "--roofs", str(roofs), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "over the eager program" not in said
+    got = re.search(r"ops over the program, same run: median (\S+) \[(\S+), (\S+)\] over "
+                    r"(\d+) runs; profiler overhead taken out: \S+ s per run", said)
+    assert got is not None, said
+    median, lo, hi, n = got.groups()
+    md = (out / "profile.md").read_text()
+    assert f"median {median}, [{lo}, {hi.rstrip(']')}] over {n} runs" in md
+    assert "profiler overhead (the timing mode's entry into Python" in md
