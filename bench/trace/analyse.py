@@ -10,7 +10,8 @@ Times (microseconds in the trace, seconds here):
 - GPU trace: a unit's call takes the device time of the work charged to it. Work on
   several streams at once is not counted twice: each instant a device is busy is shared
   equally among the calls (and the unclaimed work) running then, so the calls' times and
-  the unclaimed time sum to the device's busy time.
+  the unclaimed time sum to the device's busy time. Communication kernels are unclaimed
+  ("communication: ..."), and listed apart with their own durations (``comm.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roofbench.bench.profile.recording import Distinct
+from roofbench.bench.trace.comm import CommStat, comm_stat_key, is_comm, new_stat
 from roofbench.bench.trace.counts import Counted, count, is_compiled, is_counted_level
 from roofbench.bench.trace.link import Links, link
 from roofbench.bench.trace.reader import Inputs, Trace
@@ -62,6 +64,7 @@ class Analysis:
     notes: list[str] = field(default_factory=list)
     has_shapes: bool = True
     uncounted_kernels: dict[str, float] = field(default_factory=dict)
+    comm: list[CommStat] = field(default_factory=list)  # NCCL/RCCL kernels (comm.py)
 
     @property
     def ops_s(self) -> float:
@@ -113,6 +116,7 @@ def analyse(traces: list[Trace]) -> Analysis:
     notes: list[str] = []
     gpu = any(tr.work for tr in traces)
     trace_s = 0.0
+    comm: dict[tuple[Any, ...], CommStat] = {}
     default_dtype = "float32"
     for r, tr in enumerate(traces):
         ln = link(tr)
@@ -123,6 +127,7 @@ def analyse(traces: list[Trace]) -> Analysis:
                          f"their launch (by up to {ln.worst_early_us:.0f} us): the CPU and "
                          "GPU clocks of this trace disagree; links by correlation and times "
                          "on the device are unaffected, steps are taken from the launches")
+        _comm_calls(tr, ln, comm)
         unit_s, lost = _unit_times(tr, ln, gpu)
         for what, secs in lost.items():
             unclaimed[what] += secs
@@ -168,7 +173,24 @@ def analyse(traces: list[Trace]) -> Analysis:
                 uncounted_k[kname] += secs
     return Analysis([str(tr.path) for tr in traces], gpu, first, ops, trace_s,
                     dict(unclaimed), steps, ranks, dict(how), notes,
-                    any(tr.has_shapes for tr in traces), dict(uncounted_k))
+                    any(tr.has_shapes for tr in traces), dict(uncounted_k),
+                    sorted(comm.values(), key=lambda c: -c.total_s))
+
+
+def _comm_calls(tr: Trace, ln: Links, out: dict[tuple[Any, ...], CommStat]) -> None:
+    """Each communication kernel's call, with the collective torch recorded for it: on the
+    kernel, else on the op that launched it or one around that op."""
+    for w, k in enumerate(tr.work):
+        if k.kind != "kernel" or not (k.comm or is_comm(k.name)):
+            continue
+        c, i = k.comm, ln.work_op[w]
+        while c is None and i >= 0:
+            c, i = tr.ops[i].comm, ln.parent[i]
+        key = comm_stat_key(k.name, c)
+        st = out.get(key)
+        if st is None:
+            st = out[key] = new_stat(k.name, c)
+        st.times_s.append(k.dur * US)
 
 
 def _unit_times(tr: Trace, ln: Links, gpu: bool) -> tuple[dict[int, float],
@@ -195,6 +217,9 @@ def _unit_times(tr: Trace, ln: Links, gpu: bool) -> tuple[dict[int, float],
     for o, s in shares.items():
         if o < 0:
             k = tr.work[-o - 1]
+            if k.comm or is_comm(k.name):
+                unclaimed[f"communication: {k.name[:60]}"] += s
+                continue
             name = f"{k.kind}: {k.name[:60]}" + (" (its op is missing)"
                                                  if ln.work_op[-o - 1] < 0 else "")
             unclaimed[name] += s

@@ -10,7 +10,8 @@ the launch its op by the launch's ``External id`` where that names an op on the 
 thread that encloses it, else by the launch's nesting inside the innermost op on its thread
 (traces where a kernel's ``External id`` is its correlation id: HTA's sampled ranks, ROCm),
 and last by the kernel's own ``External id`` naming an op. What reaches no op is listed,
-with its time, as unclaimed.
+with its time, as unclaimed. A communication kernel (NCCL, RCCL) is charged to no op,
+whatever launched it (``comm.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from roofbench.bench.trace.comm import is_comm
 from roofbench.bench.trace.counts import is_compiled, is_counted_level
 from roofbench.bench.trace.reader import Op, Trace
 
@@ -152,5 +154,6 @@ def link(tr: Trace) -> Links:
             h = "no op around the launch"
         how[h] += 1
         work_op[w] = op
-        work_unit[w] = unit[op] if op >= 0 else -1
+        # communication is never an op's work (comm.py): it is placed on its own
+        work_unit[w] = unit[op] if op >= 0 and not (k.comm or is_comm(k.name)) else -1
     return Links(parent, unit, top, work_unit, work_op, dict(how), early, worst)

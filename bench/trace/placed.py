@@ -30,6 +30,7 @@ from roofbench.bench.profile.place import ABOVE, flag_above_roof
 from roofbench.bench.profile.recording import Recording
 from roofbench.bench.profile.report import Profile, family_rows, op_rows
 from roofbench.bench.trace.analyse import Analysis
+from roofbench.bench.trace.comm import placed_row
 
 from roofbench.fileio import atomic_write_text
 from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RunResult
@@ -54,6 +55,7 @@ class TraceProfile:
     ops: list[OpPlace]
     program: CaseResult
     notes: list[str] = field(default_factory=list)
+    comm: list[dict[str, Any]] = field(default_factory=list)  # comm.placed_row's rows
 
     @property
     def ops_s(self) -> float:
@@ -78,7 +80,8 @@ class TraceProfile:
                                "why": o.counted.why} for o in a.ops
                               if o.counted.distinct is None],
                 "uncounted_kernels": a.uncounted_kernels, "steps": a.steps,
-                "ranks": a.ranks, "links": a.links, "shapes": a.has_shapes}
+                "ranks": a.ranks, "links": a.links, "shapes": a.has_shapes,
+                "communication": self.comm}
 
     def write(self, out: str | Path) -> list[Path]:
         """Into ``out``, or its first free sibling when it holds a run (never over one)."""
@@ -155,7 +158,11 @@ def place(a: Analysis, rs: RoofSet | None, roofs_from: str, device: str,
         p.share = Share(f"{p.op.name} #{p.op.index}", total, total / whole,
                         rt * p.op.calls if rt is not None else None)
     program = _program(a, places, rs, backend)
-    tp = TraceProfile(name, device, rs, roofs_from, a, places, program, list(a.notes))
+    tp = TraceProfile(name, device, rs, roofs_from, a, places, program, list(a.notes),
+                      [placed_row(c, rs) for c in a.comm])
+    if tp.comm and not any(r["roof"] for r in tp.comm):
+        tp.notes.append("communication kernels: not placed (no measured interconnect roof "
+                        "or no message sizes): their time is listed, on no roof")
     if not a.has_shapes:
         tp.notes.append(RECORD_SHAPES)
     over = [p for p in places if p.case.outcome.status == "invalid" and p.case.roofline
@@ -249,6 +256,21 @@ def sections(tp: TraceProfile) -> list[Section]:
         if len(rows) > SHOWN:
             blocks.append(Text(f"{len(rows) - SHOWN} more ops in results.json."))
         out.append(Section("Ops (Amdahl ranking)", blocks))
+    if tp.comm:
+        out.append(Section("Communication", [
+            Text("NCCL/RCCL kernels, on no op and no memory roof: each call's bus bytes "
+                 "(nccl-tests' busbw) over the kernel's own duration, the median call, on "
+                 "the measured interconnect roof (docs/trace.md)."),
+            Table([{"kernel": f"`{r['kernel'][:60]}`", "collective": r["collective"] or "-",
+                    "calls": r["calls"], "time": duration(r["time_s"]),
+                    "bus bytes/call": si(r["bus_bytes_per_call"], "B")
+                    if r["bus_bytes_per_call"] else "-",
+                    "bus B/s": si(r["bus_bytes_per_s"], "B/s") if r["bus_bytes_per_s"]
+                    else "-",
+                    "roof": r["roof"] or "-",
+                    "% of roof": f"{r['efficiency']:.0%}" if r["efficiency"] is not None
+                    else "-",
+                    "note": r.get("why", "")} for r in tp.comm[:SHOWN]])]))
     lost = sorted(a.unclaimed.items(), key=lambda kv: -kv[1])[:SHOWN]
     if lost:
         out.append(Section("Time no op claims", [Table([{"what": k, "time": duration(v),

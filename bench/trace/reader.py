@@ -7,7 +7,8 @@ Kept: ``cpu_op`` events (name, thread, time, ``External id``, the recorded input
 Dims``, ``Input type``, ``Input Strides``, ``Concrete Inputs``), the runtime's launches
 (``cuda_runtime``/``cuda_driver``, HIP's too: ``correlation``), the device's work (``kernel``,
 ``gpu_memcpy``, ``gpu_memset``: device, stream, ``correlation``, bytes, ``kernel_flop`` /
-``kernel_num_gb`` where Inductor recorded them), ``ac2g`` flows (launch -> kernel), steps
+``kernel_num_gb`` where Inductor recorded them, a collective's ``Collective name``, message
+sizes, group size and dtype where torch recorded them), ``ac2g`` flows (launch -> kernel), steps
 (``ProfilerStep#N`` on the CPU and on the GPU) and the trace's head (``deviceProperties``,
 ``distributedInfo``). Times stay in the trace's microseconds.
 """
@@ -30,6 +31,9 @@ LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime", "runtime")
 SHAPE_KEYS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 # Inductor's own counts of a generated kernel, where the trace carries them
 INDUCTOR_KEYS = ("kernel_flop", "kernel_num_gb")
+# What torch records of a collective (on its NCCL kernel and its ``record_param_comms`` op,
+# torch >= 2.1): its name, the message's elements in and out, the group's size, the dtype
+COMM_KEYS = ("Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype")
 
 
 class TraceError(UserError):
@@ -46,6 +50,17 @@ class Inputs:
     concrete: tuple[Any, ...] | None  # absent before torch 2.1
 
 
+@dataclass(frozen=True)
+class Comm:
+    """A collective as torch recorded it (``COMM_KEYS``); None where a field is absent."""
+
+    name: str
+    in_nelems: int | None
+    out_nelems: int | None
+    group: int | None
+    dtype: str | None
+
+
 @dataclass(slots=True)
 class Op:
     """One ``cpu_op`` event (an aten op, an autograd node, a compiled region)."""
@@ -58,6 +73,7 @@ class Op:
     ext: int | None  # External id
     inputs: int  # index into ``Trace.inputs``, -1 when none were recorded
     inductor: tuple[float, float] | None = None  # (kernel_flop, kernel_num_gb)
+    comm: Comm | None = None  # a collective's record (``record_param_comms``)
 
 
 @dataclass(slots=True)
@@ -88,6 +104,7 @@ class DeviceWork:
     ext: int | None
     nbytes: int | None  # memcpy/memset
     inductor: tuple[float, float] | None = None
+    comm: Comm | None = None  # an NCCL/RCCL kernel's collective, where torch recorded it
 
 
 @dataclass(slots=True)
@@ -292,7 +309,7 @@ def _events(items: Any, tr: Trace) -> None:
                         tr.inputs.append(rec)
                 ops.append(Op(str(e.get("name", "")), e.get("pid"), e.get("tid"), float(ts),
                               float(dur), _num(args.get("External id")), idx,
-                              _inductor(args)))
+                              _inductor(args), _comm(args)))
             elif cat in DEVICE_KINDS:
                 nb = args.get("bytes")
                 work.append(DeviceWork(cat, str(e.get("name", "")),
@@ -301,7 +318,7 @@ def _events(items: Any, tr: Trace) -> None:
                                        _num(args.get("correlation")),
                                        _num(args.get("External id")),
                                        int(nb) if isinstance(nb, (int, float)) else None,
-                                       _inductor(args)))
+                                       _inductor(args), _comm(args)))
             elif cat in LAUNCH_CATS and "correlation" in args:
                 launches.append(Launch(str(e.get("name", "")), e.get("pid"), e.get("tid"),
                                        float(ts), float(dur), _num(args.get("correlation")),
@@ -323,3 +340,12 @@ def _inductor(args: dict[str, Any]) -> tuple[float, float] | None:
         return (float(fl) if isinstance(fl, (int, float)) else 0.0,
                 float(gb) if isinstance(gb, (int, float)) else 0.0)
     return None
+
+
+def _comm(args: dict[str, Any]) -> Comm | None:
+    name = args.get("Collective name")
+    if not isinstance(name, str) or not name:
+        return None
+    dt = args.get("dtype")
+    return Comm(name, _num(args.get("In msg nelems")), _num(args.get("Out msg nelems")),
+                _num(args.get("Group size")), dt if isinstance(dt, str) else None)
