@@ -26,7 +26,7 @@ from roofbench.bench.measure import core
 from roofbench.bench.measure.callables import Clock
 from roofbench.bench.measure.pairs import mixed_shares
 from roofbench.bench.profile.common import program_case, program_shares
-from roofbench.bench.profile.place import flag_above_roof
+from roofbench.bench.profile.place import ThreadHold, flag_above_roof, held_paired_time
 
 from roofbench.errors_text import first_line
 from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome
@@ -139,8 +139,15 @@ def generated_kernels(code: list[str]) -> tuple[list[str], list[str]]:
 
 
 def compile_program(prof: Profile, fn: Callable[..., Any], args: tuple[Any, ...],
-                    kwargs: dict[str, Any], clock: Clock, cfg: TimerConfig) -> Compiled:
+                    kwargs: dict[str, Any], clock: Clock, cfg: TimerConfig,
+                    hold: ThreadHold | None = None) -> Compiled:
+    """The program under torch.compile, then each fusion group, timed as the eager ops are
+    (``held_paired_time``: each sample paired with its roof, torch's threads held at
+    ``hold``'s count beside every roof sample, so the compiled kernels run on the threads
+    the roofs are scaled for)."""
     import torch
+
+    hold = hold or ThreadHold.now()
     from torch._inductor.utils import run_and_get_code
 
     saved = sum(g.count * (g.eager_bytes - g.fused_bytes) for g in prof.groups)
@@ -167,8 +174,8 @@ def compile_program(prof: Profile, fn: Callable[..., Any], args: tuple[Any, ...]
                       compile_s=out.compile_s, warmup_s=list(out.warmup.call_s),
                       recompiles=out.warmup.recompiles, settled=out.warmup.settled)
     # paired as the eager program is (its ops' streams): on a CPU, where its roofs sample
-    core.fill_metrics(case, core.paired_time(clock, lambda: compiled(*args, **kwargs), cfg,
-                                             case, prof.roofs if not gpu else None,
+    core.fill_metrics(case, held_paired_time(hold, clock, lambda: compiled(*args, **kwargs),
+                                             cfg, case, prof.roofs if not gpu else None,
                                              shares=program_shares(prof.recording)),
                       prof.roofs)
     flag_above_roof(case, prof.roofs)  # the program's rule: above 105% is not valid
@@ -176,7 +183,7 @@ def compile_program(prof: Profile, fn: Callable[..., Any], args: tuple[Any, ...]
     if prof.groups:
         out.call_s = compiled_call_cost(clock, cfg)
     for i, g in enumerate(prof.groups):
-        out.groups.append(time_group(prof, i, g, clock, cfg, out))
+        out.groups.append(time_group(prof, i, g, clock, cfg, out, hold))
     return out
 
 
@@ -239,8 +246,10 @@ def group_function(prof: Profile, g: Group) -> Callable[[], Any]:
 
 
 def time_group(prof: Profile, i: int, g: Group, clock: Clock, cfg: TimerConfig,
-               program: Compiled) -> GroupTiming:
+               program: Compiled, hold: ThreadHold | None = None) -> GroupTiming:
     import torch
+
+    hold = hold or ThreadHold.now()
     from torch._inductor.utils import run_and_get_code
 
     def case(variant: str, nbytes: int) -> CaseResult:
@@ -269,16 +278,16 @@ def time_group(prof: Profile, i: int, g: Group, clock: Clock, cfg: TimerConfig,
                            for d in g.distinct])
     try:
         fn = group_function(prof, g)
-        core.fill_metrics(eager, core.paired_time(clock, fn, cfg, eager, rs, shares=shares),
-                          prof.roofs)
+        core.fill_metrics(eager, held_paired_time(hold, clock, fn, cfg, eager, rs,
+                                                  shares=shares), prof.roofs)
         compiled = torch.compile(fn)
         _, code = run_and_get_code(compiled)
     except Exception as e:  # said in the report; the group's prediction stands
         return GroupTiming(i, *_flagged(prof, eager, None), error=first_line(e))
     comp = case("compiled", g.fused_bytes)
     warm_up(_settled_call(clock, compiled))  # timed settled, as the program is
-    core.fill_metrics(comp, core.paired_time(clock, compiled, cfg, comp, rs, shares=shares),
-                      prof.roofs)
+    core.fill_metrics(comp, held_paired_time(hold, clock, compiled, cfg, comp, rs,
+                                             shares=shares), prof.roofs)
     return GroupTiming(i, *_flagged(prof, eager, comp), generated_kernels(list(code))[0])
 
 

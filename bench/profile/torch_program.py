@@ -332,7 +332,7 @@ def _profile_torch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     if compile:
         from roofbench.bench.profile.compiled import compile_program
 
-        prof.compiled = compile_program(prof, fn, args, kwargs, clock, cfg)
+        prof.compiled = compile_program(prof, fn, args, kwargs, clock, cfg, hold)
         if not keep_replays:
             for op in recording.distinct:
                 op.replay = None

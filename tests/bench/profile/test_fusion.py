@@ -126,3 +126,50 @@ def test_a_group_replays_alone_on_its_first_calls_arguments():
                               keep_replays=True)
         got = group_function(prof2, prof2.groups[0])()
     assert torch.allclose(got, rms(x))
+
+
+def test_the_compiled_program_and_its_groups_are_timed_on_the_callers_threads(monkeypatch):
+    """A roof sample beside a compiled sample (a Numba kernel's OpenMP region) moves torch's
+    thread count; the compiled program and each group's replays are timed as the eager ops
+    are (``held_paired_time``): every compiled call runs on the caller's count. torch.compile
+    is stood in by a wrapper that reads the count at each call (no inductor build)."""
+    import torch._inductor.utils as inductor_utils
+    from roofbench.bench.measure import core, pairs
+
+    from roofbench.timing import RoofPair
+
+    seen: list[int] = []
+
+    def compile_(f, *_a, **_k):
+        def run(*args, **kwargs):
+            seen.append(torch.get_num_threads())
+            return f(*args, **kwargs)
+        return run
+
+    def moving_pair(*_a, **_k):
+        def sample():  # as a Numba probe's OpenMP region does to the process
+            torch.set_num_threads(caller + 1)
+            return 1e9
+        return RoofPair("memory:dram:moving", sample)
+
+    monkeypatch.setattr(torch, "compile", compile_)
+    monkeypatch.setattr(inductor_utils, "run_and_get_code",
+                        lambda f, *a, **k: (f(*a, **k), []))
+    monkeypatch.setattr(pairs, "pair_for", moving_pair)
+    monkeypatch.setattr(core, "pair_for", moving_pair)
+    before = torch.get_num_threads()
+    caller = 1
+    torch.set_num_threads(caller)
+    try:
+        x, w = torch.randn(8, 16), torch.randn(16, 16)
+        with torch.no_grad():
+            prof = roofbench.profile(lambda a, b: torch.relu(a @ b) * 2 + 1, x, w,
+                                     roofs=ROOFS, timer=FAST, compile=True)
+        assert torch.get_num_threads() == caller  # the caller's, after
+    finally:
+        torch.set_num_threads(before)
+    comp = prof.compiled
+    assert comp.error is None and comp.case.measurement.median_s > 0
+    assert any(g.compiled is not None for g in comp.groups)  # a group replayed alone
+    assert comp.case.measurement.timing.roof_probe == "memory:dram:moving"  # paired
+    assert len(seen) > 10 and set(seen) == {caller}
