@@ -97,7 +97,7 @@ def _case_limit_scaled_by_load(monkeypatch):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    result = yield
+    result = yield from _phase_cpu(item)
     if bad := _overwritten_shared_bytes():
         pytest.fail(f"this test overwrote CPython's shared one-byte objects {bad} (a C call "
                     "wrote into a buffer made from a bytes literal; give it a bytearray)")
@@ -174,9 +174,75 @@ def skip_summary(counts: dict[str, int]) -> list[str]:
     return lines
 
 
+# Where a session's minutes go, by file (docs/tests.md: a slice of the suite, the slow ones):
+# each phase's CPU, this process's and the children it waited for (the codegen children, the
+# CLI runs), rides on its report to xdist's controller, which sums it with the wall time.
+SLOWEST_FILES = 15
+
+
+def _cpu_s() -> float:
+    import resource
+
+    use = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(u.ru_utime + u.ru_stime for u in use)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    cpu = item.__dict__.pop("_rb_cpu_s", None)
+    if cpu is not None:
+        report.user_properties.append(("cpu_s", cpu))
+    return report
+
+
+def _phase_cpu(item):
+    """Around one phase of ``item``: its CPU seconds, for the report made next."""
+    start = _cpu_s()
+    try:
+        return (yield)
+    finally:
+        item._rb_cpu_s = _cpu_s() - start
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _phase_cpu(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    return (yield from _phase_cpu(item))
+
+_FILE_COSTS: dict[str, list[float]] = {}
+
+
+def pytest_runtest_logreport(report):
+    cost = _FILE_COSTS.setdefault(report.nodeid.split("::")[0], [0.0, 0.0])
+    cost[0] += report.duration
+    cost[1] += sum(v for k, v in report.user_properties if k == "cpu_s")
+
+
+def slowest_files(costs: dict[str, list[float]], n: int = SLOWEST_FILES) -> list[str]:
+    """The ``n`` files that took longest (wall: their tests' setup, call and teardown, module
+    fixtures included; CPU: theirs and their waited children's), with the session's sums."""
+    if not costs:
+        return []
+    top = sorted(costs.items(), key=lambda kv: (-kv[1][0], kv[0]))[:n]
+    wall, cpu = (sum(c[i] for c in costs.values()) for i in (0, 1))
+    lines = [f"{'wall s':>8} {'CPU s':>8}  file ({len(costs)} files: {wall:.1f} s wall, "
+             f"{cpu:.1f} s CPU in tests)"]
+    lines += [f"{w:8.1f} {c:8.1f}  {f}" for f, (w, c) in top]
+    return lines
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     lines = skip_summary(skip_reasons(terminalreporter.stats.get("skipped", [])))
     if lines:
         terminalreporter.section("skipped")
         for line in lines:
+            terminalreporter.write_line(line)
+    if config.getoption("durations", None) is not None and (files := slowest_files(_FILE_COSTS)):
+        terminalreporter.section("slowest files")
+        for line in files:
             terminalreporter.write_line(line)
