@@ -611,3 +611,312 @@ def test_results_is_small_enough_to_clone_and_carries_no_report():
     assert mb <= RESULTS_LIMIT_MB, f"results/ holds {mb:.1f} MB"
     # a report is a pure function of results.json: `roofbench report RUN` rebuilds it
     assert [p for p in files if p.name in ("report.html", "report.md")] == []
+
+
+# ------------------------------------------------------------------- the guard of a module
+# A module's unit tests sit at tests/<its folder>/test_<name>.py (a package's __init__.py:
+# tests/<its parent>/test_<package>.py). A module guarded by another suite instead (a
+# behaviour suite, or the suite of the module that drives it) is named in GUARDS with that
+# suite, so that finding what guards a file never takes a grep. The map is checked both ways:
+# every module has its file or an entry, every entry's suite exists and reaches the module
+# (below), and a module that gains its own test file leaves the map.
+
+
+def own_test_file(src: Path) -> Path:
+    rel = src.relative_to(ROOT)
+    if src.name == "__init__.py":
+        return ROOT / "tests" / rel.parent.parent / f"test_{rel.parent.name}.py"
+    return ROOT / "tests" / rel.parent / f"test_{src.stem}.py"
+
+
+def guarded_modules() -> list[Path]:
+    """The modules that need a guard: every source file but an empty __init__.py."""
+    return [p for p in sources() if not (p.name == "__init__.py" and not p.read_text().strip())]
+
+
+@functools.cache
+def file_imports(path: Path) -> frozenset[str]:
+    return frozenset(imports_of(path))
+
+
+@functools.cache
+def uses(path: Path) -> frozenset[str]:
+    """The project modules a file imports, or names as a quoted dotted name (a child process
+    run as ``python -m``, a CLI command the dispatcher imports by name)."""
+    text = path.read_text()
+    return frozenset(m for m in module_files()
+                     if m in file_imports(path) or f'"{m}"' in text)
+
+
+def reaches(suite: Path, src: Path) -> bool:
+    """Whether the suite exercises the module: it uses it (above), or uses a project module
+    that uses it; or it names the module: its path, ``python -m`` of its package for a
+    __main__, the CLI command a bench/cli module implements or the workload a kernels module
+    declares, quoted."""
+    mod = module_of(src)
+    mods = module_files()
+    near = uses(suite)
+    if mod in near or any(mod in uses(mods[m]) for m in near if m in mods):
+        return True
+    text = suite.read_text()
+    names = [str(src.relative_to(ROOT))]
+    if src.name == "__main__.py":
+        names.append(f'"-m", "{mod.rsplit(".", 1)[0]}"')
+    if src.parent in (ROOT / "bench" / "cli", ROOT / "kernels"):
+        names.append(f'"{src.stem}"')
+    return any(n in text for n in names)
+
+
+# module -> the suite that guards it; (suite, text) where the suite runs the module in a way no
+# import shows: the text is what the suite runs it by, and must stand in the suite.
+GUARDS: dict[str, str | tuple[str, str]] = {
+    "bench/__init__.py": "tests/bench/cli/test_cli.py",
+    "bench/backends/__init__.py": "tests/bench/backends/test_gpu_host.py",
+    "bench/backends/base.py": "tests/bench/backends/test_gpu.py",
+    "bench/backends/cpu.py": "tests/kernels/test_cpu_kernels.py",
+    "bench/backends/cuda_timer.py": "tests/bench/backends/test_gpu_host.py",
+    "bench/backends/cupy.py": "tests/bench/backends/test_gpu.py",
+    "bench/backends/gpu_common.py": "tests/bench/backends/test_gpu.py",
+    "bench/backends/gpu_roofs.py": "tests/bench/backends/test_gpu.py",
+    "bench/backends/numba_cuda.py": "tests/bench/backends/test_gpu.py",
+    "bench/backends/occupancy_calc.py": "tests/bench/backends/test_cupy_emulated.py",
+    "bench/backends/pycuda.py": "tests/bench/backends/test_gpu.py",
+    "bench/backends/tma_launch.py": "tests/bench/backends/test_gpu.py",
+    "bench/backends/triton.py": "tests/kernels/test_triton.py",
+    "bench/cli/__init__.py": "tests/bench/cli/test_cli.py",
+    "bench/cli/__main__.py": "tests/bench/cli/test_hostile_stops.py",
+    "bench/cli/argtypes.py": ("tests/bench/cli/test_hostile_surfaces.py",
+                              "--threads: must be >= 1, got 0"),
+    "bench/cli/calibrate.py": "tests/bench/cli/test_hostile.py",
+    "bench/cli/distributed.py": "tests/bench/cli/test_cli.py",
+    "bench/cli/fleet.py": "tests/bench/fleet/test_fleet.py",
+    "bench/cli/listing.py": "tests/bench/cli/test_cli.py",
+    "bench/cli/plot.py": "tests/bench/cli/test_hostile_surfaces.py",
+    "bench/cli/report.py": "tests/bench/cli/test_hostile.py",
+    "bench/cli/roofs.py": "tests/bench/cli/test_hostile_surfaces.py",
+    "bench/cli/run.py": "tests/bench/cli/test_hostile_user.py",
+    "bench/cli/settings.py": "tests/bench/cli/test_hostile.py",
+    "bench/cli/specs.py": "tests/bench/cli/test_cli.py",
+    "bench/cli/trace.py": "tests/bench/trace/test_trace_cpu.py",
+    "bench/cli/tune.py": "tests/bench/tune/test_suite_tune.py",
+    "bench/counters/ncu_csv.py": "tests/bench/counters/test_ncu.py",
+    "bench/errors.py": "tests/bench/cli/test_hostile.py",
+    "bench/fleet/environment.py": "tests/bench/fleet/test_fleet.py",
+    "bench/fleet/fleet_records.py": "tests/bench/fleet/test_fleet.py",
+    "bench/fleet/messaging.py": "tests/bench/fleet/test_fleet.py",
+    "bench/fleet/outliers.py": "tests/bench/fleet/test_fleet.py",
+    "bench/fleet/output.py": "tests/bench/fleet/test_fleet.py",
+    "bench/fleet/plan.py": "tests/bench/fleet/test_fleet.py",
+    "bench/fleet/protocol.py": ("tests/bench/fleet/test_fleet_mpi.py", '["fleet", "calibrate"'),
+    "bench/fleet/rank.py": "tests/bench/fleet/test_fleet.py",
+    "bench/measure/callables.py": "tests/bench/measure/test_cache_placement.py",
+    "bench/measure/caller_settings.py": "tests/bench/profile/test_caller_settings.py",
+    "bench/measure/declared.py": "tests/bench/measure/test_pairs.py",
+    "bench/measure/door.py": "tests/bench/measure/test_api.py",
+    "bench/measure/roof_source.py": "tests/bench/measure/test_roof_cache.py",
+    "bench/measure/user_code.py": "tests/bench/cli/test_hostile_surfaces.py",
+    "bench/present/blocks.py": "tests/bench/present/test_occupancy_scan.py",
+    "bench/present/deltas.py": "tests/bench/present/test_report_html.py",
+    "bench/present/figure_data.py": "tests/bench/present/test_cache_levels_plot.py",
+    "bench/present/fusion.py": "tests/bench/present/test_report.py",
+    "bench/present/label_layout.py": "tests/bench/present/test_cache_levels_plot.py",
+    "bench/present/ncu_section.py": "tests/bench/counters/test_ncu.py",
+    "bench/present/outputs.py": "tests/bench/present/test_report.py",
+    "bench/present/plot_dense.py": "tests/bench/present/test_plot.py",
+    "bench/present/roof_state.py": "tests/bench/present/test_cache_levels_plot.py",
+    "bench/present/sections.py": "tests/bench/present/test_report.py",
+    "bench/present/tables.py": "tests/roofs/test_gpu_probes_gpu.py",
+    "bench/profile/common.py": "tests/bench/profile/test_caller_settings.py",
+    "bench/profile/compiled.py": "tests/bench/profile/test_profile_report.py",
+    "bench/profile/recording.py": "tests/bench/profile/test_op_counts.py",
+    "bench/pytest/state.py": "tests/bench/pytest/test_plugin.py",
+    "bench/results.py": "tests/bench/cli/test_hostile.py",
+    "bench/suite/case_child.py": "tests/bench/suite/test_isolation.py",
+    "bench/suite/case_record.py": "tests/bench/suite/test_bench_time_model.py",
+    "bench/suite/ncu_child.py": "tests/bench/counters/test_ncu.py",
+    "bench/trace/analyse.py": "tests/bench/trace/test_trace_gpu.py",
+    "bench/trace/api.py": "tests/bench/trace/test_trace_cpu.py",
+    "bench/trace/comm.py": "tests/bench/trace/test_trace_gpu.py",
+    "bench/trace/counts.py": "tests/bench/trace/test_trace_cpu.py",
+    "bench/trace/link.py": "tests/bench/trace/test_trace_gpu.py",
+    "bench/trace/placed.py": "tests/bench/trace/test_trace_gpu.py",
+    "bench/trace/roofs.py": "tests/bench/trace/test_trace_cpu.py",
+    "bench/tune/__init__.py": "tests/bench/tune/test_suite_tune.py",
+    "bench/tune/measured.py": "tests/bench/tune/test_space_record.py",
+    "bench/tune/output.py": "tests/bench/tune/test_search.py",
+    "bench/tune/record.py": "tests/bench/tune/test_space_record.py",
+    "bench/tune/space.py": "tests/bench/tune/test_space_record.py",
+    "bench/tune/store.py": "tests/bench/tune/test_suite_spaces.py",
+    "bench/tune/suite.py": "tests/bench/tune/test_suite_tune.py",
+    "kernels/__init__.py": "tests/kernels/test_cpu_kernels.py",
+    "kernels/arrays.py": "tests/kernels/test_device_arrays.py",
+    "kernels/attention_causal.py": "tests/kernels/test_attention.py",
+    "kernels/attention_cpu.py": "tests/kernels/test_attention.py",
+    "kernels/cuda_impl.py": "tests/kernels/test_attention.py",
+    "kernels/families.py": "tests/kernels/test_triton.py",
+    "kernels/gemm.py": "tests/kernels/test_wgmma.py",
+    "kernels/gemv.py": "tests/kernels/test_new_workload.py",
+    "kernels/l2norm.py": "tests/kernels/test_nt_stores.py",
+    "kernels/numba_cuda_twins.py": "tests/kernels/test_numba_compat.py",
+    "kernels/registry.py": "tests/kernels/test_new_workload.py",
+    "kernels/rownorm.py": "tests/kernels/test_emu_work.py",
+    "kernels/triton_attention.py": "tests/kernels/test_triton.py",
+    "kernels/triton_counts.py": "tests/kernels/test_triton.py",
+    "kernels/triton_gemm.py": "tests/kernels/test_triton.py",
+    "kernels/triton_impls.py": "tests/kernels/test_attention.py",
+    "kernels/triton_stream.py": "tests/kernels/test_triton.py",
+    "kernels/vector_add.py": "tests/kernels/test_nt_stores.py",
+    "kernels/wgmma_gemm.py": "tests/kernels/test_wgmma.py",
+    "roofbench/__init__.py": "tests/roofbench/test_readers.py",
+    "roofbench/boundary.py": "tests/roofbench/test_fileio.py",
+    "roofbench/calibrated.py": "tests/roofbench/test_roof_context.py",
+    "roofbench/cpu_cache.py": "tests/roofs/test_cpu_cache_sweep.py",
+    "roofbench/errors_text.py": "tests/roofbench/test_units.py",
+    "roofbench/legacy.py": "tests/roofbench/test_record_migration.py",
+    "roofbench/ncu_checks.py": "tests/bench/counters/test_ncu.py",
+    "roofbench/paths.py": "tests/roofbench/test_readers.py",
+    "roofbench/records.py": "tests/roofbench/test_cache_records.py",
+    "roofbench/roof_check.py": "tests/roofbench/test_cache_records.py",
+    "roofbench/roof_records.py": "tests/roofbench/test_cache_records.py",
+    "roofbench/run_checks.py": "tests/bench/cli/test_compare_gate.py",
+    "roofs/__init__.py": "tests/roofs/test_distributed.py",
+    "roofs/files.py": "tests/roofs/test_gpu_probes_nogpu.py",
+    "roofs/probes/cache_topology.py": "tests/roofs/test_cache_topology.py",
+    "roofs/probes/cpu.py": "tests/roofs/test_cpu_probes.py",
+    "roofs/probes/cpu_blas.py": "tests/roofs/test_cpu_env.py",
+    "roofs/probes/cpu_cache_passes.py": "tests/roofs/test_cpu_cache_sweep.py",
+    "roofs/probes/cpu_cache_sweep.py": "tests/roofs/test_cpu_cache_sweep.py",
+    "roofs/probes/cpu_env.py": "tests/roofs/test_cpu_env.py",
+    "roofs/probes/cpu_features.py": "tests/roofs/test_cpu_probes.py",
+    "roofs/probes/cpu_fma.py": "tests/roofs/test_cpu_probes.py",
+    "roofs/probes/cpu_fma_child.py": "tests/roofs/test_cpu_probes.py",
+    "roofs/probes/cpu_noise.py": "tests/roofs/test_cpu_noise.py",
+    "roofs/probes/cpu_pairs.py": "tests/bench/measure/test_pairs.py",
+    "roofs/probes/cpu_roofs_child.py": "tests/roofs/test_cpu_env.py",
+    "roofs/probes/cpu_spinners.py": "tests/roofs/test_cpu_spinners.py",
+    "roofs/probes/cpu_stream.py": "tests/roofs/test_cpu_probes.py",
+    "roofs/probes/cuda_driver.py": "tests/kernels/test_cuda_emu.py",
+    "roofs/probes/fma_model.py": "tests/roofs/test_cpu_codegen.py",
+    "roofs/probes/gpu.py": "tests/roofs/test_gpu_probes_nogpu.py",
+    "roofs/probes/gpu_device.py": "tests/roofs/test_gpu_pairs.py",
+    "roofs/probes/gpu_links.py": "tests/roofs/test_distributed.py",
+    "roofs/probes/gpu_math.py": "tests/roofs/test_emu_probes.py",
+    "roofs/probes/gpu_memory.py": "tests/roofs/test_emu_pairs.py",
+    "roofs/probes/gpu_pairs.py": "tests/roofs/test_gpu_pairs.py",
+    "roofs/probes/gpu_run.py": "tests/roofs/test_gpu_probes_nogpu.py",
+    "roofs/probes/host_memory.py": "tests/roofs/test_cpu_probes.py",
+    "roofs/probes/links.py": "tests/roofs/test_link_sweep.py",
+    "roofs/probes/mpi_links.py": "tests/roofs/test_link_sweep.py",
+    "roofs/probes/numba_env.py": "tests/roofs/test_cpu_cache_sweep.py",
+    "roofs/probes/numba_stream.py": "tests/roofs/test_numba_stream_sim.py",
+    "roofs/probes/nvml.py": "tests/roofs/test_nvml.py",
+    "roofs/probes/pool_quiet.py": "tests/roofs/test_pool_quiet.py",
+    "roofs/probes/probe_child.py": "tests/roofs/test_cpu_cache_sweep.py",
+    "roofs/probes/x86_asm.py": "tests/roofs/test_cpu_codegen.py",
+}
+
+
+def missing_guards(modules: list[Path], guards: dict[str, str | tuple[str, str]]) -> list[str]:
+    return [str(p.relative_to(ROOT)) for p in modules
+            if not own_test_file(p).exists() and str(p.relative_to(ROOT)) not in guards]
+
+
+def false_guards(guards: dict[str, str | tuple[str, str]]) -> list[str]:
+    """The entries that do not hold: no such module, one with its own test file now (strike
+    it out), no such suite, or a suite that does not reach the module."""
+    bad = []
+    for name, guard in sorted(guards.items()):
+        src = ROOT / name
+        suite, text = (guard, None) if isinstance(guard, str) else guard
+        if not src.is_file():
+            bad.append(f"{name}: no such module")
+        elif own_test_file(src).exists():
+            bad.append(f"{name}: has its own test file now")
+        elif not (ROOT / suite).is_file():
+            bad.append(f"{name}: no suite {suite}")
+        elif not (text in (ROOT / suite).read_text() if text else reaches(ROOT / suite, src)):
+            bad.append(f"{name}: {suite} does not reach it")
+    return bad
+
+
+def test_every_module_has_its_guard():
+    """tests/<folder>/test_<name>.py, or an entry in GUARDS (docs/tests.md)."""
+    assert missing_guards(guarded_modules(), GUARDS) == []
+
+
+def test_every_guard_named_is_true():
+    assert false_guards(GUARDS) == []
+
+
+def test_the_guard_checks_fail_on_a_module_without_one():
+    lone = ROOT / "bench" / "present" / "no_such_module.py"  # no test file, no entry
+    tested = ROOT / "bench" / "gate" / "ab_session.py"  # tests/bench/gate/test_ab_session.py
+    assert missing_guards([lone, tested], {}) == ["bench/present/no_such_module.py"]
+    assert missing_guards([lone], {"bench/present/no_such_module.py": "tests/x.py"}) == []
+    assert false_guards({
+        "bench/present/no_such_module.py": "tests/test_layout.py",
+        "bench/gate/ab_session.py": "tests/bench/gate/test_ab_order.py",
+        "bench/cli/report.py": "tests/kernels/test_spec.py",
+        "bench/cli/listing.py": ("tests/bench/cli/test_cli.py", "no such text in it"),
+        "bench/cli/plot.py": "tests/bench/cli/no_such_suite.py",
+    }) == ["bench/cli/listing.py: tests/bench/cli/test_cli.py does not reach it",
+           "bench/cli/plot.py: no suite tests/bench/cli/no_such_suite.py",
+           "bench/cli/report.py: tests/kernels/test_spec.py does not reach it",
+           "bench/gate/ab_session.py: has its own test file now",
+           "bench/present/no_such_module.py: no such module"]
+    # reached without an import: run as `python -m` by name, a command loaded by name
+    assert reaches(ROOT / "tests" / "bench" / "suite" / "test_isolation.py",
+                   ROOT / "bench" / "suite" / "case_child.py")
+    assert reaches(ROOT / "tests" / "bench" / "cli" / "test_cli.py",
+                   ROOT / "bench" / "cli" / "listing.py")
+
+
+# ----------------------------------------------------------------- dated measurements
+# A teaching page states a figure in one line and links it; the dated measurement itself (a
+# clock time in UTC, or a heading with a date) lives in docs/measurements.md or in the run
+# folder's NOTE.md. The pages listed still hold some (owned by other work this session): the
+# list only shrinks.
+MEASUREMENTS = ROOT / "docs" / "measurements.md"
+DATED_PAGES_PENDING = {"model.md", "measure-api.md", "trace.md", "tune.md", "hopper-emulation.md"}
+DATED = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s*-\s*\d{1,2}:\d{2}(?::\d{2})?)?\s+UTC\b"
+                   r"|^#+ .*\b20\d\d-\d\d-\d\d\b", re.M)
+
+
+def dated_lines(page: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return [line for line in text.splitlines() if DATED.search(line)]
+
+
+def test_the_dated_pattern_finds_clock_times_and_dated_headings(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("## Measured here, 2026-12-06\nat 14:17-14:30 UTC it took\n"
+                    "run (2026-12-07 15:46 UTC, load 0.9)\nsince 2026-12-04 the plan counts"
+                    " x once\n```\n12:00 UTC in code\n```\n")
+    assert dated_lines(page) == ["## Measured here, 2026-12-06", "at 14:17-14:30 UTC it took",
+                                 "run (2026-12-07 15:46 UTC, load 0.9)"]
+
+
+def test_no_teaching_page_holds_a_dated_measurement():
+    pages = {p.name: dated_lines(p) for p in sorted((ROOT / "docs").glob("*.md"))
+             if p != MEASUREMENTS}
+    assert {n: lines for n, lines in pages.items()
+            if lines and n not in DATED_PAGES_PENDING} == {}
+    assert sorted(n for n in DATED_PAGES_PENDING if not pages.get(n)) == []  # strike it out
+
+
+def test_every_kept_run_has_a_row_in_the_measurements_index():
+    """docs/measurements.md's index names each run folder under results/ once."""
+    text = MEASUREMENTS.read_text()
+    index = text[text.index("| claim | figure"):].split("\n\n")[0]
+    named = re.findall(r"\]\(\.\./results/([^/]+/[^/)]+)/", index)
+    assert sorted(named) == kept_runs()
+
+
+def kept_runs() -> list[str]:
+    """results/<device>/<run> of every run the tree keeps: git's files in a checkout (a run
+    being written and not committed is not kept yet), else the folders."""
+    if (ROOT / ".git").exists():
+        rels = {p.relative_to(ROOT / "results").parts for p in tracked_files("results")}
+        return sorted({f"{r[0]}/{r[1]}" for r in rels if len(r) > 2})
+    return sorted(str(p.relative_to(ROOT / "results")) for p in (ROOT / "results").glob("*/*")
+                  if p.is_dir())
