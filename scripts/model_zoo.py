@@ -13,7 +13,9 @@
 - ``decoder12``: a 12-layer, ~100M-parameter decoder over a prompt (scripts/
   bench_profile_decoder.py times its profile);
 - ``gpt2_prefill`` / ``gpt2_decode``, ``llama_gqa_prefill``: transformers' models built from
-  their configs (issue 38's acceptance); ``resnet18``: torchvision's layout written out here.
+  their configs (issue 38's acceptance), ``gpt2_decode_cache`` the decode over a transformers
+  DynamicCache passed in, ``bert_encoder`` a 4-layer BERT; ``resnet18``: torchvision's
+  layout written out here.
 
 Sizes come from MODEL_ZOO_SCALE (``full``, the default, for the committed runs;
 ``tiny`` for the tests). Every module is in eval mode; `roofbench model` adds no_grad.
@@ -219,6 +221,19 @@ def gpt2_decode():
     return GPT2Step(model), (ids, past)
 
 
+def gpt2_decode_cache():
+    """The same decode step as users write it: a transformers ``DynamicCache`` of 256 tokens
+    (8 tiny), prefilled by the model, passed to the step; roofbench rewinds it before each
+    run (bench/profile/caller_state.py ``Caches``) and leaves it as it was."""
+    model = _gpt2()
+    past_len = 256 if FULL else 8
+    prompt = torch.randint(0, model.config.vocab_size, (1, past_len), generator=_gen())
+    with torch.no_grad():
+        cache = model(input_ids=prompt, use_cache=True).past_key_values
+    ids = torch.randint(0, model.config.vocab_size, (1, 1), generator=_gen())
+    return (lambda x, c: model(input_ids=x, cache=c, use_cache=True).logits), (ids, cache)
+
+
 # -- transformers' Llama with grouped-query attention, built from its config ----------------
 
 def llama_gqa_prefill():
@@ -283,3 +298,22 @@ def resnet18():
     model = ResNet18() if FULL else ResNet18(width=8, classes=10)
     side = 224 if FULL else 32
     return model.eval(), (_randn(1, 3, side, side),)
+
+
+# -- transformers' BERT encoder, built from its config ---------------------------------------
+
+def bert_encoder():
+    """A 4-layer BERT encoder (hidden 512, 8 heads, intermediate 2048: 29M parameters, fp32,
+    random weights) over a 128-token sequence at batch 1 (8 tiny)."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    cfg = (BertConfig(hidden_size=512, num_hidden_layers=4, num_attention_heads=8,
+                      intermediate_size=2048) if FULL else
+           BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      intermediate_size=128, vocab_size=256))
+    cfg._attn_implementation = "sdpa"
+    model = BertModel(cfg).eval()
+    seq = 128 if FULL else 8
+    ids = torch.randint(0, cfg.vocab_size, (1, seq), generator=_gen())
+    return (lambda x: model(input_ids=x).last_hidden_state), (ids,)
