@@ -25,6 +25,7 @@ whose ``environment["ab"]`` names the pairing (one id, the side); ``roofbench co
 
 from __future__ import annotations
 
+import copy
 import statistics
 import sys
 import time
@@ -72,10 +73,17 @@ ORDER = "alternating pairs: A B, then B A"
 def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig,
               sync: Callable[[], None] = lambda: None,
               pair: RoofPair | None = None,
-              clock: Callable[[], float] = time.perf_counter) -> tuple[Timing, Timing]:
+              clock: Callable[[], float] = time.perf_counter,
+              decided: Callable[[Timing, Timing], bool] | None = None) -> tuple[Timing, Timing]:
     """Pairs of samples of ``fn_a`` and ``fn_b``, alternating which goes first (see the
     module doc); each side's Timing holds its samples in pair order and its load. ``pair``:
     the roof that bounds both, sampled after each pair (both sides store its rates).
+
+    ``decided(ta, tb)``: whether the pairs so far give the gate a verdict (not `uncertain`).
+    Past the budget an undecided case samples on, within the cap (twice the timer's
+    ``min_samples_cap_s``): on a runner whose cores are all taken, 24 pairs of a 1.5x
+    slowdown gave 1.956 [1.180, 2.596] under a load bound of x1.29, `uncertain`, and the
+    recipe's `ab` passed (issue 57); the pairs it lacked were the budget's, not the cap's.
 
     No order favours a side: the pairs run A B, B A, ... (ABBA blocks, which the gate judges
     as units), every pair's first side runs right after a run of its own, as in the blocks
@@ -114,6 +122,35 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
     fns = {"A": fn_a, "B": fn_b}
     stopped, t0 = "max_samples", clock()
     min_pairs = max(cfg.min_samples, MIN_PAIRS)
+
+    def timings(flag: bool) -> tuple[Timing, Timing]:
+        """Both sides' Timings of the pairs so far (``flag``: with the load and flags)."""
+        load = outside_load(probe.report()) if flag else ""
+        out = []
+        for side in ("A", "B"):
+            w = [x for x in waited[side] if x is not None]
+            t = Timing(samples=list(samples[side]), warmup_runs=warm, stopped_by=stopped,
+                       config={**asdict(cfg), "ab": {"side": side, "order": ORDER}},
+                       outside_load=load, waits=w if len(w) == len(samples[side]) else [],
+                       roof_probe=pair.probe if pair is not None else "",
+                       roof_rates=list(rates))
+            if flag:
+                _flag(t)
+            out.append(t)
+        return out[0], out[1]
+
+    def _flag(t: Timing) -> None:
+        if stopped == "cap" and t.n < min_pairs:
+            t.flags.append(short_flag(t.n, replace(
+                cfg, min_samples=min_pairs, min_samples_cap_s=2 * cfg.min_samples_cap_s)))
+        elif stopped == "cap":
+            t.flags.append(f"undecided: {t.n} pairs within the {2 * cfg.min_samples_cap_s:g} s "
+                           "cap left the gate's verdict uncertain")
+        if t.n > 1 and t.cv > cfg.noisy_cv:
+            t.flags.append(f"noisy: cv {t.cv:.1%} > {cfg.noisy_cv:.0%}")
+            if t.paired:
+                t.flags.append(roof_moved(t))
+
     while len(samples["A"]) < cfg.max_samples:
         for side in ("AB" if len(samples["A"]) % 2 == 0 else "BA"):
             samples[side].append(one(fns[side], side))
@@ -136,28 +173,16 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
                 stopped = "median_ci"
                 break
         elapsed = clock() - t0
-        if whole and elapsed >= 2 * cfg.budget_s and (n >= min_pairs
-                                                      or elapsed >= 2 * cfg.min_samples_cap_s):
-            stopped = "budget" if n >= min_pairs else "cap"
+        capped = elapsed >= 2 * cfg.min_samples_cap_s
+        # past the budget, after every pair (whatever its order, as above): is it decided?
+        done = (elapsed >= 2 * cfg.budget_s and n >= min_pairs
+                and (decided is None or decided(*timings(False))))
+        if whole and (done or (capped and elapsed >= 2 * cfg.budget_s)):
+            stopped = "budget" if done else "cap"
             break
-    load = outside_load(probe.report())
+    ta, tb = timings(True)
     waits.close()
-    out = []
-    for side in ("A", "B"):
-        w = [x for x in waited[side] if x is not None]
-        t = Timing(samples=samples[side], warmup_runs=warm, stopped_by=stopped,
-                   config={**asdict(cfg), "ab": {"side": side, "order": ORDER}},
-                   outside_load=load, waits=w if len(w) == len(samples[side]) else [],
-                   roof_probe=pair.probe if pair is not None else "", roof_rates=list(rates))
-        if stopped == "cap":
-            t.flags.append(short_flag(t.n, replace(
-                cfg, min_samples=min_pairs, min_samples_cap_s=2 * cfg.min_samples_cap_s)))
-        if t.n > 1 and t.cv > cfg.noisy_cv:
-            t.flags.append(f"noisy: cv {t.cv:.1%} > {cfg.noisy_cv:.0%}")
-            if t.paired:
-                t.flags.append(roof_moved(t))
-        out.append(t)
-    return out[0], out[1]
+    return ta, tb
 
 
 def load_during(call: Callable[[], Any]) -> str:
@@ -264,7 +289,17 @@ class AbSession:
         if recs["A"].valid and recs["B"].valid and fa is not None and fb is not None:
             # one roof bounds both: one work
             pair = pair_for(recs["A"], roofs, clock, ws["A"], a.counts.arrays)
-            ta, tb = alternate(fa, fb, cfg, clock.sync, pair)
+            key = case_key(recs["A"])
+
+            def decided(ta: Timing, tb: Timing) -> bool:
+                """The verdict this job would return on these pairs is not `uncertain`."""
+                ra, rb = copy.deepcopy(recs["A"]), copy.deepcopy(recs["B"])
+                core.fill_metrics(ra, ta, roofs, ws["A"])
+                core.fill_metrics(rb, tb, roofs, ws["B"])
+                return classify_case(key, ra, rb, self.threshold, CONFIDENCE,
+                                     paired=True).verdict != "uncertain"
+
+            ta, tb = alternate(fa, fb, cfg, clock.sync, pair, decided=decided)
             core.fill_metrics(recs["A"], ta, roofs, ws["A"])
             core.fill_metrics(recs["B"], tb, roofs, ws["B"])
         else:  # one side failed validation: the other is timed alone, as measure would
