@@ -329,3 +329,31 @@ def test_the_drop_compares_raw_times_when_only_the_best_has_pairs(sim):
     assert st[1].paired and not st[2].paired and not st[3].paired
     assert st[2].status == "dropped" and "its fastest (raw)" in st[2].why
     assert st[3].status == "ok" and rec.basis == "raw" and rec.config == {"B": 1}
+
+
+def test_a_screened_configuration_is_validated_once(sim):
+    """The rest of a screened configuration's timing does not validate again (the screen did,
+    just before, on the same arrays): the kernel runs once for validation plus its warm-ups
+    and samples, and the record keeps the screen's verdict."""
+    s = sim()
+    calls: dict[int, int] = {}
+    inner = s.builder(effs({1: 0.8, 2: 0.78}))
+
+    def build(**cfg):
+        fn = inner(**cfg)
+
+        def counted(a, out):
+            calls[cfg["B"]] = calls.get(cfg["B"], 0) + 1
+            fn(a, out)
+
+        return counted
+
+    rec = tune(build, {"B": [1, 2]}, s.a, s.out, **s.kw(target=0.99))
+    second = rec.trials[1]
+    t = second.case.measurement.timing
+    assert "tune_screen" in second.case.evidence.extra  # it was screened, then timed on
+    assert calls[2] == 1 + t.warmup_runs + t.n
+    out = second.case.outcome
+    assert out.checked and out.rel_error == 0.0 and second.status == "ok"
+    assert second.case.evidence.extra["validation"].endswith("(before the screen's samples)")
+    assert "validate" in second.case.measurement.phases
