@@ -20,20 +20,10 @@ import pytest
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 from triton_bounds import bounds_checked
+from triton_interpret import import_interpreted_triton, triton_interpret
 
-# Before triton is imported: Triton decorates its own library (tl.sum, ...) at import, as the
-# interpreter's functions only when this is set then. Only Triton reads it.
-# Set for the import only: an xdist worker collects every file before it runs any, and the
-# other files' tests must not run under it (roofbench.measure refuses to time an interpreter).
-_WAS = os.environ.get("TRITON_INTERPRET")
-os.environ["TRITON_INTERPRET"] = "1"
-try:
-    triton = pytest.importorskip("triton", reason="triton is not installed (pip install triton)")
-finally:
-    if _WAS is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = _WAS
+# the interpreter's Triton, TRITON_INTERPRET=1 set for the import only (triton_interpret.py)
+triton = import_interpreted_triton("triton is not installed (pip install triton)")
 torch = pytest.importorskip("torch", reason="torch is not installed (the Triton kernels' arrays)")
 
 MODULES = ("triton_stream", "triton_gemm", "triton_attention")
@@ -47,13 +37,8 @@ SIZES = {"vector_add": (2051,), "l2norm": (2051,), "rownorm": (3, 1031), "gemv":
 def _interpreter_for_this_module_only():
     """TRITON_INTERPRET=1 while this file's tests run (kernels decorated and launched as the
     interpreter's), and as it was after them: the next file of the same worker measures."""
-    was = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    yield
-    if was is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = was
+    with triton_interpret():
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -417,3 +402,17 @@ def test_every_triton_implementation_covers_its_variants_launches():
             for impl in table.values():
                 text = (folder / f"{impl.module}.py").read_text()
                 assert f"def {impl.launcher}(" in text, (w.name, v.name, impl.launcher)
+
+
+@pytest.mark.parametrize("before", [None, "0"])
+def test_the_interpreter_setting_is_put_back(monkeypatch, before):
+    """triton_interpret: TRITON_INTERPRET=1 inside, then as it was (unset, or its value),
+    also when the block raises (a skip at import is one)."""
+    if before is None:
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    else:
+        monkeypatch.setenv("TRITON_INTERPRET", before)
+    with pytest.raises(RuntimeError), triton_interpret():
+        assert os.environ["TRITON_INTERPRET"] == "1"
+        raise RuntimeError
+    assert os.environ.get("TRITON_INTERPRET") == before

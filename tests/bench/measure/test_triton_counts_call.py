@@ -7,20 +7,12 @@ only, as tests/kernels/test_triton.py does)."""
 from __future__ import annotations
 
 import importlib
-import os
 
 import pytest
 from roofbench.bench.measure.door import MeasureError
+from triton_interpret import import_interpreted_triton
 
-_WAS = os.environ.get("TRITON_INTERPRET")
-os.environ["TRITON_INTERPRET"] = "1"
-try:
-    triton = pytest.importorskip("triton", reason="triton is not installed")
-finally:
-    if _WAS is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = _WAS
+triton = import_interpreted_triton()
 torch = pytest.importorskip("torch", reason="torch is not installed")
 
 
