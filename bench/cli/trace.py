@@ -1,6 +1,7 @@
 """`roofbench trace TRACE... [--roofs FILE | --device NAME] [--out DIR]`: PyTorch profiler
-traces (Kineto JSON, .json or .json.gz; several files or a folder: the ranks of one job)
-counted, timed and placed on roofs (bench/trace/, docs/trace.md)."""
+traces (Kineto JSON, .json or .json.gz; several files or a folder: the ranks of one job) and
+JAX's (.xplane.pb, or jax.profiler.trace's log folder) counted, timed and placed on roofs
+(bench/trace/, docs/trace.md)."""
 
 from __future__ import annotations
 
@@ -35,10 +36,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("trace", help="place a PyTorch profiler trace (Kineto JSON) op by op "
-                                     "on measured roofs")
+    p = sub.add_parser("trace", help="place a PyTorch (Kineto JSON) or JAX (.xplane.pb) "
+                                     "profiler trace op by op on measured roofs")
     p.add_argument("traces", nargs="+", metavar="TRACE",
-                   help=".json or .json.gz traces, or a folder of them (one per rank)")
+                   help=".json or .json.gz traces, or a folder of them (one per rank); a "
+                        "JAX .xplane.pb (the trace-jax extra) or jax.profiler.trace's folder")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--roofs", metavar="FILE", help="roofs to place it under (a calibration "
                                                    "cache, a roofs file, a results.json)")

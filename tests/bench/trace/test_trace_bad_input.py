@@ -36,7 +36,7 @@ CASES = {
     "no ops": (lambda t: _write(t / "a.json", json.dumps({"traceEvents": []})),
                "no ops and no device work"),
     "a missing file": (lambda t: t / "nope.json", "no such trace file"),
-    "an empty folder": (lambda t: t, "no .json or .json.gz trace"),
+    "an empty folder": (lambda t: t, "no .json, .json.gz or .xplane.pb trace"),
 }
 
 
