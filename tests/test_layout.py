@@ -594,6 +594,41 @@ def test_every_relative_link_resolves(page):
     assert broken(page) == []
 
 
+def heading_anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation but hyphens
+    dropped, spaces as hyphens (a code span's text kept)."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.*)$", text, flags=re.M)}
+
+
+def broken_anchors(page: Path) -> list[str]:
+    """Links to a heading of a Markdown page in the tree that the page does not have."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    text = re.sub(r"`[^`\n]*`(?!\])", "", text)
+    out = []
+    for target in LINK.findall(text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or "#" not in target:
+            continue
+        path, _, anchor = target.partition("#")
+        doc = page.parent / urllib.parse.unquote(path) if path else page
+        if doc.suffix == ".md" and doc.is_file() and anchor not in heading_anchors(doc):
+            out.append(target)
+    return out
+
+
+def test_an_anchor_is_checked_against_the_headings(tmp_path):
+    (tmp_path / "a.md").write_text("# Top\n## The `roofs` file: one schema (v2)\n")
+    page = tmp_path / "p.md"
+    page.write_text("[x](a.md#the-roofs-file-one-schema-v2) [y](a.md#gone) [z](#top)\n# Top\n")
+    assert broken_anchors(page) == ["a.md#gone"]
+
+
+def test_every_anchor_names_a_heading():
+    found = {str(p.relative_to(ROOT)): bad for p in link_pages() if (bad := broken_anchors(p))}
+    assert found == {}
+
+
 def tracked_files(under: str) -> list[Path]:
     out = subprocess.run(["git", "ls-files", "-z", under], cwd=ROOT, capture_output=True,
                          check=True).stdout.decode()
