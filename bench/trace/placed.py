@@ -31,6 +31,7 @@ from roofbench.bench.profile.recording import Recording
 from roofbench.bench.profile.report import Profile, family_rows, op_rows
 from roofbench.bench.trace.analyse import Analysis
 from roofbench.bench.trace.comm import placed_row
+from roofbench.bench.trace.xplane import FLOPS_BY as XLA_COUNTS
 
 from roofbench.fileio import atomic_write_text
 from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RunResult
@@ -285,6 +286,11 @@ def sections(tp: TraceProfile) -> list[Section]:
         out.append(Section("Kernels not counted", [Table([
             {"kernel": k[:80], "time": duration(v)}
             for k, v in sorted(a.uncounted_kernels.items(), key=lambda kv: -kv[1])[:SHOWN]])]))
+    if tp.ops and all(p.op.flops_by == XLA_COUNTS for p in tp.ops):
+        out.append(Section("Counting conventions", [
+            Text(f"Each XLA op: {XLA_COUNTS}, on the optimized HLO the xplane carries; "
+                 "bytes are its operands read and its output written (docs/trace.md).")]))
+        return out
     out.append(Section("Counting conventions", [
         Text("The rules of `roofbench.profile` (docs/model.md), applied to the inputs the "
              "trace recorded (docs/trace.md)."),

@@ -85,7 +85,11 @@ def _quiet_stderr() -> Iterator[None]:
     """xprof's C++ logs every step to the process's stderr: silenced while it converts,
     the descriptor put back as found (even on an error or an interrupt)."""
     sys.stderr.flush()
-    saved = os.dup(2)
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to silence
+        yield
+        return
     try:
         with open(os.devnull, "wb") as null:
             os.dup2(null.fileno(), 2)
