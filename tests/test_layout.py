@@ -944,6 +944,31 @@ def test_every_kept_run_has_a_row_in_the_measurements_index():
     assert sorted(named) == kept_runs()
 
 
+def index_rows() -> list[list[str]]:
+    text = MEASUREMENTS.read_text()
+    index = text[text.index("| claim | figure"):].split("\n\n")[0]
+    return [[c.strip() for c in row.strip().strip("|").split(" | ")]
+            for row in index.splitlines()[2:]]
+
+
+def test_every_figure_of_the_index_is_quoted_from_its_source():
+    """A figure in the index is a quote, never a number typed again: it stands, as written
+    (line breaks aside), in its run folder's notes, the README or the page's own archive."""
+    text = MEASUREMENTS.read_text()
+    index = text[text.index("| claim | figure"):].split("\n\n")[0]
+    archive = text.replace(index, "")
+    unquoted = []
+    for _claim, figure, folder, _command in index_rows():
+        run = re.search(r"\]\(\.\./results/([^/]+/[^/)]+)/", folder)
+        assert run, folder
+        notes = [p.read_text() for p in (ROOT / "results" / run.group(1)).rglob("*.md")]
+        where = " ".join(" ".join(t.split()) for t in [
+            *notes, (ROOT / "README.md").read_text(), archive])
+        if figure != "(no figure cited)" and " ".join(figure.split()) not in where:
+            unquoted.append(f"{run.group(1)}: {figure}")
+    assert unquoted == []
+
+
 def kept_runs() -> list[str]:
     """results/<device>/<run> of every run the tree keeps: git's files in a checkout (a run
     being written and not committed is not kept yet), else the folders."""
