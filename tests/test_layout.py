@@ -5,7 +5,8 @@ bench/: backends/ <- counters/ and measure/ (the core) <- suite/, profile/, gate
 and fleet/ beside them <- cli/; present/ imports only the shared root.
 A source file past 450 lines is a warning (cut it if it holds two things, never to meet
 the count); past 800 it fails. ``python tests/test_layout.py`` prints
-the import map's floors.
+the import map's floors; ``python tests/test_layout.py bench/cli/run.py ...`` what guards each
+module (its test file, or the suite GUARDS names).
 """
 
 from __future__ import annotations
@@ -528,10 +529,6 @@ def test_the_docs_state_the_schema_version_the_code_writes():
                       ARCHITECTURE.read_text()) == [str(RESULTS_SCHEMA_VERSION)]
 
 
-if __name__ == "__main__":  # the import map's floors, for a reader
-    print("\n".join(floor_lines()))
-
-
 def test_files_with_a_slow_test_are_handed_out_first(request):
     """make test's order (tests/conftest.py, with xdist's reordering off): a worker that drew
     a two-minute file last ran it alone while the other idled. The order is this session's."""
@@ -719,15 +716,15 @@ GUARDS: dict[str, str | tuple[str, str]] = {
     "bench/cli/__main__.py": "tests/bench/cli/test_hostile_stops.py",
     "bench/cli/argtypes.py": ("tests/bench/cli/test_hostile_surfaces.py",
                               "--threads: must be >= 1, got 0"),
-    "bench/cli/calibrate.py": "tests/bench/cli/test_hostile.py",
+    "bench/cli/calibrate.py": "tests/bench/cli/test_cli.py",
     "bench/cli/distributed.py": "tests/bench/cli/test_cli.py",
     "bench/cli/fleet.py": "tests/bench/fleet/test_fleet.py",
     "bench/cli/listing.py": "tests/bench/cli/test_cli.py",
     "bench/cli/plot.py": "tests/bench/cli/test_hostile_surfaces.py",
-    "bench/cli/report.py": "tests/bench/cli/test_hostile.py",
-    "bench/cli/roofs.py": "tests/bench/cli/test_hostile_surfaces.py",
-    "bench/cli/run.py": "tests/bench/cli/test_hostile_user.py",
-    "bench/cli/settings.py": "tests/bench/cli/test_hostile.py",
+    "bench/cli/report.py": "tests/bench/present/test_report.py",
+    "bench/cli/roofs.py": "tests/bench/cli/test_cli.py",
+    "bench/cli/run.py": "tests/bench/cli/test_cli.py",
+    "bench/cli/settings.py": "tests/bench/cli/test_cli.py",
     "bench/cli/specs.py": "tests/bench/cli/test_cli.py",
     "bench/cli/trace.py": "tests/bench/trace/test_trace_cpu.py",
     "bench/cli/tune.py": "tests/bench/tune/test_suite_tune.py",
@@ -758,11 +755,11 @@ GUARDS: dict[str, str | tuple[str, str]] = {
     "bench/present/roof_state.py": "tests/bench/present/test_cache_levels_plot.py",
     "bench/present/sections.py": "tests/bench/present/test_report.py",
     "bench/present/tables.py": "tests/roofs/test_gpu_probes_gpu.py",
-    "bench/profile/common.py": "tests/bench/profile/test_caller_settings.py",
+    "bench/profile/common.py": "tests/bench/profile/test_profile_report.py",
     "bench/profile/compiled.py": "tests/bench/profile/test_profile_report.py",
     "bench/profile/recording.py": "tests/bench/profile/test_op_counts.py",
     "bench/pytest/state.py": "tests/bench/pytest/test_plugin.py",
-    "bench/results.py": "tests/bench/cli/test_hostile.py",
+    "bench/results.py": "tests/roofbench/test_readers.py",
     "bench/suite/case_child.py": "tests/bench/suite/test_isolation.py",
     "bench/suite/case_record.py": "tests/bench/suite/test_bench_time_model.py",
     "bench/suite/ncu_child.py": "tests/bench/counters/test_ncu.py",
@@ -773,6 +770,7 @@ GUARDS: dict[str, str | tuple[str, str]] = {
     "bench/trace/link.py": "tests/bench/trace/test_trace_gpu.py",
     "bench/trace/placed.py": "tests/bench/trace/test_trace_gpu.py",
     "bench/trace/roofs.py": "tests/bench/trace/test_trace_cpu.py",
+    "bench/trace/xplane.py": "tests/bench/trace/test_trace_jax.py",
     "bench/tune/__init__.py": "tests/bench/tune/test_suite_tune.py",
     "bench/tune/measured.py": "tests/bench/tune/test_space_record.py",
     "bench/tune/output.py": "tests/bench/tune/test_search.py",
@@ -786,12 +784,12 @@ GUARDS: dict[str, str | tuple[str, str]] = {
     "kernels/attention_cpu.py": "tests/kernels/test_attention.py",
     "kernels/cuda_impl.py": "tests/kernels/test_attention.py",
     "kernels/families.py": "tests/kernels/test_triton.py",
-    "kernels/gemm.py": "tests/kernels/test_wgmma.py",
-    "kernels/gemv.py": "tests/kernels/test_new_workload.py",
-    "kernels/l2norm.py": "tests/kernels/test_nt_stores.py",
+    "kernels/gemm.py": "tests/kernels/test_cpu_kernels.py",
+    "kernels/gemv.py": "tests/kernels/test_cpu_kernels.py",
+    "kernels/l2norm.py": "tests/kernels/test_cpu_kernels.py",
     "kernels/numba_cuda_twins.py": "tests/kernels/test_numba_compat.py",
     "kernels/registry.py": "tests/kernels/test_new_workload.py",
-    "kernels/rownorm.py": "tests/kernels/test_emu_work.py",
+    "kernels/rownorm.py": "tests/kernels/test_cpu_kernels.py",
     "kernels/triton_attention.py": "tests/kernels/test_triton.py",
     "kernels/triton_counts.py": "tests/kernels/test_triton.py",
     "kernels/triton_gemm.py": "tests/kernels/test_triton.py",
@@ -846,6 +844,25 @@ GUARDS: dict[str, str | tuple[str, str]] = {
     "roofs/probes/probe_child.py": "tests/roofs/test_cpu_cache_sweep.py",
     "roofs/probes/x86_asm.py": "tests/roofs/test_cpu_codegen.py",
 }
+
+
+def guard_of(name: str) -> str | None:
+    """The test file or suite that guards a module (a path from the checkout's root)."""
+    own = own_test_file(ROOT / name)
+    if own.exists():
+        return str(own.relative_to(ROOT))
+    guard = GUARDS.get(name)
+    return guard if isinstance(guard, str) or guard is None else guard[0]
+
+
+def test_the_guard_of_a_module_is_found_by_its_path():
+    assert guard_of("bench/gate/ab_session.py") == "tests/bench/gate/test_ab_session.py"
+    assert guard_of("bench/suite/case_child.py") == GUARDS["bench/suite/case_child.py"]
+    assert guard_of("bench/cli/argtypes.py") == "tests/bench/cli/test_hostile_surfaces.py"
+    out = subprocess.run([sys.executable, str(Path(__file__)), "bench/suite/case_child.py"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"bench/suite/case_child.py: {GUARDS['bench/suite/case_child.py']}\n"
 
 
 def missing_guards(modules: list[Path], guards: dict[str, str | tuple[str, str]]) -> list[str]:
@@ -987,3 +1004,10 @@ def test_the_tests_page_is_a_map():
     for section in ("## Where each kind of test lives", "## Run a slice", "## The stand-ins",
                     "## The hostile suites"):
         assert section in text, section
+
+
+if __name__ == "__main__":  # for a reader: the import map's floors, or what guards a module
+    if sys.argv[1:]:
+        print("\n".join(f"{name}: {guard_of(name) or 'no guard'}" for name in sys.argv[1:]))
+    else:
+        print("\n".join(floor_lines()))
