@@ -27,6 +27,8 @@ class KernelParams:
 
     def __init__(self, values: Sequence[bytes]) -> None:
         self._slots = [ctypes.create_string_buffer(bytes(v), len(v)) for v in values]
+        # what each slot holds: the driver reads its parameter's width, whatever is there
+        self.sizes = tuple(len(v) for v in values)
         self._array = (ctypes.c_void_p * max(1, len(values)))(
             *(ctypes.addressof(s) for s in self._slots))
 
@@ -124,9 +126,53 @@ def _compile_cubin(text: str, name: str, arch: str, options: tuple[str, ...]) ->
         nvrtc.nvrtcDestroyProgram(prog)
 
 
+class ParamMismatch(TypeError):
+    """A launch's parameter array does not hold what the kernel's parameters take."""
+
+
+# cuFuncGetParamInfo asked past this many parameters means a driver answering every index
+MAX_PARAMS = 1024
+
+
+def param_sizes(fn: Any) -> tuple[int, ...] | None:
+    """The byte size of each parameter of ``fn`` as its compiled image lays them out
+    (cuFuncGetParamInfo, CUDA 12.4+), or None where the driver cannot say (older bindings or
+    driver, or a kernel without parameters)."""
+    drv = driver_module()
+    info = getattr(drv, "cuFuncGetParamInfo", None)
+    if info is None:
+        return None
+    sizes: list[int] = []
+    for i in range(MAX_PARAMS):
+        try:
+            err, _offset, size = info(fn, i)
+        except Exception:  # a binding whose driver lacks the call
+            return None
+        if err != drv.CUresult.CUDA_SUCCESS:
+            break
+        sizes.append(int(size))
+    return tuple(sizes) or None
+
+
+def check_params(name: str, want: tuple[int, ...] | None, got: tuple[int, ...]) -> None:
+    """ParamMismatch unless the slots have the widths the kernel's parameters take: a 4-byte
+    int in the slot of a ``long long`` leaves the driver reading 4 bytes of whatever follows
+    it (a kernel on garbage), a missing slot a garbage pointer. ``want`` None: unknown."""
+    if want is None or want == got:
+        return
+    if len(got) != len(want):
+        raise ParamMismatch(f"{name}: {len(got)} kernel parameters handed over for "
+                            f"{len(want)} (sizes {list(got)}, the kernel takes {list(want)})")
+    i = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w)
+    raise ParamMismatch(f"{name}: argument {i} is handed over as {got[i]} bytes for a "
+                        f"parameter of {want[i]} bytes (the driver reads the parameter's "
+                        "width: a narrower value leaves bytes of garbage)")
+
+
 class DriverFunction:
     """One kernel of a loaded cubin, with the resource facts CuPy's functions expose
-    (num_regs, shared_size_bytes, local_size_bytes)."""
+    (num_regs, shared_size_bytes, local_size_bytes), and its parameters' sizes from the
+    image (``param_sizes``), which every launch's parameter array is checked against."""
 
     def __init__(self, module: Any, name: str, dynamic_smem: int = 0) -> None:
         drv = driver_module()
@@ -142,9 +188,14 @@ class DriverFunction:
             attr.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, self.fn)))
         self.local_size_bytes = int(check(drv.cuFuncGetAttribute(
             attr.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, self.fn)))
+        self.param_sizes = param_sizes(self.fn)
+        self._checked: KernelParams | None = None  # the last array found right
 
     def launch(self, grid: Sequence[int], block: Sequence[int], smem: int, stream_ptr: int,
                params: KernelParams) -> None:
+        if params is not self._checked:  # once per array: a timed loop relaunches one
+            check_params(self.name, self.param_sizes, params.sizes)
+            self._checked = params
         drv = driver_module()
         g = [int(x) for x in grid] + [1] * (3 - len(grid))
         b = [int(x) for x in block] + [1] * (3 - len(block))

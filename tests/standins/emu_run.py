@@ -7,6 +7,7 @@ tests/roofs/test_gpu_probes_nogpu.py."""
 from __future__ import annotations
 
 import ctypes
+import importlib
 import importlib.util
 import shutil
 import sys
@@ -33,6 +34,21 @@ def _emu_launch() -> Any:
         sys.modules["emu_launch"] = mod
         spec.loader.exec_module(mod)
     return sys.modules["emu_launch"]
+
+
+def fake_bindings(name: str = "rb_fake_cuda_bindings") -> tuple[Any, Any]:
+    """The stand-in ``cuda.bindings`` (driver, nvrtc) of FAKE_CUPY loaded under a private
+    package ``name``: the real cuda.bindings stays importable, and roofbench's launch code
+    takes the stand-in where a test hands it (cuda_driver.driver_module)."""
+    where = FAKE_CUPY / "cuda" / "bindings"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, where / "__init__.py", submodule_search_locations=[str(where)])
+        assert spec is not None and spec.loader is not None
+        pkg = importlib.util.module_from_spec(spec)
+        sys.modules[name] = pkg
+        spec.loader.exec_module(pkg)
+    return (importlib.import_module(f"{name}.driver"), importlib.import_module(f"{name}.nvrtc"))
 
 
 ArgumentMismatch = _emu_launch().ArgumentMismatch

@@ -757,10 +757,12 @@ template <typename... A> void rb_call_params(void (*f)(A...), void** p) {
 }
 // A kernel's parameter types as the driver reads them from the compiled image: one entry per
 // parameter, "p" (a pointer), i/u/f (signed, unsigned, floating) and its bytes ("i8": long
-// long, "f4": float), b1 (bool), s<bytes> (a struct by value). The test build appends an
-// rb_sig__<name>() returning it for every extern "C" kernel (cuda_tools.with_signatures); the
-// launchers compare each scalar they hand over (fake_cupy/emu_launch.py check_scalars): a
-// 4-byte int for a `long long` reads 4 bytes of whatever follows on the GPU.
+// long, "f4": float), b1 (bool), s<bytes>a<alignment> (a struct by value: "s128a64", a tensor
+// map). The test build appends an rb_sig__<name>() returning it for every extern "C" kernel
+// (cuda_tools.with_signatures); the launchers compare each scalar they hand over
+// (fake_cupy/emu_launch.py check_scalars), and the stand-in driver's cuFuncGetParamInfo
+// answers from it (the sizes roofbench's driver launches are checked against): a 4-byte int
+// for a `long long` reads 4 bytes of whatever follows on the GPU.
 template <typename T> std::string rb_sig_one() {
     using U = std::remove_cv_t<T>;
     const std::string n = std::to_string(sizeof(U));
@@ -768,7 +770,7 @@ template <typename T> std::string rb_sig_one() {
     else if constexpr (std::is_same_v<U, bool>) return "b1";
     else if constexpr (std::is_integral_v<U>) return (std::is_signed_v<U> ? "i" : "u") + n;
     else if constexpr (std::is_floating_point_v<U>) return "f" + n;
-    else return "s" + n;
+    else return "s" + n + "a" + std::to_string(alignof(U));
 }
 template <typename... A> const char* rb_signature(void (*)(A...)) {
     static const std::string s = [] {

@@ -10,6 +10,8 @@ emulation (tests/standins/cuda_emu).
 * cuModuleLoadData takes the stand-in NVRTC's cubin and loads the emulated build of that
   source ($RB_EMU_LIBDIR/driver_<stem>.so); cuLaunchKernel passes the kernel's parameter array
   to it as the real driver would (rb_launch_params). Launches are synchronous.
+* cuFuncGetParamInfo answers from the build's compiled parameter types (rb_sig__<kernel>),
+  so roofbench's check of a launch's parameter widths (cuda_driver.check_params) is tested.
 * A failed launch (a trap, or an error the emulation found) returns CUDA_ERROR_LAUNCH_FAILED,
   prints the emulation's message to stderr, and, as on a GPU, is sticky: every later launch
   and module load fails with it.
@@ -282,6 +284,37 @@ _ATTRS = {CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS: 168,
 
 def cuFuncGetAttribute(attr: Any, fn: _Function) -> tuple[CUresult, int]:  # noqa: N802
     return CUresult.CUDA_SUCCESS, _ATTRS.get(CUfunction_attribute(int(attr)), 0)
+
+
+def _param_layout(fn: _Function) -> list[tuple[int, int]] | None:
+    """(offset, size) of each parameter of ``fn``, laid out as the compiled kernel takes them:
+    from its build's rb_sig__<name> (emu.h rb_signature: "p", "i8", "s128a64", ...), each
+    parameter at a multiple of its alignment. None for a build without signatures."""
+    sig = getattr(fn.module.lib, f"rb_sig__{fn.name}", None)
+    if sig is None:
+        return None
+    sig.restype = ctypes.c_char_p
+    out, at = [], 0
+    for t in filter(None, sig().decode().split(",")):
+        if t == "p":
+            size = align = 8
+        elif t[0] == "s":
+            size, align = (int(x) for x in t[1:].split("a"))
+        else:
+            size = align = int(t[1:])
+        at = -(-at // align) * align
+        out.append((at, size))
+        at += size
+    return out
+
+
+def cuFuncGetParamInfo(fn: _Function, index: int) -> tuple[CUresult, int, int]:  # noqa: N802
+    """The offset and size of parameter ``index`` (CUDA 12.4's call): what the driver reads
+    for it from the slot a launch hands over, whatever the slot holds."""
+    layout = _param_layout(fn)
+    if layout is None or not 0 <= int(index) < len(layout):  # past the last: how it ends
+        return CUresult.CUDA_ERROR_INVALID_VALUE, 0, 0
+    return CUresult.CUDA_SUCCESS, *layout[int(index)]
 
 
 def cuLaunchKernel(fn: _Function, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,  # noqa: N802
