@@ -27,7 +27,15 @@ from pathlib import Path
 import cuda_tools as ct
 import numpy as np
 import pytest
-from emu_run import LaunchError, build_mutant, launch_params, run_emulated
+from emu_run import (
+    LaunchError,
+    build_mutant,
+    guarded,
+    launch_params,
+    register,
+    run_emulated,
+    sysv_launch,
+)
 from roofbench.bench.suite.runner import validate
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
@@ -204,3 +212,115 @@ def test_shuffle_from_a_lane_outside_the_mask_is_poison(unit, o):
         assert iout.tolist() == [t ^ 1 for t in range(64)]
     else:
         assert np.isnan(out).all() and (iout == 0xA5A5A5A5).all()
+
+
+# ------------------------------------------------------------- far out of bounds
+# An index far past its buffer (a stride multiplied in once too often): past every guard zone,
+# so no check sees it before it is made. Where it lands in no mapping the CPU faults, as the
+# GPU would; the fault fails the launch naming the kernel, the access and the nearest buffer
+# (checks.h rb_fault), in the check build and in the counting build, and the process goes on
+# (issue 58 item 6: such an access was a segfault of the test process).
+_VADD_SCALAR = "threadIdx.x; i < n; i += stride)\n        c[i] = from_acc<T>(to_acc("
+FAR_EDIT = {"vector_add.cu": (_VADD_SCALAR + "a[i])", _VADD_SCALAR + "a[i + n * 65536])")}
+FAR_N = 1003  # a[i + n * 65536]: 262 MB past a, inside the unmapped reservation below
+PROT_NONE, PROT_RW, MAP_PRIVATE_ANON_NORESERVE = 0, 3, 0x02 | 0x20 | 0x4000
+RESERVED = 1 << 30
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
+
+
+def _segv_handler() -> bytes:
+    """The process's SIGSEGV disposition (struct sigaction's handler word and flags)."""
+    old = ctypes.create_string_buffer(256)
+    assert _libc().sigaction(11, None, old) == 0
+    return old.raw[:8] + old.raw[136:140]
+
+
+def _far_launches(lib: ctypes.CDLL, watch) -> list[str]:
+    """The planted vadd_scalar_fp32 twice: ``a`` at the start of a 1 GiB reservation whose
+    rest is unmapped (the far load lands there: an exact address), then n = 2^30 (the load's
+    address is not canonical: the CPU reports none); then the unplanted vadd_vec4_fp32 with
+    ``c`` in the unmapped part (a store). Returns the three failures' messages; then vec4 runs
+    with a mapped ``c`` and is right (the process, the library and the signal handlers as
+    they were)."""
+    libc = _libc()
+    base = libc.mmap(None, RESERVED, PROT_NONE, MAP_PRIVATE_ANON_NORESERVE, -1, 0)
+    assert base not in (None, ctypes.c_void_p(-1).value)
+    msgs = []
+    try:
+        assert libc.mprotect(base, 1 << 20, PROT_RW) == 0
+        a = np.ctypeslib.as_array((ctypes.c_float * FAR_N).from_address(base + 65536))
+        a[...] = 1.0
+        b, c = guarded(FAR_N, np.float32), guarded(FAR_N, np.float32)
+        b[...], c[...] = 2.0, np.nan
+        unmapped = np.ctypeslib.as_array((ctypes.c_float * FAR_N).from_address(
+            base + (1 << 20) + 65536))  # never touched from here: a segfault of this process
+        for kernel, n, out in (("vadd_scalar_fp32", FAR_N, c), ("vadd_scalar_fp32", 1 << 30, c),
+                               ("vadd_vec4_fp32", FAR_N, unmapped)):
+            with pytest.raises(LaunchError) as e:
+                watch(lib, {"a": a, "b": b, "c": out},
+                      lambda k=kernel, n=n, out=out: sysv_launch(lib, k, (2,), (64,),
+                                                                 [a, b, out, np.int64(n)]))
+            msgs.append(str(e.value))
+        before = _segv_handler()
+        c[...] = np.nan
+        watch(lib, {"a": a, "b": b, "c": c},
+              lambda: sysv_launch(lib, "vadd_vec4_fp32", (2,), (64,), [a, b, c, np.int64(FAR_N)]))
+        assert (c == 3.0).all()
+        assert _segv_handler() == before
+    finally:
+        libc.munmap(base, RESERVED)
+    return msgs
+
+
+def _register_and_run(lib: ctypes.CDLL, arrays: dict[str, np.ndarray], launch) -> None:
+    register(lib, arrays)
+    launch()
+
+
+def _count_and_run(lib: ctypes.CDLL, arrays: dict[str, np.ndarray], launch) -> None:
+    counter = ct.ByteCounter(lib)
+    counter.watch(arrays)
+    counter.count(launch)
+
+
+def _far_expected(msgs: list[str]) -> None:
+    exact, noncanonical, store = msgs
+    gpu = r" \(an illegal memory access on the GPU; the emulation stops the launch there\)"
+    assert re.fullmatch(
+        r"vadd_scalar_fp32: vadd_scalar_fp32: illegal address: a load at 0x[0-9a-f]+: a \+ "
+        r"\d+ \(element 65\d{6} of a buffer of 1003 elements, \d+ bytes past its end\), in "
+        r"no mapping: outside every buffer and its 64 KiB guard zone" + gpu
+        + r" \(block [01], thread \d+\)", exact), exact
+    assert noncanonical.startswith("vadd_scalar_fp32: vadd_scalar_fp32: illegal address: an "
+                                   "access at a non-canonical address"), noncanonical
+    assert re.fullmatch(
+        r"vadd_vec4_fp32: vadd_vec4_fp32: illegal address: a store at 0x[0-9a-f]+: c \+ \d+ "
+        r"\(element \d+ of a buffer of 1003 elements\), which is not mapped \(a buffer freed "
+        r"or never allocated\)" + gpu + r" \(block [01], thread \d+\)", store), store
+
+
+def test_far_out_of_bounds_load_fails_the_check_build(tmp_path):
+    so = build_mutant(tmp_path, "vector_add.cu", FAR_EDIT)
+    _far_expected(_far_launches(_loaded(so), _register_and_run))
+
+
+def test_far_out_of_bounds_load_fails_the_counting_build(tmp_path):
+    src = (ct.CUDA_DIR / "vector_add.cu").read_text()
+    old, new = FAR_EDIT["vector_add.cu"]
+    so = ct.build_counting("vector_add.cu", tmp_path, src.replace(old, new))
+    _far_expected(_far_launches(_loaded(so), _count_and_run))
+
+
+def _loaded(so: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(so))
+    lib.rb_launch.restype = ctypes.c_int
+    return lib

@@ -27,7 +27,10 @@
 //   * in a registered global buffer (rb_emu_buffer, named by the launcher): fine; within
 //     RB_GUARD bytes before or after one and not inside any: out of bounds, the launch fails
 //     naming the kernel, the buffer, the element and the distance past the end;
-//   * anything else (stack, emulator state, unregistered memory): not checked.
+//   * anything else (stack, emulator state, unregistered memory): not checked before it is
+//     made; an access far past every buffer that lands in no mapping faults, as on the GPU
+//     (an illegal address), and the fault fails the launch naming the kernel, the access
+//     and the nearest buffer (rb_fault below) instead of killing the process.
 // Accesses made inside the emulator's functions (RB_API), by the harness around the kernel's
 // call, and on the thread's own stack are not the kernel's: skipped. A failed check returns
 // to the kernel's call with longjmp (the callbacks are nothrow for g++).
@@ -75,6 +78,110 @@ static bool rb_rewrites_allowed = false;
 static std::atomic<uint32_t>* rb_owner[RB_MAX_BUFS];
 static size_t rb_owner_bytes[RB_MAX_BUFS];
 
+// ------------------------------------------------------------- faults of the kernel
+// An access of the kernel's own code past every buffer's guard zone is not checked before it
+// is made (nothing tells a stray address from the emulator's own memory). Where it lands in
+// no mapping the CPU faults, as the GPU would (an illegal address: an index far past the
+// buffer, a garbage pointer). During a launch that fault (SIGSEGV, SIGBUS) comes here: on a
+// CUDA thread inside its kernel's code it fails the launch, naming the kernel, the load or
+// store, its address and the nearest registered buffer, and returns to the kernel's call
+// (longjmp, as a failed check does; SA_NODEFER leaves the signal unblocked after it). Any
+// other fault (the emulator's own) is handed to the handler that was there before (Python's
+// faulthandler; the default action): a crash of the emulator stays a crash. The handler runs on the block slot's
+// alternate stack (rb_run_grid), so a kernel overflowing its fiber's stack is named too.
+// Same-process accesses that land in mapped memory are not seen: a GPU does not fault on
+// those either.
+static struct sigaction rb_old_segv, rb_old_bus;
+static std::atomic<int> rb_fault_launches{0};  // this library's launches running
+
+// Where the faulting address is: against the registered buffers and this thread's stack.
+RB_NOSAN __attribute__((no_sanitize_address)) std::string rb_fault_where(uintptr_t a, int code) {
+    char out[360];
+    if (code == SI_KERNEL && a == 0)  // a general-protection fault: no address reported
+        return "at a non-canonical address (an index so far past any buffer that the CPU "
+               "cannot map the address)";
+    if (a < rb_stack_lo && a >= rb_stack_lo - 4096)
+        return "in the guard page below its stack: the thread overflowed its " +
+               std::to_string(RB_FIBER_STACK / 1024) + " KiB stack (a local array too large)";
+    int best = -1;
+    unsigned long long dist = ~0ull;
+    for (int i = 0; i < rb_nbufs; ++i) {
+        const RbBuf& b = rb_bufs[i];
+        const unsigned long long d = a >= b.hi ? a - b.hi : a < b.lo ? b.lo - a : 0;
+        if (d < dist) dist = d, best = i;
+    }
+    const unsigned long long ua = a;
+    if (best < 0) {
+        snprintf(out, sizeof out, "at 0x%llx, in no mapping (no buffer registered for the "
+                 "launch)", ua);
+        return out;
+    }
+    const RbBuf& b = rb_bufs[best];
+    const unsigned long long n = (b.hi - b.lo) / b.elem;
+    if (a >= b.hi)
+        snprintf(out, sizeof out, "at 0x%llx: %s + %llu (element %llu of a buffer of %llu "
+                 "elements, %llu bytes past its end), in no mapping: outside every buffer and "
+                 "its %llu KiB guard zone", ua, b.name, ua - b.lo, (ua - b.lo) / b.elem, n,
+                 ua - b.hi, (unsigned long long)(RB_GUARD / 1024));
+    else if (a < b.lo)
+        snprintf(out, sizeof out, "at 0x%llx: %s - %llu (before the start of a buffer of %llu "
+                 "elements), in no mapping: outside every buffer and its %llu KiB guard zone",
+                 ua, b.name, b.lo - ua, n, (unsigned long long)(RB_GUARD / 1024));
+    else
+        snprintf(out, sizeof out, "at 0x%llx: %s + %llu (element %llu of a buffer of %llu "
+                 "elements), which is not mapped (a buffer freed or never allocated)", ua,
+                 b.name, ua - b.lo, (ua - b.lo) / b.elem, n);
+    return out;
+}
+
+RB_NOSAN __attribute__((no_sanitize_address)) void rb_fault(int sig, siginfo_t* si, void* uc) {
+    RbThread* me = rb_me;
+    if (!me || me->in_check || !me->out || !rb_blk) {  // not the kernel's code: not ours
+        const struct sigaction& old = sig == SIGBUS ? rb_old_bus : rb_old_segv;
+        if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction)
+            old.sa_sigaction(sig, si, uc);  // another library's rb_fault, faulthandler, ...
+        else if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL &&
+                 old.sa_handler != SIG_IGN)
+            old.sa_handler(sig);
+        else
+            signal(sig, SIG_DFL);  // the access runs again: the default action, a crash
+        return;
+    }
+    me->in_check = true;
+    const auto* ctx = static_cast<const ucontext_t*>(uc);
+    const bool nonc = si->si_code == SI_KERNEL;
+    const char* what = nonc ? "an access" : (ctx->uc_mcontext.gregs[REG_ERR] & 2) ? "a store"
+                                                                                   : "a load";
+    try {
+        rb_fail("%s: illegal address: %s %s (%s on the GPU; the emulation stops the launch "
+                "there)", rb_kernel, what,
+                rb_fault_where((uintptr_t)si->si_addr, si->si_code).c_str(),
+                sig == SIGBUS ? "a bus error" : "an illegal memory access");
+    } catch (RbTrap&) {
+    }
+    longjmp(*me->out, 1);
+}
+
+// Installed by the first of this library's launches running, put back by the last, unless
+// another handler was put over it meanwhile (that one chains to it; installed again later,
+// it keeps what it had saved: never itself).
+void rb_fault_catch(bool on) {
+    struct sigaction cur{};
+    sigaction(SIGSEGV, nullptr, &cur);
+    const bool ours = (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == rb_fault;
+    if (on && rb_fault_launches++ == 0 && !ours) {
+        struct sigaction sa{};
+        sa.sa_sigaction = rb_fault;
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, &rb_old_segv);
+        sigaction(SIGBUS, &sa, &rb_old_bus);
+    } else if (!on && rb_fault_launches > 0 && --rb_fault_launches == 0 && ours) {
+        sigaction(SIGSEGV, &rb_old_segv, nullptr);
+        sigaction(SIGBUS, &rb_old_bus, nullptr);
+    }
+}
+
 void rb_checks_launch_begin(void* fn) {
     Dl_info info{};
     const char* name = fn && dladdr(fn, &info) && info.dli_sname ? info.dli_sname : "kernel";
@@ -84,6 +191,7 @@ void rb_checks_launch_begin(void* fn) {
     rb_nbufs = rb_next_nbufs;
     rb_next_nbufs = 0;
     rb_rewrites_allowed = false;
+    rb_fault_catch(true);
     for (const char* pre : RB_REWRITES_BY_DESIGN)
         rb_rewrites_allowed |= !strncmp(rb_kernel, pre, strlen(pre));
     for (int i = 0; i < rb_nbufs; ++i) {
@@ -97,6 +205,7 @@ void rb_checks_launch_begin(void* fn) {
     }
 }
 void rb_checks_launch_end() {
+    rb_fault_catch(false);
     for (int i = 0; i < rb_nbufs; ++i)
         if (rb_owner[i]) munmap(rb_owner[i], rb_owner_bytes[i]);
     rb_nbufs = 0;

@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <csignal>
 #include <dlfcn.h>
 #include <map>
 #include <memory>
@@ -608,6 +609,13 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
     std::atomic<long long> next{0};
     std::atomic<int> rc{0};
     auto slot_main = [&](int slot) {
+        // checks.h rb_fault runs here: a fault of the kernel's code, even on a fiber stack it
+        // overflowed, fails the launch (the caller's own alternate stack comes back after)
+        std::vector<char> alt(64 * 1024);
+        stack_t ss{}, old_ss{};
+        ss.ss_sp = alt.data();
+        ss.ss_size = alt.size();
+        sigaltstack(&ss, &old_ss);
         RbSched s;
         s.f.resize(nthreads);
         for (auto& f : s.f) f.stack = rb_stack_take();
@@ -667,6 +675,7 @@ static int rb_run_grid(void* fn, int gx, int gy, int gz, int bx, int by, int bz,
         }
         rb_sched = outer;
         for (auto& f : s.f) rb_stack_give(f.stack);
+        sigaltstack(&old_ss, nullptr);
     };
     const int nslots = (int)std::min<long long>(RB_IN_FLIGHT, nblocks);
     std::vector<std::thread> slots;
