@@ -4,10 +4,11 @@ catch it. A mutant is one exact text replacement that must apply exactly once.
 
 ``cls`` names what kind of check should catch it (values, bytes, hang, descriptors, SASS) or,
 for the kinds the emulation does not model yet, the class it belongs to (oob, race, mask,
-proxy-fence, init-fence, alignment; issue 58's repeated-work, partial-warp, scalar-width): the
-score is reported per class. A mutant may edit the host code a launch depends on (kernels/*.py:
-a block-size rule, the scalar marshalling) as well as the CUDA sources. ``equivalent`` gives the
-reason a mutant cannot be caught by any test (it behaves as the original): listed, not scored.
+proxy-fence, init-fence, alignment; issue 58's repeated-work, partial-warp, scalar-width,
+far-oob): the score is reported per class. A mutant may edit the host code a launch depends
+on (kernels/*.py: a block-size rule, the scalar marshalling; the driver path's packing) as well
+as the CUDA sources. ``equivalent`` gives the reason a mutant cannot be caught by any test (it
+behaves as the original): listed, not scored.
 """
 
 from __future__ import annotations
@@ -61,10 +62,12 @@ BLOCK_SUM_TWICE = ("tests/kernels/test_emu_checks.py::"
 
 
 # Issue 58's classes: work repeated across blocks (stores once per launch, grids of several
-# blocks), alignment at every residue, accumulator-judged numerics, whole warps, scalar widths.
+# blocks), alignment at every residue, accumulator-judged numerics, whole warps, scalar widths
+# (the SysV launch and the driver path), an index far past every guard zone (far-oob).
 WORK = "tests/kernels/test_emu_work.py"
 TWICE = (WORK + "::test_work_is_done_once_with_several_blocks",)
 NUMERICS = ("tests/kernels/test_emu_numerics.py",)
+DRIVER_ARGS = ("tests/kernels/test_emu_driver_args.py", "-k", "planned_params")
 
 
 def counted(expr: str) -> tuple[str, ...]:
@@ -92,6 +95,11 @@ MUTANTS: tuple[Mutant, ...] = (
       "for (i64 i = npack * V + threadIdx.x; i < n; i += stride)  // tail",
       "the vector kernel's scalar tail indexed in the block: every block rewrites the tail",
       TWICE + ("-k", "vector_add and vec4"), cls="repeated-work"),
+    M("va_scalar_far_index", K + "vector_add.cu",
+      "threadIdx.x; i < n; i += stride)\n        c[i] = from_acc<T>(to_acc(a[i])",
+      "threadIdx.x; i < n; i += stride)\n        c[i] = from_acc<T>(to_acc(a[i + n * 65536])",
+      "the scalar kernel's load index far past its buffer (a stride multiplied in once more): "
+      "past every guard zone", emu("vector_add and scalar"), cls="far-oob"),
     # --------------------------------------------------------------------- l2norm.cu
     M("l2_fused_reads_a_twice", K + "l2norm.cu",
       "map<T, true>(a, b, out, n, OpL2());", "map<T, true>(a, a, out, n, OpL2());",
@@ -261,6 +269,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "return np.int64(value)", "return np.int32(value)",
       "integer kernel arguments handed over as 4 bytes to `long long` parameters",
       TWICE + ("-k", "vector_add and scalar and fp32"), cls="scalar-width"),
+    M("tma_scalar_int32", "bench/backends/tma_launch.py",
+      "out.append(scalar_bytes(a))", "out.append(int(a).to_bytes(4, \"little\"))",
+      "the driver path packs integer kernel arguments as 4-byte ints for the wgmma GEMM's "
+      "`long long` M, N, K", DRIVER_ARGS, cls="scalar-width"),
     # ------------------------------------------------------------------- stream.cu
     M("stream_read_quarter", P + "stream.cu",
       "ilp_loop(nv, [&](long long i) { return av[i]; }, [&](long long, V x)",
