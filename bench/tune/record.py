@@ -106,9 +106,13 @@ class Trial:
 
 def basis_of(trials: Sequence[Trial]) -> str:
     """"paired" when every trial has paired samples of one roof (same probe, same
-    calibrated rate), else "raw"."""
+    calibrated rate) and none of them, so scaled, has its median above its roof; else "raw".
+    A paired median faster than the roof allows is a roof sample that is wrong (measured on
+    the 2-core VM under load ~18: fp32 FMA samples at 0.07-0.11 GFLOP/s beside others at
+    38-128, scaling some gemm samples 1000x down), so those samples cannot rank anything."""
     if trials and all(t.paired for t in trials) and len(
-            {(t.roof_probe, t.roof_value) for t in trials}) == 1:
+            {(t.roof_probe, t.roof_value) for t in trials}) == 1 and \
+            not any(t.roof_time_s and t.median("paired") < t.roof_time_s for t in trials):
         return "paired"
     return "raw"
 

@@ -133,11 +133,19 @@ def best_of(trials: Iterable[Trial]) -> Best | None:
     return Best(t, lo, hi, basis)
 
 
+def above_roof(best: Best) -> bool:
+    """The best's interval reaches above its own roof (its fast end is faster than its counts
+    take at the roof): the counts or the roof are wrong there, and no rule that reads the
+    roof (stop, prune, drop) may act on it: the search goes on."""
+    own = best.trial.roof_time_s
+    return own is not None and own > 0 and best.lo < own
+
+
 def should_stop(best: Best | None, left: Sequence[float | None], target: float
                 ) -> tuple[str, str] | None:
     """The stop rule the best and the roof times of the configurations left (None: no roof
     time known) meet first, as (reason, one line), or None."""
-    if best is None or not left:
+    if best is None or not left or above_roof(best):
         return None
     own = best.trial.roof_time_s
     if own is not None and own > 0:
@@ -317,7 +325,8 @@ class Search:
                 self._leave(todo[pos:], "untried", "not tried: the budget was spent")
                 return "budget", f"{spent:.3g} s spent of a {budget_s:g} s budget"
             b, best = self.bounds[i], self.best
-            if best is not None and not self.exhaustive and b is not None and b >= best.lo:
+            if best is not None and not self.exhaustive and b is not None and \
+                    b >= best.lo and not above_roof(best):
                 self.trials[i] = Trial(
                     i, self.configs[i], label(self.configs[i]), "pruned",
                     f"its time at its roof {b:.4g} s is at or above the best's interval's "
@@ -343,7 +352,8 @@ class Search:
                 raise TypeError(f"build returned {type(fn).__name__}, not a callable")
             call = self.dec.call(fn, config)
             best = self.best
-            screened = best is not None and not self.exhaustive and self.drop_at is not None
+            screened = best is not None and not self.exhaustive and \
+                self.drop_at is not None and not above_roof(best)
             rec = bench.measure(call, bench.screen if screened else bench.full)
             if rec.outcome.status != "ok":
                 return trial_of(i, config, rec, roofs, "invalid", rec.outcome.error,

@@ -357,3 +357,16 @@ def test_a_screened_configuration_is_validated_once(sim):
     assert out.checked and out.rel_error == 0.0 and second.status == "ok"
     assert second.case.evidence.extra["validation"].endswith("(before the screen's samples)")
     assert "validate" in second.case.measurement.phases
+
+
+def test_a_best_above_its_roof_stops_prunes_and_drops_nothing(sim):
+    """B=1 runs at 1.5x what its counts allow at the roof (wrong counts or a wrong roof
+    sample): its interval cannot say how far the rest are from the roof, so no rule fires on
+    it; every configuration is timed in full and the fastest chosen."""
+    s = sim()
+    rec = tune(s.builder(effs({1: 1.5, 2: 0.2, 3: 0.95})), {"B": [1, 2, 3]}, s.a, s.out,
+               **s.kw(target=0.5))
+    assert s.machine.built == [{"B": 1}, {"B": 2}, {"B": 3}]
+    assert [t.status for t in rec.trials] == ["ok", "ok", "ok"]  # B=2 at 0.2: not dropped
+    assert rec.stop == "space_tried" and rec.config == {"B": 1}
+    assert rec.basis == "raw"  # a paired median above the roof ranks nothing

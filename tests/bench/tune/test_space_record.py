@@ -132,3 +132,18 @@ def test_the_rest_after_a_screen_has_the_screens_time_and_samples_taken_off():
     assert both.samples == [0.1] * 5 + [0.2] * 7 and both.roof_rates == [1e9] * 5 + [2e9] * 7
     assert both.stopped_by == "noise" and both.warmup_runs == 3
     assert both.waits == []  # the rest has no waits: none kept rather than half
+
+
+def test_a_paired_median_above_its_roof_ranks_on_raw_times():
+    from roofbench.bench.tune.record import Trial, basis_of
+
+    def trial(i, rates, roof_time):
+        return Trial(i, {"B": i}, f"B={i}", "ok", samples_s=(1.0, 1.0, 1.0),
+                     roof_rates=rates, roof_probe="p", roof_value=100.0,
+                     roof_time_s=roof_time)
+
+    good = [trial(1, (90.0, 100.0, 95.0), 0.5), trial(2, (100.0, 100.0, 100.0), 0.5)]
+    assert basis_of(good) == "paired"
+    # one roof sample set 1000x low: B=2's paired median is 0.001 s, under its 0.5 s roof time
+    bad = [good[0], trial(2, (0.1, 0.1, 100.0), 0.5)]
+    assert basis_of(bad) == "raw"
