@@ -134,11 +134,12 @@ def best_of(trials: Iterable[Trial]) -> Best | None:
 
 
 def above_roof(best: Best) -> bool:
-    """The best's interval reaches above its own roof (its fast end is faster than its counts
-    take at the roof): the counts or the roof are wrong there, and no rule that reads the
-    roof (stop, prune, drop) may act on it: the search goes on."""
+    """The best's median is above its own roof (faster than its counts take at the roof):
+    the counts or the roof samples are wrong there (a valid point above its roof is a bug),
+    and no rule that reads the roof (stop, prune, drop) may act on it: the search goes on.
+    Its interval's fast end alone beyond the roof is noise about a kernel near it."""
     own = best.trial.roof_time_s
-    return own is not None and own > 0 and best.lo < own
+    return own is not None and own > 0 and best.trial.median(best.basis) < own
 
 
 def should_stop(best: Best | None, left: Sequence[float | None], target: float
