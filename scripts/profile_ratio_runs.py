@@ -112,6 +112,7 @@ def main() -> None:
     ap.add_argument("--roofs", help="roofs file (default: stand-in roofs)")
     ap.add_argument("--out", type=Path, help="folder for the profiles and runs.json")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--first", type=int, default=1, help="the first run's number")
     a = ap.parse_args()
     spec = importlib.util.spec_from_file_location(
         "model_zoo", Path(__file__).resolve().parent / "model_zoo.py")
@@ -119,7 +120,7 @@ def main() -> None:
     zoo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(zoo)
     for entry in a.entries:
-        for k in range(1, a.repeats + 1):
+        for k in range(a.first, a.first + a.repeats):
             r = one(zoo, entry, k, a.roofs or ROOFS, a.out)
             lo, hi = r["spread"]
             eff = r["max_valid_eff"]
