@@ -216,6 +216,9 @@ def _recording(root, calls, env_extra=None):
     def compute():
         calls.append(1)
         env = os.environ | store.recording_env() | (env_extra or {})
+        # no bytecode: an edit of the same size within a second would read the old .pyc
+        env = {k: v for k, v in env.items() if k != "PYTHONPYCACHEPREFIX"}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
         p = subprocess.run([sys.executable, "-c", RECORDING_CHILD, str(STANDINS), str(root)],
                            capture_output=True, text=True, env=env, timeout=patience(120))
         assert p.returncode == 0, p.stderr[-2000:]
@@ -273,3 +276,21 @@ def test_a_child_that_cannot_say_what_it_loaded_fails(tmp_path, kept_in, monkeyp
         store.kept("child", [10], compute)
     assert store.LOADED_ENV not in os.environ and store.recording_env() == {}
     assert list(kept_in.glob("child-*.json")) == []
+
+
+def test_a_loaded_file_edited_while_it_computes_keeps_nothing(tmp_path, kept_in, monkeypatch):
+    """Another session edits a kernel while the fan-out compiles: which bytes the child read
+    is unknown, so the facts are returned, not kept under either version."""
+    root = _tree(tmp_path)
+    monkeypatch.setattr(store, "ROOT", root)
+    calls: list[int] = []
+    child = _recording(root, calls)
+
+    def compute():
+        value = child()
+        (root / "pkg" / "used.py").write_text("X = 5\n")  # after the child loaded X = 1
+        return value
+
+    assert store.kept("child", [11], compute) == {"x": 1, "n": 1}
+    assert list(kept_in.glob("child-*.json")) == []
+    assert store.kept("child", [11], compute) == {"x": 5, "n": 2}

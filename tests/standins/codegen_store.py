@@ -127,10 +127,13 @@ def kept(kind: str, call: Any, compute: Callable[[], Any]) -> Any:
     found = loaded_hit(where, f"{kind}-{base}-") or read_verified(path)
     if found is not None:
         return found[0]
+    before = _tree_sources()
     value, loaded = _computed(compute)
     entry: dict[str, Any] = {"value": value, "sha256": digest(value)}
     if loaded is not None:
         sources = loaded_sources(loaded)
+        if any(before.get(k) != v for k, v in sources.items()):
+            return value  # a loaded file moved while it computed: which bytes were compiled?
         entry = {"value": value, "sources": sources, "sha256": digest([value, sources])}
         path = where / f"{kind}-{base}-{digest(sources)[:16]}.json"
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -159,6 +162,17 @@ def _computed(compute: Callable[[], Any]) -> tuple[Any, list[str] | None]:
         return value, None
     return value, sorted({r for files in lists for f in files
                           if (r := _in_tree(Path(f), ROOT)) is not None})
+
+
+def _tree_sources() -> dict[str, Any]:
+    """``loaded_sources`` of every ``.py`` of the checkout, before a computation: what its
+    loaded files must still be after it for the entry to name the bytes it compiled."""
+    files = []
+    for here, dirs, names in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in _NOT_SOURCES and not d.startswith(".")
+                   and d != "__pycache__"]
+        files += [Path(here, n).relative_to(ROOT).as_posix() for n in names if n.endswith(".py")]
+    return loaded_sources(files)
 
 
 def recording_env() -> dict[str, str]:
