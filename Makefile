@@ -10,7 +10,8 @@ export PYTHON
 bench:
 	@py=$$(scripts/setup_env.sh) && $$py -m roofbench.bench.cli bench $(ARGS)
 
-# --durations=25: every run names its 25 slowest tests (the 15-minute budget, docs/tests.md)
+# --durations=25: every run names its 25 slowest tests, and its 15 slowest files with their wall
+# and CPU seconds (tests/conftest.py): where the minutes go (docs/tests.md)
 test:
 	@py=$$(scripts/setup_env.sh dev) && $$py -m ruff check . && $$py scripts/typecheck.py && \
 		$$py -m pytest -n $${PYTEST_WORKERS:-2} --dist loadfile --no-loadscope-reorder \
