@@ -26,6 +26,7 @@ from roofbench.records import RunResult
 from roofbench.run_checks import contradiction
 
 from ..errors import UserError
+from ..present.deltas import CAPTION, COLUMNS, cells, of_verdict
 from ..results import check_output_paths, check_writable, load_run, resolve_run
 
 DEFAULT_THRESHOLD = 0.05
@@ -92,34 +93,15 @@ def runs_of(a: str, b: str | None) -> tuple[str, str]:
     return str(sides[0]), str(sides[1])
 
 
-def _ms(x: float | None) -> str:
-    if x is None or not isinstance(x, (int, float)):
-        return "-"
-    return f"{x * 1e3:.3f} ms" if math.isfinite(x) else str(x)
-
-
-# The columns: the raw medians as measured, then the ratio the verdict was judged on, which
-# is of roof-normalised times where both runs sampled the roof (it can differ from the raw
-# medians' ratio: "77.467 ms | 89.760 ms | 1.234x" read as a contradiction), and on what.
-COLUMNS = ("case", "A: raw median", "B: raw median", "judged on", "B/A judged, 95% interval",
-           "speedup A/B judged", "verdict")
-
-
 def table(cmp: Comparison) -> Table:
+    """The terminal's table: the same columns and cells as compare.html's (present/deltas)."""
     t = Table(title=f"A: {cmp.a.device} {cmp.a.created}  vs  B: {cmp.b.device} {cmp.b.created}"
               + ("  (A/B pairs)" if any(v.paired for v in cmp.cases) else ""),
-              caption="raw median: the times as measured; judged: the statistic the verdict "
-                      "read (roof-normalised: each time x its roof's rate beside it)")
+              caption=CAPTION)
     for col in COLUMNS:
         t.add_column(col)
     for v in cmp.cases:
-        interval = (f"{v.ratio:.3f} [{v.ratio_lo:.3f}, {v.ratio_hi:.3f}]"
-                    if v.ratio_lo is not None and v.ratio_hi is not None and v.ratio
-                    else f"{v.ratio:.3f}" if v.ratio else "-")
-        t.add_row(escape(v.key), _ms(v.median_a), _ms(v.median_b),
-                  v.statistic if v.ratio else "-", interval,
-                  f"{v.speedup:.3f}x" if v.speedup else "-",
-                  escape(v.verdict + (f" ({v.reason})" if v.reason else "")))
+        t.add_row(*(escape(c) for c in cells(of_verdict(v)).values()))
     return t
 
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from roofbench.bench.present.deltas import Delta
+from roofbench.bench.present.deltas import CAPTION, Delta, cells
 
 from roofbench.records import CaseResult, RunResult
 from roofbench.roof_records import Roof, RoofSet
@@ -106,6 +106,9 @@ def _valid(cases: list[CaseResult]) -> list[CaseResult]:
 TOOLTIPS = [("case", "@run @workload/@variant @dtype"), ("size", "@size"), ("time", "@time"),
             ("FLOP/s", "@flops"), ("B/s", "@bps"), ("AI", "@ai"), ("efficiency", "@eff"),
             ("bound", "@bound"), ("roof", "@roof"), ("validated", "@checked")]
+# A compare plot's hover: the raw medians' ratio, named so (the verdict's ratio, which may be
+# roof-normalised, is in the page's table under "speedup A/B judged").
+RAW_SPEEDUP = "speedup A/B (raw medians)"
 
 
 def _roof_label(r: Roof, tag: str = "") -> str:
@@ -148,7 +151,7 @@ def bokeh_roofline(roofsets: list[RoofSet], runs: list[list[CaseResult]], title:
         items += its
     if len(cases) == 2:
         items += _bokeh_joins(p, cases[0], cases[1])
-    tips = TOOLTIPS + ([("speedup (A/B)", "@speedup")] if len(cases) == 2 else [])
+    tips = TOOLTIPS + ([(RAW_SPEEDUP, "@speedup")] if len(cases) == 2 else [])
     p.add_tools(HoverTool(renderers=point_renderers, tooltips=tips))
     legend = Legend(items=items, click_policy="hide", label_text_font_size="8pt",
                     spacing=0, name="legend")
@@ -206,7 +209,7 @@ def _bokeh_roofs(p, rs: RoofSet, own: list, tag: str, xlim, ylim) -> list:
 
 
 def _speedups(a: list[CaseResult], b: list[CaseResult]) -> dict[str, str]:
-    """B's speedup over A per case key, shown on both points of a case."""
+    """B's raw speedup over A (the medians as measured) per case key, on both points."""
     out = {}
     in_a = {_key(c): c for c in a}
     for c in b:
@@ -441,14 +444,13 @@ def render_compare_html(a: RunResult, b: RunResult, deltas: list[Delta]) -> str:
     head, plot = _plot_html(rs, [a.cases, b.cases],
                             f"A: {a.device} {a.created}  vs  B: {b.device} {b.created}",
                             tags=["A: ", "B: "])
-    rows = [{"case": d.key, "time A": duration(d.time_a), "time B": duration(d.time_b),
-             "speedup (A/B)": f"{d.speedup:.3f}x" if d.speedup else "-",
-             "verdict": d.verdict} for d in deltas]
+    rows = [cells(d) for d in deltas]  # the terminal table's columns, labels and figures
     n_reg = sum(d.verdict in ("slower", "invalid in B") for d in deltas)
     intro = (f"<p>A: {_e(a.created)} ({_e(a.git_commit)}), B: {_e(b.created)} "
              f"({_e(b.git_commit)}). {n_reg} regression(s) (slower beyond the threshold "
              "and the noise, or invalid in B).</p>")
-    sections = [("Roofline", plot), ("Speedup of B over A, case by case", _table(rows))]
+    sections = [("Roofline", plot), ("Speedup of B over A, case by case",
+                                     f'<p class="note">{_e(CAPTION)}</p>' + _table(rows))]
     for name, fn in (("Roofs", roofs_section), ("Fusion", fusion_section),
                      ("Not measured", not_measured_section),
                      ("Environment", environment_section)):
