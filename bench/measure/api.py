@@ -32,6 +32,8 @@ from roofbench.timing import TimerConfig, timer_for
 
 from ..errors import UserError
 from ..present.roof_state import paired_text
+from ..present.sections import above_roof_cause
+from ..profile.place import ABOVE, flag_above_roof
 from ..results import environment, git_commit, process_command, save_run, utc_stamp
 from . import door
 from .callables import Clock, clock_for, measure_callable, placement_line
@@ -132,6 +134,7 @@ class Session:
         except Exception as e:  # the caller's function raised: recorded, then raised again
             self._add(_failed(call, clock, e))
             raise
+        self._above_roof(rec, roofs)
         line = placement_line(rec)
         if line:
             _say(line)  # one line: the data is in a cache, and so is its roof
@@ -140,6 +143,25 @@ class Session:
             _say(f"{rec.key}: {paired}")  # the roof as it was beside the machine's best
         self._add(rec)
         return rec
+
+    def _above_roof(self, rec: CaseResult, roofs: RoofSet | None) -> None:
+        """Profile's rule (``profile.place.flag_above_roof``): above 105% of roofs measured
+        on this machine (its calibration) a point is not valid, its error naming the likely
+        cause; no report or plot draws it. Under roofs the caller gave (``roofs=``, a file:
+        the machine a kernel is tuned for, a hand-written set) it is said and recorded
+        (``evidence.extra["above_roof"]``), its status kept: those roofs need not be this
+        machine's, and a faster machine's point above them is no fault of the measurement."""
+        eff = rec.roofline.efficiency
+        if roofs is None or eff is None or eff <= ABOVE or not rec.valid:
+            return
+        if self.roofs_arg is None:
+            flag_above_roof(rec, roofs)
+            _say(f"{rec.key}: not valid: {rec.outcome.error}")
+            return
+        why = (f"{eff:.0%} of {rec.roofline.limiting_roof}, above the roofs given "
+               f"({above_roof_cause(rec, roofs)}, or they are not this machine's)")
+        rec.evidence.extra["above_roof"] = why
+        _say(f"{rec.key}: {why}")
 
     def _add(self, rec: CaseResult) -> None:
         assert self.run is not None

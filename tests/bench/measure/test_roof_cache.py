@@ -27,8 +27,9 @@ KEY = {"cpu": "Test CPU", "cores": "0-1", "memory_bytes": "1024", "numpy": "2.0.
 
 def roofs_of(device: str) -> RoofSet:
     return RoofSet(device=device, roofs=[
-        Roof("dram stream-add", "memory", 2e10, "measured", level="dram", median=1.5e10),
-        Roof("fp64 FMA peak", "compute", 1e11, "measured", precision="fp64", median=9e10)])
+        # beyond any machine: the tests here are of the cache, never a point above its roof
+        Roof("dram stream-add", "memory", 2e13, "measured", level="dram", median=1.5e13),
+        Roof("fp64 FMA peak", "compute", 1e14, "measured", precision="fp64", median=9e13)])
 
 
 @pytest.fixture
