@@ -185,6 +185,20 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
     return ta, tb
 
 
+def settled(v: CaseVerdict, threshold: float) -> bool:
+    """Whether sampling may stop on this verdict: `slower`/`faster` (their interval clears
+    the threshold), or `same` whose whole interval lies within it. `same` is judged on the
+    median ratio alone, so stopping at the first pair where it read `same` would let a
+    wide interval ([0.72, 1.54] under two busy loops) end the case: asked after every
+    pair, a marginal slowdown's median drifts into the band by chance (optional stopping).
+    A case unsettled at the cap keeps the gate's verdict and its `undecided` flag."""
+    if v.verdict in ("slower", "faster"):
+        return True
+    if v.verdict != "same" or v.ratio_lo is None or v.ratio_hi is None:
+        return False
+    return 1.0 / (1.0 + threshold) <= v.ratio_lo and v.ratio_hi <= 1.0 + threshold
+
+
 def load_during(call: Callable[[], Any]) -> str:
     """Run ``call`` under the noise probe: what else used the machine meanwhile, in the words
     of ``Timing.outside_load`` (empty when nothing did). The pytest plugin records it beside
@@ -292,12 +306,12 @@ class AbSession:
             key = case_key(recs["A"])
 
             def decided(ta: Timing, tb: Timing) -> bool:
-                """The verdict this job would return on these pairs is not `uncertain`."""
+                """The pairs so far settle the case (``settled``)."""
                 ra, rb = copy.deepcopy(recs["A"]), copy.deepcopy(recs["B"])
                 core.fill_metrics(ra, ta, roofs, ws["A"])
                 core.fill_metrics(rb, tb, roofs, ws["B"])
-                return classify_case(key, ra, rb, self.threshold, CONFIDENCE,
-                                     paired=True).verdict != "uncertain"
+                return settled(classify_case(key, ra, rb, self.threshold, CONFIDENCE,
+                                             paired=True), self.threshold)
 
             ta, tb = alternate(fa, fb, cfg, clock.sync, pair, decided=decided)
             core.fill_metrics(recs["A"], ta, roofs, ws["A"])

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import random
 
-from roofbench.bench.gate.ab_session import alternate
+from roofbench.bench.gate.ab_session import alternate, settled
 
-from roofbench.gate import judge, paired_interval
+from roofbench.gate import CaseVerdict, judge, paired_interval
 from roofbench.timing import TimerConfig, Timing
 
 # budget: 2 x 10 s of alternation (past 24 pairs of 2 s); the cap: 2 x 200 s
@@ -80,3 +80,45 @@ def test_a_noisy_slowdown_undecided_at_the_budget_is_caught_with_more_pairs():
                        decided=lambda ta, tb: verdict(ta, tb) != "uncertain")
     assert early[0].n == 24 and verdict(*early) == "uncertain"
     assert ta.n > 24 and verdict(ta, tb) == "slower"
+
+
+def test_same_stops_the_sampling_only_when_its_interval_is_inside_the_threshold():
+    """`same` is judged on the median alone: a wide interval must not end the sampling, or a
+    marginal slowdown whose median drifts into the band by chance ends as `same`."""
+    def v(verdict: str, ratio: float, lo: float | None, hi: float | None) -> CaseVerdict:
+        return CaseVerdict("k", verdict, ratio=ratio, ratio_lo=lo, ratio_hi=hi)  # type: ignore[arg-type]
+
+    assert settled(v("same", 1.01, 0.98, 1.04), 0.05)
+    assert not settled(v("same", 1.018, 0.72, 1.54), 0.05)  # the busy-loop A/A's width
+    assert not settled(v("same", 1.0, None, None), 0.05)
+    assert not settled(v("uncertain", 1.3, 0.9, 1.8), 0.05)
+    assert settled(v("slower", 1.5, 1.2, 1.8), 0.05)
+    assert settled(v("faster", 0.6, 0.5, 0.8), 0.05)
+
+
+def test_a_marginal_slowdown_is_not_stopped_on_a_lucky_same():
+    """B 1.08x slower under heavy noise; the gate asked after every pair as the A/B job asks
+    it: the job never stops on a `same` whose interval is wider than the threshold."""
+    rng, now = random.Random(11), [0.0]
+
+    def run(work: float) -> None:
+        now[0] += work * (1 + 3 * rng.random() ** 3)
+
+    seen: list[CaseVerdict] = []
+
+    def decided(ta: Timing, tb: Timing) -> bool:
+        iv = paired_interval(ta.samples, tb.samples, 0.95)
+        c = CaseVerdict("k", judge(iv, 0.05), ratio=iv.ratio, ratio_lo=iv.lo, ratio_hi=iv.hi)
+        seen.append(c)
+        return settled(c, 0.05)
+
+    ta, _ = alternate(lambda: run(1.0), lambda: run(1.08), CFG, clock=lambda: now[0],
+                      decided=decided)
+    last = seen[-1]
+    if ta.stopped_by == "budget":  # stopped early: only on a settled verdict
+        assert last.verdict in ("slower", "faster") or (
+            last.ratio_lo is not None and last.ratio_lo >= 1 / 1.05
+            and last.ratio_hi is not None and last.ratio_hi <= 1.05)
+    # some pair on the way read `same` with a wide interval and did not stop the job
+    assert any(c.verdict == "same" and c.ratio_hi is not None and c.ratio_hi > 1.05
+               for c in seen[:-1])
