@@ -33,9 +33,9 @@ from roofbench.timing import TimerConfig, timer_for
 from ..errors import UserError
 from ..present.roof_state import paired_text
 from ..present.sections import above_roof_cause
-from ..profile.place import ABOVE, flag_above_roof
 from ..results import environment, git_commit, process_command, save_run, utc_stamp
 from . import door
+from .above_roof import ABOVE, flag_above_roof
 from .callables import Clock, clock_for, measure_callable, placement_line
 from .declared import Call, declare
 from .door import MeasureError
@@ -145,7 +145,7 @@ class Session:
         return rec
 
     def _above_roof(self, rec: CaseResult, roofs: RoofSet | None) -> None:
-        """Profile's rule (``profile.place.flag_above_roof``): above 105% of roofs measured
+        """Profile's rule (``measure.above_roof.flag_above_roof``): above 105% of roofs measured
         on this machine (its calibration) a point is not valid, its error naming the likely
         cause; no report or plot draws it. Under roofs the caller gave (``roofs=``, a file:
         the machine a kernel is tuned for, a hand-written set) it is said and recorded

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from roofbench.bench.measure import core
+from roofbench.bench.measure.above_roof import flag_above_roof
 from roofbench.bench.measure.callables import Clock
 from roofbench.bench.measure.pairs import mixed_shares
 from roofbench.bench.profile.common import program_case, program_shares
-from roofbench.bench.profile.place import ThreadHold, flag_above_roof, held_paired_time
+from roofbench.bench.profile.place import ThreadHold, held_paired_time
 
 from roofbench.errors_text import first_line
 from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome

@@ -12,13 +12,10 @@ from typing import Any
 
 from roofbench.bench.measure import core
 from roofbench.bench.measure.callables import Clock
-from roofbench.bench.present.sections import above_roof_cause
 
 from roofbench.records import CaseResult
 from roofbench.roof_records import RoofSet
 from roofbench.timing import RoofPair, TimerConfig
-
-ABOVE = 1.05  # over this fraction of its roof a point is not valid
 
 
 def used_cores(threads: int) -> int:
@@ -143,19 +140,6 @@ def alone_summary(rec: CaseResult) -> dict[str, Any]:
             # the roof sampled beside each of its samples ("" unpaired): the efficiency is
             # then the median of the pairs' ratios
             "roof_probe": t.roof_probe if (t := rec.measurement.timing) is not None else ""}
-
-
-def flag_above_roof(rec: CaseResult, rs: RoofSet | None) -> None:
-    """A point over ``ABOVE`` of its roof is not valid: its status says so, with the cause."""
-    eff = rec.roofline.efficiency
-    if rs is None or eff is None or eff <= ABOVE:
-        return
-    pl = rec.roofline.placement
-    where = (f"placed on {pl.level} by its data's reuse distance "
-             f"({pl.working_set_bytes} B); " if pl else "")
-    rec.outcome.status = "invalid"
-    rec.outcome.error = (f"{eff:.0%} of {rec.roofline.limiting_roof}, above its roof: "
-                         f"{where}likely cause: {above_roof_cause(rec, rs)}")
 
 
 def launch_cost(clock: Clock, cfg: TimerConfig, gpu: bool) -> float | None:

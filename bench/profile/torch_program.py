@@ -33,6 +33,7 @@ from typing import Any
 
 from roofbench.bench.errors import UserError
 from roofbench.bench.measure import core, door
+from roofbench.bench.measure.above_roof import flag_above_roof
 from roofbench.bench.measure.callables import clock_for
 from roofbench.bench.measure.caller_settings import kept
 from roofbench.bench.measure.door import MeasureError
@@ -59,7 +60,6 @@ from roofbench.bench.profile.levels import program_working_set, reuse_distances
 from roofbench.bench.profile.place import (
     ThreadHold,
     alone_summary,
-    flag_above_roof,
     held_paired_time,
     launch_cost,
     mark_ranks,

@@ -21,7 +21,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from roofbench.bench.profile.place import ABOVE
+from roofbench.bench.measure.above_roof import ABOVE
 from roofbench.bench.trace.reader import Comm
 from roofbench.roofs.distributed import LINK_PREFERENCE
 

@@ -10,7 +10,7 @@ holds them (``roofline.place``, the rule of ``bench/profile/levels.py``), else D
 no cache sweep (a GPU's) hold every op against DRAM. That level is the fastest its data can
 have come from, so the roof is the highest the op can meet: an op whose data came from
 further out sits below it, never above. Above 105% an op is flagged (invalid, the likely
-cause said) and never plotted as valid (``profile.place.flag_above_roof``).
+cause said) and never plotted as valid (``measure.above_roof.flag_above_roof``).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roofbench.bench.measure.above_roof import ABOVE, flag_above_roof
 from roofbench.bench.present.amdahl import Share, roof_time
 from roofbench.bench.present.blocks import Block, Image, Items, Section, Table, Text
 from roofbench.bench.profile.common import DTYPES, OpPlace, compute_dtype, precision_of
 from roofbench.bench.profile.op_counts import CONVENTION
-from roofbench.bench.profile.place import ABOVE, flag_above_roof
 from roofbench.bench.profile.recording import Recording
 from roofbench.bench.profile.report import Profile, family_rows, op_rows
 from roofbench.bench.trace.analyse import Analysis

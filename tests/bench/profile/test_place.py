@@ -9,8 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from roofbench.bench.measure import core  # noqa: E402
+from roofbench.bench.measure.above_roof import flag_above_roof  # noqa: E402
 from roofbench.bench.profile.fusion import Group  # noqa: E402
-from roofbench.bench.profile.place import flag_above_roof, roofs_for_threads  # noqa: E402
+from roofbench.bench.profile.place import roofs_for_threads  # noqa: E402
 
 from roofbench.records import CaseResult, Declaration, Identity, Outcome  # noqa: E402
 from roofbench.roof_records import Roof, RoofSet  # noqa: E402
