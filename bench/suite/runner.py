@@ -125,7 +125,7 @@ def run_case(case: Case, backend: Backend, roofs: RoofSet | None, cfg: TimerConf
             if arrays.device:
                 device["time"] = float(sum(timing.samples))
             rec.evidence.extra = prepared.extra()
-            if case.variant.tuned:  # a stored tuned configuration ran (bench/tune/store.py)
+            if case.variant.tuned:  # a stored tuned configuration ran (bench/suite/tuned.py)
                 rec.evidence.extra["tuned"] = case.variant.tuned
             core.fill_metrics(rec, timing, roofs)
             fns = prepared.launch_fns()

@@ -269,7 +269,7 @@ class RunSession:
             self.skipped += unscanned
         tuned_notes: list[str] = []
         if be.kind == "cpu":  # a stored tuned configuration runs instead of the default
-            from roofbench.bench.tune.store import tuned_cases
+            from roofbench.bench.suite.tuned import tuned_cases
 
             self.cases, tuned_notes = tuned_cases(self.cases, be.device_name(), "cpu")
         self.cfg, self.launch_cfg = timer_configs(opts, be.kind)

@@ -3,7 +3,7 @@ declared space (``Variant.tune``, kernels/spec.py: ``TuneSpace``) searched by ``
 same stop rules as a script's, every configuration run on the case's own arrays, validated
 against the workload's float64 reference and counted by its own plan (a configuration that
 moves more declares it). The chosen configuration is stored for this device
-(bench/tune/store.py), and a tune starts from the best the nearest known device chose."""
+(bench/suite/tuned.py), and a tune starts from the best the nearest known device chose."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from roofbench.roof_records import RoofSet
 
 from ..errors import UserError
 from ..results import utc_stamp
-from . import store
+from ..suite import tuned as store
 from .record import TuneRecord
 from .space import Constraint, Param, Space
 

@@ -9,7 +9,7 @@ import json
 import pytest
 from cli_run import run_cli
 from real_samples import REAL, with_samples
-from roofbench.bench.cli.compare import COLUMNS
+from roofbench.bench.present.deltas import COLUMNS
 from roofbench.bench.results import load_run, save_run
 
 

@@ -1,7 +1,7 @@
 """The spaces the suite's kernels declare (``Variant.tune``, kernels/spec.py ``TuneSpace``):
 their constraints at a size, their counts per configuration, the default configuration as the
 variant runs (same kernels, counts and bits), every configuration's answer against the float64
-reference; and the tuned configurations kept per device (bench/tune/store.py): stored, the
+reference; and the tuned configurations kept per device (bench/suite/tuned.py): stored, the
 nearest device's found by the stated rule, and a run's case running the stored one."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from roofbench.bench.tune import store
+from roofbench.bench.suite import tuned as store
 from roofbench.bench.tune.suite import space_of
 from roofbench.kernels import nt_stores
 from roofbench.kernels.registry import workloads

@@ -14,7 +14,7 @@ import tune_simulated as ts
 from cli_run import run_cli
 from roof_sets import write_roofs
 from roofbench.bench.results import load_run
-from roofbench.bench.tune import store
+from roofbench.bench.suite import tuned as store
 from roofbench.bench.tune.suite import tunable_cases, tune_case
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
