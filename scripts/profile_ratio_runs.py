@@ -11,7 +11,7 @@ does not read them), so nothing is calibrated.
     python scripts/profile_ratio_runs.py --roofs R.json --out DIR gpt2_prefill ...
 
 ``--out`` keeps each profile's results.json and profile.json in DIR/ENTRY-runK and every
-run's figures in DIR/runs.json (appended; ``uptime`` before and after each profile).
+run's figures in DIR/runs.jsonl (appended; ``uptime`` before and after each profile).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def one(zoo: Any, entry: str, k: int, roofs: Any, out: Path | None) -> dict[str,
             dest.mkdir(parents=True, exist_ok=True)
             for name in ("results.json", "profile.json"):
                 shutil.copy(Path(tmp) / "p" / name, dest / name)
-        with (out / "runs.json").open("a") as f:
+        with (out / "runs.jsonl").open("a") as f:
             f.write(json.dumps(row) + "\n")
     return row
 
@@ -110,7 +110,7 @@ def main() -> None:
     ap.add_argument("entries", nargs="*",
                     default=["gpt2_prefill", "gpt2_decode", "llama_gqa_prefill", "resnet18"])
     ap.add_argument("--roofs", help="roofs file (default: stand-in roofs)")
-    ap.add_argument("--out", type=Path, help="folder for the profiles and runs.json")
+    ap.add_argument("--out", type=Path, help="folder for the profiles and runs.jsonl")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--first", type=int, default=1, help="the first run's number")
     a = ap.parse_args()
