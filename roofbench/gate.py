@@ -496,11 +496,19 @@ def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
         excuse = slow_excuse if verdict == "slower" else fast_excuse
         reason = (f"beyond what the outside load explains (at most x{excuse:.2f}, from "
                   f"{ex.how}: {named})")
+    wide = (verdict == "same" and iv.lo is not None and iv.hi is not None
+            and not (1.0 / (1.0 + threshold) <= iv.lo and iv.hi <= 1.0 + threshold))
+    if wide:  # judged on the median: said loudly when the interval does not bound the change
+        assert iv.lo is not None and iv.hi is not None
+        reason = (f"the median is within {threshold:.0%}, but the 95% interval [{iv.lo:.3f}, "
+                  f"{iv.hi:.3f}] is wider than the threshold: a change up to "
+                  f"x{max(iv.hi, 1.0 / iv.lo):.2f} is not excluded")
     if norm and verdict != "same" and ta is not None and tb is not None:
         reason = "; ".join(x for x in (reason, f"judged on roof-normalised times ({ta.roof_probe}"
                                        f" while A ran: {roof_span(ta)}, B: {roof_span(tb)})") if x)
     return CaseVerdict(key, verdict, ma, mb, iv.ratio, iv.lo, iv.hi, na, nb,
-                       reason if verdict != "same" or not iv.bounded else "", paired, norm)
+                       reason if verdict != "same" or not iv.bounded or wide else "", paired,
+                       norm)
 
 
 AB_KEY = "ab"  # RunResult.environment[AB_KEY]: {"id": ..., "side": "A" or "B", ...}

@@ -189,6 +189,27 @@ def test_slowdown_within_the_threshold_is_same():
     assert {v.verdict for v in cmp.cases} <= {"same", "not measured"}
 
 
+def test_a_same_whose_interval_is_wider_than_the_threshold_says_so():
+    """`same` is judged on the median: a case whose samples spread far (one side's run
+    stretched up to 1.6x at random) keeps its `same` when the median moves under 5%, but its
+    reason names the interval and the change it does not exclude; a narrow `same` says
+    nothing."""
+    run = load_run(REAL[0])
+    rng = random.Random(3)
+    wide = with_samples(run, lambda k, s: [x * (1.0 + 0.6 * rng.random() ** 4) for x in s])
+    cmp = classify(run, wide, 0.05, FailOn(slower=True))
+    said = [v for v in cmp.cases if v.verdict == "same" and v.ratio_hi is not None
+            and v.ratio_hi > 1.05]
+    assert said, [(v.verdict, v.ratio, v.ratio_lo, v.ratio_hi) for v in cmp.cases]
+    for v in said:
+        assert "is wider than the threshold" in v.reason and "not excluded" in v.reason
+    same = classify(run, run, 0.05, FailOn(slower=True))
+    for v in same.cases:
+        if v.verdict == "same" and v.ratio_lo is not None and v.ratio_hi is not None and (
+                v.ratio_lo >= 1 / 1.05 and v.ratio_hi <= 1.05):
+            assert v.reason == ""
+
+
 # -- what is named, not compared ------------------------------------------------------------
 
 def test_other_device_and_one_sided_cases_are_named():
