@@ -5,6 +5,7 @@ set, two front doors), the op times add up to the trace's, and the outputs are a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -157,7 +158,13 @@ def test_two_traces_of_one_program_are_compared_op_by_op(tmp_path, capsys):
     capsys.readouterr()
     main(["compare", str(tmp_path / "a"), str(tmp_path / "b")])
     out = capsys.readouterr().out
-    assert "only in" not in out and "judged 0 of" not in out and "judged" in out
+    # every op paired with its twin (none "only in" one trace); each op ran once per trace,
+    # so one sample a side: no interval, and whether a verdict is `same` or `uncertain`
+    # rests on the machine's noise (a loaded CI run read all 14 `uncertain`): not asserted
+    assert "only in" not in out
+    assert re.search(r"judged \d+ of (\d+) cases", out), out
+    n = int(re.search(r"judged \d+ of (\d+) cases", out).group(1))  # type: ignore[union-attr]
+    assert n == len(json.loads((tmp_path / "a" / "results.json").read_text())["cases"])
 
 
 def test_a_cpu_trace_from_another_machine_is_counted_and_timed_not_placed(monkeypatch):
