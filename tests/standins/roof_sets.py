@@ -30,3 +30,13 @@ def write_roofs(path: Path, roofs: dict[str, Any] = TEST_CPU) -> Path:
     """``roofs`` as JSON at ``path``; returns ``path``."""
     path.write_text(json.dumps(roofs))
     return path
+
+
+def model_files(folder: Path, program: str, roofs: dict[str, Any] = TEST_CPU,
+                name: str = "prog.py") -> tuple[Path, Path]:
+    """What `roofbench model` reads: a script ``name`` whose ``program()`` returns the
+    expression ``program`` (a ``(fn, args)`` pair, torch imported), and a roofs file beside
+    it; returns (script, roofs)."""
+    script = folder / name
+    script.write_text(f"import torch\ndef program():\n    return {program}\n")
+    return script, write_roofs(folder / "roofs.json", roofs)

@@ -15,6 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from roof_sets import model_files  # noqa: E402
 from roofbench.bench.present.amdahl import run_shares  # noqa: E402
 from roofbench.bench.profile.compiled import Compiled, GroupTiming, Warmup, _flagged, warm_up  # noqa: E402
 from roofbench.bench.profile.fusion import Group  # noqa: E402
@@ -267,16 +268,10 @@ def test_the_same_run_ratio_is_given_with_its_spread():
 
 
 def test_roofbench_model_writes_report_html_as_a_run_does(tmp_path, capsys):
-    import json
-
     from roofbench.bench.cli import main
 
-    script = tmp_path / "prog.py"
-    script.write_text("import torch\n"
-                      "def program():\n"
-                      "    return (lambda a: torch.relu(a * 2)), (torch.randn(256),)\n")
-    roofs = tmp_path / "roofs.json"
-    roofs.write_text(json.dumps(ROOFS.to_dict()))
+    script, roofs = model_files(tmp_path, "(lambda a: torch.relu(a * 2)), (torch.randn(256),)",
+                                ROOFS.to_dict())
     out = tmp_path / "o"
     assert main(["model", str(script), "--roofs", str(roofs), "--out", str(out)]) == 0
     said = capsys.readouterr().out
@@ -289,17 +284,12 @@ def test_roofbench_model_prints_the_same_run_ratio_with_its_spread(tmp_path, cap
     """The command's summary gives the ratio profile.md gives (each run's ops over that
     run's program), its spread and the profiler overhead taken out; not the eager pairing
     a busy machine breaks."""
-    import json
     import re
 
     from roofbench.bench.cli import main
 
-    script = tmp_path / "prog.py"
-    script.write_text("import torch\n"
-                      "def program():\n"
-                      "    return (lambda a: torch.relu(a * 2)), (torch.randn(256),)\n")
-    roofs = tmp_path / "roofs.json"
-    roofs.write_text(json.dumps(ROOFS.to_dict()))
+    script, roofs = model_files(tmp_path, "(lambda a: torch.relu(a * 2)), (torch.randn(256),)",
+                                ROOFS.to_dict())
     out = tmp_path / "o"
     assert main(["model", str(script), "--roofs", str(roofs), "--out", str(out)]) == 0
     said = capsys.readouterr().out

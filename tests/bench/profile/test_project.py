@@ -9,6 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from roof_sets import model_files  # noqa: E402
 from roofbench.bench.profile.project import MARK  # noqa: E402
 from roofbench.roofs.files import load_roofs  # noqa: E402
 
@@ -43,16 +44,10 @@ def test_projection_onto_the_stored_h200_roofs_is_each_ops_bound_there():
 
 
 def test_the_cli_projects_with_on_and_says_a_bad_file_in_one_line(tmp_path, capsys):
-    import json
-
     from roofbench.bench.cli import main
 
-    script = tmp_path / "prog.py"
-    script.write_text("import torch\n"
-                      "def program():\n"
-                      "    return (lambda a: a * 2), (torch.randn(256),)\n")
-    roofs = tmp_path / "roofs.json"
-    roofs.write_text(json.dumps(ROOFS.to_dict()))
+    script, roofs = model_files(tmp_path, "(lambda a: a * 2), (torch.randn(256),)",
+                                ROOFS.to_dict())
     out = tmp_path / "o"
     assert main(["model", str(script), "--roofs", str(roofs), "--out", str(out),
                  "--on", str(H200)]) == 0
