@@ -12,16 +12,21 @@ checkout (never the tree itself), and its tests run there with this Python. Outc
   stillborn  the mutant does not build (every failure is a build failure) - not counted
   timeout    the tests ran past --timeout - not counted as killed
   error      pytest could not run the selection (usage error, nothing collected)
+  unconfirmed  a test failed, but it fails on the unmutated copy too - not counted as killed
 
 The score is killed / (mutants run, equivalents excluded). Equivalent mutants (no test can
-tell them from the original) are listed with the reason and not run. Before the mutants, the
-union of their selections runs on the unmutated copy (the baseline): a selection that fails
-there would make every kill meaningless. Emulated builds are shared between runs through
-$RB_EMU_CACHE (tests/standins/cuda_tools.py keys them by their inputs), so a mutant rebuilds
-only what it changes; a RB_EMU_CACHE already set (the test store's emu/ folder) is used as it
-is, so the unmutated builds of earlier test runs are not redone.
+tell them from the original) are listed with the reason and not run. A kill counts only when
+the tests that failed on the mutant pass on the unmutated copy: after the mutants, those tests
+(one per kill: a selection stops at its first failure, -x) run there, and a kill whose test
+fails there too is "unconfirmed", not killed. That is all a kill needs of a baseline; --baseline
+runs the union of every selection on the unmutated copy first instead (the old way: about as
+long as the mutants). Emulated builds are shared between runs through $RB_EMU_CACHE
+(tests/standins/cuda_tools.py keys each by its source and the headers it includes), and a test
+builds only the sources it launches: a header mutant rebuilds what includes the header and its
+tests launch, not every source. A RB_EMU_CACHE already set (the test store's emu/ folder) is
+used as it is, so the unmutated builds of earlier test runs are not redone.
 
-    scripts/mutate_cuda.py                 # the whole catalogue (about a minute a mutant)
+    scripts/mutate_cuda.py                 # the whole catalogue (0.5-5 min a mutant, loaded)
     scripts/mutate_cuda.py --only a,b      # named mutants
     scripts/mutate_cuda.py --list          # the catalogue, one line each
 Exit status: 0 when every mutant run was killed, 1 when any was not, 2 on a usage error.
@@ -30,7 +35,9 @@ Exit status: 0 when every mutant run was killed, 1 when any was not, 2 on a usag
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +45,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_mutants import MUTANTS, Mutant  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SCORED = ("killed", "survived", "aborted", "timeout", "error")
+SCORED = ("killed", "survived", "aborted", "timeout", "error", "unconfirmed")
 BUILD_FAILURE = ("emulation build of", "nvcc failed", "counting build")
 
 
@@ -55,6 +63,16 @@ class Outcome:
     status: str
     seconds: float
     detail: str = ""
+    failed: tuple[str, ...] = ()  # the node ids of the tests that failed
+
+
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
+
+
+def failed_ids(log_text: str) -> tuple[str, ...]:
+    """The node ids pytest's short summary names as failed (a module that failed to collect
+    is named by its path)."""
+    return tuple(dict.fromkeys(_FAILED.findall(log_text)))
 
 
 def copy_tree(dest: Path) -> Path:
@@ -117,11 +135,11 @@ def classify(rc: int | None, fails: list[str], timed_out: bool) -> str:
     return "error"
 
 
-def run_tests(tree: Path, tests: tuple[str, ...], tag: str, timeout: float, log: Path
-              ) -> tuple[int | None, list[str], bool]:
+def run_tests(tree: Path, tests: tuple[str, ...], tag: str, timeout: float, log: Path,
+              stop_first: bool = True) -> tuple[int | None, list[str], bool]:
     junit = log / f"{tag}.xml"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "no:cacheprovider",
-           f"--junitxml={junit}", *tests]
+    cmd = [sys.executable, "-m", "pytest", "-q", *(["-x"] if stop_first else []), "-n", "0",
+           "-p", "no:cacheprovider", f"--junitxml={junit}", *tests]
     timed_out = False
     with open(log / f"{tag}.log", "w") as out:
         try:
@@ -143,7 +161,34 @@ def run_mutant(tree: Path, m: Mutant, timeout: float, log: Path) -> Outcome:
         path.write_text(original)
     status = classify(rc, fails, timed_out)
     detail = fails[0] if fails else (f"exit status {rc}" if rc not in (0, None) else "")
-    return Outcome(m, status, time.monotonic() - t0, detail)
+    failed = failed_ids((log / f"{m.name}.log").read_text(errors="replace"))
+    return Outcome(m, status, time.monotonic() - t0, detail, failed)
+
+
+def confirm_kills(tree: Path, outcomes: list[Outcome], timeout: float, log: Path,
+                  run: Callable[..., tuple[int | None, list[str], bool]] | None = None
+                  ) -> list[Outcome]:
+    """The outcomes with every kill checked: the tests that failed on the mutants run once
+    on the unmutated copy; a kill none of whose failed tests passes there is "unconfirmed"
+    (its failure says nothing about the mutant), as is a kill that names no test."""
+    run = run or run_tests
+    kills = [o for o in outcomes if o.status == "killed"]
+    ids = tuple(dict.fromkeys(i for o in kills for i in o.failed))
+    clean_fails: set[str] = set()
+    if ids:
+        # no -x here: every kill's test is judged
+        rc, _, timed_out = run(tree, ids, "confirm", timeout, log, stop_first=False)
+        if timed_out or rc not in (0, 1):
+            clean_fails = set(ids)  # the clean run itself failed: no kill is confirmed
+        else:
+            clean_fails = set(failed_ids((log / "confirm.log").read_text(errors="replace")))
+    out = []
+    for o in outcomes:
+        if o.status == "killed" and not [i for i in o.failed if i not in clean_fails]:
+            why = "fails on the unmutated copy too" if o.failed else "no failed test named"
+            o = dataclasses.replace(o, status="unconfirmed", detail=f"{why}: {o.detail}")
+        out.append(o)
+    return out
 
 
 def union(mutants: list[Mutant]) -> tuple[str, ...]:
@@ -197,8 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated mutant names")
     ap.add_argument("--list", action="store_true", help="print the catalogue and exit")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant's tests")
+    ap.add_argument("--baseline", action="store_true",
+                    help="run the union of the selections on the unmutated copy first")
     ap.add_argument("--no-baseline", action="store_true",
-                    help="skip running the selections on the unmutated copy first")
+                    help="neither the baseline nor the kills' confirmation (a kill unchecked)")
     ap.add_argument("--keep", type=Path, default=None,
                     help="a folder for the logs and JUnit reports (default: a temporary one)")
     args = ap.parse_args(argv)
@@ -228,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         # builds are keyed by their inputs: a folder the caller names (the test store's
         # emu/, say) is safe to share, and saves the unmutated builds' minutes
         os.environ.setdefault("RB_EMU_CACHE", str(Path(tmp) / "emu-cache"))
-        if run and not args.no_baseline:
+        if run and args.baseline and not args.no_baseline:
             rc, fails, timed_out = run_tests(tree, union(run), "baseline",
                                              args.timeout * 2, log)
             if classify(rc, fails, timed_out) != "survived":
@@ -241,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             o = run_mutant(tree, m, args.timeout, log)
             print(f"{m.name}: {o.status} ({o.seconds:.0f} s)", flush=True)
             outcomes.append(o)
+        if not args.no_baseline:
+            outcomes = confirm_kills(tree, outcomes, args.timeout * 2, log)
     print(report(outcomes, equivalents))
     return 0 if all(o.status == "killed" for o in outcomes) else 1
 

@@ -66,3 +66,37 @@ def test_fixed_subset_is_killed():
     for name in SUBSET:
         assert f"{name}: killed" in r.stdout
     assert {f: (ROOT / f).read_text() for f in before} == before
+
+
+def test_failed_ids_are_read_from_the_short_summary():
+    log = ("..F\n=== short test summary info ===\n"
+           "FAILED tests/k/test_a.py::test_x[fp16-3] - AssertionError: bytes\n"
+           "ERROR tests/k/test_b.py - ImportError\nFAILED tests/k/test_a.py::test_x[fp16-3]\n")
+    assert mc.failed_ids(log) == ("tests/k/test_a.py::test_x[fp16-3]", "tests/k/test_b.py")
+
+
+def test_a_kill_counts_only_when_its_test_passes_unmutated(tmp_path):
+    """The kills' tests run once on the clean copy (all of them, not stopping at the first):
+    a kill whose failed test fails there too, or that names none, is not a kill."""
+    m = MUTANTS[0]
+    outs = [mc.Outcome(m, "killed", 1.0, "a", ("t::ok",)),
+            mc.Outcome(m, "killed", 1.0, "b", ("t::broken",)),
+            mc.Outcome(m, "killed", 1.0, "c", ()),
+            mc.Outcome(m, "survived", 1.0)]
+    calls = []
+
+    def fake_run(tree, ids, tag, timeout, log, stop_first=True):
+        calls.append((ids, stop_first))
+        (log / f"{tag}.log").write_text("FAILED t::broken - AssertionError\n")
+        return 1, ["broken: AssertionError"], False
+
+    got = mc.confirm_kills(tmp_path, outs, 10.0, tmp_path, run=fake_run)
+    assert calls == [(("t::ok", "t::broken"), False)]
+    assert [o.status for o in got] == ["killed", "unconfirmed", "unconfirmed", "survived"]
+    assert got[1].detail.startswith("fails on the unmutated copy too")
+
+    def timed_out(tree, ids, tag, timeout, log, stop_first=True):
+        return None, [], True
+
+    got = mc.confirm_kills(tmp_path, outs[:1], 10.0, tmp_path, run=timed_out)
+    assert got[0].status == "unconfirmed"  # no clean verdict: no kill confirmed

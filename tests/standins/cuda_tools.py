@@ -342,24 +342,43 @@ def with_signatures(text: str) -> str:
                           for n in names) + "\n"
 
 
+_QUOTED = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.M)
+
+
+def included_headers(src: Path) -> list[Path]:
+    """The quoted includes of ``src``, transitively, found as g++ finds them: beside the file
+    that includes them first, then kernels/cuda and the emulation's folder (the -I order of
+    _emu_compile). An include that none holds (a toolkit header) is left out."""
+    seen: dict[Path, None] = {}
+    todo = [src]
+    while todo:
+        f = todo.pop()
+        for name in _QUOTED.findall(f.read_text()):
+            for base in (f.parent, CUDA_DIR, EMU_DIR):
+                inc = (base / name).resolve()
+                if inc.is_file():
+                    if inc not in seen and inc != src.resolve():
+                        seen[inc] = None
+                        todo.append(inc)
+                    break
+    return list(seen)
+
+
 def build_key(src: Path, flags: tuple[str, ...]) -> str:
-    """What an emulated build depends on: the source (and the body a driver wrapper includes,
-    by its bytes, not its path: a fresh clone's or a mutant's temporary folder takes the
-    builds kept by an earlier one, and the headers beside that body, which its quoted
-    includes find first), every header of kernels/cuda and the emulation's files, the flags."""
+    """What an emulated build depends on: the source and the headers it includes, transitively
+    (by name and bytes, not path: a fresh clone's or a mutant's temporary folder takes the
+    builds kept by an earlier one; a header the source does not include cannot change its
+    build, so a mutant of mma.cuh rebuilds only what includes it), every file of the
+    emulation's folder (emu.h is forced in), the flags."""
     import hashlib
 
     text = src.read_text()
     h = hashlib.sha256(re.sub(r'#include "/[^"]+"', "#include", text).encode())
-    for inc in re.findall(r'#include "(/[^"]+)"', text):
-        h.update(Path(inc).read_bytes())
-        for f in sorted(Path(inc).parent.iterdir()):
-            if f.suffix in (".cuh", ".h"):
-                h.update(f.name.encode() + b"\0" + f.read_bytes())
-    for d in (CUDA_DIR, EMU_DIR):
-        for f in sorted(d.iterdir()):
-            if f.suffix in (".cuh", ".h", ".cpp"):
-                h.update(f.name.encode() + f.read_bytes())
+    for f in sorted(included_headers(src), key=lambda f: (f.name, f.read_bytes())):
+        h.update(b"\0inc\0" + f.name.encode() + b"\0" + f.read_bytes())
+    for f in sorted(EMU_DIR.iterdir()):
+        if f.suffix in (".cuh", ".h", ".cpp"):
+            h.update(f.name.encode() + f.read_bytes())
     h.update(" ".join(flags).encode())
     return h.hexdigest()[:32]
 
@@ -443,6 +462,17 @@ def build_driver_source(ds: DriverSource, out: Path, text: str | None = None,
 
 
 @cache
+def build_emulated(src: str) -> Path:
+    """One source's check build, <stem>.so in build_emulation's folder: what a test that
+    launches only its kernels needs (a narrow selection, a mutant's, builds one source)."""
+    out = _TMP / "emu"
+    out.mkdir(exist_ok=True)
+    so = out / (Path(src).stem + ".so")
+    _emu_compile(_source_path(src), so, "-O1")
+    return so
+
+
+@cache
 def build_emulation() -> Path:
     """The CUDA C sources compiled by g++ against tests/standins/cuda_emu/emu.h, one shared
     library per
@@ -450,8 +480,7 @@ def build_emulation() -> Path:
     rb_launch) and the driver-launched sm_90a ones (driver_<stem>.so). Returns the directory."""
     out = _TMP / "emu"
     out.mkdir(exist_ok=True)
-    jobs = [lambda s=src: _emu_compile(_source_path(s), out / (Path(s).stem + ".so"), "-O1")
-            for src in EMU_SOURCES]
+    jobs = [lambda s=src: build_emulated(s) for src in EMU_SOURCES]
     jobs += [lambda d=ds: build_driver_source(d, out) for ds in driver_sources().values()]
     with ThreadPoolExecutor(max_workers=2) as ex:
         list(ex.map(lambda j: j(), jobs))

@@ -73,15 +73,27 @@ def guarded(shape: Any, dtype: Any) -> np.ndarray:
     return raw[start:start + nbytes].view(dt).reshape(shape)
 
 
-def emulation_libs(sources: Iterable[str]) -> dict[str, ctypes.CDLL]:
-    """The emulated builds of ``sources`` (kernels/cuda, roofs/probes/cuda), by source."""
-    out = ct.build_emulation()
-    libs = {}
-    for src in sources:
-        lib = ctypes.CDLL(str(out / (Path(src).stem + ".so")))
+class EmulatedLibs(dict):
+    """The emulated check builds of some sources, each built and loaded on first use: a
+    narrow selection (a mutant's tests) builds only the sources it launches."""
+
+    def __init__(self, sources: Iterable[str]) -> None:
+        super().__init__()
+        self.sources = tuple(sources)
+
+    def __missing__(self, src: str) -> ctypes.CDLL:
+        if src not in self.sources:
+            raise KeyError(f"{src} is not one of this module's emulated sources {self.sources}")
+        lib = ctypes.CDLL(str(ct.build_emulated(src)))
         lib.rb_launch.restype = ctypes.c_int
-        libs[src] = lib
-    return libs
+        self[src] = lib
+        return lib
+
+
+def emulation_libs(sources: Iterable[str]) -> dict[str, ctypes.CDLL]:
+    """The emulated builds of ``sources`` (kernels/cuda, roofs/probes/cuda), by source, each
+    built when first launched."""
+    return EmulatedLibs(sources)
 
 
 def poisoned(buf: Buf) -> np.ndarray:

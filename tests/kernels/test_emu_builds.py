@@ -1,0 +1,55 @@
+"""What an emulated build is keyed by and when it is built (tests/standins/cuda_tools.py,
+emu_run.py): a header the source does not include leaves its build alone, one it includes
+(directly or through another header) rebuilds it; a module's libraries are built on first
+launch only. These make a header mutant of scripts/mutate_cuda.py rebuild only what its
+tests launch."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from types import SimpleNamespace
+
+import cuda_tools as ct
+import emu_run
+import pytest
+
+
+def test_a_build_key_follows_the_included_headers_only(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text('#include "outer.cuh"\n__global__ void k() {}\n')
+    (tmp_path / "outer.cuh").write_text('#pragma once\n#include "inner.cuh"\n')
+    (tmp_path / "inner.cuh").write_text("#pragma once\nint f();\n")
+    (tmp_path / "other.cuh").write_text("#pragma once\nint g();\n")
+    key = ct.build_key(src, ("-O1",))
+    (tmp_path / "other.cuh").write_text("#pragma once\nint g2();\n")
+    assert ct.build_key(src, ("-O1",)) == key  # not included: the same build
+    (tmp_path / "inner.cuh").write_text("#pragma once\nint f2();\n")
+    assert ct.build_key(src, ("-O1",)) != key  # included through outer.cuh: rebuilt
+
+
+def test_the_tree_s_sources_include_what_they_say():
+    names = {s: sorted(p.name for p in ct.included_headers(ct.CUDA_DIR / s))
+             for s in ("vector_add.cu", "gemm.cu", "gemm_wgmma.cu")}
+    assert names["vector_add.cu"] == ["common.cuh"]
+    assert names["gemm.cu"] == ["common.cuh", "mma.cuh"]
+    assert {"common.cuh", "hopper_ops.cuh", "wgmma_layout.cuh"} <= set(names["gemm_wgmma.cu"])
+    assert "mma.cuh" not in names["gemm_wgmma.cu"]
+
+
+def test_emulated_libraries_are_built_on_first_launch(monkeypatch):
+    built = []
+
+    def fake_build(src: str) -> Path:
+        built.append(src)
+        return Path(src)
+
+    monkeypatch.setattr(ct, "build_emulated", fake_build)
+    monkeypatch.setattr(ctypes, "CDLL", lambda path: SimpleNamespace(
+        rb_launch=SimpleNamespace(restype=None)))
+    libs = emu_run.emulation_libs(("vector_add.cu", "gemm.cu"))
+    assert built == []
+    assert libs["vector_add.cu"] is libs["vector_add.cu"]
+    assert built == ["vector_add.cu"]  # once, and gemm.cu not at all
+    with pytest.raises(KeyError, match="stream.cu"):
+        libs["stream.cu"]
