@@ -19,10 +19,12 @@ Verdicts, with t the threshold (0.05 = 5%) and r = median B / median A:
 
 - ``slower``: r > 1 + t and the interval lies above 1 (slower by more than t, beyond noise);
 - ``faster``: r < 1 / (1 + t) and the interval lies below 1;
-- ``same``: 1 / (1 + t) <= r <= 1 + t (no change larger than the threshold was measured);
+- ``same``: 1 / (1 + t) <= r <= 1 + t and an interval exists (no change larger than the
+  threshold was measured; an interval wider than the threshold is named in the reason);
 - ``uncertain``: r beyond the threshold but the interval holds 1 (the noise cannot tell), or
-  no interval (too few samples, or no raw samples stored), or a slowdown that the outside
-  load measured during the samples can explain (below);
+  no interval, whatever r (too few samples, or no raw samples stored: a median of one sample
+  a side bounds nothing, so it is never ``same``), or a slowdown that the outside load
+  measured during the samples can explain (below);
 - ``unreadable``: a time that is not a positive finite number (NaN, inf, <= 0): never `same`;
 - ``invalid in B`` / ``fixed in B`` / ``not measured``: valid in A only / in B only / neither;
 - ``only in A`` / ``only in B``: a case of one run alone; ``other device``: the runs measured
@@ -245,10 +247,10 @@ def judge(iv: RatioInterval, threshold: float, slow_excuse: float = 1.0,
     """The verdict of a ratio interval; ``*_excuse``: the factor outside load explains (see
     the module doc)."""
     up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
+    if not iv.bounded:  # no interval: a median within the threshold proves nothing either
+        return "uncertain"
     if down <= iv.ratio <= up:
         return "same"
-    if not iv.bounded:
-        return "uncertain"
     assert iv.lo is not None and iv.hi is not None
     if iv.ratio > up and iv.lo > slow_excuse:
         return "slower"
@@ -507,7 +509,7 @@ def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
         reason = "; ".join(x for x in (reason, f"judged on roof-normalised times ({ta.roof_probe}"
                                        f" while A ran: {roof_span(ta)}, B: {roof_span(tb)})") if x)
     return CaseVerdict(key, verdict, ma, mb, iv.ratio, iv.lo, iv.hi, na, nb,
-                       reason if verdict != "same" or not iv.bounded or wide else "", paired,
+                       reason if verdict != "same" or wide else "", paired,
                        norm)
 
 

@@ -15,7 +15,9 @@ from roofbench.bench.results import load_run
 
 from roofbench.gate import (
     FailOn,
+    RatioInterval,
     classify,
+    judge,
     median_interval,
     median_rank,
     min_samples,
@@ -88,7 +90,14 @@ def test_a_run_against_itself_is_same(path):
     cmp = classify(run, copy.deepcopy(run), 0.05, FailOn(slower=True, invalid=True))
     assert not cmp.failed
     judged = [v for v in cmp.cases if v.verdict != "not measured"]
-    assert judged and all(v.verdict == "same" and v.ratio == 1.0 for v in judged)
+    assert judged and all(v.ratio == 1.0 for v in judged)
+    # a case with too few samples for an interval is `uncertain` even at ratio 1: the median
+    # of a handful of samples bounds no change, so `same` would be a claim not measured
+    for v in judged:
+        if v.ratio_lo is None:
+            assert v.verdict == "uncertain" and "no interval" in v.reason, v
+        else:
+            assert v.verdict == "same", v
 
 
 @pytest.mark.parametrize("path", REAL, ids=[p.parent.name for p in REAL])
@@ -186,7 +195,26 @@ def test_slowdown_within_the_threshold_is_same():
     b = with_samples(run, lambda k, s: [x * 1.03 for x in s])
     cmp = classify(run, b, 0.05, FailOn(slower=True))
     assert not cmp.failed
-    assert {v.verdict for v in cmp.cases} <= {"same", "not measured"}
+    assert {v.verdict for v in cmp.cases} <= {"same", "uncertain", "not measured"}
+    # `uncertain` only where a run is too short for an interval; bounded cases are `same`
+    assert all((v.verdict == "uncertain") == (v.ratio_lo is None)
+               for v in cmp.cases if v.verdict != "not measured")
+    assert any(v.verdict == "same" for v in cmp.cases)
+
+
+def test_one_sample_a_side_of_identical_times_is_uncertain():
+    """One sample a side bounds nothing: identical times must not read `same` on the median
+    alone (judge() once returned `same` before asking for an interval)."""
+    run = load_run(REAL[0])
+    one = with_samples(run, lambda k, s: [1e-3])
+    cmp = classify(one, copy.deepcopy(one), 0.05, FailOn(slower=True))
+    timed = [v for v in cmp.cases if v.verdict != "not measured"]
+    assert timed and all(v.verdict == "uncertain" and v.ratio == 1.0 and v.ratio_lo is None
+                         and "no interval" in v.reason for v in timed), timed
+    assert cmp.judged_line().startswith(f"judged 0 of {len(timed)} cases")
+    assert classify(one, copy.deepcopy(one), 0.05, FailOn(uncertain=True)).failed
+    assert judge(RatioInterval(1.0, None, None), 0.05) == "uncertain"
+    assert judge(RatioInterval(1.0, 0.99, 1.01), 0.05) == "same"
 
 
 def test_a_same_whose_interval_is_wider_than_the_threshold_says_so():
