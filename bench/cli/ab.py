@@ -77,14 +77,21 @@ def load_side(spec: str, tag: str) -> ModuleType:
         raise UserError(f"{spec} does not import: {first_line(e)}") from None
 
 
+def declared(mod: Any, spec: str, name: str) -> Any:
+    """The module's ``name`` (None if absent), called first when it is a factory (ab's
+    AB_CASES, tune's TUNE): the factory's failure is said as the user's, in one line."""
+    got = getattr(mod, name, None)
+    if callable(got):
+        try:
+            got = got()
+        except (Exception, SystemExit) as e:  # the user's factory: said as theirs
+            raise UserError(f"{spec}: {users_failure(e, name + '()')}") from None
+    return got
+
+
 def ab_cases(mod: ModuleType, spec: str) -> dict[str, dict[str, Any]]:
     """The module's AB_CASES, checked: name -> keywords with ``fn`` and ``args``."""
-    cases = getattr(mod, "AB_CASES", None)
-    if callable(cases):
-        try:
-            cases = cases()
-        except (Exception, SystemExit) as e:  # the user's factory: said as theirs
-            raise UserError(f"{spec}: {users_failure(e, 'AB_CASES()')}") from None
+    cases = declared(mod, spec, "AB_CASES")
     if not isinstance(cases, dict) or not cases:
         raise UserError(f"{spec} defines no AB_CASES (a dict of case name -> "
                         "dict(fn=..., args=(...), flops=..., reads=..., writes=...))")

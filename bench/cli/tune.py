@@ -31,6 +31,7 @@ is a finding); 2 for a script or a space that cannot be tuned.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,18 +42,14 @@ from roofbench.errors_text import first_line
 from ..errors import UserError
 from ..measure.user_code import raised_by_user, users_failure
 from ..results import utc_stamp
-from .ab import load_side
+from .ab import declared, load_side
+from .argtypes import checked
 from .compare import fraction
 
 
 def tune_spec(mod: Any, spec: str) -> dict[str, Any]:
     """The script's TUNE, checked: tune's keywords with ``build``, ``space`` and ``args``."""
-    got = getattr(mod, "TUNE", None)
-    if callable(got):
-        try:
-            got = got()
-        except (Exception, SystemExit) as e:  # the user's factory: said as theirs
-            raise UserError(f"{spec}: {users_failure(e, 'TUNE()')}") from None
+    got = declared(mod, spec, "TUNE")
     if not isinstance(got, Mapping) or not callable(got.get("build")) or "space" not in got:
         raise UserError(f"{spec} defines no TUNE (a dict of build=<configuration -> "
                         "callable>, space={name: [values]}, args=(...), flops=..., "
@@ -147,24 +144,9 @@ def tune_workload(args: argparse.Namespace) -> int:
     return status
 
 
-def _budget(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not (v > 0 and v < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
-    return v
-
-
-def _factor(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (v > 1 and v < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a factor > 1, got {text!r}")
-    return v
+_budget = checked(float, lambda v: 0 < v < math.inf, "must be a number of seconds > 0",
+                  "a number of seconds")
+_factor = checked(float, lambda v: 1 < v < math.inf, "must be a factor > 1")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

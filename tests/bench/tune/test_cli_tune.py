@@ -61,7 +61,10 @@ def test_a_configuration_that_computes_wrong_fails_the_command(tmp_path, capsys)
 
 @pytest.mark.parametrize("argv, words", [
     (["--target", "x"], "not a number"), (["--budget", "0"], "seconds > 0"),
-    (["--drop-at", "1"], "factor > 1"), (["--order", "random"], "invalid choice"),
+    (["--budget", "inf"], "seconds > 0"), (["--budget", "nan"], "seconds > 0"),
+    (["--budget", "x"], "not a number of seconds: 'x'"),
+    (["--drop-at", "1"], "factor > 1"), (["--drop-at", "inf"], "factor > 1"),
+    (["--drop-at", "x"], "not a number: 'x'"), (["--order", "random"], "invalid choice"),
     (["--target", "1.5"], "target= must be a fraction"),
 ])
 def test_bad_flags_are_one_line_and_exit_2(tmp_path, capsys, argv, words):
@@ -69,6 +72,13 @@ def test_bad_flags_are_one_line_and_exit_2(tmp_path, capsys, argv, words):
                              str(tmp_path / "t"), *argv], capsys)
     assert rc == 2 and words in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "t").exists()
+
+
+def test_a_tune_factory_that_raises_is_the_users_failure_in_one_line(tmp_path, capsys):
+    (tmp_path / "f.py").write_text("def TUNE():\n    raise OSError('no data here')\n")
+    rc, _, err = run_cli(["tune", str(tmp_path / "f.py")], capsys)
+    assert rc == 2 and "TUNE() raised OSError: no data here" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_a_script_without_tune_is_one_line(tmp_path, capsys):
