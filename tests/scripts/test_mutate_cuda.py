@@ -100,3 +100,12 @@ def test_a_kill_counts_only_when_its_test_passes_unmutated(tmp_path):
 
     got = mc.confirm_kills(tmp_path, outs[:1], 10.0, tmp_path, run=timed_out)
     assert got[0].status == "unconfirmed"  # no clean verdict: no kill confirmed
+
+
+def test_a_mutant_written_as_its_change_applies_it_once():
+    import cuda_mutants as cm
+
+    m = cm.E("x", "f.cu", "a[i] = b[i] + c[i];", "c[i]", "b[i]", "what", ("t",), cls="bytes")
+    assert (m.old, m.new, m.cls) == ("a[i] = b[i] + c[i];", "a[i] = b[i] + b[i];", "bytes")
+    with pytest.raises(ValueError, match="occurs 2 times"):
+        cm.E("x", "f.cu", "a[i] = b[i] + b[i];", "b[i]", "c[i]", "what", ("t",))
