@@ -1,5 +1,6 @@
 """argparse pieces shared by the commands: numbers read, then checked, with one-line errors
-that say the rule ("must be >= 1, got 0"); the arguments of a command on a stored run."""
+that say the rule ("must be >= 1, got 0"); the arguments of a command on a stored run; the
+``--out`` of a command that writes a new run folder."""
 
 from __future__ import annotations
 
@@ -33,3 +34,10 @@ def stored_run_parser(sub: argparse._SubParsersAction, name: str, help: str,
     p.add_argument("run", help="run folder or its results.json")
     p.add_argument("--out", help=out_help)
     return p
+
+
+def out_folder(p: argparse.ArgumentParser, name: str) -> None:
+    """``--out DIR``, said with the folder a run gets without it (``make_run_dir``'s
+    results/<device>/<stamp>-``name``)."""
+    p.add_argument("--out", metavar="DIR",
+                   help=f"output folder (default results/<device>/<stamp>-{name})")

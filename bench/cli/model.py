@@ -31,7 +31,7 @@ from ..errors import UserError
 from ..measure.caller_settings import keeping
 from ..measure.user_code import file_module
 from ..results import make_run_dir, utc_stamp
-from .argtypes import checked
+from .argtypes import checked, out_folder
 
 
 def load_entry(script: str, entry: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
@@ -200,8 +200,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the function of SCRIPT.py to call (default: program)")
     p.add_argument("--compile", action="store_true",
                    help="also run it under torch.compile: eager -> compiled per fusion")
-    p.add_argument("--out", metavar="DIR", help="output folder (default results/<device>/"
-                                                "<stamp>-model-<script>)")
+    out_folder(p, "model-<script>")
     p.add_argument("--roofs", metavar="FILE", help="roofs file to place it under (default: "
                                                    "this device's calibration cache)")
     p.add_argument("--on", metavar="ROOFS", help="also project the counts onto this roofs "

@@ -11,6 +11,7 @@ from pathlib import Path
 from roofbench.paths import home
 
 from ..results import check_out_folder, make_run_dir, utc_stamp
+from .argtypes import out_folder
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -46,6 +47,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                    "cache, a roofs file, a results.json)")
     g.add_argument("--device", metavar="NAME", help="the device, where the trace names it "
                                                     "badly (ROCm: 'AMD Radeon Graphics')")
-    p.add_argument("--out", metavar="DIR", help="output folder (default results/<device>/"
-                                                "<stamp>-trace-<name>)")
+    out_folder(p, "trace-<name>")
     p.set_defaults(func=cmd_trace)

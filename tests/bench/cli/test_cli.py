@@ -181,3 +181,14 @@ def test_no_traceback_from_the_console_script(tmp_path):
                        capture_output=True, text=True, timeout=patience(120))
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and "unknown workload" in p.stderr
+
+
+@pytest.mark.parametrize("command, folder", [("model", "<stamp>-model-<script>"),
+                                             ("trace", "<stamp>-trace-<name>")])
+def test_out_says_the_folder_a_run_gets_without_it(command, folder):
+    """argtypes.out_folder: each command that writes a run folder says its default."""
+    from roofbench.bench.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.choices and command in a.choices)
+    (out,) = [a for a in sub.choices[command]._actions if "--out" in a.option_strings]
+    assert out.metavar == "DIR" and out.help == f"output folder (default results/<device>/{folder})"
