@@ -21,7 +21,7 @@ from ..errors import UserError
 from ..results import utc_stamp
 from ..suite import tuned as store
 from .record import TuneRecord
-from .space import Constraint, Param, Space
+from .space import Constraint, Param, Space, label
 
 FAMILY = "cpu"  # the backend family the suite tunes here: the CPU's (Numba/C) kernels
 
@@ -70,7 +70,8 @@ def tunable_cases(workload: str, variant: str | None, dtype: str | None, size: s
 @dataclass(frozen=True)
 class Tuned:
     """One case's tune: its record, and where its choice was stored (None: not stored) and
-    the configuration it started from (another device's best, or None)."""
+    the configuration it started from (another device's best, else the variant's default
+    where its space holds it at this size; None: the declared order from its start)."""
 
     case: Case
     record: TuneRecord
@@ -126,6 +127,12 @@ def tune_case(case: Case, *, out: Path | None, roofs: RoofSet | str | Path | Non
     if start is not None and store.usable(ts, case, start[0].config) is None:
         first = dict(start[0].config)
         started = (f"{start[0].label} (chosen on {start[0].device}; {start[1]})")
+    elif ts.default() in sp.configs():
+        # No device's choice: the variant's own configuration first (the one it runs
+        # untuned, chosen by its author), so a configuration far behind it is dropped early
+        # rather than setting a slow best that nothing after it is judged against.
+        first = ts.default()
+        started = f"{label(first)} (the variant's default)"
     rec = tune(build, sp, *(arrays[n] for n in names),
                flops=lambda c: configured(c).flops,
                bytes=lambda c: configured(c).bytes(),

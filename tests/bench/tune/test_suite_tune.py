@@ -81,6 +81,22 @@ def test_a_new_device_starts_from_the_nearest_devices_best(tmp_path):
     assert store.lookup(ts.DEVICE, key, tmp_path) is None
 
 
+def test_with_no_device_s_choice_the_variant_s_default_is_tried_first(tmp_path):
+    # At 64x64x1100 the default (TILE=64, KC_BYTES=4096: 1024 floats < K) is in the space, and
+    # not its first in the declared order: the tune starts from it and says so.
+    m = ts.Machine(0)
+    wl = workloads()["gemm"]
+    size = (64, 64, 1100)
+    case = Case(wl, wl.variants["tiled"], "fp32", size)
+    space = case.variant.tune["cpu"]
+    assert space.configs(size, "fp32")[0] != space.default()
+    done = tune_case(case, out=None, roofs=ts.roofs(), store_root=tmp_path, save=False,
+                     clock=FlatClock(m), now=m.clock, timer=ts.TIMER, exhaustive=True)
+    assert done.record.trials[0].config == {"TILE": 64, "KC_BYTES": 4096}
+    assert done.started_from == "TILE=64,KC_BYTES=4096 (the variant's default)"
+    assert len(done.record.trials) == len(space.configs(size, "fp32"))
+
+
 def test_a_stored_configuration_the_space_excludes_is_not_the_start(tmp_path):
     key = store.entry_key("gemm", "tiled", "cpu", "fp32", SIZE)
     store.save("Other box", key, {"TILE": 32, "KC_BYTES": 16384}, "TILE=32,KC_BYTES=16384",
