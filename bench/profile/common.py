@@ -1,7 +1,8 @@
 """What the profile modules share, below all of them: the dtype names (``DTYPES``), the
-compute roof an op meets (``precision_of``), one op placed (``OpPlace``), the whole program as
-one case (``program_case``), the profile's timer (``profile_timer``) and where its roofs came
-from (``roofs_from``), and the ridge an op is judged memory-bound against (``ridge_of``).
+compute roof an op meets (``precision_of``), one op placed (``OpPlace``), one op's record
+(``op_case``, profile's and trace's), the whole program as one case (``program_case``), the
+profile's timer (``profile_timer``) and where its roofs came from (``roofs_from``), and the
+ridge an op is judged memory-bound against (``ridge_of``).
 ``torch_program`` (the entry), ``jax_program``, ``fusion``, ``compiled`` and
 ``report`` (the ``Profile`` and its report) import it; it imports none of them.
 """
@@ -69,6 +70,26 @@ def profile_timer(clock: Clock, timer: TimerConfig | None) -> TimerConfig:
     from roofbench.timing import timer_for
 
     return timer_for(clock.kind, timer, quick=True)
+
+
+def op_case(op: Distinct, gpu: bool, backend: str, variant: str, measured_by: str,
+            timed: dict[str, str]) -> CaseResult:
+    """The record of one distinct op (one call), before its time is placed: ``profile``'s
+    (``variant`` op<index>, replayed) and ``trace``'s (``variant`` from its inputs, timed
+    in the trace); ``timed`` says how its samples were taken."""
+    prec = precision_of(op.dtype, op.family, gpu)
+    by = {"dram": op.bytes} if op.bytes else {}
+    return CaseResult(
+        Identity(workload=op.name, variant=variant, backend=backend,
+                 dtype=DTYPES.get(op.dtype, op.dtype), size=[op.calls], precision=prec,
+                 cores="tensor" if prec.endswith("_tc") else "simt"),
+        Declaration(flops=op.flops, bytes=by, ai={"dram": op.flops / op.bytes} if op.bytes else {},
+                    flop_convention=op.flops_by),
+        Outcome(status="ok", checked=False),
+        evidence=Evidence(extra={"measured_by": measured_by, "family": op.family,
+                                 "calls": op.calls, "signature": op.signature,
+                                 "outputs": op.outputs, "device": op.device,
+                                 "read_bytes": op.reads, "written_bytes": op.writes, **timed}))
 
 
 def program_case(recording: Recording, clock: Clock, gpu: bool, variant: str,

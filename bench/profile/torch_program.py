@@ -40,6 +40,7 @@ from roofbench.bench.measure.door import MeasureError
 from roofbench.bench.measure.pairs import pair_for
 from roofbench.bench.measure.user_code import raised_by_user, users_failure
 from roofbench.bench.present.amdahl import Share, roof_time
+from roofbench.bench.profile import common
 from roofbench.bench.profile.caller_state import (
     Backups,
     Caches,
@@ -47,9 +48,7 @@ from roofbench.bench.profile.caller_state import (
     working_copy,
 )
 from roofbench.bench.profile.common import (
-    DTYPES,
     OpPlace,
-    precision_of,
     profile_timer,
     program_case,
     program_shares,
@@ -71,27 +70,15 @@ from roofbench.bench.profile.report import Profile
 
 from roofbench.boundary import Refusal
 from roofbench.errors_text import first_line
-from roofbench.records import CaseResult, Declaration, Evidence, Identity, Outcome, RooflinePlace
+from roofbench.records import CaseResult, RooflinePlace
 from roofbench.roof_records import RoofSet
 from roofbench.timing import TimerConfig
 
 
 def op_case(op: Distinct, gpu: bool, backend: str) -> CaseResult:
     """The record of one distinct op (one call), before timing."""
-    prec = precision_of(op.dtype, op.family, gpu)
-    by = {"dram": op.bytes} if op.bytes else {}
-    return CaseResult(
-        Identity(workload=op.name, variant=f"op{op.index}", backend=backend,
-                 dtype=DTYPES.get(op.dtype, op.dtype), size=[op.calls], precision=prec,
-                 cores="tensor" if prec.endswith("_tc") else "simt"),
-        Declaration(flops=op.flops, bytes=by, ai={"dram": op.flops / op.bytes} if op.bytes else {},
-                    flop_convention=op.flops_by),
-        Outcome(status="ok", checked=False),
-        evidence=Evidence(extra={"measured_by": "roofbench.profile", "family": op.family,
-                                 "calls": op.calls, "signature": op.signature,
-                                 "outputs": op.outputs, "device": op.device,
-                                 "read_bytes": op.reads, "written_bytes": op.writes,
-                                 "replayed": "alone, on its first call's cloned arguments"}))
+    return common.op_case(op, gpu, backend, f"op{op.index}", "roofbench.profile",
+                          {"replayed": "alone, on its first call's cloned arguments"})
 
 
 def profile(fn: Callable[..., Any], *args: Any, roofs: RoofSet | str | Path | None = None,

@@ -25,7 +25,7 @@ from typing import Any
 from roofbench.bench.measure.above_roof import ABOVE, flag_above_roof
 from roofbench.bench.present.amdahl import Share, roof_time
 from roofbench.bench.present.blocks import Block, Image, Items, Section, Table, Text
-from roofbench.bench.profile.common import DTYPES, OpPlace, compute_dtype, precision_of
+from roofbench.bench.profile.common import DTYPES, OpPlace, compute_dtype, op_case
 from roofbench.bench.profile.op_counts import CONVENTION
 from roofbench.bench.profile.recording import Recording
 from roofbench.bench.profile.report import Profile, family_rows, op_rows
@@ -97,23 +97,11 @@ class TraceProfile:
 
 def _case(op: Any, gpu: bool, backend: str) -> CaseResult:
     """The record of one distinct op (one call), as ``profile`` records its ops."""
-    prec = precision_of(op.dtype, op.family, gpu)
-    by = {"dram": op.bytes} if op.bytes else {}
-    return CaseResult(
-        # the variant names the inputs, so that two traces of one model pair op by op
-        # (`roofbench compare`): the same op and inputs, the same case
-        Identity(workload=op.name, variant="op-" + hashlib.sha1(
-                     op.signature.encode()).hexdigest()[:10], backend=backend,
-                 dtype=DTYPES.get(op.dtype, op.dtype), size=[op.calls], precision=prec,
-                 cores="tensor" if prec.endswith("_tc") else "simt"),
-        Declaration(flops=op.flops, bytes=by, ai={"dram": op.flops / op.bytes} if op.bytes
-                    else {}, flop_convention=op.flops_by),
-        Outcome(status="ok", checked=False),
-        evidence=Evidence(extra={"measured_by": "roofbench.trace", "family": op.family,
-                                 "calls": op.calls, "signature": op.signature,
-                                 "outputs": op.outputs, "device": op.device,
-                                 "read_bytes": op.reads, "written_bytes": op.writes,
-                                 "timed": "in the trace (each call's recorded duration)"}))
+    # the variant names the inputs, so that two traces of one model pair op by op
+    # (`roofbench compare`): the same op and inputs, the same case
+    variant = "op-" + hashlib.sha1(op.signature.encode()).hexdigest()[:10]
+    return op_case(op, gpu, backend, variant, "roofbench.trace",
+                   {"timed": "in the trace (each call's recorded duration)"})
 
 
 def own_working_set(op: Any) -> int:

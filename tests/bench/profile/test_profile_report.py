@@ -301,3 +301,29 @@ def test_roofbench_model_prints_the_same_run_ratio_with_its_spread(tmp_path, cap
     md = (out / "profile.md").read_text()
     assert f"median {median}, [{lo}, {hi.rstrip(']')}] over {n} runs" in md
     assert "profiler overhead (the timing mode's entry into Python" in md
+
+
+def test_an_ops_record_is_one_rule_for_profile_and_trace():
+    """common.op_case: profile's op record (op<index>, replayed) and trace's (its own variant,
+    timed in the trace) differ only in the variant and how the op was timed."""
+    from roofbench.bench.profile.common import op_case
+    from roofbench.bench.profile.recording import Distinct
+    from roofbench.bench.profile.torch_program import op_case as profile_op_case
+
+    op = Distinct(index=3, name="aten.mm.default", packet="mm", family="matmul", flops=64,
+                  flops_by="torch flop registry", reads=24, writes=8, signature="s", calls=2,
+                  dtype="bfloat16", device="cpu", outputs="o")
+    mine = profile_op_case(op, False, "cpu")
+    theirs = op_case(op, False, "cpu", "op-x", "roofbench.trace", {"timed": "in the trace"})
+    assert (mine.identity.variant, theirs.identity.variant) == ("op3", "op-x")
+    assert mine.identity.dtype == "bf16" and mine.identity.size == [2]
+    assert mine.declaration == theirs.declaration
+    assert mine.declaration.bytes == {"dram": 32} and mine.declaration.ai == {"dram": 2.0}
+    a, b = mine.evidence.extra, theirs.evidence.extra
+    assert a.pop("replayed").startswith("alone") and b.pop("timed") == "in the trace"
+    assert (a.pop("measured_by"), b.pop("measured_by")) == ("roofbench.profile", "roofbench.trace")
+    assert a == b == {"family": "matmul", "calls": 2, "signature": "s", "outputs": "o",
+                      "device": "cpu", "read_bytes": 24, "written_bytes": 8}
+    none = op_case(Distinct(0, "aten.view.default", "view", "view", 0, "", 0, 0, "s"), False,
+                   "cpu", "op0", "roofbench.profile", {})
+    assert none.declaration.bytes == {} and none.declaration.ai == {}
