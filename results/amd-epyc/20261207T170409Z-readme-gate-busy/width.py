@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 from roofbench.bench.results import load_run
+
 from roofbench.gate import median_rank, ratio_interval
 
 D = Path(__file__).parent
@@ -30,7 +31,7 @@ for run in ("run1", "run2", "run3"):
         nrm = ratio_interval(a.normalised(), b.normalised())
         k = [median_rank(t.n, math.sqrt(0.95)) for t in (a, b)]
         fast = [sum(s < 5e-3 for s in t.samples) for t in (a, b)]
-        over = [sum(w > s for s, w in zip(t.samples, t.waits)) for t in (a, b)]
+        over = [sum(w > s for s, w in zip(t.samples, t.waits, strict=True)) for t in (a, b)]
         print(f"{run} rbase/{side}: n {a.n}/{b.n}, ranks {k}; raw {raw.ratio:.3f} "
               f"[{raw.lo:.3f}, {raw.hi:.3f}] (log width {math.log(raw.hi / raw.lo):.2f}); "
               f"normalised {nrm.ratio:.3f} [{nrm.lo:.3f}, {nrm.hi:.3f}] (log width "
