@@ -53,3 +53,11 @@ def test_emulated_libraries_are_built_on_first_launch(monkeypatch):
     assert built == ["vector_add.cu"]  # once, and gemm.cu not at all
     with pytest.raises(KeyError, match="stream.cu"):
         libs["stream.cu"]
+
+
+def test_a_driver_source_is_built_alone(monkeypatch, tmp_path):
+    built = []
+    monkeypatch.setattr(ct, "build_driver_source",
+                        lambda ds, out: built.append(ds.stem) or out / f"driver_{ds.stem}.so")
+    so = ct.build_driver_emulated.__wrapped__("hopper_unit")  # past the session's cache
+    assert built == ["hopper_unit"] and so.name == "driver_hopper_unit.so"

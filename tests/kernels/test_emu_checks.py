@@ -100,7 +100,7 @@ def _run(source: str, so: Path, case: Case) -> tuple[bool, str]:
 def test_planted_bug_is_caught_by_the_check(plant):
     source, edits, spec, expected = PLANTED[plant]
     case = _case(spec)
-    original = ct.build_emulation() / f"{Path(source).stem}.so"
+    original = ct.build_emulated(source)
     ok, why = _run(source, original, case)
     assert ok, f"the unmodified {source} fails the case: {why}"
     so = build_mutant(ct._TMP / "planted" / plant, source, edits)
@@ -117,7 +117,7 @@ def test_planted_bug_is_caught_by_the_check(plant):
 # ------------------------------------------------------------------- unit kernels
 @pytest.fixture(scope="module")
 def unit() -> ctypes.CDLL:
-    lib = ctypes.CDLL(str(ct.build_emulation() / "driver_hopper_unit.so"))
+    lib = ctypes.CDLL(str(ct.build_driver_emulated("hopper_unit")))
     lib.rb_launch_params.restype = ctypes.c_int
     # the default emulated clock (another test of the process may have sped it up): the
     # two-block wait below is bounded by 2e9 cycles, 10 s

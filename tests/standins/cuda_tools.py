@@ -473,6 +473,15 @@ def build_emulated(src: str) -> Path:
 
 
 @cache
+def build_driver_emulated(stem: str) -> Path:
+    """One driver-launched source's check build, driver_<stem>.so in build_emulation's
+    folder (a test of the unit kernels needs no GEMM built)."""
+    out = _TMP / "emu"
+    out.mkdir(exist_ok=True)
+    return build_driver_source(driver_sources()[stem], out)
+
+
+@cache
 def build_emulation() -> Path:
     """The CUDA C sources compiled by g++ against tests/standins/cuda_emu/emu.h, one shared
     library per
@@ -481,7 +490,7 @@ def build_emulation() -> Path:
     out = _TMP / "emu"
     out.mkdir(exist_ok=True)
     jobs = [lambda s=src: build_emulated(s) for src in EMU_SOURCES]
-    jobs += [lambda d=ds: build_driver_source(d, out) for ds in driver_sources().values()]
+    jobs += [lambda s=stem: build_driver_emulated(s) for stem in driver_sources()]
     with ThreadPoolExecutor(max_workers=2) as ex:
         list(ex.map(lambda j: j(), jobs))
     return out
