@@ -38,7 +38,7 @@ from .spec import (
     Workload,
     covers_once,
 )
-from .triton_impls import triton
+from .triton_impls import SMEM_LIMIT, triton, triton_space
 
 REF_BYTES = 256 << 20  # float64 scores the reference holds at once
 
@@ -223,6 +223,38 @@ def _flash_space(causal: bool) -> TuneSpace:
         note="FLOPs and bytes the same for every configuration (Q, K, V, O moved once)")
 
 
+# The Triton flash kernel's space (kernels/triton_attention.py): query rows per program (BM),
+# keys per K/V tile (BN), warps and pipeline stages. Counts the same for all (Q, K, V, O moved
+# once: the K/V tiles each query block re-reads come from L2). Rules: tl.dot's 16 x 8 mma
+# tile per warp at least, the staged K and V tiles and the Q tile within shared memory.
+FLASH_TRITON = (TuneParam("BM", (16, 32, 64, 128), 32), TuneParam("BN", (16, 32, 64, 128), 32),
+                TuneParam("num_warps", (2, 4, 8), 4), TuneParam("num_stages", (1, 2, 3), 3))
+
+
+def flash_smem(c: Any, d: int, dtype: str) -> int:
+    """Shared memory of a configuration: num_stages K and V tiles, and the Q tile (BD wide)."""
+    from .arrays import itemsize
+
+    bd = max(16, 1 << (int(d) - 1).bit_length())  # triton_attention.block_d, without triton
+    return (c["num_stages"] * 2 * c["BN"] + c["BM"]) * bd * itemsize(dtype)
+
+
+def _flash_triton_space(table: dict[str, Any]) -> TuneSpace:
+    bm, bn = FLASH_TRITON[0].values, FLASH_TRITON[1].values
+    return triton_space(
+        table, FLASH_TRITON,
+        rules=(TuneRule("BM < N, or the least that covers it (larger blocks run as that one)",
+                        lambda c, size, dtype: covers_once(bm, c["BM"], size[2])),
+               TuneRule("BN < N, or the least that covers it (larger tiles run as that one)",
+                        lambda c, size, dtype: covers_once(bn, c["BN"], size[2])),
+               TuneRule("BM * BN >= 128 * num_warps (a 16 x 8 mma tile per warp at least)",
+                        lambda c, size, dtype: c["BM"] * c["BN"] >= 128 * c["num_warps"]),
+               TuneRule(f"(num_stages * 2 * BN + BM) * BD * itemsize <= {SMEM_LIMIT} (sm_90's "
+                        "shared memory per block)",
+                        lambda c, size, dtype: flash_smem(c, size[3], dtype) <= SMEM_LIMIT)),
+        note="FLOPs and bytes the same for every configuration (Q, K, V, O moved once)")
+
+
 def _cores(kind: str, dtype: str) -> str:
     """Both products on tensor cores on a GPU (mma.sync; torch's SDPA kernels), SIMD lanes on
     a CPU."""
@@ -248,7 +280,8 @@ def workload(causal: bool = False) -> Workload:
             impls["triton"] = triton("triton_attention", dtypes=("fp32", "fp16", "bf16"),
                                      flash="flash_causal" if causal else "flash")
         if name == "flash":
-            kw["tune"] = {"cpu": _flash_space(causal)}
+            kw["tune"] = {"cpu": _flash_space(causal),
+                          "triton": _flash_triton_space(impls["triton"])}
         return variant(name, description, plan=_one_launch_plan(name, causal, note),
                        impls=impls, **kw)
 

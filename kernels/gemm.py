@@ -34,7 +34,7 @@ from .spec import (
     covers_once,
     ones,
 )
-from .triton_impls import triton
+from .triton_impls import SMEM_LIMIT, triton, triton_space
 
 # CPU kernels. Both fast variants read B through a packed copy Bt = B^T (n^2 copies against
 # the n^3 FMAs, inside the timed call), so that every inner loop is a unit-stride dot product
@@ -274,6 +274,39 @@ def _cpu_space(kernel: str, fn: Callable[..., None]) -> TuneSpace:
         note="FLOPs and bytes the same for every configuration (compulsory traffic)")
 
 
+# The Triton GEMM's space (kernels/triton_gemm.py, the tensor variant): the C tile of a
+# program (BM x BN), the k step (BK), warps and pipeline stages. Counts the same for all
+# (every matrix moved once: the re-reads of A and B come from L2, as triton_gemm.py says).
+# Rules: tl.dot's 16 x 8 mma tile per warp at least; the staged A and B tiles within shared
+# memory; a tile larger than the matrix runs as the least that covers it.
+GEMM_TRITON = (TuneParam("BM", (32, 64, 128), 64), TuneParam("BN", (32, 64, 128), 64),
+               TuneParam("BK", (32, 64, 128), 32), TuneParam("num_warps", (4, 8), 4),
+               TuneParam("num_stages", (2, 3, 4), 3))
+
+
+def gemm_smem(c: Any, dtype: str) -> int:
+    """Shared memory of a configuration: num_stages A (BM x BK) and B (BK x BN) tiles."""
+    return c["num_stages"] * (c["BM"] + c["BN"]) * c["BK"] * itemsize(dtype)
+
+
+def _triton_space(table: dict[str, Any]) -> TuneSpace:
+    bm, bn, bk = (p.values for p in GEMM_TRITON[:3])
+    return triton_space(
+        table, GEMM_TRITON,
+        rules=(TuneRule("BM < M, or the least that covers it",
+                        lambda c, size, dtype: covers_once(bm, c["BM"], size[0])),
+               TuneRule("BN < N, or the least that covers it",
+                        lambda c, size, dtype: covers_once(bn, c["BN"], size[1])),
+               TuneRule("BK < K, or the least that covers it",
+                        lambda c, size, dtype: covers_once(bk, c["BK"], size[2])),
+               TuneRule("BM * BN >= 128 * num_warps (a 16 x 8 mma tile per warp at least)",
+                        lambda c, size, dtype: c["BM"] * c["BN"] >= 128 * c["num_warps"]),
+               TuneRule(f"num_stages * (BM + BN) * BK * itemsize <= {SMEM_LIMIT} (sm_90's "
+                        "shared memory per block)",
+                        lambda c, size, dtype: gemm_smem(c, dtype) <= SMEM_LIMIT)),
+        note="FLOPs and bytes the same for every configuration (compulsory traffic)")
+
+
 def _library(A, B, C, M, N, K):
     np.matmul(A, B, out=C)  # the BLAS numpy links (OpenBLAS/MKL): the library baseline
 
@@ -412,10 +445,13 @@ def _tensor_variant(name: str = "tensor") -> Variant:
         description = ("legacy tensor-core path on Hopper: mma.sync m16n8k16 fp16/bf16 (fp8 is "
                        "lowered to FP16 HMMA there), 128x128 tiles, double-buffered")
     impls = {"cuda": CUDA[name]}
+    tune: dict[str, TuneSpace] = {}
     if name == "tensor":  # tl.dot on tensor cores; fp8 e4m3 needs sm_89+ (the backend refuses it)
-        impls["triton"] = triton("triton_gemm", dtypes=("fp16", "bf16", "fp8"), tensor="gemm")
+        table = triton("triton_gemm", dtypes=("fp16", "bf16", "fp8"), tensor="gemm")
+        impls["triton"] = table
+        tune["triton"] = _triton_space(table)
     return Variant(name=name, dtypes=("fp16", "bf16", "fp8"), plan=_plan("tensor"),
-                   description=description, impls=impls, cores="tensor",
+                   description=description, impls=impls, cores="tensor", tune=tune,
                    unsupported={"cpu": "tensor cores are GPU-only",
                                 "numba_cuda": "Numba CUDA exposes no mma instructions"},
                    arrow_from="regblock" if name == "tensor" else None)

@@ -39,9 +39,10 @@ from .spec import (
     TuneSpace,
     Variant,
     Workload,
+    covers_once,
     ones,
 )
-from .triton_impls import triton
+from .triton_impls import triton, triton_space
 
 EPS = 1e-6
 FLOP_CONVENTION = ("rownorm: 3 FLOPs per element (square, accumulate, scale) + 1 per row (+eps); "
@@ -368,6 +369,51 @@ def _onepass_block(ctx: cu.LaunchCtx) -> cu.Dim3:
     return (t, 1, 1)
 
 
+# The GPU fused kernels' spaces. CUDA C rn_fused: threads per block (one block per row; whole
+# warps for its warp-shuffle reduction, at most CUDA's 1024). Triton rownorm_fused_kernel: the
+# row chunk per step (BLOCK) and warps. Counts the same for all (x read twice, y written once,
+# as the variant's plan declares). More threads, or a larger chunk, than the row has packs
+# run idle lanes: only the least that covers the row is kept.
+FUSED_THREADS = (32, 64, 128, 256, 512, 1024)
+FUSED_TRITON = (TuneParam("BLOCK", (256, 512, 1024, 2048, 4096), 1024),
+                TuneParam("num_warps", (1, 2, 4, 8, 16), 4))
+
+
+def _packs(size: Size, dtype: str) -> int:
+    return -(-int(size[1]) // cu.pack_values(dtype))
+
+
+def _cuda_fused_space(table: dict[str, Any]) -> TuneSpace:
+    kernel = table["fused"]
+
+    def build(config: Any) -> dict[str, Any]:
+        t = int(config["THREADS"])
+        return dict(table) if t == cu.THREADS else {"fused": replace(kernel,
+                                                                     block=cu.block1d(t))}
+
+    return TuneSpace(
+        family="cuda", params=(TuneParam("THREADS", FUSED_THREADS, cu.THREADS),), build=build,
+        rules=(TuneRule("THREADS a multiple of 32 (whole warps: the shuffle reduction)",
+                        lambda c, size, dtype: c["THREADS"] % 32 == 0),
+               TuneRule("THREADS <= 1024 (CUDA's threads per block)",
+                        lambda c, size, dtype: c["THREADS"] <= 1024),
+               TuneRule("THREADS < the row's 16-byte packs, or the least that covers them",
+                        lambda c, size, dtype: covers_once(FUSED_THREADS, c["THREADS"],
+                                                           _packs(size, dtype)))),
+        note="FLOPs and bytes the same for every configuration")
+
+
+def _triton_fused_space(table: dict[str, Any]) -> TuneSpace:
+    blocks = FUSED_TRITON[0].values
+    return triton_space(
+        table, FUSED_TRITON,
+        rules=(TuneRule("BLOCK >= 32 * num_warps (an element per lane at least)",
+                        lambda c, size, dtype: c["BLOCK"] >= 32 * c["num_warps"]),
+               TuneRule("BLOCK < hidden, or the least that covers it",
+                        lambda c, size, dtype: covers_once(blocks, c["BLOCK"], size[1]))),
+        note="FLOPs and bytes the same for every configuration")
+
+
 CUDA = {
     "naive": {
         "square": cu.elementwise("rownorm.cu", "rn_square"),
@@ -516,7 +562,10 @@ WORKLOAD = Workload(
                    "triton": triton("triton_stream", fused="rownorm_fused")},
             arrow_from="naive",
             limits=CPU_PHASES,
-            tune={"cpu": _row_space("fused", _fused, _fused_plan)},
+            tune={"cpu": _row_space("fused", _fused, _fused_plan),
+                  "cuda": _cuda_fused_space(CUDA["fused"]),
+                  "triton": _triton_fused_space(triton("triton_stream",
+                                                       fused="rownorm_fused"))},
         ),
         "onepass": Variant(
             name="onepass",

@@ -77,20 +77,23 @@ def block_d(d: int) -> int:
 
 
 def _launch(dtype: str, q: Any, k: Any, v: Any, o: Any, n: int, d: int, scale: float,
-            causal: bool) -> Callable[[], None]:
+            causal: bool, tune: dict[str, int]) -> Callable[[], None]:
+    """``tune``: a configuration of the variant's Triton space (BM, BN, num_warps,
+    num_stages); none: the kernel as it runs untuned."""
     b_h = q.numel() // (int(n) * int(d))
-    kern = flash_kernel[(triton.cdiv(int(n), BM), b_h)]
+    tiles = {"BM": BM, "BN": BN, **tune}
+    kern = flash_kernel[(triton.cdiv(int(n), tiles["BM"]), b_h)]
     prec = "ieee" if dtype == "fp32" else None
     widen = dtype == "bf16" and interpreting()
-    return lambda: kern(q, k, v, o, n, d, scale, BM=BM, BN=BN, BD=block_d(d), CAUSAL=causal,
+    return lambda: kern(q, k, v, o, n, d, scale, **tiles, BD=block_d(d), CAUSAL=causal,
                         PRECISION=prec, WIDEN=widen)
 
 
-def flash(dtype: str, q: Any, k: Any, v: Any, o: Any, n: int, d: int, scale: float
-          ) -> Callable[[], None]:
-    return _launch(dtype, q, k, v, o, n, d, scale, False)
+def flash(dtype: str, q: Any, k: Any, v: Any, o: Any, n: int, d: int, scale: float,
+          **tune: int) -> Callable[[], None]:
+    return _launch(dtype, q, k, v, o, n, d, scale, False, tune)
 
 
-def flash_causal(dtype: str, q: Any, k: Any, v: Any, o: Any, n: int, d: int, scale: float
-                 ) -> Callable[[], None]:
-    return _launch(dtype, q, k, v, o, n, d, scale, True)
+def flash_causal(dtype: str, q: Any, k: Any, v: Any, o: Any, n: int, d: int, scale: float,
+                 **tune: int) -> Callable[[], None]:
+    return _launch(dtype, q, k, v, o, n, d, scale, True, tune)

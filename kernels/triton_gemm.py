@@ -42,12 +42,14 @@ def gemm_kernel(A, B, C, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.con
 
 
 def gemm(dtype: str, A: Any, B: Any, C: Any, m: int, n: int, k: int,
-         precision: str = "tf32") -> Callable[[], None]:
-    """C = A B; ``precision`` applies to fp32 storage only ("tf32" or "ieee")."""
-    kern = gemm_kernel[(triton.cdiv(int(m), BM), triton.cdiv(int(n), BN))]
+         precision: str = "tf32", **tune: int) -> Callable[[], None]:
+    """C = A B; ``precision`` applies to fp32 storage only ("tf32" or "ieee"). ``tune``: a
+    configuration of the variant's Triton space (BM, BN, BK, num_warps, num_stages)."""
+    tiles = {"BM": BM, "BN": BN, "BK": BK, **tune}
+    kern = gemm_kernel[(triton.cdiv(int(m), tiles["BM"]), triton.cdiv(int(n), tiles["BN"]))]
     prec = precision if dtype == "fp32" else None
     widen = dtype == "bf16" and interpreting()
-    return lambda: kern(A, B, C, m, n, k, BM=BM, BN=BN, BK=BK, PRECISION=prec, WIDEN=widen)
+    return lambda: kern(A, B, C, m, n, k, **tiles, PRECISION=prec, WIDEN=widen)
 
 
 def interpreting() -> bool:

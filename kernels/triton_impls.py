@@ -8,17 +8,20 @@ imported only when a kernel is prepared.
 A launcher is ``launcher(dtype, *args) -> call``: ``args`` are the launch's own ``args``
 (buffer names replaced by the family's arrays: torch tensors), ``call()`` launches once.
 Under ``TRITON_INTERPRET=1`` the same launchers run on the CPU (tests/kernels/test_triton.py).
+A variant's Triton space (:func:`triton_space`) hands a configuration to the launchers as
+keywords (tiles as ``tl.constexpr``, ``num_warps``, ``num_stages``): the same kernel, another
+compile of it.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import families
-from .spec import EVERY_DTYPE, Case, Launch
+from .spec import EVERY_DTYPE, Case, Config, Launch, TuneParam, TuneRule, TuneSpace
 
 _PKG = __name__.rsplit(".", 1)[0]
 
@@ -30,6 +33,7 @@ class TritonImpl:
     module: str  # e.g. "triton_stream" (in this folder)
     launcher: str
     dtypes: tuple[str, ...] = EVERY_DTYPE
+    config: tuple[tuple[str, Any], ...] = ()  # a tuned configuration: launcher keywords
 
     def function(self) -> Callable[..., Callable[[], None]]:
         return getattr(importlib.import_module(f"{_PKG}.{self.module}"), self.launcher)
@@ -38,15 +42,39 @@ class TritonImpl:
         if case.dtype not in self.dtypes:
             raise ValueError(f"no Triton kernel {self.launcher} for {case.dtype}")
         args = [arrays[a] if isinstance(a, str) else a for a in launch.args]
-        return self.function()(case.dtype, *args)
+        return self.function()(case.dtype, *args, **dict(self.config))
 
     def describe(self) -> str:
-        return f"triton {self.module}.{self.launcher}"
+        tuned = ",".join(f"{k}={v}" for k, v in self.config)
+        return f"triton {self.module}.{self.launcher}" + (f" [{tuned}]" if tuned else "")
 
 
 def triton(module: str, dtypes: tuple[str, ...] | None = None,
            **launchers: str) -> dict[str, families.Impl]:
     """A variant's Triton implementations: launch kernel name -> the launcher of ``module``
     (in this folder) that runs it, e.g. ``triton("triton_stream", rows="gemv")``."""
-    kw = {"dtypes": dtypes} if dtypes else {}
-    return {launch: TritonImpl(module, fn, **kw) for launch, fn in launchers.items()}
+    return {launch: TritonImpl(module, fn, dtypes=dtypes or EVERY_DTYPE)
+            for launch, fn in launchers.items()}
+
+
+# sm_90's shared memory per block (opt-in, cuda_impl.DeviceProps): the Triton spaces' rules
+# hold a configuration's staged tiles to it; a smaller device refuses a larger one at compile
+# (Triton's OutOfResources), which a tune records as that configuration's error.
+SMEM_LIMIT = 227 * 1024
+
+
+def triton_space(table: Mapping[str, families.Impl], params: tuple[TuneParam, ...],
+                 rules: tuple[TuneRule, ...] = (), note: str = "") -> TuneSpace:
+    """A variant's Triton space: every launcher of ``table`` given the configuration as
+    keywords. The default configuration builds ``table`` itself (the launch as it runs
+    untuned). No plan: a Triton tile re-reads from L2, the counts are the same for all."""
+    default = {p.name: p.default for p in params}
+
+    def build(config: Config) -> dict[str, Any]:
+        if dict(config) == default:
+            return dict(table)
+        cfg = tuple((k, config[k]) for k in default)
+        return {k: replace(v, config=cfg) if isinstance(v, TritonImpl) else v
+                for k, v in table.items()}
+
+    return TuneSpace(family="triton", params=params, build=build, rules=rules, note=note)

@@ -125,10 +125,12 @@ def fused(dtype: str, a: Any, b: Any, out: Any, n: int) -> Callable[[], None]:
     return lambda: k(a, b, out, n, ACC=acc_type(dtype), BLOCK=BLOCK)
 
 
-def rownorm_fused(dtype: str, x: Any, y: Any, b: int, h: int, eps: float
+def rownorm_fused(dtype: str, x: Any, y: Any, b: int, h: int, eps: float, **tune: int
                   ) -> Callable[[], None]:
+    """``tune``: a configuration of the variant's Triton space (BLOCK, num_warps)."""
     k = rownorm_fused_kernel[(int(b),)]
-    return lambda: k(x, y, h, eps, ACC=acc_type(dtype), BLOCK=ROW_BLOCK)
+    launch = {"BLOCK": ROW_BLOCK, **tune}
+    return lambda: k(x, y, h, eps, ACC=acc_type(dtype), **launch)
 
 
 def gemv(dtype: str, W: Any, x: Any, y: Any, m: int, k: int) -> Callable[[], None]:
