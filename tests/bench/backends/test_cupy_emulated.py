@@ -156,9 +156,39 @@ def test_a_library_call_cannot_be_scanned_on_a_gpu(tmp_path):
 
 
 # Partial tiles in every dimension the TMA stride rule allows (N, K multiples of 16 bytes);
-# 1001 rows: 8 tile rows, a grouped raster of one group; K = 2048: 32 fp16 k tiles wrap the
-# 4-stage ring 8 times, 16 fp8 ones the 3-stage ring 5 times.
-WGMMA_SIZES = ("130x272x112", "1001x784x336", "128x256x2048")
+# 1001 rows: 8 tile rows, a grouped raster of one full group over two tile columns (the second
+# partial, 16 wide, as 784's fourth was: half the CTAs); K = 1024: 16 fp16 k tiles wrap the
+# 4-stage ring 4 times, 8 fp8 ones the 3-stage ring 2.7 times: every stage's barriers are
+# waited on with both parities, and reused after a wrap, as at K = 2048. Cost: --quick samples
+# each case 12 times (or until its 20 s cap), each sample a whole emulated launch, so the
+# emulated time goes as CTAs x k tiles (test_wgmma_sizes_cover_their_cases_at_their_cost).
+WGMMA_SIZES = ("130x272x112", "1001x272x336", "128x256x1024")
+WGMMA_DTYPES = ("fp16", "bf16", "fp8")
+WGMMA_WORK_BUDGET = 320  # CTAs x k tiles over the sizes and dtypes (1001x784x336, K 2048: 580)
+
+
+def _wgmma_dims(size: str) -> tuple[int, int, int]:
+    m, n, k = map(int, size.split("x"))
+    return m, n, k
+
+
+def test_wgmma_sizes_cover_their_cases_at_their_cost():
+    """What each size of test_cli_run_wgmma_emulated is there for, from the kernel's own
+    constants, and the emulated work they cost together kept within a budget."""
+    c = wg.wgmma_constants()
+    tiles = [wg.wgmma_tiles(m, n) for m, n, _ in map(_wgmma_dims, WGMMA_SIZES)]
+    m, n, k = zip(*map(_wgmma_dims, WGMMA_SIZES), strict=True)
+    assert any(x % c["WG_BM"] for x in m) and any(x % c["WG_BN"] for x in n)  # partial tiles
+    for d in WGMMA_DTYPES:
+        bk = c["WG_BK_BYTES"] // wg.itemsize(d)
+        assert any(x % bk for x in k), d  # a partial k tile
+        assert max(-(-x // bk) for x in k) >= 2 * wg.wgmma_stages(d) + 1, d  # the ring wraps
+        assert all(x * wg.itemsize(d) % 16 == 0 for x in n + k), d  # TMA's stride rule
+    # one whole raster group over more than one tile column
+    assert any(tm == c["WG_GROUP_M"] and tn >= 2 for tm, tn in tiles)
+    work = sum(len(wg.wgmma_schedule(*_wgmma_dims(s), d)) * -(-_wgmma_dims(s)[2] // (
+        c["WG_BK_BYTES"] // wg.itemsize(d))) for s in WGMMA_SIZES for d in WGMMA_DTYPES)
+    assert work <= WGMMA_WORK_BUDGET, work
 
 
 @pytest.mark.slow
@@ -170,8 +200,9 @@ def test_cli_run_wgmma_emulated(tmp_path, size):
     (tests/standins/fake_cupy/cuda: the
     stand-in bindings store the encoded fields, the emulated TMA reads them), and validates
     fp16, bf16 and fp8 against float64."""
-    cases = run_cli(tmp_path, ["--workload", "gemm", "--variant", "tensor", "--dtype", "fp16",
-                               "--dtype", "bf16", "--dtype", "fp8", "--size", size])
+    dtypes = [a for d in WGMMA_DTYPES for a in ("--dtype", d)]
+    cases = run_cli(tmp_path, ["--workload", "gemm", "--variant", "tensor", *dtypes,
+                               "--size", size])
     assert sorted(c["dtype"] for c in cases) == ["bf16", "fp16", "fp8"]
     for c in cases:
         assert c["status"] == "ok" and c["valid"], (c["dtype"], c["error"])
