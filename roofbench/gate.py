@@ -362,8 +362,14 @@ class Comparison:
             "faster", "slower", "same", "uncertain", "unreadable")]
         done = sum(c.verdict in ("faster", "slower", "same") for c in timed)
         line = f"judged {done} of {len(timed)} cases"
+        t = self.threshold  # a `same` whose interval does not bound the change: said here too
+        wide = sum(c.verdict == "same" and c.ratio_lo is not None and c.ratio_hi is not None
+                   and not (1.0 / (1.0 + t) <= c.ratio_lo and c.ratio_hi <= 1.0 + t)
+                   for c in timed)
+        note = (f"; {wide} of them `same` on the median alone: the 95% interval is wider "
+                f"than the {t:.0%} threshold (a larger change is not excluded)" if wide else "")
         if not timed or done * 2 > len(timed):
-            return line
+            return line + note
         few = [c for c in timed if c.verdict == "uncertain" and c.ratio_lo is None]
         paired = any(c.paired for c in timed)
         why = ("the pairs are too noisy or too few" if paired else
@@ -375,7 +381,7 @@ class Comparison:
             f"{len(timed) - done - unread} uncertain" if len(timed) - done - unread else "",
             f"{len(few)} of them without an interval: too few samples" if few else "",
             f"{unread} unreadable" if unread else "") if x)
-        return f"{line} ({detail}): {why}; {fix}"
+        return f"{line} ({detail}): {why}; {fix}{note}"
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
