@@ -172,12 +172,16 @@ def done(rec):
                 "error": rec.outcome.error,
                 "transfers": cupy.transfers(), "phases": rec.measurement.phases,
                 "device_phases": rec.measurement.device_phases,
+                "timed": (rec.measurement.timing.warmup_runs, len(rec.measurement.timing.samples)),
                 "smallest_buffer": min(b.count for b in
                                        next(c for c in cases if c.key == rec.key).buffers().values()
                                        if b.count > 1000)})
     cupy.clear_transfers()
 cupy.clear_transfers()
-run_cases(cases, be, None, TimerConfig.quick(), seed=1, done=done)
+# a warm-up and two samples, not --quick's 12: every phase and a copy between samples is seen,
+# and each of the 12 cases' emulated launches is paid 4 times, not 14 or more
+run_cases(cases, be, None, TimerConfig(warmup_s=0.0, warmup_min_runs=1, min_samples=2,
+                                       max_samples=2, budget_s=0.0), seed=1, done=done)
 # a planted host copy of the outputs: the instrument must see a full-size transfer
 c = cases[0]
 p = be.prepare(c, c.workload.make_inputs(c.size, c.dtype, np.random.default_rng(2)))
@@ -209,6 +213,7 @@ def test_a_gpu_case_copies_no_full_size_array_to_the_host():
         assert set(c["device_phases"]) >= {"inputs", "prepare", "validate", "time"}
         assert "compile" in c["phases"] and "compile" not in c["device_phases"]
         assert all(v >= 0 for v in c["device_phases"].values())
+        assert c["timed"] == [1, 2], c["timed"]  # (warm-ups, samples): the set-up's, no more
     # the instrument sees a host copy of a full output when one is made
     assert planted["planted"] == [["d2h", 1 << 16]]
 
