@@ -61,7 +61,7 @@ def test_a_judged_gate_ends_with_its_count_and_passes_fail_on_uncertain(runs, ca
     # every case `same`; those whose interval reaches past 5% (a noisy real run against
     # itself: [0.868, 1.153] for one) are named on the same line, not passed in silence
     cases = json.loads((tmp / "c3.json").read_text())["cases"]
-    wide = sum(not (1 / 1.05 <= c["ratio_lo"] and c["ratio_hi"] <= 1.05) for c in cases)
+    wide = sum(not (c["ratio_lo"] >= 1 / 1.05 and c["ratio_hi"] <= 1.05) for c in cases)
     assert {c["verdict"] for c in cases} == {"same"} and wide
     assert _last_line(text) == (f"judged {n} of {n} cases; {wide} of them `same` on the median "
                                 "alone: the 95% interval is wider than the 5% threshold (a "
