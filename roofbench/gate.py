@@ -19,9 +19,12 @@ Verdicts, with t the threshold (0.05 = 5%) and r = median B / median A:
 
 - ``slower``: r > 1 + t and the interval lies above 1 (slower by more than t, beyond noise);
 - ``faster``: r < 1 / (1 + t) and the interval lies below 1;
-- ``same``: 1 / (1 + t) <= r <= 1 + t and an interval exists (no change larger than the
-  threshold was measured; an interval wider than the threshold is named in the reason);
-- ``uncertain``: r beyond the threshold but the interval holds 1 (the noise cannot tell), or
+- ``same``: the whole interval lies within [1 / (1 + t), 1 + t]: a change larger than the
+  threshold is excluded, not merely unseen (a gate that passed on the median alone passed a
+  planted 1.5x as `same` 0.989 [0.611, 2.606] between two sessions under load);
+- ``uncertain``: r within the threshold but the interval wider than it (a change up to its
+  far end is not excluded: named in the reason), r beyond the threshold but the interval
+  holds 1 (the noise cannot tell), or
   no interval, whatever r (too few samples, or no raw samples stored: a median of one sample
   a side bounds nothing, so it is never ``same``), or a slowdown that the outside load
   measured during the samples can explain (below);
@@ -249,9 +252,9 @@ def judge(iv: RatioInterval, threshold: float, slow_excuse: float = 1.0,
     up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
     if not iv.bounded:  # no interval: a median within the threshold proves nothing either
         return "uncertain"
-    if down <= iv.ratio <= up:
-        return "same"
     assert iv.lo is not None and iv.hi is not None
+    if down <= iv.ratio <= up:  # same only where the interval excludes a larger change
+        return "same" if down <= iv.lo and iv.hi <= up else "uncertain"
     if iv.ratio > up and iv.lo > slow_excuse:
         return "slower"
     if iv.ratio < down and iv.hi * fast_excuse < 1.0:
@@ -362,15 +365,12 @@ class Comparison:
             "faster", "slower", "same", "uncertain", "unreadable")]
         done = sum(c.verdict in ("faster", "slower", "same") for c in timed)
         line = f"judged {done} of {len(timed)} cases"
-        t = self.threshold  # a `same` whose interval does not bound the change: said here too
-        wide = sum(c.verdict == "same" and c.ratio_lo is not None and c.ratio_hi is not None
-                   and not (1.0 / (1.0 + t) <= c.ratio_lo and c.ratio_hi <= 1.0 + t)
-                   for c in timed)
-        note = (f"; {wide} of them `same` on the median alone: the 95% interval is wider "
-                f"than the {t:.0%} threshold (a larger change is not excluded)" if wide else "")
         if not timed or done * 2 > len(timed):
-            return line + note
+            return line
         few = [c for c in timed if c.verdict == "uncertain" and c.ratio_lo is None]
+        t = self.threshold  # uncertain though the median is within t: the interval is wider
+        wide = sum(c.verdict == "uncertain" and c.ratio_lo is not None and c.ratio is not None
+                   and 1.0 / (1.0 + t) <= c.ratio <= 1.0 + t for c in timed)
         paired = any(c.paired for c in timed)
         why = ("the pairs are too noisy or too few" if paired else
                "the runs are too noisy or too short")
@@ -380,8 +380,10 @@ class Comparison:
         detail = ", ".join(x for x in (
             f"{len(timed) - done - unread} uncertain" if len(timed) - done - unread else "",
             f"{len(few)} of them without an interval: too few samples" if few else "",
+            f"{wide} of them with the median within {t:.0%} but an interval wider than "
+            "that: a larger change is not excluded" if wide else "",
             f"{unread} unreadable" if unread else "") if x)
-        return f"{line} ({detail}): {why}; {fix}{note}"
+        return f"{line} ({detail}): {why}; {fix}"
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -504,10 +506,8 @@ def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
         excuse = slow_excuse if verdict == "slower" else fast_excuse
         reason = (f"beyond what the outside load explains (at most x{excuse:.2f}, from "
                   f"{ex.how}: {named})")
-    wide = (verdict == "same" and iv.lo is not None and iv.hi is not None
-            and not (1.0 / (1.0 + threshold) <= iv.lo and iv.hi <= 1.0 + threshold))
-    if wide:  # judged on the median: said loudly when the interval does not bound the change
-        assert iv.lo is not None and iv.hi is not None
+    if (verdict == "uncertain" and iv.lo is not None and iv.hi is not None
+            and 1.0 / (1.0 + threshold) <= iv.ratio <= 1.0 + threshold):
         reason = (f"the median is within {threshold:.0%}, but the 95% interval [{iv.lo:.3f}, "
                   f"{iv.hi:.3f}] is wider than the threshold: a change up to "
                   f"x{max(iv.hi, 1.0 / iv.lo):.2f} is not excluded")
@@ -515,7 +515,7 @@ def classify_case(key: str, ca: CaseResult, cb: CaseResult, threshold: float,
         reason = "; ".join(x for x in (reason, f"judged on roof-normalised times ({ta.roof_probe}"
                                        f" while A ran: {roof_span(ta)}, B: {roof_span(tb)})") if x)
     return CaseVerdict(key, verdict, ma, mb, iv.ratio, iv.lo, iv.hi, na, nb,
-                       reason if verdict != "same" or wide else "", paired,
+                       reason if verdict != "same" else "", paired,
                        norm)
 
 

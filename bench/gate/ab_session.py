@@ -187,10 +187,9 @@ def alternate(fn_a: Callable[[], Any], fn_b: Callable[[], Any], cfg: TimerConfig
 
 def settled(v: CaseVerdict, threshold: float) -> bool:
     """Whether sampling may stop on this verdict: `slower`/`faster` (their interval clears
-    the threshold), or `same` whose whole interval lies within it. `same` is judged on the
-    median ratio alone, so stopping at the first pair where it read `same` would let a
-    wide interval ([0.72, 1.54] under two busy loops) end the case: asked after every
-    pair, a marginal slowdown's median drifts into the band by chance (optional stopping).
+    the threshold), or `same` (its whole interval lies within the threshold: the gate's
+    rule; checked here too, so that a `same` read from an older file cannot stop a case on
+    its median alone, as a wide interval once did: [0.72, 1.54] under two busy loops).
     A case unsettled at the cap keeps the gate's verdict and its `undecided` flag."""
     if v.verdict in ("slower", "faster"):
         return True

@@ -79,8 +79,16 @@ def test_report_plot_and_compare_accept_the_file(path, tmp_path, capsys):
     capsys.readouterr()
     # a saved file without stats.data holds medians alone: no interval, so `uncertain`
     # (never `same` on a median); with the raw samples the file against itself is `same`
-    want = "same" if path == WITH_DATA else "uncertain"
-    assert json.loads((tmp_path / "c.json").read_text())["counts"] == {want: 3}
+    # where its interval lies within 5%, `uncertain` (the interval named) where wider
+    cases = json.loads((tmp_path / "c.json").read_text())["cases"]
+    assert len(cases) == 3 and all(c["ratio"] == 1.0 for c in cases)
+    for c in cases:
+        if path != WITH_DATA:
+            assert c["verdict"] == "uncertain" and "no interval" in c["reason"], c
+        elif c["ratio_lo"] >= 1 / 1.05 and c["ratio_hi"] <= 1.05:
+            assert c["verdict"] == "same", c
+        else:
+            assert c["verdict"] == "uncertain" and "wider than the threshold" in c["reason"], c
 
 
 def test_compare_gates_a_planted_slowdown_in_a_pytest_benchmark_file(tmp_path, capsys):
