@@ -109,11 +109,15 @@ def test_an_emulated_build_is_kept_by_what_it_includes_not_where(tmp_path):
         wrapper.write_text(f'#include "{body}"\nRB_ENTRY(k)\n')
         return ct.build_key(wrapper, ("-O1",))
 
-    here, elsewhere = wrapper_key("clone-a", "int k;\n"), wrapper_key("clone-b", "int k;\n")
-    mutant = wrapper_key("clone-c", "int k = 1;\n")
-    edited_header = wrapper_key("clone-d", "int k;\n", header="// no barrier\n")
+    body = '#include "common.cuh"\nint k;\n'
+    here, elsewhere = wrapper_key("clone-a", body), wrapper_key("clone-b", body)
+    mutant = wrapper_key("clone-c", '#include "common.cuh"\nint k = 1;\n')
+    edited_header = wrapper_key("clone-d", body, header="// no barrier\n")
+    # a header beside a body that does not include it cannot change its build
+    unread = wrapper_key("clone-e", "int k;\n", header="// no barrier\n")
     assert here == elsewhere
     assert len({here, mutant, edited_header}) == 3
+    assert unread == wrapper_key("clone-f", "int k;\n")
 
 
 NUMBA_KERNEL = """from numba import njit
