@@ -242,7 +242,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.section("skipped")
         for line in lines:
             terminalreporter.write_line(line)
-    if config.getoption("durations", None) is not None and (files := slowest_files(_FILE_COSTS)):
+    durations = config.getoption("durations", None)
+    n = len(_FILE_COSTS) if durations == 0 else SLOWEST_FILES  # --durations=0: every file
+    if durations is not None and (files := slowest_files(_FILE_COSTS, n)):
         terminalreporter.section("slowest files")
         for line in files:
             terminalreporter.write_line(line)

@@ -85,3 +85,16 @@ def test_slowest_files_only_where_durations_are_asked_for(request):
     suite.pytest_terminal_summary(quiet, 0, Config(None))
     suite.pytest_terminal_summary(asked, 0, Config(25))
     assert quiet.lines == [] and asked.lines[0] == "== slowest files"
+    # --durations=0 lists every file, not the 15 slowest: where all the minutes go
+    many = {f"t{i:02d}.py": [float(i), 0.0] for i in range(suite.SLOWEST_FILES + 5)}
+    saved = dict(suite._FILE_COSTS)
+    try:
+        suite._FILE_COSTS.clear()
+        suite._FILE_COSTS.update(many)
+        top, every = Reporter(), Reporter()
+        suite.pytest_terminal_summary(top, 0, Config(25))
+        suite.pytest_terminal_summary(every, 0, Config(0))
+    finally:
+        suite._FILE_COSTS.clear()
+        suite._FILE_COSTS.update(saved)
+    assert len(top.lines) == 2 + suite.SLOWEST_FILES and len(every.lines) == 2 + len(many)
