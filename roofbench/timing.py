@@ -143,6 +143,11 @@ class TimerConfig:
                    budget_s=0.3, target_cv=0.02, target_rel_ci=0.01,
                    min_samples_cap_s=QUICK_MIN_SAMPLES_CAP_S)
 
+    def exactly(self, n: int) -> TimerConfig:
+        """This config taking ``n`` samples, no more and no fewer (within its cap): a smoke
+        run's cost, fixed; under GATE_MIN_SAMPLES compare cannot judge it (uncertain)."""
+        return replace(self, min_samples=n, max_samples=n)
+
     def with_budget(self, budget_s: float) -> TimerConfig:
         return replace(self, budget_s=min(self.budget_s, budget_s))
 

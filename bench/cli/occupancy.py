@@ -30,8 +30,8 @@ def cmd_occupancy(args: argparse.Namespace) -> int:
     be = backends.open_for_user(args.backend)
     opts = RunOptions(workloads=(args.workload,), variant=args.variant,
                       dtypes=tuple(args.dtype) if args.dtype else None, size=args.size,
-                      quick=args.quick, cold=args.cold, seed=args.seed, ncu=args.ncu,
-                      occupancy_scan=True)
+                      quick=args.quick, samples=args.samples, cold=args.cold,
+                      seed=args.seed, ncu=args.ncu, occupancy_scan=True)
     session, paths = run_session(args, be, opts)
     run, out = session.run, session.out
     found = scans(run)

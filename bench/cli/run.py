@@ -17,11 +17,13 @@ from roofbench.boundary import EXIT_STOPPED, signal_name
 from roofbench.paths import home
 from roofbench.records import RunResult
 from roofbench.roof_records import RoofSet
+from roofbench.timing import GATE_MIN_SAMPLES
 
 from ..backends import REGISTRY
 from ..backends import base as backends
 from ..measure.roof_source import obtain_roofs
 from ..results import check_writable
+from .argtypes import checked
 from .progress import Heartbeat, steps
 
 # -- helpers --------------------------------------------------------------------------------
@@ -145,6 +147,10 @@ def add_measure_options(p: argparse.ArgumentParser, ncu_help: str) -> None:
     """The options of every command that measures cases: roofs, quick, cold, seed, out, ncu."""
     p.add_argument("--roofs", metavar="FILE", help="roofs JSON to use instead of measuring")
     p.add_argument("--quick", action="store_true", help="small sizes, short timing (smoke run)")
+    p.add_argument("--samples", type=checked(int, lambda v: v >= 1, "must be >= 1", "an integer"),
+                   metavar="N", help="exactly N timed samples a case (default: until the "
+                   f"noise rule stops, at least {GATE_MIN_SAMPLES}; fewer and compare cannot "
+                   "judge the case)")
     p.add_argument("--cold", action="store_true",
                    help="flush the last-level cache before every sample (outside the window)")
     p.add_argument("--seed", type=int, default=None, help="input generator seed")

@@ -54,6 +54,7 @@ class RunOptions:
     dtypes: tuple[str, ...] | None = None
     size: str | None = None  # as typed: N, NxM, MxNxK with k/M/G or powers
     quick: bool = False
+    samples: int | None = None  # exactly this many timed samples a case (--samples)
     cold: bool = False
     seed: int | None = None
     ncu: bool = False
@@ -63,8 +64,8 @@ class RunOptions:
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
         return cls(workloads=tuple(args.workload) if args.workload else None,
                    variant=args.variant, dtypes=tuple(args.dtype) if args.dtype else None,
-                   size=args.size, quick=args.quick, cold=args.cold, seed=args.seed,
-                   ncu=bool(getattr(args, "ncu", False)),
+                   size=args.size, quick=args.quick, samples=getattr(args, "samples", None),
+                   cold=args.cold, seed=args.seed, ncu=bool(getattr(args, "ncu", False)),
                    occupancy_scan=bool(getattr(args, "occupancy", False)))
 
 
@@ -231,6 +232,8 @@ def timer_configs(opts: RunOptions, kind: str = "cpu") -> tuple[TimerConfig, Tim
     cfg = TimerConfig.quick() if opts.quick else TimerConfig()
     if opts.cold:
         cfg = replace(cfg, cold=True)
+    if opts.samples is not None:
+        cfg = cfg.exactly(opts.samples)
     if kind == "gpu":
         return cfg.with_budget(GPU_CASE_BUDGET_S), cfg.with_budget(GPU_LAUNCH_BUDGET_S)
     return cfg, cfg

@@ -135,3 +135,34 @@ def test_a_run_whose_code_changed_while_it_ran_says_so(tmp_path, monkeypatch):
     s.set_roofs(None)
     s.run_cases(Quiet())
     assert not [n for n in load_run(s.out).notes if "changed during" in n]
+
+
+def test_samples_fixes_the_count_of_every_case_and_launch_and_compare_cannot_judge_it(
+        tmp_path, capsys):
+    """`--samples N`: exactly N timed samples a case and a launch, on a real CPU run; fewer
+    than the gate's minimum, and compare says `uncertain` (no interval), never `same`."""
+    import json
+
+    from flat_cases import flat_cases
+    from roof_sets import write_roofs
+    from roofbench.bench.cli import main
+    from roofbench.bench.suite.session import RunOptions, timer_configs
+
+    for kind in ("cpu", "gpu"):
+        case, launch = timer_configs(RunOptions(quick=True, samples=3), kind)
+        assert case.min_samples == case.max_samples == launch.max_samples == 3
+    roofs = write_roofs(tmp_path / "roofs.json")
+    assert main(["run", "--backend", "cpu", "--quick", "--samples", "3", "--workload",
+                 "l2norm", "--dtype", "fp32", "--size", "4099", "--roofs", str(roofs),
+                 "--out", str(tmp_path / "r")]) == 0
+    (res,) = (tmp_path / "r").glob("*/*/results.json")
+    cases = flat_cases(json.loads(res.read_text()))
+    assert {c["variant"] for c in cases} == {"naive", "fused"}
+    for c in cases:
+        assert c["timing"]["n"] == 3 and len(c["timing"]["samples_s"]) == 3, c["timing"]
+        assert all(la["timing"]["n"] == 3 for la in c["launches"] if la["timing"])
+    capsys.readouterr()
+    assert main(["compare", str(res.parent), str(res.parent), "--out",
+                 str(tmp_path / "c")]) == 0
+    verdicts = [c["verdict"] for c in json.loads((tmp_path / "c.json").read_text())["cases"]]
+    assert verdicts and set(verdicts) == {"uncertain"}, verdicts
