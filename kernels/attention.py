@@ -25,20 +25,9 @@ from typing import Any
 
 from . import attention_cpu as ac
 from . import cuda_impl as cu
-from .spec import (
-    Buf,
-    Launch,
-    Size,
-    SizeContext,
-    SuiteSizes,
-    TuneParam,
-    TuneRule,
-    TuneSpace,
-    Variant,
-    Workload,
-    covers_once,
-)
-from .triton_impls import SMEM_LIMIT, triton, triton_space
+from . import spec
+from .spec import Buf, Launch, Size, SizeContext, SuiteSizes, Variant, Workload
+from .triton_impls import MMA_TILE_RULE, smem_rule, triton, triton_space
 
 REF_BYTES = 256 << 20  # float64 scores the reference holds at once
 
@@ -206,20 +195,19 @@ def _cuda_tables(causal: bool) -> dict[str, dict[str, Any]]:
     }
 
 
-def _flash_space(causal: bool) -> TuneSpace:
+def _flash_space(causal: bool) -> spec.TuneSpace:
     """The CPU flash loop's space (kernels/attention_cpu.py says why these parameters)."""
     def build(config: Any) -> dict[str, Any]:
         qb, kb = int(config["QB"]), int(config["KB"])
         return {"flash": ac.cpu_flash(causal, qb, kb)}
 
-    return TuneSpace(
+    return spec.TuneSpace(
         family="cpu",
-        params=(TuneParam("QB", ac.FLASH_QB, ac.QB), TuneParam("KB", ac.FLASH_KB, ac.KB)),
+        params=(spec.TuneParam("QB", ac.FLASH_QB, ac.QB),
+                spec.TuneParam("KB", ac.FLASH_KB, ac.KB)),
         build=build,
-        rules=(TuneRule("QB < N, or the least that covers it (larger blocks run as that one)",
-                        lambda c, size, dtype: covers_once(ac.FLASH_QB, c["QB"], size[2])),
-               TuneRule("KB < N, or the least that covers it (larger tiles run as that one)",
-                        lambda c, size, dtype: covers_once(ac.FLASH_KB, c["KB"], size[2]))),
+        rules=(spec.covers_rule("QB", ac.FLASH_QB, 2, "N", "larger blocks run as that one"),
+               spec.covers_rule("KB", ac.FLASH_KB, 2, "N", "larger tiles run as that one")),
         note="FLOPs and bytes the same for every configuration (Q, K, V, O moved once)")
 
 
@@ -227,8 +215,10 @@ def _flash_space(causal: bool) -> TuneSpace:
 # keys per K/V tile (BN), warps and pipeline stages. Counts the same for all (Q, K, V, O moved
 # once: the K/V tiles each query block re-reads come from L2). Rules: tl.dot's 16 x 8 mma
 # tile per warp at least, the staged K and V tiles and the Q tile within shared memory.
-FLASH_TRITON = (TuneParam("BM", (16, 32, 64, 128), 32), TuneParam("BN", (16, 32, 64, 128), 32),
-                TuneParam("num_warps", (2, 4, 8), 4), TuneParam("num_stages", (1, 2, 3), 3))
+FLASH_TRITON = (spec.TuneParam("BM", (16, 32, 64, 128), 32),
+                spec.TuneParam("BN", (16, 32, 64, 128), 32),
+                spec.TuneParam("num_warps", (2, 4, 8), 4),
+                spec.TuneParam("num_stages", (1, 2, 3), 3))
 
 
 def flash_smem(c: Any, d: int, dtype: str) -> int:
@@ -239,19 +229,15 @@ def flash_smem(c: Any, d: int, dtype: str) -> int:
     return (c["num_stages"] * 2 * c["BN"] + c["BM"]) * bd * itemsize(dtype)
 
 
-def _flash_triton_space(table: dict[str, Any]) -> TuneSpace:
+def _flash_triton_space(table: dict[str, Any]) -> spec.TuneSpace:
     bm, bn = FLASH_TRITON[0].values, FLASH_TRITON[1].values
     return triton_space(
         table, FLASH_TRITON,
-        rules=(TuneRule("BM < N, or the least that covers it (larger blocks run as that one)",
-                        lambda c, size, dtype: covers_once(bm, c["BM"], size[2])),
-               TuneRule("BN < N, or the least that covers it (larger tiles run as that one)",
-                        lambda c, size, dtype: covers_once(bn, c["BN"], size[2])),
-               TuneRule("BM * BN >= 128 * num_warps (a 16 x 8 mma tile per warp at least)",
-                        lambda c, size, dtype: c["BM"] * c["BN"] >= 128 * c["num_warps"]),
-               TuneRule(f"(num_stages * 2 * BN + BM) * BD * itemsize <= {SMEM_LIMIT} (sm_90's "
-                        "shared memory per block)",
-                        lambda c, size, dtype: flash_smem(c, size[3], dtype) <= SMEM_LIMIT)),
+        rules=(spec.covers_rule("BM", bm, 2, "N", "larger blocks run as that one"),
+               spec.covers_rule("BN", bn, 2, "N", "larger tiles run as that one"),
+               MMA_TILE_RULE,
+               smem_rule("(num_stages * 2 * BN + BM) * BD * itemsize",
+                         lambda c, size, dtype: flash_smem(c, size[3], dtype))),
         note="FLOPs and bytes the same for every configuration (Q, K, V, O moved once)")
 
 

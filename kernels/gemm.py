@@ -17,24 +17,11 @@ from numba import njit, prange
 
 from . import cuda_impl as cu
 from . import numba_cuda_twins as nb
+from . import spec
 from . import wgmma_gemm as wg
 from .arrays import itemsize
-from .spec import (
-    Buf,
-    CpuCode,
-    Launch,
-    Size,
-    SizeContext,
-    SuiteSizes,
-    TuneParam,
-    TuneRule,
-    TuneSpace,
-    Variant,
-    Workload,
-    covers_once,
-    ones,
-)
-from .triton_impls import SMEM_LIMIT, triton, triton_space
+from .spec import Buf, CpuCode, Launch, Size, SizeContext, SuiteSizes, Variant, Workload, ones
+from .triton_impls import MMA_TILE_RULE, smem_rule, triton, triton_space
 
 # CPU kernels. Both fast variants read B through a packed copy Bt = B^T (n^2 copies against
 # the n^3 FMAs, inside the timed call), so that every inner loop is a unit-stride dot product
@@ -250,7 +237,7 @@ def _regblock(A, B, C, M, N, K, tile: int = TILE, kc_bytes: int = KC_BYTES):
 # 256-byte segments: call and loop overhead per few FMAs) to larger than L2 holds, so a tune
 # has configurations far from the best to drop early. TILE stays a multiple of 4: the
 # register block's 4 x 4 steps cover a full tile without its leftover loops.
-def _cpu_space(kernel: str, fn: Callable[..., None]) -> TuneSpace:
+def _cpu_space(kernel: str, fn: Callable[..., None]) -> spec.TuneSpace:
     def build(config: Any) -> dict[str, Any]:
         tile, kc = int(config["TILE"]), int(config["KC_BYTES"])
         if (tile, kc) == (TILE, KC_BYTES):
@@ -258,19 +245,19 @@ def _cpu_space(kernel: str, fn: Callable[..., None]) -> TuneSpace:
         return {kernel: partial(fn, tile=tile, kc_bytes=kc)}
 
     tiles, kcs = (16, 32, 64, 128, 256), (256, 1024, 4096, 16384)
-    return TuneSpace(
+    return spec.TuneSpace(
         family="cpu",
-        params=(TuneParam("TILE", tiles, TILE), TuneParam("KC_BYTES", kcs, KC_BYTES)),
+        params=(spec.TuneParam("TILE", tiles, TILE), spec.TuneParam("KC_BYTES", kcs, KC_BYTES)),
         build=build,
-        rules=(TuneRule("TILE < max(M, N), or the least that covers it (larger tiles run as "
-                        "that one)",
-                        lambda c, size, dtype: covers_once(tiles, c["TILE"],
-                                                           max(size[0], size[1]))),
-               TuneRule("KC_BYTES / itemsize < K, or the least that covers it (longer "
-                        "segments run as that one)",
-                        lambda c, size, dtype: covers_once(
-                            [v // itemsize(dtype) for v in kcs],
-                            c["KC_BYTES"] // itemsize(dtype), size[2]))),
+        rules=(spec.TuneRule("TILE < max(M, N), or the least that covers it (larger tiles run as "
+                             "that one)",
+                             lambda c, size, dtype: spec.covers_once(tiles, c["TILE"],
+                                                                     max(size[0], size[1]))),
+               spec.TuneRule("KC_BYTES / itemsize < K, or the least that covers it (longer "
+                             "segments run as that one)",
+                             lambda c, size, dtype: spec.covers_once(
+                                 [v // itemsize(dtype) for v in kcs],
+                                 c["KC_BYTES"] // itemsize(dtype), size[2]))),
         note="FLOPs and bytes the same for every configuration (compulsory traffic)")
 
 
@@ -279,9 +266,9 @@ def _cpu_space(kernel: str, fn: Callable[..., None]) -> TuneSpace:
 # (every matrix moved once: the re-reads of A and B come from L2, as triton_gemm.py says).
 # Rules: tl.dot's 16 x 8 mma tile per warp at least; the staged A and B tiles within shared
 # memory; a tile larger than the matrix runs as the least that covers it.
-GEMM_TRITON = (TuneParam("BM", (32, 64, 128), 64), TuneParam("BN", (32, 64, 128), 64),
-               TuneParam("BK", (32, 64, 128), 32), TuneParam("num_warps", (4, 8), 4),
-               TuneParam("num_stages", (2, 3, 4), 3))
+GEMM_TRITON = (spec.TuneParam("BM", (32, 64, 128), 64), spec.TuneParam("BN", (32, 64, 128), 64),
+               spec.TuneParam("BK", (32, 64, 128), 32), spec.TuneParam("num_warps", (4, 8), 4),
+               spec.TuneParam("num_stages", (2, 3, 4), 3))
 
 
 def gemm_smem(c: Any, dtype: str) -> int:
@@ -289,21 +276,16 @@ def gemm_smem(c: Any, dtype: str) -> int:
     return c["num_stages"] * (c["BM"] + c["BN"]) * c["BK"] * itemsize(dtype)
 
 
-def _triton_space(table: dict[str, Any]) -> TuneSpace:
+def _triton_space(table: dict[str, Any]) -> spec.TuneSpace:
     bm, bn, bk = (p.values for p in GEMM_TRITON[:3])
     return triton_space(
         table, GEMM_TRITON,
-        rules=(TuneRule("BM < M, or the least that covers it",
-                        lambda c, size, dtype: covers_once(bm, c["BM"], size[0])),
-               TuneRule("BN < N, or the least that covers it",
-                        lambda c, size, dtype: covers_once(bn, c["BN"], size[1])),
-               TuneRule("BK < K, or the least that covers it",
-                        lambda c, size, dtype: covers_once(bk, c["BK"], size[2])),
-               TuneRule("BM * BN >= 128 * num_warps (a 16 x 8 mma tile per warp at least)",
-                        lambda c, size, dtype: c["BM"] * c["BN"] >= 128 * c["num_warps"]),
-               TuneRule(f"num_stages * (BM + BN) * BK * itemsize <= {SMEM_LIMIT} (sm_90's "
-                        "shared memory per block)",
-                        lambda c, size, dtype: gemm_smem(c, dtype) <= SMEM_LIMIT)),
+        rules=(spec.covers_rule("BM", bm, 0, "M"),
+               spec.covers_rule("BN", bn, 1, "N"),
+               spec.covers_rule("BK", bk, 2, "K"),
+               MMA_TILE_RULE,
+               smem_rule("num_stages * (BM + BN) * BK * itemsize",
+                         lambda c, size, dtype: gemm_smem(c, dtype))),
         note="FLOPs and bytes the same for every configuration (compulsory traffic)")
 
 
@@ -445,7 +427,7 @@ def _tensor_variant(name: str = "tensor") -> Variant:
         description = ("legacy tensor-core path on Hopper: mma.sync m16n8k16 fp16/bf16 (fp8 is "
                        "lowered to FP16 HMMA there), 128x128 tiles, double-buffered")
     impls = {"cuda": CUDA[name]}
-    tune: dict[str, TuneSpace] = {}
+    tune: dict[str, spec.TuneSpace] = {}
     if name == "tensor":  # tl.dot on tensor cores; fp8 e4m3 needs sm_89+ (the backend refuses it)
         table = triton("triton_gemm", dtypes=("fp16", "bf16", "fp8"), tensor="gemm")
         impls["triton"] = table

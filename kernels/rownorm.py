@@ -24,24 +24,10 @@ from typing import Any
 from numba import njit, prange
 
 from . import cuda_impl as cu
-from . import nt_stores
+from . import nt_stores, spec
 from . import numba_cuda_twins as nb
 from .arrays import itemsize
-from .spec import (
-    Buf,
-    CpuCode,
-    Launch,
-    Size,
-    SizeContext,
-    SuiteSizes,
-    TuneParam,
-    TuneRule,
-    TuneSpace,
-    Variant,
-    Workload,
-    covers_once,
-    ones,
-)
+from .spec import Buf, CpuCode, Launch, Size, SizeContext, SuiteSizes, Variant, Workload, ones
 from .triton_impls import triton, triton_space
 
 EPS = 1e-6
@@ -177,7 +163,7 @@ def _nt_stores_at(size: Size, dtype: str, stores: str) -> bool:
     return stores == "nt"
 
 
-def _row_space(kernel: str, default: nt_stores.NtStoreKernel, plan: Any) -> TuneSpace:
+def _row_space(kernel: str, default: nt_stores.NtStoreKernel, plan: Any) -> spec.TuneSpace:
     def build(config: Any) -> dict[str, Any]:
         stores, rows = str(config["STORES"]), int(config["ROWS"])
         if stores == "cached":
@@ -210,14 +196,15 @@ def _row_space(kernel: str, default: nt_stores.NtStoreKernel, plan: Any) -> Tune
         return c["ROWS"] == 0 or \
             c["ROWS"] != nt_stores.rows_per_chunk(int(size[1]), itemsize(dtype))
 
-    return TuneSpace(
+    return spec.TuneSpace(
         family="cpu",
-        params=(TuneParam("STORES", ("auto", "nt", "cached"), "auto"),
-                TuneParam("ROWS", _ROWS, 0)),
+        params=(spec.TuneParam("STORES", ("auto", "nt", "cached"), "auto"),
+                spec.TuneParam("ROWS", _ROWS, 0)),
         build=build,
-        rules=(TuneRule("the stores auto picks at this size run as STORES=auto", not_auto_twin),
-               TuneRule("ROWS applies to non-temporal stores only", rows_used),
-               TuneRule("ROWS equal to the default rule's runs as ROWS=0", not_default_rows)),
+        rules=(spec.TuneRule("the stores auto picks at this size run as STORES=auto",
+                             not_auto_twin),
+               spec.TuneRule("ROWS applies to non-temporal stores only", rows_used),
+               spec.TuneRule("ROWS equal to the default rule's runs as ROWS=0", not_default_rows)),
         plan=config_plan,
         note="cached stores to a y beyond the LLC declare y read as well (write-allocate)")
 
@@ -375,15 +362,15 @@ def _onepass_block(ctx: cu.LaunchCtx) -> cu.Dim3:
 # as the variant's plan declares). More threads, or a larger chunk, than the row has packs
 # run idle lanes: only the least that covers the row is kept.
 FUSED_THREADS = (32, 64, 128, 256, 512, 1024)
-FUSED_TRITON = (TuneParam("BLOCK", (256, 512, 1024, 2048, 4096), 1024),
-                TuneParam("num_warps", (1, 2, 4, 8, 16), 4))
+FUSED_TRITON = (spec.TuneParam("BLOCK", (256, 512, 1024, 2048, 4096), 1024),
+                spec.TuneParam("num_warps", (1, 2, 4, 8, 16), 4))
 
 
 def _packs(size: Size, dtype: str) -> int:
     return -(-int(size[1]) // cu.pack_values(dtype))
 
 
-def _cuda_fused_space(table: dict[str, Any]) -> TuneSpace:
+def _cuda_fused_space(table: dict[str, Any]) -> spec.TuneSpace:
     kernel = table["fused"]
 
     def build(config: Any) -> dict[str, Any]:
@@ -391,26 +378,25 @@ def _cuda_fused_space(table: dict[str, Any]) -> TuneSpace:
         return dict(table) if t == cu.THREADS else {"fused": replace(kernel,
                                                                      block=cu.block1d(t))}
 
-    return TuneSpace(
-        family="cuda", params=(TuneParam("THREADS", FUSED_THREADS, cu.THREADS),), build=build,
-        rules=(TuneRule("THREADS a multiple of 32 (whole warps: the shuffle reduction)",
-                        lambda c, size, dtype: c["THREADS"] % 32 == 0),
-               TuneRule("THREADS <= 1024 (CUDA's threads per block)",
-                        lambda c, size, dtype: c["THREADS"] <= 1024),
-               TuneRule("THREADS < the row's 16-byte packs, or the least that covers them",
-                        lambda c, size, dtype: covers_once(FUSED_THREADS, c["THREADS"],
-                                                           _packs(size, dtype)))),
+    return spec.TuneSpace(
+        family="cuda", params=(spec.TuneParam("THREADS", FUSED_THREADS, cu.THREADS),), build=build,
+        rules=(spec.TuneRule("THREADS a multiple of 32 (whole warps: the shuffle reduction)",
+                             lambda c, size, dtype: c["THREADS"] % 32 == 0),
+               spec.TuneRule("THREADS <= 1024 (CUDA's threads per block)",
+                             lambda c, size, dtype: c["THREADS"] <= 1024),
+               spec.TuneRule("THREADS < the row's 16-byte packs, or the least that covers them",
+                             lambda c, size, dtype: spec.covers_once(FUSED_THREADS, c["THREADS"],
+                                                                     _packs(size, dtype)))),
         note="FLOPs and bytes the same for every configuration")
 
 
-def _triton_fused_space(table: dict[str, Any]) -> TuneSpace:
+def _triton_fused_space(table: dict[str, Any]) -> spec.TuneSpace:
     blocks = FUSED_TRITON[0].values
     return triton_space(
         table, FUSED_TRITON,
-        rules=(TuneRule("BLOCK >= 32 * num_warps (an element per lane at least)",
-                        lambda c, size, dtype: c["BLOCK"] >= 32 * c["num_warps"]),
-               TuneRule("BLOCK < hidden, or the least that covers it",
-                        lambda c, size, dtype: covers_once(blocks, c["BLOCK"], size[1]))),
+        rules=(spec.TuneRule("BLOCK >= 32 * num_warps (an element per lane at least)",
+                             lambda c, size, dtype: c["BLOCK"] >= 32 * c["num_warps"]),
+               spec.covers_rule("BLOCK", blocks, 1, "hidden")),
         note="FLOPs and bytes the same for every configuration")
 
 

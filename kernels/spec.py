@@ -150,6 +150,14 @@ def covers_once(values: Any, value: int, extent: int) -> bool:
     return value < extent or (bool(covering) and value == min(covering))
 
 
+def covers_rule(param: str, values: Any, axis: int, extent: str, why: str = "") -> TuneRule:
+    """The rule that keeps a block ``param`` (one of ``values``) over the size's ``axis``, named
+    ``extent``, when covers_once holds; ``why`` (in brackets after the rule) says what the
+    larger ones would run as."""
+    text = f"{param} < {extent}, or the least that covers it" + (f" ({why})" if why else "")
+    return TuneRule(text, lambda c, size, dtype: covers_once(values, c[param], size[axis]))
+
+
 @dataclass(frozen=True, kw_only=True)
 class TuneSpace:
     """The configurations one family of a variant's implementations (``cpu``, ``cuda``, ...)

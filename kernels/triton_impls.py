@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import families
-from .spec import EVERY_DTYPE, Case, Config, Launch, TuneParam, TuneRule, TuneSpace
+from .spec import EVERY_DTYPE, Case, Config, Launch, Size, TuneParam, TuneRule, TuneSpace
 
 _PKG = __name__.rsplit(".", 1)[0]
 
@@ -61,6 +61,18 @@ def triton(module: str, dtypes: tuple[str, ...] | None = None,
 # hold a configuration's staged tiles to it; a smaller device refuses a larger one at compile
 # (Triton's OutOfResources), which a tune records as that configuration's error.
 SMEM_LIMIT = 227 * 1024
+
+# tl.dot's least mma tile is 16 x 8 per warp: an output tile smaller than that per warp leaves
+# warps without one (the GEMM's and flash attention's spaces).
+MMA_TILE_RULE = TuneRule("BM * BN >= 128 * num_warps (a 16 x 8 mma tile per warp at least)",
+                         lambda c, size, dtype: c["BM"] * c["BN"] >= 128 * c["num_warps"])
+
+
+def smem_rule(staged: str, smem: Callable[[Config, Size, str], int]) -> TuneRule:
+    """The rule that holds a configuration's staged tiles, ``smem(config, size, dtype)`` bytes
+    (``staged`` says the sum in words), to SMEM_LIMIT."""
+    return TuneRule(f"{staged} <= {SMEM_LIMIT} (sm_90's shared memory per block)",
+                    lambda c, size, dtype: smem(c, size, dtype) <= SMEM_LIMIT)
 
 
 def triton_space(table: Mapping[str, families.Impl], params: tuple[TuneParam, ...],

@@ -54,3 +54,24 @@ def test_every_dtype_is_the_storage_table():
     # A variant that names no dtypes runs every storage type: the default must be the table's.
     assert sorted(spec.EVERY_DTYPE) == sorted(DTYPES) and spec.Variant(
         name="v", description="", plan=lambda size, dtype: []).dtypes == spec.EVERY_DTYPE
+
+
+def test_covers_rule_says_and_keeps_what_covers_once_keeps():
+    # The block rules of gemm's, attention's and rownorm's spaces: the text is what a tune
+    # records for what it excluded; the test is covers_once over the size's named axis.
+    r = spec.covers_rule("BN", (16, 32, 64), 1, "N", "larger tiles run as that one")
+    assert r.text == "BN < N, or the least that covers it (larger tiles run as that one)"
+    assert spec.covers_rule("BK", (16,), 2, "K").text == "BK < K, or the least that covers it"
+    assert [v for v in (16, 32, 64) if r.ok({"BN": v}, (1000, 40, 1), "fp32")] == [16, 32, 64]
+    assert [v for v in (16, 32, 64) if r.ok({"BN": v}, (1000, 20, 1), "fp32")] == [16, 32]
+
+
+def test_the_triton_rules_gemm_and_flash_share():
+    from roofbench.kernels.triton_impls import MMA_TILE_RULE, SMEM_LIMIT, smem_rule
+
+    assert MMA_TILE_RULE.ok({"BM": 16, "BN": 32, "num_warps": 4}, (1,), "fp16")  # 512 = 4 x 128
+    assert not MMA_TILE_RULE.ok({"BM": 16, "BN": 16, "num_warps": 4}, (1,), "fp16")
+    r = smem_rule("2 * BM * BK", lambda c, size, dtype: 2 * c["BM"] * c["BK"] * size[0])
+    assert r.text == f"2 * BM * BK <= {SMEM_LIMIT} (sm_90's shared memory per block)"
+    assert r.ok({"BM": 64, "BK": 32}, (SMEM_LIMIT // 4096,), "fp16")
+    assert not r.ok({"BM": 64, "BK": 32}, (SMEM_LIMIT // 4096 + 1,), "fp16")
