@@ -97,23 +97,22 @@ def outside_load(r: NoiseReport) -> str:
     return "; ".join(causes)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Usage:
-    cpu_s: float = 0.0
-    minflt: int = 0
-    majflt: int = 0
-    nivcsw: int = 0
+    """getrusage's totals for this process (and its waited-for children where asked)."""
+
+    cpu_s: float
+    minflt: int
+    majflt: int
+    nivcsw: int
 
     @classmethod
     def now(cls, children: bool) -> _Usage:
-        out = cls()
-        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)[:1 + children]:
-            ru = resource.getrusage(who)
-            out.cpu_s += ru.ru_utime + ru.ru_stime
-            out.minflt += ru.ru_minflt
-            out.majflt += ru.ru_majflt
-            out.nivcsw += ru.ru_nivcsw
-        return out
+        rus = [resource.getrusage(who)
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)[:1 + children]]
+        return cls(cpu_s=sum(r.ru_utime + r.ru_stime for r in rus),
+                   minflt=sum(r.ru_minflt for r in rus), majflt=sum(r.ru_majflt for r in rus),
+                   nivcsw=sum(r.ru_nivcsw for r in rus))
 
 
 def run_and_wait_ns(task_dir: Path = Path("/proc/self/task")) -> tuple[int, int] | None:

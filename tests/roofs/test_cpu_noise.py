@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 from roofbench.roofs.probes.cpu_noise import (
     CpuTimes,
     NoiseProbe,
@@ -54,6 +56,29 @@ def test_probe_reads_the_counters(tmp_path: Path) -> None:
     assert 0.0 <= r.other_busy <= 1.0 and r.steal == 0.0
     assert r.minor_faults >= 0 and r.major_faults >= 0
     assert NoiseProbe(tmp_path / "missing").report().steal == 0.0
+
+
+@pytest.mark.parametrize("children, expected", [(False, (3, 1, 4)), (True, (23, 3, 10))])
+def test_probe_counts_the_children_only_when_asked(tmp_path: Path, monkeypatch, children,
+                                                   expected) -> None:
+    # getrusage's totals before and after, this process's and its children's: the report's
+    # counts are the differences of the sums of those it was asked for.
+    from roofbench.roofs.probes import cpu_noise
+
+    def usage(t: float, faults: int, major: int, switches: int) -> SimpleNamespace:
+        return SimpleNamespace(ru_utime=t, ru_stime=t / 2, ru_minflt=faults, ru_majflt=major,
+                               ru_nivcsw=switches)
+
+    calls = {"self": iter([usage(1.0, 10, 1, 100), usage(1.5, 13, 2, 104)]),
+             "children": iter([usage(2.0, 5, 0, 7), usage(3.0, 25, 2, 13)])}
+    monkeypatch.setattr(cpu_noise, "resource", SimpleNamespace(
+        RUSAGE_SELF="self", RUSAGE_CHILDREN="children", getrusage=lambda who: next(calls[who])))
+    stat = tmp_path / "stat"
+    stat.write_text(STAT.format(u=0, s=0, i=0, st=0))
+    r = NoiseProbe(stat, children=children).report()
+    assert (r.minor_faults, r.major_faults, r.involuntary_switches) == expected
+    # the children's usage is read only where the timed work runs in children
+    assert len(list(calls["children"])) == (0 if children else 2)
 
 
 SMAPS = """7f0000000000-7f0040000000 rw-p 00000000 00:00 0
