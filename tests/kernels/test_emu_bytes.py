@@ -57,8 +57,7 @@ from roofbench.roofs.probes.cuda_driver import KernelParams
 from roofbench.roofs.probes.gpu_memory import STREAM_RW, L2Launch, l2_read_xor, stream_bytes
 from testpaths import FAKE_CUPY
 
-pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,
-                                reason=ct.emulation_missing() or "")
+pytestmark = ct.needs_emulation()
 
 DEV = DeviceProps(cc=(9, 0), sm_count=1, max_threads_per_sm=512, name="host emulation")
 H200 = DeviceProps(cc=(9, 0), sm_count=132, name="emulated H200")

@@ -40,8 +40,7 @@ from roofbench.bench.suite.runner import validate
 from roofbench.kernels.registry import workloads
 from roofbench.kernels.spec import Case
 
-pytestmark = pytest.mark.skipif(ct.emulation_missing() is not None,
-                                reason=ct.emulation_missing() or "")
+pytestmark = ct.needs_emulation()
 
 # name: (source, {file: (old, new)}, (workload, variant, dtype, size), patterns (re.search) of
 # the error)
