@@ -25,7 +25,8 @@ from .space import Constraint, Param, Space, label
 
 FAMILY = "cpu"  # the backend family the suite tunes here: the CPU's (Numba/C) kernels
 
-__all__ = ["covers_once", "tunable_cases", "space_of", "tune_case", "Tuned"]
+__all__ = ["covers_once", "tunable_cases", "space_of", "tune_case", "Tuned", "CaseCall",
+           "case_call"]
 
 
 def space_of(ts: TuneSpace, case: Case) -> Space:
@@ -79,6 +80,57 @@ class Tuned:
     started_from: str | None
 
 
+@dataclass(frozen=True)
+class CaseCall:
+    """A suite case as the tuner runs it: its arrays (the inputs of a seeded draw, every other
+    buffer empty, in the buffers' order), the float64 reference and the outputs it checks; a
+    configuration's callable (``build``), counts and ``measure`` keywords from these. The
+    search and scripts/tune_ab.py (two chosen configurations timed against each other) run
+    the same calls."""
+
+    case: Case
+    names: tuple[str, ...]
+    args: tuple[Any, ...]
+    expected: Any
+    outputs: Mapping[str, Any]
+
+    def configured(self, config: Mapping[str, Any]) -> Case:
+        c = self.case
+        return Case(c.workload, c.variant.configured(FAMILY, config), c.dtype, c.size)
+
+    def build(self, **config: Any) -> Callable[..., None]:
+        """The configuration's launches as one callable of the case's arrays."""
+        c = self.configured(config)
+        table = c.variant.impls[FAMILY]
+        steps = [(table[launch.kernel], launch.args) for launch in c.launches()]
+        names = self.names
+
+        def run(*given: Any) -> None:
+            named = dict(zip(names, given, strict=True))
+            for fn, args in steps:
+                fn(*(named[a] if isinstance(a, str) else a for a in args))
+
+        return run
+
+    def keywords(self) -> dict[str, Any]:
+        """``measure``'s keywords every configuration shares (not its counts)."""
+        c = self.case
+        return dict(dtype=c.dtype, precision=c.precision_on("cpu"),
+                    name=f"{c.workload.name}.{c.variant.name}", reference=self.expected,
+                    output=dict(self.outputs), tolerance=c.workload.tolerance[c.dtype],
+                    size=list(c.size))
+
+
+def case_call(case: Case, seed: int = 0) -> CaseCall:
+    """``case``'s arrays drawn from ``seed``, its reference and outputs (``CaseCall``)."""
+    w, dtype, size = case.workload, case.dtype, case.size
+    inputs = w.make_inputs(size, dtype, np.random.default_rng(seed))
+    arrays = _arrays(case, inputs)
+    outputs = {n: arrays[n] for n, b in case.buffers().items() if b.role == "output"}
+    return CaseCall(case, tuple(arrays), tuple(arrays.values()),
+                    w.expected(inputs, size, dtype), outputs)
+
+
 def tune_case(case: Case, *, out: Path | None, roofs: RoofSet | str | Path | None = None,
               save: bool = True, store_root: Path | None = None, seed: int = 0,
               **kw: Any) -> Tuned:
@@ -90,28 +142,7 @@ def tune_case(case: Case, *, out: Path | None, roofs: RoofSet | str | Path | Non
     ts = case.variant.tune[FAMILY]
     sp = space_of(ts, case)
     w, dtype, size = case.workload, case.dtype, case.size
-    bufs = case.buffers()
-    rng = np.random.default_rng(seed)
-    inputs = w.make_inputs(size, dtype, rng)
-    expected = w.expected(inputs, size, dtype)
-    arrays = _arrays(case, inputs)
-    names = list(arrays)
-    outputs = {n: arrays[n] for n, b in bufs.items() if b.role == "output"}
-
-    def configured(config: Mapping[str, Any]) -> Case:
-        return Case(w, case.variant.configured(FAMILY, config), dtype, size)
-
-    def build(**config: Any) -> Callable[..., None]:
-        c = configured(config)
-        table = c.variant.impls[FAMILY]
-        steps = [(table[launch.kernel], launch.args) for launch in c.launches()]
-
-        def run(*given: Any) -> None:
-            named = dict(zip(names, given, strict=True))
-            for fn, args in steps:
-                fn(*(named[a] if isinstance(a, str) else a for a in args))
-
-        return run
+    cc = case_call(case, seed)
 
     from ..measure.callables import Clock
     from ..measure.door import roofs_arg
@@ -133,13 +164,10 @@ def tune_case(case: Case, *, out: Path | None, roofs: RoofSet | str | Path | Non
         # rather than setting a slow best that nothing after it is judged against.
         first = ts.default()
         started = f"{label(first)} (the variant's default)"
-    rec = tune(build, sp, *(arrays[n] for n in names),
-               flops=lambda c: configured(c).flops,
-               bytes=lambda c: configured(c).bytes(),
-               dtype=dtype, precision=case.precision_on("cpu"),
-               name=f"{w.name}.{case.variant.name}", reference=expected, output=outputs,
-               tolerance=w.tolerance[dtype], size=list(size), roofs=rs or roofs, out=out,
-               first=first, **kw)
+    rec = tune(cc.build, sp, *cc.args,
+               flops=lambda c: cc.configured(c).flops,
+               bytes=lambda c: cc.configured(c).bytes(),
+               **cc.keywords(), roofs=rs or roofs, out=out, first=first, **kw)
     stored = None
     best = rec.best
     if save and best is not None:
