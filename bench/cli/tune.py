@@ -171,8 +171,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--exhaustive", action="store_true",
                    help="try every configuration (for comparison with the search)")
     p.add_argument("--drop-at", type=_factor, default=None, metavar="X",
-                   help="drop a configuration whose first samples are all X times the "
-                        "best's (default 1.5)")
+                   help="drop a configuration whose first samples show its median over X "
+                        "times the best's (its 95%% interval; default 1.1)")
     p.add_argument("--no-drop", action="store_true", help="time every configuration fully")
     p.add_argument("--order", choices=("declared", "roof"), default=None,
                    help="declared (the space's) or roof (least time at its roof first)")

@@ -12,8 +12,10 @@ Stop rules, checked before each configuration (docs/tune.md says why each is saf
   is at or above the best's interval's lower end: none can beat it by more than the noise;
 - budget: ``budget_s`` wall seconds spent;
 - and per configuration: one whose time at its roof cannot beat the best is not tried
-  (pruned); one whose fastest of its first ``screen_samples`` samples is over ``drop_at`` x
-  the best's interval's upper end is dropped (timed no further).
+  (pruned); one whose first ``screen_samples`` samples put the 95% interval of its median
+  (``gate.median_interval``; with too few samples for one, their range) wholly above
+  ``drop_at`` x the best's interval's upper end is dropped (timed no further): it is known
+  to be slower than the best by more than that margin.
 
 ``exhaustive=True`` tries every configuration (the budget still holds) and records where the
 search would have stopped. Counts may depend on the configuration (``flops=lambda cfg: ...``):
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from roofbench.errors_text import first_line
+from roofbench.gate import median_interval
 from roofbench.records import CaseResult
 from roofbench.roof_records import RoofSet
 from roofbench.timing import TimerConfig, timer_for
@@ -41,11 +44,18 @@ from ..measure.declared import Call, Check, Counts, declare, declared_counts
 from ..measure.door import MeasureError
 from ..measure.user_code import raised_by_user
 from .measured import Bench, declared_case, placed, rest_timer, roof_time, trial_of
-from .record import STOPS, Trial, TuneRecord, rank
+from .record import CONFIDENCE, STOPS, Trial, TuneRecord, rank
 from .space import Config, Space, SpaceError, label, space
 
-DROP_AT = 1.5  # a configuration whose first samples are all 1.5x the best's is far behind
-SCREEN_SAMPLES = 5
+# The early drop: a configuration whose median is known (its 95% interval from the screen's
+# samples) to be over DROP_AT x the best's slow end. 6 samples: the fewest with a 95% interval
+# of the median, their range (all six above the line: a sign test, 1/64 for a median below
+# it). The margin covers what pairing does not take out between two configurations' timings
+# (a 1.5x factor on the fastest of 5 dropped 0-3 of 15 gemm regblock and of 25 attention
+# configurations quiet, 1.1-1.7x behind with a CV of 3-10%: results/amd-epyc/
+# 20261207T205123Z-tune-quiet).
+DROP_AT = 1.1
+SCREEN_SAMPLES = 6
 ORDERS = ("declared", "roof")
 
 
@@ -285,6 +295,15 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
     return record(stop, detail)
 
 
+def screen_low(times: Sequence[float]) -> tuple[float, str]:
+    """The fast end of a screen's 95% interval of its median (``gate.median_interval``, the
+    ranking's rule), or with too few samples for one their fastest; and its words."""
+    iv = median_interval(list(times), CONFIDENCE)
+    if iv is None:
+        return min(times), "its fastest"
+    return iv[0], "the fast end of its median's 95% interval"
+
+
 def carry_check(checked: CaseResult, rec: CaseResult) -> None:
     """The screen's validation said in the record of the timing that followed it."""
     rec.outcome.checked, rec.outcome.rel_error = checked.outcome.checked, \
@@ -367,11 +386,11 @@ class Search:
                                                              best.trial.roof_value) else "raw"
                 hi = best.hi if basis == best.basis else (
                     best.trial.interval(basis) or (max(best.trial.times(basis)),))[-1]
-                fastest = min(first.times(basis))
-                if fastest > self.drop_at * hi:
-                    why = (f"dropped after {len(first.samples_s)} samples: its fastest "
-                           f"({basis}) {fastest:.4g} s is {fastest / hi:.2f}x the best's "
-                           f"interval's slow end {hi:.4g} s (drop at {self.drop_at:g}x)")
+                low, what = screen_low(first.times(basis))
+                if low > self.drop_at * hi:
+                    why = (f"dropped after {len(first.samples_s)} samples: {what} ({basis}) "
+                           f"{low:.4g} s is {low / hi:.2f}x the best's interval's slow end "
+                           f"{hi:.4g} s (drop at {self.drop_at:g}x)")
                     return replace(first, why=why, wall_s=self.now() - t0)
                 screen = rec.measurement.timing
                 assert screen is not None
