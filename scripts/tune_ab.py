@@ -21,9 +21,10 @@ Reading against ``--at``: "met" where the rate ratio's whole interval lies at or
 "not met" where it lies wholly below, "undecided" where it straddles it or there is none.
 The job samples until the gate settles at the threshold 1/at - 1 (``settled``: faster,
 slower, or the whole interval within it), from ``--budget`` seconds a side to the ``--cap``.
-A Markdown table on stdout (``--json``: the rows). Exit 0 when every pair was compared
-(whatever the readings: the figures are the output), 2 for a folder or record it cannot
-compare (one line, nothing timed), 1 when a chosen configuration fails validation here.
+A Markdown table on stdout (``--json``: the rows, in a file not written over). Exit 0 when
+every pair was compared (whatever the readings: the figures are the output), 2 for a folder
+or record it cannot compare (one line, nothing timed), 1 when a chosen configuration fails
+validation here, 3 when --json cannot be written, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -207,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if len(a.folders) % 2:
             raise UserError("the folders come in pairs: SEARCH_DIR EXHAUSTIVE_DIR ...")
+        if a.json and Path(a.json).exists():
+            raise UserError(f"--json {a.json} exists: it is not written over")
         pairs = [(load(s), load(e)) for s, e in zip(a.folders[::2], a.folders[1::2],
                                                      strict=True)]
         base = TimerConfig.quick() if a.quick else TimerConfig()
@@ -219,9 +222,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UserError, ValueError) as e:
         print(f"tune_ab: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("tune_ab: interrupted: nothing written", file=sys.stderr)
+        return 130
     print(table(rows))
     if a.json:
-        Path(a.json).write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+        try:
+            Path(a.json).write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+        except OSError as e:
+            print(f"tune_ab: --json {a.json}: {e.strerror or e}", file=sys.stderr)
+            return 3
     return 1 if any(r.reading == "invalid" for r in rows) else 0
 
 

@@ -91,9 +91,13 @@ def test_records_it_cannot_compare_are_refused_in_one_line(tmp_path, capsys):
     other = record(tmp_path / "o", {"TILE": 16, "KC_BYTES": 256}, size="64x64x64")
     gone = record(tmp_path / "g", {"TILE": 24, "KC_BYTES": 256})
     (tmp_path / "empty").mkdir()
+    kept = tmp_path / "kept.json"
+    kept.write_text("[]")
     for args, words in (([s], "in pairs"), ([s, str(tmp_path / "empty")], "cannot read"),
+                        ([s, s, "--json", str(kept)], "not written over"),
                         ([s, other], "different cases"),
                         ([s, gone], "TILE=24,KC_BYTES=256 is not a configuration")):
         assert tune_ab.main(args) == 2
         err = capsys.readouterr().err.strip()
         assert words in err and len(err.splitlines()) == 1, err
+    assert kept.read_text() == "[]"
