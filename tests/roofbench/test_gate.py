@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import random
+import statistics
 from fractions import Fraction
 from math import comb
 
@@ -122,6 +123,24 @@ def test_resampled_repeats_never_fail(path):
         cmp = classify(a, b, 0.05, FailOn(slower=True))
         assert cmp.failed == []
         assert {v.verdict for v in cmp.cases} <= {"same", "uncertain", "not measured"}
+
+
+def test_resampling_leaves_the_real_run_as_it_was():
+    """with_samples copies only what it changes (a deep copy of every run per call was most of
+    this file's time): the run it read keeps its samples and medians, case for case."""
+    run = load_run(REAL[0])
+    before = [(c.measurement.median_s, list(c.measurement.timing.samples))
+              for c in run.cases if c.measurement.timing is not None]
+    slow = with_samples(run, lambda k, s: [x * 2 for x in s])
+    after = [(c.measurement.median_s, list(c.measurement.timing.samples))
+             for c in run.cases if c.measurement.timing is not None]
+    assert after == before
+    changed = [(a, b) for a, b in zip(run.cases, slow.cases, strict=True) if a.valid
+               and a.measurement.timing is not None]
+    assert changed and all(b.measurement.median_s == pytest.approx(
+        2 * statistics.median(a.measurement.timing.samples)) for a, b in changed)
+    assert slow.cases is not run.cases and all(
+        a is not b for a, b in zip(run.cases, slow.cases, strict=True))
 
 
 def test_planted_slowdown_of_one_case_fails_the_gate():

@@ -21,12 +21,21 @@ PER_SIDE = math.sqrt(0.95)
 
 
 def with_samples(run: RunResult, fn) -> RunResult:
-    """A copy of ``run`` whose valid cases' samples are ``fn(key, samples)``."""
-    out = copy.deepcopy(run)
-    for c in out.cases:
-        if c.measurement.timing is not None and c.valid:
-            c.measurement.timing.samples = list(fn(c.key, list(c.measurement.timing.samples)))
+    """A copy of ``run`` whose valid cases' samples are ``fn(key, samples)``. The run, its
+    case list and each case are copied, and a resampled case's measurement and timing; the
+    rest (roofs, launches, evidence) is shared, to be read only: a deep copy of the whole run
+    per call was three quarters of test_gate.py's CPU (1,336 calls)."""
+    out = copy.copy(run)
+    out.cases = []
+    for c in run.cases:
+        c = copy.copy(c)
+        t = c.measurement.timing
+        if t is not None and c.valid:
+            c.measurement = copy.copy(c.measurement)
+            c.measurement.timing = copy.copy(t)
+            c.measurement.timing.samples = list(fn(c.key, list(t.samples)))
             c.measurement.median_s = statistics.median(c.measurement.timing.samples)
+        out.cases.append(c)
     return out
 
 
