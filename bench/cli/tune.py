@@ -65,7 +65,7 @@ def tune_spec(mod: Any, spec: str) -> dict[str, Any]:
 def search_flags(args: argparse.Namespace, kw: dict[str, Any]) -> dict[str, Any]:
     """The search's flags over ``kw`` (a script's keywords, or none for a suite kernel)."""
     for flag, key in (("target", "target"), ("budget", "budget_s"), ("drop_at", "drop_at"),
-                      ("order", "order"), ("roofs", "roofs")):
+                      ("order", "order"), ("roofs", "roofs"), ("finalists", "finalists")):
         if getattr(args, flag) is not None:
             kw[key] = getattr(args, flag)
     if args.no_drop:
@@ -117,6 +117,12 @@ def show(rec: Any) -> int:
         if t.status in ("invalid", "error"):
             print(f"  {t.label}: {t.status}: {t.why}")
     print(f"stopped: {rec.stop} ({rec.stop_detail})")
+    if rec.finals is not None:
+        for m in rec.finals.meetings:
+            iv = f" [{m.lo:.4f}, {m.hi:.4f}]" if m.lo is not None and m.hi is not None else ""
+            ratio = f"time {m.ratio:.4f}{iv} of the champion's, " if m.ratio is not None else ""
+            print(f"  final: {m.rival_label} against {m.champion_label}: {ratio}{m.outcome}")
+        print(f"finals: {rec.finals.verdict}")
     best = rec.best
     print(f"chosen: {best.label}" if best is not None else "no configuration was valid")
     print(f"tune: {rec.out}")
@@ -147,6 +153,7 @@ def tune_workload(args: argparse.Namespace) -> int:
 _budget = checked(float, lambda v: 0 < v < math.inf, "must be a number of seconds > 0",
                   "a number of seconds")
 _factor = checked(float, lambda v: 1 < v < math.inf, "must be a factor > 1")
+_count = checked(int, lambda v: v >= 0, "must be a whole number >= 0", "a whole number")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -174,6 +181,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="drop a configuration whose first samples show its median over X "
                         "times the best's (its 95%% interval; default 1.1)")
     p.add_argument("--no-drop", action="store_true", help="time every configuration fully")
+    p.add_argument("--finalists", type=_count, default=None, metavar="N",
+                   help="after the loop, at most N configurations tied with the best meet it "
+                        "in ABBA pairs; the faster is chosen (default 3; 0: no finals)")
     p.add_argument("--order", choices=("declared", "roof"), default=None,
                    help="declared (the space's) or roof (least time at its roof first)")
     p.add_argument("--roofs", help="place the configurations under this roofs file")

@@ -66,7 +66,8 @@ def render(rec: TuneRecord) -> str:
     if best is None:
         lines.append("**No configuration was valid**: nothing is chosen.")
     else:
-        eff, top = rec.efficiency, rec.ranking[0]
+        eff = rec.efficiency
+        top = next(r for r in rec.ranking if r.index == best.index)
         span = ("its median's 95% interval" if top.interval_s is not None else
                 f"the range of its {len(best.samples_s)} samples: too few for an interval")
         lines.append(f"**Chosen: {best.label}**, median {duration(best.median(rec.basis))}"
@@ -88,6 +89,7 @@ def render(rec: TuneRecord) -> str:
         n, why = rec.search_would_stop
         lines += [f"Without --exhaustive the search would have stopped after {n} "
                   f"configuration(s) ({why}).", ""]
+    lines += finals_lines(rec)
     counts = {s: rec.count(s) for s in ("ok", "dropped", "pruned", "invalid", "error",
                                          "untried") if rec.count(s)}
     lines += ["Configurations: " + ", ".join(f"{n} {s}" for s, n in counts.items())
@@ -101,7 +103,8 @@ def render(rec: TuneRecord) -> str:
               if r.interval_s else "too few samples")
         tie = ("tie with the best" if r.rank > 1 and r.ties_best else "")
         nxt = {True: "faster (significant)", False: "tie", None: "-"}[r.differs_from_next]
-        mark = " **(chosen)**" if r.rank == 1 else (f" ({tie})" if tie else "")
+        mark = " **(chosen)**" if best is not None and r.index == best.index else (
+            f" ({tie})" if tie else "")
         lines.append(f"| {r.rank} | {t.label}{mark} | {duration(r.median_s)} | {iv} | "
                      f"{_pct(t.efficiency)} | {duration(t.roof_time_s)} | "
                      f"{len(t.samples_s)} | {nxt} |")
@@ -113,6 +116,27 @@ def render(rec: TuneRecord) -> str:
         lines += ["", "Excluded by the space's constraints: "
                   + "; ".join(f"{lab} ({why})" for lab, why in rec.excluded) + "."]
     return "\n".join(lines) + "\n"
+
+
+def finals_lines(rec: TuneRecord) -> list[str]:
+    """The finals in tune.md: who met whom, the paired ratio and its interval, the verdict."""
+    f = rec.finals
+    if f is None:
+        return ["Finals: none (no configuration's interval tied the best's"
+                + (", or the budget was spent" if rec.stop == "budget" else "") + ").", ""]
+    out = [f"Finals: {f.verdict} ({duration(f.wall_s)}; each tie with the loop's best met the "
+           "champion in ABBA pairs in one job; time rival / time champion, the gate's "
+           "paired statistic).", "",
+           "| champion | rival | time rival / champion [95%] | pairs | verdict | outcome |",
+           "|---|---|---|---|---|---|"]
+    for m in f.meetings:
+        iv = (f" [{m.lo:.4f}, {m.hi:.4f}]" if m.lo is not None and m.hi is not None
+              else " (no interval)")
+        ratio = "-" if m.ratio is None else f"{m.ratio:.4f}{iv}"
+        why = f": {m.why}" if m.outcome.endswith("invalid") and m.why else ""
+        out.append(f"| {m.champion_label} | {m.rival_label} | {ratio} | {m.pairs} | "
+                   f"{m.verdict} {m.statistic} | {m.outcome}{why} |")
+    return [*out, ""]
 
 
 def _basis_words(basis: str) -> str:

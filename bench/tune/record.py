@@ -14,14 +14,17 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roofbench.gate import median_interval
 from roofbench.records import CaseResult
 
+if TYPE_CHECKING:
+    from .finals import Finals
+
 CONFIDENCE = 0.95
 SCHEMA = "roofbench.tune"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: "finals" (bench/tune/finals.py); "best" the finals' choice
 
 # Why the search ended.
 STOPS = {
@@ -173,7 +176,9 @@ def rank(trials: Sequence[Trial]) -> tuple[str, tuple[Rank, ...]]:
 @dataclass(frozen=True)
 class TuneRecord:
     """One tune: the trials in the order considered, the configurations the space's
-    constraints excluded (with the rule), the ranking, the chosen configuration (rank 1), why
+    constraints excluded (with the rule), the ranking, the finals (the ties with the best
+    timed against it in ABBA pairs: ``finals.py``), the chosen configuration (the finals'
+    winner; without finals rank 1), why
     the search stopped, and what is left to win: ``headroom`` the best's interval's upper end
     over the least time at its roof of the best and of every configuration left untried (the
     most any of them could still gain, a factor >= 1 unless a point sits above its roof);
@@ -199,12 +204,15 @@ class TuneRecord:
     # exhaustive: where the search (without exhaustive) would have stopped, and why
     search_would_stop: tuple[int, str] | None = None
     out: str = ""  # the folder its files were written to (``tune(out=)``), else ""
+    finals: Finals | None = None  # None: no configuration tied the best (or none was met)
 
     @property
     def best(self) -> Trial | None:
+        """The chosen configuration's trial: the finals' winner, else rank 1."""
         if not self.ranking:
             return None
-        return self.trial(self.ranking[0].index)
+        return self.trial(self.finals.chosen if self.finals is not None
+                          else self.ranking[0].index)
 
     @property
     def config(self) -> dict[str, Any] | None:
@@ -231,6 +239,7 @@ class TuneRecord:
                 {"after": self.search_would_stop[0], "stop": self.search_would_stop[1]}
                 if self.search_would_stop else None),
             "ranking": [r.to_dict() for r in self.ranking],
+            "finals": self.finals.to_dict() if self.finals is not None else None,
             "trials": [t.to_dict() for t in self.trials],
             "excluded": [{"label": lab, "why": why} for lab, why in self.excluded],
         }

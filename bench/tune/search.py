@@ -17,6 +17,10 @@ Stop rules, checked before each configuration (docs/tune.md says why each is saf
   ``drop_at`` x the best's interval's upper end is dropped (timed no further): it is known
   to be slower than the best by more than that margin.
 
+After the loop (whatever stopped it but the budget), the finals (``finals.py``): the
+configurations whose intervals tie with the best's meet it head to head in ABBA pairs, and the
+one the gate's paired statistic finds faster is chosen; ``finalists=0``: none.
+
 ``exhaustive=True`` tries every configuration (the budget still holds) and records where the
 search would have stopped. Counts may depend on the configuration (``flops=lambda cfg: ...``):
 they must not overstate the work, or the roof time understates no configuration's bound and a
@@ -43,6 +47,7 @@ from ..measure.callables import Clock, clock_for, working_set
 from ..measure.declared import Call, Check, Counts, declare, declared_counts
 from ..measure.door import MeasureError
 from ..measure.user_code import raised_by_user
+from .finals import FINALISTS, Finals, Meeting, Referee, final_timer, hold
 from .measured import Bench, declared_case, placed, rest_timer, roof_time, trial_of
 from .record import CONFIDENCE, STOPS, Trial, TuneRecord, rank
 from .space import Config, Space, SpaceError, label, space
@@ -173,7 +178,10 @@ def should_stop(best: Best | None, left: Sequence[float | None], target: float
 
 
 def _check(target: float, budget_s: float | None, drop_at: float | None,
-           screen_samples: int, order: str, exhaustive: bool) -> None:
+           screen_samples: int, order: str, exhaustive: bool, finalists: int) -> None:
+    if isinstance(finalists, bool) or not isinstance(finalists, int) or finalists < 0:
+        raise TuneError(f"finalists= must be a whole number >= 0 (0: no finals), got "
+                        f"{finalists!r}")
     if isinstance(target, bool) or not isinstance(target, (int, float)) or \
             not 0 < target <= 1:
         raise TuneError(f"target= must be a fraction of the roof in (0, 1], got {target!r}")
@@ -213,7 +221,8 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
          size: Sequence[int] | None = None, target: float = 0.9,
          budget_s: float | None = None, exhaustive: bool = False,
          drop_at: float | None = DROP_AT, screen_samples: int = SCREEN_SAMPLES,
-         order: str = "declared", roofs: RoofSet | str | Path | None = None,
+         order: str = "declared", finalists: int = FINALISTS,
+         roofs: RoofSet | str | Path | None = None,
          roofs_cache: str | Path | None = None, timer: TimerConfig | None = None,
          quick: bool = False, out: str | Path | None = None, clock: Clock | None = None,
          now: Callable[[], float] = time.perf_counter, first: Config | None = None,
@@ -229,7 +238,8 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
     fraction of its roof at which the best stops the search; ``budget_s``: wall seconds;
     ``drop_at`` / ``screen_samples``: the early drop (None: none); ``order``: "declared" (the
     space's) or "roof" (least time at its roof first); ``exhaustive``: try every
-    configuration. ``first``: a configuration of the space tried before all others (the
+    configuration; ``finalists``: the most configurations tied with the best that meet it in
+the finals (0: none). ``first``: a configuration of the space tried before all others (the
     best another device chose). ``out``: a folder for results.json, tune.json, report and
     plot.
     ``clock``/``now``: the measuring clock and the wall clock of the budget (a test's fakes).
@@ -237,7 +247,7 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
     if not callable(build):
         raise TuneError(f"build must be a callable returning the function of one "
                         f"configuration, got {type(build).__name__}")
-    _check(target, budget_s, drop_at, screen_samples, order, exhaustive)
+    _check(target, budget_s, drop_at, screen_samples, order, exhaustive, finalists)
     sp = as_space(space)
     configs = sp.configs()
     excluded = tuple((label(c), why) for c, why in sp.excluded())
@@ -275,6 +285,8 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
         todo.remove(at)
         todo.insert(0, at)
     search = Search(build, configs, bounds, dec, bench, target, drop_at, exhaustive, now)
+    referee = Referee(lambda i: dec.call(build(**configs[i]), configs[i]), clock, now, rs, ws,
+                      final_timer(full))
 
     def record(stop: str, detail: str) -> TuneRecord:
         rec = search.record(stop, detail, sp_order=order, excluded=excluded,
@@ -288,6 +300,8 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
 
     try:
         stop, detail = search.run(todo, budget_s)
+        if stop != "budget":  # the budget spent: no finals (the record says none were held)
+            search.hold_finals(referee, finalists, budget_s)
     except KeyboardInterrupt:  # what was tried is kept: the files written, then the stop
         if out_dir is not None:
             record("interrupted", f"stopped after {len(search.trials)} configuration(s)")
@@ -329,6 +343,17 @@ class Search:
         self.would_stop: tuple[int, str] | None = None
         self.t0 = now()
         self.best: Best | None = None
+        self.finals: Finals | None = None
+        self.met: list[Meeting] = []  # the finals' meetings as they end
+
+    def hold_finals(self, referee: Referee, limit: int, budget_s: float | None) -> None:
+        """The finals over the loop's ranking (``finals.hold``), the budget still binding."""
+        if limit == 0:
+            return
+        _, ranking = rank(tuple(self.trials.values()))
+        self.finals = hold(referee, ranking, lambda i: label(self.configs[i]), limit,
+                           lambda: budget_s is not None and
+                           self.now() - self.t0 >= budget_s, self.met)
 
     def run(self, todo: list[int], budget_s: float | None) -> tuple[str, str]:
         for pos, i in enumerate(todo):
@@ -418,6 +443,19 @@ class Search:
         trials = tuple(self.trials[i] for i in self.trials)  # in the order considered
         basis, ranking = rank(trials)
         best = best_of(trials)
+        finals = self.finals
+        if finals is None and self.met and ranking:  # interrupted in the finals: the
+            # meetings that ended are kept, the loop's best chosen
+            finals = Finals(ranking[0].index, tuple(m.rival for m in self.met), (),
+                            tuple(self.met), ranking[0].index,
+                            f"interrupted after {len(self.met)} meeting(s): the loop's "
+                            "best stays", 0, 0.0)
+        if best is not None and finals is not None and finals.chosen != best.trial.index:
+            # the finals' winner: its own interval on the ranking's basis
+            r = next(x for x in ranking if x.index == finals.chosen)
+            t = self.trials[finals.chosen]
+            lo, hi = r.interval_s or (min(t.times(basis)), max(t.times(basis)))
+            best = Best(t, lo, hi, basis)
         headroom = efficiency = None
         if best is not None:
             own = best.trial.roof_time_s
@@ -434,4 +472,5 @@ class Search:
             budget_s=budget_s, drop_at=self.drop_at, screen_samples=screen_samples,
             order=sp_order, trials=trials, excluded=excluded, basis=basis, ranking=ranking,
             stop=stop, stop_detail=detail, headroom=headroom, efficiency=efficiency,
-            wall_s=self.now() - self.t0, device=device, search_would_stop=self.would_stop)
+            wall_s=self.now() - self.t0, device=device, search_would_stop=self.would_stop,
+            finals=finals)
