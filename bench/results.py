@@ -20,9 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from roofbench.boundary import EXIT_OS
 from roofbench.errors_text import first_line
@@ -34,6 +32,9 @@ from roofbench.roof_records import RoofSet
 from roofbench.roofline import device_slug
 
 from .errors import UserError
+
+if TYPE_CHECKING:  # pandas (~1 s to import) only where a table is built: not for --help
+    import pandas as pd
 
 CODE_DIR = Path(__file__).resolve().parent  # read only: the commit of the code that ran
 
@@ -193,6 +194,8 @@ def claim_folder(out: Path, holds: Sequence[str] = SESSION_FILES) -> Path:
 
 
 def cases_frame(run: RunResult) -> pd.DataFrame:
+    import pandas as pd
+
     rows = []
     for c in run.cases:
         t = c.measurement.timing

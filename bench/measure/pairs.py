@@ -26,11 +26,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
-from roofbench.roofs.probes import cpu_pairs as cp
-from roofbench.roofs.probes import cpu_stream as cs
-from roofbench.roofs.probes import gpu_pairs as gp
+from typing import TYPE_CHECKING, Any
 
 from roofbench.cpu_cache import last_level_cache_bytes
 from roofbench.errors_text import first_line
@@ -39,6 +35,11 @@ from roofbench.roof_records import Roof, RoofSet
 from roofbench.roofline import apply_roofs, bound_level, place
 from roofbench.timing import RoofPair
 
+if TYPE_CHECKING:  # the samplers (Numba: ~1.5 s to import) load when a case is paired; a
+    # command that pairs nothing (--help, list, compare, report) never pays for them
+    from roofbench.roofs.probes import cpu_pairs as cp
+    from roofbench.roofs.probes import cpu_stream as cs
+
 _SAMPLERS: dict[str, Any] = {}
 _REFUSED: dict[str, str] = {}  # GPU samplers whose first call failed: why (said once)
 
@@ -46,6 +47,8 @@ _REFUSED: dict[str, str] = {}  # GPU samplers whose first call failed: why (said
 def dram_bracket(roofs: RoofSet) -> cs.StreamBracket:
     """The DRAM roof's own STREAM kernel on its own array size (the CPU probes' rule when the
     roof does not say), one per process: the run's brackets and the pairs share its arrays."""
+    from roofbench.roofs.probes import cpu_stream as cs
+
     # STREAM add with non-temporal stores where it was measured: the plain-store kernels
     # (triad, copy) swing between two rates on a VM (30 vs 50 GB/s on the Zen 3 VM, 12-03)
     # where it holds, so a run whose best roof was triad's sampled a slower kernel than
@@ -113,6 +116,8 @@ def mixed_shares(calls: Iterable[tuple[Sequence[int], float]]) -> dict[int, floa
 
 def _read_pass(bracket: cs.StreamBracket) -> cp.ReadPass:
     """The read pass over one of the bracket's arrays' bytes, one per process."""
+    from roofbench.roofs.probes import cpu_pairs as cp
+
     key = f"read:{bracket.n}"
     if key not in _SAMPLERS:
         _SAMPLERS[key] = cp.ReadPass(8 * bracket.n)
@@ -121,6 +126,8 @@ def _read_pass(bracket: cs.StreamBracket) -> cp.ReadPass:
 
 def _sampler(rec: CaseResult, roof: Roof, roofs: RoofSet, arrays: Sequence[int] = (),
              shares: Mapping[int, float] | None = None) -> tuple[str, Any] | None:
+    from roofbench.roofs.probes import cpu_pairs as cp
+
     r = rec.roofline
     if r.bound == "memory":
         level = bound_level(rec, roofs)
@@ -181,6 +188,8 @@ def gpu_pair(rec: CaseResult, roof: Roof, roofs: RoofSet, clock: Any,
     """The GPU sampler of ``roof`` on the clock's device (``gpu_pairs.sampler_of``), made
     and called once here: one that cannot run (no CuPy, memory, a compile error) gives no
     pair, said once, rather than failing the case in its timing loop."""
+    from roofbench.roofs.probes import gpu_pairs as gp
+
     found = gp.sampler_of(roof)
     device = clock.pair_device() if found is not None and hasattr(clock, "pair_device") else None
     if found is None or device is None:
