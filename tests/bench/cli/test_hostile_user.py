@@ -196,8 +196,9 @@ def test_absurd_flops_never_break_the_plot(flops, run_dir, tmp_path, capsys):
 
 # -- every phase of occupancy interruptible --------------------------------------------------
 
+# Two samples a case: these check where a stop lands and what it leaves, never a time.
 OCC = ["occupancy", "--workload", "vector_add", "--dtype", "fp32", "--size", "4k",
-       "--backend", "cpu", "--quick"]
+       "--backend", "cpu", "--quick", "--samples", "2"]
 
 
 def _stop(*a: Any, **k: Any) -> Any:
@@ -237,8 +238,9 @@ def test_a_stop_that_leaves_an_import_half_done_still_writes_report_md(tmp_path,
         raise ImportError("cannot import name 'components' from partially initialized module")
     monkeypatch.setattr(outputs, "write_outputs", _stop)
     monkeypatch.setattr(outputs, "write_report", half_imported)
-    rc = main(["run", "--backend", "cpu", "--quick", "--kernel", "vector_add", "--dtype",
-               "fp32", "--size", "4k", "--roofs", str(roofs_file), "--out", str(tmp_path)])
+    rc = main(["run", "--backend", "cpu", "--quick", "--samples", "2", "--kernel",
+               "vector_add", "--dtype", "fp32", "--size", "4k", "--roofs", str(roofs_file),
+               "--out", str(tmp_path)])
     assert rc == 130
     (res,) = tmp_path.glob("*/*/results.json")
     assert (res.parent / "report.md").stat().st_size > 0
