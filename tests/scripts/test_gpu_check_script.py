@@ -41,6 +41,19 @@ GPU_REASON = re.compile(r"no GPU|no CUDA|CUDA device|CuPy is not importable|CUDA
 pytestmark = pytest.mark.slow
 
 
+GPU_MARK = re.compile(r"^(@pytest\.mark\.gpu|pytestmark = pytest\.mark\.gpu)\b", re.M)
+
+
+def gpu_test_files(root: Path) -> list[str]:
+    """The files under ``root`` that hold gpu-marked tests (found by the marker), the wgmma
+    file left to its own step: what the gpu-tests step runs of the suite. Given to it as
+    GPU_CHECK_TESTS, the step collects these alone instead of the whole suite, whose other
+    3,400 tests `-m gpu` deselects (collecting them was half this file's time: 103 s of a
+    208 s fixture, loaded); its command, its plug-in, its skips and its verdict are the same."""
+    return sorted(str(p.relative_to(root)) for p in (root / "tests").rglob("test_*.py")
+                  if p.name != "test_wgmma.py" and GPU_MARK.search(p.read_text()))
+
+
 def _gpu_here() -> bool:
     smi = shutil.which("nvidia-smi")
     return bool(smi) and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
@@ -107,7 +120,8 @@ def run(tmp_path_factory, time_scale):
     scale = time_scale
     env.update(PYTHON=sys.executable, OUT=str(out), GPU_CHECK_TOTAL_S=str(TOTAL_S),
                GPU_CHECK_TIME_SCALE=str(scale), PYTHONPATH=str(hide), GPU_CHECK_EXTRAS="1",
-               GPU_CHECK_CUDA_DIRS=str(cuda), FAKE_SANITIZER_LOG=str(tmp / "sanitizer-argv.log"))
+               GPU_CHECK_CUDA_DIRS=str(cuda), FAKE_SANITIZER_LOG=str(tmp / "sanitizer-argv.log"),
+               GPU_CHECK_TESTS=" ".join(gpu_test_files(clone)))
     env.pop("CUDA_HOME", None)
     env.pop("ROOFBENCH_NCU", None)
     r = subprocess.run(["make", "--no-print-directory", "gpu-check"], cwd=clone, env=env,
@@ -224,6 +238,12 @@ def test_gpu_steps_fail_for_a_gpu_reason_in_one_line(run):
         log = (tree / f"{step}.log").read_text()
         reasons = [ln for ln in log.splitlines() if GPU_REASON.search(ln)]
         assert reasons, f"{step}: no GPU reason in\n{log[-2000:]}"
+    # gpu-tests ran every file of gpu tests it was given: each one's tests skipped, for no GPU
+    skips = (tree / "gpu-tests.log").read_text()
+    files = gpu_test_files(clone)
+    assert "tests/bench/backends/test_gpu.py" in files and len(files) >= 4
+    for f in files:
+        assert re.search(rf"^SKIPPED \[\d+\] {re.escape(f)}:.*no GPU", skips, re.M), f
     # The command-line steps end in roofbench's one-line error, not a traceback.
     for step in ("calibrate", "make-bench", "triton", "bench-numba"):
         log = (tree / f"{step}.log").read_text()
