@@ -37,7 +37,7 @@ def cmd_occupancy(args: argparse.Namespace) -> int:
     found = scans(run)
     for s in found:
         print(f"{s.title}: {reached_text(s)}")
-    if said_written(run, out, paths):
+    if said_written(run, out, paths, figures=not args.no_figures):
         return EXIT_STOPPED
     uneven = [s.title for s in found if not s.constant_counts()]
     if uneven:

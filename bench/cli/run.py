@@ -84,7 +84,7 @@ def run_session(args: argparse.Namespace, be: backends.Backend, opts: RunOptions
     except KeyboardInterrupt as e:  # the report of what finished is still written
         if not session.run.interrupted:  # landed between two guarded steps
             session.cut_short("signal", signal_name(e))
-    paths = write_report_files(session)
+    paths = write_report_files(session, figures=not args.no_figures)
     Console(width=max(Console().width, 140)).print(summary_table(session.run))
     return session, paths
 
@@ -96,15 +96,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     be = backends.open_for_user(args.backend)
     session, paths = run_session(args, be, RunOptions.from_args(args))
     run = session.run
-    if said_written(run, session.out, paths):
+    if said_written(run, session.out, paths, figures=not args.no_figures):
         return EXIT_STOPPED
     return 0 if all(c.outcome.status in ("ok", "unsupported") for c in run.cases) else 1
 
 
-def said_written(run: RunResult, out: Path, paths: list[Path]) -> bool:
-    """Print the files a session wrote; True (said on stderr) when a stop cut the run."""
+def said_written(run: RunResult, out: Path, paths: list[Path], figures: bool = True) -> bool:
+    """Print the files a session wrote (without ``figures``, how to draw them later); True
+    (said on stderr) when a stop cut the run."""
+    from ..present.outputs import no_figures_note
+
     print(f"results: {out / 'results.json'}")
     print_report_paths(paths)
+    if not figures:
+        print(no_figures_note(out))
     if run.interrupted:
         why = run.stop.detail if run.stop else "stopped"
         print(f"interrupted ({why}): the finished cases are saved", file=sys.stderr)
@@ -118,15 +123,21 @@ def print_report_paths(paths: list[Path]) -> None:
             print(f"{'report:  ' if p.suffix == '.md' else 'html:    '}{p}")
 
 
-def write_report_files(session: RunSession) -> list[Path]:
-    """The plot and the report of a session; a stop while they are written is recorded, and
-    the report (without the plot) is written once more."""
-    from ..present.outputs import write_outputs
+def write_report_files(session: RunSession, figures: bool = True) -> list[Path]:
+    """The plot and the report of a session (without ``figures``, report.md alone); a stop
+    while they are written is recorded, and the report (without the plot) is written once
+    more."""
+    from ..present.outputs import write_outputs, write_report_md
 
     try:
         with session.guard("report"):
+            if not figures:
+                return write_report_md(session.run, session.out)
             return write_outputs(session.run, session.out)
     except KeyboardInterrupt:
+        if not figures:
+            with session.guard("report"):  # a second stop here ends the command
+                return write_report_md(session.run, session.out)
         from ..measure.api import report_after_stop
 
         with session.guard("report"):  # a second stop here ends the command
@@ -157,6 +168,10 @@ def add_measure_options(p: argparse.ArgumentParser, ncu_help: str) -> None:
     p.add_argument("--out", metavar="DIR", help="results root (default: results/ under "
                                                 "$ROOFBENCH_HOME, else the working directory)")
     p.add_argument("--ncu", action="store_true", help=ncu_help)
+    p.add_argument("--no-figures", action="store_true",
+                   help="write results.json, results.csv and report.md only: no roofline or "
+                   "occupancy PNG/SVG, no report.html (a CI gate's or a smoke run's data; "
+                   "`roofbench plot RUN` and `roofbench report RUN` draw them later)")
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
