@@ -51,6 +51,7 @@ def test_cli_sim_run_end_to_end(tmp_path):
     """`roofbench run --backend sim` in a fresh process: a tiny vector_add validates."""
     cmd = [sys.executable, "-m", "roofbench.bench.cli", "run", "--backend", "sim",
            "--workload", "vector_add", "--variant", "scalar", "--dtype", "fp32", "--size", "257",
-           "--quick", "--out", str(tmp_path)]
+           "--quick", "--samples", "2", "--no-figures",  # validity, not a time or a figure
+           "--out", str(tmp_path)]
     p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=patience(600))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

@@ -47,7 +47,7 @@ def run_cli(tmp_path: Path, args: list[str], cc: str = "9.0",
     if nvcc is not None:
         env["PATH"] = os.pathsep.join([str(nvcc.parent), env.get("PATH", "")])
     cmd = [sys.executable, "-m", "roofbench.bench.cli", command, "--backend", backend, "--quick",
-           "--samples", "2",
+           "--samples", "2", "--no-figures",  # the records are checked, never a figure
            "--roofs", str(roofs), "--out", str(tmp_path / "out"), *args]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=patience(300))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

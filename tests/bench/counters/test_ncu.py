@@ -527,6 +527,10 @@ def _roofbench(args: list[str], env: dict[str, str]) -> subprocess.CompletedProc
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=patience(600))
 
 
+# The counters and report.md are checked, never a figure or a time: two samples a case (each a
+# whole launch on the simulator), no figures (`roofbench run --no-figures`).
+DATA_ONLY = ["--samples", "2", "--no-figures"]
+
 needs_sim = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
                                reason="numba-cuda is not installed")
 
@@ -537,7 +541,8 @@ def test_cli_run_sim_with_ncu_stores_counters_and_report_rebuilds(tmp_path):
     out = tmp_path / "out"
     env = _sim_env(tmp_path)
     p = _roofbench(["run", "--backend", "sim", "--ncu", "--workload", "l2norm", "--variant",
-                    "naive", "--dtype", "fp32", "--size", "257", "--quick", "--out", str(out)],
+                    "naive", "--dtype", "fp32", "--size", "257", "--quick", *DATA_ONLY,
+                    "--out", str(out)],
                    env)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     [res] = out.glob("*/*/results.json")
@@ -564,7 +569,8 @@ def test_cli_run_sim_with_ncu_stores_counters_and_report_rebuilds(tmp_path):
 def test_cli_run_sim_without_counter_permission_keeps_the_timings(tmp_path):
     out = tmp_path / "out"
     p = _roofbench(["run", "--backend", "sim", "--ncu", "--workload", "vector_add", "--variant",
-                    "scalar", "--dtype", "fp32", "--size", "257", "--quick", "--out", str(out)],
+                    "scalar", "--dtype", "fp32", "--size", "257", "--quick", *DATA_ONLY,
+                    "--out", str(out)],
                    _sim_env(tmp_path, FAKE_NCU_MODE="perm"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     reasons = [ln for ln in p.stderr.splitlines() if "ERR_NVGPUCTRPERM" in ln]
