@@ -74,6 +74,9 @@ def search_flags(args: argparse.Namespace, kw: dict[str, Any]) -> dict[str, Any]
         kw["exhaustive"] = True
     if args.quick:
         kw["quick"] = True
+    from roofbench.bench.gate.ab_session import alternate
+
+    kw.setdefault("alternate", alternate)  # the finals' pairing loop (bench/tune/finals.py)
     return kw
 
 
@@ -183,7 +186,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-drop", action="store_true", help="time every configuration fully")
     p.add_argument("--finalists", type=_count, default=None, metavar="N",
                    help="after the loop, at most N configurations tied with the best meet it "
-                        "in ABBA pairs; the faster is chosen (default 3; 0: no finals)")
+                        "in ABBA pairs; the faster is chosen (default 2; 0: no finals)")
     p.add_argument("--order", choices=("declared", "roof"), default=None,
                    help="declared (the space's) or roof (least time at its roof first)")
     p.add_argument("--roofs", help="place the configurations under this roofs file")

@@ -122,8 +122,7 @@ def finals_lines(rec: TuneRecord) -> list[str]:
     """The finals in tune.md: who met whom, the paired ratio and its interval, the verdict."""
     f = rec.finals
     if f is None:
-        return ["Finals: none (no configuration's interval tied the best's"
-                + (", or the budget was spent" if rec.stop == "budget" else "") + ").", ""]
+        return [f"Finals: {rec.finals_note or 'none'}.", ""]
     out = [f"Finals: {f.verdict} ({duration(f.wall_s)}; each tie with the loop's best met the "
            "champion in ABBA pairs in one job; time rival / time champion, the gate's "
            "paired statistic).", "",

@@ -14,13 +14,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from roofbench.gate import median_interval
 from roofbench.records import CaseResult
-
-if TYPE_CHECKING:
-    from .finals import Finals
 
 CONFIDENCE = 0.95
 SCHEMA = "roofbench.tune"
@@ -173,6 +170,71 @@ def rank(trials: Sequence[Trial]) -> tuple[str, tuple[Rank, ...]]:
     return basis, tuple(out)
 
 
+# What became of one meeting.
+OUTCOMES = {
+    "rival wins": "the rival's time over the champion's lies wholly below 1: it is faster",
+    "champion stays": "the rival is not known to be faster (a tie, or slower)",
+    "rival invalid": "the rival failed validation in the finals: the champion stays",
+    "champion invalid": "the champion failed validation in the finals: the rival takes its "
+                        "place",
+}
+
+
+@dataclass(frozen=True)
+class Meeting:
+    """One meeting: the champion (A) against a rival (B), by their indices and labels;
+    ``ratio``: time B / time A, the median of the ABBA blocks' ratios, with its 95% interval
+    (``lo``, ``hi``; None: too few pairs for one); ``pairs`` per side; the gate's
+    ``verdict`` on B against A at threshold 0 and its ``statistic``; the ``outcome``."""
+
+    champion: int
+    rival: int
+    champion_label: str
+    rival_label: str
+    outcome: str
+    verdict: str = ""
+    ratio: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    pairs: int = 0
+    statistic: str = ""
+    why: str = ""
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"champion": self.champion, "rival": self.rival,
+                "champion_label": self.champion_label, "rival_label": self.rival_label,
+                "outcome": self.outcome, "verdict": self.verdict, "ratio": self.ratio,
+                "interval": [self.lo, self.hi] if self.lo is not None else None,
+                "pairs": self.pairs, "statistic": self.statistic, "why": self.why,
+                "wall_s": self.wall_s}
+
+
+@dataclass(frozen=True)
+class Finals:
+    """The finals of one tune: the loop's best (``opener``), the tied configurations that met
+    the champion in turn (``finalists``, rank order) and those tied past ``limit`` (not met),
+    the ``meetings``, the ``chosen`` configuration's index, one line of ``verdict`` and the
+    wall seconds the finals took (in the tune's)."""
+
+    opener: int
+    finalists: tuple[int, ...]
+    left_out: tuple[int, ...]
+    meetings: tuple[Meeting, ...]
+    chosen: int
+    verdict: str
+    limit: int
+    wall_s: float
+    side_s: tuple[float, float] = (0.0, 0.0)  # a meeting's sampling seconds a side: (least
+    # before a decided meeting stops, most)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"opener": self.opener, "finalists": list(self.finalists),
+                "left_out": list(self.left_out), "chosen": self.chosen,
+                "verdict": self.verdict, "limit": self.limit, "wall_s": self.wall_s,
+                "side_s": list(self.side_s), "meetings": [m.to_dict() for m in self.meetings]}
+
+
 @dataclass(frozen=True)
 class TuneRecord:
     """One tune: the trials in the order considered, the configurations the space's
@@ -204,7 +266,8 @@ class TuneRecord:
     # exhaustive: where the search (without exhaustive) would have stopped, and why
     search_would_stop: tuple[int, str] | None = None
     out: str = ""  # the folder its files were written to (``tune(out=)``), else ""
-    finals: Finals | None = None  # None: no configuration tied the best (or none was met)
+    finals: Finals | None = None  # None: not held (``finals_note`` says why)
+    finals_note: str = ""
 
     @property
     def best(self) -> Trial | None:
@@ -240,6 +303,7 @@ class TuneRecord:
                 if self.search_would_stop else None),
             "ranking": [r.to_dict() for r in self.ranking],
             "finals": self.finals.to_dict() if self.finals is not None else None,
+            "finals_note": self.finals_note,
             "trials": [t.to_dict() for t in self.trials],
             "excluded": [{"label": lab, "why": why} for lab, why in self.excluded],
         }

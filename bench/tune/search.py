@@ -47,9 +47,9 @@ from ..measure.callables import Clock, clock_for, working_set
 from ..measure.declared import Call, Check, Counts, declare, declared_counts
 from ..measure.door import MeasureError
 from ..measure.user_code import raised_by_user
-from .finals import FINALISTS, Finals, Meeting, Referee, final_timer, hold
+from .finals import FINALISTS, Alternate, Referee, final_timer, hold
 from .measured import Bench, declared_case, placed, rest_timer, roof_time, trial_of
-from .record import CONFIDENCE, STOPS, Trial, TuneRecord, rank
+from .record import CONFIDENCE, STOPS, Finals, Meeting, Trial, TuneRecord, rank
 from .space import Config, Space, SpaceError, label, space
 
 # The early drop: a configuration whose median is known (its 95% interval from the screen's
@@ -222,6 +222,7 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
          budget_s: float | None = None, exhaustive: bool = False,
          drop_at: float | None = DROP_AT, screen_samples: int = SCREEN_SAMPLES,
          order: str = "declared", finalists: int = FINALISTS,
+         alternate: Alternate | None = None,
          roofs: RoofSet | str | Path | None = None,
          roofs_cache: str | Path | None = None, timer: TimerConfig | None = None,
          quick: bool = False, out: str | Path | None = None, clock: Clock | None = None,
@@ -239,7 +240,9 @@ def tune(build: Callable[..., Callable[..., Any]], space: Any, *args: Any,
     ``drop_at`` / ``screen_samples``: the early drop (None: none); ``order``: "declared" (the
     space's) or "roof" (least time at its roof first); ``exhaustive``: try every
     configuration; ``finalists``: the most configurations tied with the best that meet it in
-the finals (0: none). ``first``: a configuration of the space tried before all others (the
+the finals (0: none); ``alternate``: their pairing loop, ``ab_session.alternate``
+(bench/gate: the CLI gives it; without it no finals are held, and the record says so).
+``first``: a configuration of the space tried before all others (the
     best another device chose). ``out``: a folder for results.json, tune.json, report and
     plot.
     ``clock``/``now``: the measuring clock and the wall clock of the budget (a test's fakes).
@@ -285,8 +288,9 @@ the finals (0: none). ``first``: a configuration of the space tried before all o
         todo.remove(at)
         todo.insert(0, at)
     search = Search(build, configs, bounds, dec, bench, target, drop_at, exhaustive, now)
-    referee = Referee(lambda i: dec.call(build(**configs[i]), configs[i]), clock, now, rs, ws,
-                      final_timer(full))
+    referee = None if alternate is None else Referee(
+        lambda i: dec.call(build(**configs[i]), configs[i]), alternate, clock, now, rs, ws,
+        final_timer(full))
 
     def record(stop: str, detail: str) -> TuneRecord:
         rec = search.record(stop, detail, sp_order=order, excluded=excluded,
@@ -300,8 +304,15 @@ the finals (0: none). ``first``: a configuration of the space tried before all o
 
     try:
         stop, detail = search.run(todo, budget_s)
-        if stop != "budget":  # the budget spent: no finals (the record says none were held)
+        search.finals_note = (
+            "not held: finalists=0" if finalists == 0 else
+            "not held: the budget was spent" if stop == "budget" else
+            "not held: no pairing loop given (alternate=; `roofbench tune` gives it)"
+            if referee is None else "")
+        if not search.finals_note and referee is not None:
             search.hold_finals(referee, finalists, budget_s)
+            if search.finals is None:
+                search.finals_note = "none: no configuration's interval tied the best's"
     except KeyboardInterrupt:  # what was tried is kept: the files written, then the stop
         if out_dir is not None:
             record("interrupted", f"stopped after {len(search.trials)} configuration(s)")
@@ -345,11 +356,10 @@ class Search:
         self.best: Best | None = None
         self.finals: Finals | None = None
         self.met: list[Meeting] = []  # the finals' meetings as they end
+        self.finals_note = ""  # why no finals were held (none: "")
 
     def hold_finals(self, referee: Referee, limit: int, budget_s: float | None) -> None:
         """The finals over the loop's ranking (``finals.hold``), the budget still binding."""
-        if limit == 0:
-            return
         _, ranking = rank(tuple(self.trials.values()))
         self.finals = hold(referee, ranking, lambda i: label(self.configs[i]), limit,
                            lambda: budget_s is not None and
@@ -473,4 +483,4 @@ class Search:
             order=sp_order, trials=trials, excluded=excluded, basis=basis, ranking=ranking,
             stop=stop, stop_detail=detail, headroom=headroom, efficiency=efficiency,
             wall_s=self.now() - self.t0, device=device, search_would_stop=self.would_stop,
-            finals=finals)
+            finals=finals, finals_note=self.finals_note if finals is None else "")

@@ -9,6 +9,7 @@ import json
 
 import pytest
 from cli_run import run_cli
+from roofbench.bench.gate.ab_session import alternate
 from roofbench.bench.tune import finals as fin
 from roofbench.bench.tune.output import render
 from roofbench.bench.tune.search import TuneError, tune
@@ -19,6 +20,11 @@ from roofbench.bench.tune.search import TuneError, tune
 TRUE = {1: 0.80, 2: 0.81}
 
 
+def kw(s, **extra):
+    """The simulation's keywords with the finals' pairing loop (the CLI gives it)."""
+    return s.kw(alternate=alternate, **extra)
+
+
 def drifting(s, table=TRUE, amp=0.02, **builder):
     m = s.machine
     return s.builder(lambda c: table[c["B"]] * (1 + amp if len(m.built) == 1 else 1.0),
@@ -27,7 +33,7 @@ def drifting(s, table=TRUE, amp=0.02, **builder):
 
 def test_the_finals_choose_the_faster_of_two_the_drift_misranked(sim):
     s = sim(seed=0, jitter=0.01)
-    rec = tune(drifting(s), {"B": [1, 2]}, s.a, s.out, **s.kw(target=0.99))
+    rec = tune(drifting(s), {"B": [1, 2]}, s.a, s.out, **kw(s, target=0.99))
     top, second = rec.ranking
     assert rec.trial(top.index).config == {"B": 1}, "the loop was not misled: no test"
     assert second.ties_best
@@ -48,13 +54,13 @@ def test_the_finals_choose_the_faster_of_two_the_drift_misranked(sim):
     assert "| B=1 | B=2 | " in md and "| rival wins |" in md
     # the same tune without finals keeps the loop's (wrong) choice
     s = sim(seed=0, jitter=0.01)
-    rec = tune(drifting(s), {"B": [1, 2]}, s.a, s.out, **s.kw(target=0.99, finalists=0))
+    rec = tune(drifting(s), {"B": [1, 2]}, s.a, s.out, **kw(s, target=0.99, finalists=0))
     assert rec.finals is None and rec.config == {"B": 1}
 
 
 def test_the_exhaustive_holds_the_same_finals(sim):
     s = sim(seed=4, jitter=0.01)
-    rec = tune(drifting(s), {"B": [1, 2]}, s.a, s.out, **s.kw(target=0.99, exhaustive=True))
+    rec = tune(drifting(s), {"B": [1, 2]}, s.a, s.out, **kw(s, target=0.99, exhaustive=True))
     assert rec.trial(rec.ranking[0].index).config == {"B": 1} and rec.ranking[1].ties_best
     assert rec.finals is not None and rec.config == {"B": 2}
 
@@ -63,7 +69,7 @@ def test_a_drift_beyond_the_intervals_escapes_the_finals(sim):
     """What the finals cannot mend: the drift moved B=1's interval wholly below B=2's (seed
     0, exhaustive: no screen), so they do not tie, no finals are held and B=1 stays."""
     s = sim(seed=0, jitter=0.01)
-    rec = tune(drifting(s), {"B": [1, 2]}, s.a, s.out, **s.kw(target=0.99, exhaustive=True))
+    rec = tune(drifting(s), {"B": [1, 2]}, s.a, s.out, **kw(s, target=0.99, exhaustive=True))
     assert not rec.ranking[1].ties_best
     assert rec.finals is None and rec.config == {"B": 1}
 
@@ -72,7 +78,7 @@ def test_a_tie_stays_the_loops_best(sim):
     """Two configurations alike in truth, on a steady machine: the finals find neither
     faster (their interval straddles 1) and the loop's best is chosen, said as a tie."""
     s = sim(seed=3, jitter=0.01)
-    rec = tune(s.builder(lambda c: 0.8), {"B": [1, 2]}, s.a, s.out, **s.kw(target=0.99))
+    rec = tune(s.builder(lambda c: 0.8), {"B": [1, 2]}, s.a, s.out, **kw(s, target=0.99))
     f = rec.finals
     assert f is not None
     (m,) = f.meetings
@@ -88,7 +94,7 @@ def test_the_finals_are_bounded_in_finalists_and_seconds(sim, consts):
     s = sim(seed=1, jitter=0.01)
     slow = consts.NBYTES * 40  # 40 ms at the roof: 50 ms at 0.8 of it
     rec = tune(s.builder(lambda c: 0.8, lambda c: slow), {"B": [1, 2, 3, 4, 5, 6]}, s.a,
-               s.out, **s.kw(bytes={"dram": slow}, target=0.99, drop_at=None, finalists=2))
+               s.out, **kw(s, bytes={"dram": slow}, target=0.99, drop_at=None, finalists=2))
     f = rec.finals
     assert f is not None and len(f.meetings) == 2 and len(f.finalists) == 2
     assert len(f.left_out) == 3 and "3 more tied configuration(s) past the 2 met" in f.verdict
@@ -104,9 +110,20 @@ def test_the_finals_are_bounded_in_finalists_and_seconds(sim, consts):
 
 def test_no_finals_once_the_budget_is_spent(sim):
     s = sim(seed=0, jitter=0.01)
-    rec = tune(drifting(s), {"B": [1, 2]}, s.a, s.out, **s.kw(target=0.99, budget_s=0.01))
+    rec = tune(drifting(s), {"B": [1, 2]}, s.a, s.out, **kw(s, target=0.99, budget_s=0.01))
     assert rec.stop == "budget" and rec.finals is None
-    assert "the budget was spent" in render(rec)
+    assert "Finals: not held: the budget was spent." in render(rec)
+
+
+def test_no_finals_without_a_pairing_loop_and_the_record_says_so(sim):
+    s = sim(seed=0, jitter=0.01)
+    rec = tune(drifting(s), {"B": [1, 2]}, s.a, s.out, **s.kw(target=0.99))
+    assert rec.finals is None and rec.config == {"B": 1}
+    assert rec.to_dict()["finals_note"].startswith("not held: no pairing loop given")
+    s = sim(seed=0, jitter=0.01)
+    rec = tune(drifting(s), {"B": [1, 2]}, s.a, s.out,
+               **kw(s, target=0.99, finalists=0))
+    assert rec.finals is None and rec.finals_note == "not held: finalists=0"
 
 
 def test_a_finalist_failing_validation_loses(sim):
@@ -114,7 +131,7 @@ def test_a_finalist_failing_validation_loses(sim):
     s = sim(seed=0, jitter=0.01)
     built = s.machine.built
     b = drifting(s, wrong=lambda c: c["B"] == 2 and built.count({"B": 2}) > 1)
-    rec = tune(b, {"B": [1, 2]}, s.a, s.out, **s.kw(target=0.99))
+    rec = tune(b, {"B": [1, 2]}, s.a, s.out, **kw(s, target=0.99))
     (m,) = rec.finals.meetings
     assert (m.outcome, m.verdict) == ("rival invalid", "invalid in B")
     assert "validation failed" in m.why and m.ratio is None
@@ -126,7 +143,7 @@ def test_a_champion_failing_validation_gives_way(sim):
     s = sim(seed=0, jitter=0.01)
     built = s.machine.built
     b = drifting(s, wrong=lambda c: c["B"] == 1 and built.count({"B": 1}) > 1)
-    rec = tune(b, {"B": [1, 2]}, s.a, s.out, **s.kw(target=0.99))
+    rec = tune(b, {"B": [1, 2]}, s.a, s.out, **kw(s, target=0.99))
     (m,) = rec.finals.meetings
     assert (m.outcome, m.verdict) == ("champion invalid", "invalid in A")
     assert rec.config == {"B": 2}
