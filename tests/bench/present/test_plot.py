@@ -6,6 +6,7 @@ and every ridge inside the axes, one frame for two runs of one device."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,19 @@ from roofbench.bench.present.plot import RooflineFigure, build_figure, plot_roof
 from roofbench.bench.results import load_run
 from testpaths import H200_RUNS, ROOT
 
+from roofbench.records import RunResult
+
 H200 = [H200_RUNS[k] for k in sorted(H200_RUNS)]
 CPU = sorted((ROOT / "results" / "amd-epyc").glob("*/results.json"))
 RUNS = H200 + CPU
+
+
+@functools.cache
+def _run(path: Path) -> RunResult:
+    """Each stored run read once for the module (the figures only read it): reading them
+    three times a test was a fifth of this file's time. A test that changes a run reads its
+    own copy with load_run."""
+    return load_run(path)
 
 
 def _id(p: Path) -> str:
@@ -29,7 +40,7 @@ def test_real_runs_are_there():
 
 
 def _figure(path: Path, all_roofs: bool = False) -> RooflineFigure:
-    run = load_run(path)
+    run = _run(path)
     return build_figure([run.roofs], [run.cases], "test", all_roofs=all_roofs)
 
 
@@ -51,7 +62,7 @@ def test_nothing_overlaps_and_everything_is_inside(path: Path, all_roofs: bool):
         legend = rf.legend.get_window_extent(r)
         key = rf.key.get_window_extent(r)
         axes = rf.ax.get_window_extent(r)
-        n_valid = sum(1 for c in load_run(path).cases if c.valid and c.outcome.status == "ok")
+        n_valid = sum(1 for c in _run(path).cases if c.valid and c.outcome.status == "ok")
         assert len(rf.xy) >= n_valid  # every valid case is a point (+ hollow hw twins)
         for i, (ta, a) in enumerate(labels):
             for tb, b in labels[i + 1:]:
@@ -69,7 +80,7 @@ def test_nothing_overlaps_and_everything_is_inside(path: Path, all_roofs: bool):
         (x0, x1), (y0, y1) = rf.ax.get_xlim(), rf.ax.get_ylim()
         for x, y in rf.xy:
             assert x0 < x < x1 and y0 < y < y1, f"point ({x}, {y}) outside the axes"
-        run = load_run(path)
+        run = _run(path)
         comp, _ = best_roofs(run.roofs, all_roofs=True)
         ridges = ridge_points(run.roofs, comp)
         assert ridges
@@ -93,7 +104,7 @@ def _drawn(rf: RooflineFigure) -> set[tuple[str, str, str]]:
 
 def test_default_draws_only_the_roofs_the_points_use():
     path = H200_RUNS["gemm-4096"]
-    run = load_run(path)
+    run = _run(path)
     used = {c.identity.precision for c in run.cases if c.valid}
     rf, rf_all = _figure(path), _figure(path, all_roofs=True)
     drawn, every = _drawn(rf), _drawn(rf_all)
@@ -110,14 +121,14 @@ def test_default_draws_only_the_roofs_the_points_use():
 
 
 def test_memory_bound_points_bring_their_level_and_nothing_else():
-    run = load_run(H200_RUNS["rownorm-default"])
+    run = _run(H200_RUNS["rownorm-default"])
     rf = build_figure([run.roofs], [run.cases], "t")
     assert _drawn(rf) == {("memory", "dram", "measured"), ("memory", "dram", "datasheet"),
                           ("compute", "fp32", "measured"), ("compute", "fp32", "datasheet")}
 
 
 def test_no_valid_point_draws_every_roof():
-    run = load_run(H200_RUNS["numba-quick"])
+    run = _run(H200_RUNS["numba-quick"])
     assert not any(c.valid for c in run.cases)
     rf = build_figure([run.roofs], [run.cases], "t")
     assert rf.points == [] and "no valid point" in rf.key.get_text()
@@ -146,7 +157,7 @@ def test_two_runs_of_one_device_share_one_frame():
 
 
 def test_compare_of_two_runs_keeps_labels_clear(tmp_path: Path):
-    a, b = load_run(CPU[0]), load_run(CPU[1])
+    a, b = _run(CPU[0]), _run(CPU[1])
     rf = build_figure([a.roofs, b.roofs], [a.cases, b.cases], "A vs B", tags=["A: ", "B: "])
     _, points, labels = _boxes(rf)
     assert len(points) == 2 * sum(1 for c in a.cases if c.valid)
@@ -161,7 +172,7 @@ def test_compare_of_two_runs_keeps_labels_clear(tmp_path: Path):
 
 
 def test_plot_run_writes_png_and_svg(tmp_path: Path):
-    paths = plot_run(load_run(H200[0]), tmp_path / "roofline")
+    paths = plot_run(_run(H200[0]), tmp_path / "roofline")
     png, svg = paths
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     text = svg.read_text()
@@ -226,7 +237,7 @@ def test_a_key_too_long_for_the_figure_grows_it_and_keeps_the_axes():
     grows downwards; the key stays inside and the axes keep their size in pixels."""
     import dataclasses
 
-    run = load_run(max(CPU, key=lambda p: len(load_run(p).cases)))
+    run = _run(max(CPU, key=lambda p: len(_run(p).cases)))
     many = [
         dataclasses.replace(c, identity=dataclasses.replace(c.identity, size=[*c.identity.size, k]))
         for k in (1, 2, 3)
@@ -251,7 +262,7 @@ def test_many_points_are_dots_with_a_key_by_group_and_say_so():
 
     from roofbench.bench.present.plot_dense import DENSE_POINTS
 
-    run = load_run(max(CPU, key=lambda p: len(load_run(p).cases)))
+    run = _run(max(CPU, key=lambda p: len(_run(p).cases)))
     valid = [c for c in run.cases if c.valid and c.outcome.status == "ok"]
     reps = DENSE_POINTS // len(valid) + 2
     many = [
