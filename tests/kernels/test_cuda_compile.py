@@ -89,3 +89,31 @@ def test_nvrtc_compiles(source):
         ok, log, size = ct.nvrtc_compile(source, arch)
         assert ok, f"NVRTC failed for {source} {arch}:\n{log}"
         assert size > 0
+
+
+def test_an_nvrtc_success_is_kept_by_what_it_compiled(monkeypatch, tmp_path):
+    """A success is read back from the test store (no compile) while the expanded text and
+    the options are the same; another arch compiles; a failure or a hand-edited entry is
+    never taken."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings not installed")
+    monkeypatch.setenv("RB_TEST_STORE", str(tmp_path))
+    calls: list[bytes] = []
+    verdict = [(True, "", 123)]
+
+    def fake(source: str, text: bytes, opts: list[bytes]) -> tuple[bool, str, int]:
+        calls.append(opts[0])
+        return verdict[0]
+
+    monkeypatch.setattr(ct, "_nvrtc_compile", fake)
+    assert ct.nvrtc_compile("vector_add.cu", "sm_90") == (True, "", 123)
+    assert ct.nvrtc_compile("vector_add.cu", "sm_90") == (True, "", 123)
+    assert calls == [b"--gpu-architecture=sm_90"]
+    verdict[0] = (False, "error: no", 0)
+    assert ct.nvrtc_compile("vector_add.cu", "sm_89") == (False, "error: no", 0)
+    assert ct.nvrtc_compile("vector_add.cu", "sm_89") == (False, "error: no", 0)
+    assert len(calls) == 3  # the failure compiled twice
+    (entry,) = (tmp_path / "nvcc").glob("*.nvrtc.json")
+    entry.write_text(entry.read_text().replace("123", "124"))
+    verdict[0] = (True, "", 123)
+    assert ct.nvrtc_compile("vector_add.cu", "sm_90") == (True, "", 123)
+    assert len(calls) == 4

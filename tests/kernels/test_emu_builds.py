@@ -28,6 +28,24 @@ def test_a_build_key_follows_the_included_headers_only(tmp_path):
     assert ct.build_key(src, ("-O1",)) != key  # included through outer.cuh: rebuilt
 
 
+def test_a_planted_build_is_kept_by_what_its_folders_hold_not_where(tmp_path):
+    """emu_run.build_mutant's build: the edited copies in a folder of their own (a session's
+    temporary one) searched first. The same copies in another folder take the kept build (a
+    key naming the folder rebuilt every planted bug in every session); a header edited there,
+    found through the include folder by a header beside the source, is another build."""
+    def planted_key(where: str, header: str) -> str:
+        out, inc = tmp_path / where / "src", tmp_path / where / "inc"
+        out.mkdir(parents=True)
+        inc.mkdir()
+        (out / "k.cu").write_text('#include "outer.cuh"\nint k;\n')
+        (out / "outer.cuh").write_text('#pragma once\n#include "inner.cuh"\n')
+        (inc / "inner.cuh").write_text(header)
+        return ct.emu_build_key(out / "k.cu", "-O1", includes=(out, inc))
+
+    assert planted_key("session-a", "int f();\n") == planted_key("session-b", "int f();\n")
+    assert planted_key("session-c", "int f2();\n") != planted_key("session-d", "int f();\n")
+
+
 def test_the_tree_s_sources_include_what_they_say():
     names = {s: sorted(p.name for p in ct.included_headers(ct.CUDA_DIR / s))
              for s in ("vector_add.cu", "gemm.cu", "gemm_wgmma.cu")}
@@ -61,3 +79,31 @@ def test_a_driver_source_is_built_alone(monkeypatch, tmp_path):
                         lambda ds, out: built.append(ds.stem) or out / f"driver_{ds.stem}.so")
     so = ct.build_driver_emulated.__wrapped__("hopper_unit")  # past the session's cache
     assert built == ["hopper_unit"] and so.name == "driver_hopper_unit.so"
+
+
+def test_a_host_build_is_kept_by_its_bytes(monkeypatch, tmp_path):
+    """gxx_kept (the CuTe oracle's object): built once; the same source and headers in another
+    folder take the kept file, its bytes and mode; an edited header builds again."""
+    monkeypatch.setenv("RB_TEST_STORE", str(tmp_path / "store"))
+    builds = []
+
+    def build_in(where: str, header: str) -> bytes:
+        d = tmp_path / where
+        (d / "inc").mkdir(parents=True)
+        (d / "o.cpp").write_text('#include "h.h"\n')
+        (d / "inc" / "h.h").write_text(header)
+        out = d / "o.o"
+
+        def build() -> None:
+            builds.append(where)
+            out.write_bytes(header.encode())
+            out.chmod(0o755)
+
+        ct.gxx_kept(d / "o.cpp", ("-O1",), (d / "inc",), out, build)
+        assert out.stat().st_mode & 0o111
+        return out.read_bytes()
+
+    assert build_in("a", "int f();") == build_in("b", "int f();") == b"int f();"
+    assert builds == ["a"]
+    assert build_in("c", "int g();") == b"int g();"
+    assert builds == ["a", "c"]

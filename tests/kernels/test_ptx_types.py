@@ -9,12 +9,10 @@ the asm text lands in the PTX as written."""
 from __future__ import annotations
 
 import re
-import subprocess
 from functools import cache
 
 import cuda_tools as ct
 import pytest
-from patience import patience
 from roofbench.kernels.cuda_impl import CUDA_DIR
 
 pytestmark = pytest.mark.skipif(ct.missing_tools("nvcc") is not None,
@@ -41,15 +39,11 @@ _INSTR = re.compile(r"^\s*((?:mma\.sync|wgmma\.mma_async)\.\S+|fma\.rn\.(?:f16x2
 
 @cache
 def ptx(source: str, arch: str) -> dict[str, str]:
-    """PTX body per .entry of a source compiled by the pip nvcc."""
-    nvcc = ct.pip_tool("nvcc")
-    assert nvcc is not None
+    """PTX body per .entry of a source compiled by the pip nvcc (kept in the test store by
+    its inputs, as the cubins are: cuda_tools.nvcc_kept)."""
     src = ct._source_path(source)
     out = ct._TMP / f"{src.stem}.{arch}.ptx"
-    p = subprocess.run([str(nvcc), "-ptx", f"-arch={arch}", "-std=c++17", "-I", str(CUDA_DIR),
-                        str(src), "-o", str(out)], capture_output=True, text=True,
-                       timeout=patience(300))
-    assert p.returncode == 0, f"nvcc -ptx {source} {arch}:\n{p.stderr[-3000:]}"
+    ct.nvcc_kept(src, ("-ptx", f"-arch={arch}", "-std=c++17"), out, (CUDA_DIR,), ".ptx")
     text = out.read_text()
     parts = re.split(r"^\.(?:visible\s+)?\.entry\s+(\w+)", text, flags=re.M)
     return dict(zip(parts[1::2], parts[2::2], strict=True))
@@ -107,3 +101,24 @@ def test_checker_catches_a_bf16_kernel_saying_f16():
     assert type_errors("gemm_tensor_bf16", body)[1]
     assert not type_errors("gemm_tensor_fp16", body)[1]
     assert type_errors("gemm_tensor_fp16", body.replace("{%f1", "{%r9"))[1]
+
+
+def test_ptx_is_kept_by_its_inputs(monkeypatch, tmp_path):
+    """nvcc -ptx once: a later session (the same source, flags and tools) reads the kept PTX
+    without running nvcc."""
+    import subprocess
+
+    monkeypatch.setenv("RB_TEST_STORE", str(tmp_path / "store"))
+    src = tmp_path / "src" / "k.cu"  # its folder is keyed: the outputs go elsewhere
+    src.parent.mkdir()
+    src.write_text('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n')
+    flags = ("-ptx", "-arch=sm_90", "-std=c++17")
+    ct.nvcc_kept(src, flags, tmp_path / "a.ptx", suffix=".ptx")
+
+    def no_nvcc(*args, **kwargs):
+        raise AssertionError(f"nvcc ran again: {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_nvcc)
+    ct.nvcc_kept(src, flags, tmp_path / "b.ptx", suffix=".ptx")
+    assert (tmp_path / "b.ptx").read_text() == (tmp_path / "a.ptx").read_text()
+    assert ".entry k" in (tmp_path / "b.ptx").read_text()

@@ -9,12 +9,14 @@ the tests check are the same on every machine.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import site
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
@@ -129,38 +131,86 @@ def nvcc_cubin(src: Path, arch: str, out: Path, includes: tuple[Path, ...] = (),
     ptxas report. Kept between sessions in the test store's ``nvcc/`` by its inputs
     (``_nvcc_key``; ``RB_TEST_STORE=off`` always compiles): most of the CUDA compile tests'
     time on two cores was nvcc recompiling what no edit had touched."""
+    flags = ("-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
+             *(f"-D{d}" for d in defines))
+    return nvcc_kept(src, flags, out, includes, ".cubin")
+
+
+def nvcc_kept(src: Path, flags: tuple[str, ...], out: Path, includes: tuple[Path, ...] = (),
+              suffix: str = ".cubin") -> str:
+    """pip's nvcc with ``flags`` (and ``-I`` each of ``includes``): ``src`` -> ``out``;
+    returns nvcc's output. Kept in the test store's ``nvcc/`` by ``_nvcc_key`` (the output as
+    ``<key><suffix>``, its log beside it), as ``nvcc_cubin`` describes."""
     import os
 
     from codegen_store import folder, prune
 
     nvcc = pip_tool("nvcc")
     assert nvcc is not None, missing_tools("nvcc")
-    flags = ("-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
-             *(f"-D{d}" for d in defines))
     store = folder("nvcc")
     hit = (store / _nvcc_key(src, (src.parent, *includes), flags)
            if store is not None else None)
-    if hit is not None and hit.with_suffix(".cubin").is_file() \
+    if hit is not None and hit.with_suffix(suffix).is_file() \
             and hit.with_suffix(".log").is_file():
-        for suffix in (".cubin", ".log"):
-            os.utime(hit.with_suffix(suffix))  # used: kept by codegen_store.prune
-        shutil.copyfile(hit.with_suffix(".cubin"), out)
+        for kept in (suffix, ".log"):
+            os.utime(hit.with_suffix(kept))  # used: kept by codegen_store.prune
+        shutil.copyfile(hit.with_suffix(suffix), out)
         return hit.with_suffix(".log").read_text()
     cmd = [str(nvcc), *flags, *(a for d in includes for a in ("-I", str(d))), str(src),
            "-o", str(out)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=patience(300))
     log = p.stdout + p.stderr
     if p.returncode != 0:
-        raise AssertionError(f"nvcc failed for {src.name} {arch}:\n{log}")
+        raise AssertionError(f"nvcc failed for {src.name} {' '.join(flags)}:\n{log}")
     if hit is not None:
         hit.parent.mkdir(parents=True, exist_ok=True)
         tmp = hit.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(log)
         os.replace(tmp, hit.with_suffix(".log"))
-        shutil.copyfile(out, tmp)  # the cubin last: a hit needs both
-        os.replace(tmp, hit.with_suffix(".cubin"))
+        shutil.copyfile(out, tmp)  # the output last: a hit needs both
+        os.replace(tmp, hit.with_suffix(suffix))
         prune(hit.parent)
     return log
+
+
+def gxx_kept(src: Path, flags: tuple[str, ...], includes: tuple[Path, ...], out: Path,
+             build: Callable[[], None]) -> None:
+    """``out`` as ``build()`` writes it (g++'s object of ``src`` with ``flags``, its quoted
+    includes found beside it, then in ``includes``), taken from the test store's ``emu/``
+    where an earlier session kept it, else built and kept. Keyed by ``build_key`` (the bytes
+    of the source and of what it includes, never their paths), g++'s version and the NVIDIA
+    wheels' (the toolkit and CUTLASS headers it may include with <...>).
+    ``RB_TEST_STORE=off``: always built."""
+    import os
+
+    from codegen_store import folder, prune
+
+    store = folder("emu")
+    key = build_key(src, (*flags, _gxx_version(), nvidia_versions()), includes)
+    hit = store / f"{key}{out.suffix or '.bin'}" if store is not None else None
+    if hit is not None and hit.is_file():
+        os.utime(hit)  # used: kept by codegen_store.prune
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copy2(hit, tmp)  # the mode too: a program stays executable
+        os.replace(tmp, out)
+        return
+    build()
+    if hit is not None:
+        hit.parent.mkdir(parents=True, exist_ok=True)
+        tmp = hit.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copy2(out, tmp)
+        os.replace(tmp, hit)
+        prune(hit.parent)
+
+
+@cache
+def nvidia_versions() -> str:
+    """The installed NVIDIA wheels and their versions (the CUDA headers, CCCL, CUTLASS): what
+    a host build against their headers depends on besides the tree's files."""
+    import importlib.metadata as md
+
+    return " ".join(sorted(f"{d.metadata['Name']}=={d.version}" for d in md.distributions()
+                           if (d.metadata["Name"] or "").lower().startswith("nvidia")))
 
 
 @cache
@@ -227,14 +277,41 @@ def opcodes(sass_text: str) -> list[str]:
 
 def nvrtc_compile(source: str, arch: str) -> tuple[bool, str, int]:
     """Compile the expanded source with NVRTC (the library CuPy's RawModule uses) through
-    cuda-bindings: (ok, log, cubin size)."""
+    cuda-bindings: (ok, log, cubin size). A success is kept in the test store's ``nvcc/`` by
+    what it was compiled from (the expanded text, the options, NVRTC's version and the NVIDIA
+    wheels' whose headers it includes): compiling the kernels again each session was most of
+    the NVRTC test's time."""
+    import hashlib
+    import os
+
+    from codegen_store import digest, folder, read_verified
     from cuda.bindings import nvrtc
 
     text = load_source(source).encode()
+    opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17"]
+    _, major, minor = nvrtc.nvrtcVersion()
+    store = folder("nvcc")
+    hit = (store / (hashlib.sha256(b"\0".join([text, *opts, f"{major}.{minor}".encode(),
+                                               nvidia_versions().encode()])).hexdigest()[:32]
+                    + ".nvrtc.json") if store is not None else None)
+    if hit is not None and (found := read_verified(hit)) is not None:
+        ok, log, size = found[0]
+        return bool(ok), str(log), int(size)
+    got = _nvrtc_compile(source, text, opts)
+    if hit is not None and got[0]:  # a failure is never kept: the next session compiles
+        tmp = hit.with_suffix(f".{os.getpid()}.tmp")
+        with contextlib.suppress(OSError):
+            tmp.write_text(json.dumps({"value": list(got), "sha256": digest(list(got))}))
+            os.replace(tmp, hit)
+    return got
+
+
+def _nvrtc_compile(source: str, text: bytes, opts: list[bytes]) -> tuple[bool, str, int]:
+    from cuda.bindings import nvrtc
+
     err, prog = nvrtc.nvrtcCreateProgram(text, source.encode(), 0, [], [])
     assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
-    opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17"]
-    opts += [f"-I{d}".encode() for d in cuda_include_dirs()]
+    opts = [*opts, *(f"-I{d}".encode() for d in cuda_include_dirs())]
     try:
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         _, n = nvrtc.nvrtcGetProgramLogSize(prog)
@@ -345,16 +422,17 @@ def with_signatures(text: str) -> str:
 _QUOTED = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.M)
 
 
-def included_headers(src: Path) -> list[Path]:
+def included_headers(src: Path, includes: tuple[Path, ...] = ()) -> list[Path]:
     """The quoted includes of ``src``, transitively, found as g++ finds them: beside the file
-    that includes them first, then kernels/cuda and the emulation's folder (the -I order of
-    _emu_compile). An include that none holds (a toolkit header) is left out."""
+    that includes them first, then the ``includes`` folders, kernels/cuda and the emulation's
+    folder (the -I order of _emu_compile). An include that none holds (a toolkit header) is
+    left out."""
     seen: dict[Path, None] = {}
     todo = [src]
     while todo:
         f = todo.pop()
         for name in _QUOTED.findall(f.read_text()):
-            for base in (f.parent, CUDA_DIR, EMU_DIR):
+            for base in (f.parent, *includes, CUDA_DIR, EMU_DIR):
                 inc = (base / name).resolve()
                 if inc.is_file():
                     if inc not in seen and inc != src.resolve():
@@ -364,17 +442,17 @@ def included_headers(src: Path) -> list[Path]:
     return list(seen)
 
 
-def build_key(src: Path, flags: tuple[str, ...]) -> str:
-    """What an emulated build depends on: the source and the headers it includes, transitively
-    (by name and bytes, not path: a fresh clone's or a mutant's temporary folder takes the
-    builds kept by an earlier one; a header the source does not include cannot change its
-    build, so a mutant of mma.cuh rebuilds only what includes it), every file of the
-    emulation's folder (emu.h is forced in), the flags."""
+def build_key(src: Path, flags: tuple[str, ...], includes: tuple[Path, ...] = ()) -> str:
+    """What an emulated build depends on: the source and the headers it includes, transitively,
+    as found through ``includes`` first (by name and bytes, not path: a fresh clone's or a
+    mutant's temporary folder takes the builds kept by an earlier one; a header the source
+    does not include cannot change its build, so a mutant of mma.cuh rebuilds only what
+    includes it), every file of the emulation's folder (emu.h is forced in), the flags."""
     import hashlib
 
     text = src.read_text()
     h = hashlib.sha256(re.sub(r'#include "/[^"]+"', "#include", text).encode())
-    for f in sorted(included_headers(src), key=lambda f: (f.name, f.read_bytes())):
+    for f in sorted(included_headers(src, includes), key=lambda f: (f.name, f.read_bytes())):
         h.update(b"\0inc\0" + f.name.encode() + b"\0" + f.read_bytes())
     for f in sorted(EMU_DIR.iterdir()):
         if f.suffix in (".cuh", ".h", ".cpp"):
@@ -392,6 +470,16 @@ def _gxx_version() -> str:
     return subprocess.run([gxx, "--version"], capture_output=True, text=True).stdout
 
 
+def emu_build_key(src: Path, opt: str, extra: tuple[str, ...] = (), after: tuple[str, ...] = (),
+                  includes: tuple[Path, ...] = ()) -> str:
+    """_emu_compile's key: ``build_key`` of the source with its flags, the names of what it
+    is linked with (their sources are the emulation's folder's) and g++'s version. The
+    include folders count by what the source finds in them, never by their paths: a planted
+    bug built in a session's temporary folder takes the build an earlier session kept."""
+    return build_key(src, (opt, *extra, *(Path(a).name for a in after), _gxx_version()),
+                     includes)
+
+
 def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
                  after: tuple[str, ...] = (), includes: tuple[Path, ...] = ()) -> None:
     """g++ against the emulation: preprocessed, ``__shared__`` rewritten into the block's
@@ -405,8 +493,7 @@ def _emu_compile(src: Path, so: Path, opt: str, extra: tuple[str, ...] = (),
     from codegen_store import folder, prune
 
     cache = os.environ.get("RB_EMU_CACHE") or folder("emu")
-    key = build_key(src, (opt, *extra, *(Path(a).name for a in after),
-                          *(str(d) for d in includes), _gxx_version()))
+    key = emu_build_key(src, opt, extra, after, includes)
     hit = Path(cache) / f"{key}.so" if cache else None
     if hit is not None and hit.is_file():  # a new file: `so` may be loaded (never rewrite it)
         os.utime(hit)  # used: kept by codegen_store.prune
@@ -507,12 +594,18 @@ COUNT_FLAGS = ("-fsanitize=kernel-address", "--param", "asan-instrumentation-wit
                "--param", "asan-stack=0", "--param", "asan-globals=0", "-fno-tree-sra")
 
 
-def _counting_runtime(out: Path) -> Path:
+@cache
+def _counting_runtime() -> Path:
+    """The counters' object, once a session (kept in the store by gxx_kept): every counting
+    build links this one, wherever the build itself is made."""
+    out = _TMP / "counting-runtime"
+    out.mkdir(exist_ok=True)
     obj = out / "bytes_count.o"
-    if not obj.is_file():
-        subprocess.run([shutil.which("g++") or "g++", "-std=c++20", "-O2", "-fPIC", "-c",
-                        str(EMU_DIR / "bytes_count.cpp"), "-o", str(obj)], check=True,
-                       capture_output=True, timeout=300)
+    src = EMU_DIR / "bytes_count.cpp"
+    flags = ("-std=c++20", "-O2", "-fPIC", "-c")
+    cmd = [shutil.which("g++") or "g++", *flags, str(src), "-o", str(obj)]
+    gxx_kept(src, flags, (), obj, lambda: subprocess.run(cmd, check=True,
+                                                          capture_output=True, timeout=300))
     return obj
 
 
@@ -523,7 +616,7 @@ def build_counting(src: str | Path, out: Path | None = None, text: str | None = 
     planted change). Returns the shared library."""
     out = out or _TMP / "counting"
     out.mkdir(parents=True, exist_ok=True)
-    rt = ("-x", "none", str(_counting_runtime(out)))
+    rt = ("-x", "none", str(_counting_runtime()))
     ds = next((d for d in driver_sources().values() if d.path == Path(src)), None)
     stem = Path(src).stem
     if ds is not None:
