@@ -69,3 +69,26 @@ def test_occupancy_without_figures_and_its_figure_drawn_after(tmp_path, roofs_fi
     drawn = {p.name for p in run.iterdir()} - DATA
     assert drawn == {"roofline.png", "roofline.svg", "occupancy.png", "occupancy.svg"}
 
+
+
+def test_a_stop_while_report_md_is_written_is_recorded_and_it_is_written_again(
+        tmp_path, roofs_file, monkeypatch):
+    """As with figures (test_hostile_user): the stop is the run's, in the report phase, exit
+    130; report.md is written once more, and still no figure."""
+    from roofbench.bench.present import outputs
+    from roofbench.bench.results import load_run
+
+    real, calls = outputs.write_report_md, []
+
+    def stopped_once(run, folder):
+        calls.append(folder)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(run, folder)
+    monkeypatch.setattr(outputs, "write_report_md", stopped_once)
+    assert main(["run", *CASE, "--no-figures", "--roofs", str(roofs_file),
+                 "--out", str(tmp_path)]) == 130
+    run = _one_run(tmp_path)
+    rec = load_run(run / "results.json")
+    assert rec.interrupted and rec.stop is not None and rec.stop.phase == "report"
+    assert len(calls) == 2 and {p.name for p in run.iterdir()} == DATA
