@@ -27,6 +27,7 @@ import re
 import subprocess
 from collections import Counter
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import cuda_tools as ct
@@ -62,21 +63,38 @@ needs_nvcc = pytest.mark.skipif(ct.missing_tools("nvcc", "cuobjdump") is not Non
                                 reason=ct.missing_tools("nvcc", "cuobjdump") or "")
 
 
+@cache
+def _nvrtc_cubin(bounded: bool) -> Path:
+    """The GEMM's cubin as NVRTC builds it on the backend's path (sm_90a), the check build
+    (ROOFBENCH_BOUNDED_WAIT=1) or the timed one: once a session each (the fixture below and
+    the bounded-wait test read the same build), the caller's environment left as found."""
+    import os
+
+    from roofbench.bench.backends.tma_launch import compile_cubin
+
+    before = os.environ.pop(cu.BOUNDED_WAIT_ENV, None)
+    try:
+        if bounded:
+            os.environ[cu.BOUNDED_WAIT_ENV] = "1"
+        cubin = ct._TMP / f"gemm_wgmma.nvrtc.{'check' if bounded else 'timed'}.sm_90a.cubin"
+        cubin.write_bytes(compile_cubin(SRC, "sm_90a"))
+        return cubin
+    finally:
+        os.environ.pop(cu.BOUNDED_WAIT_ENV, None)
+        if before is not None:
+            os.environ[cu.BOUNDED_WAIT_ENV] = before
+
+
 @pytest.fixture(scope="module")
 def nvrtc_sass() -> dict[str, str]:
     """SASS per kernel of the cubin NVRTC builds on the backend's path (sm_90a)."""
     pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings not installed")
     if ct.missing_tools("cuobjdump") or not ct.cuda_include_dirs():
         pytest.skip("pip CUDA toolchain / headers missing: pip install -e '.[cudatools]'")
-    from roofbench.bench.backends.tma_launch import compile_cubin
-
-    cubin = ct._TMP / "gemm_wgmma.nvrtc.sm_90a.cubin"
-    cubin.write_bytes(compile_cubin(SRC, "sm_90a"))
-    p = subprocess.run([str(ct.pip_tool("cuobjdump")), "-sass", str(cubin)],
-                       capture_output=True, text=True, timeout=patience(120), check=True)
+    cubin = _nvrtc_cubin(bool(cu.bounded_wait_options()))
     out: dict[str, str] = {}
     name = None
-    for line in p.stdout.splitlines():
+    for line in ct.sass_listing(cubin).splitlines():
         if m := re.search(r"Function : (\S+)", line):
             name = m.group(1)
             out[name] = ""
@@ -521,10 +539,15 @@ def cute_oracle() -> Oracle:
     root = ct._TMP / "cute_oracle"
     root.mkdir(exist_ok=True)
     obj = root / "cute_oracle.o"
-    p = subprocess.run([gxx, "-std=c++17", "-O1", "-w", "-c", f"-I{inc}", *cuda,
-                        f"-I{ct.EMU_DIR}", f"-I{cu.CUDA_DIR}", str(STANDINS / "cute_oracle.cpp"),
-                        "-o", str(obj)], capture_output=True, text=True, timeout=patience(600))
-    assert p.returncode == 0, p.stderr[-4000:]
+    flags = ("-std=c++17", "-O1", "-w", "-c")
+
+    def build() -> None:  # CuTe's templates: most of this file's time, kept by the store
+        p = subprocess.run([gxx, *flags, f"-I{inc}", *cuda, f"-I{ct.EMU_DIR}",
+                            f"-I{cu.CUDA_DIR}", str(STANDINS / "cute_oracle.cpp"), "-o",
+                            str(obj)], capture_output=True, text=True, timeout=patience(600))
+        assert p.returncode == 0, p.stderr[-4000:]
+
+    ct.gxx_kept(STANDINS / "cute_oracle.cpp", flags, (ct.EMU_DIR, cu.CUDA_DIR), obj, build)
     built: dict[str, Path] = {}
 
     def exe_for(edits: dict[str, tuple[str, str]]) -> Path:
@@ -647,21 +670,15 @@ def test_check_build_traps_where_the_timed_build_waits(monkeypatch):
     pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings not installed")
     if ct.missing_tools("cuobjdump") or not ct.cuda_include_dirs():
         pytest.skip("pip CUDA toolchain / headers missing: pip install -e '.[cudatools]'")
-    from roofbench.bench.backends.tma_launch import compile_cubin
     from roofbench.roofs.probes import cuda_driver as cd
 
-    def sass_of(cubin: bytes, tag: str) -> dict[str, str]:
-        path = ct._TMP / f"gemm_wgmma.{tag}.cubin"
-        path.write_bytes(cubin)
-        text = subprocess.run([str(ct.pip_tool("cuobjdump")), "-sass", str(path)],
-                              capture_output=True, text=True, timeout=patience(120),
-                              check=True).stdout
+    def sass_of(cubin: Path) -> dict[str, str]:
+        text = ct.sass_listing(cubin)  # kept in the test store by the cubin's bytes
         return dict(re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", text, re.S))
 
-    monkeypatch.delenv(cu.BOUNDED_WAIT_ENV, raising=False)
-    timed = sass_of(compile_cubin(SRC, "sm_90a"), "timed")
-    monkeypatch.setenv(cu.BOUNDED_WAIT_ENV, "1")
-    check = sass_of(compile_cubin(SRC, "sm_90a"), "check")
+    timed = sass_of(_nvrtc_cubin(False))
+    check = sass_of(_nvrtc_cubin(True))
+    monkeypatch.setenv(cu.BOUNDED_WAIT_ENV, "1")  # the probe built as the check build
     probe = cd.compile_cubin((ct.PROBE_DIR / "wgmma.cu").read_text(), "wgmma.cu", "sm_90a",
                              ("-std=c++17",))
     assert len(probe) > 0

@@ -5,10 +5,13 @@ killed by the real checks here (the whole catalogue runs on demand: docs/hopper-
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 
 import pytest
+from codegen_store import folder
 from testpaths import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -56,16 +59,27 @@ def test_union_of_selections_keeps_the_k_expressions():
 @pytest.mark.slow
 def test_fixed_subset_is_killed():
     """Each mutant applied to a temporary copy, its narrow tests run there: all killed, and the
-    tree itself untouched."""
+    tree itself untouched. The emulated builds are the test store's (its emu/ folder as
+    RB_EMU_CACHE, as the tool's docstring suggests; they are keyed by what they are built
+    from): a session with the store warm builds no mutant again, and the builds the mutants'
+    tests need unmutated are the session's own."""
     before = {m.file: (ROOT / m.file).read_text() for m in MUTANTS if m.name in SUBSET}
+    env = dict(os.environ)
+    emu = folder("emu")
+    if emu is not None:
+        env.setdefault("RB_EMU_CACHE", str(emu))
+    t0 = time.time()
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "mutate_cuda.py"), "--only",
                         ",".join(SUBSET), "--no-baseline"], capture_output=True, text=True,
-                       timeout=1800)
+                       timeout=1800, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert f"score: {len(SUBSET)}/{len(SUBSET)} killed (100.0%)" in r.stdout
     for name in SUBSET:
         assert f"{name}: killed" in r.stdout
     assert {f: (ROOT / f).read_text() for f in before} == before
+    if emu is not None and env["RB_EMU_CACHE"] == str(emu):  # the mutants' builds kept there
+        used = [p for p in emu.glob("*.so") if p.stat().st_mtime >= t0 - 1]
+        assert len(used) >= len(SUBSET), sorted(p.name for p in used)
 
 
 def test_failed_ids_are_read_from_the_short_summary():
