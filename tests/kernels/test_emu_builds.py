@@ -107,3 +107,23 @@ def test_a_host_build_is_kept_by_its_bytes(monkeypatch, tmp_path):
     assert builds == ["a"]
     assert build_in("c", "int g();") == b"int g();"
     assert builds == ["a", "c"]
+
+
+def test_a_host_build_the_store_cannot_keep_still_stands(monkeypatch, tmp_path):
+    """A store write that fails (a full disk) costs the keeping, never the build."""
+    import shutil
+
+    monkeypatch.setenv("RB_TEST_STORE", str(tmp_path / "store"))
+    (tmp_path / "o.cpp").write_text("int f();\n")
+    out = tmp_path / "o.o"
+    real = shutil.copy2
+
+    def full(src, dst, **kw):
+        if str(dst).startswith(str(tmp_path / "store")):
+            raise OSError(28, "No space left on device")
+        return real(src, dst, **kw)
+
+    monkeypatch.setattr(shutil, "copy2", full)
+    ct.gxx_kept(tmp_path / "o.cpp", ("-O1",), (), out, lambda: out.write_bytes(b"obj"))
+    assert out.read_bytes() == b"obj"
+    assert list((tmp_path / "store" / "emu").iterdir()) == []

@@ -196,10 +196,14 @@ def gxx_kept(src: Path, flags: tuple[str, ...], includes: tuple[Path, ...], out:
         return
     build()
     if hit is not None:
-        hit.parent.mkdir(parents=True, exist_ok=True)
         tmp = hit.with_suffix(f".{os.getpid()}.tmp")
-        shutil.copy2(out, tmp)
-        os.replace(tmp, hit)
+        try:
+            shutil.copy2(out, tmp)
+            os.replace(tmp, hit)
+        except OSError:  # a full disk, a store made read-only since: the build stands
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return
         prune(hit.parent)
 
 
