@@ -183,3 +183,28 @@ def test_the_cli_says_the_finals_and_takes_finalists(tmp_path, capsys):
     assert rc == 0 and "chosen: B=1" in text and "final:" not in text
     rc, _, err = run_cli(["tune", str(tmp_path / "k.py"), "--finalists", "-1"], capsys)
     assert rc == 2 and "whole number >= 0" in err
+
+
+def test_an_interrupt_in_the_finals_keeps_the_meetings_that_ended(sim, tmp_path):
+    """Ctrl-C as the second meeting builds its sides (the 6th build: 3 in the loop, 2 in the
+    first meeting): tune.json keeps the first meeting, the loop's best chosen, and the
+    interrupt goes on."""
+    s = sim(seed=1, jitter=0.01)
+    inner = s.builder(lambda c: 0.8)
+    built = s.machine.built
+
+    def build(**cfg):
+        if len(built) == 5:
+            raise KeyboardInterrupt
+        return inner(**cfg)
+
+    with pytest.raises(KeyboardInterrupt):
+        tune(build, {"B": [1, 2, 3]}, s.a, s.out,
+             **kw(s, target=0.99, drop_at=None, out=tmp_path / "t"))
+    doc = json.loads((tmp_path / "t" / "tune.json").read_text())
+    assert doc["stop"] == "interrupted"
+    assert all(r["ties_best"] for r in doc["ranking"]), "not all tied: no second meeting"
+    f = doc["finals"]
+    assert len(f["meetings"]) == 1 and f["verdict"].startswith("interrupted after 1 meeting")
+    assert f["chosen"] == doc["ranking"][0]["index"] and doc["best"] == \
+        next(t["config"] for t in doc["trials"] if t["index"] == f["chosen"])
