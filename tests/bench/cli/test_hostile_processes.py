@@ -79,6 +79,8 @@ def test_signal_matrix(phase: str, sig: signal.Signals, tmp_path: Path, roofs_fi
         cmd = [*RUN[:8], "l2norm", "--kernel", "vector_add", *cmd[9:]]
     if phase == "report":
         cmd = [sys.executable, "-c", SLOW_REPORT, *cmd[3:]]
+    else:  # report.md is what a stop must leave; the figures are the report phase's to cut
+        cmd += ["--no-figures"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_a_terminal)
     seen: list[str] = []
@@ -157,13 +159,15 @@ def test_sigkill_during_the_fma_probe_leaves_no_child(tmp_path: Path):
 def test_two_runs_into_one_out_at_the_same_instant(tmp_path: Path, roofs_file: Path):
     out = tmp_path / "o"
     go = tmp_path / "go"
-    # Both wait on one file, then start their run in the same instant (same second stamp).
+    # Both wait on one file, then start their run in the same instant (same second stamp);
+    # the folders and records are checked, not a time nor a figure.
     wait = f"import os,time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.001)\n"
     procs = [subprocess.Popen([sys.executable, "-c", wait + (
         "import sys; from roofbench.bench.cli import main; sys.exit(main(sys.argv[1:]))"),
         *RUN[3:8], kernel, "--dtype", "fp32", "--size", "1k", "--roofs", str(roofs_file),
-        "--out", str(out)], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True) for kernel in ("vector_add", "l2norm")]
+        "--samples", "2", "--no-figures", "--out", str(out)], cwd=tmp_path, env=ENV,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for kernel in ("vector_add", "l2norm")]
     time.sleep(3)
     go.write_text("")
     outs = [p.communicate(timeout=patience(240)) for p in procs]
