@@ -52,6 +52,13 @@ def run_of(rec: TuneRecord, roofs: RoofSet | None, clock: Any, note: str | None,
     if note:
         run.notes.append(note)
     run.notes.append(f"roofbench tune {rec.name}: {rec.stop} ({rec.stop_detail})")
+    f = rec.finals
+    run.notes.append(f"roofbench tune {rec.name}: finals: " + (rec.finals_note if f is None else (
+        f"{f.verdict}: " + "; ".join(
+            f"{m.rival_label} against {m.champion_label}"
+            + (f" {m.ratio:.4f} [{m.lo:.4f}, {m.hi:.4f}] (time rival / champion, "
+               f"{m.pairs} ABBA pairs)" if m.ratio is not None and m.lo is not None
+               and m.hi is not None else "") + f": {m.outcome}" for m in f.meetings))))
     return run
 
 

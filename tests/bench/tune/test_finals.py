@@ -178,6 +178,13 @@ def test_the_cli_says_the_finals_and_takes_finalists(tmp_path, capsys):
     assert "chosen: B=2" in text
     doc = json.loads((tmp_path / "t" / "tune.json").read_text())
     assert doc["best"] == {"B": 2} and doc["finals"]["chosen"] == 1
+    run = json.loads((tmp_path / "t" / "results.json").read_text())
+    note = next(n for n in run["notes"] if "finals:" in n)
+    assert "B=2 chosen over the loop's best B=1: B=2 against B=1 0." in note
+    assert note.endswith(": rival wins")
+    chosen = [c["evidence"]["extra"]["tune"]["config"] for c in run["cases"]
+              if c["evidence"]["extra"]["tune"]["chosen"]]
+    assert chosen == [{"B": 2}]
     rc, text, err = run_cli(["tune", str(tmp_path / "k.py"), "--out", str(tmp_path / "u"),
                              "--finalists", "0"], capsys)
     assert rc == 0 and "chosen: B=1" in text and "final:" not in text
