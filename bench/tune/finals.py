@@ -127,6 +127,9 @@ class Referee:
             return Meeting(a, b, labels[0], labels[1], outcome, wall_s=self.now() - t0, **kw)
 
         if ra is None or rb is None or fa is None or fb is None:
+            if ra is None and rb is None:  # nothing valid to put in its place
+                return said("both invalid", verdict="not measured",
+                            why=f"champion: {why_a}; rival: {why_b}")
             if ra is None:
                 return said("champion invalid", verdict="invalid in A", why=why_a)
             return said("rival invalid", verdict="invalid in B", why=why_b)
@@ -143,7 +146,7 @@ class Referee:
             return v.verdict in ("faster", "slower")
 
         ta, tb = self.alternate(fa, fb, self.timer, self.clock.sync, pair, clock=self.now,
-                           decided=decided)
+                                decided=decided)
         v = judged(ta, tb, ra, rb)
         return said("rival wins" if v.verdict == "faster" else "champion stays",
                     verdict=v.verdict, ratio=v.ratio, lo=v.ratio_lo, hi=v.ratio_hi,

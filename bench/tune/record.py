@@ -177,6 +177,8 @@ OUTCOMES = {
     "rival invalid": "the rival failed validation in the finals: the champion stays",
     "champion invalid": "the champion failed validation in the finals: the rival takes its "
                         "place",
+    "both invalid": "both failed validation in the finals: the champion stays (none valid "
+                    "to put in its place), said here",
 }
 
 

@@ -149,6 +149,16 @@ def test_a_champion_failing_validation_gives_way(sim):
     assert rec.config == {"B": 2}
 
 
+def test_both_failing_validation_in_the_finals_is_said(sim):
+    s = sim(seed=0, jitter=0.01)
+    built = s.machine.built
+    b = drifting(s, wrong=lambda c: built.count(dict(c)) > 1)
+    rec = tune(b, {"B": [1, 2]}, s.a, s.out, **kw(s, target=0.99))
+    (m,) = rec.finals.meetings
+    assert m.outcome == "both invalid" and m.why.startswith("champion: validation failed")
+    assert "; rival: validation failed" in m.why and rec.config == {"B": 1}
+
+
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
 def test_finalists_must_be_a_count(sim, bad):
     s = sim()
