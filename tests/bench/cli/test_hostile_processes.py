@@ -63,6 +63,28 @@ def _wait_line(proc: subprocess.Popen, words: str, limit_s: float = 180) -> list
     pytest.fail(f"never said {words!r}: {''.join(seen)[-2000:]}")
 
 
+def _wait_caught(pid: int, limit_s: float = 60) -> None:
+    """Until process ``pid`` catches SIGTERM (its SigCgt mask in /proc): roofbench's entry
+    point installs its stop handler (SIGTERM, SIGHUP and SIGINT at once) before anything else;
+    Python catches SIGINT itself from its first steps, so SIGTERM is the sign. Before it the
+    interpreter is starting, and a signal there is Python's, not roofbench's; after it, the
+    command line's modules are still being imported (a fixed 0.8 s sleep landed before it on
+    a loaded machine)."""
+    bit = 1 << (int(signal.SIGTERM) - 1)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < patience(limit_s):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            break
+        caught = next(int(ln.split()[1], 16) for ln in status.splitlines()
+                      if ln.startswith("SigCgt:"))
+        if caught & bit:
+            return
+        time.sleep(0.002)
+    pytest.fail(f"process {pid} never caught SIGTERM")
+
+
 def _ctrl_c_as_a_terminal() -> None:
     """In the child: SIGINT as a terminal delivers it. A test run started in the background of
     a shell (`make test &`, nohup) inherits SIGINT ignored, and Python then rightly ignores it."""
@@ -84,8 +106,8 @@ def test_signal_matrix(phase: str, sig: signal.Signals, tmp_path: Path, roofs_fi
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_a_terminal)
     seen: list[str] = []
-    if phase == "start-up":
-        time.sleep(0.8)  # Python is importing numpy, pandas, rich, the command line
+    if phase == "start-up":  # Python is importing the command line's modules
+        _wait_caught(proc.pid)
     elif phase == "probes":
         seen = _wait_line(proc, "roofs")
         time.sleep(1.0)
