@@ -35,8 +35,16 @@ from roofbench.roof_records import (
     RoofSet,
 )
 
+
+def _schema(p: Path) -> object:
+    """A stored JSON file's schema; None for one that is not an object (a run folder also
+    holds tables of rows, as tune_ab's ab.json)."""
+    d = json.loads(p.read_text())
+    return d.get("schema") if isinstance(d, dict) else None
+
+
 STORED = sorted(p for d in ("results", "tests/fixtures") for p in (ROOT / d).rglob("*.json")
-                if json.loads(p.read_text()).get("schema") == RESULTS_SCHEMA)
+                if _schema(p) == RESULTS_SCHEMA)
 
 
 def _text(d: dict) -> str:
