@@ -126,27 +126,22 @@ def test_no_finals_without_a_pairing_loop_and_the_record_says_so(sim):
     assert rec.finals is None and rec.finals_note == "not held: finalists=0"
 
 
-def test_a_finalist_failing_validation_loses(sim):
-    """B=2 computes right in the loop and wrong when built again for the finals."""
+@pytest.mark.parametrize("wrong,outcome,verdict,chosen", [
+    (2, "rival invalid", "invalid in B", 1),  # B=2 right in the loop, wrong built again
+    (1, "champion invalid", "invalid in A", 2),
+])
+def test_a_finalist_failing_validation_loses(sim, wrong, outcome, verdict, chosen):
+    """The configuration that computes wrong when built again for the finals loses them."""
     s = sim(seed=0, jitter=0.01)
     built = s.machine.built
-    b = drifting(s, wrong=lambda c: c["B"] == 2 and built.count({"B": 2}) > 1)
+    b = drifting(s, wrong=lambda c: c["B"] == wrong and built.count({"B": wrong}) > 1)
     rec = tune(b, {"B": [1, 2]}, s.a, s.out, **kw(s, target=0.99))
     (m,) = rec.finals.meetings
-    assert (m.outcome, m.verdict) == ("rival invalid", "invalid in B")
-    assert "validation failed" in m.why and m.ratio is None
-    assert rec.config == {"B": 1}
-    assert "rival invalid: " in render(rec)
-
-
-def test_a_champion_failing_validation_gives_way(sim):
-    s = sim(seed=0, jitter=0.01)
-    built = s.machine.built
-    b = drifting(s, wrong=lambda c: c["B"] == 1 and built.count({"B": 1}) > 1)
-    rec = tune(b, {"B": [1, 2]}, s.a, s.out, **kw(s, target=0.99))
-    (m,) = rec.finals.meetings
-    assert (m.outcome, m.verdict) == ("champion invalid", "invalid in A")
-    assert rec.config == {"B": 2}
+    assert (m.outcome, m.verdict) == (outcome, verdict)
+    assert rec.config == {"B": chosen}
+    if wrong == 2:
+        assert "validation failed" in m.why and m.ratio is None
+        assert "rival invalid: " in render(rec)
 
 
 def test_both_failing_validation_in_the_finals_is_said(sim):
